@@ -1,0 +1,103 @@
+# python-sandbox-mcp: a plain Makefile.  `make` builds build/python-sandbox-mcp;
+# `make test` installs what the tests need, then runs every test.
+#   make SANITIZE=address,undefined   -> build/san/python-sandbox-mcp
+
+PREFIX ?= /usr/local
+PKGS := libcjson libseccomp libbsd-overlay yaml-0.1 python3-embed
+
+ifeq ($(SANITIZE),)
+BUILD ?= build
+SANFLAGS :=
+OPT ?= -O2 -D_FORTIFY_SOURCE=2
+else
+BUILD ?= build/san
+SANFLAGS := -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=all
+OPT ?= -O1 -g
+endif
+
+CC ?= cc
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+PY_PREFIX := $(shell pkg-config --variable=prefix python3-embed 2>/dev/null)
+VERSION := $(shell cat VERSION 2>/dev/null || echo 0.1.0)
+
+WARN := -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wformat-truncation=1 \
+	-Wstrict-prototypes -Wmissing-prototypes -Wpointer-arith -Wvla \
+	-Wno-unused-parameter -Wimplicit-fallthrough -Wundef -Wcast-qual \
+	-Wnull-dereference -Wdouble-promotion
+HARDEN := -fstack-protector-strong -fstack-clash-protection -fcf-protection \
+	-fPIE -D_GNU_SOURCE
+CFLAGS ?= -g $(OPT)
+ALL_CFLAGS := -std=gnu11 $(CFLAGS) $(WARN) $(HARDEN) $(SANFLAGS) $(PKG_CFLAGS) \
+	-DPSM_VERSION='"$(VERSION)"' -DPSM_PY_PREFIX='"$(PY_PREFIX)"' -MMD -MP
+ALL_LDFLAGS := $(LDFLAGS) -pie -Wl,-z,relro,-z,now -Wl,--as-needed $(SANFLAGS)
+LIBS := $(PKG_LIBS) -lmd -lpthread
+
+SRCS := $(wildcard common/*.c mcp/*.c interp/*.c policy/*.c)
+ASMS := $(wildcard interp/*.S policy/*.S)
+OBJS := $(SRCS:%.c=$(BUILD)/obj/%.o) $(ASMS:%.S=$(BUILD)/obj/%.o)
+LIB_OBJS := $(filter-out $(BUILD)/obj/mcp/main.o,$(OBJS))
+BIN := $(BUILD)/python-sandbox-mcp
+
+UNIT_SRCS := $(wildcard test/unit/test_*.c)
+UNIT_BINS := $(UNIT_SRCS:test/unit/%.c=$(BUILD)/test/%)
+HELPER_SRCS := $(wildcard test/helpers/*.c)
+HELPER_BINS := $(HELPER_SRCS:test/helpers/%.c=$(BUILD)/helpers/%)
+
+.PHONY: all setup test unit integration demo install install-skill clean check-deps
+all: check-deps $(BIN)
+
+check-deps:
+	@pkg-config --exists $(PKGS) || { echo "missing build dependencies: run 'make setup' (or scripts/setup.sh) first" >&2; exit 2; }
+
+$(BIN): $(OBJS)
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -c -o $@ $<
+
+# The embedded files (.incbin) are dependencies the compiler cannot see.
+$(BUILD)/obj/policy/builtin_skill.o: SKILL.md
+$(BUILD)/obj/interp/bootstrap_py.o: interp/bootstrap.py
+$(BUILD)/obj/%.o: %.S
+	@mkdir -p $(dir $@)
+	$(CC) $(SANFLAGS) -c -I. -o $@ $<
+
+$(BUILD)/test/%: test/unit/%.c $(LIB_OBJS)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(shell pkg-config --cflags cmocka) $(ALL_LDFLAGS) -o $@ $< $(LIB_OBJS) $(LIBS) $(shell pkg-config --libs cmocka)
+
+$(BUILD)/helpers/%: test/helpers/%.c $(LIB_OBJS)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $< $(LIB_OBJS) $(LIBS)
+
+setup:
+	scripts/setup.sh
+
+unit: $(UNIT_BINS) $(HELPER_BINS)
+	@set -e; for t in $(UNIT_BINS); do echo "== $$t"; $$t; done
+
+integration: $(BIN) $(HELPER_BINS)
+	test/integration/run.sh $(BIN)
+
+test: setup
+	$(MAKE) all
+	$(MAKE) unit
+	$(MAKE) integration
+
+demo: setup
+	$(MAKE) all
+	demo/run.sh $(BIN)
+
+install: $(BIN)
+	install -D -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/python-sandbox-mcp
+
+install-skill:
+	install -D -m 0644 SKILL.md .agents/skills/code-interpreter-sandbox-executor/SKILL.md
+	install -D -m 0644 SKILL.md .claude/skills/code-interpreter-sandbox-executor/SKILL.md
+
+clean:
+	rm -rf build
+
+-include $(OBJS:.o=.d) $(UNIT_BINS:=.d) $(HELPER_BINS:=.d)

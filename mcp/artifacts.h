@@ -1,0 +1,50 @@
+/* The workspace's files: snapshots (to list what a call created or
+ * modified) and list_artifacts.  Walks never follow symlinks. */
+#ifndef MCP_ARTIFACTS_H
+#define MCP_ARTIFACTS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+#include <time.h>
+
+#include "../common/err.h"
+#include "fsafe.h"
+
+struct art_entry {
+	char *rel;              /* path relative to the workspace, owned */
+	off_t bytes;
+	struct timespec mtime;
+	dev_t dev;
+	ino_t ino;
+	bool is_symlink;        /* listed, never followed */
+};
+
+struct art_list {
+	struct art_entry *v;
+	size_t n, cap;
+	bool truncated;         /* stopped at max_entries */
+};
+
+struct art_scan_opts {
+	const char *subdir;     /* relative to the workspace, "" for all */
+	const char *pattern;    /* fnmatch glob on the file name, or NULL */
+	bool include_hidden;    /* names starting with '.' (files and dirs) */
+	size_t max_entries;     /* 0 = 100000 */
+};
+
+/* Regular files and symlinks beneath the workspace, sorted by rel. */
+int art_scan(const struct workspace *ws, const struct art_scan_opts *o, struct art_list *out, struct err *e);
+void art_list_free(struct art_list *l);
+
+enum art_change { ART_CREATED, ART_MODIFIED };
+
+/* Calls fn for each entry of `after` that is absent from `before`
+ * (created) or differs in size, mtime or inode (modified).  Both sorted. */
+void art_diff(const struct art_list *before, const struct art_list *after,
+	      void (*fn)(const struct art_entry *en, enum art_change c, void *arg), void *arg);
+
+/* SHA-256 of a file beneath the workspace (no symlinks), lowercase hex. */
+int art_sha256(const struct workspace *ws, const char *rel, char hex[65], struct err *e);
+
+#endif

@@ -1,0 +1,58 @@
+/* Safe file access beneath the workspace for the trusted side.
+ *
+ * Sandboxed code can plant symlinks (and hard links, and FIFOs) in the
+ * workspace.  Every file the server itself opens there (logs, summaries,
+ * images it returns, listed or verified files, resources) is resolved beneath
+ * the workspace directory fd with no symlink followed anywhere on the path
+ * (openat2 RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+ * falling back to an O_NOFOLLOW walk component by component on kernels
+ * without openat2). */
+#ifndef MCP_FSAFE_H
+#define MCP_FSAFE_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "../common/err.h"
+
+/* The workspace as the server sees it. */
+struct workspace {
+	int dirfd;       /* O_PATH|O_DIRECTORY fd of the workspace, owned */
+	char *abs;       /* absolute, canonical path of the workspace */
+	char *root;      /* absolute, canonical path of ROOT */
+	char *display;   /* how Python code names the workspace: path relative
+	                  * to ROOT when inside it ("workspace"), else abs */
+};
+
+/* Creates the workspace (and outputs/ inside it) when missing, opens it. */
+int ws_open(struct workspace *ws, const char *root, const char *workspace_path, struct err *e);
+void ws_close(struct workspace *ws);
+
+/* Maps a path as Python code names it (relative paths are relative to ROOT,
+ * Python's working directory: "workspace/outputs/a.png"; absolute paths as
+ * they are) to a normalised path relative to the workspace ("outputs/a.png",
+ * or "" for the workspace itself).  Rejects paths that leave the workspace
+ * lexically ("..", elsewhere) with a message that says paths must lie under
+ * the workspace and gives the form to use. */
+int ws_relpath(const struct workspace *ws, const char *user_path, char *out, size_t outsz, struct err *e);
+
+/* The reverse: "outputs/a.png" -> "workspace/outputs/a.png" (display form). */
+int ws_display_path(const struct workspace *ws, const char *rel, char *out, size_t outsz);
+
+/* Opens rel (relative to the workspace) with no symlink followed.  flags
+ * as open(2); O_NOFOLLOW|O_CLOEXEC are always added.  Returns fd or -errno
+ * (-ELOOP/-EXDEV for a symlink on the way). */
+int ws_openat(const struct workspace *ws, const char *rel, int flags, mode_t mode);
+
+/* mkdir -p of rel beneath the workspace, no symlinks followed. */
+int ws_mkdirs(const struct workspace *ws, const char *rel, struct err *e);
+
+/* Writes a whole file beneath the workspace, atomically (temp file then
+ * rename), creating parent directories. */
+int ws_write_file(const struct workspace *ws, const char *rel, const void *buf, size_t len, struct err *e);
+
+/* Reads a regular file beneath the workspace, up to max bytes (-EFBIG when
+ * larger).  *out is malloc'd (NUL-terminated, not counted in *len). */
+int ws_read_file(const struct workspace *ws, const char *rel, size_t max, unsigned char **out, size_t *len, struct err *e);
+
+#endif

@@ -1,0 +1,24 @@
+#!/bin/sh
+# Installs the Debian packages that the build, the demo and the tests need,
+# only those that are missing (idempotent).  As root directly, else via sudo.
+set -eu
+
+PKGS="gcc make pkg-config libc6-dev libcjson-dev libseccomp-dev libbsd-dev libmd-dev
+libyaml-dev libpython3-dev python3 python3-numpy python3-pandas python3-matplotlib
+python3-pil libcmocka-dev"
+# The test clients (the official MCP TypeScript SDK) run on Node.js.
+command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || PKGS="$PKGS nodejs npm"
+
+missing=""
+for p in $PKGS; do
+	status=$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true)
+	[ "$status" = "installed" ] || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+
+echo "setup: installing:$missing" >&2
+if [ "$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+# shellcheck disable=SC2086
+$SUDO apt-get install -y -qq --no-install-recommends $missing >&2
