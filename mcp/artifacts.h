@@ -30,10 +30,19 @@ struct art_scan_opts {
 	const char *subdir;     /* relative to the workspace, "" for all */
 	const char *pattern;    /* fnmatch glob on the file name, or NULL */
 	bool include_hidden;    /* names starting with '.' (files and dirs) */
-	size_t max_entries;     /* 0 = 100000 */
+	size_t max_entries;     /* 0 = 100000; also caps the directories visited */
+	const char *const *exclude; /* NULL-terminated workspace-relative paths
+	                             * skipped with all beneath them (the
+	                             * server's snapshot passes ".logs"); may be NULL */
 };
 
-/* Regular files and symlinks beneath the workspace, sorted by rel. */
+/* Directories deeper than this below the scanned one are not entered (and
+ * the list is marked truncated). */
+#define ART_MAX_DEPTH 64
+
+/* Regular files and symlinks beneath the workspace, sorted by rel.  out
+ * is initialised here (art_list_free it even after an error).  Which
+ * entries are kept when the list is truncated is unspecified. */
 int art_scan(const struct workspace *ws, const struct art_scan_opts *o, struct art_list *out, struct err *e);
 void art_list_free(struct art_list *l);
 

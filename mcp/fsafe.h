@@ -10,6 +10,7 @@
 #ifndef MCP_FSAFE_H
 #define MCP_FSAFE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -24,7 +25,9 @@ struct workspace {
 	                  * to ROOT when inside it ("workspace"), else abs */
 };
 
-/* Creates the workspace (and outputs/ inside it) when missing, opens it. */
+/* Creates the workspace (and outputs/ inside it) when missing, opens it.
+ * root must exist; a relative workspace_path is taken relative to root.
+ * On failure ws is left closed (ws_close on it is harmless). */
 int ws_open(struct workspace *ws, const char *root, const char *workspace_path, struct err *e);
 void ws_close(struct workspace *ws);
 
@@ -41,8 +44,19 @@ int ws_display_path(const struct workspace *ws, const char *rel, char *out, size
 
 /* Opens rel (relative to the workspace) with no symlink followed.  flags
  * as open(2); O_NOFOLLOW|O_CLOEXEC are always added.  Returns fd or -errno
- * (-ELOOP/-EXDEV for a symlink on the way). */
+ * (-ELOOP/-EXDEV for a symlink on the way).  Unless O_PATH is asked, the
+ * result is a regular file (or a directory when O_DIRECTORY is asked):
+ * -EINVAL for a FIFO, socket or device, -EISDIR for an unexpected
+ * directory, -EMLINK for a regular file with more than one hard link. */
 int ws_openat(const struct workspace *ws, const char *rel, int flags, mode_t mode);
+
+/* Fills e with a sentence for an error returned by ws_openat on rel (what
+ * was found and what to do) and returns code. */
+int ws_openat_err(struct err *e, int code, const char *rel);
+
+/* For tests: false forces the O_NOFOLLOW walk used on kernels without
+ * openat2(2); true (the default) uses openat2 when the kernel has it. */
+void ws_set_openat2(bool on);
 
 /* mkdir -p of rel beneath the workspace, no symlinks followed. */
 int ws_mkdirs(const struct workspace *ws, const char *rel, struct err *e);

@@ -10,7 +10,7 @@ enum vkind { VK_ANY, VK_PNG, VK_JPEG, VK_SVG, VK_CSV, VK_JSON, VK_TEXT };
 
 struct vspec {
 	enum vkind kind;
-	long min_bytes;             /* default 1 */
+	long min_bytes;             /* 0 = the default, 1; negative = no minimum */
 	const char *const *required_keys; /* JSON: top-level object keys; may be NULL */
 	size_t n_required_keys;
 	long min_rows;              /* CSV: data rows after the header; 0 = no minimum */

@@ -82,4 +82,51 @@ const char *jail_state_name(enum jail_state s);
 /* Multi-line text for --check and the start-up log.  Caller frees. */
 char *jail_report_describe(const struct jail_report *r);
 
+/* --check: applies the jail in a forked child, prints every layer as applied
+ * / not available / not needed / failed, then runs live probes inside that
+ * child (a write outside the workspace, socket(AF_INET), execve), each of
+ * which must be refused when the policy forbids it.  Returns the exit status
+ * for the command: 0 when the policy is enforceable and every probe was
+ * refused, 1 otherwise. */
+#include <stdio.h>
+int jail_check(const struct jail_config *c, FILE *out);
+
+/* ---- Between the layer files (policy/jail*.c, landlock.c, seccomp.c) ----
+ * Each layer has a probe (what this kernel offers, no side effects) and an
+ * apply step that fills its entry of the report and returns 0, or a negative
+ * errno with e set when setting up failed outright (the caller then exits:
+ * fail closed).  A layer the kernel lacks is not an error: its state says
+ * so and jail_enter() decides whether the policy is still enforceable. */
+#include <sys/types.h>
+
+/* PSM_JAIL_DISABLE=userns,landlock,...: a test hook that switches layers off
+ * as if the kernel lacked them.  It can only remove layers, so it can only
+ * make the report non-enforceable; it never widens access silently. */
+bool jail_disabled(const char *layer);
+
+int jail_fds_apply(const struct jail_config *c, struct jail_report *r, struct err *e);
+
+/* The unprivileged ids the sandbox runs as when the server is root. */
+void jail_uid_choose(const struct jail_config *c, uid_t *uid, gid_t *gid);
+int jail_uid_apply(const struct jail_config *c, struct jail_report *r, struct err *e);
+
+bool jail_userns_probe(uid_t uid, gid_t gid);
+/* Namespaces, then a fork (pid 1 of the new pid namespace; the intermediate
+ * never returns), then the mount tree and pivot_root. */
+int jail_ns_apply(const struct jail_config *c, bool with_userns,
+		  struct jail_report *r, struct err *e);
+
+int jail_caps_apply(const struct jail_config *c, struct jail_report *r, struct err *e);
+int jail_rlimits_apply(const struct jail_config *c, struct jail_report *r, struct err *e);
+
+int landlock_abi(void); /* 0 when Landlock is unavailable */
+int landlock_apply(const struct jail_config *c, bool private_tmp,
+		   struct jail_report *r, struct err *e);
+/* A nested domain with only the signal and abstract-socket scopes
+ * (ABI >= 6): 1 applied, 0 not available, negative errno on failure. */
+int landlock_scope_session(struct err *e);
+
+bool seccomp_probe(void);
+int seccomp_apply(const struct jail_config *c, struct jail_report *r, struct err *e);
+
 #endif

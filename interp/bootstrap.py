@@ -1,0 +1,440 @@
+# _psm: the notebook side of a session, embedded in the binary.
+#
+# The zygote imports this module once (zygote_init), then every session forked
+# from it calls session_init and, per call, handle(message).  It runs inside
+# the jail: nothing here is trusted by the server, which checks every file and
+# bounds every field it receives.  Python's audit hooks are used only to name
+# the permission behind a refusal; the kernel does the enforcing.
+import ast
+import builtins
+import errno
+import json
+import linecache
+import os
+import sys
+import time
+import traceback
+import types
+
+_cfg = {}
+_session = {"name": "default", "ns": None, "figures": 0}
+_events = []  # recent (time, permission, detail) from the audit hook
+_cell_started = 0.0
+
+
+def _log(msg):
+    try:
+        os.write(2, ("[psm] %s\n" % msg).encode("utf-8", "replace"))
+    except OSError:
+        pass
+
+
+# ---------------------------------------------------------------- zygote
+
+
+def zygote_init(cfg_json):
+    """Imports the scientific stack once, so every session is a fork away."""
+    global _cfg
+    _cfg = json.loads(cfg_json)
+    t0 = time.monotonic()
+    for site_dir in _cfg.get("site_dirs", []):
+        import site
+
+        site.addsitedir(site_dir)
+    missing = []
+    for mod in ("numpy", "pandas", "matplotlib"):
+        try:
+            __import__(mod)
+        except Exception as e:  # a missing package must not stop the server
+            missing.append("%s (%s)" % (mod, e))
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot  # noqa: F401 (warm: fonts, backends)
+
+        _patch_matplotlib()
+    except Exception as e:
+        missing.append("matplotlib.pyplot (%s)" % e)
+    try:
+        import PIL.Image  # noqa: F401 (used to downscale images)
+    except Exception:
+        pass
+    sys.addaudithook(_audit)
+    return json.dumps(
+        {
+            "python": sys.version.split()[0],
+            "warm_ms": round((time.monotonic() - t0) * 1000, 1),
+            "missing": missing,
+        }
+    )
+
+
+# ---------------------------------------------------------------- session
+
+
+def session_init(init_json):
+    init = json.loads(init_json)
+    _session["name"] = init.get("name", "default")
+    seed = int(init.get("seed", 0))
+    import random
+
+    random.seed(seed)
+    np = sys.modules.get("numpy")
+    if np is not None:
+        np.random.seed(seed)
+    main = types.ModuleType("__main__")
+    main.__dict__["__builtins__"] = builtins
+    sys.modules["__main__"] = main
+    _session["ns"] = main.__dict__
+    # Each line reaches the server as it is printed, so progress messages
+    # carry the latest line.
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.reconfigure(line_buffering=True)
+        except Exception:
+            pass
+    return "ok"
+
+
+def handle(msg_json):
+    msg = json.loads(msg_json)
+    kind = msg.get("op")
+    if kind == "exec":
+        return json.dumps(_run_cell(msg["code"], int(msg.get("cell", 1))))
+    if kind == "thumb":
+        return _thumbnail(msg["path"], int(msg.get("max_bytes", 262144)))
+    return json.dumps({"status": "error", "error": {"type": "ProtocolError",
+                                                    "message": "unknown op"}})
+
+
+# ---------------------------------------------------------------- cells
+
+
+def _ends_with_semicolon(code):
+    for line in reversed(code.splitlines()):
+        s = line.split("#", 1)[0].rstrip()
+        if s:
+            return s.endswith(";")
+    return False
+
+
+def _cap(text, limit):
+    if limit and len(text) > limit:
+        half = limit // 2
+        return "%s\n[... %d characters omitted ...]\n%s" % (
+            text[:half], len(text) - 2 * half, text[-half:])
+    return text
+
+
+def _run_cell(code, cell):
+    global _cell_started
+    ns = _session["ns"]
+    filename = "<cell %d>" % cell
+    linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
+    _events.clear()
+    _current_cell[0] = cell
+    _cell_started = time.monotonic()
+    out = {"status": "ok", "result": None, "error": None, "figures": []}
+    try:
+        tree = ast.parse(code, filename, "exec")
+        last = None
+        if tree.body and isinstance(tree.body[-1], ast.Expr) and not _ends_with_semicolon(code):
+            last = tree.body.pop()
+        if tree.body:
+            exec(compile(tree, filename, "exec"), ns)
+        if last is not None:
+            value = eval(compile(ast.Expression(last.value), filename, "eval"), ns)
+            if value is not None:
+                ns["_"] = value
+                out["result"] = _cap(_safe_repr(value), int(_cfg.get("max_result_chars", 8000)))
+    except SystemExit as e:
+        if e.code not in (None, 0):
+            out["status"] = "error"
+            out["error"] = _describe(e)
+    except BaseException as e:  # KeyboardInterrupt included: the cell failed
+        out["status"] = "error"
+        out["error"] = _describe(e)
+    finally:
+        out["figures"] = _flush_figures(cell)
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:
+                pass
+    return out
+
+
+def _safe_repr(value):
+    try:
+        return repr(value)
+    except BaseException as e:
+        return "<repr failed: %s: %s>" % (type(e).__name__, e)
+
+
+def _is_user_frame(filename):
+    return filename.startswith("<cell ")
+
+
+def _format_tb(e):
+    """The user's own frames; runs of library frames are folded to one line,
+    except the frame that raised, so the model sees where and why."""
+    lines = []
+    if isinstance(e, SyntaxError) and e.filename and _is_user_frame(e.filename):
+        return "".join(traceback.format_exception_only(type(e), e))
+    frames = traceback.extract_tb(e.__traceback__)
+    # Drop the bootstrap's own frames at the top.
+    while frames and not _is_user_frame(frames[0].filename):
+        frames.pop(0)
+    if frames:
+        lines.append("Traceback (most recent call last):\n")
+        i = 0
+        while i < len(frames):
+            f = frames[i]
+            if _is_user_frame(f.filename) or i == len(frames) - 1:
+                lines.extend(traceback.format_list([f]))
+                i += 1
+                continue
+            j = i
+            mods = []
+            while j < len(frames) - 1 and not _is_user_frame(frames[j].filename):
+                m = _short_module(frames[j].filename)
+                if m not in mods:
+                    mods.append(m)
+                j += 1
+            lines.append("  [... %d frame%s in %s ...]\n" % (
+                j - i, "" if j - i == 1 else "s", ", ".join(mods[:3])))
+            i = j
+    lines.extend(traceback.format_exception_only(type(e), e))
+    return "".join(lines)
+
+
+def _short_module(path):
+    for marker in ("dist-packages/", "site-packages/", "/python3."):
+        k = path.find(marker)
+        if k >= 0:
+            rest = path[k + len(marker):]
+            if marker == "/python3.":
+                rest = rest.split("/", 1)[-1]
+            return rest
+    return os.path.basename(path)
+
+
+# ---------------------------------------------------------------- refusals
+
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+_FS_WRITE_EVENTS = {
+    "os.mkdir", "os.rename", "os.remove", "os.rmdir", "os.symlink", "os.link",
+    "os.chmod", "os.chown", "os.utime", "os.truncate", "shutil.copyfile",
+    "shutil.move", "shutil.rmtree", "os.mkfifo", "os.mknod",
+}
+_SHELL_EVENTS = {"subprocess.Popen", "os.system", "os.exec", "os.posix_spawn",
+                 "os.spawn", "os.startfile", "pty.spawn"}
+_NET_EVENTS = {"socket.__new__", "socket.connect", "socket.bind",
+               "socket.getaddrinfo", "socket.gethostbyname", "socket.sendto",
+               "socket.getnameinfo", "socket.gethostbyaddr"}
+
+
+def _audit(event, args):
+    # Called for every audited operation: keep it cheap.
+    perm = None
+    if event == "open":
+        mode = args[1] if len(args) > 1 else None
+        flags = args[2] if len(args) > 2 else 0
+        writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
+            isinstance(flags, int) and flags & _WRITE_FLAGS)
+        perm = "fs_write" if writing else "fs_read"
+    elif event in _FS_WRITE_EVENTS:
+        perm = "fs_write"
+    elif event in _NET_EVENTS:
+        if event == "socket.__new__" and len(args) > 1 and args[1] == getattr(
+                __import__("socket"), "AF_UNIX", 1):
+            return
+        perm = "net_access"
+    elif event in _SHELL_EVENTS:
+        perm = "shell_exec"
+    if perm is None:
+        return
+    if len(_events) > 16:
+        del _events[:8]
+    detail = args[0] if args else ""
+    _events.append((perm, detail if isinstance(detail, (str, bytes, int)) else ""))
+
+
+_HINTS = {
+    "fs_write": "the sandbox allows writes only where fs_write permits "
+                "(fs_write: {fs_write}); write under {workspace}/ instead, "
+                "e.g. {workspace}/outputs/",
+    "fs_read": "that path is not visible in the sandbox (fs_read: {fs_read}); "
+               "put input files in {workspace}/",
+    "net_access": "the sandbox has no network (net_access: false); put input "
+                  "files in {workspace}/ instead of downloading them",
+    "shell_exec": "running programs is not allowed (shell_exec: false); do the "
+                  "work in Python instead",
+    "limits": "a sandbox limit was reached ({limit}); use less, or split the work",
+}
+
+
+def _denied_by(e):
+    if isinstance(e, MemoryError):
+        return "limits", "memory_mb: %s" % _cfg.get("memory_mb")
+    if isinstance(e, RuntimeError) and "new thread" in str(e):
+        return "limits", "max_processes: %s" % _cfg.get("max_processes")
+    if not isinstance(e, OSError):
+        # urllib wraps socket errors; follow the chain one level.
+        inner = getattr(e, "reason", None) or e.__context__
+        if isinstance(inner, OSError):
+            return _denied_by(inner)
+        return None, None
+    code = e.errno
+    if code == errno.EFBIG:
+        return "limits", "max_file_mb: %s" % _cfg.get("max_file_mb")
+    if code == errno.EAGAIN:
+        # fork() or a thread refused by RLIMIT_NPROC.
+        return "limits", "max_processes: %s" % _cfg.get("max_processes")
+    if code in (errno.EPERM, errno.EACCES, errno.EROFS, errno.ENOENT,
+                errno.EAFNOSUPPORT, errno.ENETUNREACH, errno.ECONNREFUSED) or (
+            type(e).__name__ == "gaierror"):
+        if _events:
+            perm, _ = _events[-1]
+            if code == errno.ENOENT and perm != "fs_read":
+                return None, None
+            if perm == "fs_read" and code == errno.ENOENT and not _cfg.get("fs_read_hidden"):
+                return None, None
+            if perm == "net_access" and _cfg.get("net_access"):
+                return None, None
+            if perm == "shell_exec" and _cfg.get("shell_exec"):
+                return None, None
+            if perm == "fs_read" and code in (errno.EROFS,):
+                perm = "fs_write"
+            if perm in ("fs_write", "fs_read") and code not in (
+                    errno.EPERM, errno.EACCES, errno.EROFS, errno.ENOENT):
+                return None, None
+            return perm, None
+    return None, None
+
+
+def _describe(e):
+    perm, limit = _denied_by(e)
+    msg = str(e)
+    err = {
+        "type": type(e).__name__,
+        "message": msg,
+        "traceback": _format_tb(e),
+        "denied_by": perm,
+    }
+    if perm:
+        hint = _HINTS[perm].format(
+            fs_write=_cfg.get("fs_write", "workspace"),
+            fs_read=_cfg.get("fs_read", "true"),
+            workspace=_cfg.get("workspace_display", "workspace"),
+            limit=limit or "",
+        )
+        err["hint"] = "denied by the sandbox policy (%s): %s" % (
+            limit.split(":")[0] if limit else perm, hint)
+    return err
+
+
+# ---------------------------------------------------------------- figures
+
+_orig_savefig = None
+
+
+def _patch_matplotlib():
+    global _orig_savefig
+    import matplotlib.figure
+    import matplotlib.pyplot as plt
+
+    _orig_savefig = matplotlib.figure.Figure.savefig
+
+    def savefig(self, *args, **kwargs):
+        self._psm_saved = True
+        return _orig_savefig(self, *args, **kwargs)
+
+    matplotlib.figure.Figure.savefig = savefig
+    plt.show = _show
+
+
+def _figure_path(cell):
+    _session["figures"] += 1
+    name = _session["name"]
+    prefix = "" if name == "default" else name + "-"
+    return os.path.join(_cfg.get("outputs_dir", "workspace/outputs"),
+                        "%sfigure-%d-%d.png" % (prefix, cell, _session["figures"]))
+
+
+_current_cell = [0]
+
+
+def _show(*args, **kwargs):
+    """plt.show() in a headless sandbox: save every open figure under
+    workspace/outputs/ so it is returned, never wait for a display."""
+    import matplotlib.pyplot as plt
+
+    saved = []
+    for num in plt.get_fignums():
+        fig = plt.figure(num)
+        path = _figure_path(_current_cell[0])
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fig.savefig(path, dpi=100, bbox_inches="tight")
+        saved.append(path)
+    plt.close("all")
+    return None
+
+
+def _flush_figures(cell):
+    """Like a notebook's inline backend: figures left open at the end of a
+    cell that were never saved are saved (so the model sees them), then all
+    are closed so the next cell starts on a fresh canvas."""
+    plt = sys.modules.get("matplotlib.pyplot")
+    if plt is None:
+        return []
+    saved = []
+    try:
+        for num in plt.get_fignums():
+            fig = plt.figure(num)
+            if getattr(fig, "_psm_saved", False) or not fig.get_axes():
+                continue
+            path = _figure_path(cell)
+            try:
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                fig.savefig(path, dpi=100, bbox_inches="tight")
+                saved.append(path)
+            except OSError as e:
+                _log("could not save an open figure: %s" % e)
+        plt.close("all")
+    except Exception as e:
+        _log("figure handling failed: %s" % e)
+    return saved
+
+
+# ---------------------------------------------------------------- images
+
+
+def _thumbnail(path, max_bytes):
+    """A PNG of the image at path, downscaled until it fits max_bytes.  The
+    server checks the bytes again before returning them."""
+    import io
+
+    try:
+        from PIL import Image
+    except Exception:
+        return b""
+    try:
+        with Image.open(path) as im:
+            im.load()
+            img = im.convert("RGBA") if im.mode not in ("RGB", "RGBA", "L") else im.copy()
+    except Exception:
+        return b""
+    w, h = img.size
+    scale = 1.0
+    for _ in range(12):
+        cur = img if scale == 1.0 else img.resize(
+            (max(1, int(w * scale)), max(1, int(h * scale))), Image.LANCZOS)
+        buf = io.BytesIO()
+        cur.save(buf, format="PNG", optimize=True)
+        data = buf.getvalue()
+        if len(data) <= max_bytes:
+            return data
+        scale *= 0.7
+    return b""

@@ -1,0 +1,208 @@
+#include "wire.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+static void put32(unsigned char *p, uint32_t v)
+{
+	memcpy(p, &v, 4);
+}
+
+static uint32_t get32(const unsigned char *p)
+{
+	uint32_t v;
+	memcpy(&v, p, 4);
+	return v;
+}
+
+static int send_all(int sock, const unsigned char *p, size_t len)
+{
+	while (len) {
+		ssize_t n = send(sock, p, len, MSG_NOSIGNAL);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+int wire_send(int sock, uint32_t type, const void *data, size_t len, const int *fds, int nfds)
+{
+	if (len > WIRE_MAX_PAYLOAD || nfds < 0 || nfds > WIRE_MAX_FDS)
+		return -EMSGSIZE;
+	unsigned char hdr[12];
+	put32(hdr, WIRE_MAGIC);
+	put32(hdr + 4, type);
+	put32(hdr + 8, (uint32_t)len);
+
+	struct iovec iov = { .iov_base = hdr, .iov_len = sizeof hdr };
+	union {
+		char buf[CMSG_SPACE(sizeof(int) * WIRE_MAX_FDS)];
+		struct cmsghdr align;
+	} ctl;
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+	if (nfds > 0) {
+		memset(&ctl, 0, sizeof ctl);
+		mh.msg_control = ctl.buf;
+		mh.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)nfds);
+		struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)nfds);
+		memcpy(CMSG_DATA(c), fds, sizeof(int) * (size_t)nfds);
+	}
+	ssize_t n;
+	do
+		n = sendmsg(sock, &mh, MSG_NOSIGNAL);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return -errno;
+	if ((size_t)n < sizeof hdr) {
+		int r = send_all(sock, hdr + n, sizeof hdr - (size_t)n);
+		if (r < 0)
+			return r;
+	}
+	return send_all(sock, data, len);
+}
+
+static int recv_all(int sock, unsigned char *p, size_t len)
+{
+	while (len) {
+		ssize_t n = recv(sock, p, len, 0);
+		if (n == 0)
+			return -EPIPE;
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+static int check_header(const unsigned char *hdr, uint32_t max_len, struct wire_msg *m)
+{
+	if (get32(hdr) != WIRE_MAGIC)
+		return -EPROTO;
+	m->type = get32(hdr + 4);
+	m->len = get32(hdr + 8);
+	if (m->len > max_len || m->len > WIRE_MAX_PAYLOAD)
+		return -EMSGSIZE;
+	m->data = malloc((size_t)m->len + 1);
+	if (!m->data)
+		return -ENOMEM;
+	m->data[m->len] = 0;
+	return 0;
+}
+
+int wire_recv(int sock, struct wire_msg *m, uint32_t max_len)
+{
+	memset(m, 0, sizeof *m);
+	unsigned char hdr[12];
+	union {
+		char buf[CMSG_SPACE(sizeof(int) * WIRE_MAX_FDS)];
+		struct cmsghdr align;
+	} ctl;
+	struct iovec iov = { .iov_base = hdr, .iov_len = sizeof hdr };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
+			     .msg_control = ctl.buf, .msg_controllen = sizeof ctl.buf };
+	ssize_t n;
+	do
+		n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
+	while (n < 0 && errno == EINTR);
+	if (n == 0)
+		return -EPIPE;
+	if (n < 0)
+		return -errno;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		int cnt = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+		int tmp[WIRE_MAX_FDS];
+		if (cnt > WIRE_MAX_FDS)
+			cnt = WIRE_MAX_FDS;
+		memcpy(tmp, CMSG_DATA(c), sizeof(int) * (size_t)cnt);
+		for (int i = 0; i < cnt && m->nfds < WIRE_MAX_FDS; i++)
+			m->fds[m->nfds++] = tmp[i];
+	}
+	int r = 0;
+	if ((size_t)n < sizeof hdr)
+		r = recv_all(sock, hdr + n, sizeof hdr - (size_t)n);
+	if (r == 0)
+		r = check_header(hdr, max_len, m);
+	if (r == 0)
+		r = recv_all(sock, m->data, m->len);
+	if (r < 0)
+		wire_msg_free(m);
+	return r;
+}
+
+void wire_msg_free(struct wire_msg *m)
+{
+	if (!m)
+		return;
+	free(m->data);
+	m->data = NULL;
+	for (int i = 0; i < m->nfds; i++)
+		if (m->fds[i] >= 0)
+			close(m->fds[i]);
+	m->nfds = 0;
+}
+
+void wire_reader_init(struct wire_reader *r, uint32_t max_len)
+{
+	memset(r, 0, sizeof *r);
+	r->max_len = max_len;
+}
+
+int wire_reader_step(struct wire_reader *r, int fd, struct wire_msg *out)
+{
+	for (;;) {
+		if (r->hdr_got < sizeof r->hdr) {
+			ssize_t n = read(fd, r->hdr + r->hdr_got, sizeof r->hdr - r->hdr_got);
+			if (n == 0)
+				return -EPIPE;
+			if (n < 0)
+				return (errno == EAGAIN || errno == EINTR) ? 0 : -errno;
+			r->hdr_got += (size_t)n;
+			if (r->hdr_got < sizeof r->hdr)
+				continue;
+			int rc = check_header(r->hdr, r->max_len, &r->cur);
+			if (rc < 0)
+				return rc;
+			r->body_got = 0;
+		}
+		if (r->body_got < r->cur.len) {
+			ssize_t n = read(fd, r->cur.data + r->body_got, r->cur.len - r->body_got);
+			if (n == 0)
+				return -EPIPE;
+			if (n < 0)
+				return (errno == EAGAIN || errno == EINTR) ? 0 : -errno;
+			r->body_got += (size_t)n;
+			continue;
+		}
+		*out = r->cur;
+		out->nfds = 0;
+		memset(&r->cur, 0, sizeof r->cur);
+		r->hdr_got = 0;
+		r->body_got = 0;
+		return 1;
+	}
+}
+
+void wire_reader_free(struct wire_reader *r)
+{
+	free(r->cur.data);
+	r->cur.data = NULL;
+	r->hdr_got = 0;
+}

@@ -1,0 +1,70 @@
+/* Messages between the server and its workers (zygote, sessions).
+ *
+ * A message is a 12-byte header {u32 magic, u32 type, u32 len} and len bytes
+ * of payload (JSON text or raw bytes, by type), over a SOCK_STREAM unix
+ * socket.  File descriptors ride with the header (SCM_RIGHTS).  Workers read
+ * and write blocking; the server reads session sockets non-blocking through
+ * a wire_reader, since a session runs hostile code that may write anything
+ * to its control socket: every length is bounded and every payload is
+ * parsed as untrusted. */
+#ifndef INTERP_WIRE_H
+#define INTERP_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define WIRE_MAGIC 0x50534d31u /* "PSM1" */
+#define WIRE_MAX_PAYLOAD (64u << 20)
+#define WIRE_MAX_FDS 4
+
+enum wire_type {
+	/* server -> zygote */
+	W_SPAWN = 1,     /* JSON {id, name, seed}; fds: ctrl, stdout w, stderr w */
+	/* zygote -> server */
+	W_READY,         /* JSON {jail report, python version, warm ms} */
+	W_SPAWNED,       /* JSON {id, pid}; fd: pidfd (may be absent) */
+	W_EXITED,        /* JSON {pid, status} (wait status) */
+	W_FATAL,         /* JSON {message} */
+	/* server -> session */
+	W_EXEC,          /* JSON {code, cell, ...} */
+	W_THUMB,         /* JSON {path, max_bytes} */
+	/* session -> server */
+	W_RESULT,        /* JSON result of a cell */
+	W_THUMB_DATA,    /* raw image bytes (empty when it could not be made) */
+	W_HELLO,         /* JSON {pid} once the session is up */
+};
+
+struct wire_msg {
+	uint32_t type;
+	uint32_t len;
+	unsigned char *data; /* malloc'd, NUL-terminated (not counted in len) */
+	int fds[WIRE_MAX_FDS];
+	int nfds;
+};
+
+/* Blocking send of one message with optional fds.  0 or -errno. */
+int wire_send(int sock, uint32_t type, const void *data, size_t len, const int *fds, int nfds);
+
+/* Blocking receive of one message.  0, -EPIPE at end of stream, or -errno
+ * (-EPROTO for a bad header, -EMSGSIZE over max_len). */
+int wire_recv(int sock, struct wire_msg *m, uint32_t max_len);
+
+void wire_msg_free(struct wire_msg *m);
+
+/* Non-blocking, incremental reader (no fds) for untrusted peers. */
+struct wire_reader {
+	unsigned char hdr[12];
+	size_t hdr_got;
+	struct wire_msg cur;
+	size_t body_got;
+	uint32_t max_len;
+};
+
+void wire_reader_init(struct wire_reader *r, uint32_t max_len);
+/* Reads what is available.  Returns 1 with *out filled when a whole message
+ * arrived (caller frees), 0 when more is needed (EAGAIN), -EPIPE at end of
+ * stream, other -errno on a protocol error. */
+int wire_reader_step(struct wire_reader *r, int fd, struct wire_msg *out);
+void wire_reader_free(struct wire_reader *r);
+
+#endif

@@ -1,0 +1,359 @@
+/* The zygote and the sessions it forks.
+ *
+ * zygote_main: jail first, then Python, then the stack imported once; then a
+ * loop over the server's control socket (W_SPAWN) and SIGCHLD (a signalfd),
+ * reporting each child's exit to the server (W_EXITED).  It is pid 1 of the
+ * jail's pid namespace when there is one, so it also reaps orphans.
+ *
+ * session_main: runs in each forked child; moves its fds into place, calls
+ * the per-session jail step, then serves W_EXEC/W_THUMB until its control
+ * socket closes.  User code runs here, so nothing it sends back is trusted. */
+#include "zygote.h"
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <glob.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../common/log.h"
+#include "../policy/jail.h"
+#include "pyembed.h"
+#include "wire.h"
+
+#define SESSION_CTRL_FD 3
+
+static int send_json(int sock, uint32_t type, cJSON *j, const int *fds, int nfds)
+{
+	char *s = cJSON_PrintUnformatted(j);
+	int r = s ? wire_send(sock, type, s, strlen(s), fds, nfds) : -ENOMEM;
+	free(s);
+	return r;
+}
+
+static __attribute__((noreturn)) void fatal(int ctrl, const char *msg)
+{
+	log_error("%s", msg);
+	cJSON *j = cJSON_CreateObject();
+	cJSON_AddStringToObject(j, "message", msg);
+	send_json(ctrl, W_FATAL, j, NULL, 0);
+	cJSON_Delete(j);
+	_exit(70);
+}
+
+static const char *fs_read_name(const struct policy *p)
+{
+	return p->fs_read == FS_READ_ROOT ? "true" : p->fs_read == FS_READ_WORKSPACE ? "false" : "a list";
+}
+
+static const char *fs_write_name(const struct policy *p)
+{
+	return p->fs_write == FS_WRITE_WORKSPACE ? "workspace" : p->fs_write == FS_WRITE_NONE ? "false" : "a list";
+}
+
+/* The configuration handed to the bootstrap (_psm.zygote_init). */
+static char *bootstrap_config(const struct zygote_config *zc)
+{
+	const struct policy *p = zc->policy;
+	cJSON *j = cJSON_CreateObject();
+	char buf[4096];
+	snprintf(buf, sizeof buf, "%s/outputs", zc->workspace);
+	cJSON_AddStringToObject(j, "outputs_dir", buf);
+	cJSON_AddStringToObject(j, "workspace_display", zc->workspace_display);
+	cJSON_AddStringToObject(j, "fs_read", fs_read_name(p));
+	cJSON_AddStringToObject(j, "fs_write", fs_write_name(p));
+	cJSON_AddBoolToObject(j, "fs_read_hidden", p->fs_read != FS_READ_ROOT);
+	cJSON_AddBoolToObject(j, "net_access", p->net_access);
+	cJSON_AddBoolToObject(j, "shell_exec", p->shell_exec);
+	cJSON_AddNumberToObject(j, "memory_mb", (double)p->limits.memory_mb);
+	cJSON_AddNumberToObject(j, "max_file_mb", (double)p->limits.max_file_mb);
+	cJSON_AddNumberToObject(j, "max_processes", (double)p->limits.max_processes);
+	cJSON_AddNumberToObject(j, "max_result_chars", (double)p->limits.max_output_chars);
+	cJSON *sites = cJSON_AddArrayToObject(j, "site_dirs");
+	if (zc->venv) {
+		glob_t g;
+		snprintf(buf, sizeof buf, "%s/lib/python3*/site-packages", zc->venv);
+		if (glob(buf, 0, NULL, &g) == 0) {
+			for (size_t i = 0; i < g.gl_pathc; i++)
+				cJSON_AddItemToArray(sites, cJSON_CreateString(g.gl_pathv[i]));
+			globfree(&g);
+		}
+	}
+	char *s = cJSON_PrintUnformatted(j);
+	cJSON_Delete(j);
+	return s;
+}
+
+static double now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* Moves fd to a number >= 64 so that the dup2()s into 1, 2, 3 cannot clobber
+ * one another. */
+static int lift_fd(int fd)
+{
+	int n = fcntl(fd, F_DUPFD_CLOEXEC, 64);
+	close(fd);
+	return n;
+}
+
+static __attribute__((noreturn)) void session_main(const char *init_json, int fds[3])
+{
+	int c = lift_fd(fds[0]), o = lift_fd(fds[1]), er = lift_fd(fds[2]);
+	if (c < 0 || o < 0 || er < 0 || dup2(o, 1) < 0 || dup2(er, 2) < 0 || dup2(c, SESSION_CTRL_FD) < 0)
+		_exit(71);
+	/* Only stdin, stdout, stderr and the control socket survive: user code
+	 * must not inherit the zygote's socket (it could ask for sessions). */
+	if (syscall(SYS_close_range, SESSION_CTRL_FD + 1, ~0U, 0) < 0)
+		for (int fd = SESSION_CTRL_FD + 1; fd < 1024; fd++)
+			close(fd);
+	log_set_prefix("session");
+
+	struct err e = { 0 };
+	if (jail_session_enter(&e) < 0) {
+		log_error("session jail: %s", e.msg);
+		_exit(72);
+	}
+	char *out;
+	size_t len;
+	int is_bytes;
+	if (py_call("session_init", init_json, &out, &len, &is_bytes, &e) < 0) {
+		log_error("%s", e.msg);
+		_exit(73);
+	}
+	free(out);
+
+	cJSON *hello = cJSON_CreateObject();
+	cJSON_AddNumberToObject(hello, "pid", getpid());
+	send_json(SESSION_CTRL_FD, W_HELLO, hello, NULL, 0);
+	cJSON_Delete(hello);
+
+	for (;;) {
+		struct wire_msg m;
+		int r = wire_recv(SESSION_CTRL_FD, &m, WIRE_MAX_PAYLOAD);
+		if (r < 0)
+			_exit(r == -EPIPE ? 0 : 74);
+		uint32_t reply_type = m.type == W_THUMB ? W_THUMB_DATA : W_RESULT;
+		if (py_call("handle", (const char *)m.data, &out, &len, &is_bytes, &e) < 0) {
+			/* The bootstrap itself failed (user code broke an internal);
+			 * still answer, so the server never waits forever. */
+			cJSON *j = cJSON_CreateObject();
+			cJSON_AddStringToObject(j, "status", "error");
+			cJSON *er2 = cJSON_AddObjectToObject(j, "error");
+			cJSON_AddStringToObject(er2, "type", "InternalError");
+			cJSON_AddStringToObject(er2, "message", e.msg);
+			out = cJSON_PrintUnformatted(j);
+			len = out ? strlen(out) : 0;
+			cJSON_Delete(j);
+			if (reply_type == W_THUMB_DATA)
+				len = 0;
+		}
+		fflush(NULL); /* C-level stdio of extensions, before the reply */
+		wire_msg_free(&m);
+		r = wire_send(SESSION_CTRL_FD, reply_type, out, len, NULL, 0);
+		free(out);
+		if (r < 0)
+			_exit(0);
+	}
+}
+
+static void spawn_session(int ctrl, struct wire_msg *m, int sfd)
+{
+	cJSON *req = cJSON_ParseWithLength((const char *)m->data, m->len);
+	const cJSON *id = cJSON_GetObjectItemCaseSensitive(req, "id");
+	if (!req || !cJSON_IsNumber(id) || m->nfds != 3) {
+		log_error("malformed spawn request");
+		cJSON_Delete(req);
+		return;
+	}
+	fflush(NULL);
+	PyOS_BeforeFork();
+	pid_t pid = fork();
+	if (pid == 0) {
+		PyOS_AfterFork_Child();
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		sigset_t all;
+		sigfillset(&all);
+		sigprocmask(SIG_UNBLOCK, &all, NULL);
+		close(sfd);
+		close(ctrl);
+		int fds[3] = { m->fds[0], m->fds[1], m->fds[2] };
+		m->nfds = 0;
+		session_main((const char *)m->data, fds);
+	}
+	PyOS_AfterFork_Parent();
+	cJSON *rep = cJSON_CreateObject();
+	cJSON_AddNumberToObject(rep, "id", id->valuedouble);
+	cJSON_AddNumberToObject(rep, "pid", pid < 0 ? -1 : pid);
+	if (pid < 0)
+		cJSON_AddStringToObject(rep, "error", strerror(errno));
+	int pidfd = pid > 0 ? (int)syscall(SYS_pidfd_open, pid, 0) : -1;
+	send_json(ctrl, W_SPAWNED, rep, pidfd >= 0 ? &pidfd : NULL, pidfd >= 0 ? 1 : 0);
+	if (pidfd >= 0)
+		close(pidfd);
+	cJSON_Delete(rep);
+	cJSON_Delete(req);
+}
+
+static void reap(int ctrl)
+{
+	for (;;) {
+		int status;
+		pid_t pid = waitpid(-1, &status, WNOHANG);
+		if (pid <= 0)
+			return;
+		cJSON *j = cJSON_CreateObject();
+		cJSON_AddNumberToObject(j, "pid", pid);
+		cJSON_AddNumberToObject(j, "status", status);
+		send_json(ctrl, W_EXITED, j, NULL, 0);
+		cJSON_Delete(j);
+	}
+}
+
+static char **build_env(const struct zygote_config *zc)
+{
+	static char mpl[4200];
+	if (zc->policy->fs_write == FS_WRITE_WORKSPACE) {
+		/* A font cache that survives restarts (building it costs seconds). */
+		snprintf(mpl, sizeof mpl, "MPLCONFIGDIR=%s/.cache/matplotlib", zc->workspace);
+	} else {
+		snprintf(mpl, sizeof mpl, "MPLCONFIGDIR=/tmp/matplotlib");
+	}
+	static char *env[] = {
+		"PATH=/usr/local/bin:/usr/bin:/bin",
+		"HOME=/tmp",
+		"TMPDIR=/tmp",
+		"LANG=C.UTF-8",
+		"LC_ALL=C.UTF-8",
+		/* Single-threaded BLAS: fork() while an OpenBLAS thread pool is
+		 * busy hangs in its atfork handler (DESIGN "Processes"). */
+		"OPENBLAS_NUM_THREADS=1",
+		"OMP_NUM_THREADS=1",
+		"MKL_NUM_THREADS=1",
+		"NUMEXPR_NUM_THREADS=1",
+		"MPLBACKEND=Agg",
+		"PYTHONNOUSERSITE=1",
+		"PYTHONDONTWRITEBYTECODE=1",
+		mpl,
+		NULL,
+	};
+	return env;
+}
+
+void zygote_jail_config(const struct zygote_config *zc, struct jail_config *jc)
+{
+	*jc = (struct jail_config){
+		.policy = zc->policy,
+		.root = zc->root,
+		.workspace = zc->workspace,
+		.venv = zc->venv,
+		.runtime_ro = jail_default_runtime_paths(),
+		.keep_fds = &zc->ctrl,
+		.n_keep_fds = 1,
+		.env = (const char *const *)build_env(zc),
+	};
+}
+
+void zygote_main(const struct zygote_config *zc)
+{
+	int ctrl = zc->ctrl;
+	log_set_prefix("zygote");
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	/* Python's own stdout must never reach the MCP stream. */
+	dup2(STDERR_FILENO, STDOUT_FILENO);
+
+	struct jail_config jc;
+	zygote_jail_config(zc, &jc);
+	struct jail_report rep;
+	struct err e = { 0 };
+	memset(&rep, 0, sizeof rep);
+	if (jail_enter(&jc, &rep, &e) < 0)
+		fatal(ctrl, e.msg);
+	if (chdir(zc->root) < 0)
+		fatal(ctrl, "cannot enter the project directory inside the jail");
+	if (zc->policy->fs_write == FS_WRITE_WORKSPACE) {
+		char d[4200];
+		snprintf(d, sizeof d, "%s/.cache", zc->workspace);
+		mkdir(d, 0755);
+		snprintf(d, sizeof d, "%s/.cache/matplotlib", zc->workspace);
+		mkdir(d, 0755);
+	}
+
+	double t0 = now_ms();
+	if (py_start(&e) < 0)
+		fatal(ctrl, e.msg);
+	char *cfg = bootstrap_config(zc);
+	char *info = NULL;
+	size_t len;
+	int is_bytes;
+	int r = py_call("zygote_init", cfg, &info, &len, &is_bytes, &e);
+	free(cfg);
+	if (r < 0)
+		fatal(ctrl, e.msg);
+	/* Objects that exist now stay shared copy-on-write with every session:
+	 * the collector must not touch (and so copy) their pages. */
+	PyRun_SimpleString("import gc; gc.collect(); gc.freeze()");
+
+	sigset_t chld;
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	sigprocmask(SIG_BLOCK, &chld, NULL);
+	int sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
+	if (sfd < 0)
+		fatal(ctrl, "signalfd failed");
+
+	cJSON *ready = cJSON_CreateObject();
+	cJSON *pinfo = cJSON_Parse(info);
+	free(info);
+	if (pinfo)
+		cJSON_AddItemToObject(ready, "python", pinfo);
+	cJSON_AddNumberToObject(ready, "start_ms", now_ms() - t0);
+	char *desc = jail_report_describe(&rep);
+	cJSON_AddStringToObject(ready, "jail", desc ? desc : "");
+	free(desc);
+	cJSON_AddBoolToObject(ready, "enforceable", rep.enforceable);
+	cJSON_AddStringToObject(ready, "why", rep.why);
+	send_json(ctrl, W_READY, ready, NULL, 0);
+	cJSON_Delete(ready);
+
+	struct pollfd pf[2] = { { .fd = ctrl, .events = POLLIN }, { .fd = sfd, .events = POLLIN } };
+	for (;;) {
+		if (poll(pf, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			_exit(75);
+		}
+		if (pf[1].revents) {
+			struct signalfd_siginfo si;
+			while (read(sfd, &si, sizeof si) > 0)
+				;
+			reap(ctrl);
+		}
+		if (pf[0].revents) {
+			struct wire_msg m;
+			r = wire_recv(ctrl, &m, 1 << 20);
+			if (r < 0)
+				_exit(0); /* the server is gone: so are we, and our children */
+			if (m.type == W_SPAWN)
+				spawn_session(ctrl, &m, sfd);
+			wire_msg_free(&m);
+		}
+	}
+}

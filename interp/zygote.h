@@ -1,0 +1,27 @@
+/* The zygote: the jailed process that holds a warm interpreter and forks one
+ * child per session (DESIGN "Processes").  The server forks it at start and
+ * never initialises Python itself. */
+#ifndef INTERP_ZYGOTE_H
+#define INTERP_ZYGOTE_H
+
+#include "../policy/policy.h"
+
+struct zygote_config {
+	const struct policy *policy;
+	const char *root;              /* canonical ROOT (Python's cwd) */
+	const char *workspace;         /* canonical workspace */
+	const char *workspace_display; /* "workspace" or the absolute path */
+	const char *venv;              /* --venv, or NULL */
+	int ctrl;                      /* stream socket to the server */
+};
+
+struct jail_config;
+/* The jail configuration the zygote applies (also used by --check). */
+void zygote_jail_config(const struct zygote_config *zc, struct jail_config *jc);
+
+/* Runs in the server's freshly forked child: applies the jail, starts
+ * Python, imports the stack, then serves W_SPAWN requests until the server
+ * goes away.  Never returns. */
+__attribute__((noreturn)) void zygote_main(const struct zygote_config *zc);
+
+#endif

@@ -1,0 +1,474 @@
+/* execute_python: arguments, the artifacts of a call, and the reply
+ * (CONTRACT section 5).  The process side is in supervisor.c. */
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/log.h"
+#include "artifacts.h"
+#include "supervisor.h"
+#include "text.h"
+#include "validate.h"
+
+#define IMAGE_MAX_BYTES (256 * 1024)
+#define MAX_IMAGES 8
+#define MAX_LINKS 50
+
+/* The directories the server itself writes, left out of a call's changes. */
+static bool internal_path(const char *rel)
+{
+	return strncmp(rel, ".logs/", 6) == 0 || strncmp(rel, ".cache/", 7) == 0;
+}
+
+static bool valid_session_name(const char *s)
+{
+	size_t n = strlen(s);
+	if (n < 1 || n > SESSION_NAME_MAX)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		char c = s[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-'))
+			return false;
+	}
+	return true;
+}
+
+static void input_error(struct server *s, const cJSON *id, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void input_error(struct server *s, const cJSON *id, const char *fmt, ...)
+{
+	char msg[600];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	rpc_result(s, id, tool_text_result(msg, true));
+}
+
+void exec_call(struct server *s, const cJSON *id, const cJSON *args, const cJSON *progress_token)
+{
+	const struct policy_limits *lim = &s->policy->limits;
+	const cJSON *code = cJSON_GetObjectItemCaseSensitive(args, "code");
+	const cJSON *session = cJSON_GetObjectItemCaseSensitive(args, "session");
+	const cJSON *timeout = cJSON_GetObjectItemCaseSensitive(args, "timeout_s");
+	const cJSON *reset = cJSON_GetObjectItemCaseSensitive(args, "reset");
+
+	if (!cJSON_IsString(code)) {
+		input_error(s, id, "execute_python needs \"code\": a string of Python source");
+		return;
+	}
+	if (strlen(code->valuestring) > MCP_MAX_CODE) {
+		input_error(s, id, "code is %zu bytes; the limit is %u bytes (%u MiB): put large data in a file under %s/ and read it from the code",
+			    strlen(code->valuestring), MCP_MAX_CODE, MCP_MAX_CODE >> 20, s->ws.display);
+		return;
+	}
+	const char *name = "default";
+	if (session && !cJSON_IsNull(session)) {
+		if (!cJSON_IsString(session) || !valid_session_name(session->valuestring)) {
+			input_error(s, id, "\"session\" must be a string matching ^[A-Za-z0-9_-]{1,64}$ (for example \"default\" or \"analysis-2\")");
+			return;
+		}
+		name = session->valuestring;
+	}
+	double t = lim->timeout_s;
+	if (timeout && !cJSON_IsNull(timeout)) {
+		if (!cJSON_IsNumber(timeout) || !(timeout->valuedouble > 0) || !isfinite(timeout->valuedouble)) {
+			input_error(s, id, "\"timeout_s\" must be a number of seconds greater than 0 (at most %g)", lim->max_timeout_s);
+			return;
+		}
+		if (timeout->valuedouble > lim->max_timeout_s) {
+			input_error(s, id, "\"timeout_s\" %g is above the policy's max_timeout_s (%g): ask for at most %g seconds",
+				    timeout->valuedouble, lim->max_timeout_s, lim->max_timeout_s);
+			return;
+		}
+		t = timeout->valuedouble;
+	}
+	if (reset && !cJSON_IsNull(reset) && !cJSON_IsBool(reset)) {
+		input_error(s, id, "\"reset\" must be true or false");
+		return;
+	}
+	if (!sup_session_exists(s->sup, name) && sup_count_sessions(s->sup) >= lim->max_sessions) {
+		input_error(s, id, "cannot start session \"%s\": the policy allows at most %ld sessions (limits.max_sessions); reuse an existing session or reset one",
+			    name, lim->max_sessions);
+		return;
+	}
+	struct call *c = calloc(1, sizeof *c);
+	if (!c || !(c->code = strdup(code->valuestring))) {
+		free(c);
+		rpc_error(s, id, RPC_INTERNAL_ERROR, "out of memory", NULL);
+		return;
+	}
+	c->srv = s;
+	c->id = cJSON_Duplicate(id, 1);
+	c->progress_token = progress_token ? cJSON_Duplicate(progress_token, 1) : NULL;
+	snprintf(c->session, sizeof c->session, "%s", name);
+	c->timeout_ms = t * 1000.0;
+	c->reset = cJSON_IsTrue(reset);
+	sup_submit(s->sup, c);
+}
+
+void exec_cancel(struct server *s, const cJSON *request_id)
+{
+	sup_cancel(s->sup, request_id);
+}
+
+void exec_before(struct call *c)
+{
+	struct art_scan_opts o = { .subdir = "", .include_hidden = true };
+	struct err e = { 0 };
+	art_list_free(&c->before);
+	if (art_scan(&c->srv->ws, &o, &c->before, &e) < 0)
+		log_warn("workspace snapshot: %s", e.msg);
+}
+
+struct diff_ctx {
+	struct call *c;
+};
+
+static void on_change(const struct art_entry *en, enum art_change ch, void *arg)
+{
+	struct diff_ctx *d = arg;
+	struct call *c = d->c;
+	if (internal_path(en->rel) || en->is_symlink)
+		return;
+	char disp[4200];
+	if (ws_display_path(&c->srv->ws, en->rel, disp, sizeof disp) < 0)
+		return;
+	if (cJSON_GetArraySize(c->artifacts) >= 1000)
+		return;
+	cJSON *a = cJSON_CreateObject();
+	cJSON_AddStringToObject(a, "path", disp);
+	cJSON_AddNumberToObject(a, "bytes", (double)en->bytes);
+	cJSON_AddStringToObject(a, "mime", mime_from_path(en->rel));
+	cJSON_AddStringToObject(a, "change", ch == ART_CREATED ? "created" : "modified");
+	cJSON_AddItemToArray(c->artifacts, a);
+
+	enum vkind k = vkind_from_path(en->rel);
+	if ((k != VK_PNG && k != VK_JPEG) || c->n_images + c->n_thumbs >= MAX_IMAGES)
+		return;
+	if (en->bytes <= IMAGE_MAX_BYTES) {
+		unsigned char *buf;
+		size_t len;
+		struct err e = { 0 };
+		if (ws_read_file(&c->srv->ws, en->rel, IMAGE_MAX_BYTES, &buf, &len, &e) < 0)
+			return;
+		unsigned w, h;
+		bool ok = k == VK_PNG ? png_size(buf, len, &w, &h) : jpeg_size(buf, len, &w, &h);
+		if (ok) {
+			c->images[c->n_images].b64 = base64_encode(buf, len);
+			c->images[c->n_images].mime = k == VK_PNG ? "image/png" : "image/jpeg";
+			if (c->images[c->n_images].b64)
+				c->n_images++;
+		}
+		free(buf);
+		return;
+	}
+	/* Too big to return as it is: the session downscales it (PIL) and the
+	 * server checks what comes back. */
+	char **v = realloc(c->thumb_rel, (c->n_thumbs + 1) * sizeof *v);
+	if (!v)
+		return;
+	c->thumb_rel = v;
+	c->thumb_rel[c->n_thumbs] = strdup(en->rel);
+	if (c->thumb_rel[c->n_thumbs])
+		c->n_thumbs++;
+}
+
+void exec_after(struct call *c)
+{
+	struct art_scan_opts o = { .subdir = "", .include_hidden = true };
+	struct art_list after = { 0 };
+	struct err e = { 0 };
+	c->artifacts = cJSON_CreateArray();
+	if (art_scan(&c->srv->ws, &o, &after, &e) < 0) {
+		log_warn("workspace scan: %s", e.msg);
+		return;
+	}
+	struct diff_ctx d = { c };
+	art_diff(&c->before, &after, on_change, &d);
+	art_list_free(&after);
+}
+
+void exec_thumb(struct call *c, const unsigned char *data, size_t len)
+{
+	unsigned w, h;
+	/* Never trust the session: only a well-formed PNG under the cap. */
+	if (len == 0 || len > IMAGE_MAX_BYTES || !png_size(data, len, &w, &h) || c->n_images >= MAX_IMAGES)
+		return;
+	c->images[c->n_images].b64 = base64_encode(data, len);
+	c->images[c->n_images].mime = "image/png";
+	if (c->images[c->n_images].b64)
+		c->n_images++;
+}
+
+/* ------------------------------------------------------------ rendering */
+
+struct sbuf {
+	char *p;
+	size_t len, cap;
+};
+
+static void sb_add(struct sbuf *b, const char *s, size_t n)
+{
+	if (b->len + n + 1 > b->cap) {
+		size_t cap = b->cap ? b->cap : 1024;
+		while (cap < b->len + n + 1)
+			cap *= 2;
+		char *p = realloc(b->p, cap);
+		if (!p)
+			return;
+		b->p = p;
+		b->cap = cap;
+	}
+	memcpy(b->p + b->len, s, n);
+	b->len += n;
+	b->p[b->len] = 0;
+}
+
+static void sb_str(struct sbuf *b, const char *s)
+{
+	sb_add(b, s, strlen(s));
+}
+
+static void sb_fmt(struct sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void sb_fmt(struct sbuf *b, const char *fmt, ...)
+{
+	char tmp[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+	va_end(ap);
+	if (n > 0)
+		sb_add(b, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
+}
+
+static void sb_section(struct sbuf *b, const char *title, const char *body)
+{
+	if (!body || !*body)
+		return;
+	sb_fmt(b, "\n%s:\n", title);
+	sb_str(b, body);
+	if (body[strlen(body) - 1] != '\n')
+		sb_str(b, "\n");
+}
+
+static const char *json_str(const cJSON *o, const char *key)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+	return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+/* The session's strings are untrusted: re-sanitise and bound them. */
+static char *clean(const char *s, size_t max_chars)
+{
+	if (!s)
+		return NULL;
+	size_t len;
+	char *t = utf8_sanitize((const unsigned char *)s, strlen(s), &len);
+	if (t && utf8_chars(t, len) > max_chars) {
+		size_t cut = utf8_prefix(t, len, max_chars);
+		strcpy(t + cut, "\n[... cut ...]");
+	}
+	return t;
+}
+
+static cJSON *structured(struct call *c, char *result, char *etype, char *emsg, char *etb, const char *denied)
+{
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "status", c->status);
+	cJSON_AddNumberToObject(o, "exit_code", c->exit_code);
+	cJSON_AddStringToObject(o, "session", c->session);
+	cJSON_AddNumberToObject(o, "execution_count", c->cell);
+	cJSON_AddStringToObject(o, "state", c->state);
+	cJSON_AddNumberToObject(o, "duration_ms", (double)(long)(c->duration_ms * 10) / 10.0);
+	cJSON_AddStringToObject(o, "stdout", c->out_text ? c->out_text : "");
+	cJSON_AddStringToObject(o, "stderr", c->err_text ? c->err_text : "");
+	cJSON_AddBoolToObject(o, "output_truncated", c->out_truncated || c->err_truncated);
+	const char *full = c->out_log ? c->out_log : c->err_log;
+	if (full)
+		cJSON_AddStringToObject(o, "full_output", full);
+	else
+		cJSON_AddNullToObject(o, "full_output");
+	if (c->err_log && c->out_log)
+		cJSON_AddStringToObject(o, "full_stderr", c->err_log);
+	if (result)
+		cJSON_AddStringToObject(o, "result", result);
+	else
+		cJSON_AddNullToObject(o, "result");
+	if (etype || c->note) {
+		cJSON *e = cJSON_AddObjectToObject(o, "error");
+		cJSON_AddStringToObject(e, "type", etype ? etype : (strcmp(c->status, "timeout") == 0 ? "Timeout" : strcmp(c->status, "cancelled") == 0 ? "Cancelled" : strcmp(c->status, "ok") == 0 ? "Note" : "SessionError"));
+		cJSON_AddStringToObject(e, "message", emsg ? emsg : c->note ? c->note : "");
+		cJSON_AddStringToObject(e, "traceback", etb ? etb : "");
+		if (denied)
+			cJSON_AddStringToObject(e, "denied_by", denied);
+		else
+			cJSON_AddNullToObject(e, "denied_by");
+	} else {
+		cJSON_AddNullToObject(o, "error");
+	}
+	cJSON_AddItemToObject(o, "artifacts", c->artifacts ? cJSON_Duplicate(c->artifacts, 1) : cJSON_CreateArray());
+	return o;
+}
+
+void exec_finish(struct call *c)
+{
+	struct server *s = c->srv;
+	if (c->cancelled) {
+		/* The spec: no response for a cancelled request. */
+		call_free(c);
+		return;
+	}
+	if (!c->status) {
+		c->status = "error";
+		c->exit_code = 1;
+	}
+	if (!c->state)
+		c->state = c->new_session ? "new" : "kept";
+	if (c->new_session && strcmp(c->state, "kept") == 0)
+		c->state = "new";
+
+	const cJSON *err = cJSON_GetObjectItemCaseSensitive(c->py, "error");
+	size_t lim = (size_t)s->policy->limits.max_output_chars;
+	char *result = clean(json_str(c->py, "result"), lim + 200);
+	char *etype = clean(json_str(err, "type"), 200);
+	char *emsg = clean(json_str(err, "message"), lim);
+	char *etb = clean(json_str(err, "traceback"), lim);
+	char *hint = clean(json_str(err, "hint"), 1000);
+	const char *denied = NULL;
+	const char *d = json_str(err, "denied_by");
+	static const char *const perms[] = { "net_access", "fs_write", "fs_read", "shell_exec", "limits" };
+	for (size_t i = 0; d && i < sizeof perms / sizeof perms[0]; i++)
+		if (strcmp(d, perms[i]) == 0)
+			denied = perms[i];
+
+	if (strcmp(c->status, "timeout") == 0 && !emsg) {
+		char m[300];
+		snprintf(m, sizeof m, "the cell ran longer than its timeout (%g s) and was stopped; make it cheaper or pass a larger timeout_s (at most %g)",
+			 c->timeout_ms / 1000.0, s->policy->limits.max_timeout_s);
+		emsg = strdup(m);
+		etype = strdup("Timeout");
+		denied = "limits";
+	}
+
+	struct sbuf b = { 0 };
+	sb_fmt(&b, "%s · exit %d · %.0f ms · session %s · cell %d", c->status, c->exit_code, c->duration_ms, c->session, c->cell);
+	if (strcmp(c->state, "kept") != 0)
+		sb_fmt(&b, " · state %s", c->state);
+	sb_str(&b, "\n");
+	if (c->note)
+		sb_section(&b, "note", c->note);
+	sb_section(&b, "stdout", c->out_text);
+	sb_section(&b, "stderr", c->err_text);
+	sb_section(&b, "result", result);
+	if (etype || emsg) {
+		struct sbuf eb = { 0 };
+		if (etb && *etb)
+			sb_str(&eb, etb);
+		else
+			sb_fmt(&eb, "%s: %s\n", etype ? etype : "Error", emsg ? emsg : "");
+		if (denied)
+			sb_fmt(&eb, "denied_by: %s\n", denied);
+		if (hint && *hint) {
+			sb_str(&eb, hint);
+			sb_str(&eb, "\n");
+		}
+		sb_section(&b, "error", eb.p);
+		free(eb.p);
+	}
+	int na = cJSON_GetArraySize(c->artifacts);
+	if (na > 0) {
+		struct sbuf ab = { 0 };
+		const cJSON *a;
+		cJSON_ArrayForEach(a, c->artifacts)
+		{
+			const cJSON *bytes = cJSON_GetObjectItemCaseSensitive(a, "bytes");
+			sb_fmt(&ab, "- %s (%.0f bytes, %s, %s)\n", json_str(a, "path"),
+			       cJSON_IsNumber(bytes) ? bytes->valuedouble : 0.0, json_str(a, "mime"), json_str(a, "change"));
+		}
+		sb_section(&b, "artifacts", ab.p);
+		free(ab.p);
+	}
+	if (c->out_log || c->err_log) {
+		sb_str(&b, "\nfull output:");
+		if (c->out_log)
+			sb_fmt(&b, " %s", c->out_log);
+		if (c->err_log)
+			sb_fmt(&b, " %s", c->err_log);
+		sb_str(&b, "\n");
+	}
+
+	bool is_error = strcmp(c->status, "ok") != 0;
+	cJSON *r = tool_text_result(b.p ? b.p : "", is_error);
+	free(b.p);
+	cJSON *content = cJSON_GetObjectItemCaseSensitive(r, "content");
+	for (size_t i = 0; i < c->n_images; i++) {
+		cJSON *im = cJSON_CreateObject();
+		cJSON_AddStringToObject(im, "type", "image");
+		cJSON_AddStringToObject(im, "data", c->images[i].b64);
+		cJSON_AddStringToObject(im, "mimeType", c->images[i].mime);
+		cJSON_AddItemToArray(content, im);
+	}
+	int links = 0;
+	const cJSON *a;
+	cJSON_ArrayForEach(a, c->artifacts)
+	{
+		const char *mime = json_str(a, "mime");
+		if (!mime || strcmp(mime, "image/png") == 0 || strcmp(mime, "image/jpeg") == 0 || links >= MAX_LINKS)
+			continue;
+		const char *path = json_str(a, "path");
+		char rel[4200], uri[4300];
+		if (!path || ws_relpath(&s->ws, path, rel, sizeof rel, NULL) < 0)
+			continue;
+		snprintf(uri, sizeof uri, "file://%s/%s", s->ws.abs, rel);
+		cJSON *l = cJSON_CreateObject();
+		cJSON_AddStringToObject(l, "type", "resource_link");
+		cJSON_AddStringToObject(l, "uri", uri);
+		const char *base = strrchr(path, '/');
+		cJSON_AddStringToObject(l, "name", base ? base + 1 : path);
+		cJSON_AddStringToObject(l, "mimeType", mime);
+		const cJSON *bytes = cJSON_GetObjectItemCaseSensitive(a, "bytes");
+		if (cJSON_IsNumber(bytes))
+			cJSON_AddNumberToObject(l, "size", bytes->valuedouble);
+		cJSON_AddItemToArray(content, l);
+		links++;
+	}
+	if (s->opts.structured_content)
+		cJSON_AddItemToObject(r, "structuredContent", structured(c, result, etype, emsg, etb, denied));
+	rpc_result(s, c->id, r);
+	free(result);
+	free(etype);
+	free(emsg);
+	free(etb);
+	free(hint);
+	call_free(c);
+}
+
+void call_free(struct call *c)
+{
+	if (!c)
+		return;
+	cJSON_Delete(c->id);
+	cJSON_Delete(c->progress_token);
+	cJSON_Delete(c->py);
+	cJSON_Delete(c->artifacts);
+	free(c->code);
+	free(c->out_text);
+	free(c->err_text);
+	free(c->out_log);
+	free(c->err_log);
+	free(c->note);
+	art_list_free(&c->before);
+	for (size_t i = 0; i < c->n_thumbs; i++)
+		free(c->thumb_rel[i]);
+	free(c->thumb_rel);
+	for (size_t i = 0; i < c->n_images; i++)
+		free(c->images[i].b64);
+	free(c);
+}

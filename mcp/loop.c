@@ -1,0 +1,169 @@
+#include "loop.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+struct watch {
+	int fd;
+	short events;
+	loop_fd_cb cb;
+	void *arg;
+};
+
+struct timer {
+	uint64_t id;
+	double at;
+	loop_timer_cb cb;
+	void *arg;
+};
+
+struct loop {
+	struct watch *w;
+	size_t nw, capw;
+	struct timer *t;
+	size_t nt, capt;
+	uint64_t next_id;
+	bool stop;
+	struct pollfd *pfd;
+	size_t cappfd;
+};
+
+double loop_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+struct loop *loop_new(void)
+{
+	return calloc(1, sizeof(struct loop));
+}
+
+void loop_free(struct loop *l)
+{
+	if (!l)
+		return;
+	free(l->w);
+	free(l->t);
+	free(l->pfd);
+	free(l);
+}
+
+static int grow(void **v, size_t *cap, size_t need, size_t sz)
+{
+	if (need <= *cap)
+		return 0;
+	size_t n = *cap ? *cap * 2 : 16;
+	while (n < need)
+		n *= 2;
+	void *p = realloc(*v, n * sz);
+	if (!p)
+		return -ENOMEM;
+	*v = p;
+	*cap = n;
+	return 0;
+}
+
+int loop_watch(struct loop *l, int fd, short events, loop_fd_cb cb, void *arg)
+{
+	for (size_t i = 0; i < l->nw; i++)
+		if (l->w[i].fd == fd) {
+			l->w[i] = (struct watch){ fd, events, cb, arg };
+			return 0;
+		}
+	if (grow((void **)&l->w, &l->capw, l->nw + 1, sizeof *l->w) < 0)
+		return -ENOMEM;
+	l->w[l->nw++] = (struct watch){ fd, events, cb, arg };
+	return 0;
+}
+
+void loop_unwatch(struct loop *l, int fd)
+{
+	for (size_t i = 0; i < l->nw; i++)
+		if (l->w[i].fd == fd) {
+			l->w[i] = l->w[--l->nw];
+			return;
+		}
+}
+
+uint64_t loop_timer(struct loop *l, double ms, loop_timer_cb cb, void *arg)
+{
+	if (grow((void **)&l->t, &l->capt, l->nt + 1, sizeof *l->t) < 0)
+		return 0;
+	uint64_t id = ++l->next_id;
+	l->t[l->nt++] = (struct timer){ id, loop_now_ms() + ms, cb, arg };
+	return id;
+}
+
+void loop_timer_cancel(struct loop *l, uint64_t id)
+{
+	for (size_t i = 0; i < l->nt; i++)
+		if (l->t[i].id == id) {
+			l->t[i] = l->t[--l->nt];
+			return;
+		}
+}
+
+void loop_stop(struct loop *l)
+{
+	l->stop = true;
+}
+
+static void run_timers(struct loop *l)
+{
+	double now = loop_now_ms();
+	for (;;) {
+		size_t best = l->nt;
+		for (size_t i = 0; i < l->nt; i++)
+			if (l->t[i].at <= now && (best == l->nt || l->t[i].at < l->t[best].at))
+				best = i;
+		if (best == l->nt)
+			return;
+		struct timer t = l->t[best];
+		l->t[best] = l->t[--l->nt];
+		t.cb(t.arg);
+		if (l->stop)
+			return;
+	}
+}
+
+void loop_run(struct loop *l)
+{
+	while (!l->stop) {
+		int timeout = -1;
+		double now = loop_now_ms();
+		for (size_t i = 0; i < l->nt; i++) {
+			double d = l->t[i].at - now;
+			int ms = d <= 0 ? 0 : (int)d + 1;
+			if (timeout < 0 || ms < timeout)
+				timeout = ms;
+		}
+		if (grow((void **)&l->pfd, &l->cappfd, l->nw + 1, sizeof *l->pfd) < 0)
+			return;
+		size_t n = l->nw;
+		for (size_t i = 0; i < n; i++)
+			l->pfd[i] = (struct pollfd){ .fd = l->w[i].fd, .events = l->w[i].events };
+		int r = poll(l->pfd, n, timeout);
+		if (r < 0 && errno != EINTR)
+			return;
+		for (size_t i = 0; r > 0 && i < n && !l->stop; i++) {
+			if (!l->pfd[i].revents)
+				continue;
+			/* The callback may have removed or replaced watches: look the
+			 * fd up again rather than trusting index i. */
+			for (size_t k = 0; k < l->nw; k++)
+				if (l->w[k].fd == l->pfd[i].fd) {
+					struct watch w = l->w[k];
+					w.cb(w.arg, w.fd, l->pfd[i].revents);
+					break;
+				}
+		}
+		if (!l->stop)
+			run_timers(l);
+	}
+}

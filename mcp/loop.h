@@ -1,0 +1,32 @@
+/* A small single-threaded event loop: fd watches and one-shot timers over
+ * poll(2).  The server is one thread so that no lock guards its state, and
+ * fork() of the zygote is safe. */
+#ifndef MCP_LOOP_H
+#define MCP_LOOP_H
+
+#include <stdint.h>
+
+typedef void (*loop_fd_cb)(void *arg, int fd, short revents);
+typedef void (*loop_timer_cb)(void *arg);
+
+struct loop;
+
+struct loop *loop_new(void);
+void loop_free(struct loop *l);
+
+/* Watches fd for events (POLLIN...).  One watch per fd. */
+int loop_watch(struct loop *l, int fd, short events, loop_fd_cb cb, void *arg);
+void loop_unwatch(struct loop *l, int fd);
+
+/* Calls cb once after ms milliseconds.  Returns an id (> 0) for
+ * loop_timer_cancel. */
+uint64_t loop_timer(struct loop *l, double ms, loop_timer_cb cb, void *arg);
+void loop_timer_cancel(struct loop *l, uint64_t id);
+
+/* Runs until loop_stop. */
+void loop_run(struct loop *l);
+void loop_stop(struct loop *l);
+
+double loop_now_ms(void); /* CLOCK_MONOTONIC */
+
+#endif

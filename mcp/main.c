@@ -1,0 +1,213 @@
+/* python-sandbox-mcp: command line, policy, then the server (CONTRACT
+ * section 2).  Exit status: 0 at end of input or on SIGINT/SIGTERM, 2 for a
+ * usage or policy error (one line on stderr naming file, line and key). */
+#include <errno.h>
+#include <getopt.h>
+#include <glob.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../common/log.h"
+#include "../interp/zygote.h"
+#include "../policy/jail.h"
+#include "server.h"
+
+static const char usage[] =
+	"usage: python-sandbox-mcp [--root DIR] [--workspace DIR] [--skill FILE] [--venv DIR]\n"
+	"                          [--timeout S] [--memory MB] [--structured-content] [--log-level LEVEL]\n"
+	"       python-sandbox-mcp --check [same options]\n"
+	"       python-sandbox-mcp --version | --help\n"
+	"\n"
+	"A stdio MCP server: a stateful, sandboxed Python interpreter (numpy, pandas,\n"
+	"matplotlib) with the tools execute_python, list_artifacts and verify_outputs.\n"
+	"\n"
+	"  --root DIR            project directory, Python's working directory\n"
+	"                        (default: $CLAUDE_PROJECT_DIR, else the current directory)\n"
+	"  --workspace DIR       the only writable directory (default: ROOT/workspace)\n"
+	"  --skill FILE          SKILL.md whose frontmatter is the policy (default: ROOT/.agents/skills/\n"
+	"                        code-interpreter-sandbox-executor/SKILL.md, then the .claude one,\n"
+	"                        then the built-in policy)\n"
+	"  --venv DIR            add a virtual environment's site-packages (read-only)\n"
+	"  --timeout S           lower the policy's timeout_s\n"
+	"  --memory MB           lower the policy's memory_mb\n"
+	"  --structured-content  also return structuredContent from execute_python\n"
+	"  --log-level LEVEL     debug, info, notice, warning, error (stderr; default info)\n"
+	"  --check               print the policy and the jail's layers, run live probes\n";
+
+static __attribute__((noreturn, format(printf, 1, 2))) void die_usage(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	fprintf(stderr, "python-sandbox-mcp: ");
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\n(see python-sandbox-mcp --help)\n");
+	exit(2);
+}
+
+static double parse_number(const char *flag, const char *s)
+{
+	char *end;
+	errno = 0;
+	double v = strtod(s, &end);
+	if (errno || end == s || *end || !(v > 0))
+		die_usage("%s needs a number greater than 0", flag);
+	return v;
+}
+
+static bool is_file(const char *p)
+{
+	struct stat st;
+	return stat(p, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+static bool is_dir(const char *p)
+{
+	struct stat st;
+	return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "root", required_argument, NULL, 'r' },
+		{ "workspace", required_argument, NULL, 'w' },
+		{ "skill", required_argument, NULL, 's' },
+		{ "venv", required_argument, NULL, 'v' },
+		{ "timeout", required_argument, NULL, 't' },
+		{ "memory", required_argument, NULL, 'm' },
+		{ "structured-content", no_argument, NULL, 'S' },
+		{ "log-level", required_argument, NULL, 'l' },
+		{ "check", no_argument, NULL, 'c' },
+		{ "version", no_argument, NULL, 'V' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	struct server srv = { 0 };
+	srv.opts.timeout_s = -1;
+	srv.opts.memory_mb = -1;
+	bool check = false;
+	int c;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (c) {
+		case 'r': srv.opts.root = optarg; break;
+		case 'w': srv.opts.workspace = optarg; break;
+		case 's': srv.opts.skill = optarg; break;
+		case 'v': srv.opts.venv = optarg; break;
+		case 't': srv.opts.timeout_s = parse_number("--timeout", optarg); break;
+		case 'm': srv.opts.memory_mb = (long)parse_number("--memory", optarg); break;
+		case 'S': srv.opts.structured_content = true; break;
+		case 'l': {
+			int l = log_level_parse(optarg);
+			if (l < 0)
+				die_usage("--log-level must be debug, info, notice, warning or error, not '%s'", optarg);
+			log_threshold = (enum log_level)l;
+			break;
+		}
+		case 'c': check = true; break;
+		case 'V': printf("python-sandbox-mcp %s\n", PSM_VERSION); return 0;
+		case 'h': fputs(usage, stdout); return 0;
+		default:
+			die_usage("unknown or incomplete option '%s'", argv[optind - 1]);
+		}
+	}
+	if (optind < argc)
+		die_usage("unexpected argument '%s'", argv[optind]);
+
+	/* ROOT */
+	const char *root = srv.opts.root;
+	if (!root)
+		root = getenv("CLAUDE_PROJECT_DIR");
+	char cwd[PATH_MAX];
+	if (!root || !*root)
+		root = getcwd(cwd, sizeof cwd);
+	char root_abs[PATH_MAX];
+	if (!root || !realpath(root, root_abs) || !is_dir(root_abs))
+		die_usage("--root '%s' is not an existing directory", root ? root : "(cwd)");
+	srv.opts.root = root_abs;
+
+	/* The policy: never run under one that could not be read. */
+	struct err e = { 0 };
+	char skill_path[PATH_MAX + 128];
+	int r;
+	if (srv.opts.skill) {
+		r = policy_load_file(srv.opts.skill, &srv.policy, &e);
+	} else {
+		static const char *const cands[] = {
+			".agents/skills/code-interpreter-sandbox-executor/SKILL.md",
+			".claude/skills/code-interpreter-sandbox-executor/SKILL.md",
+		};
+		r = 1;
+		for (size_t i = 0; i < 2 && r == 1; i++) {
+			snprintf(skill_path, sizeof skill_path, "%s/%s", root_abs, cands[i]);
+			if (is_file(skill_path))
+				r = policy_load_file(skill_path, &srv.policy, &e);
+		}
+		if (r == 1)
+			r = policy_builtin(&srv.policy, &e);
+	}
+	if (r == 0)
+		r = policy_resolve(srv.policy, root_abs, &e);
+	if (r == 0)
+		r = policy_tighten(srv.policy, srv.opts.timeout_s, srv.opts.memory_mb, &e);
+	if (r < 0) {
+		fprintf(stderr, "python-sandbox-mcp: policy error: %s\n", e.msg);
+		policy_free(srv.policy);
+		return 2;
+	}
+
+	char ws_buf[PATH_MAX + 16];
+	const char *wsp = srv.opts.workspace;
+	if (!wsp) {
+		snprintf(ws_buf, sizeof ws_buf, "%s/workspace", root_abs);
+		wsp = ws_buf;
+	}
+	if (ws_open(&srv.ws, root_abs, wsp, &e) < 0) {
+		fprintf(stderr, "python-sandbox-mcp: workspace: %s\n", e.msg);
+		policy_free(srv.policy);
+		return 2;
+	}
+	char venv_abs[PATH_MAX];
+	if (srv.opts.venv) {
+		glob_t g;
+		char pat[PATH_MAX + 64];
+		if (!realpath(srv.opts.venv, venv_abs) || !is_dir(venv_abs))
+			die_usage("--venv '%s' is not an existing directory", srv.opts.venv);
+		snprintf(pat, sizeof pat, "%s/lib/python3*/site-packages", venv_abs);
+		if (glob(pat, 0, NULL, &g) != 0)
+			die_usage("--venv '%s' has no lib/python3.*/site-packages: make it with python3 -m venv --system-site-packages DIR", srv.opts.venv);
+		globfree(&g);
+		srv.opts.venv = venv_abs;
+	}
+
+	char *desc = policy_describe(srv.policy);
+	if (check) {
+		printf("python-sandbox-mcp %s\nroot: %s\nworkspace: %s\n%s", PSM_VERSION, srv.ws.root, srv.ws.abs, desc ? desc : "");
+		fflush(stdout);
+		free(desc);
+		struct zygote_config zc = {
+			.policy = srv.policy, .root = srv.ws.root, .workspace = srv.ws.abs,
+			.workspace_display = srv.ws.display, .venv = srv.opts.venv, .ctrl = -1,
+		};
+		struct jail_config jc;
+		zygote_jail_config(&zc, &jc);
+		jc.n_keep_fds = 0;
+		int st = jail_check(&jc, stdout);
+		ws_close(&srv.ws);
+		policy_free(srv.policy);
+		return st;
+	}
+	log_info("root %s, workspace %s, policy:\n%s", srv.ws.root, srv.ws.abs, desc ? desc : "");
+	free(desc);
+
+	int status = server_run(&srv);
+	ws_close(&srv.ws);
+	policy_free(srv.policy);
+	return status;
+}

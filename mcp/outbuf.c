@@ -1,0 +1,215 @@
+#include "outbuf.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../common/log.h"
+#include "text.h"
+
+int outbuf_init(struct outbuf *ob, const struct workspace *ws, size_t limit)
+{
+	memset(ob, 0, sizeof *ob);
+	ob->ws = ws;
+	ob->limit = limit;
+	/* A character is at most 4 bytes: the head holds the whole reply's
+	 * worth, the tail the last half of it. */
+	ob->head_cap = limit * 4 + 4;
+	ob->tail_cap = limit * 2 + 4;
+	ob->head = malloc(ob->head_cap);
+	ob->tail = malloc(ob->tail_cap);
+	ob->log_fd = -1;
+	return ob->head && ob->tail ? 0 : -ENOMEM;
+}
+
+void outbuf_free(struct outbuf *ob)
+{
+	if (ob->log_fd >= 0)
+		close(ob->log_fd);
+	free(ob->head);
+	free(ob->tail);
+	ob->head = ob->tail = NULL;
+}
+
+void outbuf_reset(struct outbuf *ob, const char *log_rel)
+{
+	if (ob->log_fd >= 0)
+		close(ob->log_fd);
+	ob->log_fd = -1;
+	ob->log_failed = false;
+	ob->head_len = ob->tail_pos = 0;
+	ob->total_bytes = ob->total_chars = 0;
+	ob->last_len = 0;
+	ob->last_line[0] = 0;
+	snprintf(ob->log_rel, sizeof ob->log_rel, "%s", log_rel);
+}
+
+static void log_write(struct outbuf *ob, const unsigned char *p, size_t len)
+{
+	while (len && !ob->log_failed) {
+		ssize_t n = write(ob->log_fd, p, len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			/* Disk full or quota: the reply still carries head and tail,
+			 * and says the full log could not be kept. */
+			log_warn("output log %s: %s", ob->log_rel, strerror(n < 0 ? errno : ENOSPC));
+			ob->log_failed = true;
+			return;
+		}
+		p += n;
+		len -= (size_t)n;
+	}
+}
+
+/* Opens the log (replacing whatever is there: a planted hard link or
+ * symlink is unlinked, never written through) and writes the head. */
+static void log_open(struct outbuf *ob)
+{
+	if (ob->log_fd >= 0 || ob->log_failed)
+		return;
+	struct err e = { 0 };
+	char dir[sizeof ob->log_rel];
+	snprintf(dir, sizeof dir, "%s", ob->log_rel);
+	char *slash = strrchr(dir, '/');
+	const char *name = ob->log_rel;
+	int dfd = AT_FDCWD;
+	if (slash) {
+		*slash = 0;
+		name = slash + 1;
+		if (ws_mkdirs(ob->ws, dir, &e) < 0 ||
+		    (dfd = ws_openat(ob->ws, dir, O_RDONLY | O_DIRECTORY, 0)) < 0) {
+			log_warn("output log directory %s: %s", dir, e.msg[0] ? e.msg : strerror(-dfd));
+			ob->log_failed = true;
+			return;
+		}
+		unlinkat(dfd, name, 0);
+		close(dfd);
+	}
+	ob->log_fd = ws_openat(ob->ws, ob->log_rel, O_WRONLY | O_CREAT | O_EXCL, 0644);
+	if (ob->log_fd < 0) {
+		log_warn("output log %s: %s", ob->log_rel, strerror(-ob->log_fd));
+		ob->log_failed = true;
+		return;
+	}
+	log_write(ob, ob->head, ob->head_len);
+}
+
+void outbuf_feed(struct outbuf *ob, const unsigned char *data, size_t len)
+{
+	for (size_t i = 0; i < len; i++)
+		if ((data[i] & 0xC0) != 0x80)
+			ob->total_chars++;
+	ob->total_bytes += len;
+
+	if (ob->log_fd >= 0 || ob->log_failed) {
+		log_write(ob, data, len);
+	} else if (ob->head_len + len <= ob->head_cap) {
+		memcpy(ob->head + ob->head_len, data, len);
+		ob->head_len += len;
+	} else {
+		size_t room = ob->head_cap - ob->head_len;
+		memcpy(ob->head + ob->head_len, data, room);
+		ob->head_len += room;
+		log_open(ob);
+		log_write(ob, data + room, len - room);
+	}
+
+	/* The tail ring always holds the last tail_cap bytes. */
+	const unsigned char *p = data;
+	size_t n = len;
+	if (n > ob->tail_cap) {
+		p += n - ob->tail_cap;
+		n = ob->tail_cap;
+	}
+	size_t first = ob->tail_cap - ob->tail_pos % ob->tail_cap;
+	if (first > n)
+		first = n;
+	memcpy(ob->tail + ob->tail_pos % ob->tail_cap, p, first);
+	memcpy(ob->tail, p + first, n - first);
+	ob->tail_pos += n;
+
+	/* The latest line, for progress notifications. */
+	for (size_t i = 0; i < len; i++) {
+		if (data[i] == '\n') {
+			if (i + 1 < len)
+				ob->last_len = 0;
+			continue;
+		}
+		if (data[i] == '\r')
+			continue;
+		if (ob->last_len + 1 < sizeof ob->last_line)
+			ob->last_line[ob->last_len++] = (char)data[i];
+	}
+	ob->last_line[ob->last_len] = 0;
+}
+
+static unsigned char *tail_bytes(const struct outbuf *ob, size_t *len)
+{
+	size_t n = ob->tail_pos < ob->tail_cap ? ob->tail_pos : ob->tail_cap;
+	unsigned char *out = malloc(n + 1);
+	if (!out)
+		return NULL;
+	size_t start = ob->tail_pos < ob->tail_cap ? 0 : ob->tail_pos % ob->tail_cap;
+	for (size_t i = 0; i < n; i++)
+		out[i] = ob->tail[(start + i) % ob->tail_cap];
+	*len = n;
+	return out;
+}
+
+char *outbuf_finish(struct outbuf *ob, bool *truncated, const char **log_rel)
+{
+	*truncated = false;
+	*log_rel = NULL;
+	if (ob->total_bytes <= ob->head_cap && ob->total_chars <= ob->limit)
+		return utf8_sanitize(ob->head, ob->head_len, NULL);
+
+	*truncated = true;
+	log_open(ob);
+	if (ob->log_fd >= 0 && !ob->log_failed)
+		*log_rel = ob->log_rel;
+	if (ob->log_fd >= 0) {
+		close(ob->log_fd);
+		ob->log_fd = -1;
+	}
+
+	size_t hl, tl, traw;
+	char *h = utf8_sanitize(ob->head, ob->head_len, &hl);
+	unsigned char *t = tail_bytes(ob, &traw);
+	char *ts = t ? utf8_sanitize(t, traw, &tl) : NULL;
+	free(t);
+	if (!h || !ts) {
+		free(h);
+		free(ts);
+		return NULL;
+	}
+	size_t half = ob->limit / 2;
+	size_t hcut = utf8_prefix(h, hl, half);
+	/* Start the tail at a character boundary (the ring may begin mid
+	 * sequence, which sanitizing turned into U+FFFD: skip those). */
+	size_t tcut = utf8_suffix(ts, tl, half);
+	unsigned long long shown = utf8_chars(h, hcut) + utf8_chars(ts + tcut, tl - tcut);
+	unsigned long long omitted = ob->total_chars > shown ? ob->total_chars - shown : 0;
+	char marker[400];
+	char where[300];
+	if (*log_rel)
+		snprintf(where, sizeof where, "full output in %s/%s", ob->ws->display, ob->log_rel);
+	else
+		snprintf(where, sizeof where, "the full output could not be saved");
+	snprintf(marker, sizeof marker, "\n[... %llu characters omitted (%llu in all); %s ...]\n",
+		 omitted, ob->total_chars, where);
+	size_t ml = strlen(marker);
+	char *out = malloc(hcut + ml + (tl - tcut) + 1);
+	if (out) {
+		memcpy(out, h, hcut);
+		memcpy(out + hcut, marker, ml);
+		memcpy(out + hcut + ml, ts + tcut, tl - tcut);
+		out[hcut + ml + tl - tcut] = 0;
+	}
+	free(h);
+	free(ts);
+	return out;
+}

@@ -1,0 +1,40 @@
+/* Capture of one stream (stdout or stderr) of one execution, in bounded
+ * memory whatever the code prints: the head and a tail ring are kept, and
+ * once the output outgrows what the reply may show, everything goes to a
+ * log file under workspace/.logs/ as well. */
+#ifndef MCP_OUTBUF_H
+#define MCP_OUTBUF_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "fsafe.h"
+
+struct outbuf {
+	const struct workspace *ws;
+	size_t limit;              /* characters shown in the reply */
+	unsigned char *head;
+	size_t head_len, head_cap;
+	unsigned char *tail;       /* ring of the last tail_cap bytes */
+	size_t tail_cap, tail_pos;
+	unsigned long long total_bytes, total_chars;
+	int log_fd;                /* -1 until needed */
+	bool log_failed;
+	char log_rel[192];         /* ".logs/default-3.stdout.log" */
+	char last_line[240];       /* the latest complete or partial line */
+	size_t last_len;
+};
+
+int outbuf_init(struct outbuf *ob, const struct workspace *ws, size_t limit);
+void outbuf_free(struct outbuf *ob);
+
+/* Starts a new execution; log_rel names the log file should one be needed. */
+void outbuf_reset(struct outbuf *ob, const char *log_rel);
+
+void outbuf_feed(struct outbuf *ob, const unsigned char *data, size_t len);
+
+/* The text for the reply (valid UTF-8, malloc'd), whether it was cut, and
+ * the log file's path relative to the workspace (NULL when not written). */
+char *outbuf_finish(struct outbuf *ob, bool *truncated, const char **log_rel);
+
+#endif

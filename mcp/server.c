@@ -1,0 +1,383 @@
+/* JSON-RPC over stdio and the MCP lifecycle.
+ *
+ * stdin is read without blocking into a bounded line buffer; each complete
+ * line is one message.  Replies are written whole, one line each, with a
+ * blocking write: stdout carries nothing else. */
+#include "server.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include "../common/log.h"
+#include "supervisor.h"
+#include "text.h"
+
+static const char *const versions[] = { "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05" };
+#define LATEST_VERSION "2025-11-25"
+
+static void write_line(const char *s)
+{
+	size_t len = strlen(s);
+	/* One buffer with the newline, so a line is never split by a short
+	 * write in the middle of another message. */
+	char *buf = malloc(len + 1);
+	if (!buf)
+		return;
+	memcpy(buf, s, len);
+	buf[len] = '\n';
+	const char *p = buf;
+	size_t left = len + 1;
+	while (left) {
+		ssize_t n = write(STDOUT_FILENO, p, left);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN) {
+			struct pollfd pf = { .fd = STDOUT_FILENO, .events = POLLOUT };
+			poll(&pf, 1, 1000);
+			continue;
+		}
+		if (n <= 0)
+			break; /* the client is gone; stdin EOF will follow */
+		p += n;
+		left -= (size_t)n;
+	}
+	free(buf);
+}
+
+static void send_obj(cJSON *msg)
+{
+	char *s = cJSON_PrintUnformatted(msg);
+	if (s) {
+		write_line(s);
+		free(s);
+	} else {
+		log_error("cannot serialise a reply (out of memory)");
+	}
+	cJSON_Delete(msg);
+}
+
+static cJSON *envelope(const cJSON *id)
+{
+	cJSON *m = cJSON_CreateObject();
+	cJSON_AddStringToObject(m, "jsonrpc", "2.0");
+	cJSON_AddItemToObject(m, "id", id ? cJSON_Duplicate(id, 1) : cJSON_CreateNull());
+	return m;
+}
+
+void rpc_result(struct server *s, const cJSON *id, cJSON *result)
+{
+	cJSON *m = envelope(id);
+	cJSON_AddItemToObject(m, "result", result ? result : cJSON_CreateObject());
+	send_obj(m);
+}
+
+void rpc_error(struct server *s, const cJSON *id, int code, const char *msg, cJSON *data)
+{
+	cJSON *m = envelope(id);
+	cJSON *e = cJSON_AddObjectToObject(m, "error");
+	cJSON_AddNumberToObject(e, "code", code);
+	cJSON_AddStringToObject(e, "message", msg);
+	if (data)
+		cJSON_AddItemToObject(e, "data", data);
+	send_obj(m);
+}
+
+void rpc_notify(struct server *s, const char *method, cJSON *params)
+{
+	cJSON *m = cJSON_CreateObject();
+	cJSON_AddStringToObject(m, "jsonrpc", "2.0");
+	cJSON_AddStringToObject(m, "method", method);
+	if (params)
+		cJSON_AddItemToObject(m, "params", params);
+	send_obj(m);
+}
+
+cJSON *tool_text_result(const char *text, bool is_error)
+{
+	cJSON *r = cJSON_CreateObject();
+	cJSON *content = cJSON_AddArrayToObject(r, "content");
+	cJSON *t = cJSON_CreateObject();
+	cJSON_AddStringToObject(t, "type", "text");
+	cJSON_AddStringToObject(t, "text", text);
+	cJSON_AddItemToArray(content, t);
+	cJSON_AddBoolToObject(r, "isError", is_error);
+	return r;
+}
+
+cJSON *tool_json_result(cJSON *obj, bool is_error)
+{
+	char *txt = cJSON_Print(obj);
+	cJSON *r = tool_text_result(txt ? txt : "{}", is_error);
+	free(txt);
+	cJSON_AddItemToObject(r, "structuredContent", obj);
+	return r;
+}
+
+static const char *negotiate(const cJSON *params)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(params, "protocolVersion");
+	if (cJSON_IsString(v))
+		for (size_t i = 0; i < sizeof versions / sizeof versions[0]; i++)
+			if (strcmp(v->valuestring, versions[i]) == 0)
+				return versions[i];
+	return LATEST_VERSION;
+}
+
+static void on_initialize(struct server *s, const cJSON *id, const cJSON *params)
+{
+	const char *v = negotiate(params);
+	snprintf(s->protocol_version, sizeof s->protocol_version, "%s", v);
+	cJSON *r = cJSON_CreateObject();
+	cJSON_AddStringToObject(r, "protocolVersion", v);
+	cJSON *caps = cJSON_AddObjectToObject(r, "capabilities");
+	cJSON *tools = cJSON_AddObjectToObject(caps, "tools");
+	cJSON_AddBoolToObject(tools, "listChanged", 0);
+	cJSON *res = cJSON_AddObjectToObject(caps, "resources");
+	cJSON_AddBoolToObject(res, "listChanged", 0);
+	cJSON_AddBoolToObject(res, "subscribe", 0);
+	cJSON_AddObjectToObject(caps, "logging");
+	cJSON *info = cJSON_AddObjectToObject(r, "serverInfo");
+	cJSON_AddStringToObject(info, "name", "python-sandbox-mcp");
+	cJSON_AddStringToObject(info, "title", "Python sandbox");
+	cJSON_AddStringToObject(info, "version", PSM_VERSION);
+	cJSON_AddStringToObject(r, "instructions",
+		"A stateful Python interpreter (numpy, pandas, matplotlib) in a sandbox. "
+		"Compute numbers, statistics and charts with execute_python instead of in your head; "
+		"state persists per session. Read inputs from the project or workspace/, write files "
+		"under workspace/outputs/ (no network, no programs). Call verify_outputs on the files "
+		"a task must produce before reporting it done.");
+	rpc_result(s, id, r);
+}
+
+static void on_set_level(struct server *s, const cJSON *id, const cJSON *params)
+{
+	const cJSON *lv = cJSON_GetObjectItemCaseSensitive(params, "level");
+	int l = cJSON_IsString(lv) ? log_level_parse(lv->valuestring) : -1;
+	if (l < 0) {
+		rpc_error(s, id, RPC_INVALID_PARAMS,
+			  "level must be one of debug, info, notice, warning, error, critical, alert, emergency",
+			  NULL);
+		return;
+	}
+	log_threshold = (enum log_level)l;
+	rpc_result(s, id, NULL);
+}
+
+static void on_notification(struct server *s, const char *method, const cJSON *params)
+{
+	if (strcmp(method, "notifications/initialized") == 0) {
+		s->initialized = true;
+	} else if (strcmp(method, "notifications/cancelled") == 0) {
+		const cJSON *rid = cJSON_GetObjectItemCaseSensitive(params, "requestId");
+		if (rid)
+			sup_cancel(s->sup, rid);
+	}
+	/* Any other notification is ignored: a notification never gets a
+	 * reply, not even an error. */
+}
+
+static void dispatch(struct server *s, const cJSON *msg)
+{
+	if (!cJSON_IsObject(msg)) {
+		rpc_error(s, NULL, RPC_INVALID_REQUEST,
+			  cJSON_IsArray(msg) ? "batches are not supported: send one JSON-RPC message per line"
+					     : "a JSON-RPC message must be a JSON object",
+			  NULL);
+		return;
+	}
+	const cJSON *id = cJSON_GetObjectItemCaseSensitive(msg, "id");
+	const cJSON *method = cJSON_GetObjectItemCaseSensitive(msg, "method");
+	const cJSON *params = cJSON_GetObjectItemCaseSensitive(msg, "params");
+	const cJSON *ver = cJSON_GetObjectItemCaseSensitive(msg, "jsonrpc");
+
+	if (!method) {
+		/* A response from the client (we send no requests) or junk. */
+		if (id && (cJSON_GetObjectItemCaseSensitive(msg, "result") || cJSON_GetObjectItemCaseSensitive(msg, "error")))
+			return;
+		rpc_error(s, id && (cJSON_IsString(id) || cJSON_IsNumber(id)) ? id : NULL, RPC_INVALID_REQUEST,
+			  "missing \"method\"", NULL);
+		return;
+	}
+	if (!cJSON_IsString(method) || !cJSON_IsString(ver) || strcmp(ver->valuestring, "2.0") != 0 ||
+	    (id && !cJSON_IsString(id) && !cJSON_IsNumber(id)) || (params && !cJSON_IsObject(params) && !cJSON_IsArray(params))) {
+		if (id || !cJSON_IsString(method))
+			rpc_error(s, (id && (cJSON_IsString(id) || cJSON_IsNumber(id))) ? id : NULL, RPC_INVALID_REQUEST,
+				  "invalid request: needs \"jsonrpc\": \"2.0\", a string \"method\", an id that is a string or number, and object params",
+				  NULL);
+		return;
+	}
+	const char *m = method->valuestring;
+	if (!id) {
+		on_notification(s, m, params);
+		return;
+	}
+	if (strcmp(m, "initialize") == 0)
+		on_initialize(s, id, params);
+	else if (strcmp(m, "ping") == 0)
+		rpc_result(s, id, NULL);
+	else if (strcmp(m, "tools/list") == 0) {
+		cJSON *r = cJSON_CreateObject();
+		cJSON_AddItemToObject(r, "tools", tools_list(s));
+		rpc_result(s, id, r);
+	} else if (strcmp(m, "tools/call") == 0)
+		tools_call(s, id, params);
+	else if (strcmp(m, "resources/list") == 0)
+		resources_list(s, id, params);
+	else if (strcmp(m, "resources/templates/list") == 0) {
+		cJSON *r = cJSON_CreateObject();
+		cJSON_AddArrayToObject(r, "resourceTemplates");
+		rpc_result(s, id, r);
+	} else if (strcmp(m, "resources/read") == 0)
+		resources_read(s, id, params);
+	else if (strcmp(m, "logging/setLevel") == 0)
+		on_set_level(s, id, params);
+	else {
+		char msg2[300];
+		snprintf(msg2, sizeof msg2, "method not found: %.200s", m);
+		rpc_error(s, id, RPC_METHOD_NOT_FOUND, msg2, NULL);
+	}
+}
+
+static void handle_line(struct server *s, char *line, size_t len)
+{
+	while (len && (line[len - 1] == '\r' || line[len - 1] == ' ' || line[len - 1] == '\t'))
+		len--;
+	size_t i = 0;
+	while (i < len && (line[i] == ' ' || line[i] == '\t'))
+		i++;
+	if (i == len)
+		return; /* blank lines are ignored */
+	const char *end = NULL;
+	cJSON *msg = cJSON_ParseWithLengthOpts(line + i, len - i, &end, 0);
+	if (!msg || (end && (size_t)(end - line) < len)) {
+		rpc_error(s, NULL, RPC_PARSE_ERROR,
+			  "parse error: each line must be one complete JSON-RPC message", NULL);
+		cJSON_Delete(msg);
+		return;
+	}
+	dispatch(s, msg);
+	cJSON_Delete(msg);
+}
+
+static void stdin_event(void *arg, int fd, short revents)
+{
+	struct server *s = arg;
+	char buf[65536];
+	ssize_t n = read(fd, buf, sizeof buf);
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (n <= 0) {
+		if (s->line_len && !s->discarding)
+			handle_line(s, s->line, s->line_len);
+		log_info("end of input: shutting down");
+		loop_stop(s->loop);
+		return;
+	}
+	for (ssize_t i = 0; i < n;) {
+		char *nl = memchr(buf + i, '\n', (size_t)(n - i));
+		size_t chunk = nl ? (size_t)(nl - (buf + i)) : (size_t)(n - i);
+		if (!s->discarding) {
+			if (s->line_len + chunk > MCP_MAX_LINE) {
+				/* Bounded memory: an over-long message is dropped, the
+				 * client told once, and reading resumes at the next
+				 * line. */
+				s->discarding = true;
+				s->line_len = 0;
+				char msg[200];
+				snprintf(msg, sizeof msg, "message too long: a JSON-RPC line may be at most %u bytes (%u MiB)",
+					 MCP_MAX_LINE, MCP_MAX_LINE >> 20);
+				rpc_error(s, NULL, RPC_INVALID_REQUEST, msg, NULL);
+			} else {
+				if (s->line_len + chunk + 1 > s->line_cap) {
+					size_t cap = s->line_cap ? s->line_cap : 65536;
+					while (cap < s->line_len + chunk + 1)
+						cap *= 2;
+					char *p = realloc(s->line, cap);
+					if (!p) {
+						log_error("out of memory reading a message");
+						s->discarding = true;
+						s->line_len = 0;
+						continue;
+					}
+					s->line = p;
+					s->line_cap = cap;
+				}
+				memcpy(s->line + s->line_len, buf + i, chunk);
+				s->line_len += chunk;
+			}
+		}
+		i += (ssize_t)chunk;
+		if (nl) {
+			i++;
+			if (!s->discarding)
+				handle_line(s, s->line, s->line_len);
+			s->discarding = false;
+			s->line_len = 0;
+			if (s->line_cap > (1u << 20)) {
+				/* Give back the memory of a large message. */
+				free(s->line);
+				s->line = NULL;
+				s->line_cap = 0;
+			}
+		}
+	}
+}
+
+static void signal_event(void *arg, int fd, short revents)
+{
+	struct server *s = arg;
+	struct signalfd_siginfo si;
+	while (read(fd, &si, sizeof si) == (ssize_t)sizeof si) {
+		if (si.ssi_signo == SIGINT || si.ssi_signo == SIGTERM || si.ssi_signo == SIGHUP) {
+			log_info("signal %u: shutting down", si.ssi_signo);
+			loop_stop(s->loop);
+		}
+	}
+}
+
+int server_run(struct server *s)
+{
+	struct err e = { 0 };
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGHUP);
+	sigprocmask(SIG_BLOCK, &set, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	int sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+
+	s->loop = loop_new();
+	s->sup = sup_new(s);
+	if (!s->loop || !s->sup || sfd < 0) {
+		log_error("cannot start: out of resources");
+		return 1;
+	}
+	/* The zygote is forked before anything else: the server is still
+	 * single-threaded and small. */
+	if (sup_start(s->sup, &e) < 0)
+		log_error("cannot start the interpreter: %s", e.msg);
+	int fl = fcntl(STDIN_FILENO, F_GETFL);
+	if (fl >= 0)
+		fcntl(STDIN_FILENO, F_SETFL, fl | O_NONBLOCK);
+	loop_watch(s->loop, STDIN_FILENO, POLLIN, stdin_event, s);
+	loop_watch(s->loop, sfd, POLLIN, signal_event, s);
+	loop_run(s->loop);
+
+	sup_free(s->sup);
+	s->sup = NULL;
+	loop_free(s->loop);
+	s->loop = NULL;
+	close(sfd);
+	free(s->line);
+	if (fl >= 0)
+		fcntl(STDIN_FILENO, F_SETFL, fl);
+	return 0;
+}

@@ -1,0 +1,79 @@
+/* The MCP server: JSON-RPC over stdio, lifecycle, dispatch (CONTRACT
+ * section 4).  One thread, one event loop; stdout carries MCP messages
+ * only. */
+#ifndef MCP_SERVER_H
+#define MCP_SERVER_H
+
+#include <cjson/cJSON.h>
+#include <stdbool.h>
+
+#include "../policy/policy.h"
+#include "fsafe.h"
+#include "loop.h"
+
+#define MCP_MAX_LINE (8u << 20)   /* one JSON-RPC message */
+#define MCP_MAX_CODE (2u << 20)   /* execute_python's code argument */
+
+/* JSON-RPC and MCP error codes. */
+enum {
+	RPC_PARSE_ERROR = -32700,
+	RPC_INVALID_REQUEST = -32600,
+	RPC_METHOD_NOT_FOUND = -32601,
+	RPC_INVALID_PARAMS = -32602,
+	RPC_INTERNAL_ERROR = -32603,
+	MCP_RESOURCE_NOT_FOUND = -32002,
+};
+
+struct sup;
+
+struct server_opts {
+	const char *root;
+	const char *workspace;
+	const char *skill;
+	const char *venv;
+	double timeout_s;      /* < 0: not given */
+	long memory_mb;        /* < 0: not given */
+	bool structured_content;
+};
+
+struct server {
+	struct server_opts opts;
+	struct policy *policy;
+	struct workspace ws;
+	struct loop *loop;
+	struct sup *sup;
+	bool initialized;
+	char protocol_version[32];
+	int exit_status;
+	/* stdin line assembly */
+	char *line;
+	size_t line_len, line_cap;
+	bool discarding;       /* inside an over-long line */
+};
+
+/* Sends a result, an error or a notification (one line on stdout).
+ * id is borrowed. */
+void rpc_result(struct server *s, const cJSON *id, cJSON *result /* consumed */);
+void rpc_error(struct server *s, const cJSON *id, int code, const char *msg, cJSON *data /* consumed */);
+void rpc_notify(struct server *s, const char *method, cJSON *params /* consumed */);
+
+/* Tool results. */
+cJSON *tool_text_result(const char *text, bool is_error);
+/* A result whose structuredContent is `obj` and whose text is the same JSON. */
+cJSON *tool_json_result(cJSON *obj /* consumed */, bool is_error);
+
+/* Tools (mcp/tools.c, mcp/exec.c). */
+cJSON *tools_list(const struct server *s);
+/* Runs a tools/call.  Either replies at once (returns true) or takes over
+ * the request and replies later (execute_python). */
+void tools_call(struct server *s, const cJSON *id, const cJSON *params);
+void exec_call(struct server *s, const cJSON *id, const cJSON *args, const cJSON *progress_token);
+void exec_cancel(struct server *s, const cJSON *request_id);
+cJSON *list_artifacts_call(struct server *s, const cJSON *args);
+cJSON *verify_outputs_call(struct server *s, const cJSON *args);
+void resources_list(struct server *s, const cJSON *id, const cJSON *params);
+void resources_read(struct server *s, const cJSON *id, const cJSON *params);
+
+int server_run(struct server *s);
+
+#endif

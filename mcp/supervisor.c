@@ -1,0 +1,801 @@
+#include "supervisor.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../common/log.h"
+#include "../interp/wire.h"
+#include "../interp/zygote.h"
+#include "outbuf.h"
+#include "text.h"
+
+#define RESULT_MAX (16u << 20)
+#define PROGRESS_MS 4000.0
+
+enum zstate { Z_DOWN, Z_WARMING, Z_READY, Z_FAILED };
+
+struct session {
+	char name[SESSION_NAME_MAX + 1];
+	int id;              /* spawn id, unique per process incarnation */
+	bool alive;          /* a process exists or is being spawned */
+	pid_t pid;           /* in the zygote's pid namespace; 0 until known */
+	int pidfd, ctrl, out_r, err_r;
+	struct wire_reader rd;
+	struct outbuf out, err;
+	int cells;
+	bool has_last;
+	int last_exit;
+	struct call *cur, *qhead, *qtail;
+	uint64_t timeout_timer, progress_timer;
+	bool kill_pending;   /* kill as soon as the pidfd arrives */
+	bool want_spawn;     /* waiting for the zygote */
+	double progress;
+	struct sup *sup;
+	struct session *next;
+};
+
+struct sup {
+	struct server *srv;
+	enum zstate z;
+	pid_t zpid;
+	int zctrl;
+	char zerror[768];
+	int restarts;
+	int next_id;
+	struct session *sessions;
+	struct zygote_config zc;
+};
+
+static void start_next(struct sup *sup, struct session *s);
+static void session_dead(struct sup *sup, struct session *s, int wstatus, bool status_known);
+
+static int set_nonblock(int fd)
+{
+	int fl = fcntl(fd, F_GETFL);
+	return fl < 0 ? -errno : fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 ? -errno : 0;
+}
+
+struct sup *sup_new(struct server *srv)
+{
+	struct sup *sup = calloc(1, sizeof *sup);
+	if (!sup)
+		return NULL;
+	sup->srv = srv;
+	sup->zctrl = -1;
+	sup->zpid = -1;
+	return sup;
+}
+
+static struct session *find_session(struct sup *sup, const char *name)
+{
+	for (struct session *s = sup->sessions; s; s = s->next)
+		if (strcmp(s->name, name) == 0)
+			return s;
+	return NULL;
+}
+
+int sup_count_sessions(struct sup *sup)
+{
+	int n = 0;
+	for (struct session *s = sup->sessions; s; s = s->next)
+		n++;
+	return n;
+}
+
+bool sup_session_exists(struct sup *sup, const char *name)
+{
+	return find_session(sup, name) != NULL;
+}
+
+bool sup_last_exit(struct sup *sup, const char *name, int *exit_code)
+{
+	struct session *s = find_session(sup, name);
+	if (!s || !s->has_last)
+		return false;
+	*exit_code = s->last_exit;
+	return true;
+}
+
+/* ------------------------------------------------------------ the zygote */
+
+static void zygote_event(void *arg, int fd, short revents);
+
+static void spawn_pending(struct sup *sup);
+
+static void zygote_gone(struct sup *sup, const char *why)
+{
+	if (sup->zctrl >= 0) {
+		loop_unwatch(sup->srv->loop, sup->zctrl);
+		close(sup->zctrl);
+		sup->zctrl = -1;
+	}
+	if (sup->zpid > 0) {
+		kill(sup->zpid, SIGKILL);
+		waitpid(sup->zpid, NULL, 0);
+		sup->zpid = -1;
+	}
+	if (sup->z != Z_FAILED)
+		sup->z = Z_DOWN;
+	log_warn("the zygote ended: %s", why);
+	/* Every session lived inside it (its pid namespace, or killed by
+	 * PDEATHSIG): they are gone too. */
+	for (struct session *s = sup->sessions; s; s = s->next)
+		if (s->alive)
+			session_dead(sup, s, 0, false);
+}
+
+int sup_start(struct sup *sup, struct err *e)
+{
+	struct server *srv = sup->srv;
+	int sv[2];
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+		return err_sys(e, -errno, "socketpair");
+	sup->zc = (struct zygote_config){
+		.policy = srv->policy,
+		.root = srv->ws.root,
+		.workspace = srv->ws.abs,
+		.workspace_display = srv->ws.display,
+		.venv = srv->opts.venv,
+		.ctrl = sv[1],
+	};
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid < 0) {
+		close(sv[0]);
+		close(sv[1]);
+		return err_sys(e, -errno, "fork");
+	}
+	if (pid == 0) {
+		close(sv[0]);
+		/* The zygote must not hold the MCP stdin/stdout. */
+		int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+		if (null >= 0)
+			dup2(null, STDIN_FILENO);
+		zygote_main(&sup->zc);
+	}
+	close(sv[1]);
+	sup->zpid = pid;
+	sup->zctrl = sv[0];
+	sup->z = Z_WARMING;
+	loop_watch(srv->loop, sv[0], POLLIN, zygote_event, sup);
+	log_debug("zygote forked (pid %d)", (int)pid);
+	return 0;
+}
+
+static void restart_zygote(void *arg)
+{
+	struct sup *sup = arg;
+	struct err e = { 0 };
+	if (sup->z != Z_DOWN)
+		return;
+	if (sup_start(sup, &e) < 0)
+		log_error("cannot restart the zygote: %s", e.msg);
+}
+
+static void fail_waiting(struct sup *sup)
+{
+	for (struct session *s = sup->sessions; s; s = s->next)
+		if (s->want_spawn) {
+			s->want_spawn = false;
+			s->alive = false;
+			start_next(sup, s);
+		}
+}
+
+static struct session *session_by_pid(struct sup *sup, pid_t pid)
+{
+	for (struct session *s = sup->sessions; s; s = s->next)
+		if (s->alive && s->pid == pid)
+			return s;
+	return NULL;
+}
+
+static struct session *session_by_id(struct sup *sup, int id)
+{
+	for (struct session *s = sup->sessions; s; s = s->next)
+		if (s->alive && s->id == id)
+			return s;
+	return NULL;
+}
+
+static void kill_session(struct session *s)
+{
+	if (s->pidfd >= 0)
+		syscall(SYS_pidfd_send_signal, s->pidfd, SIGKILL, NULL, 0);
+	else
+		s->kill_pending = true;
+}
+
+static void zygote_event(void *arg, int fd, short revents)
+{
+	struct sup *sup = arg;
+	struct wire_msg m;
+	int r = wire_recv(fd, &m, 1 << 20);
+	if (r < 0) {
+		bool was_ready = sup->z == Z_READY;
+		zygote_gone(sup, r == -EPIPE ? "end of stream" : strerror(-r));
+		if (sup->z == Z_FAILED) {
+			fail_waiting(sup);
+		} else if (sup->restarts < 5 && was_ready) {
+			/* Killed from outside: warm a new one, the next call works. */
+			sup->restarts++;
+			loop_timer(sup->srv->loop, 100.0 * sup->restarts, restart_zygote, sup);
+		} else {
+			sup->z = Z_FAILED;
+			snprintf(sup->zerror, sizeof sup->zerror,
+				 "the interpreter could not be started (see the server's log on stderr)");
+			fail_waiting(sup);
+		}
+		return;
+	}
+	cJSON *j = cJSON_ParseWithLength((const char *)m.data, m.len);
+	switch (m.type) {
+	case W_READY: {
+		const cJSON *enf = cJSON_GetObjectItemCaseSensitive(j, "enforceable");
+		const cJSON *why = cJSON_GetObjectItemCaseSensitive(j, "why");
+		const cJSON *jail = cJSON_GetObjectItemCaseSensitive(j, "jail");
+		const cJSON *ms = cJSON_GetObjectItemCaseSensitive(j, "start_ms");
+		if (cJSON_IsString(jail))
+			log_debug("jail:\n%s", jail->valuestring);
+		if (cJSON_IsFalse(enf)) {
+			/* Fail closed: nothing runs under less protection than the
+			 * policy asks for. */
+			sup->z = Z_FAILED;
+			snprintf(sup->zerror, sizeof sup->zerror,
+				 "the sandbox cannot enforce the policy on this machine: %s "
+				 "(run python-sandbox-mcp --check for details)",
+				 cJSON_IsString(why) ? why->valuestring : "a required layer is missing");
+			log_error("%s", sup->zerror);
+			fail_waiting(sup);
+		} else {
+			sup->z = Z_READY;
+			log_info("interpreter ready in %.0f ms", cJSON_IsNumber(ms) ? ms->valuedouble : -1.0);
+			spawn_pending(sup);
+		}
+		break;
+	}
+	case W_FATAL: {
+		const cJSON *msg = cJSON_GetObjectItemCaseSensitive(j, "message");
+		sup->z = Z_FAILED;
+		snprintf(sup->zerror, sizeof sup->zerror, "the sandbox could not start: %s",
+			 cJSON_IsString(msg) ? msg->valuestring : "unknown error");
+		log_error("%s", sup->zerror);
+		fail_waiting(sup);
+		break;
+	}
+	case W_SPAWNED: {
+		const cJSON *id = cJSON_GetObjectItemCaseSensitive(j, "id");
+		const cJSON *pid = cJSON_GetObjectItemCaseSensitive(j, "pid");
+		struct session *s = cJSON_IsNumber(id) ? session_by_id(sup, id->valueint) : NULL;
+		int pidfd = m.nfds > 0 ? m.fds[0] : -1;
+		if (!s) {
+			/* Reset or cancelled meanwhile: end the orphan. */
+			if (pidfd >= 0)
+				syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
+			break;
+		}
+		if (!cJSON_IsNumber(pid) || pid->valueint <= 0) {
+			log_error("the zygote could not fork session %s", s->name);
+			session_dead(sup, s, 0, false);
+			break;
+		}
+		s->pid = pid->valueint;
+		if (pidfd >= 0) {
+			s->pidfd = pidfd;
+			m.nfds = 0; /* keep it */
+		}
+		if (s->kill_pending)
+			kill_session(s);
+		break;
+	}
+	case W_EXITED: {
+		const cJSON *pid = cJSON_GetObjectItemCaseSensitive(j, "pid");
+		const cJSON *st = cJSON_GetObjectItemCaseSensitive(j, "status");
+		struct session *s = cJSON_IsNumber(pid) ? session_by_pid(sup, pid->valueint) : NULL;
+		if (s)
+			session_dead(sup, s, cJSON_IsNumber(st) ? st->valueint : 0, cJSON_IsNumber(st));
+		break;
+	}
+	default:
+		log_warn("unexpected message %u from the zygote", m.type);
+	}
+	cJSON_Delete(j);
+	wire_msg_free(&m);
+}
+
+/* ------------------------------------------------------------ sessions */
+
+static void session_close_fds(struct sup *sup, struct session *s)
+{
+	struct loop *l = sup->srv->loop;
+	int *fds[] = { &s->ctrl, &s->out_r, &s->err_r, &s->pidfd };
+	for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
+		if (*fds[i] >= 0) {
+			loop_unwatch(l, *fds[i]);
+			close(*fds[i]);
+			*fds[i] = -1;
+		}
+	wire_reader_free(&s->rd);
+}
+
+static void drain(struct session *s, int fd, struct outbuf *ob)
+{
+	unsigned char buf[65536];
+	for (int i = 0; i < 64; i++) {
+		ssize_t n = read(fd, buf, sizeof buf);
+		if (n <= 0)
+			return;
+		/* Output between calls (a background thread, a left-over child)
+		 * has no call to go to and is dropped. */
+		if (s->cur)
+			outbuf_feed(ob, buf, (size_t)n);
+	}
+}
+
+static void drain_all(struct session *s)
+{
+	unsigned char buf[65536];
+	int fds[2] = { s->out_r, s->err_r };
+	struct outbuf *obs[2] = { &s->out, &s->err };
+	for (int k = 0; k < 2; k++) {
+		if (fds[k] < 0)
+			continue;
+		/* Bounded: a process that keeps writing cannot hold us here. */
+		for (int i = 0; i < 4096; i++) {
+			ssize_t n = read(fds[k], buf, sizeof buf);
+			if (n <= 0)
+				break;
+			if (s->cur)
+				outbuf_feed(obs[k], buf, (size_t)n);
+		}
+	}
+}
+
+static void pipe_event(void *arg, int fd, short revents)
+{
+	struct session *s = arg;
+	if (fd == s->out_r)
+		drain(s, fd, &s->out);
+	else
+		drain(s, fd, &s->err);
+	if ((revents & (POLLHUP | POLLERR)) && !(revents & POLLIN)) {
+		/* Writer gone (the process exited): stop watching; the exit is
+		 * reported by the zygote. */
+		loop_unwatch(s->sup->srv->loop, fd);
+	}
+}
+
+static void finish_cur(struct sup *sup, struct session *s);
+
+static void send_thumb_or_finish(struct sup *sup, struct session *s)
+{
+	struct call *c = s->cur;
+	while (c->thumb_next < c->n_thumbs) {
+		cJSON *j = cJSON_CreateObject();
+		char path[4200];
+		snprintf(path, sizeof path, "%s/%s", sup->srv->ws.abs, c->thumb_rel[c->thumb_next]);
+		cJSON_AddStringToObject(j, "op", "thumb");
+		cJSON_AddStringToObject(j, "path", path);
+		cJSON_AddNumberToObject(j, "max_bytes", 256 * 1024 - 1024);
+		char *txt = cJSON_PrintUnformatted(j);
+		cJSON_Delete(j);
+		int r = txt ? wire_send(s->ctrl, W_THUMB, txt, strlen(txt), NULL, 0) : -ENOMEM;
+		free(txt);
+		if (r == 0)
+			return; /* wait for W_THUMB_DATA */
+		c->thumb_next = c->n_thumbs;
+	}
+	finish_cur(sup, s);
+}
+
+static void ctrl_event(void *arg, int fd, short revents);
+
+static void timeout_fired(void *arg)
+{
+	struct session *s = arg;
+	s->timeout_timer = 0;
+	if (!s->cur || s->cur->status)
+		return;
+	s->cur->status = "timeout";
+	s->cur->exit_code = 124;
+	kill_session(s);
+}
+
+static void progress_fired(void *arg)
+{
+	struct session *s = arg;
+	s->progress_timer = 0;
+	struct call *c = s->cur;
+	if (!c || !c->progress_token)
+		return;
+	struct server *srv = c->srv;
+	double elapsed = (loop_now_ms() - c->t_start) / 1000.0;
+	cJSON *p = cJSON_CreateObject();
+	cJSON_AddItemToObject(p, "progressToken", cJSON_Duplicate(c->progress_token, 1));
+	s->progress = elapsed > s->progress ? elapsed : s->progress + 1;
+	cJSON_AddNumberToObject(p, "progress", (double)(long)s->progress);
+	char msg[400];
+	const char *line = s->out.last_len ? s->out.last_line : s->err.last_line;
+	char *safe = utf8_sanitize((const unsigned char *)line, strlen(line), NULL);
+	snprintf(msg, sizeof msg, "running for %.0f s%s%s", elapsed, safe && *safe ? ": " : "", safe ? safe : "");
+	free(safe);
+	cJSON_AddStringToObject(p, "message", msg);
+	rpc_notify(srv, "notifications/progress", p);
+	s->progress_timer = loop_timer(srv->loop, PROGRESS_MS, progress_fired, s);
+}
+
+static void cancel_timers(struct sup *sup, struct session *s)
+{
+	if (s->timeout_timer)
+		loop_timer_cancel(sup->srv->loop, s->timeout_timer);
+	if (s->progress_timer)
+		loop_timer_cancel(sup->srv->loop, s->progress_timer);
+	s->timeout_timer = s->progress_timer = 0;
+}
+
+/* Collects the output and hands the call to exec.c. */
+static void finish_cur(struct sup *sup, struct session *s)
+{
+	struct call *c = s->cur;
+	if (!c)
+		return;
+	cancel_timers(sup, s);
+	drain_all(s);
+	const char *log_rel;
+	char disp[512];
+	c->out_text = outbuf_finish(&s->out, &c->out_truncated, &log_rel);
+	if (log_rel && ws_display_path(&sup->srv->ws, log_rel, disp, sizeof disp) == 0)
+		c->out_log = strdup(disp);
+	c->err_text = outbuf_finish(&s->err, &c->err_truncated, &log_rel);
+	if (log_rel && ws_display_path(&sup->srv->ws, log_rel, disp, sizeof disp) == 0)
+		c->err_log = strdup(disp);
+	c->duration_ms = loop_now_ms() - c->t_start;
+	s->has_last = true;
+	s->last_exit = c->exit_code;
+	s->cur = NULL;
+	exec_finish(c);
+	start_next(sup, s);
+}
+
+static void session_dead(struct sup *sup, struct session *s, int wstatus, bool status_known)
+{
+	struct call *c = s->cur;
+	session_close_fds(sup, s);
+	s->alive = false;
+	s->pid = 0;
+	s->want_spawn = false;
+	s->kill_pending = false;
+	if (c) {
+		if (!c->status) {
+			if (status_known && WIFSIGNALED(wstatus)) {
+				c->status = "crashed";
+				c->exit_code = 128 + WTERMSIG(wstatus);
+			} else if (status_known && WIFEXITED(wstatus)) {
+				c->status = "crashed";
+				c->exit_code = WEXITSTATUS(wstatus);
+				if (c->exit_code == 0)
+					c->exit_code = 1;
+			} else {
+				c->status = "crashed";
+				c->exit_code = 128 + SIGKILL;
+			}
+		}
+		/* Without a checkpoint the state died with the process. */
+		c->state = "new";
+		if (!c->py && !c->note) {
+			char note[300];
+			snprintf(note, sizeof note,
+				 "the session's process ended, so its state (variables, imports) was lost; "
+				 "the next call in session %s starts a new interpreter", s->name);
+			c->note = strdup(note);
+		}
+		finish_cur(sup, s);
+	}
+}
+
+static void ctrl_event(void *arg, int fd, short revents)
+{
+	struct session *s = arg;
+	struct sup *sup = s->sup;
+	for (;;) {
+		struct wire_msg m;
+		int r = wire_reader_step(&s->rd, fd, &m);
+		if (r == 0)
+			return;
+		if (r < 0) {
+			/* End of stream or garbage on the control socket: the
+			 * process is ended; its exit (from the zygote) finishes
+			 * the call. */
+			loop_unwatch(sup->srv->loop, fd);
+			kill_session(s);
+			return;
+		}
+		struct call *c = s->cur;
+		if (m.type == W_RESULT && c && !c->py) {
+			c->py = cJSON_ParseWithLength((const char *)m.data, m.len);
+			if (!c->status) {
+				const cJSON *st = cJSON_GetObjectItemCaseSensitive(c->py, "status");
+				bool ok = cJSON_IsString(st) && strcmp(st->valuestring, "ok") == 0;
+				c->status = ok ? "ok" : "error";
+				c->exit_code = ok ? 0 : 1;
+				c->state = "kept";
+				exec_after(c);
+				wire_msg_free(&m);
+				send_thumb_or_finish(sup, s);
+				continue;
+			}
+		} else if (m.type == W_THUMB_DATA && c && c->thumb_next < c->n_thumbs) {
+			exec_thumb(c, m.data, m.len);
+			c->thumb_next++;
+			wire_msg_free(&m);
+			send_thumb_or_finish(sup, s);
+			continue;
+		}
+		wire_msg_free(&m);
+	}
+}
+
+static int spawn_session(struct sup *sup, struct session *s)
+{
+	int sv[2] = { -1, -1 }, po[2] = { -1, -1 }, pe[2] = { -1, -1 };
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0 ||
+	    pipe2(po, O_CLOEXEC) < 0 || pipe2(pe, O_CLOEXEC) < 0) {
+		int err = errno;
+		for (int i = 0; i < 2; i++) {
+			if (sv[i] >= 0) close(sv[i]);
+			if (po[i] >= 0) close(po[i]);
+			if (pe[i] >= 0) close(pe[i]);
+		}
+		return -err;
+	}
+	s->id = ++sup->next_id;
+	cJSON *j = cJSON_CreateObject();
+	cJSON_AddNumberToObject(j, "id", s->id);
+	cJSON_AddStringToObject(j, "name", s->name);
+	cJSON_AddNumberToObject(j, "seed", (double)sup->srv->policy->limits.seed);
+	char *txt = cJSON_PrintUnformatted(j);
+	cJSON_Delete(j);
+	int fds[3] = { sv[1], po[1], pe[1] };
+	int r = txt ? wire_send(sup->zctrl, W_SPAWN, txt, strlen(txt), fds, 3) : -ENOMEM;
+	free(txt);
+	close(sv[1]);
+	close(po[1]);
+	close(pe[1]);
+	if (r < 0) {
+		close(sv[0]);
+		close(po[0]);
+		close(pe[0]);
+		return r;
+	}
+	s->alive = true;
+	s->pid = 0;
+	s->pidfd = -1;
+	s->ctrl = sv[0];
+	s->out_r = po[0];
+	s->err_r = pe[0];
+	s->cells = 0;
+	s->has_last = false;
+	set_nonblock(s->ctrl);
+	set_nonblock(s->out_r);
+	set_nonblock(s->err_r);
+	wire_reader_init(&s->rd, RESULT_MAX);
+	struct loop *l = sup->srv->loop;
+	loop_watch(l, s->ctrl, POLLIN, ctrl_event, s);
+	loop_watch(l, s->out_r, POLLIN, pipe_event, s);
+	loop_watch(l, s->err_r, POLLIN, pipe_event, s);
+	return 0;
+}
+
+static void send_exec(struct sup *sup, struct session *s)
+{
+	struct call *c = s->cur;
+	c->cell = ++s->cells;
+	char log_rel[192];
+	snprintf(log_rel, sizeof log_rel, ".logs/%s-%d.stdout.log", s->name, c->cell);
+	outbuf_reset(&s->out, log_rel);
+	snprintf(log_rel, sizeof log_rel, ".logs/%s-%d.stderr.log", s->name, c->cell);
+	outbuf_reset(&s->err, log_rel);
+	exec_before(c);
+	cJSON *j = cJSON_CreateObject();
+	cJSON_AddStringToObject(j, "op", "exec");
+	cJSON_AddStringToObject(j, "code", c->code);
+	cJSON_AddNumberToObject(j, "cell", c->cell);
+	char *txt = cJSON_PrintUnformatted(j);
+	cJSON_Delete(j);
+	c->t_start = loop_now_ms();
+	s->progress = 0;
+	s->timeout_timer = loop_timer(sup->srv->loop, c->timeout_ms, timeout_fired, s);
+	if (c->progress_token)
+		s->progress_timer = loop_timer(sup->srv->loop, PROGRESS_MS, progress_fired, s);
+	int r = txt ? wire_send(s->ctrl, W_EXEC, txt, strlen(txt), NULL, 0) : -ENOMEM;
+	free(txt);
+	if (r < 0) {
+		log_warn("session %s: cannot send the cell: %s", s->name, strerror(-r));
+		kill_session(s);
+	}
+}
+
+static void fail_call_now(struct sup *sup, struct session *s, const char *msg)
+{
+	struct call *c = s->cur;
+	c->status = "error";
+	c->exit_code = 1;
+	c->state = "new";
+	c->note = strdup(msg);
+	c->t_start = loop_now_ms();
+	s->cur = NULL;
+	c->duration_ms = 0;
+	exec_finish(c);
+}
+
+static void start_next(struct sup *sup, struct session *s)
+{
+	while (!s->cur && s->qhead) {
+		struct call *c = s->qhead;
+		s->qhead = c->next;
+		if (!s->qhead)
+			s->qtail = NULL;
+		c->next = NULL;
+		s->cur = c;
+		if (c->reset && s->alive) {
+			/* Discard the state: the old process is ended; its exit
+			 * report no longer matches this session. */
+			kill_session(s);
+			session_close_fds(sup, s);
+			s->alive = false;
+		}
+		if (!s->alive) {
+			c->new_session = true;
+			if (sup->z == Z_FAILED) {
+				fail_call_now(sup, s, sup->zerror);
+				continue;
+			}
+			if (sup->z != Z_READY) {
+				s->want_spawn = true;
+				return;
+			}
+			int r = spawn_session(sup, s);
+			if (r < 0) {
+				char msg[300];
+				snprintf(msg, sizeof msg, "could not start a session: %s", strerror(-r));
+				fail_call_now(sup, s, msg);
+				continue;
+			}
+		}
+		send_exec(sup, s);
+	}
+}
+
+static void spawn_pending(struct sup *sup)
+{
+	for (struct session *s = sup->sessions; s; s = s->next)
+		if (s->want_spawn) {
+			s->want_spawn = false;
+			int r = spawn_session(sup, s);
+			if (r < 0) {
+				char msg[300];
+				snprintf(msg, sizeof msg, "could not start a session: %s", strerror(-r));
+				fail_call_now(sup, s, msg);
+				start_next(sup, s);
+				continue;
+			}
+			send_exec(sup, s);
+		}
+}
+
+void sup_submit(struct sup *sup, struct call *c)
+{
+	struct session *s = find_session(sup, c->session);
+	if (!s) {
+		s = calloc(1, sizeof *s);
+		if (!s || outbuf_init(&s->out, &sup->srv->ws, (size_t)sup->srv->policy->limits.max_output_chars) < 0 ||
+		    outbuf_init(&s->err, &sup->srv->ws, (size_t)sup->srv->policy->limits.max_output_chars) < 0) {
+			c->status = "error";
+			c->exit_code = 1;
+			c->note = strdup("out of memory");
+			exec_finish(c);
+			free(s);
+			return;
+		}
+		snprintf(s->name, sizeof s->name, "%s", c->session);
+		s->sup = sup;
+		s->pidfd = s->ctrl = s->out_r = s->err_r = -1;
+		s->next = sup->sessions;
+		sup->sessions = s;
+	}
+	if (s->qtail)
+		s->qtail->next = c;
+	else
+		s->qhead = c;
+	s->qtail = c;
+	start_next(sup, s);
+}
+
+bool sup_cancel(struct sup *sup, const cJSON *rid)
+{
+	for (struct session *s = sup->sessions; s; s = s->next) {
+		if (s->cur && cJSON_Compare(s->cur->id, rid, 1)) {
+			s->cur->cancelled = true;
+			if (!s->cur->status) {
+				s->cur->status = "cancelled";
+				s->cur->exit_code = 130;
+			}
+			if (s->alive)
+				kill_session(s);
+			else
+				finish_cur(sup, s);
+			return true;
+		}
+		for (struct call **pp = &s->qhead; *pp; pp = &(*pp)->next)
+			if (cJSON_Compare((*pp)->id, rid, 1)) {
+				struct call *c = *pp;
+				*pp = c->next;
+				if (s->qtail == c) {
+					s->qtail = NULL;
+					for (struct call *q = s->qhead; q; q = q->next)
+						s->qtail = q;
+				}
+				call_free(c);
+				return true;
+			}
+	}
+	return false;
+}
+
+void sup_free(struct sup *sup)
+{
+	if (!sup)
+		return;
+	/* End every session first, then the zygote (pid 1 of the jail's pid
+	 * namespace: its end takes every process inside with it). */
+	int pidfds[256];
+	int n = 0;
+	for (struct session *s = sup->sessions; s; s = s->next) {
+		if (s->pidfd >= 0) {
+			syscall(SYS_pidfd_send_signal, s->pidfd, SIGKILL, NULL, 0);
+			if (n < 256)
+				pidfds[n++] = dup(s->pidfd);
+		}
+	}
+	if (sup->zpid > 0) {
+		kill(sup->zpid, SIGKILL);
+		waitpid(sup->zpid, NULL, 0);
+	}
+	/* Wait (bounded) until the sessions are really gone, so no process
+	 * outlives the server. */
+	for (int i = 0; i < n; i++) {
+		if (pidfds[i] < 0)
+			continue;
+		struct pollfd p = { .fd = pidfds[i], .events = POLLIN };
+		poll(&p, 1, 2000);
+		close(pidfds[i]);
+	}
+	struct session *s = sup->sessions;
+	while (s) {
+		struct session *next = s->next;
+		session_close_fds(sup, s);
+		if (s->cur)
+			call_free(s->cur);
+		for (struct call *c = s->qhead; c;) {
+			struct call *cn = c->next;
+			call_free(c);
+			c = cn;
+		}
+		outbuf_free(&s->out);
+		outbuf_free(&s->err);
+		free(s);
+		s = next;
+	}
+	if (sup->zctrl >= 0)
+		close(sup->zctrl);
+	free(sup);
+}

@@ -1,0 +1,76 @@
+/* The supervisor: the zygote and the sessions, seen from the trusted side.
+ * It forks the zygote, asks it for session processes, sends them cells,
+ * drains their output, enforces timeouts and cancellations, and hands each
+ * finished call to exec.c for rendering. */
+#ifndef MCP_SUPERVISOR_H
+#define MCP_SUPERVISOR_H
+
+#include <cjson/cJSON.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "artifacts.h"
+#include "server.h"
+
+#define SESSION_NAME_MAX 64
+
+struct image {
+	char *b64;
+	const char *mime;
+};
+
+/* One execute_python call, from request to reply. */
+struct call {
+	struct server *srv;
+	cJSON *id;               /* owned copy of the request id */
+	cJSON *progress_token;   /* owned copy, or NULL */
+	char session[SESSION_NAME_MAX + 1];
+	char *code;
+	double timeout_ms;
+	bool reset;
+
+	/* filled as it runs */
+	int cell;
+	double t_start, duration_ms;
+	const char *status;      /* "ok" "error" "timeout" "cancelled" "crashed" "memory" */
+	int exit_code;
+	const char *state;       /* "kept" "rolled_back" "new" */
+	bool new_session;
+	cJSON *py;               /* the session's result JSON, or NULL */
+	char *out_text, *err_text;
+	bool out_truncated, err_truncated;
+	char *out_log, *err_log; /* display paths of full logs, or NULL */
+	char *note;              /* extra line for the model, or NULL */
+	struct art_list before;
+	cJSON *artifacts;        /* array of {path, bytes, mime, change} */
+	char **thumb_rel;        /* images to downscale in the session */
+	size_t n_thumbs, thumb_next;
+	struct image images[8];
+	size_t n_images;
+	bool cancelled;          /* no reply may be sent */
+	struct call *next;
+};
+
+struct sup *sup_new(struct server *s);
+/* Forks the zygote (which warms up in the background). */
+int sup_start(struct sup *sup, struct err *e);
+/* Ends every session and the zygote, and waits for them. */
+void sup_free(struct sup *sup);
+
+/* Takes ownership of c; its reply is sent by exec_finish. */
+void sup_submit(struct sup *sup, struct call *c);
+/* Cancels the call with this request id: true when one was found. */
+bool sup_cancel(struct sup *sup, const cJSON *request_id);
+/* The exit code of the session's last execution; false when none. */
+bool sup_last_exit(struct sup *sup, const char *session, int *exit_code);
+int sup_count_sessions(struct sup *sup);
+bool sup_session_exists(struct sup *sup, const char *session);
+
+/* exec.c: hooks around a call. */
+void exec_before(struct call *c);          /* snapshot the workspace */
+void exec_after(struct call *c);           /* artifacts, images to return */
+void exec_thumb(struct call *c, const unsigned char *data, size_t len);
+void exec_finish(struct call *c);          /* reply (unless cancelled), free */
+void call_free(struct call *c);
+
+#endif

@@ -1,0 +1,29 @@
+/* Text helpers: bytes from the sandbox made safe for JSON, base64. */
+#ifndef MCP_TEXT_H
+#define MCP_TEXT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* Returns a malloc'd NUL-terminated copy of buf with every invalid UTF-8
+ * sequence (and NUL bytes) replaced by U+FFFD, so what Python printed can
+ * always be carried inside a JSON string.  *out_len may be NULL. */
+char *utf8_sanitize(const unsigned char *buf, size_t len, size_t *out_len);
+
+/* Number of code points in a valid UTF-8 string. */
+size_t utf8_chars(const char *s, size_t len);
+
+/* Byte offset just past the first n code points of s (len bytes). */
+size_t utf8_prefix(const char *s, size_t len, size_t n);
+
+/* Byte offset where the last n code points of s begin. */
+size_t utf8_suffix(const char *s, size_t len, size_t n);
+
+bool utf8_valid(const unsigned char *buf, size_t len);
+
+/* Base64 (RFC 4648, with padding); malloc'd, NUL-terminated. */
+char *base64_encode(const unsigned char *buf, size_t len);
+/* Returns decoded length or -1 for invalid input; *out malloc'd. */
+long base64_decode(const char *s, size_t len, unsigned char **out);
+
+#endif

@@ -1,0 +1,1039 @@
+/* Checks of verify_outputs (see validate.h).
+ *
+ * Everything here reads bytes written by untrusted code: every read is
+ * bounded by len before it happens (lengths are compared as "need > len -
+ * pos", never "pos + need > len", so nothing can wrap), nothing recurses
+ * on input except cJSON (nesting limit 1000), and every detail quotes input
+ * only through esc(). */
+#include "validate.h"
+
+#include <cjson/cJSON.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+/* ---- small helpers ---------------------------------------------------- */
+
+static void setd(struct vresult *r, bool ok, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void setd(struct vresult *r, bool ok, const char *fmt, ...)
+{
+	va_list ap;
+
+	r->ok = ok;
+	va_start(ap, fmt);
+	vsnprintf(r->detail, sizeof r->detail, fmt, ap);
+	va_end(ap);
+}
+
+/* Appends to r->detail, silently stopping at its end. */
+static void appendd(struct vresult *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void appendd(struct vresult *r, const char *fmt, ...)
+{
+	size_t n = strlen(r->detail);
+	va_list ap;
+
+	if (n + 1 >= sizeof r->detail)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(r->detail + n, sizeof r->detail - n, fmt, ap);
+	va_end(ap);
+}
+
+/* Quotes untrusted bytes for a detail: printable ASCII as is, the rest as
+ * \xNN, cut with "..." when it does not fit or is longer than max. */
+static const char *esc(char *out, size_t outsz, const unsigned char *p, size_t n, size_t max)
+{
+	size_t o = 0;
+	bool cut = n > max;
+
+	if (cut)
+		n = max;
+	for (size_t i = 0; i < n; i++) {
+		if (o + 8 >= outsz) {
+			cut = true;
+			break;
+		}
+		if (p[i] >= 0x20 && p[i] < 0x7f && p[i] != '\\')
+			out[o++] = (char)p[i];
+		else
+			o += (size_t)snprintf(out + o, outsz - o, "\\x%02x", p[i]);
+	}
+	if (cut && o + 4 <= outsz) {
+		memcpy(out + o, "...", 3);
+		o += 3;
+	}
+	out[o] = '\0';
+	return out;
+}
+
+static uint32_t be32(const unsigned char *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+static unsigned be16(const unsigned char *p)
+{
+	return (unsigned)p[0] << 8 | p[1];
+}
+
+static bool starts(const unsigned char *p, size_t len, const char *lit)
+{
+	size_t n = strlen(lit);
+	return len >= n && memcmp(p, lit, n) == 0;
+}
+
+static bool starts_ci(const unsigned char *p, size_t len, const char *lit)
+{
+	size_t n = strlen(lit);
+	return len >= n && strncasecmp((const char *)p, lit, n) == 0;
+}
+
+static bool is_ws(unsigned char c)
+{
+	return c == ' ' || c == '\t' || c == '\r' || c == '\n';
+}
+
+/* What the bytes look like, for hints when they are not what was asked. */
+static const char *sniff(const unsigned char *b, size_t len)
+{
+	if (starts(b, len, "\x89PNG\r\n\x1a\n"))
+		return "a PNG image";
+	if (len >= 3 && b[0] == 0xff && b[1] == 0xd8 && b[2] == 0xff)
+		return "a JPEG image";
+	if (starts(b, len, "GIF87a") || starts(b, len, "GIF89a"))
+		return "a GIF image";
+	if (len >= 12 && starts(b, len, "RIFF") && memcmp(b + 8, "WEBP", 4) == 0)
+		return "a WebP image";
+	if (starts(b, len, "%PDF-"))
+		return "a PDF document";
+	if (starts(b, len, "PK\x03\x04"))
+		return "a ZIP archive (or .xlsx/.docx)";
+	if (starts(b, len, "\x93NUMPY"))
+		return "a NumPy .npy array";
+	if (starts(b, len, "PAR1"))
+		return "a Parquet file";
+	size_t i = starts(b, len, "\xef\xbb\xbf") ? 3 : 0;
+	while (i < len && is_ws(b[i]))
+		i++;
+	if (starts_ci(b + i, len - i, "<!doctype html") || starts_ci(b + i, len - i, "<html"))
+		return "an HTML page";
+	if (starts(b + i, len - i, "<svg") || starts(b + i, len - i, "<?xml"))
+		return "an SVG or XML document";
+	if (i < len && (b[i] == '{' || b[i] == '['))
+		return "JSON text";
+	return NULL;
+}
+
+static void hint_sniff(struct vresult *r, const unsigned char *b, size_t len, const char *what)
+{
+	const char *s = sniff(b, len);
+	char q[64];
+
+	if (s)
+		appendd(r, " It looks like %s: write a real %s or verify it with the matching kind.", s, what);
+	else if (len)
+		appendd(r, " It starts with \"%s\".", esc(q, sizeof q, b, len, 16));
+}
+
+/* ---- kinds, extensions, MIME types ------------------------------------ */
+
+static const char *const kind_names[] = {
+	[VK_ANY] = "any", [VK_PNG] = "png", [VK_JPEG] = "jpeg", [VK_SVG] = "svg",
+	[VK_CSV] = "csv", [VK_JSON] = "json", [VK_TEXT] = "text",
+};
+
+int vkind_parse(const char *s)
+{
+	if (!s)
+		return -1;
+	for (size_t i = 0; i < sizeof kind_names / sizeof kind_names[0]; i++)
+		if (strcmp(s, kind_names[i]) == 0)
+			return (int)i;
+	if (strcmp(s, "jpg") == 0)
+		return VK_JPEG;
+	if (strcmp(s, "txt") == 0)
+		return VK_TEXT;
+	return -1;
+}
+
+const char *vkind_name(enum vkind k)
+{
+	if ((unsigned)k < sizeof kind_names / sizeof kind_names[0])
+		return kind_names[k];
+	return "any";
+}
+
+/* The extension of the last path component, without the dot; "" when the
+ * name has none (".bashrc" has none). */
+static const char *ext_of(const char *path)
+{
+	const char *base = strrchr(path, '/');
+	base = base ? base + 1 : path;
+	const char *dot = strrchr(base, '.');
+	if (!dot || dot == base)
+		return "";
+	return dot + 1;
+}
+
+enum vkind vkind_from_path(const char *path)
+{
+	static const struct { const char *ext; enum vkind k; } tab[] = {
+		{ "png", VK_PNG }, { "jpg", VK_JPEG }, { "jpeg", VK_JPEG }, { "svg", VK_SVG },
+		{ "csv", VK_CSV }, { "json", VK_JSON }, { "txt", VK_TEXT }, { "md", VK_TEXT },
+		{ "log", VK_TEXT }, { "tsv", VK_TEXT }, { "py", VK_TEXT }, { "html", VK_TEXT },
+		{ "htm", VK_TEXT }, { "xml", VK_TEXT }, { "yaml", VK_TEXT }, { "yml", VK_TEXT },
+		{ "toml", VK_TEXT }, { "ini", VK_TEXT }, { "rst", VK_TEXT }, { "tex", VK_TEXT },
+		{ "jsonl", VK_TEXT }, { "ndjson", VK_TEXT }, { "js", VK_TEXT }, { "css", VK_TEXT },
+	};
+	const char *x = path ? ext_of(path) : "";
+
+	for (size_t i = 0; i < sizeof tab / sizeof tab[0]; i++)
+		if (strcasecmp(x, tab[i].ext) == 0)
+			return tab[i].k;
+	return VK_ANY;
+}
+
+const char *mime_from_path(const char *path)
+{
+	static const struct { const char *ext, *mime; } tab[] = {
+		{ "png", "image/png" }, { "jpg", "image/jpeg" }, { "jpeg", "image/jpeg" },
+		{ "gif", "image/gif" }, { "webp", "image/webp" }, { "svg", "image/svg+xml" },
+		{ "bmp", "image/bmp" }, { "tif", "image/tiff" }, { "tiff", "image/tiff" },
+		{ "csv", "text/csv" }, { "tsv", "text/tab-separated-values" },
+		{ "json", "application/json" }, { "jsonl", "application/x-ndjson" },
+		{ "ndjson", "application/x-ndjson" }, { "txt", "text/plain" }, { "log", "text/plain" },
+		{ "md", "text/markdown" }, { "html", "text/html" }, { "htm", "text/html" },
+		{ "xml", "application/xml" }, { "css", "text/css" }, { "js", "text/javascript" },
+		{ "py", "text/x-python" }, { "ipynb", "application/x-ipynb+json" },
+		{ "yaml", "application/yaml" }, { "yml", "application/yaml" },
+		{ "toml", "application/toml" }, { "pdf", "application/pdf" },
+		{ "parquet", "application/vnd.apache.parquet" }, { "npy", "application/octet-stream" },
+		{ "npz", "application/zip" }, { "pkl", "application/octet-stream" },
+		{ "zip", "application/zip" }, { "gz", "application/gzip" }, { "tar", "application/x-tar" },
+		{ "xlsx", "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet" },
+		{ "mp4", "video/mp4" }, { "gifv", "video/mp4" }, { "wav", "audio/wav" },
+		{ "mp3", "audio/mpeg" },
+	};
+	const char *x = path ? ext_of(path) : "";
+
+	for (size_t i = 0; i < sizeof tab / sizeof tab[0]; i++)
+		if (strcasecmp(x, tab[i].ext) == 0)
+			return tab[i].mime;
+	return "application/octet-stream";
+}
+
+/* ---- PNG -------------------------------------------------------------- */
+
+static const unsigned char png_sig[8] = { 0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n' };
+
+bool png_size(const unsigned char *buf, size_t len, unsigned *w, unsigned *h)
+{
+	if (len < 8 + 8 + 13 + 4 || memcmp(buf, png_sig, 8) != 0 || be32(buf + 8) != 13 ||
+	    memcmp(buf + 12, "IHDR", 4) != 0)
+		return false;
+	uint32_t ww = be32(buf + 16), hh = be32(buf + 20);
+	if (ww == 0 || hh == 0 || ww > 0x7fffffffu || hh > 0x7fffffffu)
+		return false;
+	*w = ww;
+	*h = hh;
+	return true;
+}
+
+static bool png_depth_ok(unsigned ct, unsigned bd)
+{
+	switch (ct) {
+	case 0: return bd == 1 || bd == 2 || bd == 4 || bd == 8 || bd == 16;
+	case 3: return bd == 1 || bd == 2 || bd == 4 || bd == 8;
+	case 2: case 4: case 6: return bd == 8 || bd == 16;
+	default: return false;
+	}
+}
+
+/* Every chunk's CRC is checked: files written by PIL, matplotlib or
+ * libpng always carry correct ones, so a mismatch means corruption. */
+static void check_png(const unsigned char *b, size_t len, struct vresult *r)
+{
+	uint32_t crctab[256];
+	size_t pos = 8, nchunks = 0, idat = 0;
+	bool iend = false;
+	char t[8];
+
+	if (len < 8 || memcmp(b, png_sig, 8) != 0) {
+		setd(r, false, "Not a PNG: the file does not start with the 8-byte PNG signature.");
+		hint_sniff(r, b, len, "PNG (e.g. plt.savefig('x.png'))");
+		return;
+	}
+	for (uint32_t i = 0; i < 256; i++) {
+		uint32_t c = i;
+		for (int k = 0; k < 8; k++)
+			c = c & 1 ? 0xedb88320u ^ (c >> 1) : c >> 1;
+		crctab[i] = c;
+	}
+	while (pos < len) {
+		if (len - pos < 12) {
+			setd(r, false, "The PNG is truncated: it ends %zu bytes into a chunk header at offset %zu; "
+				       "make sure the file is completely written and closed.", len - pos, pos);
+			return;
+		}
+		uint32_t clen = be32(b + pos);
+		const unsigned char *type = b + pos + 4;
+		for (int k = 0; k < 4; k++)
+			if (!((type[k] >= 'A' && type[k] <= 'Z') || (type[k] >= 'a' && type[k] <= 'z'))) {
+				setd(r, false, "The PNG is corrupt: the chunk at offset %zu has an invalid type \"%s\".", pos,
+				     esc(t, sizeof t, type, 4, 4));
+				return;
+			}
+		memcpy(t, type, 4);
+		t[4] = '\0';
+		if (clen > 0x7fffffffu || clen > len - pos - 12) {
+			setd(r, false, "The PNG is truncated: the %s chunk at offset %zu needs %u bytes of data but only %zu "
+				       "remain; make sure the file is completely written and closed.", t, pos, clen,
+			     len - pos - 12);
+			return;
+		}
+		uint32_t crc = 0xffffffffu;
+		for (size_t k = 0; k < 4 + (size_t)clen; k++)
+			crc = crctab[(crc ^ b[pos + 4 + k]) & 0xff] ^ (crc >> 8);
+		crc ^= 0xffffffffu;
+		if (crc != be32(b + pos + 8 + clen)) {
+			setd(r, false, "The PNG is corrupt: the %s chunk at offset %zu fails its CRC check.", t, pos);
+			return;
+		}
+		if (nchunks == 0) {
+			if (strcmp(t, "IHDR") != 0) {
+				setd(r, false, "The PNG is corrupt: its first chunk is %s, where IHDR (the image header) must come first.", t);
+				return;
+			}
+			if (clen != 13) {
+				setd(r, false, "The PNG is corrupt: its IHDR chunk has %u bytes instead of 13.", clen);
+				return;
+			}
+			const unsigned char *d = b + pos + 8;
+			uint32_t w = be32(d), h = be32(d + 4);
+			if (w == 0 || h == 0 || w > 0x7fffffffu || h > 0x7fffffffu) {
+				setd(r, false, "The PNG header gives an invalid size of %ux%u pixels; width and height must be at least 1.",
+				     w, h);
+				return;
+			}
+			if (!png_depth_ok(d[9], d[8]) || d[10] != 0 || d[11] != 0 || d[12] > 1) {
+				setd(r, false, "The PNG header is invalid (colour type %u, bit depth %u, compression %u, filter %u, "
+					       "interlace %u).", d[9], d[8], d[10], d[11], d[12]);
+				return;
+			}
+			r->width = w;
+			r->height = h;
+		} else if (strcmp(t, "IHDR") == 0) {
+			setd(r, false, "The PNG is corrupt: it has a second IHDR chunk at offset %zu.", pos);
+			return;
+		}
+		if (strcmp(t, "IDAT") == 0)
+			idat++;
+		pos += 12 + (size_t)clen;
+		nchunks++;
+		if (strcmp(t, "IEND") == 0) {
+			iend = true;
+			break;
+		}
+	}
+	if (nchunks == 0) {
+		setd(r, false, "The PNG has a signature and nothing else: the file is truncated.");
+		return;
+	}
+	if (!iend) {
+		setd(r, false, "The PNG has no IEND chunk (%zu chunks, %zu bytes): it is truncated or was not closed; "
+			       "write it completely (plt.savefig, then close the figure) and verify again.", nchunks, len);
+		return;
+	}
+	if (idat == 0) {
+		setd(r, false, "The PNG has no IDAT chunk: it holds no pixel data.");
+		return;
+	}
+	if (pos != len) {
+		setd(r, false, "The PNG has %zu bytes of data after its IEND chunk: two writes into one file? "
+			       "Write the image once to a fresh file.", len - pos);
+		return;
+	}
+	setd(r, true, "PNG image, %ux%u pixels, %zu bytes.", r->width, r->height, len);
+}
+
+/* ---- JPEG ------------------------------------------------------------- */
+
+static bool is_sof(unsigned m)
+{
+	return m >= 0xc0 && m <= 0xcf && m != 0xc4 && m != 0xc8 && m != 0xcc;
+}
+
+/* Walks the markers of a JPEG.  With r NULL, stops at the first SOF (for
+ * jpeg_size); otherwise checks the whole file and fills r. */
+static bool jpeg_walk(const unsigned char *b, size_t len, unsigned *pw, unsigned *ph, struct vresult *r)
+{
+	size_t pos = 2;
+	bool have_sof = false, in_scan = false, progressive = false;
+	unsigned w = 0, h = 0;
+
+	if (len < 4 || b[0] != 0xff || b[1] != 0xd8) {
+		if (r) {
+			setd(r, false, "Not a JPEG: the file does not start with the SOI marker (FF D8).");
+			hint_sniff(r, b, len, "JPEG (e.g. plt.savefig('x.jpg'))");
+		}
+		return false;
+	}
+	for (;;) {
+		if (in_scan) {
+			/* Entropy-coded data: FF 00 is a stuffed byte, FF D0..D7
+			 * a restart marker, FF FF fill; anything else after FF
+			 * is the next marker. */
+			while (pos < len) {
+				if (b[pos] != 0xff) {
+					pos++;
+					continue;
+				}
+				if (len - pos < 2) {
+					pos = len;
+					break;
+				}
+				unsigned n = b[pos + 1];
+				if (n == 0x00 || (n >= 0xd0 && n <= 0xd7))
+					pos += 2;
+				else if (n == 0xff)
+					pos++;
+				else
+					break;
+			}
+			in_scan = false;
+		}
+		if (pos >= len) {
+			if (r)
+				setd(r, false, "The JPEG is truncated: it ends without the EOI marker (FF D9) after %zu bytes; "
+					       "make sure the file is completely written and closed.", len);
+			return false;
+		}
+		if (b[pos] != 0xff) {
+			if (r)
+				setd(r, false, "The JPEG is corrupt: a marker was expected at offset %zu, found byte 0x%02x.", pos, b[pos]);
+			return false;
+		}
+		size_t mpos = pos;
+		while (pos < len && b[pos] == 0xff)
+			pos++;
+		if (pos >= len)
+			continue; /* reported as truncated above */
+		unsigned m = b[pos++];
+		if (m == 0xd9) { /* EOI */
+			if (!have_sof) {
+				if (r)
+					setd(r, false, "The JPEG has no frame header (SOF marker): it gives no image size.");
+				return false;
+			}
+			break;
+		}
+		if (m == 0xd8 || m == 0x00) {
+			if (r)
+				setd(r, false, "The JPEG is corrupt: unexpected marker FF %02X at offset %zu.", m, mpos);
+			return false;
+		}
+		if ((m >= 0xd0 && m <= 0xd7) || m == 0x01)
+			continue; /* standalone markers, no length */
+		if (len - pos < 2) {
+			pos = len;
+			continue;
+		}
+		unsigned seg = be16(b + pos);
+		if (seg < 2 || seg > len - pos) {
+			if (r) {
+				if (seg < 2)
+					setd(r, false, "The JPEG is corrupt: the segment FF %02X at offset %zu has length %u.", m, mpos, seg);
+				else
+					setd(r, false, "The JPEG is truncated: the segment FF %02X at offset %zu needs %u bytes but only "
+						       "%zu remain; make sure the file is completely written and closed.",
+					     m, mpos, seg, len - pos);
+			}
+			return false;
+		}
+		if (is_sof(m)) {
+			if (seg < 8) {
+				if (r)
+					setd(r, false, "The JPEG is corrupt: its frame header (FF %02X) is only %u bytes long.", m, seg);
+				return false;
+			}
+			h = be16(b + pos + 3);
+			w = be16(b + pos + 5);
+			if (w == 0 || h == 0) {
+				if (r)
+					setd(r, false, "The JPEG frame header gives an invalid size of %ux%u pixels.", w, h);
+				return false;
+			}
+			have_sof = true;
+			progressive = m == 0xc2 || m == 0xc6 || m == 0xca || m == 0xce;
+			if (!r) {
+				*pw = w;
+				*ph = h;
+				return true;
+			}
+		}
+		if (m == 0xda) { /* SOS */
+			if (!have_sof) {
+				if (r)
+					setd(r, false, "The JPEG is corrupt: image data (SOS) comes before the frame header (SOF).");
+				return false;
+			}
+			in_scan = true;
+		}
+		pos += seg;
+	}
+	/* Zero bytes after EOI are padding that some writers add to round a
+	 * file up to a block; accepted.  Anything else means two writes into
+	 * one file or a truncated rewrite, and is refused. */
+	size_t tail = 0;
+	for (size_t k = pos; k < len; k++)
+		if (b[k] != 0)
+			tail++;
+	if (tail) {
+		setd(r, false, "The JPEG has %zu bytes of data after its EOI marker: two writes into one file? "
+			       "Write the image once to a fresh file.", len - pos);
+		return false;
+	}
+	r->width = w;
+	r->height = h;
+	*pw = w;
+	*ph = h;
+	setd(r, true, "JPEG image, %ux%u pixels (%s), %zu bytes.", w, h, progressive ? "progressive" : "baseline", len);
+	return true;
+}
+
+bool jpeg_size(const unsigned char *buf, size_t len, unsigned *w, unsigned *h)
+{
+	return jpeg_walk(buf, len, w, h, NULL);
+}
+
+/* ---- SVG -------------------------------------------------------------- */
+
+static const unsigned char *find(const unsigned char *p, const unsigned char *end, const char *lit)
+{
+	size_t n = strlen(lit);
+	if ((size_t)(end - p) < n)
+		return NULL;
+	return memmem(p, (size_t)(end - p), lit, n);
+}
+
+static const unsigned char *rfind(const unsigned char *start, const unsigned char *end, const char *lit)
+{
+	size_t n = strlen(lit);
+	if ((size_t)(end - start) < n)
+		return NULL;
+	for (const unsigned char *p = end - n;; p--) {
+		if (memcmp(p, lit, n) == 0)
+			return p;
+		if (p == start)
+			return NULL;
+	}
+}
+
+static bool name_char(unsigned char c)
+{
+	return !(is_ws(c) || c == '>' || c == '/' || c == '<' || c == '=' || c == '"' || c == '\'');
+}
+
+/* Not an XML parser: checks what separates an SVG from everything a
+ * plotting script can write by mistake (an HTML page, a PNG named .svg, a
+ * file cut short).  The prolog may hold a BOM, the XML declaration,
+ * processing instructions, comments and a DOCTYPE (with an internal
+ * subset); then the root element must be svg, with or without a prefix,
+ * and the file must end with its end tag (or the root must close itself). */
+static void check_svg(const unsigned char *b, size_t len, struct vresult *r)
+{
+	const unsigned char *p = b, *end = b + len;
+	char q[96];
+
+	if (starts(p, len, "\xfe\xff") || starts(p, len, "\xff\xfe")) {
+		setd(r, false, "The SVG is encoded in UTF-16: write it as UTF-8.");
+		return;
+	}
+	if (starts(p, len, "\xef\xbb\xbf"))
+		p += 3;
+	bool prolog = false;
+	for (;;) {
+		while (p < end && is_ws(*p))
+			p++;
+		if (p >= end) {
+			setd(r, false, "Not an SVG: the file has no root element (it holds only %s).",
+			     prolog ? "a prolog" : "white space");
+			return;
+		}
+		if (*p != '<') {
+			setd(r, false, "Not an SVG: text comes before the root element at offset %zu; an SVG file starts "
+				       "with '<svg' (after an optional XML declaration).", (size_t)(p - b));
+			hint_sniff(r, b, len, "SVG (e.g. plt.savefig('x.svg'))");
+			return;
+		}
+		const unsigned char *x;
+		prolog = true;
+		if (starts(p, (size_t)(end - p), "<?")) {
+			x = find(p + 2, end, "?>");
+			if (!x) {
+				setd(r, false, "Not an SVG: the XML declaration at offset %zu is never closed with '?>'.", (size_t)(p - b));
+				return;
+			}
+			p = x + 2;
+		} else if (starts(p, (size_t)(end - p), "<!--")) {
+			x = find(p + 4, end, "-->");
+			if (!x) {
+				setd(r, false, "Not an SVG: the comment at offset %zu is never closed with '-->'.", (size_t)(p - b));
+				return;
+			}
+			p = x + 3;
+		} else if (starts_ci(p, (size_t)(end - p), "<!DOCTYPE")) {
+			if (starts_ci(p, (size_t)(end - p), "<!doctype html")) {
+				setd(r, false, "Not an SVG: this is an HTML page (<!DOCTYPE html>); write the SVG image itself, "
+					       "e.g. plt.savefig('x.svg').");
+				return;
+			}
+			/* Skip to the '>' that closes it, outside quotes and the
+			 * internal subset [ ... ]. */
+			int depth = 0;
+			unsigned char quote = 0;
+			for (p += 9; p < end; p++) {
+				if (quote) {
+					if (*p == quote)
+						quote = 0;
+				} else if (*p == '"' || *p == '\'') {
+					quote = *p;
+				} else if (*p == '[') {
+					depth++;
+				} else if (*p == ']') {
+					depth--;
+				} else if (*p == '>' && depth <= 0) {
+					break;
+				}
+			}
+			if (p >= end) {
+				setd(r, false, "Not an SVG: the DOCTYPE is never closed.");
+				return;
+			}
+			p++;
+		} else {
+			break;
+		}
+	}
+	/* The root element's start tag. */
+	const unsigned char *name = p + 1, *ne = name;
+	while (ne < end && name_char(*ne))
+		ne++;
+	size_t nl = (size_t)(ne - name);
+	const unsigned char *colon = nl ? memchr(name, ':', nl) : NULL;
+	const unsigned char *local = colon ? colon + 1 : name;
+	size_t ll = (size_t)(ne - local);
+	if (nl == 0 || !(ll == 3 && memcmp(local, "svg", 3) == 0) || (ne < end && !is_ws(*ne) && *ne != '>' && *ne != '/')) {
+		setd(r, false, "Not an SVG: the root element is <%s>, not <svg>.", esc(q, sizeof q, name, nl, 40));
+		if (ll == 4 && strncasecmp((const char *)local, "html", 4) == 0)
+			appendd(r, " This is an HTML page; write the SVG image itself, e.g. plt.savefig('x.svg').");
+		return;
+	}
+	/* The end of the start tag, outside quoted attribute values. */
+	const unsigned char *gt = ne;
+	unsigned char quote = 0;
+	for (; gt < end; gt++) {
+		if (quote) {
+			if (*gt == quote)
+				quote = 0;
+		} else if (*gt == '"' || *gt == '\'') {
+			quote = *gt;
+		} else if (*gt == '>') {
+			break;
+		}
+	}
+	if (gt >= end) {
+		setd(r, false, "The SVG is truncated: its <%s> start tag is never closed; make sure the file is completely "
+			       "written and closed.", esc(q, sizeof q, name, nl, 40));
+		return;
+	}
+	bool self_closed = gt[-1] == '/';
+
+	/* The end: trailing white space, comments and PIs are allowed. */
+	const unsigned char *t = end, *after = gt + 1;
+	for (;;) {
+		while (t > after && is_ws(t[-1]))
+			t--;
+		const unsigned char *o = NULL;
+		if (t - after >= 3 && memcmp(t - 3, "-->", 3) == 0)
+			o = rfind(after, t - 3, "<!--");
+		else if (t - after >= 2 && memcmp(t - 2, "?>", 2) == 0)
+			o = rfind(after, t - 2, "<?");
+		if (!o)
+			break;
+		t = o;
+	}
+	bool closed;
+	if (self_closed) {
+		closed = t == after;
+	} else {
+		/* Must end with "</" name ws* ">". */
+		const unsigned char *e = t;
+		closed = false;
+		if (e > after && e[-1] == '>') {
+			e--;
+			while (e > after && is_ws(e[-1]))
+				e--;
+			if ((size_t)(e - after) >= nl + 2 && memcmp(e - nl, name, nl) == 0 && memcmp(e - nl - 2, "</", 2) == 0)
+				closed = true;
+		}
+	}
+	if (!closed) {
+		setd(r, false, "The SVG does not end with </%s>: it is truncated or was not closed; write it completely "
+			       "(plt.savefig, then close the figure) and verify again.", esc(q, sizeof q, name, nl, 40));
+		return;
+	}
+	setd(r, true, "SVG document (root <%s>), %zu bytes.", esc(q, sizeof q, name, nl, 40), len);
+}
+
+/* ---- CSV -------------------------------------------------------------- */
+
+static bool at_eol(const unsigned char *b, size_t len, size_t i)
+{
+	return b[i] == '\n' || (b[i] == '\r' && (i + 1 == len || b[i + 1] == '\n'));
+}
+
+/* RFC 4180, comma-separated: records end at LF or CRLF; a field that
+ * starts with a quote runs to the matching quote and may hold commas,
+ * line breaks and doubled quotes; a quote inside an unquoted field is
+ * taken as text (as Python's csv and pandas read it).  Line numbers are
+ * physical lines, where each record starts. */
+static void check_csv(const struct vspec *spec, const unsigned char *b, size_t len, struct vresult *r)
+{
+	size_t i = 0;
+	long line = 1, ncols = -1, rows = 0;
+	char q[96];
+
+	if (memchr(b, 0, len)) {
+		setd(r, false, "Not a CSV: the file contains NUL bytes, so it is binary, not text.");
+		hint_sniff(r, b, len, "CSV (e.g. df.to_csv('x.csv', index=False))");
+		return;
+	}
+	while (i < len) {
+		size_t rs = i;
+		long rec_line = line, nf = 1;
+
+		if (at_eol(b, len, rs)) {
+			/* A blank line: fine at the end of the file. */
+			size_t k = rs;
+			while (k < len && (b[k] == '\n' || b[k] == '\r'))
+				k++;
+			if (k == len)
+				break;
+			if (ncols < 0) {
+				setd(r, false, "Line 1 of the CSV is blank: the header line must come first.");
+				return;
+			}
+			if (ncols != 1) {
+				setd(r, false, "Line %ld of the CSV is blank, the header has %ld fields: remove blank lines.", rec_line, ncols);
+				return;
+			}
+		}
+		for (;;) {
+			if (i < len && b[i] == '"') {
+				long qline = line;
+				i++;
+				for (;;) {
+					if (i >= len) {
+						setd(r, false, "The CSV's quoted field that starts on line %ld is never closed: "
+							       "quotes inside a quoted field must be doubled (\"\").", qline);
+						return;
+					}
+					unsigned char c = b[i++];
+					if (c == '"') {
+						if (i < len && b[i] == '"') {
+							i++;
+							continue;
+						}
+						break;
+					}
+					if (c == '\n')
+						line++;
+				}
+				if (i < len && b[i] != ',' && !at_eol(b, len, i)) {
+					setd(r, false, "Line %ld of the CSV has text after the closing quote of a field: inside a "
+						       "quoted field write a quote as two quotes (\"\").", line);
+					return;
+				}
+			} else {
+				while (i < len && b[i] != ',' && !at_eol(b, len, i))
+					i++;
+			}
+			if (i < len && b[i] == ',') {
+				i++;
+				nf++;
+				continue;
+			}
+			break;
+		}
+		if (i < len) {
+			if (b[i] == '\r')
+				i++;
+			if (i < len && b[i] == '\n')
+				i++;
+			line++;
+		}
+		if (ncols < 0) {
+			ncols = nf;
+			/* Header width is known from here on. */
+		} else if (nf != ncols) {
+			setd(r, false, "Line %ld of the CSV has %ld field%s, the header has %ld: every row needs the same "
+				       "number of fields (quote fields that contain commas).", rec_line, nf, nf == 1 ? "" : "s",
+			     ncols);
+			r->columns = ncols;
+			return;
+		} else {
+			rows++;
+		}
+	}
+	if (ncols < 0) {
+		setd(r, false, "The CSV has no header line: the file is blank.");
+		return;
+	}
+	r->rows = rows;
+	r->columns = ncols;
+	if (spec->min_rows > 0 && rows < spec->min_rows) {
+		setd(r, false, "The CSV has %ld data row%s, fewer than the %ld required (min_rows); write all the rows.",
+		     rows, rows == 1 ? "" : "s", spec->min_rows);
+		return;
+	}
+	setd(r, true, "CSV with %ld data row%s and %ld column%s.", rows, rows == 1 ? "" : "s", ncols, ncols == 1 ? "" : "s");
+	if (ncols == 1) {
+		const unsigned char *nl = memchr(b, '\n', len);
+		size_t hl = nl ? (size_t)(nl - b) : len;
+		if (memchr(b, ';', hl) || memchr(b, '\t', hl))
+			appendd(r, " The header \"%s\" holds ';' or tabs: if that is the separator, write the file with commas.",
+				esc(q, sizeof q, b, hl, 40));
+	}
+}
+
+/* ---- JSON ------------------------------------------------------------- */
+
+static const char *json_type(const cJSON *j)
+{
+	if (cJSON_IsObject(j)) return "an object";
+	if (cJSON_IsArray(j)) return "an array";
+	if (cJSON_IsString(j)) return "a string";
+	if (cJSON_IsNumber(j)) return "a number";
+	if (cJSON_IsBool(j)) return "a boolean";
+	return "null";
+}
+
+static void check_json(const struct vspec *spec, const unsigned char *b, size_t len, struct vresult *r)
+{
+	const char *endp = NULL;
+	char q[96];
+	size_t k = 0;
+
+	while (k < len && is_ws(b[k]))
+		k++;
+	if (k == len) {
+		setd(r, false, "The JSON file holds only white space: it has no value.");
+		return;
+	}
+	cJSON *root = cJSON_ParseWithLengthOpts((const char *)b, len, &endp, 0);
+	size_t at = endp ? (size_t)((const unsigned char *)endp - b) : 0;
+	bool extra = false;
+	if (root) {
+		/* Parsing stops after one value; the rest must be white space. */
+		size_t t = at;
+		while (t < len && is_ws(b[t]))
+			t++;
+		if (t < len) {
+			cJSON_Delete(root);
+			root = NULL;
+			at = t;
+			extra = true;
+		}
+	}
+	if (!root) {
+		if (at > len)
+			at = len;
+		long ln = 1, col = 1;
+		for (size_t i = 0; i < at; i++) {
+			if (b[i] == '\n') {
+				ln++;
+				col = 1;
+			} else {
+				col++;
+			}
+		}
+		if (extra) {
+			setd(r, false, "The JSON file holds more than one value: after the first, data continues at line %ld, "
+				       "column %ld (near \"%s\"); write a single value (put several in a list).", ln, col,
+			     esc(q, sizeof q, b + at, len - at, 24));
+			return;
+		}
+		setd(r, false, "Invalid JSON at line %ld, column %ld (near \"%s\").", ln, col,
+		     esc(q, sizeof q, b + at, len - at, 24));
+		size_t from = at > 16 ? at - 16 : 0;
+		if (find(b + from, b + (len - at > 16 ? at + 16 : len), "NaN") ||
+		    find(b + from, b + (len - at > 16 ? at + 16 : len), "Infinity"))
+			appendd(r, " NaN and Infinity are not JSON: write null instead (json.dump(..., allow_nan=False) finds them).");
+		else
+			appendd(r, " Write it with json.dump and make sure the file is completely written and closed.");
+		return;
+	}
+	if (spec->n_required_keys && spec->required_keys) {
+		if (!cJSON_IsObject(root)) {
+			setd(r, false, "The JSON's top level is %s, but required_keys need an object.", json_type(root));
+			cJSON_Delete(root);
+			return;
+		}
+		size_t missing = 0;
+		for (size_t i = 0; i < spec->n_required_keys; i++) {
+			const char *key = spec->required_keys[i];
+			if (!key || cJSON_GetObjectItemCaseSensitive(root, key))
+				continue;
+			if (missing++ == 0)
+				setd(r, false, "The JSON object lacks required key%s: ", spec->n_required_keys > 1 ? "s" : "");
+			appendd(r, "%s\"%s\"", missing > 1 ? ", " : "",
+				esc(q, sizeof q, (const unsigned char *)key, strlen(key), 40));
+		}
+		if (missing) {
+			appendd(r, ". Its top-level keys are: ");
+			int n = 0;
+			for (const cJSON *c = root->child; c; c = c->next, n++) {
+				if (n == 12) {
+					appendd(r, ", ...");
+					break;
+				}
+				const char *ks = c->string ? c->string : "";
+				appendd(r, "%s\"%s\"", n ? ", " : "", esc(q, sizeof q, (const unsigned char *)ks, strlen(ks), 40));
+			}
+			if (n == 0)
+				appendd(r, "none (the object is empty)");
+			appendd(r, ".");
+			cJSON_Delete(root);
+			return;
+		}
+	}
+	int n = cJSON_IsObject(root) || cJSON_IsArray(root) ? cJSON_GetArraySize(root) : 0;
+	if (cJSON_IsObject(root))
+		setd(r, true, "JSON object with %d key%s, %zu bytes.", n, n == 1 ? "" : "s", len);
+	else if (cJSON_IsArray(root))
+		setd(r, true, "JSON array with %d item%s, %zu bytes.", n, n == 1 ? "" : "s", len);
+	else
+		setd(r, true, "JSON value (%s), %zu bytes.", json_type(root), len);
+	cJSON_Delete(root);
+}
+
+/* ---- text ------------------------------------------------------------- */
+
+/* Strict UTF-8 (no overlong forms, no surrogates, nothing above
+ * U+10FFFF).  Returns len when valid, else the offset of the bad byte. */
+static size_t utf8_bad(const unsigned char *b, size_t len)
+{
+	size_t i = 0;
+
+	while (i < len) {
+		unsigned c = b[i];
+		size_t n;
+		unsigned lo = 0x80, hi = 0xbf;
+		if (c < 0x80) {
+			i++;
+			continue;
+		} else if (c >= 0xc2 && c <= 0xdf) {
+			n = 1;
+		} else if (c >= 0xe0 && c <= 0xef) {
+			n = 2;
+			if (c == 0xe0) lo = 0xa0;
+			if (c == 0xed) hi = 0x9f;
+		} else if (c >= 0xf0 && c <= 0xf4) {
+			n = 3;
+			if (c == 0xf0) lo = 0x90;
+			if (c == 0xf4) hi = 0x8f;
+		} else {
+			return i;
+		}
+		if (len - i - 1 < n)
+			return i;
+		if (b[i + 1] < lo || b[i + 1] > hi)
+			return i;
+		for (size_t k = 2; k <= n; k++)
+			if ((b[i + k] & 0xc0) != 0x80)
+				return i;
+		i += n + 1;
+	}
+	return len;
+}
+
+static long line_of(const unsigned char *b, size_t off)
+{
+	long ln = 1;
+	for (size_t i = 0; i < off; i++)
+		if (b[i] == '\n')
+			ln++;
+	return ln;
+}
+
+static void check_text(const unsigned char *b, size_t len, struct vresult *r)
+{
+	const unsigned char *nul = memchr(b, 0, len);
+	size_t bad = utf8_bad(b, len);
+
+	if (nul && (size_t)(nul - b) < bad) {
+		setd(r, false, "Not text: the file has a NUL byte at offset %zu (line %ld).", (size_t)(nul - b),
+		     line_of(b, (size_t)(nul - b)));
+		hint_sniff(r, b, len, "text file");
+		return;
+	}
+	if (bad < len) {
+		setd(r, false, "Not valid UTF-8: byte 0x%02x at offset %zu (line %ld) is not part of a UTF-8 character; "
+			       "write the file with encoding='utf-8'.", b[bad], bad, line_of(b, bad));
+		return;
+	}
+	long lines = len ? line_of(b, len) - (b[len - 1] == '\n') : 0;
+	setd(r, true, "UTF-8 text, %ld line%s, %zu bytes.", lines, lines == 1 ? "" : "s", len);
+}
+
+/* ---- entry point ------------------------------------------------------ */
+
+void validate_buffer(const struct vspec *spec, const unsigned char *buf, size_t len, struct vresult *r)
+{
+	static const unsigned char none[1];
+	long min = spec->min_bytes == 0 ? 1 : spec->min_bytes;
+
+	memset(r, 0, sizeof *r);
+	if (!buf) {
+		buf = none;
+		len = 0;
+	}
+	if (min > 0 && len < (unsigned long)min) {
+		if (len == 0)
+			setd(r, false, "The file is empty (0 bytes); it needs at least %ld byte%s: check that the code "
+				       "wrote to it and closed it.", min, min == 1 ? "" : "s");
+		else
+			setd(r, false, "The file has %zu bytes, fewer than min_bytes (%ld): it is incomplete or the "
+				       "wrong file.", len, min);
+		return;
+	}
+	switch (spec->kind) {
+	case VK_PNG:
+		check_png(buf, len, r);
+		break;
+	case VK_JPEG: {
+		unsigned w, h;
+		jpeg_walk(buf, len, &w, &h, r);
+		break;
+	}
+	case VK_SVG:
+		check_svg(buf, len, r);
+		break;
+	case VK_CSV:
+		check_csv(spec, buf, len, r);
+		break;
+	case VK_JSON:
+		check_json(spec, buf, len, r);
+		break;
+	case VK_TEXT:
+		check_text(buf, len, r);
+		break;
+	case VK_ANY:
+	default:
+		setd(r, true, "File of %zu bytes.", len);
+		break;
+	}
+}

@@ -1,0 +1,367 @@
+/* Unit tests of mcp/artifacts.c: the walk (nested dirs, hidden names,
+ * exclusions, patterns, symlinks listed but never followed, limits), the
+ * diff of two snapshots, and SHA-256. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../../mcp/artifacts.h"
+
+struct fx {
+	char tmp[64];
+	char root[128];
+	char outside[128];
+	struct workspace ws;
+};
+
+static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	remove(p);
+	return 0;
+}
+
+static void mk(const struct fx *f, const char *rel, const char *content)
+{
+	char p[512];
+	snprintf(p, sizeof p, "%s/%s", f->ws.abs, rel);
+	/* mkdir -p of the parent */
+	for (char *s = p + strlen(f->ws.abs) + 1; (s = strchr(s, '/')); s++) {
+		*s = '\0';
+		mkdir(p, 0755);
+		*s = '/';
+	}
+	if (content) {
+		FILE *fp = fopen(p, "w");
+		assert_non_null(fp);
+		fputs(content, fp);
+		fclose(fp);
+	} else {
+		mkdir(p, 0755);
+	}
+}
+
+static void wpath(const struct fx *f, char *out, size_t sz, const char *rel)
+{
+	snprintf(out, sz, "%s/%s", f->ws.abs, rel);
+}
+
+static int setup(void **state)
+{
+	struct fx *f = calloc(1, sizeof *f);
+	struct err e = { 0 };
+	char p[512];
+
+	assert_non_null(f);
+	snprintf(f->tmp, sizeof f->tmp, "/tmp/psm-art-XXXXXX");
+	assert_non_null(mkdtemp(f->tmp));
+	snprintf(f->root, sizeof f->root, "%s/root", f->tmp);
+	snprintf(f->outside, sizeof f->outside, "%s/outside", f->tmp);
+	assert_int_equal(mkdir(f->root, 0755), 0);
+	assert_int_equal(mkdir(f->outside, 0755), 0);
+	snprintf(p, sizeof p, "%s/secret", f->outside);
+	FILE *fp = fopen(p, "w");
+	assert_non_null(fp);
+	fputs("SECRET", fp);
+	fclose(fp);
+	if (ws_open(&f->ws, f->root, "workspace", &e) < 0)
+		fail_msg("ws_open: %s", e.msg);
+
+	mk(f, "outputs/plot.png", "png");
+	mk(f, "outputs/table.csv", "a,b\n1,2\n");
+	mk(f, "a/b/c/deep.txt", "deep");
+	mk(f, "a.txt", "top");
+	mk(f, ".hidden", "h");
+	mk(f, ".logs/out.log", "log");
+	mk(f, "dir/.hid/x", "x");
+	mk(f, "empty", NULL);
+	/* Symlinks to a directory and a file outside: listed, not followed. */
+	wpath(f, p, sizeof p, "link_dir");
+	assert_int_equal(symlink(f->outside, p), 0);
+	wpath(f, p, sizeof p, "outputs/link_file");
+	char t[256];
+	snprintf(t, sizeof t, "%s/secret", f->outside);
+	assert_int_equal(symlink(t, p), 0);
+	/* A FIFO: not an artifact, and must not hang anything. */
+	wpath(f, p, sizeof p, "outputs/fifo");
+	assert_int_equal(mkfifo(p, 0644), 0);
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fx *f = *state;
+	ws_close(&f->ws);
+	nftw(f->tmp, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	free(f);
+	return 0;
+}
+
+static void expect(const struct art_list *l, const char *const *want)
+{
+	size_t n = 0;
+	while (want[n])
+		n++;
+	if (l->n != n) {
+		for (size_t i = 0; i < l->n; i++)
+			print_message("  got %s\n", l->v[i].rel);
+		fail_msg("%zu entries, wanted %zu", l->n, n);
+	}
+	for (size_t i = 0; i < n; i++)
+		assert_string_equal(l->v[i].rel, want[i]);
+}
+
+static const struct art_entry *find(const struct art_list *l, const char *rel)
+{
+	for (size_t i = 0; i < l->n; i++)
+		if (strcmp(l->v[i].rel, rel) == 0)
+			return &l->v[i];
+	fail_msg("%s not listed", rel);
+	abort();
+}
+
+static void test_scan_default(void **state)
+{
+	struct fx *f = *state;
+	struct art_list l;
+	struct err e = { 0 };
+	struct art_scan_opts o = { 0 };
+
+	if (art_scan(&f->ws, &o, &l, &e) < 0)
+		fail_msg("art_scan: %s", e.msg);
+	static const char *const want[] = { "a.txt", "a/b/c/deep.txt", "link_dir", "outputs/link_file",
+					    "outputs/plot.png", "outputs/table.csv", NULL };
+	expect(&l, want);
+	assert_false(l.truncated);
+	const struct art_entry *en = find(&l, "link_dir");
+	assert_true(en->is_symlink);
+	assert_int_equal(en->bytes, (off_t)strlen(f->outside)); /* the link itself */
+	en = find(&l, "outputs/plot.png");
+	assert_false(en->is_symlink);
+	assert_int_equal(en->bytes, 3);
+	assert_true(en->mtime.tv_sec > 0);
+	art_list_free(&l);
+	art_list_free(&l); /* harmless twice */
+
+	/* NULL opts = defaults. */
+	assert_int_equal(art_scan(&f->ws, NULL, &l, &e), 0);
+	expect(&l, want);
+	art_list_free(&l);
+}
+
+static void test_scan_hidden_exclude(void **state)
+{
+	struct fx *f = *state;
+	struct art_list l;
+	struct err e = { 0 };
+	static const char *const excl[] = { ".logs", NULL };
+	struct art_scan_opts o = { .include_hidden = true };
+
+	assert_int_equal(art_scan(&f->ws, &o, &l, &e), 0);
+	static const char *const want[] = { ".hidden", ".logs/out.log", "a.txt", "a/b/c/deep.txt", "dir/.hid/x",
+					    "link_dir", "outputs/link_file", "outputs/plot.png", "outputs/table.csv", NULL };
+	expect(&l, want);
+	art_list_free(&l);
+
+	o.exclude = excl;
+	assert_int_equal(art_scan(&f->ws, &o, &l, &e), 0);
+	static const char *const want2[] = { ".hidden", "a.txt", "a/b/c/deep.txt", "dir/.hid/x", "link_dir",
+					     "outputs/link_file", "outputs/plot.png", "outputs/table.csv", NULL };
+	expect(&l, want2);
+	art_list_free(&l);
+}
+
+static void test_scan_pattern_subdir(void **state)
+{
+	struct fx *f = *state;
+	struct art_list l;
+	struct err e = { 0 };
+	struct art_scan_opts o = { .pattern = "*.png" };
+
+	assert_int_equal(art_scan(&f->ws, &o, &l, &e), 0);
+	static const char *const png[] = { "outputs/plot.png", NULL };
+	expect(&l, png);
+	art_list_free(&l);
+
+	o.pattern = "link_*";
+	assert_int_equal(art_scan(&f->ws, &o, &l, &e), 0);
+	static const char *const links[] = { "link_dir", "outputs/link_file", NULL };
+	expect(&l, links);
+	art_list_free(&l);
+
+	o.pattern = NULL;
+	o.subdir = "a";
+	assert_int_equal(art_scan(&f->ws, &o, &l, &e), 0);
+	static const char *const a[] = { "a/b/c/deep.txt", NULL };
+	expect(&l, a);
+	art_list_free(&l);
+
+	o.subdir = "./outputs//";
+	assert_int_equal(art_scan(&f->ws, &o, &l, &e), 0);
+	static const char *const outs[] = { "outputs/link_file", "outputs/plot.png", "outputs/table.csv", NULL };
+	expect(&l, outs);
+	art_list_free(&l);
+
+	/* A symlinked directory as the subdir is refused, not followed. */
+	o.subdir = "link_dir";
+	assert_int_equal(art_scan(&f->ws, &o, &l, &e), -ELOOP);
+	assert_non_null(strstr(e.msg, "symlink"));
+	assert_int_equal(l.n, 0);
+	art_list_free(&l);
+	o.subdir = "missing";
+	assert_int_equal(art_scan(&f->ws, &o, &l, &e), -ENOENT);
+	art_list_free(&l);
+	o.subdir = "a.txt";
+	assert_true(art_scan(&f->ws, &o, &l, &e) < 0);
+	art_list_free(&l);
+	o.subdir = "empty";
+	assert_int_equal(art_scan(&f->ws, &o, &l, &e), 0);
+	assert_int_equal(l.n, 0);
+	art_list_free(&l);
+}
+
+static void test_scan_limits(void **state)
+{
+	struct fx *f = *state;
+	struct art_list l;
+	struct err e = { 0 };
+	struct art_scan_opts o = { .max_entries = 2 };
+
+	assert_int_equal(art_scan(&f->ws, &o, &l, &e), 0);
+	assert_int_equal(l.n, 2);
+	assert_true(l.truncated);
+	assert_true(strcmp(l.v[0].rel, l.v[1].rel) < 0);
+	art_list_free(&l);
+
+	/* Deeper than ART_MAX_DEPTH: not entered, flagged. */
+	char rel[ART_MAX_DEPTH * 2 + 32] = "";
+	for (int i = 0; i < ART_MAX_DEPTH + 2; i++)
+		strcat(rel, "d/");
+	strcat(rel, "bottom.txt");
+	mk(f, rel, "x");
+	o = (struct art_scan_opts){ .subdir = "d" };
+	assert_int_equal(art_scan(&f->ws, &o, &l, &e), 0);
+	assert_true(l.truncated);
+	assert_int_equal(l.n, 0);
+	art_list_free(&l);
+}
+
+struct changes {
+	char created[8][64], modified[8][64];
+	int nc, nm;
+};
+
+static void collect(const struct art_entry *en, enum art_change c, void *arg)
+{
+	struct changes *ch = arg;
+	if (c == ART_CREATED && ch->nc < 8)
+		snprintf(ch->created[ch->nc++], 64, "%s", en->rel);
+	else if (c == ART_MODIFIED && ch->nm < 8)
+		snprintf(ch->modified[ch->nm++], 64, "%s", en->rel);
+}
+
+static void test_diff(void **state)
+{
+	struct fx *f = *state;
+	struct art_list before, after;
+	struct err e = { 0 };
+	struct changes ch = { 0 };
+	char p[512], q[512];
+	struct stat st;
+
+	assert_int_equal(art_scan(&f->ws, NULL, &before, &e), 0);
+	mk(f, "outputs/new.png", "new");       /* created */
+	mk(f, "zzz_last.txt", "z");            /* created, sorts after everything */
+	mk(f, "a.txt", "top, longer");         /* modified: size */
+	wpath(f, p, sizeof p, "outputs/table.csv");
+	struct timespec ts[2] = { { 1000, 0 }, { 1000, 0 } };
+	assert_int_equal(utimensat(AT_FDCWD, p, ts, 0), 0); /* modified: mtime only */
+	/* modified: same size and mtime, but a new inode renamed over it */
+	wpath(f, p, sizeof p, "outputs/plot.png");
+	assert_int_equal(stat(p, &st), 0);
+	wpath(f, q, sizeof q, "outputs/plot.tmp");
+	FILE *fp = fopen(q, "w");
+	fputs("PNG", fp);
+	fclose(fp);
+	struct timespec same[2] = { st.st_atim, st.st_mtim };
+	assert_int_equal(utimensat(AT_FDCWD, q, same, 0), 0);
+	assert_int_equal(rename(q, p), 0);
+	wpath(f, p, sizeof p, "a/b/c/deep.txt");
+	assert_int_equal(unlink(p), 0);         /* deleted: not reported */
+	assert_int_equal(art_scan(&f->ws, NULL, &after, &e), 0);
+
+	art_diff(&before, &after, collect, &ch);
+	assert_int_equal(ch.nc, 2);
+	assert_string_equal(ch.created[0], "outputs/new.png");
+	assert_string_equal(ch.created[1], "zzz_last.txt");
+	assert_int_equal(ch.nm, 3);
+	assert_string_equal(ch.modified[0], "a.txt");
+	assert_string_equal(ch.modified[1], "outputs/plot.png");
+	assert_string_equal(ch.modified[2], "outputs/table.csv");
+
+	/* Nothing changed: nothing reported; empty before: all created. */
+	memset(&ch, 0, sizeof ch);
+	art_diff(&after, &after, collect, &ch);
+	assert_int_equal(ch.nc + ch.nm, 0);
+	struct art_list empty = { 0 };
+	art_diff(&empty, &after, collect, &ch);
+	assert_int_equal(ch.nc, (int)after.n);
+	assert_int_equal(ch.nm, 0);
+	art_list_free(&before);
+	art_list_free(&after);
+}
+
+static void test_sha256(void **state)
+{
+	struct fx *f = *state;
+	struct err e = { 0 };
+	char hex[65];
+
+	mk(f, "abc.txt", "abc");
+	mk(f, "empty.txt", "");
+	assert_int_equal(art_sha256(&f->ws, "abc.txt", hex, &e), 0);
+	assert_string_equal(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+	assert_int_equal(art_sha256(&f->ws, "empty.txt", hex, &e), 0);
+	assert_string_equal(hex, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+	/* Larger than one read buffer. */
+	char *big = malloc(100000);
+	assert_non_null(big);
+	memset(big, 'a', 99999);
+	big[99999] = '\0';
+	mk(f, "big.txt", big);
+	free(big);
+	assert_int_equal(art_sha256(&f->ws, "big.txt", hex, &e), 0);
+	assert_int_equal(strlen(hex), 64);
+	/* Symlinks and FIFOs are refused, never followed or waited on. */
+	assert_int_equal(art_sha256(&f->ws, "outputs/link_file", hex, &e), -ELOOP);
+	assert_string_equal(hex, "");
+	assert_int_equal(art_sha256(&f->ws, "outputs/fifo", hex, &e), -EINVAL);
+	assert_int_equal(art_sha256(&f->ws, "nope", hex, &e), -ENOENT);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_scan_default, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_scan_hidden_exclude, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_scan_pattern_subdir, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_scan_limits, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_diff, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sha256, setup, teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
