@@ -97,6 +97,26 @@ def session_init(init_json):
     return "ok"
 
 
+_saved_random = [None]
+
+
+def before_checkpoint(_arg):
+    # random reseeds itself in a forked child (os.register_at_fork): keep
+    # its state so that a rolled-back session continues the same sequence.
+    import random
+
+    _saved_random[0] = random.getstate()
+    return ""
+
+
+def after_rollback(_arg):
+    import random
+
+    if _saved_random[0] is not None:
+        random.setstate(_saved_random[0])
+    return ""
+
+
 def handle(msg_json):
     msg = json.loads(msg_json)
     kind = msg.get("op")
@@ -152,6 +172,11 @@ def _run_cell(code, cell):
         if e.code not in (None, 0):
             out["status"] = "error"
             out["error"] = _describe(e)
+    except MemoryError as e:
+        # The memory limit: the server rolls the session back, since a
+        # half-done allocation can leave objects in any state.
+        out["status"] = "memory"
+        out["error"] = _describe(e)
     except BaseException as e:  # KeyboardInterrupt included: the cell failed
         out["status"] = "error"
         out["error"] = _describe(e)

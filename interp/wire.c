@@ -165,11 +165,42 @@ void wire_reader_init(struct wire_reader *r, uint32_t max_len)
 	r->max_len = max_len;
 }
 
+static ssize_t read_fds(struct wire_reader *r, int fd, void *buf, size_t len)
+{
+	union {
+		char b[CMSG_SPACE(sizeof(int) * WIRE_MAX_FDS)];
+		struct cmsghdr align;
+	} ctl;
+	struct iovec iov = { .iov_base = buf, .iov_len = len };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.b, .msg_controllen = sizeof ctl.b };
+	ssize_t n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+	if (n < 0 && errno == ENOTSOCK)
+		return read(fd, buf, len);
+	for (struct cmsghdr *c = n >= 0 ? CMSG_FIRSTHDR(&mh) : NULL; c; c = CMSG_NXTHDR(&mh, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		int cnt = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+		int tmp[WIRE_MAX_FDS];
+		if (cnt > WIRE_MAX_FDS)
+			cnt = WIRE_MAX_FDS;
+		memcpy(tmp, CMSG_DATA(c), sizeof(int) * (size_t)cnt);
+		for (int i = 0; i < cnt; i++) {
+			/* An untrusted peer may send descriptors we did not ask
+			 * for: keep a bounded number, close the rest. */
+			if (r->nfds < WIRE_MAX_FDS)
+				r->fds[r->nfds++] = tmp[i];
+			else
+				close(tmp[i]);
+		}
+	}
+	return n;
+}
+
 int wire_reader_step(struct wire_reader *r, int fd, struct wire_msg *out)
 {
 	for (;;) {
 		if (r->hdr_got < sizeof r->hdr) {
-			ssize_t n = read(fd, r->hdr + r->hdr_got, sizeof r->hdr - r->hdr_got);
+			ssize_t n = read_fds(r, fd, r->hdr + r->hdr_got, sizeof r->hdr - r->hdr_got);
 			if (n == 0)
 				return -EPIPE;
 			if (n < 0)
@@ -183,7 +214,7 @@ int wire_reader_step(struct wire_reader *r, int fd, struct wire_msg *out)
 			r->body_got = 0;
 		}
 		if (r->body_got < r->cur.len) {
-			ssize_t n = read(fd, r->cur.data + r->body_got, r->cur.len - r->body_got);
+			ssize_t n = read_fds(r, fd, r->cur.data + r->body_got, r->cur.len - r->body_got);
 			if (n == 0)
 				return -EPIPE;
 			if (n < 0)
@@ -192,7 +223,9 @@ int wire_reader_step(struct wire_reader *r, int fd, struct wire_msg *out)
 			continue;
 		}
 		*out = r->cur;
-		out->nfds = 0;
+		out->nfds = r->nfds;
+		memcpy(out->fds, r->fds, sizeof r->fds);
+		r->nfds = 0;
 		memset(&r->cur, 0, sizeof r->cur);
 		r->hdr_got = 0;
 		r->body_got = 0;
@@ -205,4 +238,8 @@ void wire_reader_free(struct wire_reader *r)
 	free(r->cur.data);
 	r->cur.data = NULL;
 	r->hdr_got = 0;
+	r->body_got = 0;
+	for (int i = 0; i < r->nfds; i++)
+		close(r->fds[i]);
+	r->nfds = 0;
 }

@@ -31,7 +31,8 @@ enum wire_type {
 	/* session -> server */
 	W_RESULT,        /* JSON result of a cell */
 	W_THUMB_DATA,    /* raw image bytes (empty when it could not be made) */
-	W_HELLO,         /* JSON {pid} once the session is up */
+	W_HELLO,         /* JSON {pid, resumed}; fd: its own pidfd when resumed */
+	W_CHECKPOINT,    /* JSON {pid}; fd: the checkpoint's pidfd */
 };
 
 struct wire_msg {
@@ -51,9 +52,13 @@ int wire_recv(int sock, struct wire_msg *m, uint32_t max_len);
 
 void wire_msg_free(struct wire_msg *m);
 
-/* Non-blocking, incremental reader (no fds) for untrusted peers. */
+/* Non-blocking, incremental reader for untrusted peers.  File descriptors
+ * that arrive are attached to the message being read (at most
+ * WIRE_MAX_FDS; any others are closed). */
 struct wire_reader {
 	unsigned char hdr[12];
+	int fds[WIRE_MAX_FDS];
+	int nfds;
 	size_t hdr_got;
 	struct wire_msg cur;
 	size_t body_got;

@@ -114,7 +114,77 @@ static int lift_fd(int fd)
 	return n;
 }
 
-static __attribute__((noreturn)) void session_main(const char *init_json, int fds[3])
+/* The checkpoint (issue: sessions that never lose work).  After each reply
+ * the session forks a frozen copy of itself that waits for SIGUSR1.  The copy
+ * is taken while the agent reads the reply, so no call waits for the fork.
+ * When a call times out, crashes or is cancelled, the server kills the
+ * session and signals the copy, which resumes as the session on the same
+ * control socket and pipes: the state is what it was before the call. */
+static pid_t checkpoint_pid;
+
+static void discard_checkpoint(void)
+{
+	if (checkpoint_pid > 0) {
+		kill(checkpoint_pid, SIGKILL);
+		waitpid(checkpoint_pid, NULL, 0);
+	}
+	checkpoint_pid = 0;
+}
+
+static void make_checkpoint(void)
+{
+	char *out;
+	size_t len;
+	int is_bytes;
+	struct err e = { 0 };
+	discard_checkpoint();
+	if (py_call("before_checkpoint", "", &out, &len, &is_bytes, &e) == 0)
+		free(out);
+	sigset_t usr1, old;
+	sigemptyset(&usr1);
+	sigaddset(&usr1, SIGUSR1);
+	/* Blocked before the fork, so a resume signal cannot be lost. */
+	sigprocmask(SIG_BLOCK, &usr1, &old);
+	fflush(NULL);
+	PyOS_BeforeFork();
+	pid_t pid = fork();
+	if (pid == 0) {
+		PyOS_AfterFork_Child();
+		int sig = 0;
+		while (sigwait(&usr1, &sig) != 0 || sig != SIGUSR1)
+			;
+		sigprocmask(SIG_SETMASK, &old, NULL);
+		/* Resumed: this process is the session now. */
+		checkpoint_pid = 0;
+		if (py_call("after_rollback", "", &out, &len, &is_bytes, &e) == 0)
+			free(out);
+		int self = (int)syscall(SYS_pidfd_open, getpid(), 0);
+		cJSON *hello = cJSON_CreateObject();
+		cJSON_AddNumberToObject(hello, "pid", getpid());
+		cJSON_AddBoolToObject(hello, "resumed", 1);
+		send_json(SESSION_CTRL_FD, W_HELLO, hello, self >= 0 ? &self : NULL, self >= 0 ? 1 : 0);
+		cJSON_Delete(hello);
+		if (self >= 0)
+			close(self);
+		return;
+	}
+	PyOS_AfterFork_Parent();
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	if (pid < 0) {
+		log_warn("checkpoint: fork failed: %s", strerror(errno));
+		return;
+	}
+	checkpoint_pid = pid;
+	int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	cJSON *j = cJSON_CreateObject();
+	cJSON_AddNumberToObject(j, "pid", pid);
+	send_json(SESSION_CTRL_FD, W_CHECKPOINT, j, pidfd >= 0 ? &pidfd : NULL, pidfd >= 0 ? 1 : 0);
+	cJSON_Delete(j);
+	if (pidfd >= 0)
+		close(pidfd);
+}
+
+static __attribute__((noreturn)) void session_main(const char *init_json, int fds[3], bool checkpoints)
 {
 	int c = lift_fd(fds[0]), o = lift_fd(fds[1]), er = lift_fd(fds[2]);
 	if (c < 0 || o < 0 || er < 0 || dup2(o, 1) < 0 || dup2(er, 2) < 0 || dup2(c, SESSION_CTRL_FD) < 0)
@@ -147,6 +217,8 @@ static __attribute__((noreturn)) void session_main(const char *init_json, int fd
 
 	for (;;) {
 		struct wire_msg m;
+		if (checkpoints && checkpoint_pid == 0)
+			make_checkpoint();
 		int r = wire_recv(SESSION_CTRL_FD, &m, WIRE_MAX_PAYLOAD);
 		if (r < 0)
 			_exit(r == -EPIPE ? 0 : 74);
@@ -167,10 +239,17 @@ static __attribute__((noreturn)) void session_main(const char *init_json, int fd
 		}
 		fflush(NULL); /* C-level stdio of extensions, before the reply */
 		wire_msg_free(&m);
+		/* After the memory limit the server rolls back to the checkpoint:
+		 * keep it (bootstrap results start with the status). */
+		bool memory = reply_type == W_RESULT && out && strncmp(out, "{\"status\": \"memory\"", 20) == 0;
 		r = wire_send(SESSION_CTRL_FD, reply_type, out, len, NULL, 0);
 		free(out);
 		if (r < 0)
 			_exit(0);
+		/* A new checkpoint after each completed cell (not after a
+		 * thumbnail, which changes no state). */
+		if (reply_type == W_RESULT && checkpoint_pid > 0 && !memory)
+			discard_checkpoint();
 	}
 }
 
@@ -178,6 +257,7 @@ static void spawn_session(int ctrl, struct wire_msg *m, int sfd)
 {
 	cJSON *req = cJSON_ParseWithLength((const char *)m->data, m->len);
 	const cJSON *id = cJSON_GetObjectItemCaseSensitive(req, "id");
+	bool checkpoints = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(req, "checkpoint"));
 	if (!req || !cJSON_IsNumber(id) || m->nfds != 3) {
 		log_error("malformed spawn request");
 		cJSON_Delete(req);
@@ -196,7 +276,7 @@ static void spawn_session(int ctrl, struct wire_msg *m, int sfd)
 		close(ctrl);
 		int fds[3] = { m->fds[0], m->fds[1], m->fds[2] };
 		m->nfds = 0;
-		session_main((const char *)m->data, fds);
+		session_main((const char *)m->data, fds, checkpoints);
 	}
 	PyOS_AfterFork_Parent();
 	cJSON *rep = cJSON_CreateObject();
@@ -288,6 +368,10 @@ void zygote_main(const struct zygote_config *zc)
 		fatal(ctrl, e.msg);
 	if (chdir(zc->root) < 0)
 		fatal(ctrl, "cannot enter the project directory inside the jail");
+	/* Orphans (a resumed checkpoint whose session died, a process the code
+	 * left behind) are reparented here, so every exit is seen and reaped,
+	 * also where there is no pid namespace. */
+	prctl(PR_SET_CHILD_SUBREAPER, 1);
 	if (zc->policy->fs_write == FS_WRITE_WORKSPACE) {
 		char d[4200];
 		snprintf(d, sizeof d, "%s/.cache", zc->workspace);

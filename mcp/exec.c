@@ -117,9 +117,12 @@ void exec_cancel(struct server *s, const cJSON *request_id)
 	sup_cancel(s->sup, request_id);
 }
 
+/* The server's own directories are not the code's artifacts. */
+static const char *const internal_dirs[] = { ".logs", ".cache", NULL };
+
 void exec_before(struct call *c)
 {
-	struct art_scan_opts o = { .subdir = "", .include_hidden = true };
+	struct art_scan_opts o = { .subdir = "", .include_hidden = true, .exclude = internal_dirs };
 	struct err e = { 0 };
 	art_list_free(&c->before);
 	if (art_scan(&c->srv->ws, &o, &c->before, &e) < 0)
@@ -181,7 +184,7 @@ static void on_change(const struct art_entry *en, enum art_change ch, void *arg)
 
 void exec_after(struct call *c)
 {
-	struct art_scan_opts o = { .subdir = "", .include_hidden = true };
+	struct art_scan_opts o = { .subdir = "", .include_hidden = true, .exclude = internal_dirs };
 	struct art_list after = { 0 };
 	struct err e = { 0 };
 	c->artifacts = cJSON_CreateArray();

@@ -29,6 +29,8 @@ struct session {
 	bool alive;          /* a process exists or is being spawned */
 	pid_t pid;           /* in the zygote's pid namespace; 0 until known */
 	int pidfd, ctrl, out_r, err_r;
+	pid_t ckpt_pid;      /* the frozen copy to roll back to, 0 when none */
+	int ckpt_pidfd;
 	struct wire_reader rd;
 	struct outbuf out, err;
 	int cells;
@@ -317,7 +319,10 @@ static void zygote_event(void *arg, int fd, short revents)
 static void session_close_fds(struct sup *sup, struct session *s)
 {
 	struct loop *l = sup->srv->loop;
-	int *fds[] = { &s->ctrl, &s->out_r, &s->err_r, &s->pidfd };
+	if (s->ckpt_pidfd >= 0)
+		syscall(SYS_pidfd_send_signal, s->ckpt_pidfd, SIGKILL, NULL, 0);
+	s->ckpt_pid = 0;
+	int *fds[] = { &s->ctrl, &s->out_r, &s->err_r, &s->pidfd, &s->ckpt_pidfd };
 	for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
 		if (*fds[i] >= 0) {
 			loop_unwatch(l, *fds[i]);
@@ -375,6 +380,7 @@ static void pipe_event(void *arg, int fd, short revents)
 }
 
 static void finish_cur(struct sup *sup, struct session *s);
+static void ctrl_event(void *arg, int fd, short revents);
 
 static void send_thumb_or_finish(struct sup *sup, struct session *s)
 {
@@ -450,6 +456,8 @@ static void finish_cur(struct sup *sup, struct session *s)
 		return;
 	cancel_timers(sup, s);
 	drain_all(s);
+	if (!c->artifacts)
+		exec_after(c); /* files written before a crash or timeout count too */
 	const char *log_rel;
 	char disp[512];
 	c->out_text = outbuf_finish(&s->out, &c->out_truncated, &log_rel);
@@ -466,36 +474,95 @@ static void finish_cur(struct sup *sup, struct session *s)
 	start_next(sup, s);
 }
 
+/* Drops whatever a dead process left on the control socket, so the resumed
+ * checkpoint starts on a clean stream. */
+static void discard_ctrl_input(struct session *s)
+{
+	char buf[65536];
+	for (int i = 0; i < 1024; i++)
+		if (read(s->ctrl, buf, sizeof buf) <= 0)
+			break;
+	wire_reader_free(&s->rd);
+	wire_reader_init(&s->rd, RESULT_MAX);
+}
+
+static const char *status_for(int wstatus, bool status_known, int *exit_code)
+{
+	if (status_known && WIFSIGNALED(wstatus)) {
+		*exit_code = 128 + WTERMSIG(wstatus);
+	} else if (status_known && WIFEXITED(wstatus)) {
+		*exit_code = WEXITSTATUS(wstatus) ? WEXITSTATUS(wstatus) : 1;
+	} else {
+		*exit_code = 128 + SIGKILL;
+	}
+	return "crashed";
+}
+
+/* The session's process died during a call: resume its checkpoint, so the
+ * state is what it was before the call.  False when there is none. */
+static bool roll_back(struct sup *sup, struct session *s, int wstatus, bool status_known)
+{
+	struct call *c = s->cur;
+	if (!status_known || s->ckpt_pidfd < 0 || s->ctrl < 0)
+		return false;
+	drain_all(s);
+	discard_ctrl_input(s);
+	if (syscall(SYS_pidfd_send_signal, s->ckpt_pidfd, SIGUSR1, NULL, 0) < 0) {
+		log_warn("session %s: the checkpoint is gone (%s)", s->name, strerror(errno));
+		return false;
+	}
+	if (s->pidfd >= 0)
+		close(s->pidfd);
+	s->pidfd = s->ckpt_pidfd;
+	s->pid = s->ckpt_pid;
+	s->ckpt_pidfd = -1;
+	s->ckpt_pid = 0;
+	s->kill_pending = false;
+	/* The pipes' write ends live on in the resumed process: watch again
+	 * in case a hang-up removed them. */
+	loop_watch(sup->srv->loop, s->ctrl, POLLIN, ctrl_event, s);
+	loop_watch(sup->srv->loop, s->out_r, POLLIN, pipe_event, s);
+	loop_watch(sup->srv->loop, s->err_r, POLLIN, pipe_event, s);
+	if (c) {
+		if (!c->status)
+			c->status = status_for(wstatus, status_known, &c->exit_code);
+		c->state = "rolled_back";
+		if (strcmp(c->status, "memory") == 0)
+			c->exit_code = 137;
+		free(c->note);
+		char note[400];
+		snprintf(note, sizeof note,
+			 "the session was rolled back to its state before this call: everything defined earlier is still there, "
+			 "nothing this call did to variables was kept (files it wrote stay)");
+		c->note = strdup(note);
+		finish_cur(sup, s);
+	}
+	return true;
+}
+
 static void session_dead(struct sup *sup, struct session *s, int wstatus, bool status_known)
 {
 	struct call *c = s->cur;
+	if (sup->srv->policy->limits.checkpoint && roll_back(sup, s, wstatus, status_known))
+		return;
 	session_close_fds(sup, s);
 	s->alive = false;
 	s->pid = 0;
 	s->want_spawn = false;
 	s->kill_pending = false;
 	if (c) {
-		if (!c->status) {
-			if (status_known && WIFSIGNALED(wstatus)) {
-				c->status = "crashed";
-				c->exit_code = 128 + WTERMSIG(wstatus);
-			} else if (status_known && WIFEXITED(wstatus)) {
-				c->status = "crashed";
-				c->exit_code = WEXITSTATUS(wstatus);
-				if (c->exit_code == 0)
-					c->exit_code = 1;
-			} else {
-				c->status = "crashed";
-				c->exit_code = 128 + SIGKILL;
-			}
-		}
+		if (!c->status)
+			c->status = status_for(wstatus, status_known, &c->exit_code);
+		if (strcmp(c->status, "memory") == 0)
+			c->exit_code = 137;
 		/* Without a checkpoint the state died with the process. */
 		c->state = "new";
-		if (!c->py && !c->note) {
+		if (!c->note) {
 			char note[300];
 			snprintf(note, sizeof note,
 				 "the session's process ended, so its state (variables, imports) was lost; "
-				 "the next call in session %s starts a new interpreter", s->name);
+				 "the next call in session %s starts a new interpreter%s", s->name,
+				 sup->srv->policy->limits.checkpoint ? "" : " (limits.checkpoint is false)");
 			c->note = strdup(note);
 		}
 		finish_cur(sup, s);
@@ -520,10 +587,36 @@ static void ctrl_event(void *arg, int fd, short revents)
 			return;
 		}
 		struct call *c = s->cur;
-		if (m.type == W_RESULT && c && !c->py) {
+		if (m.type == W_CHECKPOINT && m.nfds == 1) {
+			cJSON *j = cJSON_ParseWithLength((const char *)m.data, m.len);
+			const cJSON *pid = cJSON_GetObjectItemCaseSensitive(j, "pid");
+			if (cJSON_IsNumber(pid) && pid->valueint > 0) {
+				if (s->ckpt_pidfd >= 0)
+					close(s->ckpt_pidfd);
+				s->ckpt_pidfd = m.fds[0];
+				s->ckpt_pid = pid->valueint;
+				m.nfds = 0;
+			}
+			cJSON_Delete(j);
+		} else if (m.type == W_HELLO && m.nfds == 1) {
+			/* A resumed checkpoint: from now on it is the session. */
+			cJSON *j = cJSON_ParseWithLength((const char *)m.data, m.len);
+			const cJSON *pid = cJSON_GetObjectItemCaseSensitive(j, "pid");
+			if (cJSON_IsNumber(pid) && pid->valueint == s->pid) {
+				/* Same process we signalled: keep the pidfd we hold. */
+			}
+			cJSON_Delete(j);
+		} else if (m.type == W_RESULT && c && !c->py) {
 			c->py = cJSON_ParseWithLength((const char *)m.data, m.len);
+			const cJSON *st = cJSON_GetObjectItemCaseSensitive(c->py, "status");
+			if (!c->status && cJSON_IsString(st) && strcmp(st->valuestring, "memory") == 0) {
+				/* Out of memory: roll back rather than keep a state
+				 * that a failed allocation may have left half-built. */
+				c->status = "memory";
+				c->exit_code = 137;
+				kill_session(s);
+			}
 			if (!c->status) {
-				const cJSON *st = cJSON_GetObjectItemCaseSensitive(c->py, "status");
 				bool ok = cJSON_IsString(st) && strcmp(st->valuestring, "ok") == 0;
 				c->status = ok ? "ok" : "error";
 				c->exit_code = ok ? 0 : 1;
@@ -562,6 +655,7 @@ static int spawn_session(struct sup *sup, struct session *s)
 	cJSON_AddNumberToObject(j, "id", s->id);
 	cJSON_AddStringToObject(j, "name", s->name);
 	cJSON_AddNumberToObject(j, "seed", (double)sup->srv->policy->limits.seed);
+	cJSON_AddBoolToObject(j, "checkpoint", sup->srv->policy->limits.checkpoint);
 	char *txt = cJSON_PrintUnformatted(j);
 	cJSON_Delete(j);
 	int fds[3] = { sv[1], po[1], pe[1] };
@@ -579,6 +673,8 @@ static int spawn_session(struct sup *sup, struct session *s)
 	s->alive = true;
 	s->pid = 0;
 	s->pidfd = -1;
+	s->ckpt_pid = 0;
+	s->ckpt_pidfd = -1;
 	s->ctrl = sv[0];
 	s->out_r = po[0];
 	s->err_r = pe[0];
@@ -708,7 +804,7 @@ void sup_submit(struct sup *sup, struct call *c)
 		}
 		snprintf(s->name, sizeof s->name, "%s", c->session);
 		s->sup = sup;
-		s->pidfd = s->ctrl = s->out_r = s->err_r = -1;
+		s->pidfd = s->ctrl = s->out_r = s->err_r = s->ckpt_pidfd = -1;
 		s->next = sup->sessions;
 		sup->sessions = s;
 	}
@@ -760,6 +856,8 @@ void sup_free(struct sup *sup)
 	int pidfds[256];
 	int n = 0;
 	for (struct session *s = sup->sessions; s; s = s->next) {
+		if (s->ckpt_pidfd >= 0)
+			syscall(SYS_pidfd_send_signal, s->ckpt_pidfd, SIGKILL, NULL, 0);
 		if (s->pidfd >= 0) {
 			syscall(SYS_pidfd_send_signal, s->pidfd, SIGKILL, NULL, 0);
 			if (n < 256)
