@@ -93,11 +93,19 @@ demo: setup
 install: $(BIN)
 	install -D -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/python-sandbox-mcp
 
+# The project to install the skill into: the current directory, or PROJECT=DIR
+# (make -C /path/to/python-sandbox-mcp install-skill PROJECT=$PWD).
+SRCDIR := $(dir $(abspath $(firstword $(MAKEFILE_LIST))))
+PROJECT ?= $(CURDIR)
 install-skill:
-	install -D -m 0644 SKILL.md .agents/skills/code-interpreter-sandbox-executor/SKILL.md
-	install -D -m 0644 SKILL.md .claude/skills/code-interpreter-sandbox-executor/SKILL.md
+	install -D -m 0644 $(SRCDIR)SKILL.md $(PROJECT)/.agents/skills/code-interpreter-sandbox-executor/SKILL.md
+	install -D -m 0644 $(SRCDIR)SKILL.md $(PROJECT)/.claude/skills/code-interpreter-sandbox-executor/SKILL.md
 
 clean:
 	rm -rf build
 
 -include $(OBJS:.o=.d) $(UNIT_BINS:=.d) $(HELPER_BINS:=.d)
+
+# Each area may bring its own targets (bench/bench.mk, test/fuzz/fuzz.mk,
+# test/clients/clients.mk): they build on the variables above.
+-include $(wildcard bench/*.mk test/*/*.mk)

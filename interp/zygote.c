@@ -14,6 +14,7 @@
 #include <Python.h>
 
 #include <cjson/cJSON.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <glob.h>
@@ -122,6 +123,45 @@ static int lift_fd(int fd)
  * control socket and pipes: the state is what it was before the call. */
 static pid_t checkpoint_pid;
 
+/* Ends every other process of this session's process group: what the code
+ * forked and left running does not outlive its call.  (Processes that moved
+ * to a group of their own are ended with the session, by the pid namespace.) */
+static void end_left_behind(void)
+{
+	pid_t self = getpid(), grp = getpgrp();
+	DIR *d = opendir("/proc");
+	if (!d)
+		return;
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		if (de->d_name[0] < '1' || de->d_name[0] > '9')
+			continue;
+		pid_t pid = (pid_t)atoi(de->d_name);
+		if (pid == self)
+			continue;
+		char path[64], buf[512];
+		snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		ssize_t n = read(fd, buf, sizeof buf - 1);
+		close(fd);
+		if (n <= 0)
+			continue;
+		buf[n] = 0;
+		/* Fields after the command name, which may hold spaces. */
+		char *p = strrchr(buf, ')');
+		int ppid = 0, pgrp = 0;
+		char state;
+		if (!p || sscanf(p + 1, " %c %d %d", &state, &ppid, &pgrp) != 3 || pgrp != grp)
+			continue;
+		kill(pid, SIGKILL);
+		if (ppid == self)
+			waitpid(pid, NULL, 0);
+	}
+	closedir(d);
+}
+
 static void discard_checkpoint(void)
 {
 	if (checkpoint_pid > 0) {
@@ -150,12 +190,15 @@ static void make_checkpoint(void)
 	pid_t pid = fork();
 	if (pid == 0) {
 		PyOS_AfterFork_Child();
+		/* A group of its own: the session's clean-up must not end it. */
+		setpgid(0, 0);
 		int sig = 0;
 		while (sigwait(&usr1, &sig) != 0 || sig != SIGUSR1)
 			;
 		sigprocmask(SIG_SETMASK, &old, NULL);
 		/* Resumed: this process is the session now. */
 		checkpoint_pid = 0;
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		if (py_call("after_rollback", "", &out, &len, &is_bytes, &e) == 0)
 			free(out);
 		int self = (int)syscall(SYS_pidfd_open, getpid(), 0);
@@ -195,6 +238,7 @@ static __attribute__((noreturn)) void session_main(const char *init_json, int fd
 		for (int fd = SESSION_CTRL_FD + 1; fd < 1024; fd++)
 			close(fd);
 	log_set_prefix("session");
+	setpgid(0, 0);
 
 	struct err e = { 0 };
 	if (jail_session_enter(&e) < 0) {
@@ -238,6 +282,8 @@ static __attribute__((noreturn)) void session_main(const char *init_json, int fd
 				len = 0;
 		}
 		fflush(NULL); /* C-level stdio of extensions, before the reply */
+		if (m.type == W_EXEC)
+			end_left_behind();
 		wire_msg_free(&m);
 		/* After the memory limit the server rolls back to the checkpoint:
 		 * keep it (bootstrap results start with the status). */
@@ -299,6 +345,9 @@ static void reap(int ctrl)
 		pid_t pid = waitpid(-1, &status, WNOHANG);
 		if (pid <= 0)
 			return;
+		/* A session (or resumed checkpoint) is a process-group leader:
+		 * whatever its code left running in its group ends with it. */
+		kill(-pid, SIGKILL);
 		cJSON *j = cJSON_CreateObject();
 		cJSON_AddNumberToObject(j, "pid", pid);
 		cJSON_AddNumberToObject(j, "status", status);
