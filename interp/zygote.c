@@ -287,7 +287,8 @@ static __attribute__((noreturn)) void session_main(const char *init_json, int fd
 		wire_msg_free(&m);
 		/* After the memory limit the server rolls back to the checkpoint:
 		 * keep it (bootstrap results start with the status). */
-		bool memory = reply_type == W_RESULT && out && strncmp(out, "{\"status\": \"memory\"", 20) == 0;
+		static const char memory_prefix[] = "{\"status\": \"memory\"";
+		bool memory = reply_type == W_RESULT && out && strncmp(out, memory_prefix, sizeof memory_prefix - 1) == 0;
 		r = wire_send(SESSION_CTRL_FD, reply_type, out, len, NULL, 0);
 		free(out);
 		if (r < 0)
