@@ -43,6 +43,7 @@ void outbuf_reset(struct outbuf *ob, const char *log_rel)
 	ob->head_len = ob->tail_pos = 0;
 	ob->total_bytes = ob->total_chars = 0;
 	ob->last_len = 0;
+	ob->line_done = false;
 	ob->last_line[0] = 0;
 	snprintf(ob->log_rel, sizeof ob->log_rel, "%s", log_rel);
 }
@@ -135,12 +136,15 @@ void outbuf_feed(struct outbuf *ob, const unsigned char *data, size_t len)
 	/* The latest line, for progress notifications. */
 	for (size_t i = 0; i < len; i++) {
 		if (data[i] == '\n') {
-			if (i + 1 < len)
-				ob->last_len = 0;
+			ob->line_done = true;
 			continue;
 		}
 		if (data[i] == '\r')
 			continue;
+		if (ob->line_done) {
+			ob->last_len = 0;
+			ob->line_done = false;
+		}
 		if (ob->last_len + 1 < sizeof ob->last_line)
 			ob->last_line[ob->last_len++] = (char)data[i];
 	}

@@ -23,6 +23,7 @@ struct outbuf {
 	char log_rel[192];         /* ".logs/default-3.stdout.log" */
 	char last_line[240];       /* the latest complete or partial line */
 	size_t last_len;
+	bool line_done;            /* the next byte starts a new line */
 };
 
 int outbuf_init(struct outbuf *ob, const struct workspace *ws, size_t limit);
