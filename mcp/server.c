@@ -245,7 +245,7 @@ static void dispatch(struct server *s, const cJSON *msg)
 	}
 }
 
-static void handle_line(struct server *s, char *line, size_t len)
+void server_handle_line(struct server *s, char *line, size_t len)
 {
 	while (len && (line[len - 1] == '\r' || line[len - 1] == ' ' || line[len - 1] == '\t'))
 		len--;
@@ -275,7 +275,7 @@ static void stdin_event(void *arg, int fd, short revents)
 		return;
 	if (n <= 0) {
 		if (s->line_len && !s->discarding)
-			handle_line(s, s->line, s->line_len);
+			server_handle_line(s, s->line, s->line_len);
 		log_info("end of input: shutting down");
 		loop_stop(s->loop);
 		return;
@@ -317,7 +317,7 @@ static void stdin_event(void *arg, int fd, short revents)
 		if (nl) {
 			i++;
 			if (!s->discarding)
-				handle_line(s, s->line, s->line_len);
+				server_handle_line(s, s->line, s->line_len);
 			s->discarding = false;
 			s->line_len = 0;
 			if (s->line_cap > (1u << 20)) {

@@ -76,4 +76,8 @@ void resources_read(struct server *s, const cJSON *id, const cJSON *params);
 
 int server_run(struct server *s);
 
+/* Handles one complete line (one JSON-RPC message); replies go to stdout.
+ * Exposed for the unit tests of the protocol layer. */
+void server_handle_line(struct server *s, char *line, size_t len);
+
 #endif

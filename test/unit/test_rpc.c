@@ -1,0 +1,218 @@
+/* The JSON-RPC layer without a Python: lines in, reply lines out (stdout is
+ * redirected to a pipe).  The live tests drive the whole binary. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <cjson/cJSON.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../../mcp/server.h"
+#include "../../mcp/supervisor.h"
+
+static struct server srv;
+static int out_r = -1, out_w = -1, saved_stdout = -1;
+static char tmpdir[] = "/tmp/psm-rpc-XXXXXX";
+
+static int setup(void **state)
+{
+	struct err e = { 0 };
+	int p[2];
+	assert_true(mkdtemp(tmpdir) != NULL);
+	assert_int_equal(policy_builtin(&srv.policy, &e), 0);
+	assert_int_equal(policy_resolve(srv.policy, tmpdir, &e), 0);
+	char ws[256];
+	snprintf(ws, sizeof ws, "%s/workspace", tmpdir);
+	assert_int_equal(ws_open(&srv.ws, tmpdir, ws, &e), 0);
+	srv.loop = loop_new();
+	srv.sup = sup_new(&srv); /* never started: no zygote in unit tests */
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	saved_stdout = dup(STDOUT_FILENO);
+	out_w = p[1];
+	out_r = p[0];
+	fcntl(out_r, F_SETFL, O_NONBLOCK);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	close(out_w);
+	sup_free(srv.sup);
+	loop_free(srv.loop);
+	ws_close(&srv.ws);
+	policy_free(srv.policy);
+	char cmd[300];
+	snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
+	return system(cmd) == 0 ? 0 : -1;
+}
+
+/* Sends one line, returns the reply (NULL when there was none). */
+static cJSON *roundtrip(const char *line)
+{
+	char *copy = strdup(line);
+	/* Only the server's replies go to the pipe; cmocka prints to stdout too. */
+	fflush(stdout);
+	dup2(out_w, STDOUT_FILENO);
+	server_handle_line(&srv, copy, strlen(copy));
+	dup2(saved_stdout, STDOUT_FILENO);
+	free(copy);
+	static char buf[1 << 20];
+	ssize_t n = read(out_r, buf, sizeof buf - 1);
+	if (n <= 0)
+		return NULL;
+	buf[n] = 0;
+	assert_int_equal(buf[n - 1], '\n');
+	assert_null(memchr(buf, '\n', (size_t)n - 1)); /* exactly one line */
+	cJSON *j = cJSON_Parse(buf);
+	assert_non_null(j);
+	assert_string_equal(cJSON_GetObjectItem(j, "jsonrpc")->valuestring, "2.0");
+	return j;
+}
+
+static int error_code(const cJSON *j)
+{
+	const cJSON *e = cJSON_GetObjectItem(j, "error");
+	assert_non_null(e);
+	return cJSON_GetObjectItem(e, "code")->valueint;
+}
+
+static void test_versions(void **state)
+{
+	const char *v[] = { "2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25" };
+	char line[300];
+	for (size_t i = 0; i < 4; i++) {
+		snprintf(line, sizeof line, "{\"jsonrpc\":\"2.0\",\"id\":%zu,\"method\":\"initialize\",\"params\":{\"protocolVersion\":\"%s\"}}", i, v[i]);
+		cJSON *r = roundtrip(line);
+		assert_string_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(r, "result"), "protocolVersion")->valuestring, v[i]);
+		cJSON_Delete(r);
+	}
+	cJSON *r = roundtrip("{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"initialize\",\"params\":{\"protocolVersion\":\"1999-01-01\"}}");
+	assert_string_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(r, "result"), "protocolVersion")->valuestring, "2025-11-25");
+	cJSON_Delete(r);
+}
+
+static void test_errors(void **state)
+{
+	cJSON *r = roundtrip("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"server/discover\"}");
+	assert_int_equal(error_code(r), -32601);
+	assert_int_equal(cJSON_GetObjectItem(r, "id")->valueint, 1);
+	cJSON_Delete(r);
+
+	r = roundtrip("{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":");
+	assert_int_equal(error_code(r), -32700);
+	assert_true(cJSON_IsNull(cJSON_GetObjectItem(r, "id")));
+	cJSON_Delete(r);
+
+	r = roundtrip("[{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"ping\"}]");
+	assert_int_equal(error_code(r), -32600);
+	cJSON_Delete(r);
+
+	r = roundtrip("{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"tools/call\",\"params\":{\"name\":\"rm_rf\"}}");
+	assert_int_equal(error_code(r), -32602);
+	cJSON_Delete(r);
+
+	r = roundtrip("{\"jsonrpc\":\"1.0\",\"id\":5,\"method\":\"ping\"}");
+	assert_int_equal(error_code(r), -32600);
+	cJSON_Delete(r);
+
+	r = roundtrip("{\"jsonrpc\":\"2.0\",\"id\":6,\"method\":\"ping\"} trailing");
+	assert_int_equal(error_code(r), -32700);
+	cJSON_Delete(r);
+
+	/* Notifications never get a reply, known or not, well-formed or not. */
+	assert_null(roundtrip("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}"));
+	assert_null(roundtrip("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/whatever\"}"));
+	assert_null(roundtrip("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{\"requestId\":77}}"));
+	assert_null(roundtrip("   "));
+}
+
+static void test_tools_list(void **state)
+{
+	cJSON *r = roundtrip("{\"jsonrpc\":\"2.0\",\"id\":\"a\",\"method\":\"tools/list\"}");
+	const cJSON *tools = cJSON_GetObjectItem(cJSON_GetObjectItem(r, "result"), "tools");
+	assert_int_equal(cJSON_GetArraySize(tools), 3);
+	const char *names[] = { "execute_python", "list_artifacts", "verify_outputs" };
+	for (int i = 0; i < 3; i++) {
+		const cJSON *t = cJSON_GetArrayItem(tools, i);
+		assert_string_equal(cJSON_GetObjectItem(t, "name")->valuestring, names[i]);
+		assert_non_null(cJSON_GetObjectItem(t, "inputSchema"));
+	}
+	/* No outputSchema for execute_python without --structured-content. */
+	assert_null(cJSON_GetObjectItem(cJSON_GetArrayItem(tools, 0), "outputSchema"));
+	assert_true(cJSON_IsTrue(cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetArrayItem(tools, 1), "annotations"), "readOnlyHint")));
+	cJSON_Delete(r);
+}
+
+static void test_input_errors(void **state)
+{
+	/* Wrong types and paths outside the workspace are results, not
+	 * protocol errors, and say what to change. */
+	const char *lines[] = {
+		"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"execute_python\",\"arguments\":{\"code\":5}}}",
+		"{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{\"name\":\"execute_python\",\"arguments\":{\"code\":\"1\",\"session\":\"../x\"}}}",
+		"{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":{\"name\":\"execute_python\",\"arguments\":{\"code\":\"1\",\"timeout_s\":100000}}}",
+		"{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"tools/call\",\"params\":{\"name\":\"list_artifacts\",\"arguments\":{\"path\":\"/etc\"}}}",
+		"{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"tools/call\",\"params\":{\"name\":\"verify_outputs\",\"arguments\":{\"files\":[]}}}",
+	};
+	const char *expect[] = { "string", "A-Za-z0-9_-", "max_timeout_s", "workspace", "files" };
+	for (size_t i = 0; i < 5; i++) {
+		cJSON *r = roundtrip(lines[i]);
+		const cJSON *res = cJSON_GetObjectItem(r, "result");
+		assert_non_null(res);
+		assert_true(cJSON_IsTrue(cJSON_GetObjectItem(res, "isError")));
+		const char *text = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(res, "content"), 0), "text")->valuestring;
+		assert_non_null(strstr(text, expect[i]));
+		cJSON_Delete(r);
+	}
+}
+
+static void test_verify_and_resources(void **state)
+{
+	char path[300];
+	snprintf(path, sizeof path, "%s/workspace/outputs/t.json", tmpdir);
+	FILE *f = fopen(path, "w");
+	fputs("{\"p95\": 1}", f);
+	fclose(f);
+	cJSON *r = roundtrip("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"verify_outputs\",\"arguments\":"
+			     "{\"files\":[{\"path\":\"workspace/outputs/t.json\",\"required_keys\":[\"p95\"]},\"workspace/nope.png\"],\"require_success\":false}}}");
+	const cJSON *sc = cJSON_GetObjectItem(cJSON_GetObjectItem(r, "result"), "structuredContent");
+	assert_string_equal(cJSON_GetObjectItem(sc, "status")->valuestring, "failed");
+	assert_int_equal(cJSON_GetObjectItem(sc, "failed")->valueint, 1);
+	assert_true(cJSON_IsTrue(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(sc, "checks"), 0), "ok")));
+	assert_string_equal(cJSON_GetObjectItem(sc, "summary_path")->valuestring, "workspace/outputs/output_summary.json");
+	cJSON_Delete(r);
+
+	r = roundtrip("{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"resources/read\",\"params\":{\"uri\":\"file:///etc/passwd\"}}");
+	assert_int_equal(error_code(r), -32002);
+	cJSON_Delete(r);
+
+	r = roundtrip("{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"resources/list\"}");
+	const cJSON *list = cJSON_GetObjectItem(cJSON_GetObjectItem(r, "result"), "resources");
+	assert_true(cJSON_GetArraySize(list) >= 2); /* t.json and output_summary.json */
+	const char *uri = cJSON_GetObjectItem(cJSON_GetArrayItem(list, 0), "uri")->valuestring;
+	assert_memory_equal(uri, "file:///", 8);
+	char line[1200];
+	snprintf(line, sizeof line, "{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"resources/read\",\"params\":{\"uri\":\"%s\"}}", uri);
+	cJSON_Delete(r);
+	r = roundtrip(line);
+	assert_non_null(cJSON_GetObjectItem(cJSON_GetObjectItem(r, "result"), "contents"));
+	cJSON_Delete(r);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_versions),
+		cmocka_unit_test(test_errors),
+		cmocka_unit_test(test_tools_list),
+		cmocka_unit_test(test_input_errors),
+		cmocka_unit_test(test_verify_and_resources),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
