@@ -44,7 +44,7 @@ UNIT_BINS := $(UNIT_SRCS:test/unit/%.c=$(BUILD)/test/%)
 HELPER_SRCS := $(wildcard test/helpers/*.c)
 HELPER_BINS := $(HELPER_SRCS:test/helpers/%.c=$(BUILD)/helpers/%)
 
-.PHONY: all setup test unit integration demo install install-skill clean check-deps
+.PHONY: all setup test unit jail integration demo install install-skill clean check-deps
 all: check-deps $(BIN)
 
 check-deps:
@@ -81,9 +81,14 @@ unit: $(UNIT_BINS) $(HELPER_BINS)
 integration: $(BIN) $(HELPER_BINS)
 	test/integration/run.sh $(BIN)
 
+# The jail's escape suite: every effect checked from outside the sandbox.
+jail: $(HELPER_BINS)
+	test/jail/run.sh $(BUILD)/helpers
+
 test: setup
 	$(MAKE) all
 	$(MAKE) unit
+	$(MAKE) jail
 	$(MAKE) integration
 
 demo: setup

@@ -1,6 +1,7 @@
 #include "wire.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -19,6 +20,20 @@ static uint32_t get32(const unsigned char *p)
 	return v;
 }
 
+/* The server's sockets are non-blocking: wait (bounded) until the peer
+ * has read enough, so a large cell is sent whole.  A peer that stops reading
+ * for 10 s is given up on. */
+static int wait_writable(int sock)
+{
+	struct pollfd p = { .fd = sock, .events = POLLOUT };
+	int r = poll(&p, 1, 10000);
+	if (r < 0)
+		return errno == EINTR ? 0 : -errno;
+	if (r == 0)
+		return -ETIMEDOUT;
+	return (p.revents & (POLLERR | POLLHUP)) && !(p.revents & POLLOUT) ? -EPIPE : 0;
+}
+
 static int send_all(int sock, const unsigned char *p, size_t len)
 {
 	while (len) {
@@ -26,6 +41,12 @@ static int send_all(int sock, const unsigned char *p, size_t len)
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
+			if (errno == EAGAIN) {
+				int r = wait_writable(sock);
+				if (r < 0)
+					return r;
+				continue;
+			}
 			return -errno;
 		}
 		p += n;
@@ -60,11 +81,18 @@ int wire_send(int sock, uint32_t type, const void *data, size_t len, const int *
 		memcpy(CMSG_DATA(c), fds, sizeof(int) * (size_t)nfds);
 	}
 	ssize_t n;
-	do
+	for (;;) {
 		n = sendmsg(sock, &mh, MSG_NOSIGNAL);
-	while (n < 0 && errno == EINTR);
-	if (n < 0)
-		return -errno;
+		if (n >= 0)
+			break;
+		if (errno == EINTR)
+			continue;
+		if (errno != EAGAIN)
+			return -errno;
+		int r = wait_writable(sock);
+		if (r < 0)
+			return r;
+	}
 	if ((size_t)n < sizeof hdr) {
 		int r = send_all(sock, hdr + n, sizeof hdr - (size_t)n);
 		if (r < 0)

@@ -211,6 +211,11 @@ static void make_checkpoint(void)
 			close(self);
 		return;
 	}
+	/* Also from the parent: the child may not have run yet when this
+	 * session crashes, and the clean-up of the session's group (ours, or
+	 * the zygote's kill(-pid)) must never catch the checkpoint. */
+	if (pid > 0)
+		setpgid(pid, pid);
 	PyOS_AfterFork_Parent();
 	sigprocmask(SIG_SETMASK, &old, NULL);
 	if (pid < 0) {

@@ -24,7 +24,7 @@ static bool internal_path(const char *rel)
 	return strncmp(rel, ".logs/", 6) == 0 || strncmp(rel, ".cache/", 7) == 0;
 }
 
-static bool valid_session_name(const char *s)
+bool session_name_valid(const char *s)
 {
 	size_t n = strlen(s);
 	if (n < 1 || n > SESSION_NAME_MAX)
@@ -69,7 +69,7 @@ void exec_call(struct server *s, const cJSON *id, const cJSON *args, const cJSON
 	}
 	const char *name = "default";
 	if (session && !cJSON_IsNull(session)) {
-		if (!cJSON_IsString(session) || !valid_session_name(session->valuestring)) {
+		if (!cJSON_IsString(session) || !session_name_valid(session->valuestring)) {
 			input_error(s, id, "\"session\" must be a string matching ^[A-Za-z0-9_-]{1,64}$ (for example \"default\" or \"analysis-2\")");
 			return;
 		}

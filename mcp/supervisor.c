@@ -542,6 +542,11 @@ static bool roll_back(struct sup *sup, struct session *s, int wstatus, bool stat
 
 static void session_dead(struct sup *sup, struct session *s, int wstatus, bool status_known)
 {
+	/* The exit report comes on the zygote's socket and may overtake what
+	 * the process sent on its own before dying (its checkpoint's pidfd, a
+	 * reply): read that first. */
+	if (s->ctrl >= 0)
+		ctrl_event(s, s->ctrl, POLLIN);
 	struct call *c = s->cur;
 	if (sup->srv->policy->limits.checkpoint && roll_back(sup, s, wstatus, status_known))
 		return;

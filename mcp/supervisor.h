@@ -51,6 +51,9 @@ struct call {
 	struct call *next;
 };
 
+/* ^[A-Za-z0-9_-]{1,64}$ */
+bool session_name_valid(const char *name);
+
 struct sup *sup_new(struct server *s);
 /* Forks the zygote (which warms up in the background). */
 int sup_start(struct sup *sup, struct err *e);

@@ -476,6 +476,8 @@ cJSON *verify_outputs_call(struct server *s, const cJSON *args)
 	    (ws && !cJSON_IsNull(ws) && !cJSON_IsBool(ws)))
 		return tool_text_result("\"session\" must be a string; \"require_success\" and \"write_summary\" must be true or false", true);
 	const char *sname = cJSON_IsString(session) ? session->valuestring : "default";
+	if (!session_name_valid(sname))
+		return tool_text_result("\"session\" must be a string matching ^[A-Za-z0-9_-]{1,64}$ (the session whose last execution is checked)", true);
 	bool require = !cJSON_IsFalse(req);
 	bool write = !cJSON_IsFalse(ws);
 

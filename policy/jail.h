@@ -108,9 +108,15 @@ int jail_fds_apply(const struct jail_config *c, struct jail_report *r, struct er
 
 /* The unprivileged ids the sandbox runs as when the server is root. */
 void jail_uid_choose(const struct jail_config *c, uid_t *uid, gid_t *gid);
-int jail_uid_apply(const struct jail_config *c, struct jail_report *r, struct err *e);
+/* chown: whether root-owned writable directories must be chowned to the
+ * sandbox uid (not when jail_ns_prepare ID-mapped them). */
+int jail_uid_apply(const struct jail_config *c, bool chown, struct jail_report *r,
+		   struct err *e);
 
 bool jail_userns_probe(uid_t uid, gid_t gid);
+/* As root, before the uid switch: clones the mount sources, ID-mapped to
+ * the sandbox uid when it is 65534 (see jail_ns.c).  1 when ID-mapped. */
+int jail_ns_prepare(const struct jail_config *c, uid_t uid, gid_t gid, struct err *e);
 /* Namespaces, then a fork (pid 1 of the new pid namespace; the intermediate
  * never returns), then the mount tree and pivot_root. */
 int jail_ns_apply(const struct jail_config *c, bool with_userns,

@@ -1,0 +1,272 @@
+/* Jail layer 5: Landlock.
+ *
+ * A second, independent wall around the filesystem (the mount tree is the
+ * first): read rights on what the policy shows, write rights (never
+ * execute) on what it makes writable; TCP bind/connect denied when
+ * net_access is false (ABI >= 4); signals and abstract unix sockets scoped to
+ * the domain (ABI >= 6), so the code cannot signal the server or reach a
+ * host daemon's abstract socket.  Every access right the running kernel
+ * knows is handled, so whatever is not granted is denied.
+ *
+ * Debian 12's <linux/landlock.h> stops at ABI 1 or 2: the newer constants
+ * and the grown ruleset attribute are defined here. */
+#include "jail.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/landlock.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#ifndef __NR_landlock_create_ruleset
+#define __NR_landlock_create_ruleset 444
+#define __NR_landlock_add_rule 445
+#define __NR_landlock_restrict_self 446
+#endif
+#ifndef LANDLOCK_CREATE_RULESET_VERSION
+#define LANDLOCK_CREATE_RULESET_VERSION (1U << 0)
+#endif
+#ifndef LANDLOCK_ACCESS_FS_REFER
+#define LANDLOCK_ACCESS_FS_REFER (1ULL << 13)
+#endif
+#ifndef LANDLOCK_ACCESS_FS_TRUNCATE
+#define LANDLOCK_ACCESS_FS_TRUNCATE (1ULL << 14)
+#endif
+#ifndef LANDLOCK_ACCESS_FS_IOCTL_DEV
+#define LANDLOCK_ACCESS_FS_IOCTL_DEV (1ULL << 15)
+#endif
+#ifndef LANDLOCK_ACCESS_NET_BIND_TCP
+#define LANDLOCK_ACCESS_NET_BIND_TCP (1ULL << 0)
+#define LANDLOCK_ACCESS_NET_CONNECT_TCP (1ULL << 1)
+#endif
+#ifndef LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET
+#define LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET (1ULL << 0)
+#define LANDLOCK_SCOPE_SIGNAL (1ULL << 1)
+#endif
+
+/* The ruleset attribute as of ABI 6 (the header's may be shorter); the
+ * kernel takes the size, so older kernels accept a prefix. */
+struct psm_ruleset_attr {
+	uint64_t handled_access_fs;
+	uint64_t handled_access_net;
+	uint64_t scoped;
+};
+
+struct psm_path_beneath {
+	uint64_t allowed_access;
+	int32_t parent_fd;
+} __attribute__((packed));
+
+#define FS_ABI1 ((1ULL << 13) - 1) /* EXECUTE .. MAKE_SYM */
+
+#define R_READ (LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR)
+#define R_WRITE (LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_REMOVE_DIR | \
+		 LANDLOCK_ACCESS_FS_REMOVE_FILE | LANDLOCK_ACCESS_FS_MAKE_DIR | \
+		 LANDLOCK_ACCESS_FS_MAKE_REG | LANDLOCK_ACCESS_FS_REFER | \
+		 LANDLOCK_ACCESS_FS_TRUNCATE)
+/* Scratch space also gets sockets, fifos and symlinks (multiprocessing,
+ * tempfile); the workspace does not get symlinks: the trusted side reads
+ * it, and a link planted there is one more thing for it to defend
+ * against. */
+#define R_SCRATCH (R_WRITE | LANDLOCK_ACCESS_FS_MAKE_SOCK | LANDLOCK_ACCESS_FS_MAKE_FIFO | \
+		   LANDLOCK_ACCESS_FS_MAKE_SYM)
+
+int landlock_abi(void)
+{
+	if (jail_disabled("landlock"))
+		return 0;
+	long v = syscall(__NR_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
+	return v < 0 ? 0 : (int)v;
+}
+
+/* What the running kernel's ABI can handle: rights it does not know are
+ * dropped (asking for them would make the ruleset creation fail). */
+static void handled_for_abi(int abi, struct psm_ruleset_attr *a, size_t *size)
+{
+	a->handled_access_fs = FS_ABI1 | LANDLOCK_ACCESS_FS_REFER | LANDLOCK_ACCESS_FS_TRUNCATE |
+			       LANDLOCK_ACCESS_FS_IOCTL_DEV;
+	a->handled_access_net = LANDLOCK_ACCESS_NET_BIND_TCP | LANDLOCK_ACCESS_NET_CONNECT_TCP;
+	a->scoped = LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET | LANDLOCK_SCOPE_SIGNAL;
+	*size = sizeof *a;
+	switch (abi) {
+	case 1:
+		a->handled_access_fs &= ~LANDLOCK_ACCESS_FS_REFER;
+		__attribute__((fallthrough));
+	case 2:
+		a->handled_access_fs &= ~LANDLOCK_ACCESS_FS_TRUNCATE;
+		__attribute__((fallthrough));
+	case 3:
+		a->handled_access_net = 0;
+		*size = offsetof(struct psm_ruleset_attr, handled_access_net);
+		__attribute__((fallthrough));
+	case 4:
+		a->handled_access_fs &= ~LANDLOCK_ACCESS_FS_IOCTL_DEV;
+		__attribute__((fallthrough));
+	case 5:
+		a->scoped = 0;
+		if (*size > offsetof(struct psm_ruleset_attr, scoped))
+			*size = offsetof(struct psm_ruleset_attr, scoped);
+		break;
+	default: /* 6, 7 and later: everything above */
+		break;
+	}
+}
+
+static int add_path(int rs, const char *path, uint64_t access, uint64_t handled, int *n)
+{
+	int fd = open(path, O_PATH | O_CLOEXEC);
+	if (fd < 0)
+		/* Missing, or not even reachable by this uid: nothing to grant. */
+		return errno == ENOENT || errno == EACCES ? 0 : -errno;
+	struct stat st;
+	if (fstat(fd, &st) < 0) {
+		close(fd);
+		return -errno;
+	}
+	access &= handled;
+	if (!S_ISDIR(st.st_mode))
+		/* Directory-only rights are refused on a file. */
+		access &= LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_WRITE_FILE |
+			  LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_TRUNCATE |
+			  LANDLOCK_ACCESS_FS_IOCTL_DEV;
+	struct psm_path_beneath pb = { .allowed_access = access, .parent_fd = fd };
+	long r = access ? syscall(__NR_landlock_add_rule, rs, LANDLOCK_RULE_PATH_BENEATH, &pb, 0) : 0;
+	int er = errno;
+	close(fd);
+	if (r < 0)
+		return -er;
+	(*n)++;
+	return 0;
+}
+
+static const char *const dev_rw[] = { "/dev/null", "/dev/zero", "/dev/full", NULL };
+static const char *const dev_ro[] = { "/dev/random", "/dev/urandom", NULL };
+
+int landlock_apply(const struct jail_config *c, bool private_tmp, struct jail_report *r,
+		   struct err *e)
+{
+	const struct policy *p = c->policy;
+	struct jail_layer *l = &r->layer[JL_LANDLOCK];
+	int abi = landlock_abi();
+	if (abi <= 0) {
+		l->state = JS_NOT_AVAILABLE;
+		snprintf(l->detail, sizeof l->detail, "%s",
+			 jail_disabled("landlock") ? "disabled by PSM_JAIL_DISABLE"
+						   : "the kernel has no Landlock (or it is off)");
+		return 0;
+	}
+	struct psm_ruleset_attr a;
+	size_t size;
+	handled_for_abi(abi, &a, &size);
+	/* net_access true: TCP is what the policy grants; leave it alone. */
+	if (p->net_access)
+		a.handled_access_net = 0;
+	uint64_t H = a.handled_access_fs;
+	uint64_t X = p->shell_exec ? LANDLOCK_ACCESS_FS_EXECUTE : 0;
+
+	int rs = (int)syscall(__NR_landlock_create_ruleset, &a, size, 0);
+	if (rs < 0)
+		return err_sys(e, -errno, "jail: landlock_create_ruleset (ABI %d)", abi);
+	int n = 0, er = 0;
+	const char *failed = "";
+	const char *const *rt = c->runtime_ro ? c->runtime_ro : jail_default_runtime_paths();
+#define RULE(path, acc)                                                 \
+	do {                                                            \
+		if (!er && (er = add_path(rs, (path), (acc), H, &n)) < 0) \
+			failed = (path);                                \
+	} while (0)
+
+	for (const char *const *q = rt; *q; q++)
+		RULE(*q, R_READ | X);
+	if (c->venv)
+		RULE(c->venv, R_READ | X);
+	if (p->fs_read == FS_READ_ROOT)
+		RULE(c->root, R_READ | X);
+	else if (p->fs_read == FS_READ_LIST)
+		for (size_t i = 0; i < p->n_fs_read_paths; i++)
+			RULE(p->fs_read_paths[i], R_READ | X);
+	/* Never EXECUTE where the code can write: nothing it wrote runs. */
+	RULE(c->workspace, p->fs_write == FS_WRITE_WORKSPACE ? R_READ | R_WRITE : R_READ);
+	if (p->fs_write == FS_WRITE_LIST)
+		for (size_t i = 0; i < p->n_fs_write_paths; i++)
+			RULE(p->fs_write_paths[i], R_READ | R_WRITE);
+	if (p->net_access) {
+		static const char *const net_ro[] = {
+			"/etc/resolv.conf", "/etc/hosts", "/etc/host.conf", "/etc/nsswitch.conf",
+			"/etc/gai.conf", "/etc/services", "/etc/protocols", "/etc/ssl",
+			"/etc/ca-certificates", NULL,
+		};
+		for (const char *const *q = net_ro; *q; q++)
+			RULE(*q, R_READ);
+	}
+	/* /tmp and /dev/shm only when they are the jail's private tmpfs:
+	 * without a mount namespace they are the host's, shared with every
+	 * other user, and stay closed. */
+	if (private_tmp) {
+		/* Listing directories anywhere in the jail's own tree shows
+		 * nothing the mount tree did not choose to show. */
+		RULE("/", LANDLOCK_ACCESS_FS_READ_DIR);
+		RULE("/tmp", R_READ | R_SCRATCH);
+		RULE("/dev/shm", R_READ | R_SCRATCH);
+		RULE("/proc", R_READ);
+		RULE("/etc/passwd", R_READ);
+		RULE("/etc/group", R_READ);
+	} else {
+		/* The host's /proc: only this process's own entries. */
+		RULE("/proc/self", R_READ);
+		RULE("/proc/thread-self", R_READ);
+	}
+	for (const char *const *q = dev_rw; *q; q++)
+		RULE(*q, LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_WRITE_FILE |
+			 LANDLOCK_ACCESS_FS_IOCTL_DEV);
+	for (const char *const *q = dev_ro; *q; q++)
+		RULE(*q, LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_IOCTL_DEV);
+#undef RULE
+	if (er < 0) {
+		close(rs);
+		l->state = JS_FAILED;
+		return err_sys(e, er, "jail: landlock rule for %s", failed);
+	}
+	if (syscall(__NR_landlock_restrict_self, rs, 0) < 0) {
+		int x = -errno;
+		close(rs);
+		l->state = JS_FAILED;
+		return err_sys(e, x, "jail: landlock_restrict_self");
+	}
+	close(rs);
+	l->state = JS_APPLIED;
+	snprintf(l->detail, sizeof l->detail, "ABI %d, %d fs rights handled, %d rules%s%s", abi,
+		 __builtin_popcountll(H), n,
+		 a.handled_access_net ? ", tcp bind/connect denied" : "",
+		 a.scoped ? ", signal and abstract-socket scopes" : "");
+	return 0;
+}
+
+int landlock_scope_session(struct err *e)
+{
+	int abi = landlock_abi();
+	if (abi < 6)
+		return 0;
+	/* A domain that handles no access right but the scopes: a session
+	 * cannot signal (or ptrace: the Landlock ptrace rule is by domain)
+	 * the zygote or another session, nor connect to their abstract
+	 * sockets; the zygote, outside this nested domain, still can. */
+	struct psm_ruleset_attr a = { .scoped = LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET |
+					       LANDLOCK_SCOPE_SIGNAL };
+	int rs = (int)syscall(__NR_landlock_create_ruleset, &a, sizeof a, 0);
+	if (rs < 0)
+		return err_sys(e, -errno, "session: landlock_create_ruleset");
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
+	    syscall(__NR_landlock_restrict_self, rs, 0) < 0) {
+		int x = -errno;
+		close(rs);
+		return err_sys(e, x, "session: landlock_restrict_self");
+	}
+	close(rs);
+	return 1;
+}

@@ -1,0 +1,247 @@
+/* Jail layer 6 (last): the seccomp allow-list, built with libseccomp.
+ *
+ * Default: EPERM for every syscall not listed (new kernel interfaces start
+ * closed).  A foreign architecture (int 0x80 i386 calls) or an x32 syscall
+ * number (__X32_SYSCALL_BIT) kills the process: those are other syscall
+ * tables, the classic way around a filter written for x86_64.
+ *
+ * The list is what CPython 3.11, numpy, pandas and matplotlib were traced
+ * calling (strace -f of imports, BLAS, read_csv/groupby, savefig to PNG, SVG
+ * and PDF, threads, fork, multiprocessing.Pool, ctypes callbacks, tempfile,
+ * shutil, signals and timers) plus the zygote's own needs, grouped by
+ * purpose; entries that need a reason have one. */
+#include "jail.h"
+
+#include <errno.h>
+#include <linux/sched.h>
+#include <seccomp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/personality.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#ifndef TIOCLINUX
+#define TIOCLINUX 0x541C
+#endif
+
+static const char *const allow[] = {
+	/* I/O on descriptors */
+	"read", "write", "readv", "writev", "pread64", "pwrite64", "preadv", "pwritev",
+	"preadv2", "pwritev2", "lseek", "close", "close_range", "dup", "dup2", "dup3",
+	"fcntl", "flock", "fsync", "fdatasync", "ftruncate", "fallocate", "fadvise64",
+	"readahead", "sendfile", "copy_file_range", "splice", "tee",
+	/* Paths: the mount tree and Landlock decide which ones */
+	"open", "openat", "openat2", "creat", "stat", "fstat", "lstat", "newfstatat",
+	"statx", "statfs", "fstatfs", "access", "faccessat", "faccessat2", "readlink",
+	"readlinkat", "getdents", "getdents64", "getcwd", "chdir", "fchdir", "mkdir",
+	"mkdirat", "rmdir", "unlink", "unlinkat", "rename", "renameat", "renameat2",
+	"link", "linkat", "symlink", "symlinkat", "chmod", "fchmod", "fchmodat",
+	"truncate", "utime", "utimes", "utimensat", "futimesat", "umask",
+	"chown", "fchown", "lchown", "fchownat", /* no capability: own ids only */
+	"mknod", "mknodat", /* os.mkfifo; device nodes need CAP_MKNOD */
+	"getxattr", "lgetxattr", "fgetxattr", "listxattr", "llistxattr", "flistxattr",
+	"setxattr", "lsetxattr", "fsetxattr", "removexattr", "lremovexattr",
+	"fremovexattr", /* shutil.copystat copies user.* attributes */
+	"inotify_init", "inotify_init1", "inotify_add_watch", "inotify_rm_watch",
+	"syncfs",
+	/* Memory.  mprotect/mmap with PROT_EXEC stay: libffi closures (ctypes
+	 * callbacks) and numpy's dispatch need them. */
+	"brk", "mmap", "munmap", "mprotect", "mremap", "madvise", "msync", "mincore",
+	"mlock", "mlock2", "munlock", /* bounded by RLIMIT_MEMLOCK */
+	"membarrier", "memfd_create", /* exec of a memfd is execveat: refused */
+	/* Processes and threads (clone is filtered below) */
+	"fork", "vfork", "exit", "exit_group", "wait4", "waitid", "getpid", "getppid",
+	"gettid", "getuid", "geteuid", "getgid", "getegid", "getresuid", "getresgid",
+	"getgroups", "getpgid", "getpgrp", "getsid", "setsid", "setpgid",
+	"set_tid_address", "set_robust_list", "rseq", "arch_prctl",
+	"prctl", /* PR_SET_NAME, PDEATHSIG, NO_NEW_PRIVS; the dangerous ones need capabilities */
+	"futex", "futex_waitv", "sched_yield", "sched_getaffinity",
+	"sched_setaffinity", /* OpenBLAS pins its threads; only same-uid tasks in the pid ns */
+	"sched_getparam", "sched_getscheduler", "sched_get_priority_max",
+	"sched_get_priority_min", "sched_getattr", "getpriority", "getcpu",
+	"getrlimit", "setrlimit", /* itself only; hard limits can only go down */
+	"getrusage", "times", "sysinfo", "uname", "getrandom",
+	/* Signals: Landlock's signal scope, the pid namespace and the uid
+	 * confine the targets. */
+	"kill", "tkill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo",
+	"rt_sigaction", "rt_sigprocmask", "rt_sigreturn", "rt_sigpending",
+	"rt_sigtimedwait", "rt_sigsuspend", "sigaltstack", "pause", "signalfd",
+	"signalfd4", "restart_syscall",
+	"pidfd_open", "pidfd_send_signal", /* the zygote hands session pidfds to the server */
+	/* Time */
+	"nanosleep", "clock_nanosleep", "clock_gettime", "clock_getres", "gettimeofday",
+	"time", "alarm", "setitimer", "getitimer", "timer_create", "timer_settime",
+	"timer_gettime", "timer_getoverrun", "timer_delete", "timerfd_create",
+	"timerfd_settime", "timerfd_gettime",
+	/* Waiting */
+	"poll", "ppoll", "select", "pselect6", "epoll_create", "epoll_create1",
+	"epoll_ctl", "epoll_wait", "epoll_pwait", "epoll_pwait2", "eventfd", "eventfd2",
+	"pipe", "pipe2",
+	/* Sockets: socket() itself is filtered below; the rest act on fds the
+	 * code could get (unix sockets, socketpairs, SCM_RIGHTS). */
+	"socketpair", "bind", "listen", "accept", "accept4", "connect", "getsockname",
+	"getpeername", "sendto", "recvfrom", "sendmsg", "recvmsg", "sendmmsg",
+	"recvmmsg", "shutdown", "setsockopt", "getsockopt",
+	/* System V IPC in the jail's own ipc namespace (multiprocessing) */
+	"shmget", "shmat", "shmdt", "shmctl", "semget", "semop", "semctl", "semtimedop",
+	/* Only ever tighten: a session's nested Landlock domain, user code's
+	 * own filters. */
+	"landlock_create_ruleset", "landlock_add_rule", "landlock_restrict_self", "seccomp",
+	"capget",
+	NULL,
+};
+
+/* Not in the list, so EPERM, and named here because each is an escape or
+ * a kernel attack surface: ptrace, process_vm_readv/writev, pidfd_getfd
+ * (other processes' memory and fds); io_uring_* (a second syscall path
+ * seccomp does not see, and a CVE source); bpf, perf_event_open,
+ * userfaultfd (kernel exploitation primitives); keyctl, add_key,
+ * request_key (the kernel keyring is not namespaced); mount, umount2,
+ * pivot_root, move_mount, open_tree, fsopen, fsconfig, fsmount, fspick,
+ * mount_setattr, chroot, unshare, setns (rebuilding the jail);
+ * open_by_handle_at (reads any file of a filesystem: "shocker"); kcmp,
+ * setuid/setgid and friends, capset, reboot, swapon, init_module, kexec_*,
+ * acct, quotactl, syslog, vhangup, sched_setscheduler/sched_setattr. */
+
+/* A second filter, stacked on the allow-list (the kernel runs both and the
+ * strictest answer wins): TIOCSTI pushes characters into a terminal's input
+ * (a command typed into the shell that started the server), TIOCLINUX can do
+ * the same on a console.  The kernel reads cmd as 32 bits, so the comparison
+ * masks the upper half: 0x100005412 is TIOCSTI too. */
+static int ioctl_filter(void)
+{
+	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+	if (!ctx)
+		return -ENOMEM;
+	int rc = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
+	if (rc == 0)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,
+				      SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffULL, (uint64_t)TIOCSTI));
+	if (rc == 0)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,
+				      SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffULL, (uint64_t)TIOCLINUX));
+	if (rc == 0)
+		rc = seccomp_load(ctx);
+	seccomp_release(ctx);
+	return rc;
+}
+
+int seccomp_apply(const struct jail_config *c, struct jail_report *r, struct err *e)
+{
+	const struct policy *p = c->policy;
+	struct jail_layer *l = &r->layer[JL_SECCOMP];
+	if (jail_disabled("seccomp")) {
+		l->state = JS_NOT_AVAILABLE;
+		snprintf(l->detail, sizeof l->detail, "disabled by PSM_JAIL_DISABLE");
+		return 0;
+	}
+	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ERRNO(EPERM));
+	if (!ctx)
+		return err_set(e, -ENOMEM, "jail: seccomp_init");
+	int rc = 0, n = 0;
+	const char *what = "";
+#define CHECK(expr, name)                            \
+	do {                                         \
+		if (rc == 0 && (rc = (expr)) < 0)    \
+			what = (name);               \
+	} while (0)
+
+	/* libseccomp's filter for x86_64 also sends syscall numbers with the
+	 * x32 bit to this action. */
+	CHECK(seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS), "badarch");
+	for (const char *const *s = allow; *s; s++) {
+		int nr = seccomp_syscall_resolve_name(*s);
+		if (nr == __NR_SCMP_ERROR)
+			continue; /* not on this architecture */
+		CHECK(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 0), *s);
+		n++;
+	}
+
+	/* clone: threads and plain fork only.  A CLONE_NEW* flag would build
+	 * new namespaces (a user namespace hands back every capability). */
+	const uint64_t NEWNS = CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC |
+			       CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET;
+	CHECK(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(clone), 1,
+			       SCMP_A0(SCMP_CMP_MASKED_EQ, NEWNS, 0)), "clone");
+	/* clone3 passes its flags in memory, which seccomp cannot read:
+	 * answer ENOSYS and glibc falls back to clone, filtered above. */
+	CHECK(seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0), "clone3");
+
+	if (p->shell_exec) {
+		CHECK(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(execve), 0), "execve");
+		CHECK(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(execveat), 0), "execveat");
+	}
+
+	/* socket: unix only when net_access is false (no network, no DNS, no
+	 * netlink, no packet or raw socket).  socketpair stays (above). */
+	CHECK(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 1,
+			       SCMP_A0(SCMP_CMP_EQ, AF_UNIX)), "socket");
+	if (p->net_access) {
+		CHECK(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 1,
+				       SCMP_A0(SCMP_CMP_EQ, AF_INET)), "socket");
+		CHECK(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 1,
+				       SCMP_A0(SCMP_CMP_EQ, AF_INET6)), "socket");
+		/* getaddrinfo asks rtnetlink which address families are up. */
+		CHECK(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 1,
+				       SCMP_A0(SCMP_CMP_EQ, AF_NETLINK)), "socket");
+	}
+
+	/* ioctl is allowed here; TIOCSTI and TIOCLINUX are refused by the
+	 * second filter (ioctl_filter): libseccomp cannot express "allow
+	 * unless the argument is X" in a default-deny filter. */
+	CHECK(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 0), "ioctl");
+
+	/* personality: only the query and the default.  READ_IMPLIES_EXEC,
+	 * ADDR_NO_RANDOMIZE and friends weaken the next exec.  The kernel
+	 * reads 32 bits (and callers sign-extend 0xffffffff): mask. */
+	CHECK(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(personality), 1,
+			       SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffffULL, 0xffffffffULL)), "personality");
+	CHECK(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(personality), 1,
+			       SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffffULL, (uint64_t)PER_LINUX)), "personality");
+
+	/* Resource limits and priority of itself only (pid/who 0): not the
+	 * zygote's, not another session's. */
+	CHECK(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(prlimit64), 1,
+			       SCMP_A0(SCMP_CMP_EQ, 0)), "prlimit64");
+	CHECK(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(setpriority), 2,
+			       SCMP_A0(SCMP_CMP_EQ, PRIO_PROCESS), SCMP_A1(SCMP_CMP_EQ, 0)),
+	      "setpriority");
+#undef CHECK
+	if (rc < 0) {
+		seccomp_release(ctx);
+		l->state = JS_FAILED;
+		return err_sys(e, rc, "jail: seccomp rule for %s", what);
+	}
+	if (getenv("PSM_SECCOMP_PFC")) /* debugging aid: the filter as text */
+		seccomp_export_pfc(ctx, STDERR_FILENO);
+	if ((rc = ioctl_filter()) < 0) {
+		seccomp_release(ctx);
+		l->state = JS_FAILED;
+		return err_sys(e, rc, "jail: seccomp ioctl filter");
+	}
+	rc = seccomp_load(ctx);
+	seccomp_release(ctx);
+	if (rc < 0) {
+		l->state = JS_FAILED;
+		return err_sys(e, rc, "jail: seccomp_load");
+	}
+	l->state = JS_APPLIED;
+	snprintf(l->detail, sizeof l->detail,
+		 "allow-list of %d syscalls + filtered clone, socket (%s), ioctl (no TIOCSTI/TIOCLINUX), personality, "
+		 "prlimit64, setpriority; execve %s; clone3 ENOSYS; other arch/x32 kill",
+		 n, p->net_access ? "unix, inet, inet6, netlink" : "unix only",
+		 p->shell_exec ? "allowed" : "refused");
+	return 0;
+}
+
+bool seccomp_probe(void)
+{
+	/* Filter mode is there when PR_GET_SECCOMP answers and libseccomp
+	 * reaches the kernel's action interface. */
+	return prctl(PR_GET_SECCOMP, 0, 0, 0, 0) >= 0 && seccomp_api_get() >= 1;
+}

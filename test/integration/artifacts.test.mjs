@@ -1,0 +1,217 @@
+// CONTRACT sections 5 (artifacts of a call: images inline, other files as
+// resource_link) and 6 (list_artifacts).
+import { test, describe, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+
+import { startClient, newProject, execPy, callTool, jsonResult, writeFile, fileUri, pngInfo, show } from './lib.mjs';
+
+const RFC3339_UTC = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$/;
+
+describe('artifacts of execute_python', () => {
+	let h, root;
+	before(async () => { root = newProject('art'); h = await startClient(root, { structured: true }); });
+	after(async () => { await h?.close(); });
+
+	test('plt.plot + plt.show() returns an image/png block; the file is under workspace/outputs/', { timeout: 60000 }, async () => {
+		const r = await execPy(h, 'import matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [3, 1, 2])\nplt.title("show test")\nplt.show()');
+		assert.equal(r.sc.status, 'ok', show(r.sc));
+		assert.equal(r.images.length, 1, `one image block expected: ${show(r.blocks)}`);
+		const img = r.images[0];
+		assert.equal(img.mimeType, 'image/png');
+		assert.match(img.data, /^[A-Za-z0-9+/]+={0,2}$/, 'valid base64');
+		const png = Buffer.from(img.data, 'base64');
+		const info = pngInfo(png);
+		assert.ok(info && info.width > 10 && info.height > 10, 'a whole PNG (signature, IHDR, IEND)');
+		assert.ok(png.length < 256 * 1024, `images stay under 256 KiB: ${png.length}`);
+		const pngs = r.sc.artifacts.filter((a) => a.mime === 'image/png');
+		assert.equal(pngs.length, 1, show(r.sc.artifacts));
+		assert.match(pngs[0].path, /^workspace\/outputs\/[^/]+\.png$/);
+		assert.equal(pngs[0].change, 'created');
+		const onDisk = path.join(root, pngs[0].path);
+		assert.ok(fs.statSync(onDisk).isFile(), `${onDisk} exists`);
+		assert.equal(pngs[0].bytes, fs.statSync(onDisk).size);
+		assert.ok(r.sections.artifacts?.includes(pngs[0].path), `the text lists the artifact: ${r.text}`);
+		const kinds = r.blocks.map((b) => b.type);
+		assert.equal(kinds[0], 'text');
+		assert.deepEqual(kinds.slice(1), kinds.slice(1).sort((a, b) => (a === 'image' ? 0 : 1) - (b === 'image' ? 0 : 1)), `text, then images, then links: ${kinds}`);
+	});
+
+	test('plt.show() with two open figures returns two images; nothing waits for a display', { timeout: 60000 }, async () => {
+		const t0 = performance.now();
+		const r = await execPy(h, 'import matplotlib.pyplot as plt\nfor k in range(2):\n    plt.figure()\n    plt.bar([1, 2], [k + 1, 2])\nplt.show()');
+		assert.equal(r.sc.status, 'ok', show(r.sc));
+		assert.equal(r.images.length, 2, show(r.blocks));
+		assert.ok(performance.now() - t0 < 30000);
+		const again = await execPy(h, 'len(plt.get_fignums())');
+		assert.equal(again.images.length, 0, 'figures already shown are not returned again');
+	});
+
+	test('an image saved with savefig is returned inline too', async () => {
+		const r = await execPy(h, 'import matplotlib.pyplot as plt\nfig, ax = plt.subplots()\nax.plot([0, 1])\nfig.savefig("workspace/outputs/saved.png")\nplt.close(fig)');
+		assert.equal(r.sc.status, 'ok', show(r.sc));
+		const a = r.sc.artifacts.find((x) => x.path === 'workspace/outputs/saved.png');
+		assert.ok(a, show(r.sc.artifacts));
+		assert.equal(a.change, 'created');
+		assert.equal(r.images.length, 1, show(r.blocks));
+		assert.ok(pngInfo(Buffer.from(r.images[0].data, 'base64')));
+	});
+
+	test('a large PNG is downscaled below 256 KiB in the reply; the file keeps its size', { timeout: 60000 }, async () => {
+		const code = 'import numpy as np, matplotlib.pyplot as plt\nfig = plt.figure(figsize=(20, 20), dpi=150)\nplt.imshow(np.random.rand(600, 600), interpolation="nearest")\nfig.savefig("workspace/outputs/big.png")\nplt.close(fig)\nimport os\nos.path.getsize("workspace/outputs/big.png")';
+		const r = await execPy(h, code);
+		assert.equal(r.sc.status, 'ok', show(r.sc));
+		const size = Number(r.sc.result);
+		assert.ok(size > 256 * 1024, `the test image should be large: ${size}`);
+		assert.equal(r.images.length, 1, show(r.blocks));
+		const b = Buffer.from(r.images[0].data, 'base64');
+		assert.ok(b.length < 256 * 1024, `inline image is ${b.length} bytes`);
+		assert.ok(['image/png', 'image/jpeg'].includes(r.images[0].mimeType));
+		assert.equal(fs.statSync(path.join(root, 'workspace/outputs/big.png')).size, size, 'the file itself is untouched');
+	});
+
+	test('a CSV written by the code comes back as a resource_link; created, then modified', async () => {
+		const r = await execPy(h, 'with open("workspace/outputs/table.csv", "w") as f:\n    f.write("a,b\\n1,2\\n")');
+		assert.equal(r.sc.status, 'ok', show(r.sc));
+		const abs = path.join(root, 'workspace/outputs/table.csv');
+		assert.deepEqual(r.sc.artifacts, [{ path: 'workspace/outputs/table.csv', bytes: 8, mime: 'text/csv', change: 'created' }]);
+		assert.equal(r.links.length, 1, show(r.blocks));
+		assert.equal(r.links[0].uri, fileUri(abs), show(r.links[0]));
+		assert.equal(typeof r.links[0].name, 'string');
+		assert.equal(r.images.length, 0);
+		assert.ok(r.sections.artifacts?.includes('workspace/outputs/table.csv'), r.text);
+		assert.ok(r.sections.artifacts?.includes('created'), r.text);
+
+		const same = await execPy(h, 'x = 1');
+		assert.deepEqual(same.sc.artifacts, [], 'an untouched file is not listed again');
+		assert.equal(same.links.length, 0);
+
+		const m = await execPy(h, 'with open("workspace/outputs/table.csv", "w") as f:\n    f.write("a,b\\n1,2\\n3,4\\n")');
+		assert.deepEqual(m.sc.artifacts, [{ path: 'workspace/outputs/table.csv', bytes: 12, mime: 'text/csv', change: 'modified' }]);
+		assert.ok(m.sections.artifacts?.includes('modified'), m.text);
+		assert.equal(m.links.length, 1);
+	});
+
+	test('files anywhere in the workspace are listed; the server\'s own .logs are not', async () => {
+		const r = await execPy(h, 'import os, json\nos.makedirs("workspace/sub/deeper", exist_ok=True)\nopen("workspace/sub/deeper/n.json", "w").write(json.dumps({"k": 1}))\nprint("x" * 20000)');
+		assert.equal(r.sc.output_truncated, true);
+		assert.deepEqual(r.sc.artifacts.map((a) => [a.path, a.mime, a.change]), [['workspace/sub/deeper/n.json', 'application/json', 'created']]);
+		assert.ok(!r.blocks.some((b) => b.type === 'resource_link' && b.uri.includes('/.logs/')), show(r.blocks));
+	});
+
+	test('a failed execution still lists what it wrote before failing', async () => {
+		const r = await execPy(h, 'open("workspace/outputs/partial.txt", "w").write("half")\nraise RuntimeError("after write")');
+		assert.equal(r.sc.status, 'error');
+		assert.deepEqual(r.sc.artifacts.map((a) => a.path), ['workspace/outputs/partial.txt']);
+	});
+});
+
+describe('list_artifacts', () => {
+	let h, root;
+	const files = {
+		'workspace/outputs/b.csv': 'x,y\n1,2\n',
+		'workspace/outputs/a.json': '{"a": 1}',
+		'workspace/data/z.txt': 'zzz\n',
+		'workspace/data/img.png': Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 1, 2, 3]),
+		'workspace/.hidden.txt': 'hidden',
+		'workspace/.cache/inner.txt': 'in hidden dir',
+		'outside.txt': 'not in the workspace',
+	};
+	before(async () => {
+		root = newProject('list');
+		for (const [rel, data] of Object.entries(files)) writeFile(root, rel, data);
+		fs.symlinkSync('/etc/passwd', path.join(root, 'workspace/data/link_out'));
+		h = await startClient(root, { structured: false });
+	});
+	after(async () => { await h?.close(); });
+
+	function expected(rel) {
+		const data = Buffer.from(files[rel]);
+		return { path: rel, bytes: data.length, sha256: crypto.createHash('sha256').update(data).digest('hex') };
+	}
+
+	test('default: every visible file of the workspace, sorted by path, with the contract\'s fields', async () => {
+		const res = await callTool(h, 'list_artifacts', {});
+		assert.equal(res.isError ?? false, false, show(res));
+		const { sc, fromText } = jsonResult(res);
+		assert.ok(sc, `structuredContent is always returned by list_artifacts: ${show(res)}`);
+		assert.deepEqual(fromText, sc, 'the text block carries the same JSON');
+		const regular = sc.artifacts.filter((a) => !a.path.endsWith('link_out'));
+		assert.deepEqual(regular.map((a) => a.path), ['workspace/data/img.png', 'workspace/data/z.txt', 'workspace/outputs/a.json', 'workspace/outputs/b.csv']);
+		const paths = sc.artifacts.map((a) => a.path);
+		assert.deepEqual(paths, [...paths].sort(), 'sorted by path');
+		for (const a of regular) {
+			const e = expected(a.path);
+			assert.equal(a.bytes, e.bytes, a.path);
+			assert.equal(a.sha256, e.sha256, a.path);
+			assert.match(a.modified, RFC3339_UTC, a.path);
+			const mtime = fs.statSync(path.join(root, a.path)).mtimeMs;
+			assert.ok(Math.abs(Date.parse(a.modified) - mtime) < 2000, `${a.path}: modified ${a.modified} vs ${new Date(mtime).toISOString()}`);
+		}
+		assert.equal(sc.artifacts.find((a) => a.path === 'workspace/outputs/b.csv').mime, 'text/csv');
+		assert.equal(sc.artifacts.find((a) => a.path === 'workspace/outputs/a.json').mime, 'application/json');
+		assert.equal(sc.artifacts.find((a) => a.path === 'workspace/data/img.png').mime, 'image/png');
+		assert.equal(sc.artifacts.find((a) => a.path === 'workspace/data/z.txt').mime, 'text/plain');
+		assert.equal(sc.count, sc.artifacts.length);
+		assert.equal(sc.total_bytes, sc.artifacts.reduce((n, a) => n + a.bytes, 0));
+		assert.equal(sc.truncated, false);
+	});
+
+	test('a symlink pointing out of the workspace is listed but never followed', async () => {
+		const { sc } = jsonResult(await callTool(h, 'list_artifacts', {}));
+		const passwd = fs.readFileSync('/etc/passwd');
+		const passwdSha = crypto.createHash('sha256').update(passwd).digest('hex');
+		for (const a of sc.artifacts) {
+			assert.notEqual(a.sha256, passwdSha, `${a.path}: the symlink was followed`);
+		}
+		const link = sc.artifacts.find((a) => a.path === 'workspace/data/link_out');
+		assert.ok(link, `the symlink is listed: ${show(sc.artifacts)}`);
+		assert.notEqual(link.bytes, passwd.length, 'the target\'s size is not reported');
+	});
+
+	test('pattern is a glob on the file name', async () => {
+		const { sc } = jsonResult(await callTool(h, 'list_artifacts', { pattern: '*.csv' }));
+		assert.deepEqual(sc.artifacts.map((a) => a.path), ['workspace/outputs/b.csv']);
+		assert.equal(sc.count, 1);
+		const { sc: sc2 } = jsonResult(await callTool(h, 'list_artifacts', { pattern: '[ab].*' }));
+		assert.deepEqual(sc2.artifacts.map((a) => a.path), ['workspace/outputs/a.json', 'workspace/outputs/b.csv']);
+		const { sc: none } = jsonResult(await callTool(h, 'list_artifacts', { pattern: '*.nothing' }));
+		assert.deepEqual(none, { artifacts: [], count: 0, total_bytes: 0, truncated: false });
+	});
+
+	test('path limits the listing to a directory of the workspace', async () => {
+		const { sc } = jsonResult(await callTool(h, 'list_artifacts', { path: 'workspace/outputs' }));
+		assert.deepEqual(sc.artifacts.map((a) => a.path), ['workspace/outputs/a.json', 'workspace/outputs/b.csv']);
+		const { sc: abs } = jsonResult(await callTool(h, 'list_artifacts', { path: path.join(root, 'workspace/outputs') }));
+		assert.deepEqual(abs.artifacts.map((a) => a.path), ['workspace/outputs/a.json', 'workspace/outputs/b.csv'], 'an absolute path inside the workspace works too');
+	});
+
+	test('include_hidden lists dot-files and dot-directories', async () => {
+		const { sc } = jsonResult(await callTool(h, 'list_artifacts', { include_hidden: true }));
+		const paths = sc.artifacts.map((a) => a.path);
+		assert.ok(paths.includes('workspace/.hidden.txt'), show(paths));
+		assert.ok(paths.includes('workspace/.cache/inner.txt'), show(paths));
+		assert.deepEqual(paths, [...paths].sort());
+	});
+
+	test('a path outside the workspace is an input error with a message', async () => {
+		for (const p of ['..', '../outside.txt', '/etc', 'workspace/../..', root, '/']) {
+			const res = await callTool(h, 'list_artifacts', { path: p });
+			assert.equal(res.isError, true, `${p}: ${show(res)}`);
+			const text = res.content.find((b) => b.type === 'text')?.text || '';
+			assert.match(text, /workspace/i, `${p}: the message must say where paths must lie: ${text}`);
+			assert.ok(!text.includes('root:x:0:0'), 'no content leaked');
+		}
+	});
+
+	test('arguments of the wrong type are input errors', async () => {
+		for (const args of [{ path: 5 }, { pattern: ['*'] }, { include_hidden: 'yes' }]) {
+			const res = await callTool(h, 'list_artifacts', args);
+			assert.equal(res.isError, true, `${show(args)}: ${show(res)}`);
+		}
+	});
+
+	test('no SDK transport or protocol error happened', () => { assert.deepEqual(h.errors.map(String), []); });
+});

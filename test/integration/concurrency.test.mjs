@@ -1,0 +1,113 @@
+// CONTRACT sections 4 and 5: sessions run in parallel, ping is answered while
+// code runs, a timeout stops the execution and the server stays responsive.
+import { test, describe, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+
+import { startClient, newProject, execPy, show } from './lib.mjs';
+
+describe('concurrency and timeouts', () => {
+	let h;
+	before(async () => { h = await startClient(newProject('conc'), { structured: true }); });
+	after(async () => { await h?.close(); });
+
+	test('two sessions sleeping 2 s each run in parallel', { timeout: 60000 }, async () => {
+		// Create both sessions first, so that only the sleeps are compared.
+		await Promise.all([execPy(h, 'import time', { session: 'par_a' }), execPy(h, 'import time', { session: 'par_b' })]);
+		const code = 't0 = time.time()\ntime.sleep(2)\nt1 = time.time()\n(t0, t1)';
+		const t0 = performance.now();
+		const [a, b] = await Promise.all([execPy(h, code, { session: 'par_a' }), execPy(h, code, { session: 'par_b' })]);
+		const wall = performance.now() - t0;
+		assert.equal(a.sc.status, 'ok', show(a.sc));
+		assert.equal(b.sc.status, 'ok', show(b.sc));
+		const [a0, a1] = a.sc.result.replace(/[()]/g, '').split(',').map(Number);
+		const [b0, b1] = b.sc.result.replace(/[()]/g, '').split(',').map(Number);
+		// The two sleeps overlap in time (measured inside Python) ...
+		assert.ok(a0 < b1 && b0 < a1, `the executions did not overlap: a=[${a0}, ${a1}] b=[${b0}, ${b1}]`);
+		// ... and the whole took less than the two executions one after the other.
+		assert.ok(wall < a.sc.duration_ms + b.sc.duration_ms, `wall ${wall.toFixed(0)} ms >= ${a.sc.duration_ms} + ${b.sc.duration_ms} ms`);
+	});
+
+	test('ping is answered while a session is busy', { timeout: 60000 }, async () => {
+		await execPy(h, 'import time', { session: 'busy' });
+		let execDone = 0;
+		const run = execPy(h, 'time.sleep(3)', { session: 'busy' }).then((r) => { execDone = performance.now(); return r; });
+		await new Promise((r) => setTimeout(r, 500));
+		const pings = [];
+		for (let i = 0; i < 3; i++) {
+			const t = performance.now();
+			await h.client.ping();
+			pings.push(performance.now() - t);
+		}
+		const pingDone = performance.now();
+		const r = await run;
+		assert.equal(r.sc.status, 'ok', show(r.sc));
+		assert.ok(pingDone < execDone, `the pings (${pings.map((x) => x.toFixed(1)).join(', ')} ms) waited for the execution`);
+	});
+
+	test('another session executes while one is busy', { timeout: 60000 }, async () => {
+		await Promise.all([execPy(h, 'import time', { session: 'slow' }), execPy(h, '0', { session: 'quick' })]);
+		let slowDone = 0;
+		const slow = execPy(h, 'time.sleep(3)', { session: 'slow' }).then((r) => { slowDone = performance.now(); return r; });
+		await new Promise((r) => setTimeout(r, 300));
+		const q = await execPy(h, '6 * 7', { session: 'quick' });
+		const quickDone = performance.now();
+		assert.equal(q.sc.result, '42');
+		await slow;
+		assert.ok(quickDone < slowDone, 'the quick session waited for the slow one');
+	});
+
+	test('timeout: status timeout, exit 124, isError; the session and the server keep serving', { timeout: 60000 }, async () => {
+		await execPy(h, 'import time\nbefore_timeout = 5', { session: 'to' });
+		const t0 = performance.now();
+		const r = await execPy(h, 'print("started", flush=True)\ntime.sleep(30)', { session: 'to', timeout_s: 1 });
+		const wall = performance.now() - t0;
+		assert.equal(r.res.isError, true, show(r.res));
+		assert.equal(r.sc.status, 'timeout', show(r.sc));
+		assert.equal(r.sc.exit_code, 124);
+		assert.equal(r.head?.status, 'timeout', r.text.split('\n')[0]);
+		assert.equal(r.head.exit, 124);
+		assert.ok(wall < 15000, `the execution was not stopped: ${wall.toFixed(0)} ms for a 30 s sleep with timeout_s 1`);
+		assert.ok(r.sc.stdout.includes('started'), `output before the timeout is kept: ${show(r.sc)}`);
+		await h.client.ping();
+		const after_ = await execPy(h, '1 + 1', { session: 'to' });
+		assert.equal(after_.sc.status, 'ok', show(after_.sc));
+		assert.equal(after_.sc.result, '2');
+		const other = await execPy(h, '2 + 2', { session: 'par_a' });
+		assert.equal(other.sc.result, '4');
+	});
+
+	test('timeout of a C loop that never checks for signals (sum(range(10**15))) is stopped too', { timeout: 60000 }, async () => {
+		const t0 = performance.now();
+		const r = await execPy(h, 'sum(range(10**15))', { session: 'to2', timeout_s: 1 });
+		assert.equal(r.sc.status, 'timeout', show(r.sc));
+		assert.equal(r.sc.exit_code, 124);
+		assert.ok(performance.now() - t0 < 15000);
+		const again = await execPy(h, '3', { session: 'to2' });
+		assert.equal(again.sc.result, '3', show(again.sc));
+	});
+
+	test('timeout rolls the state back: names defined before survive (state rolled_back)', { timeout: 60000 }, async () => {
+		await execPy(h, 'import time\nkeep_after_timeout = 99', { session: 'rb' });
+		const r = await execPy(h, 'keep_after_timeout = -1\ntime.sleep(30)', { session: 'rb', timeout_s: 1 });
+		assert.equal(r.sc.status, 'timeout', show(r.sc));
+		assert.equal(r.sc.state, 'rolled_back', show(r.sc));
+		const k = await execPy(h, 'keep_after_timeout', { session: 'rb' });
+		assert.equal(k.sc.result, '99', show(k.sc));
+	});
+
+	test('a crash (segfault) rolls the state back, again and again', { timeout: 60000 }, async () => {
+		// Session "rb" again: this file uses 8 sessions, the policy's max_sessions.
+		await execPy(h, 'import ctypes\nkeep = 7', { session: 'rb' });
+		for (let i = 1; i <= 5; i++) {
+			const r = await execPy(h, 'keep = -1\nctypes.string_at(0)', { session: 'rb' });
+			assert.equal(r.sc.status, 'crashed', `crash ${i}: ${show(r.sc)}`);
+			assert.equal(r.sc.exit_code, 139, `crash ${i}: 128 + SIGSEGV: ${show(r.sc)}`);
+			assert.equal(r.sc.state, 'rolled_back', `crash ${i}: ${show(r.sc)}`);
+			assert.equal(r.res.isError, true);
+			const k = await execPy(h, 'keep', { session: 'rb' });
+			assert.equal(k.sc.result, '7', `after crash ${i}: ${k.text.split('\n')[0]} ${show(k.sc.error)}`);
+		}
+	});
+
+	test('no SDK transport or protocol error happened', () => { assert.deepEqual(h.errors.map(String), []); });
+});

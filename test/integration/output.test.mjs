@@ -1,0 +1,142 @@
+// CONTRACT section 5, output: truncation to head + tail with a marker and the
+// full text under workspace/.logs/; every byte Python prints (invalid UTF-8,
+// escape sequences, fake JSON-RPC lines) is carried inside a result and the
+// server's stdout stays JSON-RPC only (checked line by line on raw stdio).
+import { test, describe, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+
+import { RawServer, newProject, show } from './lib.mjs';
+
+function textOf(resp) { return resp.result?.content?.find((b) => b.type === 'text')?.text || ''; }
+
+describe('output capture on raw stdio', () => {
+	let s, root;
+	before(async () => {
+		root = newProject('out');
+		s = new RawServer(root, { structured: true });
+		const r = await s.initialize();
+		assert.ok(r.result, show(r));
+	});
+	after(async () => {
+		try { await s.stop('eof', { timeout: 10000 }); } catch { /* reported by the last test */ }
+		s.kill();
+	});
+
+	test('stdout over max_output_chars: head + tail + a marker; the whole text in workspace/.logs/', { timeout: 60000 }, async () => {
+		const code = 'for i in range(5000):\n    print(f"line {i:05d}")';
+		const total = 5000 * 11;
+		const r = await s.callTool('execute_python', { code });
+		const sc = r.result?.structuredContent;
+		assert.equal(sc?.status, 'ok', show(r));
+		assert.equal(sc.output_truncated, true, show(sc).slice(0, 500));
+		const out = sc.stdout;
+		assert.ok(out.startsWith('line 00000\nline 00001\n'), `the head is kept: ${JSON.stringify(out.slice(0, 60))}`);
+		assert.ok(out.trimEnd().endsWith('line 04999'), `the tail is kept: ${JSON.stringify(out.slice(-60))}`);
+		assert.ok(!out.includes('line 02500'), 'the middle is left out');
+		assert.ok(out.length <= 8000 + 300, `the kept text is about max_output_chars (8000): ${out.length}`);
+		assert.ok(out.length >= 4000, `the kept text is about max_output_chars (8000): ${out.length}`);
+		const numbers = [...out.matchAll(/\d[\d,_]*/g)].map((m) => Number(m[0].replace(/[,_]/g, ''))).filter((n) => n > 5000);
+		assert.ok(numbers.some((n) => n >= total - 9000 && n <= total), `the marker must say how many characters were left out: ${numbers} in ${JSON.stringify(out.slice(3000, 5000))}`);
+		assert.match(sc.full_output ?? '', /^workspace\/\.logs\/[^/]+/, show(sc.full_output));
+		const full = fs.readFileSync(path.join(root, sc.full_output), 'utf8');
+		for (const want of ['line 00000\n', 'line 02500\n', 'line 04999\n']) assert.ok(full.includes(want), `${sc.full_output} lacks ${want}`);
+		assert.ok(full.length >= total, `${sc.full_output} holds ${full.length} chars, less than ${total}`);
+		const text = textOf(r);
+		assert.ok(text.includes(sc.full_output), `the text block must give the full output's path: ${text.slice(0, 300)}`);
+		assert.ok(text.length < 8000 * 2 + 2000, `the text block is bounded: ${text.length}`);
+		assert.ok(!r.result.content.some((b) => b.type === 'resource_link' && /\.logs/.test(b.uri)), 'the log file is not an artifact');
+	});
+
+	test('stderr is truncated on its own; a short stdout is left whole', { timeout: 60000 }, async () => {
+		const code = 'import sys\nprint("small stdout")\nsys.stderr.write("E" * 30000 + "\\nEND-OF-ERR\\n")';
+		const r = await s.callTool('execute_python', { code });
+		const sc = r.result?.structuredContent;
+		assert.equal(sc?.status, 'ok', show(r));
+		assert.equal(sc.stdout, 'small stdout\n');
+		assert.equal(sc.output_truncated, true);
+		assert.ok(sc.stderr.length < 9000, `stderr kept ${sc.stderr.length} chars`);
+		assert.ok(sc.stderr.includes('END-OF-ERR'), 'the tail of stderr is kept');
+		assert.ok(sc.stderr.startsWith('EEEE'), 'the head of stderr is kept');
+		const full = fs.readFileSync(path.join(root, sc.full_output), 'utf8');
+		assert.ok(full.includes('E'.repeat(30000)), 'the whole stderr is in the log file');
+	});
+
+	test('a huge output (20 MB) stays bounded in the reply and the server keeps serving', { timeout: 90000 }, async () => {
+		const r = await s.callTool('execute_python', { code: 'import sys\nfor _ in range(200):\n    sys.stdout.write("z" * 100000 + "\\n")\n"done"' }, { timeout: 60000 });
+		const sc = r.result?.structuredContent;
+		assert.equal(sc?.status, 'ok', show(r));
+		assert.equal(sc.result, "'done'");
+		assert.ok(sc.stdout.length < 9000, `${sc.stdout.length}`);
+		assert.equal(sc.output_truncated, true);
+		const p = await s.request('ping');
+		assert.deepEqual(p.result, {});
+	});
+
+	test('invalid UTF-8 printed by Python arrives inside the result as valid text', async () => {
+		const code = [
+			'import sys, os',
+			'sys.stdout.buffer.write(b"A\\xff\\xfeB\\xc3\\x28C\\xed\\xa0\\x80D\\n")',
+			'sys.stdout.flush()',
+			'os.write(1, b"E\\x80\\x81F\\n")',
+			'os.write(2, b"G\\xc0\\xafH\\n")',
+			'print("caf\\u00e9 \\u2603 \\U0001F600 ok")',
+		].join('\n');
+		const r = await s.callTool('execute_python', { code });
+		const sc = r.result?.structuredContent;
+		assert.equal(sc?.status, 'ok', show(r));
+		assert.match(sc.stdout, /A[^\n]*B[^\n]*C[^\n]*D\n/, JSON.stringify(sc.stdout));
+		assert.match(sc.stdout, /E[^\n]*F\n/, JSON.stringify(sc.stdout));
+		assert.match(sc.stderr, /G[^\n]*H\n/, JSON.stringify(sc.stderr));
+		assert.ok(sc.stdout.includes('café ☃ 😀 ok'), `valid UTF-8 passes unchanged: ${JSON.stringify(sc.stdout)}`);
+		assert.ok(!/[\ud800-\udfff]/.test(sc.stdout.replace(/\ud83d\ude00/g, '')), 'no lone surrogates');
+		assert.deepEqual(s.violations, []);
+	});
+
+	test('escape sequences, NUL and control bytes arrive inside the result', async () => {
+		const code = 'import sys\nsys.stdout.write("red:\\x1b[31mRED\\x1b[0m bell:\\x07 nul:\\x00 cr:\\r del:\\x7f bs:\\x08 u2028:\\u2028 end\\n")';
+		const r = await s.callTool('execute_python', { code });
+		const sc = r.result?.structuredContent;
+		assert.equal(sc?.status, 'ok', show(r));
+		assert.ok(sc.stdout.includes('RED'), JSON.stringify(sc.stdout));
+		assert.ok(sc.stdout.includes('end'), `output after the NUL byte is kept: ${JSON.stringify(sc.stdout)}`);
+		assert.deepEqual(s.violations, []);
+	});
+
+	test('lines that look like JSON-RPC printed by Python stay inside the result', async () => {
+		const fake1 = '{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2025-11-25"}}';
+		const fake2 = '{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"error","data":"fake"}}';
+		const fake3 = '{"jsonrpc":"2.0","id":424242,"error":{"code":-32601,"message":"fake"}}';
+		const code = `import os, sys\nprint(${JSON.stringify(fake1)})\nsys.stdout.flush()\nos.write(1, ${JSON.stringify(fake2 + '\n')}.encode())\nos.write(2, ${JSON.stringify(fake3 + '\n')}.encode())\nprint(${JSON.stringify(fake3)}, file=sys.__stdout__, flush=True)`;
+		const from = s.messages.length;
+		const r = await s.callTool('execute_python', { code }, { id: 'fake-json' });
+		const sc = r.result?.structuredContent;
+		assert.equal(sc?.status, 'ok', show(r));
+		assert.ok(sc.stdout.includes(fake1), JSON.stringify(sc.stdout));
+		assert.ok(sc.stdout.includes(fake2), JSON.stringify(sc.stdout));
+		assert.ok(sc.stderr.includes(fake3), JSON.stringify(sc.stderr));
+		const p = await s.request('ping');
+		assert.deepEqual(p.result, {});
+		const stray = s.messages.slice(from).filter((m) => m.id === 1 || m.id === 424242 || (m.method === 'notifications/message' && m.params?.data === 'fake'));
+		assert.deepEqual(stray, [], 'Python\'s output reached the MCP stream');
+		assert.deepEqual(s.violations, []);
+	});
+
+	test('Python writing to fd 1 with a closed or replaced sys.stdout still cannot reach the MCP stream', async () => {
+		const code = 'import sys, os\nsys.stdout = sys.__stdout__ = open(os.devnull, "w")\nos.write(1, b"{\\"jsonrpc\\":\\"2.0\\",\\"id\\":777,\\"result\\":{}}\\n")\nos.dup2(2, 1)\nos.write(1, b"{\\"jsonrpc\\":\\"2.0\\",\\"id\\":778,\\"result\\":{}}\\n")';
+		const from = s.messages.length;
+		const r = await s.callTool('execute_python', { code });
+		assert.ok(r.result, show(r));
+		await s.request('ping');
+		assert.deepEqual(s.messages.slice(from).filter((m) => m.id === 777 || m.id === 778), []);
+		assert.deepEqual(s.violations, []);
+		// The session may have been damaged by the dup2; a reset gives a clean one.
+		const k = await s.callTool('execute_python', { code: 'print("fresh")', reset: true });
+		assert.equal(k.result?.structuredContent?.stdout, 'fresh\n', show(k));
+	});
+
+	test('every stdout line of the server was one JSON-RPC 2.0 object', () => {
+		assert.deepEqual(s.violations, []);
+	});
+});

@@ -1,0 +1,51 @@
+# The kernel surface the sandbox must not reach.
+import os, sys, ctypes, errno, resource
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+bad = []
+def sc(name, *args, want=(errno.EPERM, errno.EACCES)):
+    r = libc.syscall(*args)
+    e = ctypes.get_errno()
+    if r >= 0 or e not in want:
+        bad.append("%s: r=%d errno=%d" % (name, r, e))
+CLONE_NEWUSER, CLONE_NEWNS = 0x10000000, 0x00020000
+sc("unshare", 272, CLONE_NEWUSER)
+sc("unshare-ns", 272, CLONE_NEWNS)
+sc("clone-newuser", 56, CLONE_NEWUSER | 17, 0, 0, 0, 0)
+sc("clone3", 435, 0, 0, want=(errno.ENOSYS,))
+sc("setns", 308, 0, 0)
+sc("chroot", 161, b"/tmp")
+sc("mount", 165, b"none", b"/tmp", b"tmpfs", 0, 0)
+sc("keyctl", 250, 0, 0, 0, 0, 0)
+sc("add_key", 248, b"user", b"x", b"y", 1, -2)
+sc("bpf", 321, 0, 0, 0)
+sc("userfaultfd", 323, 0)
+sc("perf_event_open", 298, 0, 0, -1, -1, 0)
+sc("personality", 135, 0x0040000)                  # ADDR_NO_RANDOMIZE
+sc("ptrace-attach", 101, 16, 1, 0, 0)              # PTRACE_ATTACH the zygote
+sc("ptrace-traceme", 101, 0, 0, 0, 0)
+sc("process_vm_readv", 310, 1, 0, 0, 0, 0, 0)
+sc("pidfd_getfd", 438, 0, 0, 0)
+sc("open_by_handle_at", 304, 0, 0, 0)
+sc("prlimit-zygote", 302, 1, 7, 0, 0)               # prlimit64(1, RLIMIT_NOFILE)
+sc("setpriority-zygote", 141, 0, 1, 10)
+sc("tiocsti", 16, 0, 0x5412, ctypes.c_char_p(b"x"))
+sc("tiocsti-highbits", 16, 0, 0x5412 | (1 << 32), ctypes.c_char_p(b"x"))
+sc("tioclinux", 16, 0, 0x541C, 0)
+assert libc.syscall(135, 0xffffffff) >= 0          # the personality query stays
+try:
+    os.kill(1, 0); bad.append("signal the zygote")  # Landlock signal scope
+except PermissionError:
+    pass
+try:
+    resource.setrlimit(resource.RLIMIT_NOFILE, (4096, 4096)); bad.append("raise NOFILE")
+except (ValueError, OSError):
+    pass
+st = dict(l.split(":\t", 1) for l in open("/proc/self/status").read().splitlines() if ":\t" in l)
+if st["NoNewPrivs"].strip() != "1": bad.append("NoNewPrivs")
+if st["Seccomp"].strip() != "2": bad.append("Seccomp")
+if int(st["CapEff"], 16) != 0 or int(st["CapPrm"], 16) != 0 or int(st["CapBnd"], 16) != 0: bad.append("caps")
+if os.getuid() == 0 or os.geteuid() == 0: bad.append("uid 0")
+if bad:
+    print("ESCAPED:", bad); sys.exit(1)
+print("kernel surface refused")

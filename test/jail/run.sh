@@ -1,0 +1,191 @@
+#!/bin/bash
+# The jail's escape suite: test/jail/run.sh BUILD/helpers
+# Runs every case through build/helpers/jailrun (the real jail on the real
+# kernel) and checks each effect from outside.  As root it runs the suite,
+# then again as nobody (setpriv) with temp dirs owned by nobody.
+# The last line is "N passed, N failed"; the exit status is non-zero on any
+# failure.
+set -u
+HELPERS=$(cd "${1:?usage: run.sh BUILD/helpers}" && pwd)
+JR=$HELPERS/jailrun
+HERE=$(cd "$(dirname "$0")" && pwd)
+PASS=0 FAIL=0
+WHO="$(id -un)"
+
+T=$(mktemp -d /var/tmp/psm-jail.XXXXXX)
+chmod 755 "$T"
+cleanup() {
+	[ -n "${LPID:-}" ] && kill "$LPID" 2>/dev/null
+	rm -rf "$T"
+}
+trap cleanup EXIT
+
+ok()   { PASS=$((PASS + 1)); echo "ok   [$WHO] $1"; }
+bad()  { FAIL=$((FAIL + 1)); echo "FAIL [$WHO] $1"; [ -s "$T/out" ] && sed 's/^/     | /' "$T/out" | tail -15; }
+
+# policy NAME fs_read fs_write shell_exec net_access [max_processes] [max_sessions]
+policy() {
+	cat > "$T/$1.md" <<EOP
+---
+name: t
+description: jail test
+permissions:
+  fs_read: $2
+  fs_write: $3
+  shell_exec: $4
+  net_access: $5
+limits:
+  max_processes: ${6:-64}
+  max_sessions: ${7:-8}
+---
+EOP
+}
+
+# A project ROOT with a data file, a fake HOME around it with a canary, a
+# file outside everything.
+HOMED=$T/home
+ROOT=$HOMED/proj
+WS=$ROOT/workspace
+mkdir -p "$HOMED/.ssh" "$WS" "$ROOT/out"
+CANARY="CANARY-$RANDOM-$RANDOM"
+echo "$CANARY" > "$HOMED/.ssh/id_rsa"
+chmod 644 "$HOMED/.ssh/id_rsa"
+echo "a,b" > "$ROOT/data.csv"
+echo "original" > "$T/outside.txt"
+policy default true workspace false false
+policy ro true false false false
+policy noread false workspace false false
+policy list "[data.csv]" "[out]" false false
+policy exec true workspace true false
+policy net true workspace false true
+policy bomb true workspace false false 8 1
+
+# run NAME EXPECTED_RC POLICY SNIPPET ARGS...   (env via ENV=...)
+run() {
+	local name=$1 want=$2 pol=$3 snip=$4
+	shift 4
+	env ${ENVX:-} PSM_SECRET="$CANARY" timeout 60 "$JR" "$T/$pol.md" "$ROOT" "$WS" "$HERE/$snip" "$@" > "$T/out" 2>&1
+	local rc=$?
+	if [ "$rc" = "$want" ]; then ok "$name"; else echo "     rc=$rc want=$want"; bad "$name"; fi
+}
+
+sum_root() { (cd "$ROOT" && find . -path ./workspace -prune -o -print | sort; cat data.csv) | md5sum; }
+
+# --- the stack works; a chart lands in the workspace
+run "numpy/pandas/matplotlib + savefig to workspace" 0 default stack.py "$WS"
+if head -c 8 "$WS/outputs/chart.png" 2>/dev/null | grep -q PNG; then ok "chart.png written (seen from outside)"; else bad "chart.png written"; fi
+
+# ROOT below a directory only its owner may enter (/root, mkdtemp): the
+# sandbox uid could not traverse it, so the jail clones it beforehand.
+mkdir -p "$T/private/proj/workspace"
+chmod 700 "$T/private"
+echo "a,b" > "$T/private/proj/data.csv"
+if timeout 60 "$JR" "$T/default.md" "$T/private/proj" "$T/private/proj/workspace" "$HERE/writes.py" \
+	"$T/private/proj" "$T/private/proj/workspace" "$T/outside.txt" > "$T/out" 2>&1 &&
+	timeout 60 "$JR" "$T/default.md" "$T/private/proj" "$T/private/proj/workspace" "$HERE/perms.py" \
+	write yes "$T/private/proj/workspace/w.txt" > "$T/out" 2>&1 && [ -e "$T/private/proj/workspace/w.txt" ]; then
+	ok "ROOT below a 0700 directory: works and stays confined"
+else
+	bad "ROOT below a 0700 directory"
+fi
+
+# --- writes outside the workspace
+BEFORE=$(sum_root)
+run "writes outside the workspace refused" 0 default writes.py "$ROOT" "$WS" "$T/outside.txt"
+[ "$(sum_root)" = "$BEFORE" ] && ok "ROOT unchanged (outside)" || bad "ROOT unchanged"
+[ "$(cat "$T/outside.txt")" = original ] && [ ! -e "$T/new.txt" ] && ok "outside file unchanged" || bad "outside file unchanged"
+[ ! -e "/tmp/outside.txt.private" ] && [ ! -e "/dev/shm/outside.txt.private" ] && ok "private /tmp and /dev/shm not the host's" || bad "private /tmp"
+[ ! -e "$ROOT/created-through-link.txt" ] && ok "dangling symlink created nothing" || bad "dangling symlink"
+
+# --- secrets
+run "canary in fake HOME, environment, host processes hidden" 0 default secrets.py "$HOMED/.ssh/id_rsa" "$(echo "$CANARY" | rev)"
+
+# --- network
+LOG=$T/heard; : > "$LOG"
+UPATH=$T/listener.sock
+ABS="psm-jail-test-$$"
+python3 "$HERE/listener.py" "$LOG" "$UPATH" "$ABS" > "$T/ports" 2>/dev/null &
+LPID=$!
+for _ in $(seq 50); do [ -s "$T/ports" ] && break; sleep 0.1; done
+read -r TCP UDP < "$T/ports"
+run "network refused (tcp, udp, urllib, dns, netlink, packet, raw, unix, io_uring)" 0 default net.py "$TCP" "$UDP" "$UPATH" "$ABS"
+sleep 0.2
+[ ! -s "$LOG" ] && ok "listener heard nothing" || { cat "$LOG" > "$T/out"; bad "listener heard nothing"; }
+
+# --- programs
+run "programs refused (subprocess, os.system, posix_spawn, fork+exec, ctypes execve, memfd execveat)" 0 default exec.py "$WS/marker"
+[ ! -e "$WS/marker" ] && ok "marker not created" || bad "marker not created"
+
+# --- kernel surface, other processes, limits
+run "kernel surface refused; NoNewPrivs 1, Seccomp 2, CapEff 0" 0 default kernel.py
+run "x32 syscall kills the process (SIGSYS)" 159 default x32.py
+run "fork bomb bounded (max_processes 8 x 1 session)" 0 bomb bomb.py fork
+run "thread bomb bounded" 0 bomb bomb.py thread
+run "session: own /proc readable, zygote not signalable" 0 default session.py
+
+# --- each permission both ways
+run "fs_read true: ROOT readable" 0 default perms.py read yes "$ROOT/data.csv"
+run "fs_read false: ROOT hidden" 0 noread perms.py read no "$ROOT/data.csv"
+run "fs_read false: workspace still writable" 0 noread perms.py write yes "$WS/f.txt"
+run "fs_read list: listed file readable" 0 list perms.py read yes "$ROOT/data.csv"
+run "fs_write list: listed dir writable" 0 list perms.py write yes "$ROOT/out/f.txt"
+run "fs_write list: workspace not writable" 0 list perms.py write no "$WS/g.txt"
+run "fs_write workspace: workspace writable" 0 default perms.py write yes "$WS/h.txt"
+run "fs_write false: workspace not writable" 0 ro perms.py write no "$WS/i.txt"
+run "fs_write false: private /tmp still writable" 0 ro perms.py write yes "/tmp/scratch"
+[ ! -e "$WS/i.txt" ] && [ ! -e "$WS/g.txt" ] && ok "nothing written (outside)" || bad "nothing written"
+run "shell_exec false: programs refused" 0 default perms.py exec no
+run "shell_exec true: programs run" 0 exec perms.py exec yes
+run "shell_exec true: programs still jailed" 0 exec perms.py exec-jailed yes "$HOMED/.ssh/id_rsa"
+: > "$LOG"
+run "net_access false: tcp refused" 0 default perms.py net no "$TCP"
+run "net_access true: tcp allowed" 0 net perms.py net yes "$TCP"
+sleep 0.2
+grep -q "HEARD tcp" "$LOG" && ok "listener heard the allowed connection" || bad "listener heard the allowed connection"
+
+# --- fail closed (PSM_JAIL_DISABLE only removes layers)
+ENVX="PSM_JAIL_DISABLE=mountns,landlock" run "no mount ns and no Landlock: refused to run" 3 default stack.py "$WS"
+grep -q "fs_read and fs_write cannot be enforced" "$T/out" && ok "says why" || bad "says why"
+ENVX="PSM_JAIL_DISABLE=seccomp" run "no seccomp: refused to run" 3 default stack.py "$WS"
+BEFORE=$(sum_root)
+ENVX="PSM_JAIL_DISABLE=landlock" run "mount tree alone still confines writes" 0 default writes.py "$ROOT" "$WS" "$T/outside.txt"
+ENVX="PSM_JAIL_DISABLE=mountns" run "no mount ns: fs_write not enforceable, refused to run" 3 default perms.py read no "$HOMED/.ssh/id_rsa"
+ENVX="PSM_JAIL_DISABLE=mountns JAILRUN_FORCE=1" run "Landlock alone still hides the canary" 0 default perms.py read no "$HOMED/.ssh/id_rsa"
+ENVX="PSM_JAIL_DISABLE=mountns JAILRUN_FORCE=1" run "Landlock alone still refuses writes to ROOT" 0 default perms.py write no "$ROOT/data.csv"
+ENVX="PSM_JAIL_DISABLE=mountns JAILRUN_FORCE=1" run "Landlock alone: workspace writable" 0 default perms.py write yes "$WS/ll.txt"
+[ "$(sum_root)" = "$BEFORE" ] && [ "$(cat "$T/outside.txt")" = original ] && ok "ROOT unchanged after fallbacks" || bad "ROOT unchanged after fallbacks"
+
+# Without user namespaces root still builds the namespaces itself (then
+# drops to the sandbox uid); an unprivileged user cannot: not enforceable.
+if [ "$(id -u)" = 0 ]; then
+	ENVX="PSM_JAIL_DISABLE=userns" run "no user ns, as root: namespaces built as root, writes refused" 0 default writes.py "$ROOT" "$WS" "$T/outside.txt"
+	ENVX="PSM_JAIL_DISABLE=userns" run "no user ns, as root: NoNewPrivs, Seccomp, caps, uid" 0 default kernel.py
+else
+	ENVX="PSM_JAIL_DISABLE=userns" run "no user ns, unprivileged: refused to run" 3 default perms.py read yes "$ROOT/data.csv"
+fi
+
+# --- --check
+if timeout 60 "$JR" --check "$T/default.md" "$ROOT" "$WS" > "$T/out" 2>&1 && [ "$(grep -c "refused: " "$T/out")" = 3 ]; then
+	ok "--check: enforceable, 3 probes refused"
+else
+	bad "--check"
+fi
+if ! PSM_JAIL_DISABLE=mountns,landlock timeout 60 "$JR" --check "$T/default.md" "$ROOT" "$WS" > "$T/out" 2>&1; then
+	ok "--check fails when a needed layer is missing"
+else
+	bad "--check fails when a needed layer is missing"
+fi
+
+kill "$LPID" 2>/dev/null; wait "$LPID" 2>/dev/null; LPID=
+
+# As root: the same suite again as an unprivileged user.
+if [ "$(id -u)" = 0 ] && [ -z "${PSM_JAIL_INNER:-}" ]; then
+	echo "== again as nobody"
+	PSM_JAIL_INNER=1 setpriv --reuid=65534 --regid=65534 --clear-groups --reset-env \
+		env PSM_JAIL_INNER=1 PATH=/usr/bin:/bin "$0" "$HELPERS" > "$T/inner" 2>&1
+	grep -v "passed, .* failed$" "$T/inner"
+	read -r ip _ if _ < <(tail -1 "$T/inner")
+	PASS=$((PASS + ${ip:-0})); FAIL=$((FAIL + ${if:-1}))
+fi
+echo "$PASS passed, $FAIL failed"
+[ "$FAIL" = 0 ]
