@@ -278,6 +278,10 @@ def _audit(event, args):
         perm = "net_access"
     elif event in _SHELL_EVENTS:
         perm = "shell_exec"
+        if event == "os.system" and not _cfg.get("shell_exec"):
+            # os.system fails silently (it returns a status): say why now.
+            _log("os.system: denied by the sandbox policy (shell_exec: false): "
+                 "running programs is not allowed; do the work in Python instead")
     if perm is None:
         return
     if len(_events) > 16:
@@ -300,7 +304,24 @@ _HINTS = {
 }
 
 
+def _visible(path):
+    """Whether the jail shows this path (ROOT when readable, the workspace,
+    the interpreter's runtime); elsewhere a missing file means hidden."""
+    try:
+        path = os.path.abspath(path)
+    except Exception:
+        return True
+    for prefix in _cfg.get("visible", []):
+        if path == prefix or path.startswith(prefix.rstrip("/") + "/"):
+            return True
+    return False
+
+
 def _denied_by(e):
+    reason = getattr(e, "reason", None)
+    if isinstance(reason, BaseException) and reason is not e:
+        # urllib's URLError wraps the socket error that was refused.
+        return _denied_by(reason)
     if isinstance(e, MemoryError):
         return "limits", "memory_mb: %s" % _cfg.get("memory_mb")
     if isinstance(e, RuntimeError) and "new thread" in str(e):
@@ -322,10 +343,10 @@ def _denied_by(e):
             type(e).__name__ == "gaierror"):
         if _events:
             perm, _ = _events[-1]
-            if code == errno.ENOENT and perm != "fs_read":
-                return None, None
-            if perm == "fs_read" and code == errno.ENOENT and not _cfg.get("fs_read_hidden"):
-                return None, None
+            if code == errno.ENOENT:
+                detail = _events[-1][1]
+                if perm != "fs_read" or not isinstance(detail, str) or _visible(detail):
+                    return None, None
             if perm == "net_access" and _cfg.get("net_access"):
                 return None, None
             if perm == "shell_exec" and _cfg.get("shell_exec"):

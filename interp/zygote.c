@@ -84,6 +84,19 @@ static char *bootstrap_config(const struct zygote_config *zc)
 	cJSON_AddNumberToObject(j, "max_file_mb", (double)p->limits.max_file_mb);
 	cJSON_AddNumberToObject(j, "max_processes", (double)p->limits.max_processes);
 	cJSON_AddNumberToObject(j, "max_result_chars", (double)p->limits.max_output_chars);
+	/* What the jail shows, so a missing file elsewhere can be named as
+	 * hidden by fs_read rather than just missing. */
+	cJSON *vis = cJSON_AddArrayToObject(j, "visible");
+	cJSON_AddItemToArray(vis, cJSON_CreateString(zc->workspace));
+	if (p->fs_read == FS_READ_ROOT)
+		cJSON_AddItemToArray(vis, cJSON_CreateString(zc->root));
+	for (size_t i = 0; p->fs_read == FS_READ_LIST && i < p->n_fs_read_paths; i++)
+		cJSON_AddItemToArray(vis, cJSON_CreateString(p->fs_read_paths[i]));
+	for (const char *const *rp = jail_default_runtime_paths(); rp && *rp; rp++)
+		cJSON_AddItemToArray(vis, cJSON_CreateString(*rp));
+	static const char *const always[] = { "/tmp", "/dev", "/proc", NULL };
+	for (const char *const *a = always; *a; a++)
+		cJSON_AddItemToArray(vis, cJSON_CreateString(*a));
 	cJSON *sites = cJSON_AddArrayToObject(j, "site_dirs");
 	if (zc->venv) {
 		glob_t g;
