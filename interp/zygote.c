@@ -94,7 +94,8 @@ static char *bootstrap_config(const struct zygote_config *zc)
 		cJSON_AddItemToArray(vis, cJSON_CreateString(p->fs_read_paths[i]));
 	for (const char *const *rp = jail_default_runtime_paths(); rp && *rp; rp++)
 		cJSON_AddItemToArray(vis, cJSON_CreateString(*rp));
-	static const char *const always[] = { "/tmp", "/dev", "/proc", NULL };
+	/* Not /tmp or /dev/shm: the jail's are private, the host's hidden. */
+	static const char *const always[] = { "/dev/null", "/dev/zero", "/dev/urandom", "/dev/random", "/proc", NULL };
 	for (const char *const *a = always; *a; a++)
 		cJSON_AddItemToArray(vis, cJSON_CreateString(*a));
 	cJSON *sites = cJSON_AddArrayToObject(j, "site_dirs");
@@ -134,7 +135,7 @@ static int lift_fd(int fd)
  * When a call times out, crashes or is cancelled, the server kills the
  * session and signals the copy, which resumes as the session on the same
  * control socket and pipes: the state is what it was before the call. */
-static pid_t checkpoint_pid;
+static pid_t checkpoint_pid, zygote_pid;
 
 /* Ends every other process of this session's process group: what the code
  * forked and left running does not outlive its call.  (Processes that moved
@@ -175,14 +176,27 @@ static void end_left_behind(void)
 	closedir(d);
 }
 
-static void discard_checkpoint(void)
+/* Old copies are killed without waiting for them: the next request must not
+ * wait for their exit.  They are reaped here later (only them: the code may
+ * wait for its own children). */
+static pid_t to_reap[16];
+
+static void retire_checkpoint(pid_t pid)
 {
-	if (checkpoint_pid > 0) {
-		kill(checkpoint_pid, SIGKILL);
-		waitpid(checkpoint_pid, NULL, 0);
+	kill(pid, SIGKILL);
+	for (size_t i = 0; i < sizeof to_reap / sizeof to_reap[0]; i++) {
+		if (to_reap[i] > 0 && waitpid(to_reap[i], NULL, WNOHANG) != 0)
+			to_reap[i] = 0;
+		if (pid > 0 && to_reap[i] == 0) {
+			to_reap[i] = pid;
+			pid = 0;
+		}
 	}
-	checkpoint_pid = 0;
+	if (pid > 0)
+		waitpid(pid, NULL, 0); /* the list is full: wait this once */
 }
+
+static void make_checkpoint(void);
 
 static void make_checkpoint(void)
 {
@@ -190,7 +204,8 @@ static void make_checkpoint(void)
 	size_t len;
 	int is_bytes;
 	struct err e = { 0 };
-	discard_checkpoint();
+	pid_t prev = checkpoint_pid;
+	pid_t session = getpid();
 	if (py_call("before_checkpoint", "", &out, &len, &is_bytes, &e) == 0)
 		free(out);
 	sigset_t usr1, old;
@@ -205,9 +220,16 @@ static void make_checkpoint(void)
 		PyOS_AfterFork_Child();
 		/* A group of its own: the session's clean-up must not end it. */
 		setpgid(0, 0);
-		int sig = 0;
-		while (sigwait(&usr1, &sig) != 0 || sig != SIGUSR1)
-			;
+		/* Wait for the resume signal.  Should the session and the zygote
+		 * both be gone (no pid namespace to end us), give up. */
+		for (;;) {
+			struct timespec one = { 1, 0 };
+			if (sigtimedwait(&usr1, NULL, &one) == SIGUSR1)
+				break;
+			pid_t pp = getppid();
+			if (pp != session && pp != zygote_pid)
+				_exit(0);
+		}
 		sigprocmask(SIG_SETMASK, &old, NULL);
 		/* Resumed: this process is the session now. */
 		checkpoint_pid = 0;
@@ -222,6 +244,9 @@ static void make_checkpoint(void)
 		cJSON_Delete(hello);
 		if (self >= 0)
 			close(self);
+		memset(to_reap, 0, sizeof to_reap); /* the old session's, not ours */
+		/* A copy of this state at once: the next cell may fail too. */
+		make_checkpoint();
 		return;
 	}
 	/* Also from the parent: the child may not have run yet when this
@@ -236,6 +261,8 @@ static void make_checkpoint(void)
 		return;
 	}
 	checkpoint_pid = pid;
+	if (prev > 0)
+		retire_checkpoint(prev);
 	int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
 	cJSON *j = cJSON_CreateObject();
 	cJSON_AddNumberToObject(j, "pid", pid);
@@ -257,6 +284,7 @@ static __attribute__((noreturn)) void session_main(const char *init_json, int fd
 			close(fd);
 	log_set_prefix("session");
 	setpgid(0, 0);
+	zygote_pid = getppid();
 
 	struct err e = { 0 };
 	if (jail_session_enter(&e) < 0) {
@@ -279,8 +307,6 @@ static __attribute__((noreturn)) void session_main(const char *init_json, int fd
 
 	for (;;) {
 		struct wire_msg m;
-		if (checkpoints && checkpoint_pid == 0)
-			make_checkpoint();
 		int r = wire_recv(SESSION_CTRL_FD, &m, WIRE_MAX_PAYLOAD);
 		if (r < 0)
 			_exit(r == -EPIPE ? 0 : 74);
@@ -311,10 +337,12 @@ static __attribute__((noreturn)) void session_main(const char *init_json, int fd
 		free(out);
 		if (r < 0)
 			_exit(0);
-		/* A new checkpoint after each completed cell (not after a
-		 * thumbnail, which changes no state). */
-		if (reply_type == W_RESULT && checkpoint_pid > 0 && !memory)
-			discard_checkpoint();
+		/* A new checkpoint after each completed cell, taken while the agent
+		 * reads the reply (not after a thumbnail, which changes no state;
+		 * not before the first cell: a failed first cell restarts from the
+		 * zygote, which is the same state). */
+		if (reply_type == W_RESULT && checkpoints && !memory)
+			make_checkpoint();
 	}
 }
 

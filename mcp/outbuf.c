@@ -133,21 +133,23 @@ void outbuf_feed(struct outbuf *ob, const unsigned char *data, size_t len)
 	memcpy(ob->tail, p + first, n - first);
 	ob->tail_pos += n;
 
-	/* The latest line, for progress notifications. */
-	for (size_t i = 0; i < len; i++) {
-		if (data[i] == '\n') {
-			ob->line_done = true;
-			continue;
-		}
-		if (data[i] == '\r')
-			continue;
-		if (ob->line_done) {
+	/* The latest non-empty line, for progress notifications: only the
+	 * bytes before this chunk's trailing newlines and after the newline
+	 * before them matter (memrchr, not a loop over every byte). */
+	size_t stop = len;
+	while (stop && (data[stop - 1] == '\n' || data[stop - 1] == '\r'))
+		stop--;
+	if (stop > 0) {
+		const unsigned char *nl = memrchr(data, '\n', stop);
+		size_t from = nl ? (size_t)(nl - data) + 1 : 0;
+		if (nl || ob->line_done)
 			ob->last_len = 0;
-			ob->line_done = false;
-		}
-		if (ob->last_len + 1 < sizeof ob->last_line)
-			ob->last_line[ob->last_len++] = (char)data[i];
+		for (size_t i = from; i < stop && ob->last_len + 1 < sizeof ob->last_line; i++)
+			if (data[i] != '\r')
+				ob->last_line[ob->last_len++] = (char)data[i];
 	}
+	if (len)
+		ob->line_done = stop < len || (stop == 0 && ob->line_done);
 	ob->last_line[ob->last_len] = 0;
 }
 

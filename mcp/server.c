@@ -266,6 +266,25 @@ void server_handle_line(struct server *s, char *line, size_t len)
 	cJSON_Delete(msg);
 }
 
+/* How long requests already read may still run after stdin ends.  Short:
+ * clients close stdin to shut a server down and wait for it to exit. */
+#define EOF_GRACE_S 3
+
+static void grace_over(void *arg)
+{
+	struct server *s = arg;
+	log_info("end of input: grace period over, shutting down");
+	loop_stop(s->loop);
+}
+
+void server_call_done(struct server *s)
+{
+	if (s->eof && !sup_busy(s->sup)) {
+		log_info("end of input: all calls answered, shutting down");
+		loop_stop(s->loop);
+	}
+}
+
 static void stdin_event(void *arg, int fd, short revents)
 {
 	struct server *s = arg;
@@ -276,8 +295,19 @@ static void stdin_event(void *arg, int fd, short revents)
 	if (n <= 0) {
 		if (s->line_len && !s->discarding)
 			server_handle_line(s, s->line, s->line_len);
-		log_info("end of input: shutting down");
-		loop_stop(s->loop);
+		s->line_len = 0;
+		loop_unwatch(s->loop, fd);
+		s->eof = true;
+		/* Requests already read are answered (a client that pipes its
+		 * requests and closes stdin gets every reply), within a grace
+		 * period; SIGTERM and SIGINT stop at once. */
+		if (sup_busy(s->sup)) {
+			log_info("end of input: finishing %s before exit (at most %d s)", "the calls in progress", EOF_GRACE_S);
+			loop_timer(s->loop, EOF_GRACE_S * 1000.0, grace_over, s);
+		} else {
+			log_info("end of input: shutting down");
+			loop_stop(s->loop);
+		}
 		return;
 	}
 	for (ssize_t i = 0; i < n;) {

@@ -49,6 +49,7 @@ struct server {
 	char *line;
 	size_t line_len, line_cap;
 	bool discarding;       /* inside an over-long line */
+	bool eof;              /* stdin ended: finish what was asked, then exit */
 };
 
 /* Sends a result, an error or a notification (one line on stdout).
@@ -75,6 +76,9 @@ void resources_list(struct server *s, const cJSON *id, const cJSON *params);
 void resources_read(struct server *s, const cJSON *id, const cJSON *params);
 
 int server_run(struct server *s);
+
+/* Called when a call has been answered (the server may be draining). */
+void server_call_done(struct server *s);
 
 /* Handles one complete line (one JSON-RPC message); replies go to stdout.
  * Exposed for the unit tests of the protocol layer. */

@@ -183,14 +183,28 @@ static void restart_zygote(void *arg)
 		log_error("cannot restart the zygote: %s", e.msg);
 }
 
+static void fail_call_now(struct sup *sup, struct session *s, const char *msg);
+
+/* The interpreter could not start: every call waiting for it gets the
+ * reason now (never a request left without a reply). */
 static void fail_waiting(struct sup *sup)
 {
 	for (struct session *s = sup->sessions; s; s = s->next)
 		if (s->want_spawn) {
 			s->want_spawn = false;
 			s->alive = false;
+			if (s->cur)
+				fail_call_now(sup, s, sup->zerror[0] ? sup->zerror : "the interpreter could not be started");
 			start_next(sup, s);
 		}
+}
+
+bool sup_busy(struct sup *sup)
+{
+	for (struct session *s = sup ? sup->sessions : NULL; s; s = s->next)
+		if (s->cur || s->qhead)
+			return true;
+	return false;
 }
 
 static struct session *session_by_pid(struct sup *sup, pid_t pid)
@@ -472,6 +486,7 @@ static void finish_cur(struct sup *sup, struct session *s)
 	s->cur = NULL;
 	exec_finish(c);
 	start_next(sup, s);
+	server_call_done(sup->srv);
 }
 
 /* Drops whatever a dead process left on the control socket, so the resumed
@@ -736,6 +751,7 @@ static void fail_call_now(struct sup *sup, struct session *s, const char *msg)
 	s->cur = NULL;
 	c->duration_ms = 0;
 	exec_finish(c);
+	server_call_done(sup->srv);
 }
 
 static void start_next(struct sup *sup, struct session *s)

@@ -67,6 +67,8 @@ bool sup_cancel(struct sup *sup, const cJSON *request_id);
 /* The exit code of the session's last execution; false when none. */
 bool sup_last_exit(struct sup *sup, const char *session, int *exit_code);
 int sup_count_sessions(struct sup *sup);
+/* Whether any call is running or queued. */
+bool sup_busy(struct sup *sup);
 bool sup_session_exists(struct sup *sup, const char *session);
 
 /* exec.c: hooks around a call. */

@@ -424,6 +424,11 @@ static int idmap_userns(uid_t uid, gid_t gid)
 		return -1;
 	}
 	if (c == 0) {
+		/* Only a holder of the namespace for the parent to open: it must
+		 * not outlive the parent if that is killed meanwhile. */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() == 1)
+			_exit(0);
 		char x = unshare(CLONE_NEWUSER) == 0 ? 'y' : 'n';
 		(void)!write(p[1], &x, 1);
 		pause();

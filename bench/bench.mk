@@ -1,0 +1,29 @@
+# `make bench`: the server against a warm Jupyter kernel, `python3 -c` per
+# call and the floors, in one run; prints the table and writes
+# bench/RESULTS.md.  Not part of `make test`: nothing here asserts a time.
+#   make bench BENCH_ARGS=--quick      a short smoke run
+#   make bench BENCH_ARGS=--skip=jupyter,output,rewrite,cold
+BENCH_BUILD := $(BUILD)/bench
+BENCH_FLOORS := $(BENCH_BUILD)/floor_pipe $(BENCH_BUILD)/floor_pyrun $(BENCH_BUILD)/floor_echo
+BENCH_PY := /usr/bin/python3
+BENCH_ARGS ?=
+BENCH_CFLAGS := -std=gnu11 -O2 -g -Wall -Wextra -Werror
+
+.PHONY: bench bench-setup
+bench: setup bench-setup $(BIN) $(BENCH_FLOORS)
+	$(BENCH_PY) bench/run.py --server $(BIN) --floors $(BENCH_BUILD) --results bench/RESULTS.md $(BENCH_ARGS)
+
+bench-setup:
+	bench/setup.sh
+
+$(BENCH_BUILD)/floor_pipe: bench/floor_pipe.c
+	@mkdir -p $(dir $@)
+	$(CC) $(BENCH_CFLAGS) -o $@ $<
+
+$(BENCH_BUILD)/floor_echo: bench/floor_echo.c
+	@mkdir -p $(dir $@)
+	$(CC) $(BENCH_CFLAGS) -o $@ $<
+
+$(BENCH_BUILD)/floor_pyrun: bench/floor_pyrun.c
+	@mkdir -p $(dir $@)
+	$(CC) $(BENCH_CFLAGS) $(shell pkg-config --cflags python3-embed) -o $@ $< $(shell pkg-config --libs python3-embed)

@@ -1,0 +1,124 @@
+// The jail through the real server (issue 3 items 5 and 6): refusals name the
+// permission and say what to do instead; the trusted side never follows a
+// symlink that sandboxed code planted in the workspace.  Every effect is
+// checked from outside the sandbox.  (test/jail/ holds the full escape suite,
+// driven without the MCP layer.)
+import { test, describe, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import os from 'node:os';
+
+import { startClient, newProject, execPy, callTool, jsonResult, writeFile, show } from './lib.mjs';
+
+describe('jail through MCP', () => {
+	let h, root, outside;
+	before(async () => {
+		root = newProject('jail');
+		outside = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), 'psm-outside-')));
+		fs.chmodSync(outside, 0o755);
+		writeFile(outside, 'secret.txt', 'TOP-SECRET-CANARY\n');
+		writeFile(root, 'project.txt', 'project file\n');
+		h = await startClient(root, { structured: true });
+		await execPy(h, '"warm"'); // the session exists: refusals below keep its state
+	});
+	after(async () => {
+		await h?.close();
+		fs.rmSync(outside, { recursive: true, force: true });
+	});
+
+	const cases = [
+		['a write outside the workspace', `open(${JSON.stringify('PROJECT/x.txt')}, "w").write("x")`, 'fs_write', /workspace/],
+		['a TCP connection', 'import socket\nsocket.create_connection(("127.0.0.1", 9))', 'net_access', /network/],
+		['a download', 'import urllib.request\nurllib.request.urlopen("http://example.com", timeout=5)', 'net_access', /workspace/],
+		['a program', 'import subprocess\nsubprocess.run(["true"])', 'shell_exec', /Python/],
+		['a file outside ROOT', `open(${JSON.stringify('OUTSIDE/secret.txt')}).read()`, 'fs_read', /workspace/],
+	];
+	for (const [what, code0, perm, hint] of cases) {
+		test(`${what} is refused with denied_by ${perm} and a hint`, async () => {
+			const code = code0.replace('PROJECT', root).replace('OUTSIDE', outside);
+			const r = await execPy(h, code);
+			assert.equal(r.sc.status, 'error', show(r.sc));
+			assert.equal(r.sc.error.denied_by, perm, show(r.sc.error));
+			assert.match(r.text, new RegExp(`denied_by: ${perm}`));
+			assert.match(r.text, hint, r.text);
+			assert.equal(r.sc.state, 'kept', 'a refusal is an exception: the state stays');
+		});
+	}
+
+	test('nothing was written outside the workspace, the secret never reached the reply', async () => {
+		assert.equal(fs.existsSync(path.join(root, 'x.txt')), false);
+		const r = await execPy(h, `import os\nos.path.exists(${JSON.stringify(outside)})`);
+		assert.equal(r.sc.result, 'False', 'directories outside ROOT are not even visible');
+		assert.ok(!JSON.stringify(r.res).includes('TOP-SECRET-CANARY'));
+	});
+
+	test('/proc/self/status shows the kernel layers: NoNewPrivs 1, Seccomp 2, CapEff 0', async () => {
+		const r = await execPy(h, 'import re\ns = open("/proc/self/status").read()\n[re.search(k + r":\\s*(\\S+)", s).group(1) for k in ("NoNewPrivs", "Seccomp", "CapEff")]');
+		assert.equal(r.sc.result, "['1', '2', '0000000000000000']", show(r.sc));
+	});
+
+	test('host processes are invisible (the jail has its own pid namespace)', async () => {
+		const r = await execPy(h, 'import os\nsorted(int(p) for p in os.listdir("/proc") if p.isdigit())[:1]');
+		assert.equal(r.sc.result, '[1]', 'the zygote is pid 1 of the jail');
+		const n = await execPy(h, 'import os\nlen([p for p in os.listdir("/proc") if p.isdigit()])');
+		assert.ok(Number(n.sc.result) < 10, `only the jail's processes: ${n.sc.result}`);
+	});
+
+	test('planted symlinks are never followed by the trusted side', async () => {
+		const code = [
+			'import os',
+			`os.symlink(${JSON.stringify(outside + '/secret.txt')}, "workspace/outputs/leak.txt")`,
+			`os.symlink(${JSON.stringify(outside)}, "workspace/outdir")`,
+			'os.makedirs("workspace/.logs", exist_ok=True)',
+			`os.symlink(${JSON.stringify(outside + '/planted.log')}, "workspace/.logs/default-99.stdout.log")`,
+			'"planted"',
+		].join('\n');
+		const r = await execPy(h, code);
+		assert.equal(r.sc.status, 'ok', show(r.sc));
+		// list_artifacts lists the links but reads nothing through them.
+		const la = jsonResult(await callTool(h, 'list_artifacts', { include_hidden: true })).sc;
+		const leak = la.artifacts.find((a) => a.path === 'workspace/outputs/leak.txt');
+		assert.ok(leak, show(la));
+		assert.equal(leak.sha256, null, 'no hash through a symlink');
+		assert.ok(!la.artifacts.some((a) => a.path.startsWith('workspace/outdir/')), 'a symlinked directory is not entered');
+		// verify_outputs refuses the link.
+		const v = jsonResult(await callTool(h, 'verify_outputs', { files: ['workspace/outputs/leak.txt'], write_summary: false })).sc;
+		assert.equal(v.checks[0].ok, false);
+		assert.match(v.checks[0].detail, /link/i);
+		// resources/read refuses it.
+		await assert.rejects(h.client.readResource({ uri: `file://${root}/workspace/outputs/leak.txt` }), /-32002|not found/i);
+		await assert.rejects(h.client.readResource({ uri: `file://${root}/workspace/outdir/secret.txt` }), /-32002|not found/i);
+		// output_summary.json planted as a symlink to a file outside is replaced, not written through.
+		await execPy(h, `import os\nos.symlink(${JSON.stringify(outside + '/summary-target.json')}, "workspace/outputs/output_summary.json")`);
+		const v2 = jsonResult(await callTool(h, 'verify_outputs', { files: ['workspace/outputs/leak.txt'], require_success: false })).sc;
+		assert.equal(v2.summary_path, 'workspace/outputs/output_summary.json');
+		assert.equal(fs.existsSync(path.join(outside, 'summary-target.json')), false, 'nothing written outside');
+		assert.equal(fs.lstatSync(path.join(root, 'workspace/outputs/output_summary.json')).isSymbolicLink(), false);
+		// The secret never appears in any reply.
+		assert.ok(!JSON.stringify([la, v, v2]).includes('TOP-SECRET-CANARY'));
+	});
+
+	test('a planted symlink where the next log goes is replaced, not followed', async () => {
+		// The server names logs .logs/SESSION-CELL.stdout.log: plant the next one.
+		const cell = (await execPy(h, '0', { session: 'lg' })).sc.execution_count;
+		const next = `workspace/.logs/lg-${cell + 2}.stdout.log`;
+		await execPy(h, `import os\nos.makedirs("workspace/.logs", exist_ok=True)\nos.symlink(${JSON.stringify(outside + '/via-log.txt')}, ${JSON.stringify(next)})`, { session: 'lg' });
+		const r = await execPy(h, 'print("z" * 40000)', { session: 'lg' });
+		assert.equal(r.sc.full_output, next, show(r.sc));
+		assert.equal(fs.existsSync(path.join(outside, 'via-log.txt')), false);
+		assert.equal(fs.lstatSync(path.join(root, next)).isSymbolicLink(), false);
+		assert.equal(fs.readFileSync(path.join(root, next), 'utf8').length, 40001);
+	});
+
+	test('a fork bomb is bounded by max_processes and the server stays up', { timeout: 60000 }, async () => {
+		const r = await execPy(h, 'import os\nn = 0\ntry:\n    while True:\n        if os.fork() == 0:\n            import time; time.sleep(30); os._exit(0)\n        n += 1\nexcept OSError as e:\n    err = e.errno\nn', { session: 'bomb', timeout_s: 20 });
+		assert.equal(r.sc.status, 'ok', show(r.sc));
+		assert.ok(Number(r.sc.result) < 1000, `bounded: ${r.sc.result}`);
+		await h.client.ping();
+		const after_ = await execPy(h, 'err', { session: 'bomb' });
+		assert.equal(after_.sc.result, '11', 'EAGAIN');
+	});
+
+	test('no SDK transport or protocol error happened', () => { assert.deepEqual(h.errors.map(String), []); });
+});
