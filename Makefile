@@ -44,7 +44,7 @@ UNIT_BINS := $(UNIT_SRCS:test/unit/%.c=$(BUILD)/test/%)
 HELPER_SRCS := $(wildcard test/helpers/*.c)
 HELPER_BINS := $(HELPER_SRCS:test/helpers/%.c=$(BUILD)/helpers/%)
 
-.PHONY: all setup test unit jail integration demo install install-skill clean check-deps
+.PHONY: all setup test test-san unit jail integration demo install install-skill clean check-deps
 all: check-deps $(BIN)
 
 check-deps:
@@ -85,11 +85,19 @@ integration: $(BIN) $(HELPER_BINS)
 jail: $(HELPER_BINS)
 	test/jail/run.sh $(BUILD)/helpers
 
+# The unit tests and the integration suite once more under AddressSanitizer
+# and UndefinedBehaviorSanitizer (build/san/; options built into the binary).
+test-san:
+	$(MAKE) SANITIZE=address,undefined all unit
+	test/integration/run.sh build/san/python-sandbox-mcp
+
 test: setup
 	$(MAKE) all
 	$(MAKE) unit
 	$(MAKE) jail
 	$(MAKE) integration
+	$(MAKE) test-san
+	$(MAKE) test-clients
 
 demo: setup
 	$(MAKE) all

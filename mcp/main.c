@@ -17,6 +17,18 @@
 #include "../policy/jail.h"
 #include "server.h"
 
+#ifdef __SANITIZE_ADDRESS__
+/* Sanitizer builds (tests only): a segfault in sandboxed code is the
+ * session's crash to report (128+SIGSEGV), not AddressSanitizer's; a failed
+ * huge allocation returns NULL (MemoryError) as in release builds.  Leaks of
+ * the server itself are still reported at its exit. */
+const char *__asan_default_options(void);
+const char *__asan_default_options(void)
+{
+	return "handle_segv=0:handle_sigbus=0:handle_abort=0:allocator_may_return_null=1:detect_leaks=1";
+}
+#endif
+
 static const char usage[] =
 	"usage: python-sandbox-mcp [--root DIR] [--workspace DIR] [--skill FILE] [--venv DIR]\n"
 	"                          [--timeout S] [--memory MB] [--structured-content] [--log-level LEVEL]\n"

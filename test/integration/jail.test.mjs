@@ -111,13 +111,24 @@ describe('jail through MCP', () => {
 		assert.equal(fs.readFileSync(path.join(root, next), 'utf8').length, 40001);
 	});
 
-	test('a fork bomb is bounded by max_processes and the server stays up', { timeout: 60000 }, async () => {
-		const r = await execPy(h, 'import os\nn = 0\ntry:\n    while True:\n        if os.fork() == 0:\n            import time; time.sleep(30); os._exit(0)\n        n += 1\nexcept OSError as e:\n    err = e.errno\nn', { session: 'bomb', timeout_s: 20 });
-		assert.equal(r.sc.status, 'ok', show(r.sc));
-		assert.ok(Number(r.sc.result) < 1000, `bounded: ${r.sc.result}`);
-		await h.client.ping();
-		const after_ = await execPy(h, 'err', { session: 'bomb' });
-		assert.equal(after_.sc.result, '11', 'EAGAIN');
+	test('a fork bomb is bounded by max_processes (also as root) and the server stays up', { timeout: 90000 }, async () => {
+		// A small policy so the bound is reached quickly: max_processes 8,
+		// max_sessions 2.
+		const broot = newProject('bomb');
+		const skill = writeFile(broot, 'SKILL.md', fs.readFileSync(new URL('../../SKILL.md', import.meta.url), 'utf8')
+			.replace('max_processes: 64', 'max_processes: 8').replace('max_sessions: 8', 'max_sessions: 2'));
+		const b = await startClient(broot, { structured: true, args: ['--skill', skill] });
+		try {
+			const r = await execPy(b, 'import os\nn = 0\ntry:\n    while True:\n        if os.fork() == 0:\n            import time; time.sleep(30); os._exit(0)\n        n += 1\nexcept OSError as e:\n    err = e.errno\nn', { timeout_s: 60 });
+			assert.equal(r.sc.status, 'ok', show(r.sc));
+			assert.ok(Number(r.sc.result) <= 8 * 2 + 16, `bounded by the policy: ${r.sc.result}`);
+			await b.client.ping();
+			const after_ = await execPy(b, 'err');
+			assert.equal(after_.sc.result, '11', 'EAGAIN');
+			// The children it left were ended with the call: forks work again.
+			const again = await execPy(b, 'import os\npid = os.fork()\nif pid == 0: os._exit(0)\nos.waitpid(pid, 0)[1]');
+			assert.equal(again.sc.result, '0', show(again.sc));
+		} finally { await b.close(); }
 	});
 
 	test('no SDK transport or protocol error happened', () => { assert.deepEqual(h.errors.map(String), []); });

@@ -1,0 +1,6 @@
+# make test-clients: python-sandbox-mcp inside real MCP clients, offline
+# (Claude Code, Codex, the MCP Inspector, the MCP conformance suite, --venv).
+# See test/clients/README.md.
+.PHONY: test-clients
+test-clients: $(BIN)
+	test/clients/run.sh $(BIN)
