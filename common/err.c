@@ -44,15 +44,8 @@ void err_prefix(struct err *e, const char *fmt, ...)
 	vsnprintf(pre, sizeof pre, fmt, ap);
 	va_end(ap);
 	memcpy(old, e->msg, sizeof old);
-	size_t pl = strnlen(pre, sizeof pre);
-	if (pl + 2 >= sizeof e->msg)
-		pl = sizeof e->msg - 3;
-	memcpy(e->msg, pre, pl);
-	memcpy(e->msg + pl, ": ", 2);
-	size_t room = sizeof e->msg - pl - 3;
-	size_t ol = strnlen(old, room);
-	memcpy(e->msg + pl + 2, old, ol);
-	e->msg[pl + 2 + ol] = '\0';
+	/* Bounded pieces: 255 + 2 + 500 < sizeof e->msg. */
+	snprintf(e->msg, sizeof e->msg, "%.255s: %.500s", pre, old);
 }
 
 void err_clear(struct err *e)

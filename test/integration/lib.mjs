@@ -71,9 +71,10 @@ export function fileUri(absPath) {
  * listTools (default true) is called once so that the SDK caches the tools'
  * outputSchemas and validates every structuredContent against them.
  */
-export async function startClient(root, { structured = false, args = [], env = {}, listTools = true } = {}) {
-	const argv = ['--root', root, ...(structured ? ['--structured-content'] : []), ...args];
-	const transport = new StdioClientTransport({ command: BIN, args: argv, stderr: 'pipe', env: { ...minimalEnv(), ...env } });
+export async function startClient(root, { structured = false, args = [], env = {}, listTools = true, command = BIN, commandArgs = [] } = {}) {
+	// command/commandArgs: a wrapper that ends by exec'ing the server (same pid).
+	const argv = [...commandArgs, '--root', root, ...(structured ? ['--structured-content'] : []), ...args];
+	const transport = new StdioClientTransport({ command, args: argv, stderr: 'pipe', env: { ...minimalEnv(), ...env } });
 	const stderrChunks = [];
 	transport.stderr?.on('data', (c) => { stderrChunks.push(c); if (process.env.PSM_STDERR) process.stderr.write(c); });
 	const client = new Client({ name: 'psm-integration-tests', version: '1.0.0' }, { capabilities: {} });

@@ -1,0 +1,200 @@
+// Sessions that never lose work (issue 4): rollback on timeout, cancellation,
+// crash, the memory limit and a kill from outside; limits; processes left
+// behind; the zygote killed; a full disk.  Effects are checked from outside
+// (/proc, the file system).
+import { test, describe, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+
+import { startClient, newProject, execPy, callTool, writeFile, descendants, waitGone, sleep, show, BIN } from './lib.mjs';
+
+const SKILL = fs.readFileSync(new URL('../../SKILL.md', import.meta.url), 'utf8');
+
+/** A project whose SKILL.md has some limits changed; returns [root, skillPath]. */
+function projectWith(tag, replacements) {
+	const root = newProject(tag);
+	let text = SKILL;
+	for (const [from, to] of replacements) {
+		assert.ok(text.includes(from), `SKILL.md has ${from}`);
+		text = text.replace(from, to);
+	}
+	return [root, writeFile(root, 'policy/SKILL.md', text)];
+}
+
+/** Host pid of the sandboxed process whose pid inside the jail is nsPid. */
+function hostPid(serverPid, nsPid) {
+	for (const p of descendants(serverPid)) {
+		let status;
+		try { status = fs.readFileSync(`/proc/${p.pid}/status`, 'utf8'); } catch { continue; }
+		const m = status.match(/^NSpid:\s+(.*)$/m);
+		if (m && m[1].trim().split(/\s+/).pop() === String(nsPid)) return p.pid;
+	}
+	return null;
+}
+
+describe('rollback', () => {
+	let h;
+	before(async () => {
+		h = await startClient(newProject('faults'), { structured: true });
+		const r = await execPy(h, 'import numpy as np, time, os, ctypes\ndf_rows = 1234\narr = np.arange(10)');
+		assert.equal(r.sc.status, 'ok', show(r.sc));
+		await execPy(h, 'df_rows'); // a reply after the state: the checkpoint holds it
+	});
+	after(async () => { await h?.close(); });
+
+	async function stateIntact(what) {
+		const k = await execPy(h, 'df_rows, int(arr.sum())');
+		assert.equal(k.sc.result, '(1234, 45)', `after ${what}: ${show(k.sc)}`);
+		assert.equal(k.sc.state, 'kept');
+	}
+
+	test('timeout: stopped, rolled back, exit 124', { timeout: 60000 }, async () => {
+		const r = await execPy(h, 'df_rows = 0\nwhile True: pass', { timeout_s: 1 });
+		assert.deepEqual([r.sc.status, r.sc.exit_code, r.sc.state], ['timeout', 124, 'rolled_back'], show(r.sc));
+		assert.match(r.text, /rolled back/);
+		await stateIntact('a timeout');
+	});
+
+	test('crash in C (ctypes.string_at(0)): 128+SIGSEGV, rolled back', { timeout: 60000 }, async () => {
+		const r = await execPy(h, 'df_rows = 0\nctypes.string_at(0)');
+		assert.deepEqual([r.sc.status, r.sc.exit_code, r.sc.state], ['crashed', 139, 'rolled_back'], show(r.sc));
+		await stateIntact('a segfault');
+	});
+
+	test('abort(): 128+SIGABRT, rolled back', { timeout: 60000 }, async () => {
+		const r = await execPy(h, 'df_rows = 0\nos.abort()');
+		assert.deepEqual([r.sc.status, r.sc.exit_code, r.sc.state], ['crashed', 134, 'rolled_back'], show(r.sc));
+		await stateIntact('an abort');
+	});
+
+	test('the memory limit: status memory, exit 137, rolled back', { timeout: 60000 }, async () => {
+		const r = await execPy(h, 'df_rows = 0\nbig = bytearray(64 * 1024**3)');
+		assert.deepEqual([r.sc.status, r.sc.exit_code, r.sc.state], ['memory', 137, 'rolled_back'], show(r.sc));
+		assert.equal(r.sc.error.denied_by, 'limits', show(r.sc.error));
+		await stateIntact('the memory limit');
+	});
+
+	test('SIGKILL from outside while a cell runs: reported as a crash, rolled back', { timeout: 60000 }, async () => {
+		const me = await execPy(h, 'os.getpid()');
+		const nsPid = Number(me.sc.result);
+		const pending = execPy(h, 'df_rows = 0\ntime.sleep(20)');
+		await sleep(700);
+		const pid = hostPid(h.pid, nsPid);
+		assert.ok(pid, 'the session process is found below the server');
+		process.kill(pid, 'SIGKILL');
+		const r = await pending;
+		assert.deepEqual([r.sc.status, r.sc.exit_code, r.sc.state], ['crashed', 137, 'rolled_back'], show(r.sc));
+		await stateIntact('a kill from outside');
+	});
+
+	test('a Python exception is not a rollback: what ran before it stays', async () => {
+		const r = await execPy(h, 'partial = 5\n1/0');
+		assert.equal(r.sc.status, 'error');
+		assert.equal(r.sc.state, 'kept');
+		assert.equal((await execPy(h, 'partial')).sc.result, '5');
+	});
+
+	test('ping and another session answer while a cell runs; progress every few seconds for a 12 s cell', { timeout: 60000 }, async () => {
+		const seen = [];
+		const t0 = Date.now();
+		const long = callTool(h, 'execute_python', { code: 'for i in range(24):\n    print("tick", i, flush=True)\n    time.sleep(0.5)' },
+			{ onprogress: (p) => seen.push({ ...p, at: Date.now() - t0 }) });
+		await sleep(500);
+		const p0 = Date.now();
+		await h.client.ping();
+		assert.ok(Date.now() - p0 < 1000, 'ping is answered at once');
+		const other = await execPy(h, '6 * 7', { session: 'beside' });
+		assert.equal(other.sc.result, '42');
+		const res = await long;
+		assert.equal(res.isError, false);
+		assert.ok(seen.length >= 2, `at least 2 progress notifications in 12 s: ${show(seen)}`);
+		for (let i = 1; i < seen.length; i++) {
+			assert.ok(seen[i].progress > seen[i - 1].progress, 'progress increases');
+			assert.ok(seen[i].at - seen[i - 1].at <= 5500, 'at least every 5 s');
+		}
+		assert.ok(seen.every((p) => /tick \d+/.test(p.message)), `the latest line: ${show(seen)}`);
+	});
+
+	test('a process the code forks and leaves running is ended when the call ends', { timeout: 30000 }, async () => {
+		const before_ = new Set(descendants(h.pid).map((p) => p.pid));
+		const r = await execPy(h, 'child = os.fork()\nif child == 0:\n    time.sleep(1000)\n    os._exit(0)\nchild');
+		assert.equal(r.sc.status, 'ok', show(r.sc));
+		const left = descendants(h.pid).filter((p) => !before_.has(p.pid) && p.state !== 'Z');
+		// Only the session's new checkpoint may be new.
+		assert.ok(left.length <= 1, `left behind: ${show(left)}`);
+		const gone = await execPy(h, 'import errno\ntry:\n    os.kill(child, 0); alive = True\nexcept ProcessLookupError:\n    alive = False\nalive');
+		assert.equal(gone.sc.result, 'False');
+	});
+});
+
+describe('limits', () => {
+	test('max_file_mb: a larger file is refused with EFBIG, denied_by limits', { timeout: 60000 }, async () => {
+		const [root, skill] = projectWith('fsize', [['max_file_mb: 512', 'max_file_mb: 1']]);
+		const h = await startClient(root, { structured: true, args: ['--skill', skill] });
+		try {
+			const r = await execPy(h, 'with open("workspace/big.bin", "wb") as f:\n    f.write(b"x" * (2 * 1024 * 1024))');
+			assert.equal(r.sc.status, 'error', show(r.sc));
+			assert.match(r.sc.error.message, /File too large|Errno 27/);
+			assert.equal(r.sc.error.denied_by, 'limits');
+			assert.equal((await execPy(h, '1 + 1')).sc.result, '2', 'the session survives');
+		} finally { await h.close(); }
+	});
+
+	test('checkpoint: false: a failed call starts a new session and says so', { timeout: 60000 }, async () => {
+		const [root, skill] = projectWith('nockpt', [['checkpoint: true', 'checkpoint: false']]);
+		const h = await startClient(root, { structured: true, args: ['--skill', skill] });
+		try {
+			await execPy(h, 'x = 1');
+			const r = await execPy(h, 'import time\ntime.sleep(10)', { timeout_s: 1 });
+			assert.deepEqual([r.sc.status, r.sc.state], ['timeout', 'new'], show(r.sc));
+			assert.match(r.text, /checkpoint is false/);
+			const x = await execPy(h, "'x' in globals()");
+			assert.equal(x.sc.result, 'False');
+		} finally { await h.close(); }
+	});
+});
+
+describe('faults of the machinery', () => {
+	test('the zygote killed from outside: a new one is warmed, the next call works and says the session is new', { timeout: 60000 }, async () => {
+		const h = await startClient(newProject('zyg'), { structured: true });
+		try {
+			await execPy(h, 'x = 1');
+			const kids = descendants(h.pid).filter((p) => p.ppid === h.pid);
+			assert.ok(kids.length >= 1);
+			for (const k of kids) process.kill(k.pid, 'SIGKILL');
+			await waitGone(kids, 3000);
+			const r = await execPy(h, "'x' in globals()");
+			assert.equal(r.sc.status, 'ok', show(r.sc));
+			assert.equal(r.sc.state, 'new');
+			assert.equal(r.sc.result, 'False');
+		} finally { await h.close(); }
+	});
+
+	test('a full disk: a clear ENOSPC error, the session and the server survive', { timeout: 60000 }, async () => {
+		// A size-capped tmpfs over the workspace, in a mount namespace of the
+		// server's own (needs root, as CI runs).
+		assert.equal(process.getuid(), 0, 'this test mounts a tmpfs: run the suite as root (CI does)');
+		const root = newProject('full');
+		const ws = path.join(root, 'workspace');
+		fs.mkdirSync(ws);
+		const h = await startClient(root, {
+			structured: true,
+			command: 'unshare',
+			commandArgs: ['-m', '--propagation', 'private', 'sh', '-c', 'mount -t tmpfs -o size=1m,mode=0777 tmpfs "$0" && exec "$@"', ws, BIN],
+		});
+		try {
+			const r = await execPy(h, 'with open("workspace/fill.bin", "wb") as f:\n    f.write(b"x" * (4 * 1024 * 1024))');
+			assert.equal(r.sc.status, 'error', show(r.sc));
+			assert.match(r.sc.error.message, /No space left on device|Errno 28/);
+			const again = await execPy(h, '2 + 2');
+			assert.equal(again.sc.result, '4');
+			// Output too large for the reply needs a log file: on a full disk the
+			// reply still has head and tail and says the log could not be kept.
+			const out = await execPy(h, 'print("y" * 100000)');
+			assert.equal(out.sc.status, 'ok');
+			assert.equal(out.sc.output_truncated, true);
+			await h.client.ping();
+		} finally { await h.close(); }
+	});
+});
