@@ -88,7 +88,7 @@ jail: $(HELPER_BINS)
 # The unit tests and the integration suite once more under AddressSanitizer
 # and UndefinedBehaviorSanitizer (build/san/; options built into the binary).
 test-san:
-	$(MAKE) SANITIZE=address,undefined all unit
+	$(MAKE) SANITIZE=address,undefined all unit fuzz-replay
 	test/integration/run.sh build/san/python-sandbox-mcp
 
 test: setup
@@ -96,6 +96,7 @@ test: setup
 	$(MAKE) unit
 	$(MAKE) jail
 	$(MAKE) integration
+	$(MAKE) fuzz-replay fuzz-rpc hostile soak-short kill-race
 	$(MAKE) test-san
 	$(MAKE) test-clients
 

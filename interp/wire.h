@@ -31,8 +31,9 @@ enum wire_type {
 	/* session -> server */
 	W_RESULT,        /* JSON result of a cell */
 	W_THUMB_DATA,    /* raw image bytes (empty when it could not be made) */
-	W_HELLO,         /* JSON {pid, resumed}; fd: its own pidfd when resumed */
+	W_HELLO,         /* JSON {pid, resumed}: a session (or resumed checkpoint) is up */
 	W_CHECKPOINT,    /* JSON {pid}; fd: the checkpoint's pidfd */
+	W_STARTED,       /* empty: the session has read a cell and runs it */
 };
 
 struct wire_msg {

@@ -25,6 +25,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -236,14 +237,18 @@ static void make_checkpoint(void)
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		if (py_call("after_rollback", "", &out, &len, &is_bytes, &e) == 0)
 			free(out);
-		int self = (int)syscall(SYS_pidfd_open, getpid(), 0);
+		/* Whatever waits on the socket was meant for the dead session (a
+		 * cell sent before the server knew): the server sends nothing new
+		 * until our hello, so all of it is stale. */
+		char junk[65536];
+		while (recv(SESSION_CTRL_FD, junk, sizeof junk, MSG_DONTWAIT) > 0)
+			;
+		/* The server already holds this process's pidfd (it signalled it). */
 		cJSON *hello = cJSON_CreateObject();
 		cJSON_AddNumberToObject(hello, "pid", getpid());
 		cJSON_AddBoolToObject(hello, "resumed", 1);
-		send_json(SESSION_CTRL_FD, W_HELLO, hello, self >= 0 ? &self : NULL, self >= 0 ? 1 : 0);
+		send_json(SESSION_CTRL_FD, W_HELLO, hello, NULL, 0);
 		cJSON_Delete(hello);
-		if (self >= 0)
-			close(self);
 		memset(to_reap, 0, sizeof to_reap); /* the old session's, not ours */
 		/* A copy of this state at once: the next cell may fail too. */
 		make_checkpoint();
@@ -311,6 +316,11 @@ static __attribute__((noreturn)) void session_main(const char *init_json, int fd
 		if (r < 0)
 			_exit(r == -EPIPE ? 0 : 74);
 		uint32_t reply_type = m.type == W_THUMB ? W_THUMB_DATA : W_RESULT;
+		/* Tells the server the cell was received: should this process die
+		 * before this point, the server sends the cell again rather than
+		 * report a crash of code that never ran. */
+		if (m.type == W_EXEC && wire_send(SESSION_CTRL_FD, W_STARTED, "", 0, NULL, 0) < 0)
+			_exit(0);
 		if (py_call("handle", (const char *)m.data, &out, &len, &is_bytes, &e) < 0) {
 			/* The bootstrap itself failed (user code broke an internal);
 			 * still answer, so the server never waits forever. */

@@ -51,8 +51,36 @@ static void write_line(const char *s)
 	free(buf);
 }
 
+/* Every string that leaves on stdout is valid UTF-8, whatever built it:
+ * a message cut with %.Ns in the middle of a character, a path or a detail
+ * from the sandbox.  (cJSON prints bytes as they are.) */
+static void json_sanitize(cJSON *j)
+{
+	for (; j; j = j->next) {
+		if (cJSON_IsString(j) && j->valuestring &&
+		    !utf8_valid((const unsigned char *)j->valuestring, strlen(j->valuestring))) {
+			char *fixed = utf8_sanitize((const unsigned char *)j->valuestring, strlen(j->valuestring), NULL);
+			if (fixed) {
+				cJSON_free(j->valuestring);
+				j->valuestring = fixed; /* malloc'd, as cJSON's hooks are the default */
+			}
+		}
+		if (j->string && !utf8_valid((const unsigned char *)j->string, strlen(j->string))) {
+			char *fixed = utf8_sanitize((const unsigned char *)j->string, strlen(j->string), NULL);
+			if (fixed) {
+				if (!(j->type & cJSON_StringIsConst))
+					cJSON_free(j->string);
+				j->string = fixed;
+				j->type &= ~cJSON_StringIsConst;
+			}
+		}
+		json_sanitize(j->child);
+	}
+}
+
 static void send_obj(cJSON *msg)
 {
+	json_sanitize(msg);
 	char *s = cJSON_PrintUnformatted(msg);
 	if (s) {
 		write_line(s);

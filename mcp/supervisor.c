@@ -40,6 +40,7 @@ struct session {
 	uint64_t timeout_timer, progress_timer;
 	bool kill_pending;   /* kill as soon as the pidfd arrives */
 	bool want_spawn;     /* waiting for the zygote */
+	bool resuming;       /* checkpoint signalled; nothing is sent until its hello */
 	double progress;
 	struct sup *sup;
 	struct session *next;
@@ -489,6 +490,27 @@ static void finish_cur(struct sup *sup, struct session *s)
 	server_call_done(sup->srv);
 }
 
+/* The process died before it received the current cell (no W_STARTED):
+ * the cell never ran, so it goes back to the head of the queue and is sent
+ * again to the resumed checkpoint or a new process.  Bounded, so a session
+ * that dies at once every time still gets an answer. */
+static bool requeue_unstarted(struct sup *sup, struct session *s)
+{
+	struct call *c = s->cur;
+	if (!c || c->started || c->status || c->py || c->resends >= 2)
+		return false;
+	cancel_timers(sup, s);
+	c->resends++;
+	s->cells--;
+	art_list_free(&c->before);
+	s->cur = NULL;
+	c->next = s->qhead;
+	s->qhead = c;
+	if (!s->qtail)
+		s->qtail = c;
+	return true;
+}
+
 /* Drops whatever a dead process left on the control socket, so the resumed
  * checkpoint starts on a clean stream. */
 static void discard_ctrl_input(struct session *s)
@@ -533,11 +555,16 @@ static bool roll_back(struct sup *sup, struct session *s, int wstatus, bool stat
 	s->ckpt_pidfd = -1;
 	s->ckpt_pid = 0;
 	s->kill_pending = false;
+	/* Until the resumed copy says hello it drops whatever was queued for
+	 * the dead process (a cell sent after it died must not run). */
+	s->resuming = true;
 	/* The pipes' write ends live on in the resumed process: watch again
 	 * in case a hang-up removed them. */
 	loop_watch(sup->srv->loop, s->ctrl, POLLIN, ctrl_event, s);
 	loop_watch(sup->srv->loop, s->out_r, POLLIN, pipe_event, s);
 	loop_watch(sup->srv->loop, s->err_r, POLLIN, pipe_event, s);
+	if (requeue_unstarted(sup, s))
+		return true; /* sent again after the resumed copy's hello */
 	if (c) {
 		if (!c->status)
 			c->status = status_for(wstatus, status_known, &c->exit_code);
@@ -570,6 +597,11 @@ static void session_dead(struct sup *sup, struct session *s, int wstatus, bool s
 	s->pid = 0;
 	s->want_spawn = false;
 	s->kill_pending = false;
+	s->resuming = false;
+	if (!c || requeue_unstarted(sup, s)) {
+		start_next(sup, s); /* queued calls start in a new process */
+		return;
+	}
 	if (c) {
 		if (!c->status)
 			c->status = status_for(wstatus, status_known, &c->exit_code);
@@ -618,14 +650,13 @@ static void ctrl_event(void *arg, int fd, short revents)
 				m.nfds = 0;
 			}
 			cJSON_Delete(j);
-		} else if (m.type == W_HELLO && m.nfds == 1) {
-			/* A resumed checkpoint: from now on it is the session. */
-			cJSON *j = cJSON_ParseWithLength((const char *)m.data, m.len);
-			const cJSON *pid = cJSON_GetObjectItemCaseSensitive(j, "pid");
-			if (cJSON_IsNumber(pid) && pid->valueint == s->pid) {
-				/* Same process we signalled: keep the pidfd we hold. */
-			}
-			cJSON_Delete(j);
+		} else if (m.type == W_STARTED && c) {
+			c->started = true;
+		} else if (m.type == W_HELLO && s->resuming) {
+			s->resuming = false;
+			wire_msg_free(&m);
+			start_next(sup, s);
+			continue;
 		} else if (m.type == W_RESULT && c && !c->py) {
 			c->py = cJSON_ParseWithLength((const char *)m.data, m.len);
 			const cJSON *st = cJSON_GetObjectItemCaseSensitive(c->py, "status");
@@ -756,6 +787,8 @@ static void fail_call_now(struct sup *sup, struct session *s, const char *msg)
 
 static void start_next(struct sup *sup, struct session *s)
 {
+	if (s->resuming)
+		return; /* the W_HELLO of the resumed checkpoint calls us again */
 	while (!s->cur && s->qhead) {
 		struct call *c = s->qhead;
 		s->qhead = c->next;

@@ -48,6 +48,8 @@ struct call {
 	struct image images[8];
 	size_t n_images;
 	bool cancelled;          /* no reply may be sent */
+	bool started;            /* the session said it received the cell */
+	int resends;             /* sent again after the process died unstarted */
 	struct call *next;
 };
 

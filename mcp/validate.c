@@ -453,6 +453,12 @@ static bool jpeg_walk(const unsigned char *b, size_t len, unsigned *pw, unsigned
 			return false;
 		}
 		if (is_sof(m)) {
+			if (have_sof) {
+				/* Two frame headers: viewers disagree on the size. */
+				if (r)
+					setd(r, false, "The JPEG has two frame headers (SOF markers): it is not one well-formed image; write it again.");
+				return false;
+			}
 			if (seg < 8) {
 				if (r)
 					setd(r, false, "The JPEG is corrupt: its frame header (FF %02X) is only %u bytes long.", m, seg);

@@ -662,6 +662,10 @@ static int want_path_list(const struct pctx *c, const struct ynode *n, const cha
 			rc = perr(c, it->line, ekey, "expected a path, got %s; write a %s as a string",
 				  show(it, buf, sizeof buf),
 				  write ? "directory inside the project" : "path");
+		} else if (it->len == 0 || strspn(it->s, " \t") == it->len) {
+			/* An empty entry would resolve to the project root itself:
+			 * a grant nobody wrote on purpose. */
+			rc = perr(c, it->line, ekey, "the path is empty; write a path, or remove the entry");
 		} else if (it->len >= PATH_MAX) {
 			rc = perr(c, it->line, ekey, "the path is longer than %d bytes", PATH_MAX - 1);
 		} else if (memchr(it->s, '\0', it->len)) {

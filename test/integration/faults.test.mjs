@@ -160,10 +160,12 @@ describe('faults of the machinery', () => {
 		const h = await startClient(newProject('zyg'), { structured: true });
 		try {
 			await execPy(h, 'x = 1');
-			const kids = descendants(h.pid).filter((p) => p.ppid === h.pid);
+			const all = descendants(h.pid);
+			const kids = all.filter((p) => p.ppid === h.pid);
 			assert.ok(kids.length >= 1);
 			for (const k of kids) process.kill(k.pid, 'SIGKILL');
-			await waitGone(kids, 3000);
+			// Everything inside the jail ends with it (pid namespace).
+			assert.deepEqual((await waitGone(all, 5000)).map((p) => p.pid), []);
 			const r = await execPy(h, "'x' in globals()");
 			assert.equal(r.sc.status, 'ok', show(r.sc));
 			assert.equal(r.sc.state, 'new');

@@ -1,0 +1,145 @@
+/* Fuzz target: one JSON-RPC line, as far as it can be reached without the
+ * server's event loop.
+ *
+ * The dispatcher itself (handle_line and dispatch in mcp/server.c) is
+ * static and drives the supervisor, so it is fuzzed as a process instead:
+ * test/fuzz/rpc_fuzz.py sends mutated lines to the real binary and checks
+ * every reply.  This target covers, in-process and under the sanitizers,
+ * what handle_line does with the bytes before dispatching and what the
+ * replies are made of:
+ *   - the trim and cJSON_ParseWithLengthOpts over a buffer that is NOT
+ *     NUL-terminated (the line buffer is exactly len bytes), with the
+ *     "one complete message" test on the parse end;
+ *   - the reply envelope: the request's id duplicated and printed must be
+ *     one line (no raw newline) that parses again;
+ *   - the text helpers that carry sandbox output into replies
+ *     (mcp/text.h): utf8_sanitize, utf8_prefix/suffix (the head and tail
+ *     kept of a long output), utf8_chars, base64 encode/decode.
+ * Checks are the helpers' documented promises: sanitized text is valid
+ * UTF-8 without NULs and leaves valid text unchanged; a prefix or suffix
+ * of valid text is valid; base64 round-trips. */
+#include <cjson/cJSON.h>
+#include <string.h>
+
+#include "../../mcp/text.h"
+#include "fuzz.h"
+
+static void check_line(const unsigned char *line, size_t len)
+{
+	/* handle_line: trailing CR/blanks and leading blanks are trimmed. */
+	while (len && (line[len - 1] == '\r' || line[len - 1] == ' ' || line[len - 1] == '\t'))
+		len--;
+	size_t i = 0;
+	while (i < len && (line[i] == ' ' || line[i] == '\t'))
+		i++;
+	if (i == len)
+		return;
+	const char *end = NULL;
+	cJSON *msg = cJSON_ParseWithLengthOpts((const char *)line + i, len - i, &end, 0);
+	if (!msg) {
+		cJSON_Delete(msg);
+		return;
+	}
+	FUZZ_CHECK(end != NULL && end >= (const char *)line + i && end <= (const char *)line + len,
+		   "parse end outside the line");
+	if ((size_t)(end - (const char *)line) < len) {
+		cJSON_Delete(msg); /* trailing bytes: -32700 */
+		return;
+	}
+	/* The reply envelope of dispatch(): {"jsonrpc":"2.0","id":<id>,...}. */
+	const cJSON *id = cJSON_IsObject(msg) ? cJSON_GetObjectItemCaseSensitive(msg, "id") : NULL;
+	cJSON *reply = cJSON_CreateObject();
+	cJSON_AddStringToObject(reply, "jsonrpc", "2.0");
+	cJSON_AddItemToObject(reply, "id", id ? cJSON_Duplicate(id, 1) : cJSON_CreateNull());
+	const cJSON *method = cJSON_IsObject(msg) ? cJSON_GetObjectItemCaseSensitive(msg, "method") : NULL;
+	if (cJSON_IsString(method)) {
+		char m2[300];
+		snprintf(m2, sizeof m2, "method not found: %.200s", method->valuestring);
+		cJSON *e = cJSON_AddObjectToObject(reply, "error");
+		cJSON_AddNumberToObject(e, "code", -32601);
+		cJSON_AddStringToObject(e, "message", m2);
+	}
+	char *out = cJSON_PrintUnformatted(reply);
+	FUZZ_CHECK(out != NULL, "cannot print a reply");
+	FUZZ_CHECK(strchr(out, '\n') == NULL, "a reply with a raw newline: %s", out);
+	cJSON *again = cJSON_Parse(out);
+	FUZZ_CHECK(again != NULL, "a reply that does not parse: %s", out);
+	cJSON_Delete(again);
+	free(out);
+	cJSON_Delete(reply);
+
+	/* The whole message printed and parsed again must be stable. */
+	char *p1 = cJSON_PrintUnformatted(msg);
+	FUZZ_CHECK(p1 != NULL, "cannot print the message");
+	cJSON *m2 = cJSON_Parse(p1);
+	FUZZ_CHECK(m2 != NULL, "printed message does not parse: %s", p1);
+	char *p2 = cJSON_PrintUnformatted(m2);
+	FUZZ_CHECK(p2 && strcmp(p1, p2) == 0, "print/parse not stable:\n%s\n%s", p1, p2 ? p2 : "(null)");
+	free(p1);
+	free(p2);
+	cJSON_Delete(m2);
+	cJSON_Delete(msg);
+}
+
+static void check_text(const unsigned char *b, size_t len)
+{
+	size_t olen = 0;
+	char *s = utf8_sanitize(b, len, &olen);
+	FUZZ_CHECK(s != NULL, "utf8_sanitize");
+	FUZZ_CHECK(strlen(s) == olen, "NUL inside sanitized text");
+	FUZZ_CHECK(utf8_valid((const unsigned char *)s, olen), "sanitized text is not valid UTF-8");
+	if (utf8_valid(b, len) && memchr(b, 0, len) == NULL)
+		FUZZ_CHECK(olen == len && memcmp(s, b, len) == 0, "valid text changed");
+
+	size_t chars = utf8_chars(s, olen);
+	FUZZ_CHECK(utf8_prefix(s, olen, chars) == olen, "prefix of all chars is not the whole");
+	FUZZ_CHECK(utf8_suffix(s, olen, chars) == 0 || chars == 0, "suffix of all chars is not the whole");
+	size_t n = len ? b[0] : 0;
+	size_t pre = utf8_prefix(s, olen, n), suf = utf8_suffix(s, olen, n);
+	FUZZ_CHECK(pre <= olen && suf <= olen, "prefix %zu / suffix %zu over %zu", pre, suf, olen);
+	FUZZ_CHECK(utf8_valid((const unsigned char *)s, pre), "the head cut a character");
+	FUZZ_CHECK(utf8_valid((const unsigned char *)s + suf, olen - suf), "the tail cut a character");
+	if (n <= chars) {
+		FUZZ_CHECK(utf8_chars(s, pre) == n, "head of %zu chars has %zu", n, utf8_chars(s, pre));
+		FUZZ_CHECK(utf8_chars(s + suf, olen - suf) == n, "tail of %zu chars has %zu", n,
+			   utf8_chars(s + suf, olen - suf));
+	}
+	/* The raw bytes too: prefix and suffix must stay inside them. */
+	FUZZ_CHECK(utf8_prefix((const char *)b, len, n) <= len, "raw prefix");
+	FUZZ_CHECK(utf8_suffix((const char *)b, len, n) <= len, "raw suffix");
+	free(s);
+
+	char *enc = base64_encode(b, len);
+	FUZZ_CHECK(enc && strlen(enc) == (len + 2) / 3 * 4, "base64 length");
+	unsigned char *dec = NULL;
+	long dl = base64_decode(enc, strlen(enc), &dec);
+	FUZZ_CHECK(dl == (long)len && (len == 0 || memcmp(dec, b, len) == 0), "base64 round trip");
+	free(dec);
+	free(enc);
+
+	/* Arbitrary text to the decoder: a success must re-encode to
+	 * something that decodes to the same bytes. */
+	dec = NULL;
+	dl = base64_decode((const char *)b, len, &dec);
+	if (dl >= 0) {
+		char *e2 = base64_encode(dec, (size_t)dl);
+		unsigned char *d2 = NULL;
+		FUZZ_CHECK(e2 && base64_decode(e2, strlen(e2), &d2) == dl &&
+				   (dl == 0 || memcmp(d2, dec, (size_t)dl) == 0),
+			   "base64 decode/encode not stable");
+		free(d2);
+		free(e2);
+	} else {
+		FUZZ_CHECK(dec == NULL, "a failed decode left a buffer");
+	}
+	free(dec);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	unsigned char *line = fuzz_dup(data, size);
+	check_line(line, size);
+	check_text(line, size);
+	free(line);
+	return 0;
+}

@@ -1,0 +1,117 @@
+#!/usr/bin/env python3
+"""Writes the seed corpora of the fuzz targets under fixtures/fuzz/.
+
+Run from the repository root: python3 test/fuzz/make_seeds.py.  Seeds are
+small, named for what they exercise, and regenerated identically; corpus
+files that fuzz-merge added later (named by their SHA-1) are left alone.
+"""
+import json
+import os
+import struct
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+FX = os.path.join(ROOT, "fixtures")
+OUT = os.path.join(FX, "fuzz")
+
+
+def put(target, name, data):
+    d = os.path.join(OUT, target, "corpus")
+    os.makedirs(d, exist_ok=True)
+    if isinstance(data, str):
+        data = data.encode()
+    with open(os.path.join(d, "seed-" + name), "wb") as f:
+        f.write(data)
+
+
+# ---- policy: every SKILL.md fixture and the project's own -----------------
+for n in sorted(os.listdir(os.path.join(FX, "policy"))):
+    with open(os.path.join(FX, "policy", n), "rb") as f:
+        put("policy", n, f.read())
+with open(os.path.join(ROOT, "SKILL.md"), "rb") as f:
+    put("policy", "SKILL.md", f.read())
+
+# ---- validate: byte 0 kind/options, byte 1 min_bytes, then the file -------
+KIND = {"png": 1, "jpg": 2, "jpeg": 2, "svg": 3, "csv": 4, "json": 5, "txt": 6}
+for n in sorted(os.listdir(os.path.join(FX, "files"))):
+    ext = n.rsplit(".", 1)[-1]
+    if ext not in KIND:
+        continue
+    with open(os.path.join(FX, "files", n), "rb") as f:
+        body = f.read()
+    k = KIND[ext]
+    put("validate", n, bytes([k, 0]) + body)
+    if ext == "json":
+        put("validate", "keys-" + n, bytes([k | 8, 0]) + body)
+    if ext == "csv":
+        put("validate", "rows-" + n, bytes([k | 0x30, 0]) + body)
+    put("validate", "min-" + n, bytes([k, 0x7F]) + body)
+
+# ---- wire: mode, max_len exponent, chunk size, then the stream ------------
+MAGIC = 0x50534D31
+
+
+def msg(t, payload, magic=MAGIC, length=None):
+    if isinstance(payload, str):
+        payload = payload.encode()
+    return struct.pack("<III", magic, t, len(payload) if length is None else length) + payload
+
+
+result = json.dumps({"status": "ok", "stdout": "2\n", "result": "2", "cell": 1})
+stream = msg(8, result) + msg(11, '{"pid": 7}') + msg(10, '{"pid": 7, "resumed": true}') + msg(9, b"\x89PNG\r\n\x1a\n")
+for mode, name in ((0, "sock"), (1, "pipe"), (2, "recv"), (4 | 32, "sock-fds"), (6 | 64, "recv-fds")):
+    put("wire", name + "-stream", bytes([mode, 24, 0]) + stream)
+    put("wire", name + "-chunk1", bytes([mode, 24, 1]) + stream)
+    put("wire", name + "-chunk7", bytes([mode, 24, 7]) + stream)
+    put("wire", name + "-badmagic", bytes([mode, 24, 0]) + msg(8, "{}", magic=0x31534D50))
+    put("wire", name + "-toolong", bytes([mode, 4, 0]) + msg(8, "x" * 40))
+    put("wire", name + "-huge", bytes([mode, 26, 0]) + msg(8, "", length=0xFFFFFFFF))
+    put("wire", name + "-truncated", bytes([mode, 24, 3]) + msg(8, "abcdef", length=100))
+    put("wire", name + "-empty", bytes([mode, 24, 0]) + msg(9, ""))
+    put("wire", name + "-halfheader", bytes([mode, 24, 0]) + msg(8, "")[:7])
+put("wire", "roundtrip", bytes([3 | (8 << 3), 24, 0]) + result.encode())
+put("wire", "roundtrip-fds", bytes([3 | 4 | 96, 24, 0]) + b"payload")
+put("wire", "roundtrip-over", bytes([3, 2, 0]) + b"more than four bytes")
+
+# ---- jsonrpc: one line each -----------------------------------------------
+lines = {
+    "initialize": {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                   "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                              "clientInfo": {"name": "fuzz", "version": "1"}}},
+    "initialized": {"jsonrpc": "2.0", "method": "notifications/initialized"},
+    "ping": {"jsonrpc": "2.0", "id": "p-1", "method": "ping"},
+    "tools-list": {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}},
+    "exec": {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+             "params": {"name": "execute_python",
+                        "arguments": {"code": "print('héllo')\n1/0", "session": "s-1", "timeout_s": 5,
+                                      "reset": False}, "_meta": {"progressToken": 7}}},
+    "list": {"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+             "params": {"name": "list_artifacts", "arguments": {"path": "workspace", "pattern": "*.png",
+                                                                "include_hidden": True}}},
+    "verify": {"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+               "params": {"name": "verify_outputs",
+                          "arguments": {"files": ["workspace/outputs/a.png",
+                                                  {"path": "workspace/b.json", "kind": "json",
+                                                   "required_keys": ["x"], "min_bytes": 2}],
+                                        "require_success": False}}},
+    "res-list": {"jsonrpc": "2.0", "id": 6, "method": "resources/list"},
+    "res-read": {"jsonrpc": "2.0", "id": 7, "method": "resources/read",
+                 "params": {"uri": "file:///tmp/x/workspace/a.txt"}},
+    "cancel": {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 3, "reason": "x"}},
+    "setlevel": {"jsonrpc": "2.0", "id": 8, "method": "logging/setLevel", "params": {"level": "debug"}},
+    "discover": {"jsonrpc": "2.0", "id": 9, "method": "server/discover"},
+    "response": {"jsonrpc": "2.0", "id": 10, "result": {}},
+    "float-id": {"jsonrpc": "2.0", "id": 1.5e300, "method": "ping"},
+    "null-id": {"jsonrpc": "2.0", "id": None, "method": "ping"},
+}
+for name, obj in lines.items():
+    put("jsonrpc", name, json.dumps(obj, ensure_ascii=False))
+put("jsonrpc", "batch", '[{"jsonrpc":"2.0","id":1,"method":"ping"}]')
+put("jsonrpc", "trailing", '{"jsonrpc":"2.0","id":1,"method":"ping"} {}')
+put("jsonrpc", "escapes", '{"jsonrpc":"2.0","id":"\\u0000\\ud83d\\ude00\\n","method":"\\u00e9"}')
+put("jsonrpc", "deep", "[" * 200 + "]" * 200)
+put("jsonrpc", "numbers", '[0,-0,1e999,-1e-999,123456789012345678901234567890,0.1,1E+2]')
+put("jsonrpc", "utf8-bad", b'{"jsonrpc":"2.0","id":"\xff\xfe","method":"\xc3"}')
+put("jsonrpc", "crlf", '{"jsonrpc":"2.0","id":1,"method":"ping"}\r')
+put("jsonrpc", "base64", "aGVsbG8gd29ybGQ=")
+print("seeds written under", OUT)
