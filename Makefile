@@ -44,7 +44,7 @@ UNIT_BINS := $(UNIT_SRCS:test/unit/%.c=$(BUILD)/test/%)
 HELPER_SRCS := $(wildcard test/helpers/*.c)
 HELPER_BINS := $(HELPER_SRCS:test/helpers/%.c=$(BUILD)/helpers/%)
 
-.PHONY: all setup test test-san unit jail integration demo install install-skill clean check-deps
+.PHONY: all setup test test-san valgrind unit jail integration demo install install-skill clean check-deps
 all: check-deps $(BIN)
 
 check-deps:
@@ -90,6 +90,12 @@ jail: $(HELPER_BINS)
 test-san:
 	$(MAKE) SANITIZE=address,undefined all unit fuzz-replay
 	test/integration/run.sh build/san/python-sandbox-mcp
+
+# The integration suite with the server under valgrind memcheck (slow; not
+# part of make test): exit 99 on any memory error or leak fails the suite.
+valgrind: $(BIN)
+	@command -v valgrind >/dev/null || { echo "valgrind: apt-get install valgrind" >&2; exit 2; }
+	PSM_VALGRIND_BIN=$(abspath $(BIN)) test/integration/run.sh test/valgrind-server.sh
 
 test: setup
 	$(MAKE) all

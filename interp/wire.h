@@ -20,6 +20,7 @@
 enum wire_type {
 	/* server -> zygote */
 	W_SPAWN = 1,     /* JSON {id, name, seed}; fds: ctrl, stdout w, stderr w */
+	W_CONFIG = 20,   /* JSON: the policy text and paths, first message after exec */
 	/* zygote -> server */
 	W_READY,         /* JSON {jail report, python version, warm ms} */
 	W_SPAWNED,       /* JSON {id, pid}; fd: pidfd (may be absent) */

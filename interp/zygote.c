@@ -547,3 +547,45 @@ void zygote_main(const struct zygote_config *zc)
 		}
 	}
 }
+
+int zygote_exec_main(int ctrl)
+{
+	struct wire_msg m;
+	struct err e = { 0 };
+	log_set_prefix("zygote");
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() == 1)
+		return 70; /* the server is already gone */
+	if (wire_recv(ctrl, &m, 4u << 20) < 0 || m.type != W_CONFIG)
+		fatal(ctrl, "no configuration from the server");
+	cJSON *j = cJSON_ParseWithLength((const char *)m.data, m.len);
+	wire_msg_free(&m);
+	const char *text = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "skill_text"));
+	const char *source = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "skill_source"));
+	const char *root = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "root"));
+	const char *ws = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "workspace"));
+	const char *disp = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "workspace_display"));
+	const char *venv = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "venv"));
+	const cJSON *t = cJSON_GetObjectItemCaseSensitive(j, "timeout_s");
+	const cJSON *mem = cJSON_GetObjectItemCaseSensitive(j, "memory_mb");
+	const cJSON *lvl = cJSON_GetObjectItemCaseSensitive(j, "log_level");
+	if (!text || !source || !root || !ws || !disp)
+		fatal(ctrl, "incomplete configuration from the server");
+	if (cJSON_IsNumber(lvl))
+		log_threshold = (enum log_level)lvl->valueint;
+	struct policy *p = NULL;
+	/* The same text, the same checks as the server: the zygote enforces
+	 * exactly the policy the server printed. */
+	if (policy_parse(text, strlen(text), source, &p, &e) < 0 || policy_resolve(p, root, &e) < 0 ||
+	    policy_tighten(p, cJSON_IsNumber(t) ? t->valuedouble : -1, cJSON_IsNumber(mem) ? (long)mem->valuedouble : -1, &e) < 0)
+		fatal(ctrl, e.msg);
+	struct zygote_config zc = {
+		.policy = p,
+		.root = root,
+		.workspace = ws,
+		.workspace_display = disp,
+		.venv = venv,
+		.ctrl = ctrl,
+	};
+	zygote_main(&zc);
+}

@@ -15,6 +15,13 @@ struct zygote_config {
 	int ctrl;                      /* stream socket to the server */
 };
 
+/* The zygote is a fresh image of this binary (fork + exec of
+ * /proc/self/exe --zygote-fd N): none of the server's memory is inside the
+ * jail, and tools such as valgrind can follow the server alone.  It reads
+ * one W_CONFIG message, rebuilds the policy from the same text, and runs
+ * zygote_main.  Returns only on a bad configuration (exit status). */
+int zygote_exec_main(int ctrl);
+
 struct jail_config;
 /* The jail configuration the zygote applies (also used by --check). */
 void zygote_jail_config(const struct zygote_config *zc, struct jail_config *jc);

@@ -98,6 +98,7 @@ int main(int argc, char **argv)
 		{ "check", no_argument, NULL, 'c' },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
+		{ "zygote-fd", required_argument, NULL, 'Z' }, /* internal */
 		{ 0 },
 	};
 	struct server srv = { 0 };
@@ -123,6 +124,7 @@ int main(int argc, char **argv)
 			break;
 		}
 		case 'c': check = true; break;
+		case 'Z': return zygote_exec_main(atoi(optarg));
 		case 'V': printf("python-sandbox-mcp %s\n", PSM_VERSION); return 0;
 		case 'h': fputs(usage, stdout); return 0;
 		default:
@@ -131,6 +133,12 @@ int main(int argc, char **argv)
 	}
 	if (optind < argc)
 		die_usage("unexpected argument '%s'", argv[optind]);
+	ssize_t sl = readlink("/proc/self/exe", srv.opts.self_exe, sizeof srv.opts.self_exe - 1);
+	if (sl <= 0) {
+		fprintf(stderr, "python-sandbox-mcp: cannot find its own binary (/proc/self/exe): %s\n", strerror(errno));
+		return 2;
+	}
+	srv.opts.self_exe[sl] = '\0';
 
 	/* ROOT */
 	const char *root = srv.opts.root;

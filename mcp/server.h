@@ -34,6 +34,7 @@ struct server_opts {
 	double timeout_s;      /* < 0: not given */
 	long memory_mb;        /* < 0: not given */
 	bool structured_content;
+	char self_exe[4096];   /* this binary, exec'd as the zygote */
 };
 
 struct server {

@@ -55,11 +55,38 @@ struct sup {
 	int restarts;
 	int next_id;
 	struct session *sessions;
-	struct zygote_config zc;
 };
 
 static void start_next(struct sup *sup, struct session *s);
 static void session_dead(struct sup *sup, struct session *s, int wstatus, bool status_known);
+
+/* Signals the process behind a pidfd: no pid reuse can redirect it.  Where
+ * pidfd_send_signal is missing (valgrind does not know it), the pid from
+ * /proc/self/fdinfo is used instead. */
+static int pidfd_signal(int pidfd, int sig)
+{
+	if (syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0) == 0)
+		return 0;
+	if (errno != ENOSYS)
+		return -1;
+	char path[64], buf[1024];
+	snprintf(path, sizeof path, "/proc/self/fdinfo/%d", pidfd);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = 0;
+	const char *p = strstr(buf, "\nPid:");
+	int pid = p ? atoi(p + 5) : 0;
+	if (pid <= 0) {
+		errno = ESRCH;
+		return -1;
+	}
+	return kill(pid, sig);
+}
 
 static int set_nonblock(int fd)
 {
@@ -136,20 +163,35 @@ static void zygote_gone(struct sup *sup, const char *why)
 			session_dead(sup, s, 0, false);
 }
 
+static int send_config(struct sup *sup, int sock)
+{
+	struct server *srv = sup->srv;
+	cJSON *j = cJSON_CreateObject();
+	cJSON_AddStringToObject(j, "skill_text", srv->policy->text);
+	cJSON_AddStringToObject(j, "skill_source", srv->policy->source);
+	cJSON_AddStringToObject(j, "root", srv->ws.root);
+	cJSON_AddStringToObject(j, "workspace", srv->ws.abs);
+	cJSON_AddStringToObject(j, "workspace_display", srv->ws.display);
+	if (srv->opts.venv)
+		cJSON_AddStringToObject(j, "venv", srv->opts.venv);
+	if (srv->opts.timeout_s > 0)
+		cJSON_AddNumberToObject(j, "timeout_s", srv->opts.timeout_s);
+	if (srv->opts.memory_mb > 0)
+		cJSON_AddNumberToObject(j, "memory_mb", (double)srv->opts.memory_mb);
+	cJSON_AddNumberToObject(j, "log_level", log_threshold);
+	char *txt = cJSON_PrintUnformatted(j);
+	cJSON_Delete(j);
+	int r = txt ? wire_send(sock, W_CONFIG, txt, strlen(txt), NULL, 0) : -ENOMEM;
+	free(txt);
+	return r;
+}
+
 int sup_start(struct sup *sup, struct err *e)
 {
 	struct server *srv = sup->srv;
 	int sv[2];
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
 		return err_sys(e, -errno, "socketpair");
-	sup->zc = (struct zygote_config){
-		.policy = srv->policy,
-		.root = srv->ws.root,
-		.workspace = srv->ws.abs,
-		.workspace_display = srv->ws.display,
-		.venv = srv->opts.venv,
-		.ctrl = sv[1],
-	};
 	fflush(NULL);
 	pid_t pid = fork();
 	if (pid < 0) {
@@ -163,14 +205,27 @@ int sup_start(struct sup *sup, struct err *e)
 		int null = open("/dev/null", O_RDWR | O_CLOEXEC);
 		if (null >= 0)
 			dup2(null, STDIN_FILENO);
-		zygote_main(&sup->zc);
+		dup2(STDERR_FILENO, STDOUT_FILENO);
+		char fdarg[16];
+		snprintf(fdarg, sizeof fdarg, "%d", sv[1]);
+		fcntl(sv[1], F_SETFD, 0); /* the one descriptor it keeps */
+		char *argv[] = { "python-sandbox-mcp", "--zygote-fd", fdarg, NULL };
+		execv(srv->opts.self_exe, argv);
+		_exit(127);
 	}
 	close(sv[1]);
+	int r = send_config(sup, sv[0]);
+	if (r < 0) {
+		close(sv[0]);
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		return err_sys(e, r, "cannot configure the zygote");
+	}
 	sup->zpid = pid;
 	sup->zctrl = sv[0];
 	sup->z = Z_WARMING;
 	loop_watch(srv->loop, sv[0], POLLIN, zygote_event, sup);
-	log_debug("zygote forked (pid %d)", (int)pid);
+	log_debug("zygote started (pid %d)", (int)pid);
 	return 0;
 }
 
@@ -227,7 +282,7 @@ static struct session *session_by_id(struct sup *sup, int id)
 static void kill_session(struct session *s)
 {
 	if (s->pidfd >= 0)
-		syscall(SYS_pidfd_send_signal, s->pidfd, SIGKILL, NULL, 0);
+		pidfd_signal(s->pidfd, SIGKILL);
 	else
 		s->kill_pending = true;
 }
@@ -297,7 +352,7 @@ static void zygote_event(void *arg, int fd, short revents)
 		if (!s) {
 			/* Reset or cancelled meanwhile: end the orphan. */
 			if (pidfd >= 0)
-				syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
+				pidfd_signal(pidfd, SIGKILL);
 			break;
 		}
 		if (!cJSON_IsNumber(pid) || pid->valueint <= 0) {
@@ -335,7 +390,7 @@ static void session_close_fds(struct sup *sup, struct session *s)
 {
 	struct loop *l = sup->srv->loop;
 	if (s->ckpt_pidfd >= 0)
-		syscall(SYS_pidfd_send_signal, s->ckpt_pidfd, SIGKILL, NULL, 0);
+		pidfd_signal(s->ckpt_pidfd, SIGKILL);
 	s->ckpt_pid = 0;
 	int *fds[] = { &s->ctrl, &s->out_r, &s->err_r, &s->pidfd, &s->ckpt_pidfd };
 	for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
@@ -544,7 +599,7 @@ static bool roll_back(struct sup *sup, struct session *s, int wstatus, bool stat
 		return false;
 	drain_all(s);
 	discard_ctrl_input(s);
-	if (syscall(SYS_pidfd_send_signal, s->ckpt_pidfd, SIGUSR1, NULL, 0) < 0) {
+	if (pidfd_signal(s->ckpt_pidfd, SIGUSR1) < 0) {
 		log_warn("session %s: the checkpoint is gone (%s)", s->name, strerror(errno));
 		return false;
 	}
@@ -911,9 +966,9 @@ void sup_free(struct sup *sup)
 	int n = 0;
 	for (struct session *s = sup->sessions; s; s = s->next) {
 		if (s->ckpt_pidfd >= 0)
-			syscall(SYS_pidfd_send_signal, s->ckpt_pidfd, SIGKILL, NULL, 0);
+			pidfd_signal(s->ckpt_pidfd, SIGKILL);
 		if (s->pidfd >= 0) {
-			syscall(SYS_pidfd_send_signal, s->pidfd, SIGKILL, NULL, 0);
+			pidfd_signal(s->pidfd, SIGKILL);
 			if (n < 256)
 				pidfds[n++] = dup(s->pidfd);
 		}

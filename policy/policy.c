@@ -1040,6 +1040,7 @@ void policy_free(struct policy *p)
 	free_strv(p->fs_read_paths, p->n_fs_read_paths);
 	free_strv(p->fs_write_paths, p->n_fs_write_paths);
 	free(p->source);
+	free(p->text);
 	free(p->name);
 	free(p->description);
 	free(p);
@@ -1077,7 +1078,13 @@ int policy_parse(const char *text, size_t len, const char *source,
 	}
 	set_defaults(p);
 	p->source = strdup(c.src);
-	if (!p->source) {
+	p->text = malloc(len + 1);
+	if (p->text) {
+		memcpy(p->text, text, len);
+		p->text[len] = '\0';
+		p->text_len = len;
+	}
+	if (!p->source || !p->text) {
 		rc = err_set(e, -ENOMEM, "%s: out of memory", c.src);
 		goto out_policy;
 	}

@@ -37,7 +37,10 @@ struct policy_limits {
 };
 
 struct policy {
-	char *source; /* the file it came from, or "<built-in>" */
+	char *source; /* the file it came from, or "<built-in SKILL.md>" */
+	char *text;   /* the text it was parsed from (handed to the zygote, which
+	               * parses the very same bytes: no second read of the file) */
+	size_t text_len;
 
 	enum fs_read_mode fs_read;
 	char **fs_read_paths; /* FS_READ_LIST only; owned */
