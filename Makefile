@@ -93,9 +93,16 @@ test-san:
 
 # The integration suite with the server under valgrind memcheck (slow; not
 # part of make test): exit 99 on any memory error or leak fails the suite.
+# The wrapper execs valgrind on the server (same pid; the zygote is a fresh
+# exec, so only the server is under valgrind); any error or leak makes the
+# server exit 99, which the suite's shutdown checks see.
+VG_WRAPPER := $(BUILD)/valgrind/python-sandbox-mcp
 valgrind: $(BIN)
 	@command -v valgrind >/dev/null || { echo "valgrind: apt-get install valgrind" >&2; exit 2; }
-	PSM_VALGRIND_BIN=$(abspath $(BIN)) test/integration/run.sh test/valgrind-server.sh
+	@mkdir -p $(dir $(VG_WRAPPER))
+	printf '#!/bin/sh\nexec valgrind --quiet --error-exitcode=99 --leak-check=full --show-leak-kinds=definite,indirect,possible --errors-for-leak-kinds=definite,indirect,possible --trace-children=no %s "$$@"\n' "$(abspath $(BIN))" > $(VG_WRAPPER)
+	chmod +x $(VG_WRAPPER)
+	test/integration/run.sh $(VG_WRAPPER)
 
 test: setup
 	$(MAKE) all
