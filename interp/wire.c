@@ -101,6 +101,26 @@ int wire_send(int sock, uint32_t type, const void *data, size_t len, const int *
 	return send_all(sock, data, len);
 }
 
+/* Takes the descriptors of an SCM_RIGHTS message: at most WIRE_MAX_FDS are
+ * kept in fds; any others are closed (a peer may send what we did not ask
+ * for, and a descriptor left unclosed is a leak). */
+static void collect_fds(struct msghdr *mh, int *fds, int *nfds)
+{
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(mh); c; c = CMSG_NXTHDR(mh, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		size_t cnt = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (size_t i = 0; i < cnt; i++) {
+			int fd;
+			memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+			if (*nfds < WIRE_MAX_FDS)
+				fds[(*nfds)++] = fd;
+			else
+				close(fd);
+		}
+	}
+}
+
 static int recv_all(int sock, unsigned char *p, size_t len)
 {
 	while (len) {
@@ -152,17 +172,7 @@ int wire_recv(int sock, struct wire_msg *m, uint32_t max_len)
 		return -EPIPE;
 	if (n < 0)
 		return -errno;
-	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
-		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
-			continue;
-		int cnt = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
-		int tmp[WIRE_MAX_FDS];
-		if (cnt > WIRE_MAX_FDS)
-			cnt = WIRE_MAX_FDS;
-		memcpy(tmp, CMSG_DATA(c), sizeof(int) * (size_t)cnt);
-		for (int i = 0; i < cnt && m->nfds < WIRE_MAX_FDS; i++)
-			m->fds[m->nfds++] = tmp[i];
-	}
+	collect_fds(&mh, m->fds, &m->nfds);
 	int r = 0;
 	if ((size_t)n < sizeof hdr)
 		r = recv_all(sock, hdr + n, sizeof hdr - (size_t)n);
@@ -204,23 +214,8 @@ static ssize_t read_fds(struct wire_reader *r, int fd, void *buf, size_t len)
 	ssize_t n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
 	if (n < 0 && errno == ENOTSOCK)
 		return read(fd, buf, len);
-	for (struct cmsghdr *c = n >= 0 ? CMSG_FIRSTHDR(&mh) : NULL; c; c = CMSG_NXTHDR(&mh, c)) {
-		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
-			continue;
-		int cnt = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
-		int tmp[WIRE_MAX_FDS];
-		if (cnt > WIRE_MAX_FDS)
-			cnt = WIRE_MAX_FDS;
-		memcpy(tmp, CMSG_DATA(c), sizeof(int) * (size_t)cnt);
-		for (int i = 0; i < cnt; i++) {
-			/* An untrusted peer may send descriptors we did not ask
-			 * for: keep a bounded number, close the rest. */
-			if (r->nfds < WIRE_MAX_FDS)
-				r->fds[r->nfds++] = tmp[i];
-			else
-				close(tmp[i]);
-		}
-	}
+	if (n >= 0)
+		collect_fds(&mh, r->fds, &r->nfds);
 	return n;
 }
 

@@ -177,15 +177,9 @@ int art_scan(const struct workspace *ws, const struct art_scan_opts *o, struct a
 	/* rel paths are relative to the workspace: start from the subdir,
 	 * normalised ("./a//b/" -> "a/b"). */
 	size_t n = 0;
-	for (const char *s = sub; *s;) {
-		while (*s == '/')
-			s++;
-		const char *c = s;
-		while (*s && *s != '/')
-			s++;
-		size_t cl = (size_t)(s - c);
-		if (cl == 0 || (cl == 1 && c[0] == '.'))
-			continue;
+	const char *s = sub, *c;
+	size_t cl;
+	while ((c = path_next(&s, &cl))) {
 		if (n + cl + 2 >= sizeof w->path) {
 			free(w);
 			return err_set(e, -ENAMETOOLONG, "the directory '%s' has too long a name", sub);

@@ -29,6 +29,28 @@
 #endif
 
 /* 1: try openat2; 0: the kernel has none (ENOSYS seen) or a test asked. */
+const char *path_next(const char **cursor, size_t *len)
+{
+	const char *s = *cursor;
+	for (;;) {
+		while (*s == '/')
+			s++;
+		const char *c = s;
+		while (*s && *s != '/')
+			s++;
+		size_t cl = (size_t)(s - c);
+		if (cl == 0) {
+			*cursor = s;
+			return NULL;
+		}
+		if (cl == 1 && c[0] == '.')
+			continue;
+		*cursor = s;
+		*len = cl;
+		return c;
+	}
+}
+
 static atomic_int g_openat2 = 1;
 
 void ws_set_openat2(bool on)
@@ -163,16 +185,9 @@ int ws_relpath(const struct workspace *ws, const char *user_path, char *out, siz
 	 * whatever we return is then opened with no symlink followed, so the
 	 * lexical answer is the file the server touches. */
 	norm[n++] = '/';
-	const char *s = full;
-	while (*s) {
-		while (*s == '/')
-			s++;
-		const char *c = s;
-		while (*s && *s != '/')
-			s++;
-		size_t cl = (size_t)(s - c);
-		if (cl == 0 || (cl == 1 && c[0] == '.'))
-			continue;
+	const char *s = full, *c;
+	size_t cl;
+	while ((c = path_next(&s, &cl))) {
 		if (cl == 2 && c[0] == '.' && c[1] == '.') {
 			while (n > 1 && norm[n - 1] != '/')
 				n--;
@@ -465,15 +480,9 @@ int ws_mkdirs(const struct workspace *ws, const char *rel, struct err *e)
 	if (rc < 0)
 		return ws_openat_err(e, rc, rel);
 	done[0] = '\0';
-	for (const char *s = rel; *s;) {
-		while (*s == '/')
-			s++;
-		const char *c = s;
-		while (*s && *s != '/')
-			s++;
-		size_t cl = (size_t)(s - c);
-		if (cl == 0 || (cl == 1 && c[0] == '.'))
-			continue;
+	const char *s = rel, *c;
+	size_t cl;
+	while ((c = path_next(&s, &cl))) {
 		if (cl > NAME_MAX) {
 			rc = err_set(e, -ENAMETOOLONG, "a directory name in '%s' is longer than %d bytes", rel, NAME_MAX);
 			goto out;

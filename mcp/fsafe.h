@@ -42,6 +42,11 @@ int ws_relpath(const struct workspace *ws, const char *user_path, char *out, siz
 /* The reverse: "outputs/a.png" -> "workspace/outputs/a.png" (display form). */
 int ws_display_path(const struct workspace *ws, const char *rel, char *out, size_t outsz);
 
+/* Iterates the components of a path, skipping empty and "." ones: returns
+ * the next component (its length in *len) and advances *cursor, or NULL at
+ * the end.  ".." is returned as it is: callers decide. */
+const char *path_next(const char **cursor, size_t *len);
+
 /* Opens rel (relative to the workspace) with no symlink followed.  flags
  * as open(2); O_NOFOLLOW|O_CLOEXEC are always added.  Returns fd or -errno
  * (-ELOOP/-EXDEV for a symlink on the way).  Unless O_PATH is asked, the

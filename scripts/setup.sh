@@ -1,6 +1,7 @@
 #!/bin/sh
 # Installs the Debian packages that the build, the demo and the tests need,
 # only those that are missing (idempotent).  As root directly, else via sudo.
+# Extra package names as arguments are installed too (bench/ passes its own).
 set -eu
 
 PKGS="gcc make pkg-config libc6-dev libcjson-dev libseccomp-dev libbsd-dev libmd-dev
@@ -8,6 +9,7 @@ libyaml-dev libpython3-dev python3 python3-numpy python3-pandas python3-matplotl
 python3-pil libcmocka-dev"
 # The test clients (the official MCP TypeScript SDK) run on Node.js.
 command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || PKGS="$PKGS nodejs npm"
+PKGS="$PKGS $*"
 
 missing=""
 for p in $PKGS; do
