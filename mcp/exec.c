@@ -281,7 +281,7 @@ static char *clean(const char *s, size_t max_chars)
 	return t;
 }
 
-static cJSON *structured(struct call *c, char *result, char *etype, char *emsg, char *etb, const char *denied)
+static cJSON *structured(struct call *c, char *result, char *etype, char *emsg, char *etb, const char *denied, const char *hint)
 {
 	cJSON *o = cJSON_CreateObject();
 	cJSON_AddStringToObject(o, "status", c->status);
@@ -313,6 +313,8 @@ static cJSON *structured(struct call *c, char *result, char *etype, char *emsg, 
 			cJSON_AddStringToObject(e, "denied_by", denied);
 		else
 			cJSON_AddNullToObject(e, "denied_by");
+		if (hint && *hint)
+			cJSON_AddStringToObject(e, "hint", hint); /* what to do instead */
 	} else {
 		cJSON_AddNullToObject(o, "error");
 	}
@@ -443,7 +445,7 @@ void exec_finish(struct call *c)
 		links++;
 	}
 	if (s->opts.structured_content)
-		cJSON_AddItemToObject(r, "structuredContent", structured(c, result, etype, emsg, etb, denied));
+		cJSON_AddItemToObject(r, "structuredContent", structured(c, result, etype, emsg, etb, denied, hint));
 	rpc_result(s, c->id, r);
 	free(result);
 	free(etype);

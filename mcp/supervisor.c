@@ -53,6 +53,7 @@ struct sup {
 	int zctrl;
 	char zerror[768];
 	int restarts;
+	double last_restart;     /* loop_now_ms() of the last restart */
 	int next_id;
 	struct session *sessions;
 };
@@ -298,8 +299,13 @@ static void zygote_event(void *arg, int fd, short revents)
 		if (sup->z == Z_FAILED) {
 			fail_waiting(sup);
 		} else if (sup->restarts < 5 && was_ready) {
-			/* Killed from outside: warm a new one, the next call works. */
+			/* Killed from outside: warm a new one, the next call works.
+			 * Five restarts within a minute of each other mean a crash
+			 * loop: then the server stops trying and says so. */
+			if (loop_now_ms() - sup->last_restart > 60000.0)
+				sup->restarts = 0;
 			sup->restarts++;
+			sup->last_restart = loop_now_ms();
 			loop_timer(sup->srv->loop, 100.0 * sup->restarts, restart_zygote, sup);
 		} else {
 			sup->z = Z_FAILED;

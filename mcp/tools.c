@@ -81,6 +81,7 @@ static cJSON *exec_output_schema(void)
 	prop(eprops, "message", "string", "exception message");
 	prop(eprops, "traceback", "string", "the user's own frames");
 	nullable(eprops, "denied_by", "string", "the policy permission that refused the operation");
+	prop(eprops, "hint", "string", "when the sandbox refused something: what to do instead");
 	cJSON *arts = prop(props, "artifacts", "array", "files created or modified by this call");
 	cJSON *item = cJSON_AddObjectToObject(arts, "items");
 	cJSON_AddStringToObject(item, "type", "object");
