@@ -344,8 +344,10 @@ def _denied_by(e):
         if _events:
             perm, _ = _events[-1]
             if code == errno.ENOENT:
+                # Missing because the jail hides it (a path outside what
+                # the policy shows), not because it does not exist.
                 detail = _events[-1][1]
-                if perm != "fs_read" or not isinstance(detail, str) or _visible(detail):
+                if perm not in ("fs_read", "fs_write") or not isinstance(detail, str) or _visible(detail):
                     return None, None
             if perm == "net_access" and _cfg.get("net_access"):
                 return None, None
