@@ -131,5 +131,20 @@ describe('jail through MCP', () => {
 		} finally { await b.close(); }
 	});
 
+	test('fail closed: without the layers the policy needs, execute_python refuses and says why', { timeout: 60000 }, async () => {
+		// PSM_JAIL_DISABLE is the jail's test hook: it can only remove layers,
+		// as if the kernel lacked them.
+		const froot = newProject('closed');
+		const f = await startClient(froot, { structured: true, env: { PSM_JAIL_DISABLE: 'mountns,landlock' } });
+		try {
+			const r = await execPy(f, 'open("workspace/x.txt", "w").write("x")');
+			assert.equal(r.res.isError, true);
+			assert.match(r.text, /cannot enforce the policy/);
+			assert.match(r.text, /--check/);
+			assert.equal(fs.existsSync(path.join(froot, 'workspace/x.txt')), false, 'nothing ran');
+			await f.client.ping();
+		} finally { await f.close(); }
+	});
+
 	test('no SDK transport or protocol error happened', () => { assert.deepEqual(h.errors.map(String), []); });
 });
