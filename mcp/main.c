@@ -67,8 +67,8 @@ static double parse_number(const char *flag, const char *s)
 	char *end;
 	errno = 0;
 	double v = strtod(s, &end);
-	if (errno || end == s || *end || !(v > 0))
-		die_usage("%s needs a number greater than 0", flag);
+	if (errno || end == s || *end || !(v > 0) || v > 1e9)
+		die_usage("%s needs a number greater than 0 (and at most 1e9)", flag);
 	return v;
 }
 

@@ -348,6 +348,21 @@ cJSON *list_artifacts_call(struct server *s, const cJSON *args)
 
 /* ------------------------------------------------------------ verify_outputs */
 
+/* An optional whole number >= 0 (at most 2^53, so the double is exact and
+ * the conversion to long defined); *out is left alone when absent. */
+static bool whole_number(const cJSON *v, const char *name, const char *path, long *out, char *err, size_t errsz)
+{
+	if (!v || cJSON_IsNull(v))
+		return true;
+	double d = cJSON_IsNumber(v) ? v->valuedouble : -1;
+	if (!(d >= 0 && d <= 9007199254740992.0) || d != (double)(long)d) {
+		snprintf(err, errsz, "\"%s\" of %.200s must be a whole number >= 0", name, path);
+		return false;
+	}
+	*out = (long)d;
+	return true;
+}
+
 static cJSON *check_one(struct server *s, const cJSON *spec_json, char *err, size_t errsz)
 {
 	const cJSON *path = spec_json;
@@ -381,20 +396,9 @@ static cJSON *check_one(struct server *s, const cJSON *spec_json, char *err, siz
 		}
 		spec.kind = (enum vkind)k;
 	}
-	if (min_bytes && !cJSON_IsNull(min_bytes)) {
-		if (!cJSON_IsNumber(min_bytes) || min_bytes->valuedouble < 0 || min_bytes->valuedouble != (double)(long)min_bytes->valuedouble) {
-			snprintf(err, errsz, "\"min_bytes\" of %.200s must be a whole number >= 0", path->valuestring);
-			return NULL;
-		}
-		spec.min_bytes = (long)min_bytes->valuedouble;
-	}
-	if (min_rows && !cJSON_IsNull(min_rows)) {
-		if (!cJSON_IsNumber(min_rows) || min_rows->valuedouble < 0 || min_rows->valuedouble != (double)(long)min_rows->valuedouble) {
-			snprintf(err, errsz, "\"min_rows\" of %.200s must be a whole number >= 0", path->valuestring);
-			return NULL;
-		}
-		spec.min_rows = (long)min_rows->valuedouble;
-	}
+	if (!whole_number(min_bytes, "min_bytes", path->valuestring, &spec.min_bytes, err, errsz) ||
+	    !whole_number(min_rows, "min_rows", path->valuestring, &spec.min_rows, err, errsz))
+		return NULL;
 	const char *keyv[64];
 	if (keys && !cJSON_IsNull(keys)) {
 		if (!cJSON_IsArray(keys) || cJSON_GetArraySize(keys) > 64) {
