@@ -66,36 +66,45 @@ static void log_write(struct outbuf *ob, const unsigned char *p, size_t len)
 	}
 }
 
-/* Opens the log (replacing whatever is there: a planted hard link or
- * symlink is unlinked, never written through) and writes the head. */
+/* Opens the log under a name that is free: an earlier log (another run, or
+ * a session that was reset and counts its cells from 1 again) is never
+ * overwritten, and a name the code planted (a symlink, a hard link) is
+ * skipped, never written through (O_CREAT|O_EXCL, no symlink followed). */
 static void log_open(struct outbuf *ob)
 {
 	if (ob->log_fd >= 0 || ob->log_failed)
 		return;
 	struct err e = { 0 };
-	char dir[sizeof ob->log_rel];
+	char dir[sizeof ob->log_rel], base[sizeof ob->log_rel];
 	snprintf(dir, sizeof dir, "%s", ob->log_rel);
 	char *slash = strrchr(dir, '/');
-	const char *name = ob->log_rel;
-	int dfd = AT_FDCWD;
 	if (slash) {
 		*slash = 0;
-		name = slash + 1;
-		if (ws_mkdirs(ob->ws, dir, &e) < 0 ||
-		    (dfd = ws_openat(ob->ws, dir, O_RDONLY | O_DIRECTORY, 0)) < 0) {
-			log_warn("output log directory %s: %s", dir, e.msg[0] ? e.msg : strerror(-dfd));
+		if (ws_mkdirs(ob->ws, dir, &e) < 0) {
+			log_warn("output log directory %s: %s", dir, e.msg);
 			ob->log_failed = true;
 			return;
 		}
-		unlinkat(dfd, name, 0);
-		close(dfd);
 	}
-	ob->log_fd = ws_openat(ob->ws, ob->log_rel, O_WRONLY | O_CREAT | O_EXCL, 0644);
-	if (ob->log_fd < 0) {
-		log_warn("output log %s: %s", ob->log_rel, strerror(-ob->log_fd));
+	/* base is the name without its ".log" suffix: name.log, name.1.log ... */
+	snprintf(base, sizeof base, "%s", ob->log_rel);
+	char *dot = strrchr(base, '.');
+	if (dot && strcmp(dot, ".log") == 0)
+		*dot = 0;
+	int fd = -EEXIST;
+	for (int i = 0; i < 100 && fd == -EEXIST; i++) {
+		if (i == 0)
+			snprintf(ob->log_rel, sizeof ob->log_rel, "%.180s.log", base);
+		else
+			snprintf(ob->log_rel, sizeof ob->log_rel, "%.170s.%d.log", base, i);
+		fd = ws_openat(ob->ws, ob->log_rel, O_WRONLY | O_CREAT | O_EXCL, 0644);
+	}
+	if (fd < 0) {
+		log_warn("output log %s: %s", ob->log_rel, strerror(-fd));
 		ob->log_failed = true;
 		return;
 	}
+	ob->log_fd = fd;
 	log_write(ob, ob->head, ob->head_len);
 }
 

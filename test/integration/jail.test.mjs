@@ -99,16 +99,26 @@ describe('jail through MCP', () => {
 		assert.ok(!JSON.stringify([la, v, v2]).includes('TOP-SECRET-CANARY'));
 	});
 
-	test('a planted symlink where the next log goes is replaced, not followed', async () => {
+	test('a planted symlink where the next log goes is skipped, never followed', async () => {
 		// The server names logs .logs/SESSION-CELL.stdout.log: plant the next one.
 		const cell = (await execPy(h, '0', { session: 'lg' })).sc.execution_count;
 		const next = `workspace/.logs/lg-${cell + 2}.stdout.log`;
 		await execPy(h, `import os\nos.makedirs("workspace/.logs", exist_ok=True)\nos.symlink(${JSON.stringify(outside + '/via-log.txt')}, ${JSON.stringify(next)})`, { session: 'lg' });
 		const r = await execPy(h, 'print("z" * 40000)', { session: 'lg' });
-		assert.equal(r.sc.full_output, next, show(r.sc));
-		assert.equal(fs.existsSync(path.join(outside, 'via-log.txt')), false);
-		assert.equal(fs.lstatSync(path.join(root, next)).isSymbolicLink(), false);
-		assert.equal(fs.readFileSync(path.join(root, next), 'utf8').length, 40001);
+		assert.ok(r.sc.full_output, show(r.sc));
+		assert.notEqual(r.sc.full_output, next, 'the planted name is not used');
+		assert.equal(fs.existsSync(path.join(outside, 'via-log.txt')), false, 'nothing written through the link');
+		assert.equal(fs.lstatSync(path.join(root, r.sc.full_output)).isSymbolicLink(), false);
+		assert.equal(fs.readFileSync(path.join(root, r.sc.full_output), 'utf8').length, 40001);
+	});
+
+	test('a reset session counts its cells from 1 again: earlier logs are kept, not overwritten', async () => {
+		const a = await execPy(h, 'print("a" * 30000)', { session: 'lr', reset: true });
+		const b = await execPy(h, 'print("b" * 30000)', { session: 'lr', reset: true });
+		assert.equal(a.sc.execution_count, b.sc.execution_count);
+		assert.notEqual(a.sc.full_output, b.sc.full_output);
+		assert.ok(fs.readFileSync(path.join(root, a.sc.full_output), 'utf8').startsWith('aaa'));
+		assert.ok(fs.readFileSync(path.join(root, b.sc.full_output), 'utf8').startsWith('bbb'));
 	});
 
 	test('a fork bomb is bounded by max_processes (also as root) and the server stays up', { timeout: 90000 }, async () => {
