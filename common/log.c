@@ -23,11 +23,6 @@ int log_level_parse(const char *s)
 	return -1;
 }
 
-const char *log_level_name(enum log_level l)
-{
-	return names[l];
-}
-
 void log_set_prefix(const char *p)
 {
 	snprintf(prefix, sizeof prefix, "%s", p);

@@ -9,7 +9,6 @@ extern enum log_level log_threshold;
 /* Parses "debug", "info", "notice", "warning" (or "warn"), "error";
  * the MCP levels critical/alert/emergency map to error.  -1 when unknown. */
 int log_level_parse(const char *s);
-const char *log_level_name(enum log_level l);
 void log_set_prefix(const char *prefix); /* e.g. "zygote" */
 
 void log_msg(enum log_level l, const char *fmt, ...)

@@ -112,11 +112,6 @@ void exec_call(struct server *s, const cJSON *id, const cJSON *args, const cJSON
 	sup_submit(s->sup, c);
 }
 
-void exec_cancel(struct server *s, const cJSON *request_id)
-{
-	sup_cancel(s->sup, request_id);
-}
-
 /* The server's own directories are not the code's artifacts. */
 static const char *const internal_dirs[] = { ".logs", ".cache", NULL };
 

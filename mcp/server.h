@@ -70,7 +70,6 @@ cJSON *tools_list(const struct server *s);
  * the request and replies later (execute_python). */
 void tools_call(struct server *s, const cJSON *id, const cJSON *params);
 void exec_call(struct server *s, const cJSON *id, const cJSON *args, const cJSON *progress_token);
-void exec_cancel(struct server *s, const cJSON *request_id);
 cJSON *list_artifacts_call(struct server *s, const cJSON *args);
 cJSON *verify_outputs_call(struct server *s, const cJSON *args);
 void resources_list(struct server *s, const cJSON *id, const cJSON *params);

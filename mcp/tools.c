@@ -524,7 +524,7 @@ cJSON *verify_outputs_call(struct server *s, const cJSON *args)
 	if (write) {
 		char disp[4200];
 		ws_display_path(&s->ws, "outputs/output_summary.json", disp, sizeof disp);
-		cJSON *sp = cJSON_AddStringToObject(out, "summary_path", disp);
+		cJSON_AddStringToObject(out, "summary_path", disp);
 		char *txt = cJSON_Print(out);
 		struct err e = { 0 };
 		if (!txt || ws_write_file(&s->ws, "outputs/output_summary.json", txt, strlen(txt), &e) < 0) {
@@ -533,7 +533,6 @@ cJSON *verify_outputs_call(struct server *s, const cJSON *args)
 			snprintf(msg, sizeof msg, "could not write the summary: %.500s", e.msg[0] ? e.msg : "out of memory");
 			cJSON_AddStringToObject(out, "summary_error", msg);
 		}
-		(void)sp;
 		free(txt);
 	} else {
 		cJSON_AddNullToObject(out, "summary_path");
