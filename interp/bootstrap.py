@@ -19,7 +19,6 @@ import types
 _cfg = {}
 _session = {"name": "default", "ns": None, "figures": 0}
 _events = []  # recent (time, permission, detail) from the audit hook
-_cell_started = 0.0
 
 
 def _log(msg):
@@ -148,13 +147,11 @@ def _cap(text, limit):
 
 
 def _run_cell(code, cell):
-    global _cell_started
     ns = _session["ns"]
     filename = "<cell %d>" % cell
     linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
     _events.clear()
     _current_cell[0] = cell
-    _cell_started = time.monotonic()
     out = {"status": "ok", "result": None, "error": None, "figures": []}
     try:
         tree = ast.parse(code, filename, "exec")
@@ -419,13 +416,11 @@ def _show(*args, **kwargs):
     workspace/outputs/ so it is returned, never wait for a display."""
     import matplotlib.pyplot as plt
 
-    saved = []
     for num in plt.get_fignums():
         fig = plt.figure(num)
         path = _figure_path(_current_cell[0])
         os.makedirs(os.path.dirname(path), exist_ok=True)
         fig.savefig(path, dpi=100, bbox_inches="tight")
-        saved.append(path)
     plt.close("all")
     return None
 
