@@ -256,6 +256,13 @@ static void fail_waiting(struct sup *sup)
 		}
 }
 
+void sup_disable(struct sup *sup, const char *why)
+{
+	sup->z = Z_FAILED;
+	snprintf(sup->zerror, sizeof sup->zerror, "%s", why);
+	fail_waiting(sup);
+}
+
 bool sup_busy(struct sup *sup)
 {
 	for (struct session *s = sup ? sup->sessions : NULL; s; s = s->next)

@@ -59,6 +59,9 @@ bool session_name_valid(const char *name);
 struct sup *sup_new(struct server *s);
 /* Forks the zygote (which warms up in the background). */
 int sup_start(struct sup *sup, struct err *e);
+/* No interpreter for this server: every execute_python is answered with
+ * `why` (for the in-process fuzzing of the dispatcher, which must not fork). */
+void sup_disable(struct sup *sup, const char *why);
 /* Ends every session and the zygote, and waits for them. */
 void sup_free(struct sup *sup);
 

@@ -14,7 +14,7 @@
 # read) and crashes to build/libfuzzer/crashes/TARGET/.  A crash worth
 # keeping goes to fixtures/fuzz/TARGET/regressions/, which fuzz-replay runs.
 
-FUZZ_TARGETS := policy validate wire jsonrpc
+FUZZ_TARGETS := policy validate wire jsonrpc dispatch
 FUZZ_CC ?= clang-14
 FUZZ_TIME ?= 60
 FUZZ_RUNS ?= -1
@@ -38,6 +38,7 @@ FUZZ_MAXLEN_policy := 8192
 FUZZ_MAXLEN_validate := 65536
 FUZZ_MAXLEN_wire := 65536
 FUZZ_MAXLEN_jsonrpc := 16384
+FUZZ_MAXLEN_dispatch := 16384
 
 REPLAY_CFLAGS := $(filter-out -MMD -MP,$(ALL_CFLAGS))
 REPLAY_BINS := $(FUZZ_TARGETS:%=$(BUILD)/fuzz/replay_%)

@@ -1,11 +1,7 @@
-/* Fuzz target: one JSON-RPC line, as far as it can be reached without the
- * server's event loop.
- *
- * The dispatcher itself (handle_line and dispatch in mcp/server.c) is
- * static and drives the supervisor, so it is fuzzed as a process instead:
- * test/fuzz/rpc_fuzz.py sends mutated lines to the real binary and checks
- * every reply.  This target covers, in-process and under the sanitizers,
- * what handle_line does with the bytes before dispatching and what the
+/* Fuzz target: the JSON and text helpers a JSON-RPC line and its replies go
+ * through.  (The dispatcher itself is fuzz_dispatch.c; the whole binary,
+ * test/fuzz/rpc_fuzz.py.)  This target covers, in-process and under the
+ * sanitizers, what is done with the bytes before dispatching and what the
  * replies are made of:
  *   - the trim and cJSON_ParseWithLengthOpts over a buffer that is NOT
  *     NUL-terminated (the line buffer is exactly len bytes), with the
