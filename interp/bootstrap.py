@@ -199,8 +199,10 @@ def _is_user_frame(filename):
 
 
 def _format_tb(e):
-    """The user's own frames; runs of library frames are folded to one line,
-    except the frame that raised, so the model sees where and why."""
+    """The user's own frames only (CONTRACT section 5); each run of library
+    frames is folded into one line naming the modules, so the model still
+    sees that the error came from inside a library, and the exception line
+    says why."""
     lines = []
     if isinstance(e, SyntaxError) and e.filename and _is_user_frame(e.filename):
         return "".join(traceback.format_exception_only(type(e), e))
@@ -213,13 +215,13 @@ def _format_tb(e):
         i = 0
         while i < len(frames):
             f = frames[i]
-            if _is_user_frame(f.filename) or i == len(frames) - 1:
+            if _is_user_frame(f.filename):
                 lines.extend(traceback.format_list([f]))
                 i += 1
                 continue
             j = i
             mods = []
-            while j < len(frames) - 1 and not _is_user_frame(frames[j].filename):
+            while j < len(frames) and not _is_user_frame(frames[j].filename):
                 m = _short_module(frames[j].filename)
                 if m not in mods:
                     mods.append(m)
