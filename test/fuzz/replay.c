@@ -138,6 +138,6 @@ int main(int argc, char **argv)
 		__sanitizer_set_death_callback(say_current);
 	for (int i = 1; i < argc; i++)
 		run_path(argv[i]);
-	printf("%s: %lu inputs replayed%s\n", argv[0], n_files, status ? " (some files could not be read)" : "");
+	fprintf(stderr, "%s: %lu inputs replayed%s\n", argv[0], n_files, status ? " (some files could not be read)" : "");
 	return status;
 }
