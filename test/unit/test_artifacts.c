@@ -17,22 +17,7 @@
 #include <unistd.h>
 
 #include "../../mcp/artifacts.h"
-
-struct fx {
-	char tmp[64];
-	char root[128];
-	char outside[128];
-	struct workspace ws;
-};
-
-static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	remove(p);
-	return 0;
-}
+#include "ws_fixture.h"
 
 static void mk(const struct fx *f, const char *rel, const char *content)
 {
@@ -54,31 +39,10 @@ static void mk(const struct fx *f, const char *rel, const char *content)
 	}
 }
 
-static void wpath(const struct fx *f, char *out, size_t sz, const char *rel)
-{
-	snprintf(out, sz, "%s/%s", f->ws.abs, rel);
-}
-
 static int setup(void **state)
 {
-	struct fx *f = calloc(1, sizeof *f);
-	struct err e = { 0 };
+	struct fx *f = fx_new("art");
 	char p[512];
-
-	assert_non_null(f);
-	snprintf(f->tmp, sizeof f->tmp, "/tmp/psm-art-XXXXXX");
-	assert_non_null(mkdtemp(f->tmp));
-	snprintf(f->root, sizeof f->root, "%s/root", f->tmp);
-	snprintf(f->outside, sizeof f->outside, "%s/outside", f->tmp);
-	assert_int_equal(mkdir(f->root, 0755), 0);
-	assert_int_equal(mkdir(f->outside, 0755), 0);
-	snprintf(p, sizeof p, "%s/secret", f->outside);
-	FILE *fp = fopen(p, "w");
-	assert_non_null(fp);
-	fputs("SECRET", fp);
-	fclose(fp);
-	if (ws_open(&f->ws, f->root, "workspace", &e) < 0)
-		fail_msg("ws_open: %s", e.msg);
 
 	mk(f, "outputs/plot.png", "png");
 	mk(f, "outputs/table.csv", "a,b\n1,2\n");
@@ -104,10 +68,7 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
-	struct fx *f = *state;
-	ws_close(&f->ws);
-	nftw(f->tmp, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-	free(f);
+	fx_free(*state);
 	return 0;
 }
 

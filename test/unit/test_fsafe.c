@@ -21,35 +21,7 @@
 #include <unistd.h>
 
 #include "../../mcp/fsafe.h"
-
-struct fx {
-	char tmp[64];          /* the temp dir: holds root/ and outside/ */
-	char root[128];
-	char outside[128];
-	struct workspace ws;
-};
-
-static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	remove(p);
-	return 0;
-}
-
-static void rm_rf(const char *p)
-{
-	nftw(p, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-}
-
-static void put(const char *path, const char *content)
-{
-	FILE *f = fopen(path, "w");
-	assert_non_null(f);
-	fputs(content, f);
-	fclose(f);
-}
+#include "ws_fixture.h"
 
 static char *slurp(const char *path)
 {
@@ -74,21 +46,7 @@ static void on_alarm(int sig)
 
 static int setup_common(void **state, bool openat2)
 {
-	struct fx *f = calloc(1, sizeof *f);
-	struct err e = { 0 };
-	char p[256];
-
-	assert_non_null(f);
-	snprintf(f->tmp, sizeof f->tmp, "/tmp/psm-fsafe-XXXXXX");
-	assert_non_null(mkdtemp(f->tmp));
-	snprintf(f->root, sizeof f->root, "%s/root", f->tmp);
-	snprintf(f->outside, sizeof f->outside, "%s/outside", f->tmp);
-	assert_int_equal(mkdir(f->root, 0755), 0);
-	assert_int_equal(mkdir(f->outside, 0755), 0);
-	snprintf(p, sizeof p, "%s/secret", f->outside);
-	put(p, "SECRET");
-	if (ws_open(&f->ws, f->root, "workspace", &e) < 0)
-		fail_msg("ws_open: %s", e.msg);
+	struct fx *f = fx_new("fsafe");
 	ws_set_openat2(openat2);
 	signal(SIGALRM, on_alarm);
 	alarm(20);
@@ -111,15 +69,8 @@ static int teardown(void **state)
 	struct fx *f = *state;
 	alarm(0);
 	ws_set_openat2(true);
-	ws_close(&f->ws);
-	rm_rf(f->tmp);
-	free(f);
+	fx_free(f);
 	return 0;
-}
-
-static void wpath(const struct fx *f, char *out, size_t sz, const char *rel)
-{
-	snprintf(out, sz, "%s/%s", f->ws.abs, rel);
 }
 
 /* ---- ws_open ---------------------------------------------------------- */
