@@ -24,7 +24,7 @@ enum wire_type {
 	/* zygote -> server */
 	W_READY,         /* JSON {jail report, python version, warm ms} */
 	W_SPAWNED,       /* JSON {id, pid}; fd: pidfd (may be absent) */
-	W_EXITED,        /* JSON {pid, status} (wait status) */
+	W_EXITED,        /* JSON {pid, status, epoch} (wait status; epoch counts exits) */
 	W_FATAL,         /* JSON {message} */
 	/* server -> session */
 	W_EXEC,          /* JSON {code, cell, ...} */
@@ -35,6 +35,8 @@ enum wire_type {
 	W_HELLO,         /* JSON {pid, resumed}: a session (or resumed checkpoint) is up */
 	W_CHECKPOINT,    /* JSON {pid}; fd: the checkpoint's pidfd */
 	W_STARTED,       /* empty: the session has read a cell and runs it */
+	/* server -> zygote */
+	W_SWEEP,         /* JSON {epoch, keep: [pid]}: end the zygote's other children */
 };
 
 struct wire_msg {

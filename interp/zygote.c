@@ -9,6 +9,7 @@
  * the per-session jail step, then serves W_EXEC/W_THUMB until its control
  * socket closes.  User code runs here, so nothing it sends back is trusted. */
 #include "zygote.h"
+#include "procs.h"
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -138,45 +139,6 @@ static int lift_fd(int fd)
  * control socket and pipes: the state is what it was before the call. */
 static pid_t checkpoint_pid, zygote_pid;
 
-/* Ends every other process of this session's process group: what the code
- * forked and left running does not outlive its call.  (Processes that moved
- * to a group of their own are ended with the session, by the pid namespace.) */
-static void end_left_behind(void)
-{
-	pid_t self = getpid(), grp = getpgrp();
-	DIR *d = opendir("/proc");
-	if (!d)
-		return;
-	struct dirent *de;
-	while ((de = readdir(d))) {
-		if (de->d_name[0] < '1' || de->d_name[0] > '9')
-			continue;
-		pid_t pid = (pid_t)atoi(de->d_name);
-		if (pid == self)
-			continue;
-		char path[64], buf[512];
-		snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-		int fd = open(path, O_RDONLY | O_CLOEXEC);
-		if (fd < 0)
-			continue;
-		ssize_t n = read(fd, buf, sizeof buf - 1);
-		close(fd);
-		if (n <= 0)
-			continue;
-		buf[n] = 0;
-		/* Fields after the command name, which may hold spaces. */
-		char *p = strrchr(buf, ')');
-		int ppid = 0, pgrp = 0;
-		char state;
-		if (!p || sscanf(p + 1, " %c %d %d", &state, &ppid, &pgrp) != 3 || pgrp != grp)
-			continue;
-		kill(pid, SIGKILL);
-		if (ppid == self)
-			waitpid(pid, NULL, 0);
-	}
-	closedir(d);
-}
-
 /* Old copies are killed without waiting for them: the next request must not
  * wait for their exit.  They are reaped here later (only them: the code may
  * wait for its own children). */
@@ -195,6 +157,26 @@ static void retire_checkpoint(pid_t pid)
 	}
 	if (pid > 0)
 		waitpid(pid, NULL, 0); /* the list is full: wait this once */
+}
+
+/* Ends every process the call's code started, however it left the session's
+ * process group (setpgid, setsid, a double fork): the session is a child
+ * subreaper, so they all stay below it.  The live checkpoint and the
+ * retired ones (already killed, reaped later) are not the code's.
+ * Attack: a cell forks a process that calls setsid() and runs on after the
+ * call, unseen, writing into the workspace or burning CPU. */
+static void end_left_behind(void)
+{
+	pid_t keep[1 + sizeof to_reap / sizeof to_reap[0]];
+	size_t n = 0;
+	if (checkpoint_pid > 0)
+		keep[n++] = checkpoint_pid;
+	for (size_t i = 0; i < sizeof to_reap / sizeof to_reap[0]; i++)
+		if (to_reap[i] > 0)
+			keep[n++] = to_reap[i];
+	int r = procs_end_below(getpid(), keep, n, true);
+	if (r < 0)
+		log_warn("ending the processes the code left: %s", strerror(-r));
 }
 
 static void make_checkpoint(void);
@@ -235,6 +217,7 @@ static void make_checkpoint(void)
 		/* Resumed: this process is the session now. */
 		checkpoint_pid = 0;
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		prctl(PR_SET_CHILD_SUBREAPER, 1); /* not inherited: see session_main */
 		if (py_call("after_rollback", "", &out, &len, &is_bytes, &e) == 0)
 			free(out);
 		/* Whatever waits on the socket was meant for the dead session (a
@@ -289,6 +272,9 @@ static __attribute__((noreturn)) void session_main(const char *init_json, int fd
 			close(fd);
 	log_set_prefix("session");
 	setpgid(0, 0);
+	/* Whatever the code forks stays below the session, orphaned or not, so
+	 * end_left_behind finds it by its parent chain. */
+	prctl(PR_SET_CHILD_SUBREAPER, 1);
 	zygote_pid = getppid();
 
 	struct err e = { 0 };
@@ -356,6 +342,21 @@ static __attribute__((noreturn)) void session_main(const char *init_json, int fd
 	}
 }
 
+/* The sessions this zygote forked and has not reaped yet: kept by every
+ * sweep, also before the server has read their W_SPAWNED. */
+static pid_t spawned[512]; /* max_sessions is at most 256, plus those ending */
+/* How many children were reaped: a sweep is for the state the server saw. */
+static unsigned long long exits;
+
+static void note_spawned(pid_t pid, bool add)
+{
+	for (size_t i = 0; i < sizeof spawned / sizeof spawned[0]; i++)
+		if (add ? spawned[i] == 0 : spawned[i] == pid) {
+			spawned[i] = add ? pid : 0;
+			return;
+		}
+}
+
 static void spawn_session(int ctrl, struct wire_msg *m, int sfd)
 {
 	cJSON *req = cJSON_ParseWithLength((const char *)m->data, m->len);
@@ -382,6 +383,8 @@ static void spawn_session(int ctrl, struct wire_msg *m, int sfd)
 		session_main((const char *)m->data, fds, checkpoints);
 	}
 	PyOS_AfterFork_Parent();
+	if (pid > 0)
+		note_spawned(pid, true);
 	cJSON *rep = cJSON_CreateObject();
 	cJSON_AddNumberToObject(rep, "id", id->valuedouble);
 	cJSON_AddNumberToObject(rep, "pid", pid < 0 ? -1 : pid);
@@ -395,6 +398,44 @@ static void spawn_session(int ctrl, struct wire_msg *m, int sfd)
 	cJSON_Delete(req);
 }
 
+/* When a session dies, what its code left running is reparented here,
+ * where it no longer shows where it came from: the server, which knows
+ * every live session and checkpoint, answers each W_EXITED with the list
+ * of those to keep, and everything else below the zygote is ended.
+ * Attack: a cell forks a process that calls setsid(), then the call times
+ * out or the session is reset; the process would run on in the jail,
+ * writing into the workspace, until the server exits.
+ * A sweep sent before a later exit is stale (a checkpoint that has just
+ * resumed may be missing from it) and is skipped: that exit's own sweep
+ * follows. */
+static void sweep(const struct wire_msg *m)
+{
+	cJSON *j = cJSON_ParseWithLength((const char *)m->data, m->len);
+	const cJSON *ep = cJSON_GetObjectItemCaseSensitive(j, "epoch");
+	const cJSON *list = cJSON_GetObjectItemCaseSensitive(j, "keep");
+	if (cJSON_IsNumber(ep) && (unsigned long long)ep->valuedouble == exits && cJSON_IsArray(list)) {
+		size_t cap = sizeof spawned / sizeof spawned[0] + (size_t)cJSON_GetArraySize(list);
+		pid_t *keep = calloc(cap, sizeof *keep);
+		size_t n = 0;
+		for (size_t i = 0; keep && i < sizeof spawned / sizeof spawned[0]; i++)
+			if (spawned[i] > 0)
+				keep[n++] = spawned[i];
+		const cJSON *it;
+		cJSON_ArrayForEach(it, list)
+		{
+			if (keep && cJSON_IsNumber(it) && it->valueint > 0)
+				keep[n++] = it->valueint;
+		}
+		if (keep) {
+			int r = procs_end_below(getpid(), keep, n, false);
+			if (r > 0)
+				log_info("ended %d process(es) left by ended sessions", r);
+		}
+		free(keep);
+	}
+	cJSON_Delete(j);
+}
+
 static void reap(int ctrl)
 {
 	for (;;) {
@@ -402,12 +443,15 @@ static void reap(int ctrl)
 		pid_t pid = waitpid(-1, &status, WNOHANG);
 		if (pid <= 0)
 			return;
+		exits++;
+		note_spawned(pid, false);
 		/* A session (or resumed checkpoint) is a process-group leader:
 		 * whatever its code left running in its group ends with it. */
 		kill(-pid, SIGKILL);
 		cJSON *j = cJSON_CreateObject();
 		cJSON_AddNumberToObject(j, "pid", pid);
 		cJSON_AddNumberToObject(j, "status", status);
+		cJSON_AddNumberToObject(j, "epoch", (double)exits);
 		send_json(ctrl, W_EXITED, j, NULL, 0);
 		cJSON_Delete(j);
 	}
@@ -543,6 +587,8 @@ void zygote_main(const struct zygote_config *zc)
 				_exit(0); /* the server is gone: so are we, and our children */
 			if (m.type == W_SPAWN)
 				spawn_session(ctrl, &m, sfd);
+			else if (m.type == W_SWEEP)
+				sweep(&m);
 			wire_msg_free(&m);
 		}
 	}

@@ -295,6 +295,32 @@ static void kill_session(struct session *s)
 		s->kill_pending = true;
 }
 
+/* After each exit (once a checkpoint has resumed in place of a dead session):
+ * tell the zygote which of its processes are sessions and checkpoints; it
+ * ends the rest, which the code of a dead session left running
+ * (zygote.c: sweep). */
+static void send_sweep(struct sup *sup, const cJSON *epoch)
+{
+	if (!cJSON_IsNumber(epoch) || sup->zctrl < 0)
+		return;
+	cJSON *j = cJSON_CreateObject();
+	cJSON_AddNumberToObject(j, "epoch", epoch->valuedouble);
+	cJSON *keep = cJSON_AddArrayToObject(j, "keep");
+	for (struct session *s = sup->sessions; s && keep; s = s->next) {
+		if (!s->alive)
+			continue;
+		if (s->pid > 0)
+			cJSON_AddItemToArray(keep, cJSON_CreateNumber(s->pid));
+		if (s->ckpt_pid > 0)
+			cJSON_AddItemToArray(keep, cJSON_CreateNumber(s->ckpt_pid));
+	}
+	char *txt = cJSON_PrintUnformatted(j);
+	if (txt && wire_send(sup->zctrl, W_SWEEP, txt, strlen(txt), NULL, 0) < 0)
+		log_warn("could not send the sweep to the zygote");
+	free(txt);
+	cJSON_Delete(j);
+}
+
 static void zygote_event(void *arg, int fd, short revents)
 {
 	struct sup *sup = arg;
@@ -388,6 +414,7 @@ static void zygote_event(void *arg, int fd, short revents)
 		struct session *s = cJSON_IsNumber(pid) ? session_by_pid(sup, pid->valueint) : NULL;
 		if (s)
 			session_dead(sup, s, cJSON_IsNumber(st) ? st->valueint : 0, cJSON_IsNumber(st));
+		send_sweep(sup, cJSON_GetObjectItemCaseSensitive(j, "epoch"));
 		break;
 	}
 	default:

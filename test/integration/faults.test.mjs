@@ -117,14 +117,98 @@ describe('rollback', () => {
 	});
 
 	test('a process the code forks and leaves running is ended when the call ends', { timeout: 30000 }, async () => {
-		const before_ = new Set(descendants(h.pid).map((p) => p.pid));
 		const r = await execPy(h, 'child = os.fork()\nif child == 0:\n    time.sleep(1000)\n    os._exit(0)\nchild');
 		assert.equal(r.sc.status, 'ok', show(r.sc));
-		const left = descendants(h.pid).filter((p) => !before_.has(p.pid) && p.state !== 'Z');
-		// Only the session's new checkpoint may be new.
-		assert.ok(left.length <= 1, `left behind: ${show(left)}`);
-		const gone = await execPy(h, 'import errno\ntry:\n    os.kill(child, 0); alive = True\nexcept ProcessLookupError:\n    alive = False\nalive');
+		// Ended and reaped before the reply: not even a zombie is left.
+		assert.equal(hostPid(h.pid, r.sc.result), null, 'the child is gone from /proc');
+		const gone = await execPy(h, 'try:\n    os.kill(child, 0); alive = True\nexcept ProcessLookupError:\n    alive = False\nalive');
 		assert.equal(gone.sc.result, 'False');
+	});
+});
+
+// Attack: code forks a process that leaves the session's process group
+// (setpgid), or its session (setsid) and orphans itself with a double fork,
+// so that it runs on after the call, after a timeout or after a reset,
+// writing into the workspace.  Each writes a heartbeat file; after the call
+// it must stop growing and the process must be gone.
+describe('processes that try to outlive their call', () => {
+	let h, root;
+	before(async () => {
+		root = newProject('leftovers');
+		h = await startClient(root, { structured: true });
+		assert.equal((await execPy(h, 'kept = 7')).sc.status, 'ok');
+	});
+	after(async () => { await h.client.close(); });
+
+	/** Python that starts the escapee and leaves its pid in `name`.pid. */
+	const escapee = (name, how) => [
+		'import os, time',
+		'r, w = os.pipe()',
+		'c = os.fork()',
+		'if c == 0:',
+		how === 'setsid' ? '    os.setsid()' : '    os.setpgid(0, 0)',
+		'    if os.fork() == 0:',
+		`        open("workspace/${name}.pid", "w").write(str(os.getpid()))`,
+		'        os.write(w, b"x")',
+		'        while True:',
+		`            with open("workspace/${name}.beat", "a") as f: f.write("x")`,
+		'            time.sleep(0.02)',
+		'    os._exit(0)',
+		'os.read(r, 1)',
+		'os.waitpid(c, 0)',
+	].join('\n');
+	const size = (f) => { try { return fs.statSync(path.join(root, 'workspace', f)).size; } catch { return -1; } };
+	const nsPid = (name) => Number(fs.readFileSync(path.join(root, 'workspace', `${name}.pid`), 'utf8'));
+
+	/** The heartbeat has stopped and the process is gone from /proc, within 5 s. */
+	async function assertEnded(name) {
+		const pid = nsPid(name);
+		const end = Date.now() + 5000;
+		let last = size(name + '.beat');
+		for (;;) {
+			await sleep(200);
+			const now = size(name + '.beat');
+			if (now === last && hostPid(h.pid, pid) === null) break;
+			last = now;
+			assert.ok(Date.now() < end, `${name}: the process ${pid} still runs (heartbeat ${now} bytes)`);
+		}
+		await sleep(300);
+		assert.equal(size(name + '.beat'), last, `${name}: the heartbeat stopped for good`);
+	}
+
+	for (const how of ['setsid', 'setpgid']) {
+		test(`${how} + double fork: ended when the call ends`, { timeout: 30000 }, async () => {
+			const r = await execPy(h, escapee(`call-${how}`, how));
+			assert.equal(r.sc.status, 'ok', show(r.sc));
+			// The session waits for it before it replies.
+			assert.equal(hostPid(h.pid, nsPid(`call-${how}`)), null, 'gone when the reply comes');
+			const before_ = size(`call-${how}.beat`);
+			await sleep(300);
+			assert.equal(size(`call-${how}.beat`), before_, 'no heartbeat after the call');
+		});
+	}
+
+	test('setsid + double fork, then a timeout: ended, and the state rolled back', { timeout: 30000 }, async () => {
+		const r = await execPy(h, escapee('timeout', 'setsid') + '\nkept = 8\ntime.sleep(100)', { timeout_s: 1 });
+		assert.deepEqual([r.sc.status, r.sc.state], ['timeout', 'rolled_back'], show(r.sc));
+		await assertEnded('timeout');
+		assert.equal((await execPy(h, 'kept')).sc.result, '7');
+	});
+
+	test('setsid + double fork, then a crash: ended, and the state rolled back', { timeout: 30000 }, async () => {
+		const r = await execPy(h, escapee('crash', 'setsid') + '\nkept = 9\nos.abort()');
+		assert.deepEqual([r.sc.status, r.sc.state], ['crashed', 'rolled_back'], show(r.sc));
+		await assertEnded('crash');
+		assert.equal((await execPy(h, 'kept')).sc.result, '7');
+	});
+
+	test('in a session\'s first call (no checkpoint to resume), then a timeout: ended', { timeout: 30000 }, async () => {
+		for (const how of ['setsid', 'setpgid']) {
+			const r = await execPy(h, escapee(`first-${how}`, how) + '\ntime.sleep(100)', { session: `first-${how}`, timeout_s: 1 });
+			assert.deepEqual([r.sc.status, r.sc.state], ['timeout', 'new'], show(r.sc));
+			await assertEnded(`first-${how}`);
+		}
+		assert.equal((await execPy(h, 'kept')).sc.result, '7', 'the default session is untouched');
 	});
 });
 

@@ -1,0 +1,195 @@
+/* Ending the processes that user code left behind: see procs.h. */
+#include "procs.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+struct proc {
+	pid_t pid, ppid;
+	unsigned long long start; /* clock ticks after boot: tells a reused pid */
+	char state;
+};
+
+struct table {
+	struct proc *p;
+	size_t n, cap;
+};
+
+static int by_pid(const void *a, const void *b)
+{
+	pid_t x = ((const struct proc *)a)->pid, y = ((const struct proc *)b)->pid;
+	return (x > y) - (x < y);
+}
+
+static bool read_stat(pid_t pid, struct proc *out)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	ssize_t n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	buf[n] = 0;
+	/* The fields after the command name, which may hold spaces and ')'. */
+	const char *p = strrchr(buf, ')');
+	if (!p || sscanf(p + 1, " %c %d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu",
+			 &out->state, &out->ppid, &out->start) != 3)
+		return false;
+	out->pid = pid;
+	return true;
+}
+
+static int scan(struct table *t)
+{
+	t->n = 0;
+	DIR *d = opendir("/proc");
+	if (!d)
+		return -errno;
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		if (de->d_name[0] < '1' || de->d_name[0] > '9')
+			continue;
+		struct proc pr;
+		if (!read_stat((pid_t)atoi(de->d_name), &pr))
+			continue; /* gone meanwhile */
+		if (t->n == t->cap) {
+			size_t cap = t->cap ? t->cap * 2 : 64;
+			struct proc *np = realloc(t->p, cap * sizeof *np);
+			if (!np) {
+				closedir(d);
+				return -ENOMEM;
+			}
+			t->p = np;
+			t->cap = cap;
+		}
+		t->p[t->n++] = pr;
+	}
+	closedir(d);
+	qsort(t->p, t->n, sizeof *t->p, by_pid);
+	return 0;
+}
+
+static const struct proc *find(const struct table *t, pid_t pid)
+{
+	struct proc key = { .pid = pid };
+	return bsearch(&key, t->p, t->n, sizeof *t->p, by_pid);
+}
+
+static bool kept(pid_t pid, const pid_t *keep, size_t nkeep)
+{
+	for (size_t i = 0; i < nkeep; i++)
+		if (keep[i] == pid)
+			return true;
+	return false;
+}
+
+/* Below `parent`, and not under a kept direct child of it. */
+static bool is_target(const struct table *t, const struct proc *p, pid_t parent, const pid_t *keep, size_t nkeep)
+{
+	const struct proc *q = p;
+	for (int depth = 0; depth < 4096; depth++) {
+		if (q->pid == parent || q->pid <= 1)
+			return false;
+		if (q->ppid == parent)
+			return !kept(q->pid, keep, nkeep);
+		q = find(t, q->ppid);
+		if (!q)
+			return false;
+	}
+	return false;
+}
+
+struct mark {
+	pid_t pid;
+	unsigned long long start;
+};
+
+static bool is_marked(const struct mark *m, size_t n, const struct proc *p)
+{
+	for (size_t i = 0; i < n; i++)
+		if (m[i].pid == p->pid && m[i].start == p->start)
+			return true;
+	return false;
+}
+
+int procs_end_below(pid_t parent, const pid_t *keep, size_t nkeep, bool reap)
+{
+	struct table t = { 0 };
+	struct mark *marks = NULL;
+	size_t nmarks = 0, cap = 0;
+	int rc = 0;
+
+	/* Stop first, kill after: a stopped process cannot fork, so a fork
+	 * loop cannot outrun the scans, and nothing is reparented (which
+	 * would hide where it came from) while the tree is being read. */
+	for (int round = 0; round < 1000; round++) {
+		if ((rc = scan(&t)) < 0)
+			goto out;
+		size_t fresh = 0;
+		for (size_t i = 0; i < t.n; i++) {
+			const struct proc *p = &t.p[i];
+			bool dead = p->state == 'Z' || p->state == 'X';
+			if ((dead && !reap) || !is_target(&t, p, parent, keep, nkeep) || is_marked(marks, nmarks, p))
+				continue;
+			if (nmarks == cap) {
+				size_t ncap = cap ? cap * 2 : 16;
+				struct mark *nm = realloc(marks, ncap * sizeof *nm);
+				if (!nm) {
+					rc = -ENOMEM;
+					goto kill_all; /* end at least those found */
+				}
+				marks = nm;
+				cap = ncap;
+			}
+			marks[nmarks++] = (struct mark){ p->pid, p->start };
+			if (!dead)
+				kill(p->pid, SIGSTOP);
+			fresh++;
+		}
+		if (!fresh)
+			break;
+	}
+kill_all:
+	for (size_t i = 0; i < nmarks; i++)
+		kill(marks[i].pid, SIGKILL);
+
+	/* Each ends as a child of `parent` (its own parent is killed too, and
+	 * `parent` is the subreaper above them): wait until none is left. */
+	for (int idle = 0; reap && nmarks && idle < 5000;) {
+		if (scan(&t) < 0)
+			break;
+		size_t left = 0, reaped = 0;
+		for (size_t i = 0; i < nmarks; i++) {
+			const struct proc *p = find(&t, marks[i].pid);
+			if (!p || p->start != marks[i].start)
+				continue;
+			left++;
+			if (p->ppid == parent && waitpid(p->pid, NULL, 0) == p->pid)
+				reaped++;
+		}
+		if (!left)
+			break;
+		if (!reaped) {
+			struct timespec ms = { 0, 1000000 };
+			nanosleep(&ms, NULL);
+			idle++;
+		}
+	}
+	if (rc == 0)
+		rc = (int)nmarks;
+out:
+	free(t.p);
+	free(marks);
+	return rc;
+}

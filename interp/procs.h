@@ -1,0 +1,26 @@
+/* Ending the processes that user code left behind.
+ *
+ * User code may fork, and a forked process may leave its process group
+ * (setpgid) or its session (setsid), or orphan itself with a double fork.
+ * A process group therefore says nothing about where a process came from;
+ * the parent chain does, as long as the nearest ancestor that outlives
+ * everything is a child subreaper (or pid 1).  Sessions are subreapers, the
+ * zygote is pid 1 of the jail's pid namespace (or a subreaper). */
+#ifndef PSM_PROCS_H
+#define PSM_PROCS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+/* Ends every process below `parent` (itself excluded) except the subtrees
+ * of the direct children listed in keep[].  All of them are stopped first,
+ * round after round until a round finds none that is new, so that nothing
+ * forks while they are being killed; then all are killed.  With `reap`,
+ * also waits for them (parent must be the caller: every one of them ends
+ * as a child of the caller, which is a subreaper), zombies included.
+ * Returns how many processes were ended (0 on the usual path, one scan of
+ * /proc), or -errno when /proc cannot be read. */
+int procs_end_below(pid_t parent, const pid_t *keep, size_t nkeep, bool reap);
+
+#endif

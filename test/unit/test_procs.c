@@ -1,0 +1,173 @@
+/* Unit tests of interp/procs.c against real processes: the escapes that
+ * user code can try to outlive its call (a new process group, a new
+ * session, a double fork that orphans the process, a fork loop), what is
+ * kept, and the mode that leaves the reaping to the caller.  The test
+ * process is a child subreaper, as a session is. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../../interp/procs.h"
+
+static bool alive(pid_t pid)
+{
+	return kill(pid, 0) == 0;
+}
+
+static bool no_children_left(void)
+{
+	return waitpid(-1, NULL, WNOHANG) < 0 && errno == ECHILD;
+}
+
+static void read_pids(int fd, pid_t *pids, int n)
+{
+	for (int i = 0; i < n; i++)
+		assert_int_equal(read(fd, &pids[i], sizeof pids[i]), (ssize_t)sizeof pids[i]);
+}
+
+static void sleep_ms(long ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+	nanosleep(&ts, NULL);
+}
+
+static void test_nothing_to_end(void **state)
+{
+	(void)state;
+	assert_int_equal(procs_end_below(getpid(), NULL, 0, true), 0);
+}
+
+/* A: own process group; B, A's child: own session, forks C and exits, so C
+ * is an orphan (reparented to us) in a session of its own. */
+static void test_new_group_new_session_double_fork(void **state)
+{
+	(void)state;
+	int p[2];
+	assert_int_equal(pipe(p), 0);
+	pid_t a = fork();
+	assert_true(a >= 0);
+	if (a == 0) {
+		setpgid(0, 0);
+		if (fork() == 0) {
+			setsid();
+			if (fork() == 0) {
+				pid_t me = getpid();
+				if (write(p[1], &me, sizeof me) < 0)
+					_exit(1);
+				for (;;)
+					pause();
+			}
+			_exit(0);
+		}
+		pid_t me = getpid();
+		if (write(p[1], &me, sizeof me) < 0)
+			_exit(1);
+		for (;;)
+			pause();
+	}
+	pid_t pids[2];
+	read_pids(p[0], pids, 2);
+	pid_t c = pids[0] == a ? pids[1] : pids[0];
+	sleep_ms(20); /* B has exited: C is now ours */
+	assert_true(alive(a) && alive(c));
+	assert_true(getpgid(c) != getpgrp() && getsid(c) != getsid(0));
+	int n = procs_end_below(getpid(), NULL, 0, true);
+	assert_true(n >= 2);
+	assert_false(alive(a));
+	assert_false(alive(c));
+	assert_true(no_children_left());
+	close(p[0]);
+	close(p[1]);
+}
+
+static void test_kept_child_and_its_subtree_survive(void **state)
+{
+	(void)state;
+	pid_t k = fork();
+	if (k == 0) {
+		if (fork() == 0)
+			for (;;)
+				pause();
+		for (;;)
+			pause();
+	}
+	pid_t l = fork();
+	if (l == 0)
+		for (;;)
+			pause();
+	assert_true(k > 0 && l > 0);
+	sleep_ms(20);
+	assert_int_equal(procs_end_below(getpid(), &k, 1, true), 1);
+	assert_false(alive(l));
+	assert_true(alive(k));
+	/* The kept one's child was not touched either. */
+	assert_int_equal(procs_end_below(getpid(), &k, 1, true), 0);
+	kill(k, SIGKILL);
+	assert_int_equal(waitpid(k, NULL, 0), k);
+	/* Its child, orphaned, comes to us: the next call ends it. */
+	sleep_ms(20);
+	assert_int_equal(procs_end_below(getpid(), NULL, 0, true), 1);
+	assert_true(no_children_left());
+}
+
+/* A process that forks as fast as it can while it is being ended: each
+ * child forks in turn, so the tree grows in width and depth (up to 2^10
+ * processes; sessions have RLIMIT_NPROC besides). */
+static void test_fork_loop_cannot_outrun(void **state)
+{
+	(void)state;
+	pid_t f = fork();
+	if (f == 0) {
+		for (int i = 0; i < 10; i++)
+			if (fork() < 0)
+				break;
+		for (;;)
+			pause();
+	}
+	assert_true(f > 0);
+	sleep_ms(5);
+	int n = procs_end_below(getpid(), NULL, 0, true);
+	assert_true(n >= 1);
+	assert_true(no_children_left());
+}
+
+/* Without reaping (the zygote's mode: its SIGCHLD loop reports exits), the
+ * processes are killed and left for the caller to wait for. */
+static void test_without_reaping(void **state)
+{
+	(void)state;
+	pid_t c = fork();
+	if (c == 0)
+		for (;;)
+			pause();
+	assert_true(c > 0);
+	assert_int_equal(procs_end_below(getpid(), NULL, 0, false), 1);
+	int st = 0;
+	assert_int_equal(waitpid(c, &st, 0), c);
+	assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+}
+
+int main(void)
+{
+	/* As a session: orphans below us come to us. */
+	if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
+		return 1;
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_nothing_to_end),
+		cmocka_unit_test(test_new_group_new_session_double_fork),
+		cmocka_unit_test(test_kept_child_and_its_subtree_survive),
+		cmocka_unit_test(test_fork_loop_cannot_outrun),
+		cmocka_unit_test(test_without_reaping),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
