@@ -10,6 +10,8 @@
  * request (a notification gets none). */
 #include <cjson/cJSON.h>
 #include <fcntl.h>
+#include <ftw.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -24,13 +26,31 @@ static int out_r = -1;
 static char *buf;
 #define BUF_MAX (8u << 20)
 
+static char root[64];
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	remove(path);
+	return 0;
+}
+
+/* The scratch project goes when the fuzzer or the replay exits. */
+static void remove_root(void)
+{
+	if (root[0])
+		nftw(root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
 static void setup(void)
 {
 	struct err e = { 0 };
 	char tmpl[] = "/tmp/psm-fuzz-dispatch-XXXXXX", ws[128];
 	FUZZ_CHECK(mkdtemp(tmpl) != NULL, "mkdtemp");
-	static char root[64];
 	snprintf(root, sizeof root, "%s", tmpl);
+	atexit(remove_root);
 	snprintf(ws, sizeof ws, "%s/workspace", root);
 	FUZZ_CHECK(policy_builtin(&srv.policy, &e) == 0, "%s", e.msg);
 	FUZZ_CHECK(policy_resolve(srv.policy, root, &e) == 0, "%s", e.msg);
