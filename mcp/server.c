@@ -273,21 +273,34 @@ static void dispatch(struct server *s, const cJSON *msg)
 	}
 }
 
-void server_handle_line(struct server *s, char *line, size_t len)
+cJSON *server_parse_line(const char *line, size_t len, bool *blank)
 {
 	while (len && (line[len - 1] == '\r' || line[len - 1] == ' ' || line[len - 1] == '\t'))
 		len--;
 	size_t i = 0;
 	while (i < len && (line[i] == ' ' || line[i] == '\t'))
 		i++;
-	if (i == len)
-		return; /* blank lines are ignored */
+	*blank = i == len;
+	if (*blank)
+		return NULL;
 	const char *end = NULL;
 	cJSON *msg = cJSON_ParseWithLengthOpts(line + i, len - i, &end, 0);
-	if (!msg || (end && (size_t)(end - line) < len)) {
+	if (msg && end && (size_t)(end - line) < len) {
+		cJSON_Delete(msg); /* more after the first value */
+		return NULL;
+	}
+	return msg;
+}
+
+void server_handle_line(struct server *s, char *line, size_t len)
+{
+	bool blank;
+	cJSON *msg = server_parse_line(line, len, &blank);
+	if (blank)
+		return; /* blank lines are ignored */
+	if (!msg) {
 		rpc_error(s, NULL, RPC_PARSE_ERROR,
 			  "parse error: each line must be one complete JSON-RPC message", NULL);
-		cJSON_Delete(msg);
 		return;
 	}
 	dispatch(s, msg);

@@ -82,6 +82,10 @@ void server_call_done(struct server *s);
 
 /* Handles one complete line (one JSON-RPC message); replies go to stdout.
  * Exposed for the unit tests of the protocol layer. */
+/* One input line as a message: trailing CR and blanks and leading blanks
+ * trimmed; the line is len bytes, not NUL-terminated.  NULL when it is blank
+ * (*blank set) or not exactly one JSON value. */
+cJSON *server_parse_line(const char *line, size_t len, bool *blank);
 void server_handle_line(struct server *s, char *line, size_t len);
 
 #endif

@@ -3,9 +3,8 @@
  * test/fuzz/rpc_fuzz.py.)  This target covers, in-process and under the
  * sanitizers, what is done with the bytes before dispatching and what the
  * replies are made of:
- *   - the trim and cJSON_ParseWithLengthOpts over a buffer that is NOT
- *     NUL-terminated (the line buffer is exactly len bytes), with the
- *     "one complete message" test on the parse end;
+ *   - server_parse_line over a buffer that is NOT NUL-terminated (the
+ *     line buffer is exactly len bytes): trim, parse, one complete message;
  *   - the reply envelope: the request's id duplicated and printed must be
  *     one line (no raw newline) that parses again;
  *   - the text helpers that carry sandbox output into replies
@@ -17,31 +16,17 @@
 #include <cjson/cJSON.h>
 #include <string.h>
 
+#include "../../mcp/server.h"
 #include "../../mcp/text.h"
 #include "fuzz.h"
 
 static void check_line(const unsigned char *line, size_t len)
 {
-	/* handle_line: trailing CR/blanks and leading blanks are trimmed. */
-	while (len && (line[len - 1] == '\r' || line[len - 1] == ' ' || line[len - 1] == '\t'))
-		len--;
-	size_t i = 0;
-	while (i < len && (line[i] == ' ' || line[i] == '\t'))
-		i++;
-	if (i == len)
+	/* What the server reads a line with (exactly len bytes, trimmed). */
+	bool blank;
+	cJSON *msg = server_parse_line((const char *)line, len, &blank);
+	if (!msg)
 		return;
-	const char *end = NULL;
-	cJSON *msg = cJSON_ParseWithLengthOpts((const char *)line + i, len - i, &end, 0);
-	if (!msg) {
-		cJSON_Delete(msg);
-		return;
-	}
-	FUZZ_CHECK(end != NULL && end >= (const char *)line + i && end <= (const char *)line + len,
-		   "parse end outside the line");
-	if ((size_t)(end - (const char *)line) < len) {
-		cJSON_Delete(msg); /* trailing bytes: -32700 */
-		return;
-	}
 	/* The reply envelope of dispatch(): {"jsonrpc":"2.0","id":<id>,...}. */
 	const cJSON *id = cJSON_IsObject(msg) ? cJSON_GetObjectItemCaseSensitive(msg, "id") : NULL;
 	cJSON *reply = cJSON_CreateObject();
