@@ -68,6 +68,12 @@ describe('rollback', () => {
 		await stateIntact('an abort');
 	});
 
+	test('a syscall seccomp kills for (x32 getpid): 128+SIGSYS, rolled back', { timeout: 60000 }, async () => {
+		const r = await execPy(h, 'df_rows = 0\nctypes.CDLL(None).syscall(0x40000000 + 39)');
+		assert.deepEqual([r.sc.status, r.sc.exit_code, r.sc.state], ['crashed', 159, 'rolled_back'], show(r.sc));
+		await stateIntact('a SIGSYS');
+	});
+
 	test('the memory limit: status memory, exit 137, rolled back', { timeout: 60000 }, async () => {
 		const r = await execPy(h, 'df_rows = 0\nbig = bytearray(64 * 1024**3)');
 		assert.deepEqual([r.sc.status, r.sc.exit_code, r.sc.state], ['memory', 137, 'rolled_back'], show(r.sc));
