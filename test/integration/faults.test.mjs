@@ -194,6 +194,25 @@ describe('processes that try to outlive their call', () => {
 		});
 	}
 
+	test('a thread the code leaves running does not run between calls', { timeout: 30000 }, async () => {
+		const r = await execPy(h, [
+			'import threading',
+			'def beat():',
+			'    while True:',
+			'        with open("workspace/thread.beat", "a") as f: f.write("x")',
+			'        time.sleep(0.01)',
+			'threading.Thread(target=beat, daemon=True).start()',
+			'time.sleep(0.2)',
+		].join('\n'));
+		assert.equal(r.sc.status, 'ok', show(r.sc));
+		const idle = size('thread.beat');
+		assert.ok(idle > 0, 'the thread ran during the call');
+		await sleep(600);
+		assert.equal(size('thread.beat'), idle, 'nothing was written between calls');
+		await execPy(h, 'time.sleep(0.2)');
+		assert.ok(size('thread.beat') > idle, 'the thread goes on in the next call');
+	});
+
 	test('setsid + double fork, then a timeout: ended, and the state rolled back', { timeout: 30000 }, async () => {
 		const r = await execPy(h, escapee('timeout', 'setsid') + '\nkept = 8\ntime.sleep(100)', { timeout_s: 1 });
 		assert.deepEqual([r.sc.status, r.sc.state], ['timeout', 'rolled_back'], show(r.sc));
