@@ -20,6 +20,9 @@ Checks:
     of known files, resources/read of a known file);
   - the server's RSS at the end is at most --rss-limit-mb above that at
     the start (after warm-up), both printed;
+  - once every request is answered, no process that the code started is
+    left running (some cells fork a process that calls setsid to outlive
+    its call);
   - after end of input: exit status 0 and no process of its tree left;
   - the workspace intact: the sentinel files unchanged, nothing created
     or changed outside the workspace, workspace/outputs still a directory.
@@ -38,6 +41,25 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import mcpproc  # noqa: E402
+
+# Forks a process that leaves its session and orphans itself to outlive the
+# call; the server must end it when the call ends.
+ESCAPEE = ("import os, time\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
+           "        time.sleep(1000)\n    os._exit(0)")
+
+
+def live_tree(pid):
+    """{pid: comm} of the descendants of pid that are not zombies."""
+    out = {}
+    for p, (_, comm) in mcpproc.descendants(pid).items():
+        try:
+            with open(f"/proc/{p}/stat", "rb") as f:
+                s = f.read().decode("utf-8", "replace")
+        except OSError:
+            continue
+        if s[s.rfind(")") + 2:].split()[0] not in ("Z", "X"):
+            out[p] = comm
+    return out
 
 MALFORMED = [b"{", b"not json", b"[]", b'{"jsonrpc":"2.0"}', b'{"jsonrpc":"2.0","id":1,"method":"ping"} x',
              b'"just a string"', b"\xff\xfe", b'{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}',
@@ -115,6 +137,10 @@ class Soak:
         elif r < 0.985:
             code = (f"import matplotlib.pyplot as plt\nplt.figure(figsize=(2, 2)); plt.plot([1, {a}])\n"
                     f"plt.savefig('workspace/outputs/plot-{rid}.png'); plt.close('all'); print('{tok}')")
+        elif r < 0.993:
+            # A process that leaves its session (setsid, double fork) to
+            # outlive the call: it must be ended when the call ends.
+            code = ESCAPEE + f"\nprint('{tok}')"
         else:
             code = f"print('{tok}'); 1 / 0"
         args = {"code": code, "session": sess}
@@ -342,6 +368,26 @@ class Soak:
         pong = srv.request("final-ping", "ping", timeout=30)
         if not (pong and pong.get("result") == {}):
             self.fail("no answer to ping at the end")
+        # Nothing left running by the code: once every call is answered the
+        # tree is the zygote, its pid 1 and at most a session and a
+        # checkpoint per session name (zombies aside, reaped lazily).  One
+        # more escapee per session first, now that nothing kills at random.
+        for sess in self.sessions:
+            r = srv.call(f"escape-{sess}", "execute_python", {"code": ESCAPEE + "\nprint('escaped')", "session": sess}, 60)
+            if "escaped" not in json.dumps(r or {}):
+                self.fail(f"the final escapee cell in session {sess}: {str(r)[:200]}")
+        bound = 2 + 2 * len(self.sessions)
+        deadline = time.monotonic() + 10
+        while True:
+            live = live_tree(srv.p.pid)
+            if len(live) <= bound or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        if len(live) > bound:
+            self.fail(f"{len(live)} live processes in the server's tree after the last reply, "
+                      f"at most {bound} expected: {sorted(live.items())[:8]}")
+        else:
+            self.passed += 1
         rss_end = srv.rss_kb()
         rss_max = max(rss_max, rss_end)
         grow_mb = (rss_end - rss_start) / 1024
