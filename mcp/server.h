@@ -80,12 +80,13 @@ int server_run(struct server *s);
 /* Called when a call has been answered (the server may be draining). */
 void server_call_done(struct server *s);
 
-/* Handles one complete line (one JSON-RPC message); replies go to stdout.
- * Exposed for the unit tests of the protocol layer. */
 /* One input line as a message: trailing CR and blanks and leading blanks
  * trimmed; the line is len bytes, not NUL-terminated.  NULL when it is blank
  * (*blank set) or not exactly one JSON value. */
 cJSON *server_parse_line(const char *line, size_t len, bool *blank);
+
+/* Handles one complete line (one JSON-RPC message); replies go to stdout.
+ * Exposed for the unit tests of the protocol layer. */
 void server_handle_line(struct server *s, char *line, size_t len);
 
 #endif
