@@ -15,7 +15,6 @@
 #include <Python.h>
 
 #include <cjson/cJSON.h>
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <glob.h>
@@ -201,7 +200,8 @@ static void make_checkpoint(void)
 	pid_t pid = fork();
 	if (pid == 0) {
 		PyOS_AfterFork_Child();
-		/* A group of its own: the session's clean-up must not end it. */
+		/* A group of its own: a kill of the session's group (by the
+		 * code, with os.killpg) must not end it. */
 		setpgid(0, 0);
 		/* Wait for the resume signal.  Should the session and the zygote
 		 * both be gone (no pid namespace to end us), give up. */
@@ -237,9 +237,8 @@ static void make_checkpoint(void)
 		make_checkpoint();
 		return;
 	}
-	/* Also from the parent: the child may not have run yet when this
-	 * session crashes, and the clean-up of the session's group (ours, or
-	 * the zygote's kill(-pid)) must never catch the checkpoint. */
+	/* Also from the parent: the child may not have run yet when the code
+	 * signals the session's group. */
 	if (pid > 0)
 		setpgid(pid, pid);
 	PyOS_AfterFork_Parent();
@@ -445,9 +444,8 @@ static void reap(int ctrl)
 			return;
 		exits++;
 		note_spawned(pid, false);
-		/* A session (or resumed checkpoint) is a process-group leader:
-		 * whatever its code left running in its group ends with it. */
-		kill(-pid, SIGKILL);
+		/* What the code of a dead session left running is ended by the
+		 * sweep the server sends in answer (see sweep). */
 		cJSON *j = cJSON_CreateObject();
 		cJSON_AddNumberToObject(j, "pid", pid);
 		cJSON_AddNumberToObject(j, "status", status);
