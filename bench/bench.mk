@@ -16,7 +16,7 @@ bench: setup bench-setup $(BIN) $(BENCH_FLOORS)
 bench-setup:
 	bench/setup.sh
 
-$(BENCH_BUILD)/floor_pipe: bench/floor_pipe.c
+$(BENCH_BUILD)/floor_pipe: bench/floor_pipe.c bench/timing.h
 	@mkdir -p $(dir $@)
 	$(CC) $(BENCH_CFLAGS) -o $@ $<
 
@@ -24,6 +24,6 @@ $(BENCH_BUILD)/floor_echo: bench/floor_echo.c
 	@mkdir -p $(dir $@)
 	$(CC) $(BENCH_CFLAGS) -o $@ $<
 
-$(BENCH_BUILD)/floor_pyrun: bench/floor_pyrun.c
+$(BENCH_BUILD)/floor_pyrun: bench/floor_pyrun.c bench/timing.h
 	@mkdir -p $(dir $@)
 	$(CC) $(BENCH_CFLAGS) $(shell pkg-config --cflags python3-embed) -o $@ $< $(shell pkg-config --libs python3-embed)

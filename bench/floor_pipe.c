@@ -4,22 +4,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 #include <sys/wait.h>
 
-static double now_us(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
-}
-
-static int cmp(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return x < y ? -1 : x > y;
-}
+#include "timing.h"
 
 static int full_read(int fd, char *b, size_t n)
 {
@@ -30,6 +18,19 @@ static int full_read(int fd, char *b, size_t n)
 		b += r;
 		n -= (size_t)r;
 	}
+	return 0;
+}
+
+struct pipes {
+	int to, from;
+	char *msg; /* 64 bytes */
+};
+
+static int round_trip(void *arg)
+{
+	struct pipes *p = arg;
+	if (write(p->to, p->msg, 64) != 64 || full_read(p->from, p->msg, 64) < 0)
+		return -1;
 	return 0;
 }
 
@@ -54,17 +55,10 @@ int main(int argc, char **argv)
 	}
 	close(to[0]);
 	close(from[1]);
-	double *t = malloc(sizeof *t * (size_t)n);
-	for (int i = 0; i < n + 100; i++) {
-		double a = now_us();
-		if (write(to[1], msg, sizeof msg) != (ssize_t)sizeof msg || full_read(from[0], msg, sizeof msg) < 0)
-			return 1;
-		if (i >= 100) /* warm-up */
-			t[i - 100] = now_us() - a;
-	}
+	struct pipes pp = { to[1], from[0], msg };
+	if (time_steps(n, round_trip, &pp) < 0)
+		return 1;
 	close(to[1]);
 	waitpid(pid, NULL, 0);
-	qsort(t, (size_t)n, sizeof *t, cmp);
-	printf("%.3f %.3f %d\n", t[n / 2], t[(int)(n * 0.99)], n);
 	return 0;
 }

@@ -7,25 +7,27 @@
 #include <Python.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 
-static double now_us(void)
+#include "timing.h"
+
+static PyObject *globals, *step_fn, *step_src;
+
+/* PyRun_String("1+1") as it is. */
+static int raw(void *arg)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+	(void)arg;
+	PyObject *r = PyRun_String("1+1", Py_eval_input, globals, globals);
+	Py_XDECREF(r);
+	return r ? 0 : -1;
 }
 
-static int cmp(const void *a, const void *b)
+/* The same through the REPL step (_step below). */
+static int repl(void *arg)
 {
-	double x = *(const double *)a, y = *(const double *)b;
-	return x < y ? -1 : x > y;
-}
-
-static void report(double *t, int n)
-{
-	qsort(t, (size_t)n, sizeof *t, cmp);
-	printf("%.3f %.3f %d\n", t[n / 2], t[(int)(n * 0.99)], n);
+	(void)arg;
+	PyObject *r = PyObject_CallFunctionObjArgs(step_fn, step_src, globals, NULL);
+	Py_XDECREF(r);
+	return r ? 0 : -1;
 }
 
 int main(int argc, char **argv)
@@ -43,18 +45,9 @@ int main(int argc, char **argv)
 	if (PyRun_SimpleString("import numpy, pandas, matplotlib.pyplot\n") != 0)
 		return 1;
 	PyObject *main = PyImport_AddModule("__main__");
-	PyObject *g = PyModule_GetDict(main);
-	double *t = malloc(sizeof *t * (size_t)n);
-	for (int i = 0; i < n + 100; i++) {
-		double a = now_us();
-		PyObject *r = PyRun_String("1+1", Py_eval_input, g, g);
-		if (!r)
-			return 1;
-		Py_DECREF(r);
-		if (i >= 100)
-			t[i - 100] = now_us() - a;
-	}
-	report(t, n);
+	globals = PyModule_GetDict(main);
+	if (time_steps(n, raw, NULL) < 0)
+		return 1;
 	/* A REPL step: parse as a module, split the last expression, run, repr. */
 	if (PyRun_SimpleString(
 		    "import ast\n"
@@ -68,19 +61,10 @@ int main(int argc, char **argv)
 		    "        v = eval(compile(last, '<cell>', 'eval'), g)\n"
 		    "        return None if v is None else repr(v)\n") != 0)
 		return 1;
-	PyObject *step = PyDict_GetItemString(g, "_step");
-	PyObject *src = PyUnicode_FromString("1+1");
-	for (int i = 0; i < n + 100; i++) {
-		double a = now_us();
-		PyObject *r = PyObject_CallFunctionObjArgs(step, src, g, NULL);
-		if (!r)
-			return 1;
-		Py_DECREF(r);
-		if (i >= 100)
-			t[i - 100] = now_us() - a;
-	}
-	report(t, n);
-	Py_DECREF(src);
-	free(t);
+	step_fn = PyDict_GetItemString(globals, "_step");
+	step_src = PyUnicode_FromString("1+1");
+	if (time_steps(n, repl, NULL) < 0)
+		return 1;
+	Py_DECREF(step_src);
 	return Py_FinalizeEx() < 0 ? 1 : 0;
 }
