@@ -53,6 +53,16 @@ def now():
     return time.perf_counter()
 
 
+def time_calls(execute, n, out, think=0.0):
+    """n calls of execute("1+1"), each after `think` s idle, timed into out."""
+    for _ in range(n):
+        if think:
+            time.sleep(think)
+        t0 = now()
+        execute("1+1")
+        out.append(now() - t0)
+
+
 def log(msg):
     print("bench: " + msg, file=sys.stderr, flush=True)
 
@@ -513,42 +523,25 @@ def main():
             k.drain()
 
         # -------------------------------------------------- 2. warm 1+1
-        log("warm 1+1, back to back")
-        on, off, jup = [], [], []
-        rounds, per = (2, 50) if Q else (6, 150)
-        for _ in range(rounds):
-            for lst, srv in ((on, A), (off, B)):
-                for _ in range(per):
-                    t0 = now()
-                    srv.execute("1+1")
-                    lst.append(now() - t0)
-            if k:
-                for _ in range(per // 3):
-                    t0 = now()
-                    k.execute("1+1")
-                    jup.append(now() - t0)
-                k.drain()
+        # Back to back, then with 100 ms of think time before each call.
+        warm = {}
+        # (think s, (rounds, calls per round), Jupyter gets calls / this)
+        modes = ((0.0, (2, 50) if Q else (6, 150), 3), (0.1, (1, 5) if Q else (3, 12), 1))
+        for think, (rounds, per), jdiv in modes:
+            log(f"warm 1+1, {'100 ms think time' if think else 'back to back'}")
+            on, off, jup = warm[think] = ([], [], [])
+            for _ in range(rounds):
+                time_calls(A.execute, per, on, think)
+                time_calls(B.execute, per, off, think)
+                if k:
+                    time_calls(k.execute, per // jdiv, jup, think)
+                    k.drain()
+        on, off, jup = warm[0.0]
         R.add("warm", "2 warm", "`1+1` through MCP stdio, back to back (checkpoints on)", on)
         R.add("warm_off", "2 warm", "`1+1` back to back, checkpoints off", off)
         if jup:
             R.add("jup_warm", "2 warm", "alt: warm Jupyter kernel, execute `1+1` → execute_reply", jup)
-        log("warm 1+1 with 100 ms think time")
-        on_t, off_t, jup_t = [], [], []
-        rounds, per = (1, 5) if Q else (3, 12)
-        for _ in range(rounds):
-            for lst, srv in ((on_t, A), (off_t, B)):
-                for _ in range(per):
-                    time.sleep(0.1)
-                    t0 = now()
-                    srv.execute("1+1")
-                    lst.append(now() - t0)
-            if k:
-                for _ in range(per):
-                    time.sleep(0.1)
-                    t0 = now()
-                    k.execute("1+1")
-                    jup_t.append(now() - t0)
-                k.drain()
+        on_t, off_t, jup_t = warm[0.1]
         R.add("warm_think", "2 warm", "`1+1` after 100 ms think time (checkpoints on)", on_t)
         R.add("warm_think_off", "2 warm", "`1+1` after 100 ms think time, checkpoints off", off_t)
         if jup_t:
