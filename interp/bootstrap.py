@@ -202,10 +202,13 @@ def _format_tb(e):
     """The user's own frames only (CONTRACT section 5); each run of library
     frames is folded into one line naming the modules, so the model still
     sees that the error came from inside a library, and the exception line
-    says why."""
-    lines = []
+    says why.  Repeated frames fold as CPython folds them ("[Previous line
+    repeated N more times]"), and a traceback still too long keeps its head
+    and its tail: the exception line is always the last thing the model
+    reads, however deep the recursion was."""
     if isinstance(e, SyntaxError) and e.filename and _is_user_frame(e.filename):
-        return "".join(traceback.format_exception_only(type(e), e))
+        return _cap_tail("".join(traceback.format_exception_only(type(e), e)), _tb_budget())
+    lines = []
     frames = traceback.extract_tb(e.__traceback__)
     # Drop the bootstrap's own frames at the top.
     while frames and not _is_user_frame(frames[0].filename):
@@ -214,12 +217,15 @@ def _format_tb(e):
         lines.append("Traceback (most recent call last):\n")
         i = 0
         while i < len(frames):
-            f = frames[i]
-            if _is_user_frame(f.filename):
-                lines.extend(traceback.format_list([f]))
-                i += 1
-                continue
             j = i
+            if _is_user_frame(frames[i].filename):
+                while j < len(frames) and _is_user_frame(frames[j].filename):
+                    j += 1
+                # One StackSummary per run, so CPython's own folding of
+                # repeated lines applies across the run.
+                lines.extend(traceback.StackSummary.from_list(frames[i:j]).format())
+                i = j
+                continue
             mods = []
             while j < len(frames) and not _is_user_frame(frames[j].filename):
                 m = _short_module(frames[j].filename)
@@ -229,8 +235,65 @@ def _format_tb(e):
             lines.append("  [... %d frame%s in %s ...]\n" % (
                 j - i, "" if j - i == 1 else "s", ", ".join(mods[:3])))
             i = j
-    lines.extend(traceback.format_exception_only(type(e), e))
-    return "".join(lines)
+    budget = _tb_budget()
+    exc = _cap_tail("".join(traceback.format_exception_only(type(e), e)), budget // 4)
+    body = "".join(_fold_blocks(lines))
+    return _cap_middle(body, max(budget - len(exc), 200)) + exc
+
+
+def _tb_budget():
+    return max(int(_cfg.get("max_result_chars", 8000) or 8000), 1000)
+
+
+def _fold_blocks(lines):
+    """Runs of the same block of frames (mutual recursion through a
+    library callback, a -> b -> a -> b ...) fold into one copy and a count,
+    the way CPython folds a single repeated line."""
+    out = []
+    i = 0
+    n = len(lines)
+    while i < n:
+        folded = False
+        for size in range(2, 7):
+            block = lines[i:i + size]
+            if len(block) < size:
+                break
+            reps = 1
+            while lines[i + reps * size:i + (reps + 1) * size] == block:
+                reps += 1
+            if reps > 3:
+                out.extend(block * 3)
+                out.append("  [Previous %d lines repeated %d more times]\n" % (size, reps - 3))
+                i += reps * size
+                folded = True
+                break
+        if not folded:
+            out.append(lines[i])
+            i += 1
+    return out
+
+
+def _cap_middle(text, limit):
+    """Head and tail of text, with a marker saying how much was left out."""
+    if len(text) <= limit:
+        return text
+    head = text[: limit * 2 // 5]
+    tail = text[-(limit * 3 // 5):]
+    head = head[: head.rfind("\n") + 1] or head
+    nl = tail.find("\n")
+    tail = tail[nl + 1:] if 0 <= nl < len(tail) - 1 else tail
+    return "%s  [... %d characters of traceback omitted ...]\n%s" % (
+        head, len(text) - len(head) - len(tail), tail)
+
+
+def _cap_tail(text, limit):
+    """An exception line too long to show whole keeps its start (the type)
+    and its end."""
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    return "%s [... %d characters omitted ...] %s" % (
+        text[:half], len(text) - 2 * half, text[-half:])
 
 
 def _short_module(path):

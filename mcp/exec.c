@@ -276,6 +276,31 @@ static char *clean(const char *s, size_t max_chars)
 	return t;
 }
 
+/* Like clean, but a text over max_chars keeps its head and its tail: the
+ * end of a traceback is the exception line, the one line the model must
+ * always see. */
+static char *clean_mid(const char *s, size_t max_chars)
+{
+	if (!s)
+		return NULL;
+	size_t len;
+	char *t = utf8_sanitize((const unsigned char *)s, strlen(s), &len);
+	if (!t || utf8_chars(t, len) <= max_chars)
+		return t;
+	size_t head = utf8_prefix(t, len, max_chars / 3);
+	size_t tail = utf8_suffix(t, len, max_chars - max_chars / 3);
+	static const char marker[] = "\n[... cut ...]\n";
+	char *out = malloc(head + sizeof marker + (len - tail));
+	if (out) {
+		memcpy(out, t, head);
+		memcpy(out + head, marker, sizeof marker - 1);
+		memcpy(out + head + sizeof marker - 1, t + tail, len - tail);
+		out[head + sizeof marker - 1 + len - tail] = 0;
+	}
+	free(t);
+	return out;
+}
+
 static cJSON *structured(struct call *c, char *result, char *etype, char *emsg, char *etb, const char *denied, const char *hint)
 {
 	cJSON *o = cJSON_CreateObject();
@@ -339,7 +364,7 @@ void exec_finish(struct call *c)
 	char *result = clean(json_str(c->py, "result"), lim + 200);
 	char *etype = clean(json_str(err, "type"), 200);
 	char *emsg = clean(json_str(err, "message"), lim);
-	char *etb = clean(json_str(err, "traceback"), lim);
+	char *etb = clean_mid(json_str(err, "traceback"), lim + 200);
 	char *hint = clean(json_str(err, "hint"), 1000);
 	const char *denied = NULL;
 	const char *d = json_str(err, "denied_by");
