@@ -19,7 +19,7 @@ CC ?= cc
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 PY_PREFIX := $(shell pkg-config --variable=prefix python3-embed 2>/dev/null)
-VERSION := $(shell cat VERSION 2>/dev/null || echo 0.1.0)
+VERSION := $(shell cat $(dir $(lastword $(MAKEFILE_LIST)))VERSION)
 
 WARN := -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wformat-truncation=1 \
 	-Wstrict-prototypes -Wmissing-prototypes -Wpointer-arith -Wvla \
@@ -44,9 +44,11 @@ UNIT_BINS := $(UNIT_SRCS:test/unit/%.c=$(BUILD)/test/%)
 HELPER_SRCS := $(wildcard test/helpers/*.c)
 HELPER_BINS := $(HELPER_SRCS:test/helpers/%.c=$(BUILD)/helpers/%)
 
-.PHONY: all setup test test-san valgrind unit jail integration demo install install-skill clean check-deps
+.PHONY: all setup test test-san valgrind unit jail integration demo install install-skill clean check-deps help
+## all: build build/python-sandbox-mcp (the default)
 all: check-deps $(BIN)
 
+## check-deps: fail with a hint when a build dependency is missing
 check-deps:
 	@pkg-config --exists $(PKGS) || { echo "missing build dependencies: run 'make setup' (or scripts/setup.sh) first" >&2; exit 2; }
 
@@ -72,21 +74,26 @@ $(BUILD)/helpers/%: test/helpers/%.c $(LIB_OBJS)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $< $(LIB_OBJS) $(LIBS)
 
+## setup: install the missing Debian and npm packages (scripts/setup.sh)
 setup:
 	scripts/setup.sh
 
+## unit: C unit tests (cmocka) and the test helpers
 unit: $(UNIT_BINS) $(HELPER_BINS)
 	@set -e; for t in $(UNIT_BINS); do echo "== $$t"; $$t; done
 
+## integration: the real binary through the MCP TypeScript SDK (test/integration/)
 integration: $(BIN) $(HELPER_BINS)
 	test/integration/run.sh $(BIN)
 
 # The jail's escape suite: every effect checked from outside the sandbox.
+## jail: the escape suite, as root and as nobody (test/jail/)
 jail: $(HELPER_BINS)
 	test/jail/run.sh $(BUILD)/helpers
 
 # The unit tests and the integration suite once more under AddressSanitizer
 # and UndefinedBehaviorSanitizer (build/san/; options built into the binary).
+## test-san: unit, fuzz replay and integration again under ASan+UBSan
 test-san:
 	$(MAKE) SANITIZE=address,undefined all unit fuzz-replay
 	test/integration/run.sh build/san/python-sandbox-mcp
@@ -97,6 +104,7 @@ test-san:
 # exec, so only the server is under valgrind); any error or leak makes the
 # server exit 99, which the suite's shutdown checks see.
 VG_WRAPPER := $(BUILD)/valgrind/python-sandbox-mcp
+## valgrind: the integration suite with the server under valgrind memcheck (slow)
 valgrind: $(BIN)
 	@command -v valgrind >/dev/null || { echo "valgrind: apt-get install valgrind" >&2; exit 2; }
 	@mkdir -p $(dir $(VG_WRAPPER))
@@ -104,6 +112,7 @@ valgrind: $(BIN)
 	chmod +x $(VG_WRAPPER)
 	test/integration/run.sh $(VG_WRAPPER)
 
+## test: set up, then every test (about 4 minutes on 2 cores)
 test: setup
 	$(MAKE) all
 	$(MAKE) unit
@@ -113,10 +122,12 @@ test: setup
 	$(MAKE) test-san
 	$(MAKE) test-clients
 
+## demo: set up, build and run the latency scenario through a real MCP client
 demo: setup
 	$(MAKE) all
 	demo/run.sh $(BIN)
 
+## install: install the binary to PREFIX/bin (default /usr/local)
 install: $(BIN)
 	install -D -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/python-sandbox-mcp
 
@@ -124,12 +135,26 @@ install: $(BIN)
 # (make -C /path/to/python-sandbox-mcp install-skill PROJECT=$PWD).
 SRCDIR := $(dir $(abspath $(firstword $(MAKEFILE_LIST))))
 PROJECT ?= $(CURDIR)
+## install-skill: copy SKILL.md into PROJECT's .agents/ and .claude/ skill folders
 install-skill:
 	install -D -m 0644 $(SRCDIR)SKILL.md $(PROJECT)/.agents/skills/code-interpreter-sandbox-executor/SKILL.md
 	install -D -m 0644 $(SRCDIR)SKILL.md $(PROJECT)/.claude/skills/code-interpreter-sandbox-executor/SKILL.md
 
+## clean: remove build/
 clean:
 	rm -rf build
+
+# Every target of this Makefile and the included .mk files, one line each:
+# the line '## NAME: what it does' above a target describes it; a target
+# without one is still listed, so a new target never goes missing here.
+## help: list every target with one line each
+help:
+	@awk '/^## [A-Za-z0-9_.%-]+: / { n = $$2; sub(/:$$/, "", n); d = $$0; sub(/^## [^:]*: /, "", d); doc[n] = d; order[++k] = n; next } \
+	     /^[a-z][A-Za-z0-9_-]*:([^=]|$$)/ { n = $$1; sub(/:.*/, "", n); if (!(n in seen)) { seen[n] = 1; tgt[++m] = n } } \
+	     END { printf "python-sandbox-mcp %s: make TARGET\n\n", "$(VERSION)"; \
+	           for (i = 1; i <= k; i++) printf "  %-18s %s\n", order[i], doc[order[i]]; \
+	           for (i = 1; i <= m; i++) if (!(tgt[i] in doc)) printf "  %-18s (not described)\n", tgt[i] }' \
+	     $(filter-out %.d,$(MAKEFILE_LIST))
 
 -include $(OBJS:.o=.d) $(UNIT_BINS:=.d) $(HELPER_BINS:=.d)
 

@@ -10,9 +10,11 @@ BENCH_ARGS ?=
 BENCH_CFLAGS := -std=gnu11 -O2 -g -Wall -Wextra -Werror
 
 .PHONY: bench bench-setup
+## bench: the server against Jupyter and python3 -c; writes bench/RESULTS.md
 bench: setup bench-setup $(BIN) $(BENCH_FLOORS)
 	$(BENCH_PY) bench/run.py --server $(BIN) --floors $(BENCH_BUILD) --results bench/RESULTS.md $(BENCH_ARGS)
 
+## bench-setup: install what the benchmark compares against (Jupyter kernel)
 bench-setup:
 	bench/setup.sh
 

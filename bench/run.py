@@ -5,7 +5,7 @@ One run, one machine, one process tree: the server (spoken to over its
 stdin/stdout as an MCP client would, one JSON-RPC object per line), a warm
 Jupyter kernel (jupyter_client), a `python3 -c` subprocess per call, and the
 floors (a pipe round trip, PyRun_String in-process).  Prints a table of
-medians, p99 and ratios, then the targets of issue 5 with PASS/MISS.
+medians, p99 and ratios, then the project's speed targets with PASS/MISS.
 
 Absolute times on a shared machine are noise; the ratios, measured in
 interleaved rounds so that the alternatives see the same load, are the
@@ -319,7 +319,7 @@ class Report:
             g = "" if p99 is None else fmt_num(p99, unit)
             out.append("| %s | %s | %s | %s | %s | %s |" % (sec, label, n or "", f, g, note))
         out.append("")
-        out.append("| target (issue 5) | measured | target | |")
+        out.append("| target | measured | target | |")
         out.append("|---|---|---|---|")
         for label, measured, target, ok in self.targets:
             verdict = "n/a" if ok is None else ("PASS" if ok else "MISS")

@@ -199,7 +199,7 @@ def _is_user_frame(filename):
 
 
 def _format_tb(e):
-    """The user's own frames only (CONTRACT section 5); each run of library
+    """The user's own frames only (docs/TOOLS.md); each run of library
     frames is folded into one line naming the modules, so the model still
     sees that the error came from inside a library, and the exception line
     says why.  Repeated frames fold as CPython folds them ("[Previous line

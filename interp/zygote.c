@@ -471,7 +471,7 @@ static char **build_env(const struct zygote_config *zc)
 		"LANG=C.UTF-8",
 		"LC_ALL=C.UTF-8",
 		/* Single-threaded BLAS: fork() while an OpenBLAS thread pool is
-		 * busy hangs in its atfork handler (DESIGN "Processes"). */
+		 * busy hangs in its atfork handler. */
 		"OPENBLAS_NUM_THREADS=1",
 		"OMP_NUM_THREADS=1",
 		"MKL_NUM_THREADS=1",

@@ -1,5 +1,5 @@
 /* The zygote: the jailed process that holds a warm interpreter and forks one
- * child per session (DESIGN "Processes").  The server forks it at start and
+ * child per session (docs/ARCHITECTURE.md).  The server forks it at start and
  * never initialises Python itself. */
 #ifndef INTERP_ZYGOTE_H
 #define INTERP_ZYGOTE_H

@@ -1,5 +1,5 @@
 /* execute_python: arguments, the artifacts of a call, and the reply
- * (CONTRACT section 5).  The process side is in supervisor.c. */
+ * (docs/TOOLS.md).  The process side is in supervisor.c. */
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>

@@ -1,5 +1,5 @@
-/* python-sandbox-mcp: command line, policy, then the server (CONTRACT
- * section 2).  Exit status: 0 at end of input or on SIGINT/SIGTERM, 2 for a
+/* python-sandbox-mcp: command line, policy, then the server.
+ * Exit status: 0 at end of input or on SIGINT/SIGTERM, 2 for a
  * usage or policy error (one line on stderr naming file, line and key). */
 #include <errno.h>
 #include <getopt.h>

@@ -1,5 +1,5 @@
-/* The MCP server: JSON-RPC over stdio, lifecycle, dispatch (CONTRACT
- * section 4).  One thread, one event loop; stdout carries MCP messages
+/* The MCP server: JSON-RPC over stdio, lifecycle, dispatch
+ * (docs/TOOLS.md).  One thread, one event loop; stdout carries MCP messages
  * only. */
 #ifndef MCP_SERVER_H
 #define MCP_SERVER_H

@@ -1,5 +1,5 @@
 /* The tool catalogue, list_artifacts, verify_outputs and the workspace as
- * resources (CONTRACT sections 6 to 8).  Everything here runs in the server
+ * resources (docs/TOOLS.md).  Everything here runs in the server
  * and reads the workspace only through fsafe (no symlink followed). */
 #include <errno.h>
 #include <fcntl.h>

@@ -1,4 +1,4 @@
-/* Checks of verify_outputs (CONTRACT section 7), done in the server, never
+/* Checks of verify_outputs (docs/TOOLS.md), done in the server, never
  * trusting the interpreter.  Pure functions over bytes, fuzzable. */
 #ifndef MCP_VALIDATE_H
 #define MCP_VALIDATE_H

@@ -1,5 +1,5 @@
 /* The jail: the layers that enforce a policy around the interpreter
- * (DESIGN "The jail", CONTRACT section 3).
+ * (docs/SECURITY.md).
  *
  * The server computes a jail_config; the freshly forked zygote calls
  * jail_enter() while it is still single-threaded and before Python starts.

@@ -1,4 +1,4 @@
-/* The policy parser: SKILL.md frontmatter -> struct policy (CONTRACT 3).
+/* The policy parser: SKILL.md frontmatter -> struct policy.
  *
  * The frontmatter is read with libyaml's event API into a small tree of
  * nodes that carry their line numbers, then the tree is checked against a

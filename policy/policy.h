@@ -1,4 +1,4 @@
-/* The policy: what a SKILL.md frontmatter allows (CONTRACT section 3).
+/* The policy: what a SKILL.md frontmatter allows (docs/TOOLS.md).
  *
  * Parsed with libyaml into a struct policy; every error names the file, the
  * line and the key.  The policy is immutable once loaded, except that CLI

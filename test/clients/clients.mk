@@ -2,5 +2,6 @@
 # (Claude Code, Codex, the MCP Inspector, the MCP conformance suite, --venv).
 # See test/clients/README.md.
 .PHONY: test-clients
+## test-clients: the server inside Claude Code, Codex, the Inspector and conformance suite
 test-clients: $(BIN)
 	test/clients/run.sh $(BIN)

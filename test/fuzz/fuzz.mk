@@ -1,4 +1,4 @@
-# Fuzzing (issue 6): four libFuzzer targets over the parsers, a plain
+# Fuzzing: four libFuzzer targets over the parsers, a plain
 # replay driver, and a process-level fuzz of the JSON-RPC dispatcher.
 #
 #   make fuzz              libFuzzer (clang 14, ASan+UBSan), FUZZ_TIME seconds
@@ -65,8 +65,10 @@ $(FUZZ_DIR)/libpsm.a: $(FUZZ_LIB_OBJS)
 $(FUZZ_DIR)/fuzz_%: test/fuzz/fuzz_%.c test/fuzz/fuzz.h $(FUZZ_DIR)/libpsm.a
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_DIR)/libpsm.a $(LIBS) -lm
 
+## fuzz-build: build the libFuzzer targets (clang)
 fuzz-build: $(FUZZ_BINS)
 
+## fuzz-run-TARGET: one libFuzzer target (policy, validate, wire, jsonrpc, dispatch)
 $(FUZZ_TARGETS:%=fuzz-run-%): fuzz-run-%: $(FUZZ_DIR)/fuzz_%
 	@mkdir -p $(FUZZ_DIR)/corpus/$* $(FUZZ_DIR)/crashes/$* fixtures/fuzz/$*/regressions
 	@echo "== fuzz $*: $(FUZZ_TIME) s (log: $(FUZZ_DIR)/$*.log)"
@@ -79,11 +81,13 @@ $(FUZZ_TARGETS:%=fuzz-run-%): fuzz-run-%: $(FUZZ_DIR)/fuzz_%
 	if [ $$rc -eq 72 ]; then echo "fuzz $*: interrupted"; exit 0; fi; \
 	if [ $$rc -ne 0 ]; then echo "fuzz $*: FAILED (exit $$rc); crash in $(FUZZ_DIR)/crashes/$*/, see $(FUZZ_DIR)/$*.log" >&2; exit 1; fi
 
+## fuzz: libFuzzer over every parser for FUZZ_TIME s each, then fuzz-rpc
 fuzz: $(FUZZ_BINS) $(BIN)
 	@$(MAKE) --no-print-directory -j$(FUZZ_PAR) -k $(FUZZ_TARGETS:%=fuzz-run-%)
 	@$(MAKE) --no-print-directory fuzz-rpc
 
 # Keeps the smallest set of inputs that covers what the work corpus found.
+## fuzz-merge: minimise the work corpora into fixtures/fuzz/
 fuzz-merge: $(FUZZ_BINS)
 	@set -e; for t in $(FUZZ_TARGETS); do \
 		mkdir -p fixtures/fuzz/$$t/corpus; \
@@ -97,11 +101,13 @@ $(BUILD)/fuzz/replay_%: test/fuzz/fuzz_%.c test/fuzz/replay.c test/fuzz/fuzz.h $
 	$(CC) $(REPLAY_CFLAGS) $(ALL_LDFLAGS) -o $@ test/fuzz/fuzz_$*.c test/fuzz/replay.c $(LIB_OBJS) $(LIBS) -lm
 
 # Every target runs even when one fails; the status says whether all passed.
+## fuzz-replay: replay every corpus and regression file through the parsers
 fuzz-replay: $(REPLAY_BINS)
 	@bad=; for t in $(FUZZ_TARGETS); do \
 		$(BUILD)/fuzz/replay_$$t fixtures/fuzz/$$t || bad="$$bad $$t"; \
 	done; \
 	if [ -n "$$bad" ]; then echo "fuzz-replay: failed:$$bad" >&2; exit 1; fi
 
+## fuzz-rpc: mutated JSON-RPC lines to the real binary
 fuzz-rpc: $(BIN)
 	$(SOAK_PYTHON) test/fuzz/rpc_fuzz.py --bin $(BIN) --lines $(FUZZ_RPC_LINES) --corpus fixtures/fuzz/rpc

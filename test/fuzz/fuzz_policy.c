@@ -3,7 +3,7 @@
  * Besides "no crash, no leak", it checks what the contract promises of the
  * parser's outcome: an accepted policy has every limit inside its
  * documented range and no empty path list; a refused one has a message
- * on one line (CONTRACT 2: "one clear line naming file, line and key")
+ * on one line ("one clear line naming file, line and key")
  * that begins with the file's name. */
 #include <math.h>
 #include <string.h>

@@ -1,5 +1,5 @@
-// CONTRACT sections 5 (artifacts of a call: images inline, other files as
-// resource_link) and 6 (list_artifacts).
+// The artifacts of a call (images inline, other files as resource_link)
+// and list_artifacts.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import crypto from 'node:crypto';

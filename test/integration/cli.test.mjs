@@ -1,4 +1,4 @@
-// CONTRACT section 2: the command line (--version, --help, usage errors,
+// The command line (--version, --help, usage errors,
 // --workspace, --timeout) as far as the MCP side sees it.
 import { test, describe } from 'node:test';
 import assert from 'node:assert/strict';

@@ -1,4 +1,4 @@
-// CONTRACT sections 4 and 5: sessions run in parallel, ping is answered while
+// Concurrency: sessions run in parallel, ping is answered while
 // code runs, a timeout stops the execution and the server stays responsive.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';

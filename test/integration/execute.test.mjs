@@ -1,4 +1,4 @@
-// CONTRACT section 5 through the SDK client (with --structured-content):
+// execute_python through the SDK client (with --structured-content):
 // state, output capture, the final expression, exceptions, sessions, reset,
 // seeding, input errors.
 import { test, describe, before, after } from 'node:test';

@@ -1,4 +1,4 @@
-// Sessions that never lose work (issue 4): rollback on timeout, cancellation,
+// Sessions that never lose work: rollback on timeout, cancellation,
 // crash, the memory limit and a kill from outside; limits; processes left
 // behind; the zygote killed; a full disk.  Effects are checked from outside
 // (/proc, the file system).

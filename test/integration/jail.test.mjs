@@ -1,4 +1,4 @@
-// The jail through the real server (issue 3 items 5 and 6): refusals name the
+// The jail through the real server: refusals name the
 // permission and say what to do instead; the trusted side never follows a
 // symlink that sandboxed code planted in the workspace.  Every effect is
 // checked from outside the sandbox.  (test/jail/ holds the full escape suite,

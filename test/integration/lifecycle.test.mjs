@@ -1,4 +1,4 @@
-// CONTRACT section 2: exit status 0 on end of input, SIGTERM and SIGINT, with
+// Lifecycle: exit status 0 on end of input, SIGTERM and SIGINT, with
 // every child process ended (checked through /proc ppid chains).
 import { test, describe } from 'node:test';
 import assert from 'node:assert/strict';

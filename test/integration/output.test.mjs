@@ -1,4 +1,4 @@
-// CONTRACT section 5, output: truncation to head + tail with a marker and the
+// execute_python's output: truncation to head + tail with a marker and the
 // full text under workspace/.logs/; every byte Python prints (invalid UTF-8,
 // escape sequences, fake JSON-RPC lines) is carried inside a result and the
 // server's stdout stays JSON-RPC only (checked line by line on raw stdio).

@@ -1,4 +1,4 @@
-// CONTRACT section 4: notifications/progress during an execution whose request
+// notifications/progress during an execution whose request
 // had a progressToken; notifications/cancelled interrupts a running execution.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';

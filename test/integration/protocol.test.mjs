@@ -1,4 +1,4 @@
-// CONTRACT section 4 on raw stdio: version negotiation, the methods, the
+// The MCP protocol on raw stdio: version negotiation, the methods, the
 // JSON-RPC errors, notifications, bounded lines, bad bytes.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';

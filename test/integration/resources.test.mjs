@@ -1,4 +1,4 @@
-// CONTRACT section 8 (resources) and logging/setLevel, through the SDK client.
+// Resources and logging/setLevel, through the SDK client.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';

@@ -1,4 +1,4 @@
-// CONTRACT section 2: "stdout carries MCP messages only, whatever the Python
+// The promise "stdout carries MCP messages only, whatever the Python
 // code does".  One server on raw stdio goes through every kind of request and
 // every kind of output; every stdout line must be one JSON-RPC 2.0 object, each
 // request answered exactly once, and nothing else but known notifications.

@@ -1,4 +1,4 @@
-// CONTRACT sections 4 to 7: tools/list through the SDK, with and without --structured-content.
+// tools/list through the SDK, with and without --structured-content.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 

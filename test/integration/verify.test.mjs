@@ -1,4 +1,4 @@
-// CONTRACT section 7: verify_outputs, the quality gate.
+// verify_outputs, the quality gate.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';

@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""Hostile inputs that look legitimate (issue 6, item 4).
+"""Hostile inputs that look legitimate.
 
 One server takes, in turn: a 100 MB JSON-RPC line, deeply nested JSON, a
 10 MB and a 3 MB code argument, 10,000 sessions requested, a billion-row
 print, binary output; after each, it must still answer ping and run code.
 Then two SKILL.md files are given to --skill: one of 100 MB and an alias
 bomb; each must make the server exit with status 2 and one line on
-stderr, quickly.  Limits (CONTRACT and mcp/server.h): a line is at most
+stderr, quickly.  Limits (docs/TOOLS.md and mcp/server.h): a line is at most
 8 MiB (-32600, id null), code at most 2 MiB (an isError result), sessions
 at most limits.max_sessions (8 by default; an isError result naming it).
 Prints one line per case and 'N passed, N failed'.

@@ -1,4 +1,4 @@
-# Soak and hostile-input tests (issue 6, items 3 and 4): raw JSON-RPC over
+# Soak and hostile-input tests: raw JSON-RPC over
 # stdio from Python's standard library (test/soak/mcpproc.py).
 #
 #   make soak          10,000 mixed requests with session processes killed
@@ -14,16 +14,20 @@ SOAK_ARGS ?=
 
 .PHONY: soak soak-short hostile
 
+## soak: 10,000 mixed requests with session processes killed at random (minutes)
 soak: $(BIN)
 	$(SOAK_PYTHON) test/soak/soak.py --bin $(BIN) --requests 10000 $(SOAK_ARGS)
 
+## soak-short: the soak with 1,000 requests (about a minute; in make test)
 soak-short: $(BIN)
 	$(SOAK_PYTHON) test/soak/soak.py --bin $(BIN) --requests 1000 $(SOAK_ARGS)
 
+## hostile: hostile inputs: 100 MB lines, nesting and alias bombs, 10,000 sessions
 hostile: $(BIN)
 	$(SOAK_PYTHON) test/soak/hostile.py --bin $(BIN)
 
 # A regression test for the reply shift after a kill (see kill_race.py).
 .PHONY: kill-race
+## kill-race: regression test for the reply shift after a session is killed
 kill-race: $(BIN)
 	$(SOAK_PYTHON) test/soak/kill_race.py --bin $(BIN)

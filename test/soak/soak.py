@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Soak test of python-sandbox-mcp with faults (issue 6, item 3).
+"""Soak test of python-sandbox-mcp with faults.
 
 Sends N mixed messages over several sessions at once, raw JSON-RPC over
 stdio (test/soak/mcpproc.py): executions of varied code (results, prints,
