@@ -44,7 +44,7 @@ UNIT_BINS := $(UNIT_SRCS:test/unit/%.c=$(BUILD)/test/%)
 HELPER_SRCS := $(wildcard test/helpers/*.c)
 HELPER_BINS := $(HELPER_SRCS:test/helpers/%.c=$(BUILD)/helpers/%)
 
-.PHONY: all setup test test-san valgrind unit jail integration demo install install-skill clean check-deps help
+.PHONY: all setup test test-san valgrind unit jail integration demo install install-skill clean check-deps help test-clone
 ## all: build build/python-sandbox-mcp (the default)
 all: check-deps $(BIN)
 
@@ -143,6 +143,16 @@ install-skill:
 ## clean: remove build/
 clean:
 	rm -rf build
+
+# make test from a checkout that other users cannot enter: a clone of the
+# committed HEAD in a fresh mode-700 directory (as mktemp -d makes it), where
+# CLONE_TARGETS run (default: the escape suite, whose second half runs as
+# nobody).  Not part of make test: it builds everything once more.
+CLONE_TARGETS ?= jail
+## test-clone: clone HEAD into a private (mode 700) directory and run CLONE_TARGETS (default jail) there
+test-clone:
+	@d=$$(mktemp -d) && chmod 700 "$$d" && git clone -q "$(SRCDIR)" "$$d/psm" && \
+		{ $(MAKE) -C "$$d/psm" $(CLONE_TARGETS); rc=$$?; rm -rf "$$d"; exit $$rc; }
 
 # Every target of this Makefile and the included .mk files, one line each:
 # the line '## NAME: what it does' above a target describes it; a target

@@ -181,11 +181,28 @@ kill "$LPID" 2>/dev/null; wait "$LPID" 2>/dev/null; LPID=
 # As root: the same suite again as an unprivileged user.
 if [ "$(id -u)" = 0 ] && [ -z "${PSM_JAIL_INNER:-}" ]; then
 	echo "== again as nobody"
-	PSM_JAIL_INNER=1 setpriv --reuid=65534 --regid=65534 --clear-groups --reset-env \
-		env PSM_JAIL_INNER=1 PATH=/usr/bin:/bin "$0" "$HELPERS" > "$T/inner" 2>&1
-	grep -v "passed, .* failed$" "$T/inner"
-	read -r ip _ if _ < <(tail -1 "$T/inner")
-	PASS=$((PASS + ${ip:-0})); FAIL=$((FAIL + ${if:-1}))
+	# nobody may not be able to reach the checkout (a clone under /root or
+	# a mode-700 home directory): it runs a copy of the suite and of the
+	# helpers, staged in $T (mode 755), and says so when even that copy
+	# is out of its reach (a noexec /var/tmp, say) instead of failing
+	# every case with "No such file or directory".
+	STAGE=$T/suite
+	mkdir -p "$STAGE/jail" "$STAGE/helpers"
+	cp -p "$HERE"/*.sh "$HERE"/*.py "$STAGE/jail/"
+	cp -p "$HELPERS"/* "$STAGE/helpers/"
+	chmod -R go+rX "$STAGE"
+	chmod 755 "$STAGE/jail/run.sh"
+	if ! setpriv --reuid=65534 --regid=65534 --clear-groups \
+		sh -c 'test -r "$1/jail/run.sh" && test -x "$1/jail/run.sh" && test -x "$1/helpers/jailrun"' sh "$STAGE"; then
+		echo "FAIL [nobody] cannot run the suite as nobody: $STAGE (a copy of test/jail and the helpers) is not readable and executable by uid 65534; mount /var/tmp without noexec or run from a directory nobody can enter"
+		FAIL=$((FAIL + 1))
+	else
+		PSM_JAIL_INNER=1 setpriv --reuid=65534 --regid=65534 --clear-groups --reset-env \
+			env PSM_JAIL_INNER=1 PATH=/usr/bin:/bin "$STAGE/jail/run.sh" "$STAGE/helpers" > "$T/inner" 2>&1
+		grep -v "passed, .* failed$" "$T/inner"
+		read -r ip _ if _ < <(tail -1 "$T/inner")
+		PASS=$((PASS + ${ip:-0})); FAIL=$((FAIL + ${if:-1}))
+	fi
 fi
 echo "$PASS passed, $FAIL failed"
 [ "$FAIL" = 0 ]
