@@ -34,6 +34,7 @@
 
 #include "../common/log.h"
 #include "../policy/jail.h"
+#include "../policy/trust.h"
 #include "pyembed.h"
 #include "wire.h"
 
@@ -617,12 +618,21 @@ int zygote_exec_main(int ctrl)
 		fatal(ctrl, "incomplete configuration from the server");
 	if (cJSON_IsNumber(lvl))
 		log_threshold = (enum log_level)lvl->valueint;
-	struct policy *p = NULL;
+	struct policy *p = NULL, *ceiling = NULL;
+	struct trust_report cut = { 0 };
 	/* The same text, the same checks as the server: the zygote enforces
-	 * exactly the policy the server printed. */
+	 * exactly the policy the server printed.  That includes workspace
+	 * trust: unless the server says the file is approved, the ceiling
+	 * (the built-in policy) cuts it down here too, with the same
+	 * function; for the built-in policy itself that changes nothing. */
+	bool approved = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "approved"));
 	if (policy_parse(text, strlen(text), source, &p, &e) < 0 || policy_resolve(p, root, &e) < 0 ||
+	    (!approved && (policy_builtin(&ceiling, &e) < 0 || policy_resolve(ceiling, root, &e) < 0 ||
+			   trust_ceiling(p, ceiling, root, ws, true, &cut, &e) < 0)) ||
 	    policy_tighten(p, cJSON_IsNumber(t) ? t->valuedouble : -1, cJSON_IsNumber(mem) ? (long)mem->valuedouble : -1, &e) < 0)
 		fatal(ctrl, e.msg);
+	trust_report_free(&cut);
+	policy_free(ceiling);
 	struct zygote_config zc = {
 		.policy = p,
 		.root = root,

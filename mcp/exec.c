@@ -301,7 +301,10 @@ static char *clean_mid(const char *s, size_t max_chars)
 	return out;
 }
 
-static cJSON *structured(struct call *c, char *result, char *etype, char *emsg, char *etb, const char *denied, const char *hint)
+#define WITHHELD_MSG "the project's policy is not approved on this machine"
+
+static cJSON *structured(struct call *c, char *result, char *etype, char *emsg, char *etb, const char *denied, const char *hint,
+			 const char *trust_note, bool withheld)
 {
 	cJSON *o = cJSON_CreateObject();
 	cJSON_AddStringToObject(o, "status", c->status);
@@ -335,10 +338,14 @@ static cJSON *structured(struct call *c, char *result, char *etype, char *emsg, 
 			cJSON_AddNullToObject(e, "denied_by");
 		if (hint && *hint)
 			cJSON_AddStringToObject(e, "hint", hint); /* what to do instead */
+		if (withheld)
+			cJSON_AddStringToObject(e, "withheld", WITHHELD_MSG);
 	} else {
 		cJSON_AddNullToObject(o, "error");
 	}
 	cJSON_AddItemToObject(o, "artifacts", c->artifacts ? cJSON_Duplicate(c->artifacts, 1) : cJSON_CreateArray());
+	if (trust_note)
+		cJSON_AddStringToObject(o, "note", trust_note);
 	return o;
 }
 
@@ -382,13 +389,29 @@ void exec_finish(struct call *c)
 		denied = "limits";
 	}
 
+	/* Workspace trust: the first reply of each session says what the
+	 * project's policy asked for and did not get, so that the agent can
+	 * tell the user instead of working around a refusal it cannot explain;
+	 * a refusal of a withheld key says so. */
+	const char *trust_note = c->new_session ? s->trust.note : NULL;
+	bool withheld = denied && trust_key_withheld(s->trust.withheld, denied);
+
 	struct sbuf b = { 0 };
 	sb_fmt(&b, "%s · exit %d · %.0f ms · session %s · cell %d", c->status, c->exit_code, c->duration_ms, c->session, c->cell);
 	if (strcmp(c->state, "kept") != 0)
 		sb_fmt(&b, " · state %s", c->state);
 	sb_str(&b, "\n");
-	if (c->note)
-		sb_section(&b, "note", c->note);
+	if (c->note || trust_note) {
+		struct sbuf nb = { 0 };
+		if (c->note) {
+			sb_str(&nb, c->note);
+			sb_str(&nb, "\n");
+		}
+		if (trust_note)
+			sb_str(&nb, trust_note);
+		sb_section(&b, "note", nb.p);
+		free(nb.p);
+	}
 	sb_section(&b, "stdout", c->out_text);
 	sb_section(&b, "stderr", c->err_text);
 	sb_section(&b, "result", result);
@@ -400,6 +423,8 @@ void exec_finish(struct call *c)
 			sb_fmt(&eb, "%s: %s\n", etype ? etype : "Error", emsg ? emsg : "");
 		if (denied)
 			sb_fmt(&eb, "denied_by: %s\n", denied);
+		if (withheld)
+			sb_str(&eb, "withheld: " WITHHELD_MSG "\n");
 		if (hint && *hint) {
 			sb_str(&eb, hint);
 			sb_str(&eb, "\n");
@@ -465,7 +490,7 @@ void exec_finish(struct call *c)
 		links++;
 	}
 	if (s->opts.structured_content)
-		cJSON_AddItemToObject(r, "structuredContent", structured(c, result, etype, emsg, etb, denied, hint));
+		cJSON_AddItemToObject(r, "structuredContent", structured(c, result, etype, emsg, etb, denied, hint, trust_note, withheld));
 	rpc_result(s, c->id, r);
 	free(result);
 	free(etype);

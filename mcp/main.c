@@ -16,6 +16,7 @@
 #include "../interp/zygote.h"
 #include "../policy/jail.h"
 #include "server.h"
+#include "trust_cli.h"
 
 #ifdef __SANITIZE_ADDRESS__
 /* Sanitizer builds (tests only): a segfault in sandboxed code is the
@@ -33,6 +34,8 @@ static const char usage[] =
 	"usage: python-sandbox-mcp [--root DIR] [--workspace DIR] [--skill FILE] [--venv DIR]\n"
 	"                          [--timeout S] [--memory MB] [--structured-content] [--log-level LEVEL]\n"
 	"       python-sandbox-mcp --check [same options]\n"
+	"       python-sandbox-mcp --trust [--root DIR] [--skill FILE] [--yes]\n"
+	"       python-sandbox-mcp --untrust [--root DIR] [--skill FILE]\n"
 	"       python-sandbox-mcp --version | --help\n"
 	"\n"
 	"A stdio MCP server: a stateful, sandboxed Python interpreter (numpy, pandas,\n"
@@ -49,7 +52,12 @@ static const char usage[] =
 	"  --memory MB           lower the policy's memory_mb\n"
 	"  --structured-content  also return structuredContent from execute_python\n"
 	"  --log-level LEVEL     debug, info, notice, warning, error (stderr; default info)\n"
-	"  --check               print the policy and the jail's layers, run live probes\n";
+	"  --check               print the policy and the jail's layers, run live probes\n"
+	"                        (exit 1 when the project's policy is cut down, unapproved)\n"
+	"  --trust               approve this exact project policy file on this machine: until\n"
+	"                        then it gets no more than the built-in policy allows\n"
+	"  --yes                 with --trust: approve without asking (for scripts)\n"
+	"  --untrust             withdraw the approval of the project's policy file\n";
 
 static __attribute__((noreturn, format(printf, 1, 2))) void die_usage(const char *fmt, ...)
 {
@@ -96,6 +104,9 @@ int main(int argc, char **argv)
 		{ "structured-content", no_argument, NULL, 'S' },
 		{ "log-level", required_argument, NULL, 'l' },
 		{ "check", no_argument, NULL, 'c' },
+		{ "trust", no_argument, NULL, 'T' },
+		{ "untrust", no_argument, NULL, 'U' },
+		{ "yes", no_argument, NULL, 'y' },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "zygote-fd", required_argument, NULL, 'Z' }, /* internal */
@@ -104,7 +115,7 @@ int main(int argc, char **argv)
 	struct server srv = { 0 };
 	srv.opts.timeout_s = -1;
 	srv.opts.memory_mb = -1;
-	bool check = false;
+	bool check = false, trust = false, untrust = false, yes = false;
 	int c;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -124,6 +135,9 @@ int main(int argc, char **argv)
 			break;
 		}
 		case 'c': check = true; break;
+		case 'T': trust = true; break;
+		case 'U': untrust = true; break;
+		case 'y': yes = true; break;
 		case 'Z': return zygote_exec_main(atoi(optarg));
 		case 'V': printf("python-sandbox-mcp %s\n", PSM_VERSION); return 0;
 		case 'h': fputs(usage, stdout); return 0;
@@ -133,6 +147,10 @@ int main(int argc, char **argv)
 	}
 	if (optind < argc)
 		die_usage("unexpected argument '%s'", argv[optind]);
+	if (check + trust + untrust > 1)
+		die_usage("--check, --trust and --untrust are separate commands: give one of them");
+	if (yes && !trust)
+		die_usage("--yes only goes with --trust");
 	ssize_t sl = readlink("/proc/self/exe", srv.opts.self_exe, sizeof srv.opts.self_exe - 1);
 	if (sl <= 0) {
 		fprintf(stderr, "python-sandbox-mcp: cannot find its own binary (/proc/self/exe): %s\n", strerror(errno));
@@ -155,27 +173,27 @@ int main(int argc, char **argv)
 	/* The policy: never run under one that could not be read. */
 	struct err e = { 0 };
 	char skill_path[PATH_MAX + 128];
+	const char *skill_file = srv.opts.skill; /* NULL: the built-in policy */
 	int r;
-	if (srv.opts.skill) {
-		r = policy_load_file(srv.opts.skill, &srv.policy, &e);
-	} else {
+	if (!skill_file) {
 		static const char *const cands[] = {
 			".agents/skills/code-interpreter-sandbox-executor/SKILL.md",
 			".claude/skills/code-interpreter-sandbox-executor/SKILL.md",
 		};
-		r = 1;
-		for (size_t i = 0; i < 2 && r == 1; i++) {
+		for (size_t i = 0; i < 2 && !skill_file; i++) {
 			snprintf(skill_path, sizeof skill_path, "%s/%s", root_abs, cands[i]);
 			if (is_file(skill_path))
-				r = policy_load_file(skill_path, &srv.policy, &e);
+				skill_file = skill_path;
 		}
-		if (r == 1)
-			r = policy_builtin(&srv.policy, &e);
 	}
+	if (untrust)
+		return trust_cli_revoke(skill_file, root_abs, NULL);
+	if (skill_file)
+		r = policy_load_file(skill_file, &srv.policy, &e);
+	else
+		r = policy_builtin(&srv.policy, &e);
 	if (r == 0)
 		r = policy_resolve(srv.policy, root_abs, &e);
-	if (r == 0)
-		r = policy_tighten(srv.policy, srv.opts.timeout_s, srv.opts.memory_mb, &e);
 	if (r < 0) {
 		fprintf(stderr, "python-sandbox-mcp: policy error: %s\n", e.msg);
 		policy_free(srv.policy);
@@ -190,6 +208,28 @@ int main(int argc, char **argv)
 	}
 	if (ws_open(&srv.ws, root_abs, wsp, &e) < 0) {
 		fprintf(stderr, "python-sandbox-mcp: workspace: %s\n", e.msg);
+		policy_free(srv.policy);
+		return 2;
+	}
+	if (trust) {
+		int st = trust_cli_approve(srv.policy, skill_file != NULL, srv.ws.root, srv.ws.abs,
+					   srv.opts.skill != NULL, yes);
+		ws_close(&srv.ws);
+		policy_free(srv.policy);
+		return st;
+	}
+	/* Workspace trust: an unapproved project policy gets no more than the
+	 * built-in one; then the flags may tighten further. */
+	char *requested = policy_describe(srv.policy);
+	r = trust_decide(&srv.trust, srv.policy, skill_file != NULL, srv.ws.root, srv.ws.abs,
+			 srv.opts.skill != NULL, &e);
+	if (r == 0)
+		r = policy_tighten(srv.policy, srv.opts.timeout_s, srv.opts.memory_mb, &e);
+	if (r < 0) {
+		fprintf(stderr, "python-sandbox-mcp: policy error: %s\n", e.msg);
+		free(requested);
+		trust_state_free(&srv.trust);
+		ws_close(&srv.ws);
 		policy_free(srv.policy);
 		return 2;
 	}
@@ -209,8 +249,10 @@ int main(int argc, char **argv)
 	char *desc = policy_describe(srv.policy);
 	if (check) {
 		printf("python-sandbox-mcp %s\nroot: %s\nworkspace: %s\n%s", PSM_VERSION, srv.ws.root, srv.ws.abs, desc ? desc : "");
+		trust_print(&srv.trust, requested ? requested : "", stdout);
 		fflush(stdout);
 		free(desc);
+		free(requested);
 		struct zygote_config zc = {
 			.policy = srv.policy, .root = srv.ws.root, .workspace = srv.ws.abs,
 			.workspace_display = srv.ws.display, .venv = srv.opts.venv, .ctrl = -1,
@@ -219,14 +261,24 @@ int main(int argc, char **argv)
 		zygote_jail_config(&zc, &jc);
 		jc.n_keep_fds = 0;
 		int st = jail_check(&jc, stdout);
+		if (st == 0 && srv.trust.withheld)
+			st = 1; /* the project does not get what it asks for */
+		trust_state_free(&srv.trust);
 		ws_close(&srv.ws);
 		policy_free(srv.policy);
 		return st;
 	}
+	free(requested);
 	log_info("root %s, workspace %s, policy:\n%s", srv.ws.root, srv.ws.abs, desc ? desc : "");
 	free(desc);
+	if (srv.trust.note)
+		log_warn("%s", srv.trust.note);
+	else if (srv.trust.approved)
+		log_info("the project's policy %s is approved on this machine (sha256 %s): all of it applies",
+			 srv.trust.path, srv.trust.hex);
 
 	int status = server_run(&srv);
+	trust_state_free(&srv.trust);
 	ws_close(&srv.ws);
 	policy_free(srv.policy);
 	return status;

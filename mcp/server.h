@@ -8,6 +8,7 @@
 #include <stdbool.h>
 
 #include "../policy/policy.h"
+#include "../policy/trust.h"
 #include "fsafe.h"
 #include "loop.h"
 
@@ -40,6 +41,7 @@ struct server_opts {
 struct server {
 	struct server_opts opts;
 	struct policy *policy;
+	struct trust_state trust; /* workspace trust: what was withheld, the note */
 	struct workspace ws;
 	struct loop *loop;
 	struct sup *sup;

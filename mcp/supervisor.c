@@ -170,6 +170,10 @@ static int send_config(struct sup *sup, int sock)
 	cJSON *j = cJSON_CreateObject();
 	cJSON_AddStringToObject(j, "skill_text", srv->policy->text);
 	cJSON_AddStringToObject(j, "skill_source", srv->policy->source);
+	/* Only an approved project policy goes to the zygote uncut; without
+	 * this field the zygote applies the ceiling itself. */
+	if (srv->trust.approved)
+		cJSON_AddBoolToObject(j, "approved", 1);
 	cJSON_AddStringToObject(j, "root", srv->ws.root);
 	cJSON_AddStringToObject(j, "workspace", srv->ws.abs);
 	cJSON_AddStringToObject(j, "workspace_display", srv->ws.display);

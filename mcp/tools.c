@@ -82,6 +82,8 @@ static cJSON *exec_output_schema(void)
 	prop(eprops, "traceback", "string", "the user's own frames");
 	nullable(eprops, "denied_by", "string", "the policy permission that refused the operation");
 	prop(eprops, "hint", "string", "when the sandbox refused something: what to do instead");
+	prop(eprops, "withheld", "string", "present when the refused permission is one the project's policy asks for but is not approved for on this machine");
+	prop(props, "note", "string", "first call of a session: what the project's policy asked for and was withheld, and how the user approves it");
 	cJSON *arts = prop(props, "artifacts", "array", "files created or modified by this call");
 	cJSON *item = cJSON_AddObjectToObject(arts, "items");
 	cJSON_AddStringToObject(item, "type", "object");
