@@ -1,0 +1,425 @@
+/* Unit tests of policy/trust.c: the ceiling an unapproved project policy is
+ * cut down to (key by key), the approval store, and the decision at
+ * start-up.  Each test works in a fresh tree under /tmp:
+ *   TMP/root/{data,out,workspace/outputs}   a project
+ *   TMP/cfg                                 XDG_CONFIG_HOME */
+#include <errno.h>
+#include <ftw.h>
+#include <limits.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "../../policy/trust.h"
+
+struct t {
+	char tmp[64], root[128], ws[160], cfg[128], store[200];
+	struct policy *ceiling;
+};
+
+static void mk(const char *base, const char *rel)
+{
+	char p[512];
+	snprintf(p, sizeof p, "%s/%s", base, rel);
+	assert_int_equal(mkdir(p, 0755), 0);
+}
+
+static int setup(void **state)
+{
+	struct t *t = calloc(1, sizeof *t);
+	struct err e = { 0 };
+	snprintf(t->tmp, sizeof t->tmp, "/tmp/psm-trust-XXXXXX");
+	if (!mkdtemp(t->tmp))
+		return -1;
+	snprintf(t->root, sizeof t->root, "%s/root", t->tmp);
+	snprintf(t->ws, sizeof t->ws, "%s/workspace", t->root);
+	snprintf(t->cfg, sizeof t->cfg, "%s/cfg", t->tmp);
+	snprintf(t->store, sizeof t->store, "%s/python-sandbox-mcp/trusted", t->cfg);
+	mk(t->tmp, "root");
+	mk(t->root, "data");
+	mk(t->root, "out");
+	mk(t->root, "workspace");
+	mk(t->root, "workspace/outputs");
+	setenv("XDG_CONFIG_HOME", t->cfg, 1);
+	if (policy_builtin(&t->ceiling, &e) < 0 || policy_resolve(t->ceiling, t->root, &e) < 0)
+		return -1;
+	*state = t;
+	return 0;
+}
+
+static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	remove(p);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct t *t = *state;
+	policy_free(t->ceiling);
+	nftw(t->tmp, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	unsetenv("XDG_CONFIG_HOME");
+	free(t);
+	return 0;
+}
+
+/* A project policy from frontmatter lines, resolved against the tree. */
+static struct policy *project(const struct t *t, const char *perms_and_limits)
+{
+	char text[2048];
+	struct policy *p = NULL;
+	struct err e = { 0 };
+	snprintf(text, sizeof text, "---\nname: p\ndescription: d\n%s---\nbody\n", perms_and_limits);
+	if (policy_parse(text, strlen(text), "SKILL.md", &p, &e) < 0 || policy_resolve(p, t->root, &e) < 0)
+		fail_msg("%s", e.msg);
+	return p;
+}
+
+static struct trust_report cut(const struct t *t, struct policy *p, const struct policy *c, bool apply)
+{
+	struct trust_report r;
+	struct err e = { 0 };
+	assert_int_equal(trust_ceiling(p, c ? c : t->ceiling, t->root, t->ws, apply, &r, &e), 0);
+	return r;
+}
+
+static void test_hash(void **state)
+{
+	char hex[65];
+	trust_hash("abc", 3, hex);
+	assert_string_equal(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+}
+
+static void test_booleans(void **state)
+{
+	struct t *t = *state;
+	struct policy *p = project(t, "permissions:\n  shell_exec: true\n  net_access: true\n");
+	/* Reporting alone changes nothing. */
+	struct trust_report r = cut(t, p, NULL, false);
+	assert_int_equal(r.keys, TRUST_NET_ACCESS | TRUST_SHELL_EXEC);
+	assert_string_equal(r.text, "- net_access: true\n- shell_exec: true\n");
+	assert_true(p->net_access && p->shell_exec);
+	trust_report_free(&r);
+	r = cut(t, p, NULL, true);
+	assert_int_equal(r.keys, TRUST_NET_ACCESS | TRUST_SHELL_EXEC);
+	assert_false(p->net_access);
+	assert_false(p->shell_exec);
+	trust_report_free(&r);
+	/* Once cut, nothing more is withheld. */
+	r = cut(t, p, NULL, true);
+	assert_int_equal(r.keys, 0);
+	assert_null(r.text);
+	policy_free(p);
+}
+
+/* Tightening never needs approval: the policy is kept as it is. */
+static void test_tighter_is_kept(void **state)
+{
+	struct t *t = *state;
+	struct policy *p = project(t, "permissions:\n  fs_read: [data]\n  fs_write: false\n  shell_exec: false\n"
+				      "limits:\n  timeout_s: 5\n  memory_mb: 512\n  max_sessions: 2\n  checkpoint: false\n  seed: 7\n");
+	struct trust_report r = cut(t, p, NULL, true);
+	assert_int_equal(r.keys, 0);
+	assert_null(r.text);
+	assert_int_equal(p->fs_read, FS_READ_LIST);
+	assert_int_equal(p->n_fs_read_paths, 1);
+	assert_int_equal(p->fs_write, FS_WRITE_NONE);
+	assert_true(p->limits.timeout_s == 5);
+	assert_int_equal(p->limits.memory_mb, 512);
+	assert_int_equal(p->limits.max_sessions, 2);
+	assert_false(p->limits.checkpoint);
+	assert_int_equal(p->limits.seed, 7);
+	policy_free(p);
+
+	p = project(t, "permissions:\n  fs_read: false\n  fs_write: [workspace/outputs]\n");
+	r = cut(t, p, NULL, true);
+	assert_int_equal(r.keys, 0);
+	assert_int_equal(p->fs_read, FS_READ_WORKSPACE);
+	assert_int_equal(p->fs_write, FS_WRITE_LIST);
+	policy_free(p);
+}
+
+static void test_fs_read(void **state)
+{
+	struct t *t = *state;
+	char want[600];
+	struct policy *p = project(t, "permissions:\n  fs_read: [data, /usr/share, workspace]\n");
+	struct trust_report r = cut(t, p, NULL, true);
+	assert_int_equal(r.keys, TRUST_FS_READ);
+	assert_string_equal(r.text, "- fs_read: /usr/share (outside the project)\n");
+	assert_int_equal(p->fs_read, FS_READ_LIST);
+	assert_int_equal(p->n_fs_read_paths, 2);
+	snprintf(want, sizeof want, "%s/data", t->root);
+	assert_string_equal(p->fs_read_paths[0], want);
+	assert_string_equal(p->fs_read_paths[1], t->ws);
+	policy_free(p);
+
+	/* Nothing left: the workspace only. */
+	p = project(t, "permissions:\n  fs_read: [/usr/share, /etc]\n");
+	r = cut(t, p, NULL, true);
+	assert_int_equal(r.keys, TRUST_FS_READ);
+	assert_string_equal(r.text, "- fs_read: /usr/share (outside the project)\n- fs_read: /etc (outside the project)\n");
+	assert_int_equal(p->fs_read, FS_READ_WORKSPACE);
+	assert_int_equal(p->n_fs_read_paths, 0);
+	assert_null(p->fs_read_paths);
+	trust_report_free(&r);
+	policy_free(p);
+}
+
+static void test_fs_write(void **state)
+{
+	struct t *t = *state;
+	char want[600];
+	struct policy *p = project(t, "permissions:\n  fs_write: [out, workspace/outputs]\n");
+	struct trust_report r = cut(t, p, NULL, true);
+	assert_int_equal(r.keys, TRUST_FS_WRITE);
+	snprintf(want, sizeof want, "- fs_write: %s/out (outside the workspace)\n", t->root);
+	assert_string_equal(r.text, want);
+	assert_int_equal(p->fs_write, FS_WRITE_LIST);
+	assert_int_equal(p->n_fs_write_paths, 1);
+	snprintf(want, sizeof want, "%s/outputs", t->ws);
+	assert_string_equal(p->fs_write_paths[0], want);
+	trust_report_free(&r);
+	policy_free(p);
+
+	/* The intersection of [out] and "workspace" is nothing writable. */
+	p = project(t, "permissions:\n  fs_write: [out]\n");
+	r = cut(t, p, NULL, true);
+	assert_int_equal(r.keys, TRUST_FS_WRITE);
+	assert_int_equal(p->fs_write, FS_WRITE_NONE);
+	assert_null(p->fs_write_paths);
+	trust_report_free(&r);
+	policy_free(p);
+}
+
+static void test_limits(void **state)
+{
+	struct t *t = *state;
+	struct policy *p = project(t, "limits:\n  timeout_s: 100\n  max_timeout_s: 1000\n  memory_mb: 4096\n"
+				      "  max_output_chars: 20000\n  max_processes: 128\n  max_file_mb: 1024\n"
+				      "  max_sessions: 16\n  checkpoint: false\n  seed: 3\n");
+	struct trust_report r = cut(t, p, NULL, true);
+	assert_int_equal(r.keys, TRUST_LIMITS);
+	assert_string_equal(r.text,
+			    "- limits.timeout_s: 100 (at most 30 without approval)\n"
+			    "- limits.max_timeout_s: 1000 (at most 600 without approval)\n"
+			    "- limits.memory_mb: 4096 (at most 2048 without approval)\n"
+			    "- limits.max_output_chars: 20000 (at most 8000 without approval)\n"
+			    "- limits.max_processes: 128 (at most 64 without approval)\n"
+			    "- limits.max_file_mb: 1024 (at most 512 without approval)\n"
+			    "- limits.max_sessions: 16 (at most 8 without approval)\n");
+	assert_true(p->limits.timeout_s == 30);
+	assert_true(p->limits.max_timeout_s == 600);
+	assert_int_equal(p->limits.memory_mb, 2048);
+	assert_int_equal(p->limits.max_output_chars, 8000);
+	assert_int_equal(p->limits.max_processes, 64);
+	assert_int_equal(p->limits.max_file_mb, 512);
+	assert_int_equal(p->limits.max_sessions, 8);
+	assert_false(p->limits.checkpoint); /* grants nothing: kept */
+	assert_int_equal(p->limits.seed, 3);
+	trust_report_free(&r);
+	policy_free(p);
+
+	/* timeout_s stays within max_timeout_s whatever the mix. */
+	p = project(t, "limits:\n  timeout_s: 20\n  max_timeout_s: 900\n");
+	r = cut(t, p, NULL, true);
+	assert_true(p->limits.timeout_s == 20);
+	assert_true(p->limits.max_timeout_s == 600);
+	trust_report_free(&r);
+	policy_free(p);
+}
+
+/* The ceiling is the built-in SKILL.md; should it ever be tighter than
+ * "true"/"workspace", the intersection still holds. */
+static void test_other_ceilings(void **state)
+{
+	struct t *t = *state;
+	char want[600];
+	struct policy *c = project(t, "permissions:\n  fs_read: [data]\n  fs_write: [workspace/outputs]\n");
+	struct policy *p = project(t, "permissions:\n  fs_read: true\n  fs_write: workspace\n");
+	struct trust_report r = cut(t, p, c, true);
+	assert_int_equal(r.keys, TRUST_FS_READ | TRUST_FS_WRITE);
+	assert_int_equal(p->fs_read, FS_READ_LIST);
+	assert_int_equal(p->n_fs_read_paths, 1);
+	snprintf(want, sizeof want, "%s/data", t->root);
+	assert_string_equal(p->fs_read_paths[0], want);
+	assert_int_equal(p->fs_write, FS_WRITE_LIST);
+	assert_int_equal(p->n_fs_write_paths, 1);
+	trust_report_free(&r);
+	policy_free(p);
+	policy_free(c);
+
+	c = project(t, "permissions:\n  fs_read: false\n  fs_write: false\n");
+	p = project(t, "permissions:\n  fs_read: [data, workspace/outputs]\n  fs_write: workspace\n");
+	r = cut(t, p, c, true);
+	assert_int_equal(r.keys, TRUST_FS_READ | TRUST_FS_WRITE);
+	assert_int_equal(p->fs_read, FS_READ_LIST); /* the workspace is readable in every mode */
+	assert_int_equal(p->n_fs_read_paths, 1);
+	assert_int_equal(p->fs_write, FS_WRITE_NONE);
+	trust_report_free(&r);
+	policy_free(p);
+	policy_free(c);
+}
+
+static void test_keys_and_command(void **state)
+{
+	assert_true(trust_key_withheld(TRUST_NET_ACCESS | TRUST_LIMITS, "net_access"));
+	assert_true(trust_key_withheld(TRUST_NET_ACCESS | TRUST_LIMITS, "limits"));
+	assert_false(trust_key_withheld(TRUST_NET_ACCESS | TRUST_LIMITS, "shell_exec"));
+	assert_false(trust_key_withheld(~0u, "something_else"));
+	assert_false(trust_key_withheld(~0u, NULL));
+	char *cmd = trust_command("/p/it's", "/p/it's/S.md", false);
+	assert_string_equal(cmd, "python-sandbox-mcp --trust --root '/p/it'\\''s'");
+	free(cmd);
+	cmd = trust_command("/p", "/x/S.md", true);
+	assert_string_equal(cmd, "python-sandbox-mcp --trust --root '/p' --skill '/x/S.md'");
+	free(cmd);
+}
+
+static void test_store(void **state)
+{
+	struct t *t = *state;
+	struct err e = { 0 };
+	struct stat st;
+	char a[65], b[65], path[256], dir[400];
+	trust_hash("a", 1, a);
+	trust_hash("b", 1, b);
+	snprintf(path, sizeof path, "%s/S.md", t->root);
+
+	assert_int_equal(trust_lookup(path, a, t->root, t->ws, &e), 0); /* no store yet */
+	assert_int_equal(trust_approve(path, a, t->root, t->ws, &e), 0);
+	assert_int_equal(stat(t->store, &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0600);
+	snprintf(dir, sizeof dir, "%s/python-sandbox-mcp", t->cfg);
+	assert_int_equal(stat(dir, &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0700);
+	assert_int_equal(trust_lookup(path, a, t->root, t->ws, &e), 1);
+	assert_int_equal(trust_lookup(path, b, t->root, t->ws, &e), 0);  /* the file changed */
+	assert_int_equal(trust_lookup("/other", a, t->root, t->ws, &e), 0);
+	/* A new approval of the same path replaces the old one. */
+	assert_int_equal(trust_approve(path, b, t->root, t->ws, &e), 0);
+	assert_int_equal(trust_lookup(path, a, t->root, t->ws, &e), 0);
+	assert_int_equal(trust_lookup(path, b, t->root, t->ws, &e), 1);
+	assert_int_equal(trust_approve("/other", a, t->root, t->ws, &e), 0);
+	assert_int_equal(trust_revoke(path, t->root, t->ws, &e), 1);
+	assert_int_equal(trust_lookup(path, b, t->root, t->ws, &e), 0);
+	assert_int_equal(trust_lookup("/other", a, t->root, t->ws, &e), 1);
+	assert_int_equal(trust_revoke(path, t->root, t->ws, &e), 0);
+
+	/* A path with a newline would make two lines. */
+	assert_int_equal(trust_approve("/x\n/y", a, t->root, t->ws, &e), -EINVAL);
+
+	/* Writable by others: refused, and so approves nothing. */
+	assert_int_equal(chmod(t->store, 0622), 0);
+	assert_true(trust_lookup("/other", a, t->root, t->ws, &e) < 0);
+	assert_non_null(strstr(e.msg, "writable by other users"));
+	assert_true(trust_approve(path, a, t->root, t->ws, &e) < 0);
+	assert_int_equal(chmod(t->store, 0600), 0);
+
+	/* A symlink planted in its place, to a file that approves: refused. */
+	char planted[600], line[400];
+	snprintf(planted, sizeof planted, "%s/planted", t->tmp);
+	FILE *f = fopen(planted, "w");
+	snprintf(line, sizeof line, "%s %s\n", a, path);
+	fputs(line, f);
+	fclose(f);
+	chmod(planted, 0600);
+	assert_int_equal(unlink(t->store), 0);
+	assert_int_equal(symlink(planted, t->store), 0);
+	assert_int_equal(trust_lookup(path, a, t->root, t->ws, &e), -ELOOP);
+	assert_non_null(strstr(e.msg, "symlink"));
+	assert_int_equal(unlink(t->store), 0);
+
+	/* A store inside the project is refused for reading and writing. */
+	char inside[256];
+	snprintf(inside, sizeof inside, "%s/.config", t->root);
+	setenv("XDG_CONFIG_HOME", inside, 1);
+	assert_int_equal(trust_approve(path, a, t->root, t->ws, &e), -EPERM);
+	assert_non_null(strstr(e.msg, "inside the project"));
+	assert_int_equal(stat(inside, &st), -1); /* and nothing was created there */
+	assert_int_equal(mkdir(inside, 0700), 0);
+	snprintf(dir, sizeof dir, "%s/python-sandbox-mcp", inside);
+	assert_int_equal(mkdir(dir, 0700), 0);
+	snprintf(planted, sizeof planted, "%s/trusted", dir);
+	f = fopen(planted, "w");
+	fputs(line, f);
+	fclose(f);
+	chmod(planted, 0600);
+	assert_int_equal(trust_lookup(path, a, t->root, t->ws, &e), -EPERM);
+	setenv("XDG_CONFIG_HOME", t->cfg, 1);
+}
+
+static void test_decide(void **state)
+{
+	struct t *t = *state;
+	struct trust_state s;
+	struct err e = { 0 };
+	char skill[256];
+	snprintf(skill, sizeof skill, "%s/S.md", t->root);
+	const char *text = "---\nname: p\ndescription: d\npermissions:\n  net_access: true\n---\n";
+	FILE *f = fopen(skill, "w");
+	fputs(text, f);
+	fclose(f);
+	struct policy *p = NULL;
+	assert_int_equal(policy_load_file(skill, &p, &e), 0);
+	assert_int_equal(policy_resolve(p, t->root, &e), 0);
+
+	assert_int_equal(trust_decide(&s, p, true, t->root, t->ws, false, &e), 0);
+	assert_false(s.approved);
+	assert_int_equal(s.withheld, TRUST_NET_ACCESS);
+	assert_false(p->net_access);
+	assert_non_null(s.note);
+	assert_non_null(strstr(s.note, "- net_access: true\n"));
+	assert_non_null(strstr(s.note, "python-sandbox-mcp --trust --root '"));
+	assert_non_null(strstr(s.note, skill));
+	assert_int_equal(trust_approve(s.path, s.hex, t->root, t->ws, &e), 0);
+	trust_state_free(&s);
+	policy_free(p);
+
+	/* Approved: all of it applies, no note. */
+	assert_int_equal(policy_load_file(skill, &p, &e), 0);
+	assert_int_equal(policy_resolve(p, t->root, &e), 0);
+	assert_int_equal(trust_decide(&s, p, true, t->root, t->ws, false, &e), 0);
+	assert_true(s.approved);
+	assert_int_equal(s.withheld, 0);
+	assert_null(s.note);
+	assert_true(p->net_access);
+	trust_state_free(&s);
+	policy_free(p);
+
+	/* The built-in policy: nothing to decide. */
+	assert_int_equal(policy_builtin(&p, &e), 0);
+	assert_int_equal(trust_decide(&s, p, false, t->root, t->ws, false, &e), 0);
+	assert_false(s.project);
+	assert_null(s.note);
+	trust_state_free(&s);
+	policy_free(p);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_hash),
+		cmocka_unit_test_setup_teardown(test_booleans, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_tighter_is_kept, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_fs_read, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_fs_write, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_limits, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_other_ceilings, setup, teardown),
+		cmocka_unit_test(test_keys_and_command),
+		cmocka_unit_test_setup_teardown(test_store, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_decide, setup, teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
