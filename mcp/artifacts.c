@@ -236,37 +236,114 @@ void art_diff(const struct art_list *before, const struct art_list *after,
 	}
 }
 
-int art_sha256(const struct workspace *ws, const char *rel, char hex[65], struct err *e)
+int art_sha256(const struct workspace *ws, const char *rel, off_t max, char hex[65], off_t *cost, struct err *e)
 {
 	static const char digits[] = "0123456789abcdef";
-	unsigned char buf[16384];
+	unsigned char buf[65536];
 	uint8_t md[SHA256_DIGEST_LENGTH];
 	SHA2_CTX ctx;
-	int fd = ws_openat(ws, rel, O_RDONLY, 0);
+	struct stat st;
+	off_t done = 0;
+	int rc = 0, fd = ws_openat(ws, rel, O_RDONLY, 0);
 
 	hex[0] = '\0';
+	if (cost)
+		*cost = 0;
 	if (fd < 0)
 		return ws_openat_err(e, fd, rel);
+	if (fstat(fd, &st) < 0) {
+		rc = err_sys(e, -errno, "cannot stat '%s'", rel);
+		goto out;
+	}
+	/* The apparent size is what reading costs: holes read as zeros. */
+	if (st.st_size > max) {
+		rc = err_set(e, -EFBIG, "'%s' has %jd bytes, over the %jd left to hash", rel, (intmax_t)st.st_size, (intmax_t)max);
+		goto out;
+	}
 	SHA256Init(&ctx);
 	for (;;) {
-		ssize_t r = read(fd, buf, sizeof buf);
+		size_t want = sizeof buf;
+		/* One byte past the budget tells a file that grew meanwhile. */
+		if ((off_t)want > max - done + 1)
+			want = (size_t)(max - done + 1);
+		ssize_t r = read(fd, buf, want);
 		if (r < 0) {
 			if (errno == EINTR)
 				continue;
-			int rc = -errno;
-			close(fd);
-			return err_sys(e, rc, "cannot read '%s'", rel);
+			rc = err_sys(e, -errno, "cannot read '%s'", rel);
+			goto out;
 		}
 		if (r == 0)
 			break;
+		done += r;
+		if (done > max) {
+			rc = err_set(e, -EFBIG, "'%s' grew past %jd bytes while it was hashed", rel, (intmax_t)max);
+			goto out;
+		}
 		SHA256Update(&ctx, buf, (size_t)r);
 	}
-	close(fd);
 	SHA256Final(md, &ctx);
 	for (size_t i = 0; i < sizeof md; i++) {
 		hex[2 * i] = digits[md[i] >> 4];
 		hex[2 * i + 1] = digits[md[i] & 15];
 	}
 	hex[64] = '\0';
+out:
+	if (cost)
+		*cost = done;
+	close(fd);
+	return rc;
+}
+
+struct usage {
+	size_t seen, max;
+	unsigned long long bytes;
+	bool stop;
+};
+
+/* Sums the allocated blocks beneath the directory dfd (owned). */
+static void usage_dir(struct usage *u, int dfd, int depth)
+{
+	DIR *d = fdopendir(dfd);
+	struct dirent *de;
+
+	if (!d) {
+		close(dfd);
+		return;
+	}
+	while (!u->stop && (de = readdir(d))) {
+		const char *name = de->d_name;
+		struct stat st;
+		if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
+			continue;
+		if (++u->seen > u->max) {
+			u->stop = true;
+			break;
+		}
+		if (fstatat(dirfd(d), name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			continue; /* removed meanwhile */
+		u->bytes += (unsigned long long)st.st_blocks * 512u;
+		if (!S_ISDIR(st.st_mode) || depth + 1 >= ART_MAX_DEPTH)
+			continue;
+		int cfd = openat(dirfd(d), name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+		if (cfd >= 0)
+			usage_dir(u, cfd, depth + 1);
+	}
+	closedir(d);
+}
+
+int art_disk_usage(const struct workspace *ws, size_t max_entries, unsigned long long *bytes, bool *complete,
+		   struct err *e)
+{
+	struct usage u = { .max = max_entries ? max_entries : 1000000 };
+	int fd = ws_openat(ws, "", O_RDONLY | O_DIRECTORY, 0);
+
+	*bytes = 0;
+	*complete = false;
+	if (fd < 0)
+		return ws_openat_err(e, fd, "");
+	usage_dir(&u, fd, 0);
+	*bytes = u.bytes;
+	*complete = !u.stop;
 	return 0;
 }

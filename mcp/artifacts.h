@@ -53,7 +53,19 @@ enum art_change { ART_CREATED, ART_MODIFIED };
 void art_diff(const struct art_list *before, const struct art_list *after,
 	      void (*fn)(const struct art_entry *en, enum art_change c, void *arg), void *arg);
 
-/* SHA-256 of a file beneath the workspace (no symlinks), lowercase hex. */
-int art_sha256(const struct workspace *ws, const char *rel, char hex[65], struct err *e);
+/* SHA-256 of a file beneath the workspace (no symlinks), lowercase hex.
+ * Reads at most max bytes: a file whose size (its apparent size: a sparse
+ * file of 1 GiB costs the reading of 1 GiB of zeros) is larger, or that
+ * grows past max while it is read, is -EFBIG without a hash.  *cost (may be
+ * NULL) gets the bytes read, to charge to the caller's budget. */
+int art_sha256(const struct workspace *ws, const char *rel, off_t max, char hex[65], off_t *cost, struct err *e);
+
+/* What the workspace takes on disk: the allocated blocks of everything
+ * beneath it (files, directories, the server's logs), hidden or not, with
+ * no symlink followed and each directory entry visited once.  Visits at
+ * most max_entries entries (0: 1000000); *complete is false when it
+ * stopped there, and *bytes then counts what it saw. */
+int art_disk_usage(const struct workspace *ws, size_t max_entries, unsigned long long *bytes, bool *complete,
+		   struct err *e);
 
 #endif

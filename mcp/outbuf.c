@@ -10,11 +10,18 @@
 #include "../common/log.h"
 #include "text.h"
 
-int outbuf_init(struct outbuf *ob, const struct workspace *ws, size_t limit)
+/* The part of a capped log kept at its end, at most: held in memory until
+ * the call ends, so it is small. */
+#define LOG_TAIL_MAX (1u << 20)
+/* Room left at the end of a capped log for the marker. */
+#define LOG_MARKER_MAX 400
+
+int outbuf_init(struct outbuf *ob, const struct workspace *ws, size_t limit, unsigned long long log_cap)
 {
 	memset(ob, 0, sizeof *ob);
 	ob->ws = ws;
 	ob->limit = limit;
+	ob->log_cap = log_cap < 4096 ? 4096 : log_cap;
 	/* A character is at most 4 bytes: the head holds the whole reply's
 	 * worth, the tail the last half of it. */
 	ob->head_cap = limit * 4 + 4;
@@ -25,21 +32,23 @@ int outbuf_init(struct outbuf *ob, const struct workspace *ws, size_t limit)
 	return ob->head && ob->tail ? 0 : -ENOMEM;
 }
 
+static void log_close(struct outbuf *ob);
+
 void outbuf_free(struct outbuf *ob)
 {
-	if (ob->log_fd >= 0)
-		close(ob->log_fd);
+	log_close(ob);
 	free(ob->head);
 	free(ob->tail);
-	ob->head = ob->tail = NULL;
+	free(ob->log_tail);
+	ob->head = ob->tail = ob->log_tail = NULL;
 }
 
 void outbuf_reset(struct outbuf *ob, const char *log_rel)
 {
-	if (ob->log_fd >= 0)
-		close(ob->log_fd);
-	ob->log_fd = -1;
+	log_close(ob);
 	ob->log_failed = false;
+	ob->log_written = 0;
+	ob->log_tail_pos = 0;
 	ob->head_len = ob->tail_pos = 0;
 	ob->total_bytes = ob->total_chars = 0;
 	ob->last_len = 0;
@@ -63,7 +72,79 @@ static void log_write(struct outbuf *ob, const unsigned char *p, size_t len)
 		}
 		p += n;
 		len -= (size_t)n;
+		ob->log_written += (unsigned long long)n;
 	}
+}
+
+/* The bytes of the head part of the file: the cap less the kept tail and
+ * the marker. */
+static unsigned long long log_head_max(const struct outbuf *ob)
+{
+	unsigned long long tail = ob->log_cap / 2 < LOG_TAIL_MAX ? ob->log_cap / 2 : LOG_TAIL_MAX;
+	return ob->log_cap - tail - LOG_MARKER_MAX;
+}
+
+/* Appends to the log within its cap: the head goes to the file, the rest
+ * into the tail ring (the last log_tail_cap bytes win). */
+static void log_append(struct outbuf *ob, const unsigned char *p, size_t len)
+{
+	unsigned long long head_max = log_head_max(ob);
+	if (ob->log_written < head_max && !ob->log_tail_pos) {
+		size_t n = head_max - ob->log_written < len ? (size_t)(head_max - ob->log_written) : len;
+		log_write(ob, p, n);
+		p += n;
+		len -= n;
+	}
+	if (!len || ob->log_failed)
+		return;
+	if (!ob->log_tail) {
+		ob->log_tail_cap = (size_t)(ob->log_cap - head_max - LOG_MARKER_MAX);
+		ob->log_tail = malloc(ob->log_tail_cap ? ob->log_tail_cap : 1);
+		if (!ob->log_tail) {
+			ob->log_tail_cap = 0;
+			ob->log_failed = true;
+			return;
+		}
+	}
+	if (len > ob->log_tail_cap) {
+		ob->log_tail_pos += len - ob->log_tail_cap;
+		p += len - ob->log_tail_cap;
+		len = ob->log_tail_cap;
+	}
+	while (len) {
+		size_t at = (size_t)(ob->log_tail_pos % ob->log_tail_cap);
+		size_t n = ob->log_tail_cap - at < len ? ob->log_tail_cap - at : len;
+		memcpy(ob->log_tail + at, p, n);
+		ob->log_tail_pos += n;
+		p += n;
+		len -= n;
+	}
+}
+
+/* Ends the log file: when it reached its cap, the marker and the kept tail
+ * go at its end. */
+static void log_close(struct outbuf *ob)
+{
+	if (ob->log_fd < 0)
+		return;
+	if (ob->log_tail_pos && !ob->log_failed) {
+		size_t kept = ob->log_tail_pos < ob->log_tail_cap ? (size_t)ob->log_tail_pos : ob->log_tail_cap;
+		char marker[LOG_MARKER_MAX];
+		snprintf(marker, sizeof marker,
+			 "\n[... %llu bytes left out: this log keeps the first %llu and the last %zu bytes "
+			 "(limits.max_file_mb caps the server's logs too) ...]\n",
+			 ob->log_tail_pos - kept, ob->log_written, kept);
+		log_write(ob, (const unsigned char *)marker, strlen(marker));
+		size_t start = ob->log_tail_pos < ob->log_tail_cap ? 0 : (size_t)(ob->log_tail_pos % ob->log_tail_cap);
+		size_t first = kept < ob->log_tail_cap - start ? kept : ob->log_tail_cap - start;
+		log_write(ob, ob->log_tail + start, first);
+		log_write(ob, ob->log_tail, kept - first);
+	}
+	close(ob->log_fd);
+	ob->log_fd = -1;
+	ob->log_tail_pos = 0;
+	free(ob->log_tail);
+	ob->log_tail = NULL;
 }
 
 /* Opens the log under a name that is free: an earlier log (another run, or
@@ -105,7 +186,7 @@ static void log_open(struct outbuf *ob)
 		return;
 	}
 	ob->log_fd = fd;
-	log_write(ob, ob->head, ob->head_len);
+	log_append(ob, ob->head, ob->head_len);
 }
 
 void outbuf_feed(struct outbuf *ob, const unsigned char *data, size_t len)
@@ -116,7 +197,7 @@ void outbuf_feed(struct outbuf *ob, const unsigned char *data, size_t len)
 	ob->total_bytes += len;
 
 	if (ob->log_fd >= 0 || ob->log_failed) {
-		log_write(ob, data, len);
+		log_append(ob, data, len);
 	} else if (ob->head_len + len <= ob->head_cap) {
 		memcpy(ob->head + ob->head_len, data, len);
 		ob->head_len += len;
@@ -125,7 +206,7 @@ void outbuf_feed(struct outbuf *ob, const unsigned char *data, size_t len)
 		memcpy(ob->head + ob->head_len, data, room);
 		ob->head_len += room;
 		log_open(ob);
-		log_write(ob, data + room, len - room);
+		log_append(ob, data + room, len - room);
 	}
 
 	/* The tail ring always holds the last tail_cap bytes. */
@@ -186,10 +267,7 @@ char *outbuf_finish(struct outbuf *ob, bool *truncated, const char **log_rel)
 	log_open(ob);
 	if (ob->log_fd >= 0 && !ob->log_failed)
 		*log_rel = ob->log_rel;
-	if (ob->log_fd >= 0) {
-		close(ob->log_fd);
-		ob->log_fd = -1;
-	}
+	log_close(ob);
 
 	size_t hl, tl, traw;
 	char *h = utf8_sanitize(ob->head, ob->head_len, &hl);

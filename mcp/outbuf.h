@@ -1,7 +1,11 @@
 /* Capture of one stream (stdout or stderr) of one execution, in bounded
  * memory whatever the code prints: the head and a tail ring are kept, and
  * once the output outgrows what the reply may show, everything goes to a
- * log file under workspace/.logs/ as well. */
+ * log file under workspace/.logs/ as well.  That file is capped too (the
+ * policy's max_file_mb): past the cap its head stays, the last part is kept
+ * in a ring, and at the end a marker saying how much was left out and that
+ * last part are appended, so a cell printing forever cannot fill the disk
+ * through the server. */
 #ifndef MCP_OUTBUF_H
 #define MCP_OUTBUF_H
 
@@ -20,13 +24,19 @@ struct outbuf {
 	unsigned long long total_bytes, total_chars;
 	int log_fd;                /* -1 until needed */
 	bool log_failed;
+	unsigned long long log_cap;     /* bytes the log file may hold */
+	unsigned long long log_written; /* bytes in the file so far */
+	unsigned char *log_tail;   /* ring of the last bytes once past the head */
+	size_t log_tail_cap;
+	unsigned long long log_tail_pos; /* bytes that went into the ring */
 	char log_rel[192];         /* ".logs/default-3.stdout.log" */
 	char last_line[240];       /* the latest complete or partial line */
 	size_t last_len;
 	bool line_done;            /* the next byte starts a new line */
 };
 
-int outbuf_init(struct outbuf *ob, const struct workspace *ws, size_t limit);
+/* limit: characters in the reply; log_cap: bytes of the log file. */
+int outbuf_init(struct outbuf *ob, const struct workspace *ws, size_t limit, unsigned long long log_cap);
 void outbuf_free(struct outbuf *ob);
 
 /* Starts a new execution; log_rel names the log file should one be needed. */

@@ -17,6 +17,7 @@
 
 #include "../common/log.h"
 #include "supervisor.h"
+#include "work.h"
 #include "text.h"
 
 static const char *const versions[] = { "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05" };
@@ -320,7 +321,7 @@ static void grace_over(void *arg)
 
 void server_call_done(struct server *s)
 {
-	if (s->eof && !sup_busy(s->sup)) {
+	if (s->eof && !sup_busy(s->sup) && s->jobs == 0) {
 		log_info("end of input: all calls answered, shutting down");
 		loop_stop(s->loop);
 	}
@@ -342,7 +343,7 @@ static void stdin_event(void *arg, int fd, short revents)
 		/* Requests already read are answered (a client that pipes its
 		 * requests and closes stdin gets every reply), within a grace
 		 * period; SIGTERM and SIGINT stop at once. */
-		if (sup_busy(s->sup)) {
+		if (sup_busy(s->sup) || s->jobs > 0) {
 			log_info("end of input: finishing %s before exit (at most %d s)", "the calls in progress", EOF_GRACE_S);
 			loop_timer(s->loop, EOF_GRACE_S * 1000.0, grace_over, s);
 		} else {
@@ -438,10 +439,17 @@ int server_run(struct server *s)
 	int fl = fcntl(STDIN_FILENO, F_GETFL);
 	if (fl >= 0)
 		fcntl(STDIN_FILENO, F_SETFL, fl | O_NONBLOCK);
+	/* Started after the fork of the zygote and after the signals are
+	 * blocked: the workers inherit the mask.  Two workers, so one long
+	 * (budgeted) walk does not queue every other session's behind it. */
+	s->work = work_new(s->loop, 2);
 	loop_watch(s->loop, STDIN_FILENO, POLLIN, stdin_event, s);
 	loop_watch(s->loop, sfd, POLLIN, signal_event, s);
 	loop_run(s->loop);
 
+	/* Before the sessions go: a finished job may name one. */
+	work_free(s->work);
+	s->work = NULL;
 	sup_free(s->sup);
 	s->sup = NULL;
 	loop_free(s->loop);

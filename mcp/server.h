@@ -26,6 +26,7 @@ enum {
 };
 
 struct sup;
+struct work;
 
 struct server_opts {
 	const char *root;
@@ -45,6 +46,8 @@ struct server {
 	struct workspace ws;
 	struct loop *loop;
 	struct sup *sup;
+	struct work *work;     /* worker threads for reads of the workspace */
+	int jobs;              /* tool replies a worker is still preparing */
 	bool initialized;
 	char protocol_version[32];
 	int exit_status;
@@ -72,8 +75,13 @@ cJSON *tools_list(const struct server *s);
  * the request and replies later (execute_python). */
 void tools_call(struct server *s, const cJSON *id, const cJSON *params);
 void exec_call(struct server *s, const cJSON *id, const cJSON *args, const cJSON *progress_token);
-cJSON *list_artifacts_call(struct server *s, const cJSON *args);
-cJSON *verify_outputs_call(struct server *s, const cJSON *args);
+/* These two read the workspace and run on a worker thread (work.h); the
+ * _submit functions queue them and reply when they are done. */
+cJSON *list_artifacts_call(const struct server *s, const cJSON *args);
+cJSON *verify_outputs_call(const struct server *s, const cJSON *args, bool has_exit, int exit_code);
+void list_artifacts_submit(struct server *s, const cJSON *id, const cJSON *args);
+void verify_outputs_submit(struct server *s, const cJSON *id, const cJSON *args);
+/* Both read the workspace on a worker thread and reply when done. */
 void resources_list(struct server *s, const cJSON *id, const cJSON *params);
 void resources_read(struct server *s, const cJSON *id, const cJSON *params);
 

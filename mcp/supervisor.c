@@ -946,8 +946,10 @@ void sup_submit(struct sup *sup, struct call *c)
 	struct session *s = find_session(sup, c->session);
 	if (!s) {
 		s = calloc(1, sizeof *s);
-		if (!s || outbuf_init(&s->out, &sup->srv->ws, (size_t)sup->srv->policy->limits.max_output_chars) < 0 ||
-		    outbuf_init(&s->err, &sup->srv->ws, (size_t)sup->srv->policy->limits.max_output_chars) < 0) {
+		const struct policy_limits *L = &sup->srv->policy->limits;
+		unsigned long long log_cap = (unsigned long long)L->max_file_mb << 20;
+		if (!s || outbuf_init(&s->out, &sup->srv->ws, (size_t)L->max_output_chars, log_cap) < 0 ||
+		    outbuf_init(&s->err, &sup->srv->ws, (size_t)L->max_output_chars, log_cap) < 0) {
 			c->status = "error";
 			c->exit_code = 1;
 			c->note = strdup("out of memory");

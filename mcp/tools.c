@@ -15,11 +15,18 @@
 #include "supervisor.h"
 #include "text.h"
 #include "validate.h"
+#include "work.h"
 
 #define LIST_MAX 1000
 #define VERIFY_MAX_FILES 200
 #define VERIFY_READ_MAX (256u << 20)
 #define RESOURCE_READ_MAX (8u << 20)
+/* Budgets per call for what the server reads of files the sandbox wrote.
+ * Sizes are apparent sizes: a sparse file of 512 MiB takes 4 KiB of disk
+ * but reading it means 512 MiB of zeros, so it counts as 512 MiB.  Without
+ * them, 20 such files made one list_artifacts hash 10 GiB. */
+#define LIST_HASH_BUDGET ((off_t)256 << 20)
+#define VERIFY_READ_BUDGET ((unsigned long long)VERIFY_READ_MAX)
 
 /* ------------------------------------------------------------ schemas */
 
@@ -220,9 +227,9 @@ void tools_call(struct server *s, const cJSON *id, const cJSON *params)
 	} else if (!strcmp(n, "execute_python")) {
 		exec_call(s, id, args, (cJSON_IsString(token) || cJSON_IsNumber(token)) ? token : NULL);
 	} else if (!strcmp(n, "list_artifacts")) {
-		rpc_result(s, id, list_artifacts_call(s, args));
+		list_artifacts_submit(s, id, args);
 	} else {
-		rpc_result(s, id, verify_outputs_call(s, args));
+		verify_outputs_submit(s, id, args);
 	}
 	cJSON_Delete(empty);
 }
@@ -292,7 +299,7 @@ static bool uri_to_path(const char *uri, char *out, size_t n)
 
 /* ------------------------------------------------------------ list_artifacts */
 
-cJSON *list_artifacts_call(struct server *s, const cJSON *args)
+cJSON *list_artifacts_call(const struct server *s, const cJSON *args)
 {
 	const cJSON *path = cJSON_GetObjectItemCaseSensitive(args, "path");
 	const cJSON *pattern = cJSON_GetObjectItemCaseSensitive(args, "pattern");
@@ -321,6 +328,8 @@ cJSON *list_artifacts_call(struct server *s, const cJSON *args)
 	cJSON *out = cJSON_CreateObject();
 	cJSON *arr = cJSON_AddArrayToObject(out, "artifacts");
 	double total = 0;
+	off_t budget = LIST_HASH_BUDGET;
+	size_t skipped = 0;
 	for (size_t i = 0; i < l.n; i++) {
 		const struct art_entry *en = &l.v[i];
 		char disp[4200], when[40], hex[65];
@@ -332,10 +341,23 @@ cJSON *list_artifacts_call(struct server *s, const cJSON *args)
 		cJSON_AddStringToObject(a, "mime", en->is_symlink ? "inode/symlink" : mime_from_path(en->rel));
 		rfc3339(&en->mtime, when, sizeof when);
 		cJSON_AddStringToObject(a, "modified", when);
-		if (!en->is_symlink && art_sha256(&s->ws, en->rel, hex, NULL) == 0)
+		off_t cost = 0;
+		int hr = en->is_symlink ? -ELOOP : art_sha256(&s->ws, en->rel, budget, hex, &cost, NULL);
+		budget -= cost;
+		if (hr == 0) {
 			cJSON_AddStringToObject(a, "sha256", hex);
-		else
+		} else {
 			cJSON_AddNullToObject(a, "sha256");
+			if (hr == -EFBIG) {
+				/* Say why, so the agent can ask for less. */
+				char why[300];
+				snprintf(why, sizeof why, "not hashed: list_artifacts hashes at most %lld MiB per call "
+					 "(%lld MiB were left; sparse files count by their size): list a narrower path or pattern",
+					 (long long)(LIST_HASH_BUDGET >> 20), (long long)(budget >> 20));
+				cJSON_AddStringToObject(a, "sha256_skipped", why);
+				skipped++;
+			}
+		}
 		if (en->is_symlink)
 			cJSON_AddBoolToObject(a, "symlink", 1);
 		cJSON_AddItemToArray(arr, a);
@@ -343,7 +365,12 @@ cJSON *list_artifacts_call(struct server *s, const cJSON *args)
 	}
 	cJSON_AddNumberToObject(out, "count", cJSON_GetArraySize(arr));
 	cJSON_AddNumberToObject(out, "total_bytes", total);
-	cJSON_AddBoolToObject(out, "truncated", l.truncated);
+	cJSON_AddBoolToObject(out, "truncated", l.truncated || skipped > 0);
+	if (skipped) {
+		snprintf(msg, sizeof msg, "%zu file(s) not hashed: the budget of %lld MiB read per call ran out (their sha256 is null)",
+			 skipped, (long long)(LIST_HASH_BUDGET >> 20));
+		cJSON_AddStringToObject(out, "note", msg);
+	}
 	art_list_free(&l);
 	return tool_json_result(out, false);
 }
@@ -365,7 +392,7 @@ static bool whole_number(const cJSON *v, const char *name, const char *path, lon
 	return true;
 }
 
-static cJSON *check_one(struct server *s, const cJSON *spec_json, char *err, size_t errsz)
+static cJSON *check_one(const struct server *s, const cJSON *spec_json, unsigned long long *budget, char *err, size_t errsz)
 {
 	const cJSON *path = spec_json;
 	const cJSON *kind = NULL, *min_bytes = NULL, *keys = NULL, *min_rows = NULL;
@@ -425,6 +452,7 @@ static cJSON *check_one(struct server *s, const cJSON *spec_json, char *err, siz
 	struct err e = { 0 };
 	struct vresult r = { 0 };
 	double bytes = -1;
+	bool skipped = false;
 	if (ws_relpath(&s->ws, path->valuestring, rel, sizeof rel, &e) < 0) {
 		snprintf(r.detail, sizeof r.detail, "%.480s", e.msg);
 	} else {
@@ -448,9 +476,17 @@ static cJSON *check_one(struct server *s, const cJSON *spec_json, char *err, siz
 			if ((size_t)st.st_size > VERIFY_READ_MAX) {
 				snprintf(r.detail, sizeof r.detail, "is %.0f bytes, over the %u MiB that verify_outputs reads",
 					 bytes, VERIFY_READ_MAX >> 20);
-			} else if (ws_read_file(&s->ws, rel, VERIFY_READ_MAX, &buf, &len, &e) < 0) {
+			} else if ((unsigned long long)st.st_size > *budget) {
+				/* Not checked is not passed: the gate stays shut. */
+				snprintf(r.detail, sizeof r.detail,
+					 "not checked: verify_outputs reads at most %llu MiB per call (sparse files count by their size) "
+					 "and the files before this one used it; verify this file in a separate call",
+					 VERIFY_READ_BUDGET >> 20);
+				skipped = true;
+			} else if (ws_read_file(&s->ws, rel, *budget, &buf, &len, &e) < 0) {
 				snprintf(r.detail, sizeof r.detail, "cannot be read: %.480s", e.msg);
 			} else {
+				*budget -= len;
 				validate_buffer(&spec, buf, len, &r);
 				bytes = (double)len;
 			}
@@ -464,10 +500,12 @@ static cJSON *check_one(struct server *s, const cJSON *spec_json, char *err, siz
 	else
 		cJSON_AddNullToObject(c, "bytes");
 	cJSON_AddStringToObject(c, "detail", r.detail);
+	if (skipped)
+		cJSON_AddBoolToObject(c, "skipped", 1);
 	return c;
 }
 
-cJSON *verify_outputs_call(struct server *s, const cJSON *args)
+cJSON *verify_outputs_call(const struct server *s, const cJSON *args, bool has_exit, int exit_code)
 {
 	const cJSON *files = cJSON_GetObjectItemCaseSensitive(args, "files");
 	const cJSON *session = cJSON_GetObjectItemCaseSensitive(args, "session");
@@ -490,27 +528,30 @@ cJSON *verify_outputs_call(struct server *s, const cJSON *args)
 
 	cJSON *out = cJSON_CreateObject();
 	cJSON *status = cJSON_AddStringToObject(out, "status", "completed");
-	int exit_code;
-	bool has_exit = sup_last_exit(s->sup, sname, &exit_code);
 	if (has_exit)
 		cJSON_AddNumberToObject(out, "exit_code", exit_code);
 	else
 		cJSON_AddNullToObject(out, "exit_code");
 	cJSON *checks = cJSON_AddArrayToObject(out, "checks");
 	int failed = 0;
+	bool skipped = false;
+	unsigned long long budget = VERIFY_READ_BUDGET;
 	const cJSON *f;
 	cJSON_ArrayForEach(f, files)
 	{
-		cJSON *c = check_one(s, f, msg, sizeof msg);
+		cJSON *c = check_one(s, f, &budget, msg, sizeof msg);
 		if (!c) {
 			cJSON_Delete(out);
 			return tool_text_result(msg, true);
 		}
 		if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "ok")))
 			failed++;
+		if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "skipped")))
+			skipped = true;
 		cJSON_AddItemToArray(checks, c);
 	}
 	cJSON_AddNumberToObject(out, "failed", failed);
+	cJSON_AddBoolToObject(out, "truncated", skipped);
 	bool exec_ok = !require || (has_exit && exit_code == 0);
 	if (!exec_ok) {
 		if (has_exit)
@@ -544,7 +585,25 @@ cJSON *verify_outputs_call(struct server *s, const cJSON *args)
 
 /* ------------------------------------------------------------ resources */
 
-void resources_list(struct server *s, const cJSON *id, const cJSON *params)
+
+/* ------------------------------------------------------------ off the loop */
+
+/* What a job answers: a result, or an error with its code. */
+struct reply {
+	cJSON *result;
+	int code;
+	char msg[1024];
+	cJSON *data;
+};
+
+static void reply_error(struct reply *r, int code, const char *msg, cJSON *data)
+{
+	r->code = code;
+	snprintf(r->msg, sizeof r->msg, "%s", msg);
+	r->data = data;
+}
+
+static void resources_list_run(const struct server *s, struct reply *out, const cJSON *params)
 {
 	const cJSON *cursor = cJSON_GetObjectItemCaseSensitive(params, "cursor");
 	long start = 0;
@@ -552,7 +611,7 @@ void resources_list(struct server *s, const cJSON *id, const cJSON *params)
 		char *end;
 		start = strtol(cursor->valuestring, &end, 10);
 		if (*end || start < 0) {
-			rpc_error(s, id, RPC_INVALID_PARAMS, "invalid cursor: pass back the nextCursor of the previous page", NULL);
+			reply_error(out, RPC_INVALID_PARAMS, "invalid cursor: pass back the nextCursor of the previous page", NULL);
 			return;
 		}
 	}
@@ -560,7 +619,7 @@ void resources_list(struct server *s, const cJSON *id, const cJSON *params)
 	struct art_list l = { 0 };
 	struct err e = { 0 };
 	if (art_scan(&s->ws, &o, &l, &e) < 0) {
-		rpc_error(s, id, RPC_INTERNAL_ERROR, e.msg, NULL);
+		reply_error(out, RPC_INTERNAL_ERROR, e.msg, NULL);
 		return;
 	}
 	cJSON *r = cJSON_CreateObject();
@@ -589,7 +648,7 @@ void resources_list(struct server *s, const cJSON *id, const cJSON *params)
 		cJSON_AddStringToObject(r, "nextCursor", next);
 	}
 	art_list_free(&l);
-	rpc_result(s, id, r);
+	out->result = r;
 }
 
 static bool textual(const char *mime)
@@ -598,13 +657,13 @@ static bool textual(const char *mime)
 	       strcmp(mime, "application/x-yaml") == 0;
 }
 
-void resources_read(struct server *s, const cJSON *id, const cJSON *params)
+static void resources_read_run(const struct server *s, struct reply *out, const cJSON *params)
 {
 	const cJSON *uri = cJSON_GetObjectItemCaseSensitive(params, "uri");
 	char path[8192], rel[4096];
 	struct err e = { 0 };
 	if (!cJSON_IsString(uri)) {
-		rpc_error(s, id, RPC_INVALID_PARAMS, "resources/read needs params.uri: a file:// URI from resources/list", NULL);
+		reply_error(out, RPC_INVALID_PARAMS, "resources/read needs params.uri: a file:// URI from resources/list", NULL);
 		return;
 	}
 	cJSON *data = cJSON_CreateObject();
@@ -612,7 +671,7 @@ void resources_read(struct server *s, const cJSON *id, const cJSON *params)
 	if (!uri_to_path(uri->valuestring, path, sizeof path) || ws_relpath(&s->ws, path, rel, sizeof rel, &e) < 0 || !*rel) {
 		char msg[600];
 		snprintf(msg, sizeof msg, "resource not found: only files under the workspace (%s) can be read, as file:// URIs from resources/list", s->ws.abs);
-		rpc_error(s, id, MCP_RESOURCE_NOT_FOUND, msg, data);
+		reply_error(out, MCP_RESOURCE_NOT_FOUND, msg, data);
 		return;
 	}
 	unsigned char *buf;
@@ -624,7 +683,7 @@ void resources_read(struct server *s, const cJSON *id, const cJSON *params)
 			snprintf(msg, sizeof msg, "the file is larger than %u MiB, the limit of resources/read: read a part of it with execute_python", RESOURCE_READ_MAX >> 20);
 		else
 			snprintf(msg, sizeof msg, "resource not found: %s", e.msg[0] ? e.msg : strerror(-r));
-		rpc_error(s, id, MCP_RESOURCE_NOT_FOUND, msg, data);
+		reply_error(out, MCP_RESOURCE_NOT_FOUND, msg, data);
 		return;
 	}
 	cJSON_Delete(data);
@@ -643,5 +702,103 @@ void resources_read(struct server *s, const cJSON *id, const cJSON *params)
 	}
 	cJSON_AddItemToArray(contents, c);
 	free(buf);
-	rpc_result(s, id, res);
+	out->result = res;
+}
+
+enum tool_kind { T_LIST, T_VERIFY, T_RES_LIST, T_RES_READ };
+
+/* A request whose reply reads the workspace: prepared on a worker thread,
+ * sent from the loop.  The copies of id and params belong to the job. */
+struct tool_job {
+	struct job j;
+	struct server *s;     /* run() reads only s->ws, which never changes */
+	enum tool_kind kind;
+	cJSON *id, *params;
+	bool has_exit;        /* verify_outputs: read on the loop beforehand */
+	int exit_code;
+	struct reply out;
+};
+
+static void tool_job_run(struct job *j)
+{
+	struct tool_job *t = (struct tool_job *)j;
+	switch (t->kind) {
+	case T_LIST: t->out.result = list_artifacts_call(t->s, t->params); break;
+	case T_VERIFY: t->out.result = verify_outputs_call(t->s, t->params, t->has_exit, t->exit_code); break;
+	case T_RES_LIST: resources_list_run(t->s, &t->out, t->params); break;
+	case T_RES_READ: resources_read_run(t->s, &t->out, t->params); break;
+	}
+}
+
+static void tool_job_done(struct job *j, bool abandoned)
+{
+	struct tool_job *t = (struct tool_job *)j;
+	struct server *s = t->s;
+	if (abandoned) {
+		cJSON_Delete(t->out.result);
+		cJSON_Delete(t->out.data);
+	} else if (t->out.result) {
+		rpc_result(s, t->id, t->out.result);
+	} else {
+		rpc_error(s, t->id, t->out.code ? t->out.code : RPC_INTERNAL_ERROR, t->out.msg[0] ? t->out.msg : "out of memory", t->out.data);
+	}
+	cJSON_Delete(t->id);
+	cJSON_Delete(t->params);
+	free(t);
+	if (!abandoned) {
+		s->jobs--;
+		server_call_done(s);
+	}
+}
+
+static void submit_tool(struct server *s, enum tool_kind kind, const cJSON *id, const cJSON *params, bool has_exit, int exit_code)
+{
+	struct tool_job *t = calloc(1, sizeof *t);
+	if (t) {
+		t->id = cJSON_Duplicate(id, 1);
+		t->params = params ? cJSON_Duplicate(params, 1) : cJSON_CreateObject();
+	}
+	if (!t || !t->id || !t->params) {
+		if (t) {
+			cJSON_Delete(t->id);
+			cJSON_Delete(t->params);
+		}
+		free(t);
+		rpc_error(s, id, RPC_INTERNAL_ERROR, "out of memory", NULL);
+		return;
+	}
+	t->s = s;
+	t->kind = kind;
+	t->has_exit = has_exit;
+	t->exit_code = exit_code;
+	t->j.run = tool_job_run;
+	t->j.done = tool_job_done;
+	s->jobs++;
+	work_submit(s->work, &t->j);
+}
+
+void resources_list(struct server *s, const cJSON *id, const cJSON *params)
+{
+	submit_tool(s, T_RES_LIST, id, params, false, 0);
+}
+
+void resources_read(struct server *s, const cJSON *id, const cJSON *params)
+{
+	submit_tool(s, T_RES_READ, id, params, false, 0);
+}
+
+/* The session whose last exit verify_outputs checks, read here on the loop
+ * (the supervisor's state is the loop's alone). */
+void verify_outputs_submit(struct server *s, const cJSON *id, const cJSON *args)
+{
+	const cJSON *session = cJSON_GetObjectItemCaseSensitive(args, "session");
+	const char *sname = cJSON_IsString(session) ? session->valuestring : "default";
+	int exit_code = 0;
+	bool has_exit = session_name_valid(sname) && sup_last_exit(s->sup, sname, &exit_code);
+	submit_tool(s, T_VERIFY, id, args, has_exit, exit_code);
+}
+
+void list_artifacts_submit(struct server *s, const cJSON *id, const cJSON *args)
+{
+	submit_tool(s, T_LIST, id, args, false, 0);
 }

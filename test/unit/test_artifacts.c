@@ -294,9 +294,9 @@ static void test_sha256(void **state)
 
 	mk(f, "abc.txt", "abc");
 	mk(f, "empty.txt", "");
-	assert_int_equal(art_sha256(&f->ws, "abc.txt", hex, &e), 0);
+	assert_int_equal(art_sha256(&f->ws, "abc.txt", 1 << 20, hex, NULL, &e), 0);
 	assert_string_equal(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
-	assert_int_equal(art_sha256(&f->ws, "empty.txt", hex, &e), 0);
+	assert_int_equal(art_sha256(&f->ws, "empty.txt", 0, hex, NULL, &e), 0);
 	assert_string_equal(hex, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
 	/* Larger than one read buffer. */
 	char *big = malloc(100000);
@@ -305,13 +305,61 @@ static void test_sha256(void **state)
 	big[99999] = '\0';
 	mk(f, "big.txt", big);
 	free(big);
-	assert_int_equal(art_sha256(&f->ws, "big.txt", hex, &e), 0);
+	off_t cost = 0;
+	assert_int_equal(art_sha256(&f->ws, "big.txt", 1 << 20, hex, &cost, &e), 0);
 	assert_int_equal(strlen(hex), 64);
-	/* Symlinks and FIFOs are refused, never followed or waited on. */
-	assert_int_equal(art_sha256(&f->ws, "outputs/link_file", hex, &e), -ELOOP);
+	assert_int_equal(cost, 99999);
+	/* Over the budget: no hash, and nothing read. */
+	assert_int_equal(art_sha256(&f->ws, "big.txt", 99998, hex, &cost, &e), -EFBIG);
 	assert_string_equal(hex, "");
-	assert_int_equal(art_sha256(&f->ws, "outputs/fifo", hex, &e), -EINVAL);
-	assert_int_equal(art_sha256(&f->ws, "nope", hex, &e), -ENOENT);
+	assert_int_equal(cost, 0);
+	/* A sparse file costs its apparent size: 1 GiB of holes is refused
+	 * by a 1 MiB budget before a byte is read. */
+	char sp[512];
+	wpath(f, sp, sizeof sp, "sparse.bin");
+	int sfd = open(sp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	assert_true(sfd >= 0);
+	assert_int_equal(ftruncate(sfd, 1L << 30), 0);
+	close(sfd);
+	assert_int_equal(art_sha256(&f->ws, "sparse.bin", 1 << 20, hex, &cost, &e), -EFBIG);
+	assert_int_equal(cost, 0);
+	/* Symlinks and FIFOs are refused, never followed or waited on. */
+	assert_int_equal(art_sha256(&f->ws, "outputs/link_file", 1 << 20, hex, NULL, &e), -ELOOP);
+	assert_string_equal(hex, "");
+	assert_int_equal(art_sha256(&f->ws, "outputs/fifo", 1 << 20, hex, NULL, &e), -EINVAL);
+	assert_int_equal(art_sha256(&f->ws, "nope", 1 << 20, hex, NULL, &e), -ENOENT);
+}
+
+/* The disk usage counts allocated blocks, hidden directories included, and
+ * stops at its entry budget. */
+static void test_disk_usage(void **state)
+{
+	struct fx *f = *state;
+	struct err e = { 0 };
+	unsigned long long before, after;
+	bool complete;
+
+	assert_int_equal(art_disk_usage(&f->ws, 0, &before, &complete, &e), 0);
+	assert_true(complete);
+	char p[512];
+	wpath(f, p, sizeof p, ".logs");
+	mkdir(p, 0755);
+	wpath(f, p, sizeof p, ".logs/big.log");
+	int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	assert_true(fd >= 0);
+	static char chunk[1 << 20];
+	memset(chunk, 'x', sizeof chunk);
+	assert_int_equal(write(fd, chunk, sizeof chunk), (ssize_t)sizeof chunk);
+	fsync(fd);
+	/* A sparse tail costs nothing on disk. */
+	assert_int_equal(ftruncate(fd, 1L << 30), 0);
+	close(fd);
+	assert_int_equal(art_disk_usage(&f->ws, 0, &after, &complete, &e), 0);
+	assert_true(complete);
+	assert_true(after >= before + (1u << 20));
+	assert_true(after < before + (8u << 20));
+	assert_int_equal(art_disk_usage(&f->ws, 1, &after, &complete, &e), 0);
+	assert_false(complete);
 }
 
 int main(void)
@@ -323,6 +371,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_scan_limits, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_diff, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sha256, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_disk_usage, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,158 @@
+// The server's own work on files the sandbox wrote is budgeted and runs off
+// the event loop: a workspace of huge sparse files (4 KiB on disk, hundreds
+// of MiB to read) must not delay a ping or another session's timeout.
+// Everything is measured from outside: the client's clock, the reply.
+import { test, describe, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+
+import { startClient, newProject, execPy, callTool, jsonResult, writeFile, show, sleep } from './lib.mjs';
+
+const MiB = 1024 * 1024;
+
+/** Pings every 50 ms until stop() and returns the latencies (ms). */
+function pinger(h) {
+	const lat = [];
+	let running = true;
+	const done = (async () => {
+		while (running) {
+			const t = performance.now();
+			await h.client.ping({ timeout: 300000 });
+			lat.push(performance.now() - t);
+			await sleep(50);
+		}
+	})();
+	return { lat, async stop() { running = false; await done; return lat; } };
+}
+
+describe('budgets of the server\'s own work', () => {
+	let h, root;
+	before(async () => {
+		root = newProject('budget');
+		h = await startClient(root, { structured: true });
+		await Promise.all([execPy(h, 'x = 1'), execPy(h, 'import time', { session: 'other' })]);
+	});
+	after(async () => { await h?.close(); });
+
+	test('list_artifacts over 20 sparse files of 512 MiB: pings stay fast, another session times out on time, hashes are skipped with a reason', { timeout: 120000 }, async (t) => {
+		const dir = path.join(root, 'workspace', 'sparse');
+		fs.mkdirSync(dir, { recursive: true });
+		for (let i = 0; i < 20; i++) fs.closeSync(fs.openSync(path.join(dir, `f${String(i).padStart(2, "0")}.bin`), "w"));
+		for (let i = 0; i < 20; i++) fs.truncateSync(path.join(dir, `f${String(i).padStart(2, '0')}.bin`), 512 * MiB);
+		assert.ok(fs.statSync(path.join(dir, 'f00.bin')).blocks <= 16, 'the files are sparse');
+
+		const p = pinger(h);
+		const t0 = performance.now();
+		const listing = callTool(h, 'list_artifacts', { path: 'workspace/sparse' }, { timeout: 300000 }).then((r) => ({ r, ms: performance.now() - t0 }));
+		await sleep(100);
+		const tt = performance.now();
+		const spin = await execPy(h, 'while True:\n    pass', { session: 'other', timeout_s: 3 }, { timeout: 300000 });
+		const spinMs = performance.now() - tt;
+		const { r, ms } = await listing;
+		const lat = await p.stop();
+
+		assert.equal(spin.sc.status, 'timeout', show(spin.sc));
+		// 3 s of timeout plus the roll-back; on the old single thread it took
+		// as long as the hashing (25 s and more).
+		assert.ok(spinMs < 10000, `the other session's 3 s timeout took ${spinMs.toFixed(0)} ms`);
+		const worst = Math.max(...lat);
+		t.diagnostic(`list_artifacts ${ms.toFixed(0)} ms; worst ping ${worst.toFixed(1)} ms of ${lat.length}; 3 s timeout answered in ${spinMs.toFixed(0)} ms`);
+		assert.ok(lat.length >= 3, `pings answered during the listing: ${lat.length}`);
+		assert.ok(worst < 1000, `a ping waited ${worst.toFixed(0)} ms during list_artifacts (all: ${lat.map((x) => x.toFixed(0)).join(', ')})`);
+
+		const j = jsonResult(r).sc;
+		assert.equal(j.count, 20, show(j));
+		assert.equal(j.truncated, true, 'a budget ended the hashing: truncated');
+		const hashed = j.artifacts.filter((a) => a.sha256);
+		const skipped = j.artifacts.filter((a) => a.sha256 === null);
+		assert.equal(hashed.length, 0, 'no 512 MiB file fits the 256 MiB budget');
+		assert.equal(skipped.length, 20);
+		for (const a of skipped) assert.match(a.sha256_skipped, /not hashed: list_artifacts hashes at most 256 MiB per call/);
+		assert.ok(ms < 60000, `list_artifacts took ${ms.toFixed(0)} ms`);
+	});
+
+	test('list_artifacts hashes what fits in its budget and skips the rest', { timeout: 120000 }, async () => {
+		const dir = path.join(root, 'workspace', 'mixed');
+		fs.mkdirSync(dir, { recursive: true });
+		fs.writeFileSync(path.join(dir, 'a.txt'), 'abc');
+		for (const n of ['b.bin', 'c.bin']) {
+			fs.closeSync(fs.openSync(path.join(dir, n), 'w'));
+			fs.truncateSync(path.join(dir, n), 200 * MiB);
+		}
+		const j = jsonResult(await callTool(h, "list_artifacts", { path: "workspace/mixed" }, { timeout: 120000 })).sc;
+		const by = Object.fromEntries(j.artifacts.map((a) => [a.path.split('/').pop(), a]));
+		assert.equal(by['a.txt'].sha256, 'ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad');
+		// 200 MiB of zeros fits once, not twice.
+		assert.match(by['b.bin'].sha256 ?? '', /^[0-9a-f]{64}$/, show(by['b.bin']));
+		assert.equal(by['c.bin'].sha256, null, show(by['c.bin']));
+		assert.ok(by['c.bin'].sha256_skipped);
+		assert.equal(j.truncated, true);
+	});
+
+	test('verify_outputs reads at most 256 MiB per call: a file past the budget is not passed, the detail says why; pings stay fast', { timeout: 120000 }, async () => {
+		const dir = path.join(root, 'workspace', 'outputs');
+		const files = [];
+		for (let i = 0; i < 4; i++) {
+			const f = path.join(dir, `v${i}.txt`);
+			fs.writeFileSync(f, 'x');
+			fs.truncateSync(f, 200 * MiB);
+			files.push({ path: `workspace/outputs/v${i}.txt`, kind: "any" });
+		}
+		const p = pinger(h);
+		const r = await callTool(h, 'verify_outputs', { files, require_success: false, write_summary: false }, { timeout: 120000 });
+		const lat = await p.stop();
+		const j = jsonResult(r).sc;
+		assert.equal(j.checks[0].ok, true, show(j.checks[0]));
+		for (const c of j.checks.slice(1)) {
+			assert.equal(c.ok, false, show(c));
+			assert.match(c.detail, /not checked: verify_outputs reads at most 256 MiB per call/);
+		}
+		assert.equal(j.status, 'failed');
+		assert.equal(j.truncated, true);
+		const worst = Math.max(...lat);
+		assert.ok(worst < 1000, `a ping waited ${worst.toFixed(0)} ms during verify_outputs (all: ${lat.map((x) => x.toFixed(0)).join(', ')})`);
+		for (const f of files) fs.unlinkSync(path.join(root, f.path));
+	});
+});
+
+const SKILL = fs.readFileSync(new URL('../../SKILL.md', import.meta.url), 'utf8');
+
+/** A project whose SKILL.md has some limits changed; returns [root, skillPath]. */
+function projectWith(tag, replacements) {
+	const root = newProject(tag);
+	let text = SKILL;
+	for (const [from, to] of replacements) {
+		assert.ok(text.includes(from), `SKILL.md has ${from}`);
+		text = text.replace(from, to);
+	}
+	return [root, writeFile(root, 'policy/SKILL.md', text)];
+}
+
+describe('the server\'s own logs on disk', () => {
+	test('printing 40 MiB with max_file_mb 4: the log file stays within 4 MiB, keeps head and tail, and says what it left out', { timeout: 120000 }, async () => {
+		const [root, skill] = projectWith('logcap', [['max_file_mb: 512', 'max_file_mb: 4']]);
+		const h = await startClient(root, { structured: true, args: ['--skill', skill] });
+		try {
+			const code = 'import sys\nprint("HEAD-START")\nblock = ("y" * 1023 + "\\n") * 1024\nfor _ in range(40):\n    sys.stdout.write(block)\nprint("THE-END")';
+			const r = await execPy(h, code, { timeout_s: 120 }, { timeout: 120000 });
+			assert.equal(r.sc.status, 'ok', show(r.sc));
+			assert.ok(r.sc.full_output, show(r.sc));
+			const log = path.join(root, r.sc.full_output);
+			const st = fs.statSync(log);
+			assert.ok(st.size <= 4 * MiB, `the log holds ${st.size} bytes, over max_file_mb 4`);
+			assert.ok(st.size > 2 * MiB, `the log keeps its head: ${st.size} bytes`);
+			const text = fs.readFileSync(log, 'utf8');
+			assert.ok(text.startsWith('HEAD-START\n'), text.slice(0, 40));
+			assert.ok(text.endsWith('THE-END\n'), JSON.stringify(text.slice(-40)));
+			const m = text.match(/\n\[\.\.\. (\d+) bytes left out: this log keeps the first (\d+) and the last (\d+) bytes \(limits\.max_file_mb caps the server's logs too\) \.\.\.\]\n/);
+			assert.ok(m, 'a marker says what was left out');
+			const total = 11 + 40 * MiB + 8;
+			assert.equal(Number(m[1]) + Number(m[2]) + Number(m[3]), total, 'left out + head + tail = all that was printed');
+			// The reply still shows its own head and tail.
+			assert.ok(r.sc.stdout.includes('THE-END'));
+		} finally {
+			await h.close();
+		}
+	});
+});
