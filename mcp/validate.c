@@ -281,8 +281,9 @@ static void check_png(const unsigned char *b, size_t len, struct vresult *r)
 		const unsigned char *type = b + pos + 4;
 		for (int k = 0; k < 4; k++)
 			if (!((type[k] >= 'A' && type[k] <= 'Z') || (type[k] >= 'a' && type[k] <= 'z'))) {
+				char q[4 * 4 + 8]; /* four \xNN and esc()'s reserve */
 				setd(r, false, "The PNG is corrupt: the chunk at offset %zu has an invalid type \"%s\".", pos,
-				     esc(t, sizeof t, type, 4, 4));
+				     esc(q, sizeof q, type, 4, 4));
 				return;
 			}
 		memcpy(t, type, 4);

@@ -213,6 +213,24 @@ static void test_svg_inline(void **state)
 	check(VK_SVG, "\xff\xfe<\0s\0", false, "UTF-16");
 }
 
+/* A chunk type that is not four letters is quoted in the detail, byte by
+ * byte, so the user sees which bytes broke the file. */
+static void test_png_bad_chunk_type(void **state)
+{
+	static const unsigned char png[] = {
+		0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n',
+		0, 0, 0, 0, 0x01, 'B', '\\', 'D', 0, 0, 0, 0,
+	};
+	struct vspec spec = { .kind = VK_PNG };
+	struct vresult r;
+
+	(void)state;
+	validate_buffer(&spec, png, sizeof png, &r);
+	assert_false(r.ok);
+	if (!strstr(r.detail, "invalid type \"\\x01B\\x5cD\""))
+		fail_msg("detail: %s", r.detail);
+}
+
 static void test_json_text_inline(void **state)
 {
 	(void)state;
@@ -372,6 +390,7 @@ int main(void)
 		cmocka_unit_test(test_csv_inline),
 		cmocka_unit_test(test_svg_inline),
 		cmocka_unit_test(test_json_text_inline),
+		cmocka_unit_test(test_png_bad_chunk_type),
 		cmocka_unit_test(test_sizes),
 		cmocka_unit_test(test_prefixes),
 		cmocka_unit_test(test_mutations),
