@@ -31,7 +31,7 @@ CFLAGS ?= -g $(OPT)
 ALL_CFLAGS := -std=gnu11 $(CFLAGS) $(WARN) $(HARDEN) $(SANFLAGS) $(PKG_CFLAGS) \
 	-DPSM_VERSION='"$(VERSION)"' -DPSM_PY_PREFIX='"$(PY_PREFIX)"' -MMD -MP
 ALL_LDFLAGS := $(LDFLAGS) -pie -Wl,-z,relro,-z,now -Wl,--as-needed $(SANFLAGS)
-LIBS := $(PKG_LIBS) -lmd -lpthread
+LIBS := $(PKG_LIBS) -lmd -lpthread -lresolv
 
 SRCS := $(wildcard common/*.c mcp/*.c interp/*.c policy/*.c)
 ASMS := $(wildcard interp/*.S policy/*.S)

@@ -262,45 +262,6 @@ static const char *json_str(const cJSON *o, const char *key)
 	return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
-/* The session's strings are untrusted: re-sanitise and bound them. */
-static char *clean(const char *s, size_t max_chars)
-{
-	if (!s)
-		return NULL;
-	size_t len;
-	char *t = utf8_sanitize((const unsigned char *)s, strlen(s), &len);
-	if (t && utf8_chars(t, len) > max_chars) {
-		size_t cut = utf8_prefix(t, len, max_chars);
-		strcpy(t + cut, "\n[... cut ...]");
-	}
-	return t;
-}
-
-/* Like clean, but a text over max_chars keeps its head and its tail: the
- * end of a traceback is the exception line, the one line the model must
- * always see. */
-static char *clean_mid(const char *s, size_t max_chars)
-{
-	if (!s)
-		return NULL;
-	size_t len;
-	char *t = utf8_sanitize((const unsigned char *)s, strlen(s), &len);
-	if (!t || utf8_chars(t, len) <= max_chars)
-		return t;
-	size_t head = utf8_prefix(t, len, max_chars / 3);
-	size_t tail = utf8_suffix(t, len, max_chars - max_chars / 3);
-	static const char marker[] = "\n[... cut ...]\n";
-	char *out = malloc(head + sizeof marker + (len - tail));
-	if (out) {
-		memcpy(out, t, head);
-		memcpy(out + head, marker, sizeof marker - 1);
-		memcpy(out + head + sizeof marker - 1, t + tail, len - tail);
-		out[head + sizeof marker - 1 + len - tail] = 0;
-	}
-	free(t);
-	return out;
-}
-
 #define WITHHELD_MSG "the project's policy is not approved on this machine"
 
 static cJSON *structured(struct call *c, char *result, char *etype, char *emsg, char *etb, const char *denied, const char *hint,
@@ -368,11 +329,12 @@ void exec_finish(struct call *c)
 
 	const cJSON *err = cJSON_GetObjectItemCaseSensitive(c->py, "error");
 	size_t lim = (size_t)s->policy->limits.max_output_chars;
-	char *result = clean(json_str(c->py, "result"), lim + 200);
-	char *etype = clean(json_str(err, "type"), 200);
-	char *emsg = clean(json_str(err, "message"), lim);
-	char *etb = clean_mid(json_str(err, "traceback"), lim + 200);
-	char *hint = clean(json_str(err, "hint"), 1000);
+	/* The session's strings are untrusted: re-sanitised and bounded. */
+	char *result = utf8_clip(json_str(c->py, "result"), lim + 200, false);
+	char *etype = utf8_clip(json_str(err, "type"), 200, false);
+	char *emsg = utf8_clip(json_str(err, "message"), lim, false);
+	char *etb = utf8_clip(json_str(err, "traceback"), lim + 200, true);
+	char *hint = utf8_clip(json_str(err, "hint"), 1000, false);
 	const char *denied = NULL;
 	const char *d = json_str(err, "denied_by");
 	static const char *const perms[] = { "net_access", "fs_write", "fs_read", "shell_exec", "limits" };

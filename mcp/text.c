@@ -1,5 +1,8 @@
 #include "text.h"
 
+#include <netinet/in.h>
+#include <resolv.h>
+
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -110,62 +113,42 @@ size_t utf8_suffix(const char *s, size_t len, size_t n)
 	return i;
 }
 
-static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-char *base64_encode(const unsigned char *buf, size_t len)
+/* The result is sized for what it holds: head, marker, tail.  (Writing
+ * the marker into the sanitised copy would only fit because that copy is
+ * allocated for the worst case.) */
+char *utf8_clip(const char *s, size_t max_chars, bool keep_tail)
 {
-	size_t olen = (len + 2) / 3 * 4;
-	char *out = malloc(olen + 1);
-	if (!out)
+	static const char marker[] = "\n[... cut ...]\n";
+	size_t len;
+
+	if (!s)
 		return NULL;
-	size_t o = 0;
-	for (size_t i = 0; i < len; i += 3) {
-		uint32_t v = (uint32_t)buf[i] << 16;
-		if (i + 1 < len)
-			v |= (uint32_t)buf[i + 1] << 8;
-		if (i + 2 < len)
-			v |= buf[i + 2];
-		out[o++] = b64[(v >> 18) & 63];
-		out[o++] = b64[(v >> 12) & 63];
-		out[o++] = i + 1 < len ? b64[(v >> 6) & 63] : '=';
-		out[o++] = i + 2 < len ? b64[v & 63] : '=';
+	char *t = utf8_sanitize((const unsigned char *)s, strlen(s), &len);
+	if (!t || utf8_chars(t, len) <= max_chars)
+		return t;
+	size_t head = utf8_prefix(t, len, keep_tail ? max_chars / 3 : max_chars);
+	size_t tail = keep_tail ? utf8_suffix(t, len, max_chars - max_chars / 3) : len;
+	size_t mlen = sizeof marker - (keep_tail ? 1 : 2); /* no newline at the very end */
+	char *out = malloc(head + mlen + (len - tail) + 1);
+	if (out) {
+		memcpy(out, t, head);
+		memcpy(out + head, marker, mlen);
+		memcpy(out + head + mlen, t + tail, len - tail);
+		out[head + mlen + len - tail] = '\0';
 	}
-	out[o] = 0;
+	free(t);
 	return out;
 }
 
-static int b64val(char c)
+/* glibc's resolver library has the RFC 4648 encoder (b64_ntop). */
+char *base64_encode(const unsigned char *buf, size_t len)
 {
-	const char *p = c ? strchr(b64, c) : NULL;
-	return p ? (int)(p - b64) : -1;
-}
+	size_t olen = (len + 2) / 3 * 4 + 1;
+	char *out = malloc(olen);
 
-long base64_decode(const char *s, size_t len, unsigned char **out)
-{
-	*out = NULL;
-	while (len && s[len - 1] == '=')
-		len--;
-	if (len % 4 == 1)
-		return -1;
-	unsigned char *o = malloc(len / 4 * 3 + 3);
-	if (!o)
-		return -1;
-	size_t n = 0;
-	uint32_t acc = 0;
-	int bits = 0;
-	for (size_t i = 0; i < len; i++) {
-		int v = b64val(s[i]);
-		if (v < 0) {
-			free(o);
-			return -1;
-		}
-		acc = (acc << 6) | (uint32_t)v;
-		bits += 6;
-		if (bits >= 8) {
-			bits -= 8;
-			o[n++] = (unsigned char)(acc >> bits);
-		}
+	if (out && b64_ntop(buf, len, out, olen) < 0) {
+		free(out);
+		return NULL;
 	}
-	*out = o;
-	return (long)n;
+	return out;
 }

@@ -19,11 +19,15 @@ size_t utf8_prefix(const char *s, size_t len, size_t n);
 /* Byte offset where the last n code points of s begin. */
 size_t utf8_suffix(const char *s, size_t len, size_t n);
 
+/* s made safe (utf8_sanitize) and bounded to max_chars code points: past
+ * the bound, "[... cut ...]" on a line of its own replaces the end, or with
+ * keep_tail the middle (a third kept before it, the rest after it: the end
+ * of a traceback is the line that matters).  malloc'd; NULL for NULL. */
+char *utf8_clip(const char *s, size_t max_chars, bool keep_tail);
+
 bool utf8_valid(const unsigned char *buf, size_t len);
 
 /* Base64 (RFC 4648, with padding); malloc'd, NUL-terminated. */
 char *base64_encode(const unsigned char *buf, size_t len);
-/* Returns decoded length or -1 for invalid input; *out malloc'd. */
-long base64_decode(const char *s, size_t len, unsigned char **out);
 
 #endif
