@@ -47,7 +47,7 @@ static void input_error(struct server *s, const cJSON *id, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
-	rpc_result(s, id, tool_text_result(msg, true));
+	tool_reply(s, id, tool_text_result(msg, true));
 }
 
 void exec_call(struct server *s, const cJSON *id, const cJSON *args, const cJSON *progress_token)
@@ -453,7 +453,7 @@ void exec_finish(struct call *c)
 	}
 	if (s->opts.structured_content)
 		cJSON_AddItemToObject(r, "structuredContent", structured(c, result, etype, emsg, etb, denied, hint, trust_note, withheld));
-	rpc_result(s, c->id, r);
+	tool_reply(s, c->id, r);
 	free(result);
 	free(etype);
 	free(emsg);

@@ -64,6 +64,20 @@ void rpc_result(struct server *s, const cJSON *id, cJSON *result /* consumed */)
 void rpc_error(struct server *s, const cJSON *id, int code, const char *msg, cJSON *data /* consumed */);
 void rpc_notify(struct server *s, const char *method, cJSON *params /* consumed */);
 
+/* Protocol versions that changed what a reply may hold: tool annotations
+ * came with 2025-03-26; structuredContent, outputSchema, resource_link and
+ * the title fields with 2025-06-18. */
+#define MCP_V_ANNOTATIONS "2025-03-26"
+#define MCP_V_STRUCTURED "2025-06-18"
+
+/* Whether the negotiated protocol version is `version` or later. */
+bool server_proto_at_least(const struct server *s, const char *version);
+
+/* Sends a tool result shaped for the negotiated version: before 2025-06-18
+ * no structuredContent, and each resource_link becomes a line of the text
+ * block.  result is consumed. */
+void tool_reply(struct server *s, const cJSON *id, cJSON *result);
+
 /* Tool results. */
 cJSON *tool_text_result(const char *text, bool is_error);
 /* A result whose structuredContent is `obj` and whose text is the same JSON. */

@@ -105,6 +105,61 @@ static cJSON *exec_output_schema(void)
 	return s;
 }
 
+/* An array property whose items are objects; returns the items' properties. */
+static cJSON *object_items(cJSON *props, const char *name, const char *desc)
+{
+	cJSON *arr = prop(props, name, "array", desc);
+	cJSON *item = cJSON_AddObjectToObject(arr, "items");
+	cJSON_AddStringToObject(item, "type", "object");
+	return cJSON_AddObjectToObject(item, "properties");
+}
+
+static cJSON *list_output_schema(void)
+{
+	cJSON *props, *s = schema(&props);
+	cJSON *ip = object_items(props, "artifacts", "the files, sorted by path");
+	prop(ip, "path", "string", "as Python sees it");
+	prop(ip, "bytes", "integer", "size");
+	prop(ip, "mime", "string", "MIME type (inode/symlink for a link, never followed)");
+	prop(ip, "modified", "string", "modification time, RFC 3339 UTC");
+	nullable(ip, "sha256", "string", "SHA-256 of the content (null for a link)");
+	prop(ip, "symlink", "boolean", "present and true for a symbolic link");
+	const char *const ireq[] = { "path", "bytes", "mime", "modified", "sha256" };
+	cJSON *items = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(props, "artifacts"), "items");
+	cJSON_AddItemToObject(items, "required", cJSON_CreateStringArray(ireq, 5));
+	prop(props, "count", "integer", "number of files listed");
+	prop(props, "total_bytes", "integer", "their total size");
+	prop(props, "truncated", "boolean", "true when the listing stopped early");
+	const char *const req[] = { "artifacts", "count", "total_bytes", "truncated" };
+	cJSON_AddItemToObject(s, "required", cJSON_CreateStringArray(req, 4));
+	return s;
+}
+
+static cJSON *verify_output_schema(void)
+{
+	cJSON *props, *s = schema(&props);
+	cJSON *st = prop(props, "status", "string", "completed when every check passed and the last execution succeeded");
+	const char *const sv[] = { "completed", "failed" };
+	cJSON_AddItemToObject(st, "enum", cJSON_CreateStringArray(sv, 2));
+	nullable(props, "exit_code", "integer", "the session's last execution, or null when it has run nothing");
+	cJSON *cp = object_items(props, "checks", "one per file, in the order given");
+	prop(cp, "path", "string", "the path as given");
+	prop(cp, "ok", "boolean", "the file passed");
+	prop(cp, "kind", "string", "png, jpeg, svg, csv, json, text or any");
+	nullable(cp, "bytes", "integer", "size, or null when it could not be read");
+	prop(cp, "detail", "string", "what was found, or what to fix");
+	const char *const creq[] = { "path", "ok", "kind", "bytes", "detail" };
+	cJSON *items = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(props, "checks"), "items");
+	cJSON_AddItemToObject(items, "required", cJSON_CreateStringArray(creq, 5));
+	prop(props, "failed", "integer", "number of failed checks");
+	nullable(props, "summary_path", "string", "where the summary was written, or null");
+	prop(props, "reason", "string", "present when the last execution did not succeed");
+	prop(props, "summary_error", "string", "present when the summary could not be written");
+	const char *const req[] = { "status", "exit_code", "checks", "failed", "summary_path" };
+	cJSON_AddItemToObject(s, "required", cJSON_CreateStringArray(req, 5));
+	return s;
+}
+
 static cJSON *tool(const char *name, const char *title, const char *desc, cJSON *input, bool read_only, bool destructive)
 {
 	cJSON *t = cJSON_CreateObject();
@@ -119,6 +174,22 @@ static cJSON *tool(const char *name, const char *title, const char *desc, cJSON 
 	cJSON_AddBoolToObject(a, "idempotentHint", read_only);
 	cJSON_AddBoolToObject(a, "openWorldHint", 0);
 	return t;
+}
+
+/* A client of an older protocol version gets only the fields its version
+ * defines: a strict client may reject the others, a lax one drops them. */
+static void for_version(const struct server *s, cJSON *tools)
+{
+	cJSON *t;
+	cJSON_ArrayForEach(t, tools)
+	{
+		if (!server_proto_at_least(s, MCP_V_STRUCTURED)) {
+			cJSON_DeleteItemFromObjectCaseSensitive(t, "outputSchema");
+			cJSON_DeleteItemFromObjectCaseSensitive(t, "title");
+		}
+		if (!server_proto_at_least(s, MCP_V_ANNOTATIONS))
+			cJSON_DeleteItemFromObjectCaseSensitive(t, "annotations");
+	}
 }
 
 cJSON *tools_list(const struct server *s)
@@ -160,7 +231,9 @@ cJSON *tools_list(const struct server *s)
 	cJSON_AddBoolToObject(in, "additionalProperties", 0);
 	snprintf(desc, sizeof desc, "List the files in the sandbox workspace (%s/): path, size, MIME type, modification time (UTC) and SHA-256, sorted by path.",
 		 s->ws.display);
-	cJSON_AddItemToArray(tools, tool("list_artifacts", "List workspace files", desc, in, true, false));
+	t = tool("list_artifacts", "List workspace files", desc, in, true, false);
+	cJSON_AddItemToObject(t, "outputSchema", list_output_schema());
+	cJSON_AddItemToArray(tools, t);
 
 	in = schema(&props);
 	cJSON *files = prop(props, "files", "array", "Paths under the workspace, or objects {path, kind, min_bytes, required_keys, min_rows}.");
@@ -197,7 +270,10 @@ cJSON *tools_list(const struct server *s)
 		 "(PNG, JPEG, SVG, CSV with even rows, JSON with required keys), and that the session's last execution succeeded. "
 		 "Writes %s/outputs/output_summary.json. A failed check is a normal result with status \"failed\".",
 		 s->ws.display, s->ws.display);
-	cJSON_AddItemToArray(tools, tool("verify_outputs", "Verify outputs", desc, in, false, false));
+	t = tool("verify_outputs", "Verify outputs", desc, in, false, false);
+	cJSON_AddItemToObject(t, "outputSchema", verify_output_schema());
+	cJSON_AddItemToArray(tools, t);
+	for_version(s, tools);
 	return tools;
 }
 
@@ -223,7 +299,7 @@ void tools_call(struct server *s, const cJSON *id, const cJSON *params)
 		snprintf(msg, sizeof msg, "unknown tool \"%.100s\": the tools are execute_python, list_artifacts, verify_outputs", n);
 		rpc_error(s, id, RPC_INVALID_PARAMS, msg, NULL);
 	} else if (!cJSON_IsObject(args)) {
-		rpc_result(s, id, tool_text_result("\"arguments\" must be an object", true));
+		tool_reply(s, id, tool_text_result("\"arguments\" must be an object", true));
 	} else if (!strcmp(n, "execute_python")) {
 		exec_call(s, id, args, (cJSON_IsString(token) || cJSON_IsNumber(token)) ? token : NULL);
 	} else if (!strcmp(n, "list_artifacts")) {
@@ -737,6 +813,8 @@ static void tool_job_done(struct job *j, bool abandoned)
 	if (abandoned) {
 		cJSON_Delete(t->out.result);
 		cJSON_Delete(t->out.data);
+	} else if (t->out.result && (t->kind == T_LIST || t->kind == T_VERIFY)) {
+		tool_reply(s, t->id, t->out.result);
 	} else if (t->out.result) {
 		rpc_result(s, t->id, t->out.result);
 	} else {

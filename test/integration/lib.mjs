@@ -71,13 +71,20 @@ export function fileUri(absPath) {
  * listTools (default true) is called once so that the SDK caches the tools'
  * outputSchemas and validates every structuredContent against them.
  */
-export async function startClient(root, { structured = false, args = [], env = {}, listTools = true, command = BIN, commandArgs = [] } = {}) {
+export async function startClient(root, { structured = false, args = [], env = {}, listTools = true, command = BIN, commandArgs = [], protocolVersion, capabilities = {}, onRequest } = {}) {
 	// command/commandArgs: a wrapper that ends by exec'ing the server (same pid).
 	const argv = [...commandArgs, '--root', root, ...(structured ? ['--structured-content'] : []), ...args];
 	const transport = new StdioClientTransport({ command, args: argv, stderr: 'pipe', env: { ...minimalEnv(), ...env } });
 	const stderrChunks = [];
 	transport.stderr?.on('data', (c) => { stderrChunks.push(c); if (process.env.PSM_STDERR) process.stderr.write(c); });
-	const client = new Client({ name: 'psm-integration-tests', version: '1.0.0' }, { capabilities: {} });
+	if (protocolVersion) {
+		// The SDK always asks for its latest version; a client of an older
+		// one (Cline asks for 2024-11-05) is this same client asking for less.
+		const send = transport.send.bind(transport);
+		transport.send = (msg, opts) => send(msg.method === 'initialize' ? { ...msg, params: { ...msg.params, protocolVersion } } : msg, opts);
+	}
+	const client = new Client({ name: 'psm-integration-tests', version: '1.0.0' }, { capabilities });
+	if (onRequest) onRequest(client);
 	const errors = [];
 	client.onerror = (e) => errors.push(e);
 	await client.connect(transport);

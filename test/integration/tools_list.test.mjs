@@ -50,8 +50,11 @@ describe('tools/list without --structured-content', () => {
 		checkInputSchemas(byName(h.tools));
 	});
 
-	test('no outputSchema is declared', () => {
-		for (const tool of h.tools) assert.equal(tool.outputSchema, undefined, `${tool.name} declares an outputSchema without --structured-content`);
+	test('execute_python declares no outputSchema; list_artifacts and verify_outputs always do', () => {
+		const t = byName(h.tools);
+		assert.equal(t.execute_python.outputSchema, undefined, 'execute_python declares an outputSchema without --structured-content');
+		assert.equal(t.list_artifacts.outputSchema?.type, 'object', show(t.list_artifacts));
+		assert.equal(t.verify_outputs.outputSchema?.type, 'object', show(t.verify_outputs));
 	});
 
 	test('execute_python results carry no structuredContent (text, images and links only)', { timeout: 60000 }, async () => {
