@@ -156,11 +156,11 @@ describe('what each protocol version gets, on raw stdio', () => {
 					assert.equal('title' in t, structured, t.name);
 					assert.equal('outputSchema' in t, structured, t.name);
 				}
-				const ex = await srv.callTool('execute_python', { code: 'open("workspace/outputs/n.txt", "w").write("x")' });
+				const ex = await srv.callTool('execute_python', { code: 'open("workspace/outputs/n.txt", "w").write("x")' }, { timeout: 120000 });
 				assert.equal('structuredContent' in ex.result, structured, show(ex.result));
 				assert.equal(ex.result.content.some((b) => b.type === 'resource_link'), structured, show(ex.result.content));
 				assert.equal(/\nlinks:\n- n\.txt: file:\/\//.test(ex.result.content[0].text), !structured, show(ex.result.content[0].text));
-				const la = await srv.callTool('list_artifacts', {});
+				const la = await srv.callTool('list_artifacts', {}, { timeout: 60000 });
 				assert.equal('structuredContent' in la.result, structured);
 				assert.equal(JSON.parse(la.result.content[0].text).count, 1);
 				assert.deepEqual(srv.violations, []);
