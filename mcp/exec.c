@@ -268,11 +268,11 @@ static cJSON *structured(struct call *c, char *result, char *etype, char *emsg, 
 			 const char *trust_note, bool withheld)
 {
 	cJSON *o = cJSON_CreateObject();
-	cJSON_AddStringToObject(o, "status", c->status);
+	cJSON_AddStringToObject(o, "status", call_status_name(c->status));
 	cJSON_AddNumberToObject(o, "exit_code", c->exit_code);
 	cJSON_AddStringToObject(o, "session", c->session);
 	cJSON_AddNumberToObject(o, "execution_count", c->cell);
-	cJSON_AddStringToObject(o, "state", c->state);
+	cJSON_AddStringToObject(o, "state", call_state_name(c->state));
 	cJSON_AddNumberToObject(o, "duration_ms", (double)(long)(c->duration_ms * 10) / 10.0);
 	cJSON_AddStringToObject(o, "stdout", c->out_text ? c->out_text : "");
 	cJSON_AddStringToObject(o, "stderr", c->err_text ? c->err_text : "");
@@ -290,7 +290,7 @@ static cJSON *structured(struct call *c, char *result, char *etype, char *emsg, 
 		cJSON_AddNullToObject(o, "result");
 	if (etype || c->note) {
 		cJSON *e = cJSON_AddObjectToObject(o, "error");
-		cJSON_AddStringToObject(e, "type", etype ? etype : (strcmp(c->status, "timeout") == 0 ? "Timeout" : strcmp(c->status, "cancelled") == 0 ? "Cancelled" : strcmp(c->status, "ok") == 0 ? "Note" : "SessionError"));
+		cJSON_AddStringToObject(e, "type", etype ? etype : call_status_table[c->status].error_type);
 		cJSON_AddStringToObject(e, "message", emsg ? emsg : c->note ? c->note : "");
 		cJSON_AddStringToObject(e, "traceback", etb ? etb : "");
 		if (denied)
@@ -318,14 +318,12 @@ void exec_finish(struct call *c)
 		call_free(c);
 		return;
 	}
-	if (!c->status) {
-		c->status = "error";
-		c->exit_code = 1;
+	if (c->status == CALL_PENDING) {
+		c->status = CALL_ERROR;
+		c->exit_code = call_status_exit_code(CALL_ERROR, 0, false);
 	}
-	if (!c->state)
-		c->state = c->new_session ? "new" : "kept";
-	if (c->new_session && strcmp(c->state, "kept") == 0)
-		c->state = "new";
+	if (c->state == STATE_PENDING || (c->new_session && c->state == STATE_KEPT))
+		c->state = c->new_session ? STATE_NEW : STATE_KEPT;
 
 	const cJSON *err = cJSON_GetObjectItemCaseSensitive(c->py, "error");
 	size_t lim = (size_t)s->policy->limits.max_output_chars;
@@ -342,7 +340,7 @@ void exec_finish(struct call *c)
 		if (strcmp(d, perms[i]) == 0)
 			denied = perms[i];
 
-	if (strcmp(c->status, "timeout") == 0 && !emsg) {
+	if (c->status == CALL_TIMEOUT && !emsg) {
 		char m[300];
 		snprintf(m, sizeof m, "the cell ran longer than its timeout (%g s) and was stopped; make it cheaper or pass a larger timeout_s (at most %g)",
 			 c->timeout_ms / 1000.0, s->policy->limits.max_timeout_s);
@@ -359,9 +357,10 @@ void exec_finish(struct call *c)
 	bool withheld = denied && trust_key_withheld(s->trust.withheld, denied);
 
 	struct sbuf b = { 0 };
-	sb_fmt(&b, "%s · exit %d · %.0f ms · session %s · cell %d", c->status, c->exit_code, c->duration_ms, c->session, c->cell);
-	if (strcmp(c->state, "kept") != 0)
-		sb_fmt(&b, " · state %s", c->state);
+	sb_fmt(&b, "%s · exit %d · %.0f ms · session %s · cell %d", call_status_name(c->status), c->exit_code, c->duration_ms,
+	       c->session, c->cell);
+	if (c->state != STATE_KEPT)
+		sb_fmt(&b, " · state %s", call_state_name(c->state));
 	sb_str(&b, "\n");
 	if (c->note || trust_note) {
 		struct sbuf nb = { 0 };
@@ -416,7 +415,7 @@ void exec_finish(struct call *c)
 		sb_str(&b, "\n");
 	}
 
-	bool is_error = strcmp(c->status, "ok") != 0;
+	bool is_error = c->status != CALL_OK;
 	cJSON *r = tool_text_result(b.p ? b.p : "", is_error);
 	free(b.p);
 	cJSON *content = cJSON_GetObjectItemCaseSensitive(r, "content");

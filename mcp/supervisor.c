@@ -523,10 +523,10 @@ static void timeout_fired(void *arg)
 {
 	struct session *s = arg;
 	s->timeout_timer = 0;
-	if (!s->cur || s->cur->status)
+	if (!s->cur || s->cur->status != CALL_PENDING)
 		return;
-	s->cur->status = "timeout";
-	s->cur->exit_code = 124;
+	s->cur->status = CALL_TIMEOUT;
+	s->cur->exit_code = call_status_exit_code(CALL_TIMEOUT, 0, false);
 	kill_session(s);
 }
 
@@ -596,7 +596,7 @@ static void finish_cur(struct sup *sup, struct session *s)
 static bool requeue_unstarted(struct sup *sup, struct session *s)
 {
 	struct call *c = s->cur;
-	if (!c || c->started || c->status || c->py || c->resends >= 2)
+	if (!c || c->started || c->status != CALL_PENDING || c->py || c->resends >= 2)
 		return false;
 	cancel_timers(sup, s);
 	c->resends++;
@@ -622,16 +622,13 @@ static void discard_ctrl_input(struct session *s)
 	wire_reader_init(&s->rd, RESULT_MAX);
 }
 
-static const char *status_for(int wstatus, bool status_known, int *exit_code)
+/* The call's status and exit code once its process has died: a call not
+ * yet decided (no timeout, cancellation or memory verdict) crashed. */
+static void decide_on_death(struct call *c, int wstatus, bool status_known)
 {
-	if (status_known && WIFSIGNALED(wstatus)) {
-		*exit_code = 128 + WTERMSIG(wstatus);
-	} else if (status_known && WIFEXITED(wstatus)) {
-		*exit_code = WEXITSTATUS(wstatus) ? WEXITSTATUS(wstatus) : 1;
-	} else {
-		*exit_code = 128 + SIGKILL;
-	}
-	return "crashed";
+	if (c->status == CALL_PENDING)
+		c->status = CALL_CRASHED;
+	c->exit_code = call_status_exit_code(c->status, wstatus, status_known);
 }
 
 /* The session's process died during a call: resume its checkpoint, so the
@@ -665,11 +662,8 @@ static bool roll_back(struct sup *sup, struct session *s, int wstatus, bool stat
 	if (requeue_unstarted(sup, s))
 		return true; /* sent again after the resumed copy's hello */
 	if (c) {
-		if (!c->status)
-			c->status = status_for(wstatus, status_known, &c->exit_code);
-		c->state = "rolled_back";
-		if (strcmp(c->status, "memory") == 0)
-			c->exit_code = 137;
+		decide_on_death(c, wstatus, status_known);
+		c->state = STATE_ROLLED_BACK;
 		free(c->note);
 		char note[400];
 		snprintf(note, sizeof note,
@@ -702,12 +696,9 @@ static void session_dead(struct sup *sup, struct session *s, int wstatus, bool s
 		return;
 	}
 	if (c) {
-		if (!c->status)
-			c->status = status_for(wstatus, status_known, &c->exit_code);
-		if (strcmp(c->status, "memory") == 0)
-			c->exit_code = 137;
+		decide_on_death(c, wstatus, status_known);
 		/* Without a checkpoint the state died with the process. */
-		c->state = "new";
+		c->state = STATE_NEW;
 		if (!c->note) {
 			char note[300];
 			snprintf(note, sizeof note,
@@ -759,18 +750,22 @@ static void ctrl_event(void *arg, int fd, short revents)
 		} else if (m.type == W_RESULT && c && !c->py) {
 			c->py = cJSON_ParseWithLength((const char *)m.data, m.len);
 			const cJSON *st = cJSON_GetObjectItemCaseSensitive(c->py, "status");
-			if (!c->status && cJSON_IsString(st) && strcmp(st->valuestring, "memory") == 0) {
-				/* Out of memory: roll back rather than keep a state
-				 * that a failed allocation may have left half-built. */
-				c->status = "memory";
-				c->exit_code = 137;
+			/* The session only ever reports ok, error or memory; a
+			 * status that rolls back (memory: a failed allocation may
+			 * have left objects half-built) is acted on by killing the
+			 * process, so the checkpoint resumes. */
+			enum call_status said = call_status_parse(cJSON_GetStringValue(st));
+			if (said != CALL_OK && said != CALL_MEMORY)
+				said = CALL_ERROR;
+			if (c->status == CALL_PENDING && call_status_table[said].rolls_back) {
+				c->status = said;
+				c->exit_code = call_status_exit_code(said, 0, false);
 				kill_session(s);
 			}
-			if (!c->status) {
-				bool ok = cJSON_IsString(st) && strcmp(st->valuestring, "ok") == 0;
-				c->status = ok ? "ok" : "error";
-				c->exit_code = ok ? 0 : 1;
-				c->state = "kept";
+			if (c->status == CALL_PENDING) {
+				c->status = said;
+				c->exit_code = call_status_exit_code(said, 0, false);
+				c->state = STATE_KEPT;
 				exec_after(c);
 				wire_msg_free(&m);
 				send_thumb_or_finish(sup, s);
@@ -873,9 +868,9 @@ static void send_exec(struct sup *sup, struct session *s)
 static void fail_call_now(struct sup *sup, struct session *s, const char *msg)
 {
 	struct call *c = s->cur;
-	c->status = "error";
-	c->exit_code = 1;
-	c->state = "new";
+	c->status = CALL_ERROR;
+	c->exit_code = call_status_exit_code(CALL_ERROR, 0, false);
+	c->state = STATE_NEW;
 	c->note = strdup(msg);
 	c->t_start = loop_now_ms();
 	s->cur = NULL;
@@ -950,8 +945,8 @@ void sup_submit(struct sup *sup, struct call *c)
 		unsigned long long log_cap = (unsigned long long)L->max_file_mb << 20;
 		if (!s || outbuf_init(&s->out, &sup->srv->ws, (size_t)L->max_output_chars, log_cap) < 0 ||
 		    outbuf_init(&s->err, &sup->srv->ws, (size_t)L->max_output_chars, log_cap) < 0) {
-			c->status = "error";
-			c->exit_code = 1;
+			c->status = CALL_ERROR;
+			c->exit_code = call_status_exit_code(CALL_ERROR, 0, false);
 			c->note = strdup("out of memory");
 			exec_finish(c);
 			free(s);
@@ -976,9 +971,9 @@ bool sup_cancel(struct sup *sup, const cJSON *rid)
 	for (struct session *s = sup->sessions; s; s = s->next) {
 		if (s->cur && cJSON_Compare(s->cur->id, rid, 1)) {
 			s->cur->cancelled = true;
-			if (!s->cur->status) {
-				s->cur->status = "cancelled";
-				s->cur->exit_code = 130;
+			if (s->cur->status == CALL_PENDING) {
+				s->cur->status = CALL_CANCELLED;
+				s->cur->exit_code = call_status_exit_code(CALL_CANCELLED, 0, false);
 			}
 			if (s->alive)
 				kill_session(s);

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "artifacts.h"
+#include "callstatus.h"
 #include "server.h"
 
 #define SESSION_NAME_MAX 64
@@ -32,9 +33,9 @@ struct call {
 	/* filled as it runs */
 	int cell;
 	double t_start, duration_ms;
-	const char *status;      /* "ok" "error" "timeout" "cancelled" "crashed" "memory" */
+	enum call_status status; /* CALL_PENDING until decided */
 	int exit_code;
-	const char *state;       /* "kept" "rolled_back" "new" */
+	enum call_state state;   /* STATE_PENDING until decided */
 	bool new_session;
 	cJSON *py;               /* the session's result JSON, or NULL */
 	char *out_text, *err_text;

@@ -68,14 +68,16 @@ static cJSON *exec_output_schema(void)
 {
 	cJSON *props, *s = schema(&props);
 	cJSON *st = prop(props, "status", "string", "ok, error, timeout, cancelled, crashed or memory");
-	const char *const sv[] = { "ok", "error", "timeout", "cancelled", "crashed", "memory" };
-	cJSON_AddItemToObject(st, "enum", cJSON_CreateStringArray(sv, 6));
+	cJSON *sv = cJSON_AddArrayToObject(st, "enum");
+	for (int i = CALL_OK; i < CALL_STATUS_COUNT; i++)
+		cJSON_AddItemToArray(sv, cJSON_CreateString(call_status_name((enum call_status)i)));
 	prop(props, "exit_code", "integer", "0 ok, 1 exception, 124 timeout, 130 cancelled, 128+signal crash, 137 memory");
 	prop(props, "session", "string", "the session name");
 	prop(props, "execution_count", "integer", "the cell number in this session");
 	cJSON *state = prop(props, "state", "string", "kept, rolled_back or new");
-	const char *const stv[] = { "kept", "rolled_back", "new" };
-	cJSON_AddItemToObject(state, "enum", cJSON_CreateStringArray(stv, 3));
+	cJSON *stv = cJSON_AddArrayToObject(state, "enum");
+	for (int i = STATE_KEPT; i < CALL_STATE_COUNT; i++)
+		cJSON_AddItemToArray(stv, cJSON_CreateString(call_state_name((enum call_state)i)));
 	prop(props, "duration_ms", "number", "wall-clock time of the call");
 	prop(props, "stdout", "string", "captured standard output (head and tail when long)");
 	prop(props, "stderr", "string", "captured standard error (head and tail when long)");

@@ -1,0 +1,58 @@
+/* What a call ended as (status) and what it left of the session's state,
+ * each an enum with one table: the name on the wire, the exit code, and
+ * whether the session rolls back.  Add a status here and the reply, the
+ * output schema and the rollback rule all follow. */
+#ifndef MCP_CALLSTATUS_H
+#define MCP_CALLSTATUS_H
+
+#include <stdbool.h>
+
+enum call_status {
+	CALL_PENDING,   /* not decided yet (0, so a new call starts here) */
+	CALL_OK,
+	CALL_ERROR,     /* a Python exception, or the call could not run */
+	CALL_TIMEOUT,
+	CALL_CANCELLED,
+	CALL_CRASHED,   /* the process died: a signal, os._exit, a seccomp kill */
+	CALL_MEMORY,    /* MemoryError at the memory limit */
+	CALL_STATUS_COUNT
+};
+
+enum call_state {
+	STATE_PENDING,  /* not decided yet */
+	STATE_KEPT,
+	STATE_ROLLED_BACK,
+	STATE_NEW,
+	CALL_STATE_COUNT
+};
+
+struct call_status_info {
+	const char *name;       /* "ok", "timeout"... as in the reply */
+	int exit_code;          /* the reply's exit_code; -1: the process's own */
+	bool rolls_back;        /* the session returns to its state before the call */
+	const char *error_type; /* error.type when the session gave none */
+};
+
+extern const struct call_status_info call_status_table[CALL_STATUS_COUNT];
+extern const char *const call_state_names[CALL_STATE_COUNT];
+
+static inline const char *call_status_name(enum call_status s)
+{
+	return call_status_table[s].name;
+}
+
+static inline const char *call_state_name(enum call_state s)
+{
+	return call_state_names[s];
+}
+
+/* The status a session reported by name ("ok", "error", "memory"...);
+ * CALL_ERROR for anything else: what a session sends is untrusted. */
+enum call_status call_status_parse(const char *name);
+
+/* The exit code of a call that ended as s: the table's, or, for a status
+ * whose code is the process's own, 128 + the signal that ended it (or its
+ * exit status, at least 1); 128 + SIGKILL when the death is not known. */
+int call_status_exit_code(enum call_status s, int wstatus, bool wstatus_known);
+
+#endif

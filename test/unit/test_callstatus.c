@@ -1,0 +1,64 @@
+/* Unit tests of mcp/callstatus.c: the one table of call statuses. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <signal.h>
+#include <string.h>
+
+#include "../../mcp/callstatus.h"
+
+/* wait(2) statuses built by hand: a death by signal, a plain exit. */
+#define BY_SIGNAL(sig) (sig)
+#define BY_EXIT(code) ((code) << 8)
+
+static void test_exit_codes(void **state)
+{
+	(void)state;
+	assert_int_equal(call_status_exit_code(CALL_OK, 0, false), 0);
+	assert_int_equal(call_status_exit_code(CALL_ERROR, 0, false), 1);
+	assert_int_equal(call_status_exit_code(CALL_TIMEOUT, BY_SIGNAL(SIGKILL), true), 124);
+	assert_int_equal(call_status_exit_code(CALL_CANCELLED, BY_SIGNAL(SIGKILL), true), 130);
+	assert_int_equal(call_status_exit_code(CALL_MEMORY, BY_SIGNAL(SIGKILL), true), 137);
+	/* A crash reports how the process ended. */
+	assert_int_equal(call_status_exit_code(CALL_CRASHED, BY_SIGNAL(SIGSEGV), true), 128 + SIGSEGV);
+	assert_int_equal(call_status_exit_code(CALL_CRASHED, BY_SIGNAL(SIGSYS), true), 159);
+	assert_int_equal(call_status_exit_code(CALL_CRASHED, BY_EXIT(3), true), 3);
+	assert_int_equal(call_status_exit_code(CALL_CRASHED, BY_EXIT(0), true), 1);
+	assert_int_equal(call_status_exit_code(CALL_CRASHED, 0, false), 128 + SIGKILL);
+}
+
+static void test_rollback_rule(void **state)
+{
+	(void)state;
+	assert_false(call_status_table[CALL_OK].rolls_back);
+	assert_false(call_status_table[CALL_ERROR].rolls_back);
+	for (int s = CALL_TIMEOUT; s <= CALL_MEMORY; s++)
+		assert_true(call_status_table[s].rolls_back);
+}
+
+/* What a session says is untrusted: anything but a known name is an error,
+ * and the names round-trip. */
+static void test_parse(void **state)
+{
+	(void)state;
+	for (int s = CALL_OK; s < CALL_STATUS_COUNT; s++)
+		assert_int_equal(call_status_parse(call_status_name((enum call_status)s)), s);
+	assert_int_equal(call_status_parse("pending"), CALL_ERROR);
+	assert_int_equal(call_status_parse("OK"), CALL_ERROR);
+	assert_int_equal(call_status_parse(""), CALL_ERROR);
+	assert_int_equal(call_status_parse(NULL), CALL_ERROR);
+	assert_string_equal(call_state_name(STATE_ROLLED_BACK), "rolled_back");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_exit_codes),
+		cmocka_unit_test(test_rollback_rule),
+		cmocka_unit_test(test_parse),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
