@@ -9,10 +9,17 @@ BENCH_PY := /usr/bin/python3
 BENCH_ARGS ?=
 BENCH_CFLAGS := -std=gnu11 -O2 -g -Wall -Wextra -Werror
 
-.PHONY: bench bench-setup
-## bench: the server against Jupyter and python3 -c; writes bench/RESULTS.md
+.PHONY: bench bench-setup bench-agent
+## bench: the server against Jupyter and python3 -c, then the agent workload; writes bench/RESULTS.md
 bench: setup bench-setup $(BIN) $(BENCH_FLOORS)
 	$(BENCH_PY) bench/run.py --server $(BIN) --floors $(BENCH_BUILD) --results bench/RESULTS.md $(BENCH_ARGS)
+	$(BENCH_PY) bench/agent.py --server $(BIN) --results bench/RESULTS.md $(AGENT_ARGS)
+
+#   make bench-agent AGENT_ARGS="--rounds 1 --skip scale"   a short run
+AGENT_ARGS ?=
+## bench-agent: the agent-workload suite (40+ tasks) through the server, Jupyter and python3 -c, and N agents at once
+bench-agent: setup bench-setup $(BIN)
+	$(BENCH_PY) bench/agent.py --server $(BIN) $(AGENT_ARGS)
 
 ## bench-setup: install what the benchmark compares against (Jupyter kernel)
 bench-setup:
