@@ -195,7 +195,13 @@ def main():
     ap.add_argument("--scale", default="1,5,10", help="numbers of concurrent agents")
     ap.add_argument("--scale-seconds", type=float, default=30.0)
     ap.add_argument("--results", help="append the tables (markdown) to this file")
+    ap.add_argument("--quick", action="store_true",
+                    help="a smoke run: the first 6 tasks, one round, no scale rows")
     a = ap.parse_args()
+    if a.quick:
+        del TASKS[6:]
+        a.rounds = 1
+        a.skip += ",scale"
     skip = set(x for x in a.skip.split(",") if x)
     jup = "jupyter" not in skip
     if jup:
