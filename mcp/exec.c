@@ -147,7 +147,7 @@ static void on_change(const struct art_entry *en, enum art_change ch, void *arg)
 	cJSON_AddItemToArray(c->artifacts, a);
 
 	enum vkind k = vkind_from_path(en->rel);
-	if ((k != VK_PNG && k != VK_JPEG) || c->n_images + c->n_thumbs >= MAX_IMAGES)
+	if ((k != VK_PNG && k != VK_JPEG) || c->n_images + c->n_thumbs >= MAX_IMAGES || c->srv->opts.images_link)
 		return;
 	if (en->bytes <= IMAGE_MAX_BYTES) {
 		unsigned char *buf;
@@ -431,7 +431,8 @@ void exec_finish(struct call *c)
 	cJSON_ArrayForEach(a, c->artifacts)
 	{
 		const char *mime = json_str(a, "mime");
-		if (!mime || strcmp(mime, "image/png") == 0 || strcmp(mime, "image/jpeg") == 0 || links >= MAX_LINKS)
+		bool image = mime && (strcmp(mime, "image/png") == 0 || strcmp(mime, "image/jpeg") == 0);
+		if (!mime || (image && !s->opts.images_link) || links >= MAX_LINKS)
 			continue;
 		const char *path = json_str(a, "path");
 		char rel[4200], uri[4300];

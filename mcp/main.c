@@ -32,7 +32,8 @@ const char *__asan_default_options(void)
 
 static const char usage[] =
 	"usage: python-sandbox-mcp [--root DIR] [--workspace DIR] [--skill FILE] [--venv DIR]\n"
-	"                          [--timeout S] [--memory MB] [--structured-content] [--log-level LEVEL]\n"
+	"                          [--timeout S] [--memory MB] [--structured-content] [--images inline|link]\n"
+	"                          [--log-level LEVEL]\n"
 	"       python-sandbox-mcp --check [same options]\n"
 	"       python-sandbox-mcp --trust [--root DIR] [--skill FILE] [--yes]\n"
 	"       python-sandbox-mcp --untrust [--root DIR] [--skill FILE]\n"
@@ -51,6 +52,9 @@ static const char usage[] =
 	"  --timeout S           lower the policy's timeout_s\n"
 	"  --memory MB           lower the policy's memory_mb\n"
 	"  --structured-content  also return structuredContent from execute_python\n"
+	"  --images inline|link  inline (default): images the code made come back as image\n"
+	"                        blocks; link: as their path and a resource_link only (for\n"
+	"                        clients that drop images or send them to the model as text)\n"
 	"  --log-level LEVEL     debug, info, notice, warning, error (stderr; default info)\n"
 	"  --check               print the policy and the jail's layers, run live probes\n"
 	"                        (exit 1 when the project's policy is cut down, unapproved)\n"
@@ -102,6 +106,7 @@ int main(int argc, char **argv)
 		{ "timeout", required_argument, NULL, 't' },
 		{ "memory", required_argument, NULL, 'm' },
 		{ "structured-content", no_argument, NULL, 'S' },
+		{ "images", required_argument, NULL, 'I' },
 		{ "log-level", required_argument, NULL, 'l' },
 		{ "check", no_argument, NULL, 'c' },
 		{ "trust", no_argument, NULL, 'T' },
@@ -127,6 +132,14 @@ int main(int argc, char **argv)
 		case 't': srv.opts.timeout_s = parse_number("--timeout", optarg); break;
 		case 'm': srv.opts.memory_mb = (long)parse_number("--memory", optarg); break;
 		case 'S': srv.opts.structured_content = true; break;
+		case 'I':
+			if (strcmp(optarg, "inline") == 0)
+				srv.opts.images_link = false;
+			else if (strcmp(optarg, "link") == 0)
+				srv.opts.images_link = true;
+			else
+				die_usage("--images must be inline or link, not '%s'", optarg);
+			break;
 		case 'l': {
 			int l = log_level_parse(optarg);
 			if (l < 0)

@@ -36,6 +36,7 @@ struct server_opts {
 	double timeout_s;      /* < 0: not given */
 	long memory_mb;        /* < 0: not given */
 	bool structured_content;
+	bool images_link;      /* --images link: images as resource_links only */
 	char self_exe[4096];   /* this binary, exec'd as the zygote */
 };
 

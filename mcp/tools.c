@@ -216,9 +216,10 @@ cJSON *tools_list(const struct server *s)
 		 "Run Python in a stateful sandboxed interpreter (numpy, pandas, matplotlib preloaded; random and numpy.random seeded with %ld). "
 		 "Use it for any arithmetic, statistics, data parsing or chart instead of computing in your head. "
 		 "Working directory is the project root (read-only); write files under %s/outputs/. No network, no programs. "
-		 "plt.show() saves figures to %s/outputs/ and returns them as images. Timeout %g s by default (max %g). "
+		 "plt.show() saves figures to %s/outputs/ and returns them as %s. Timeout %g s by default (max %g). "
 		 "On a timeout or crash the session rolls back to its state before the call.",
-		 l->seed, s->ws.display, s->ws.display, l->timeout_s, l->max_timeout_s);
+		 l->seed, s->ws.display, s->ws.display, s->opts.images_link ? "links (their paths)" : "images",
+		 l->timeout_s, l->max_timeout_s);
 	cJSON *t = tool("execute_python", "Run Python", desc, in, false, false);
 	if (s->opts.structured_content)
 		cJSON_AddItemToObject(t, "outputSchema", exec_output_schema());

@@ -3,10 +3,11 @@
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
+import { spawnSync } from 'node:child_process';
 
 import Ajv from 'ajv';
 
-import { startClient, newProject, execPy, callTool, writeFile, RawServer, jsonResult, show } from './lib.mjs';
+import { startClient, newProject, execPy, callTool, writeFile, RawServer, jsonResult, show, BIN } from './lib.mjs';
 
 const SKILL = fs.readFileSync(new URL('../../SKILL.md', import.meta.url), 'utf8');
 
@@ -206,5 +207,40 @@ describe('list_artifacts and verify_outputs declare an outputSchema that their r
 		assert.equal(la({ artifacts: [{ path: 'x' }], count: 1, total_bytes: 1, truncated: false }), false);
 		const vo = ajv.compile(h.tools.find((t) => t.name === 'verify_outputs').outputSchema);
 		assert.equal(vo({ status: 'done', exit_code: 0, checks: [], failed: 0, summary_path: null }), false);
+	});
+});
+
+describe('--images link', () => {
+	let h;
+	before(async () => { h = await startClient(newProject('imglink'), { structured: true, args: ['--images', 'link'] }); });
+	after(async () => { await h?.close(); });
+
+	test('a chart is announced in the text and as a resource_link, never as an image block', async () => {
+		const r = await execPy(h, 'import matplotlib.pyplot as plt\nplt.plot([1, 2, 3])\nplt.show()\nplt.plot([3, 2]); plt.savefig("workspace/outputs/b.jpg")');
+		assert.equal(r.head.status, 'ok', show(r.text));
+		assert.equal(r.images.length, 0, show(r.blocks.map((b) => b.type)));
+		const pngs = r.sc.artifacts.filter((a) => a.mime === 'image/png');
+		assert.equal(pngs.length, 1, show(r.sc.artifacts));
+		for (const a of r.sc.artifacts) {
+			assert.ok(r.sections.artifacts.includes(a.path), `the text names ${a.path}`);
+			assert.ok(r.links.some((l) => l.uri.endsWith('/' + a.path) && l.mimeType === a.mime), `a resource_link for ${a.path}: ${show(r.links)}`);
+		}
+		assert.ok(h.tools.find((t) => t.name === 'execute_python').description.includes('links'), 'the tool says how figures come back');
+	});
+
+	test('the same call without the flag returns the image inline', async () => {
+		const h2 = await startClient(newProject('imginline'), { structured: true, args: ['--images', 'inline'] });
+		try {
+			const r = await execPy(h2, 'import matplotlib.pyplot as plt\nplt.plot([1, 2, 3])\nplt.show()');
+			assert.equal(r.images.length, 1, show(r.blocks.map((b) => b.type)));
+			assert.equal(r.links.length, 0);
+		} finally { await h2.close(); }
+	});
+
+	test('any other value is a usage error (exit 2) naming the two values', () => {
+		const p = spawnSync(BIN, ['--root', newProject('imgbad'), '--images', 'none'], { input: '', encoding: 'utf8', timeout: 20000 });
+		assert.equal(p.status, 2, show(p));
+		assert.match(p.stderr, /--images must be inline or link, not 'none'/);
+		assert.equal(p.stdout, '');
 	});
 });
