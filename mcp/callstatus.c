@@ -13,6 +13,9 @@ const struct call_status_info call_status_table[CALL_STATUS_COUNT] = {
 	[CALL_CANCELLED] = { "cancelled", 130, true, "Cancelled" },
 	[CALL_CRASHED] = { "crashed", -1, true, "SessionError" },
 	[CALL_MEMORY] = { "memory", 137, true, "SessionError" },
+	/* 128 + SIGXFSZ: what the kernel does to a process past its file size
+	 * limit, here for the workspace as a whole. */
+	[CALL_LIMITS] = { "limits", 153, true, "WorkspaceLimit" },
 };
 
 const char *const call_state_names[CALL_STATE_COUNT] = {

@@ -15,6 +15,7 @@ enum call_status {
 	CALL_CANCELLED,
 	CALL_CRASHED,   /* the process died: a signal, os._exit, a seccomp kill */
 	CALL_MEMORY,    /* MemoryError at the memory limit */
+	CALL_LIMITS,    /* the workspace outgrew limits.max_workspace_mb */
 	CALL_STATUS_COUNT
 };
 

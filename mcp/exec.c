@@ -348,6 +348,19 @@ void exec_finish(struct call *c)
 		etype = strdup("Timeout");
 		denied = "limits";
 	}
+	if (c->status == CALL_LIMITS && c->ws_bytes && !emsg) {
+		char m[500];
+		snprintf(m, sizeof m,
+			 "the workspace grew to %llu MB during this call, past limits.max_workspace_mb (%ld MB): the call was stopped "
+			 "and the session rolled back; the files it wrote stay (the server deletes nothing): delete what is not needed "
+			 "or raise max_workspace_mb in the policy",
+			 c->ws_bytes >> 20, s->policy->limits.max_workspace_mb);
+		free(emsg);
+		free(etype);
+		emsg = strdup(m);
+		etype = strdup("WorkspaceLimit");
+		denied = "limits";
+	}
 
 	/* Workspace trust: the first reply of each session says what the
 	 * project's policy asked for and did not get, so that the agent can

@@ -17,6 +17,7 @@
 #include "../interp/zygote.h"
 #include "outbuf.h"
 #include "text.h"
+#include "wswatch.h"
 
 #define RESULT_MAX (16u << 20)
 #define PROGRESS_MS 4000.0
@@ -38,6 +39,7 @@ struct session {
 	int last_exit;
 	struct call *cur, *qhead, *qtail;
 	uint64_t timeout_timer, progress_timer;
+	struct wswatch *watch;   /* the workspace's disk use during a call */
 	bool kill_pending;   /* kill as soon as the pidfd arrives */
 	bool want_spawn;     /* waiting for the zygote */
 	bool resuming;       /* checkpoint signalled; nothing is sent until its hello */
@@ -560,6 +562,24 @@ static void cancel_timers(struct sup *sup, struct session *s)
 	if (s->progress_timer)
 		loop_timer_cancel(sup->srv->loop, s->progress_timer);
 	s->timeout_timer = s->progress_timer = 0;
+	wswatch_stop(s->watch);
+	s->watch = NULL;
+}
+
+/* The call grew the workspace past limits.max_workspace_mb: stopped like a
+ * timeout, so the session rolls back.  Its files stay: the server never
+ * deletes what the code wrote (it cannot tell the user's from the code's). */
+static void workspace_over(void *arg, unsigned long long bytes)
+{
+	struct session *s = arg;
+	wswatch_stop(s->watch);
+	s->watch = NULL;
+	if (!s->cur || s->cur->status != CALL_PENDING)
+		return;
+	s->cur->status = CALL_LIMITS;
+	s->cur->exit_code = call_status_exit_code(CALL_LIMITS, 0, false);
+	s->cur->ws_bytes = bytes;
+	kill_session(s);
 }
 
 /* Collects the output and hands the call to exec.c. */
@@ -855,6 +875,9 @@ static void send_exec(struct sup *sup, struct session *s)
 	c->t_start = loop_now_ms();
 	s->progress = 0;
 	s->timeout_timer = loop_timer(sup->srv->loop, c->timeout_ms, timeout_fired, s);
+	wswatch_stop(s->watch);
+	s->watch = wswatch_start(sup->srv, (unsigned long long)sup->srv->policy->limits.max_workspace_mb << 20,
+				 workspace_over, s);
 	if (c->progress_token)
 		s->progress_timer = loop_timer(sup->srv->loop, PROGRESS_MS, progress_fired, s);
 	int r = txt ? wire_send(s->ctrl, W_EXEC, txt, strlen(txt), NULL, 0) : -ENOMEM;

@@ -48,6 +48,7 @@ struct call {
 	size_t n_thumbs, thumb_next;
 	struct image images[8];
 	size_t n_images;
+	unsigned long long ws_bytes; /* CALL_LIMITS: the workspace's size then */
 	bool cancelled;          /* no reply may be sent */
 	bool started;            /* the session said it received the cell */
 	int resends;             /* sent again after the process died unstarted */

@@ -67,11 +67,11 @@ static cJSON *nullable(cJSON *props, const char *name, const char *type, const c
 static cJSON *exec_output_schema(void)
 {
 	cJSON *props, *s = schema(&props);
-	cJSON *st = prop(props, "status", "string", "ok, error, timeout, cancelled, crashed or memory");
+	cJSON *st = prop(props, "status", "string", "ok, error, timeout, cancelled, crashed, memory or limits (the workspace outgrew max_workspace_mb)");
 	cJSON *sv = cJSON_AddArrayToObject(st, "enum");
 	for (int i = CALL_OK; i < CALL_STATUS_COUNT; i++)
 		cJSON_AddItemToArray(sv, cJSON_CreateString(call_status_name((enum call_status)i)));
-	prop(props, "exit_code", "integer", "0 ok, 1 exception, 124 timeout, 130 cancelled, 128+signal crash, 137 memory");
+	prop(props, "exit_code", "integer", "0 ok, 1 exception, 124 timeout, 130 cancelled, 128+signal crash, 137 memory, 153 limits (128 + SIGXFSZ)");
 	prop(props, "session", "string", "the session name");
 	prop(props, "execution_count", "integer", "the cell number in this session");
 	cJSON *state = prop(props, "state", "string", "kept, rolled_back or new");

@@ -507,12 +507,13 @@ static const struct lim_spec lim_specs[] = {
 	  "processes and threads; the interpreter and numpy start several threads" },
 	{ "max_file_mb", LIM_INT, 1, 1048576, "megabytes per file" },
 	{ "max_sessions", LIM_INT, 1, 256, "sessions" },
+	{ "max_workspace_mb", LIM_INT, 1, 1073741824, "megabytes of disk the workspace may take" },
 	{ "checkpoint", LIM_BOOL, 0, 0, NULL },
 	{ "seed", LIM_INT, 0, 4294967295.0, "a 32-bit seed" },
 };
 #define N_LIMS (sizeof lim_specs / sizeof lim_specs[0])
 #define LIM_KEYS "timeout_s, max_timeout_s, memory_mb, max_output_chars, max_processes, " \
-		 "max_file_mb, max_sessions, checkpoint, seed"
+		 "max_file_mb, max_sessions, max_workspace_mb, checkpoint, seed"
 
 static const char *const perm_keys[] = { "fs_read", "fs_write", "shell_exec", "net_access", NULL };
 #define PERM_KEYS "fs_read, fs_write, shell_exec, net_access"
@@ -816,8 +817,9 @@ static int parse_limits(const struct pctx *c, const struct ynode *m, struct poli
 		case 4: L->max_processes = (long)ll; break;
 		case 5: L->max_file_mb = (long)ll; break;
 		case 6: L->max_sessions = (long)ll; break;
-		case 7: L->checkpoint = b; break;
-		case 8: L->seed = (long)ll; break;
+		case 7: L->max_workspace_mb = (long)ll; break;
+		case 8: L->checkpoint = b; break;
+		case 9: L->seed = (long)ll; break;
 		}
 	}
 	if (L->timeout_s > L->max_timeout_s) {
@@ -1027,6 +1029,7 @@ static void set_defaults(struct policy *p)
 		.max_processes = 64,
 		.max_file_mb = 512,
 		.max_sessions = 8,
+		.max_workspace_mb = 4096,
 		.checkpoint = true,
 		.seed = 0,
 	};
@@ -1447,6 +1450,8 @@ char *policy_describe(const struct policy *p)
 	fprintf(f, "  max_processes: %ld\n", L->max_processes);
 	fprintf(f, "  max_file_mb: %ld\n", L->max_file_mb);
 	fprintf(f, "  max_sessions: %ld\n", L->max_sessions);
+	fprintf(f, "  max_workspace_mb: %ld (a call that grows the workspace past it is stopped and rolled back)\n",
+		L->max_workspace_mb);
 	fprintf(f, "  checkpoint: %s\n", L->checkpoint ? "true" : "false");
 	fprintf(f, "  seed: %ld\n", L->seed);
 	if (fclose(f) != 0) {

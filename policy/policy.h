@@ -32,6 +32,7 @@ struct policy_limits {
 	long max_processes;     /* default 64 */
 	long max_file_mb;       /* default 512 */
 	long max_sessions;      /* default 8 */
+	long max_workspace_mb;  /* default 4096: disk the workspace may take */
 	bool checkpoint;        /* default true */
 	long seed;              /* default 0 */
 };

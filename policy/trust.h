@@ -26,7 +26,8 @@
  *                            false is false.
  *   limits                   the smaller of the two for timeout_s,
  *                            max_timeout_s, memory_mb, max_output_chars,
- *                            max_processes, max_file_mb, max_sessions.
+ *                            max_processes, max_file_mb, max_sessions,
+ *                            max_workspace_mb.
  *                            checkpoint and seed grant nothing: the
  *                            project's values stay. */
 #ifndef POLICY_TRUST_H

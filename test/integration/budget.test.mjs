@@ -156,3 +156,69 @@ describe('the server\'s own logs on disk', () => {
 		}
 	});
 });
+
+/** Bytes the directory takes on disk (allocated blocks), seen from the host. */
+function diskUse(dir) {
+	let total = 0;
+	for (const e of fs.readdirSync(dir, { withFileTypes: true })) {
+		const p = path.join(dir, e.name);
+		const st = fs.lstatSync(p);
+		total += st.blocks * 512;
+		if (e.isDirectory()) total += diskUse(p);
+	}
+	return total;
+}
+
+describe('limits.max_workspace_mb', () => {
+	let h, root;
+	before(async () => {
+		let skill;
+		[root, skill] = projectWith('wslimit', [['max_workspace_mb: 4096', 'max_workspace_mb: 50']]);
+		h = await startClient(root, { structured: true, args: ['--skill', skill] });
+	});
+	after(async () => { await h?.close(); });
+
+	test('--check shows the limit', async () => {
+		const { execFileSync } = await import('node:child_process');
+		const out = execFileSync(process.env.PSM_BIN, ['--check', '--root', root, '--skill', path.join(root, 'policy/SKILL.md')], { encoding: 'utf8' });
+		assert.match(out, /max_workspace_mb: 50\b/);
+	});
+
+	test('a call that writes past it is stopped: status limits, exit 153, rolled back, the reply names the limit; its files stay', { timeout: 120000 }, async () => {
+		const first = await execPy(h, 'kept = 7\nimport os, time');
+		assert.equal(first.sc.status, 'ok', show(first.sc));
+		const code = 'lost = 1\nfor i in range(100):\n    with open(f"workspace/fill{i:03d}.bin", "wb") as f:\n        f.write(os.urandom(10 << 20))\n    time.sleep(0.02)\n"not reached"';
+		const r = await execPy(h, code, { timeout_s: 120 }, { timeout: 150000 });
+		assert.equal(r.sc.status, 'limits', show(r.sc));
+		assert.equal(r.sc.exit_code, 153);
+		assert.equal(r.sc.state, 'rolled_back');
+		assert.equal(r.sc.error?.denied_by, 'limits', show(r.sc.error));
+		assert.match(r.sc.error.message, /past limits\.max_workspace_mb \(50 MB\)/);
+		assert.match(r.text, /^limits · exit 153/);
+		// Stopped within a bounded overshoot (checked about four times a second).
+		const ws = path.join(root, 'workspace');
+		const files = fs.readdirSync(ws).filter((n) => n.startsWith('fill'));
+		assert.ok(files.length >= 5, `files written before the stop stay on disk: ${files.length}`);
+		assert.ok(files.length < 100, 'the call did not run to its end');
+		const used = diskUse(ws);
+		assert.ok(used < 600 * MiB, `the workspace takes ${used} bytes: the stop came late`);
+		// The session is back at its state before the call.
+		const after = await execPy(h, '(kept, "lost" in globals())');
+		assert.equal(after.sc.result, '(7, False)', show(after.sc));
+		for (const f of files) fs.unlinkSync(path.join(ws, f));
+	});
+
+	test('what the workspace held before the call is its baseline: a call that does not grow it runs, even over the limit', { timeout: 120000 }, async () => {
+		const big = path.join(root, 'workspace', 'dataset.bin');
+		fs.writeFileSync(big, Buffer.alloc(60 * MiB, 1));
+		const r = await execPy(h, 'import time\ntime.sleep(1.5)\nlen(open("workspace/dataset.bin", "rb").read(10))');
+		assert.equal(r.sc.status, 'ok', show(r.sc));
+		assert.equal(r.sc.result, '10');
+		// Growing it further while over the limit is stopped.
+		const g = await execPy(h, 'import time\nfor i in range(40):\n    open(f"workspace/more{i}.bin", "wb").write(b"y" * (1 << 20))\n    time.sleep(0.05)', { timeout_s: 60 });
+		assert.equal(g.sc.status, 'limits', show(g.sc));
+		assert.ok(fs.existsSync(big), 'the server deletes nothing');
+		fs.unlinkSync(big);
+		for (const n of fs.readdirSync(path.join(root, 'workspace')).filter((x) => x.startsWith('more'))) fs.unlinkSync(path.join(root, 'workspace', n));
+	});
+});

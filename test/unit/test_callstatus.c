@@ -22,6 +22,8 @@ static void test_exit_codes(void **state)
 	assert_int_equal(call_status_exit_code(CALL_TIMEOUT, BY_SIGNAL(SIGKILL), true), 124);
 	assert_int_equal(call_status_exit_code(CALL_CANCELLED, BY_SIGNAL(SIGKILL), true), 130);
 	assert_int_equal(call_status_exit_code(CALL_MEMORY, BY_SIGNAL(SIGKILL), true), 137);
+	/* The workspace limit reads like the kernel's file size limit. */
+	assert_int_equal(call_status_exit_code(CALL_LIMITS, BY_SIGNAL(SIGKILL), true), 128 + SIGXFSZ);
 	/* A crash reports how the process ended. */
 	assert_int_equal(call_status_exit_code(CALL_CRASHED, BY_SIGNAL(SIGSEGV), true), 128 + SIGSEGV);
 	assert_int_equal(call_status_exit_code(CALL_CRASHED, BY_SIGNAL(SIGSYS), true), 159);
@@ -35,7 +37,7 @@ static void test_rollback_rule(void **state)
 	(void)state;
 	assert_false(call_status_table[CALL_OK].rolls_back);
 	assert_false(call_status_table[CALL_ERROR].rolls_back);
-	for (int s = CALL_TIMEOUT; s <= CALL_MEMORY; s++)
+	for (int s = CALL_TIMEOUT; s <= CALL_LIMITS; s++)
 		assert_true(call_status_table[s].rolls_back);
 }
 

@@ -46,6 +46,7 @@ static void assert_defaults(const struct policy *p)
 	assert_int_equal(p->limits.max_processes, 64);
 	assert_int_equal(p->limits.max_file_mb, 512);
 	assert_int_equal(p->limits.max_sessions, 8);
+	assert_int_equal(p->limits.max_workspace_mb, 4096);
 	assert_true(p->limits.checkpoint);
 	assert_int_equal(p->limits.seed, 0);
 }
@@ -106,6 +107,7 @@ static void test_lists_and_the_other_way(void **state)
 	assert_int_equal(p->limits.max_processes, 4);
 	assert_int_equal(p->limits.max_file_mb, 1);
 	assert_int_equal(p->limits.max_sessions, 256);
+	assert_int_equal(p->limits.max_workspace_mb, 10);
 	assert_false(p->limits.checkpoint);
 	assert_int_equal(p->limits.seed, 4294967295L);
 	policy_free(p);
@@ -182,7 +184,7 @@ static const struct err_case err_cases[] = {
 	{ "err_unknown_permission.md",
 	  ":6: permissions.network: unknown key; accepted keys: fs_read, fs_write, shell_exec, net_access" },
 	{ "err_unknown_limit.md",
-	  ":6: limits.cpu_s: unknown key; accepted keys: timeout_s, max_timeout_s, memory_mb, max_output_chars, max_processes, max_file_mb, max_sessions, checkpoint, seed" },
+	  ":6: limits.cpu_s: unknown key; accepted keys: timeout_s, max_timeout_s, memory_mb, max_output_chars, max_processes, max_file_mb, max_sessions, max_workspace_mb, checkpoint, seed" },
 	{ "err_permissions_empty.md",
 	  ":4: permissions: expected a mapping of fs_read, fs_write, shell_exec, net_access, got an empty value; remove the key to use the defaults" },
 	{ "err_duplicate.md",
@@ -619,6 +621,7 @@ static void test_describe(void **state)
 			    "  max_processes: 4\n"
 			    "  max_file_mb: 1\n"
 			    "  max_sessions: 256\n"
+			    "  max_workspace_mb: 10 (a call that grows the workspace past it is stopped and rolled back)\n"
 			    "  checkpoint: false\n"
 			    "  seed: 4294967295\n");
 	free(d);

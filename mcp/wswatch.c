@@ -1,0 +1,103 @@
+/* See wswatch.h. */
+#include "wswatch.h"
+
+#include <stdlib.h>
+
+#include "../common/log.h"
+#include "artifacts.h"
+#include "work.h"
+
+struct wswatch {
+	struct server *srv;
+	unsigned long long limit, base;
+	bool have_base;
+	void (*over)(void *arg, unsigned long long bytes);
+	void *arg;
+	uint64_t timer;
+	struct ws_job *job;      /* the walk in progress, or NULL */
+};
+
+struct ws_job {
+	struct job j;
+	const struct workspace *ws;
+	struct wswatch *w;       /* not touched off the loop, nor once abandoned */
+	unsigned long long bytes;
+	bool complete;
+	double ms;
+};
+
+static void walk_run(struct job *j)
+{
+	struct ws_job *wj = (struct ws_job *)j;
+	double t0 = loop_now_ms();
+	if (art_disk_usage(wj->ws, 0, &wj->bytes, &wj->complete, NULL) < 0)
+		wj->bytes = 0;
+	wj->ms = loop_now_ms() - t0;
+}
+
+static void walk_done(struct job *j, bool abandoned);
+
+static void walk_start(void *arg)
+{
+	struct wswatch *w = arg;
+	w->timer = 0;
+	struct ws_job *wj = calloc(1, sizeof *wj);
+	if (!wj) {
+		log_warn("workspace watch: out of memory; this call's disk use is not watched");
+		return;
+	}
+	wj->j.run = walk_run;
+	wj->j.done = walk_done;
+	wj->ws = &w->srv->ws;
+	wj->w = w;
+	w->job = wj;
+	work_submit(w->srv->work, &wj->j);
+}
+
+static void walk_done(struct job *j, bool abandoned)
+{
+	struct ws_job *wj = (struct ws_job *)j;
+	struct wswatch *w = wj->w;
+	unsigned long long bytes = wj->bytes;
+	double ms = wj->ms;
+	free(wj);
+	if (abandoned)
+		return;
+	w->job = NULL;
+	if (!w->have_base) {
+		w->base = bytes;
+		w->have_base = true;
+	} else if (bytes > w->limit && bytes > w->base) {
+		w->over(w->arg, bytes); /* may call wswatch_stop(w) */
+		return;
+	}
+	double next = 4 * ms > WSWATCH_MIN_MS ? 4 * ms : WSWATCH_MIN_MS;
+	w->timer = loop_timer(w->srv->loop, next, walk_start, w);
+}
+
+struct wswatch *wswatch_start(struct server *srv, unsigned long long limit_bytes,
+			      void (*over)(void *arg, unsigned long long bytes), void *arg)
+{
+	struct wswatch *w = calloc(1, sizeof *w);
+	if (!w) {
+		log_warn("workspace watch: out of memory; this call's disk use is not watched");
+		return NULL;
+	}
+	w->srv = srv;
+	w->limit = limit_bytes;
+	w->over = over;
+	w->arg = arg;
+	walk_start(w);
+	return w;
+}
+
+void wswatch_stop(struct wswatch *w)
+{
+	if (!w)
+		return;
+	if (w->timer)
+		loop_timer_cancel(w->srv->loop, w->timer);
+	if (w->job)
+		work_abandon(&w->job->j);
+	free(w);
+}

@@ -1,0 +1,29 @@
+/* The workspace's disk use, watched from the trusted side while a call
+ * runs (limits.max_workspace_mb).  The code could otherwise fill the disk
+ * in one call: RLIMIT_FSIZE bounds each file, not their number.
+ *
+ * A walk of the workspace's allocated blocks (artifacts.c: art_disk_usage)
+ * runs on a worker thread, never on the loop; the first walk of a call is
+ * its baseline, then one runs every WSWATCH_MIN_MS or four times as long as
+ * the last walk took, whichever is longer, so a huge tree costs at most a
+ * fifth of one worker.  The call is over the limit when the workspace takes
+ * more than the limit and more than its baseline: files that were there
+ * before the call never stop it by themselves. */
+#ifndef MCP_WSWATCH_H
+#define MCP_WSWATCH_H
+
+#include "server.h"
+
+#define WSWATCH_MIN_MS 250.0
+
+struct wswatch;
+
+/* Starts watching for one call; over(arg, bytes) is called (once, on the
+ * loop) when the workspace grew past limit_bytes.  NULL when out of
+ * memory (the call then runs unwatched, and the log says so). */
+struct wswatch *wswatch_start(struct server *srv, unsigned long long limit_bytes,
+			      void (*over)(void *arg, unsigned long long bytes), void *arg);
+/* Stops watching and frees w (NULL-safe); a walk in progress is abandoned. */
+void wswatch_stop(struct wswatch *w);
+
+#endif
