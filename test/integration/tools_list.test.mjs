@@ -92,7 +92,7 @@ describe('tools/list with --structured-content', () => {
 			assert.ok(os_.properties?.[f], `outputSchema lacks ${f}: ${show(os_)}`);
 		}
 		const st = os_.properties.status;
-		if (st.enum) assert.deepEqual([...st.enum].sort(), ['cancelled', 'crashed', 'error', 'memory', 'ok', 'timeout']);
+		if (st.enum) assert.deepEqual([...st.enum].sort(), ['cancelled', 'crashed', 'error', 'limits', 'memory', 'ok', 'timeout']);
 	});
 
 	test('list_artifacts is annotated readOnlyHint', () => {
