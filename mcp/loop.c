@@ -1,5 +1,7 @@
 #include "loop.h"
 
+#include "../common/util.h"
+
 #include <errno.h>
 #include <poll.h>
 #include <stdbool.h>
@@ -54,32 +56,28 @@ void loop_free(struct loop *l)
 	free(l);
 }
 
-static int grow(void **v, size_t *cap, size_t need, size_t sz)
+/* Out of memory ends the process (common/util.h): a watch or a timer
+ * that silently failed to register would be a call that never answers. */
+static void grow(void **v, size_t *cap, size_t need, size_t sz)
 {
 	if (need <= *cap)
-		return 0;
+		return;
 	size_t n = *cap ? *cap * 2 : 16;
 	while (n < need)
 		n *= 2;
-	void *p = realloc(*v, n * sz);
-	if (!p)
-		return -ENOMEM;
-	*v = p;
+	*v = xreallocarray(*v, n, sz);
 	*cap = n;
-	return 0;
 }
 
-int loop_watch(struct loop *l, int fd, short events, loop_fd_cb cb, void *arg)
+void loop_watch(struct loop *l, int fd, short events, loop_fd_cb cb, void *arg)
 {
 	for (size_t i = 0; i < l->nw; i++)
 		if (l->w[i].fd == fd) {
 			l->w[i] = (struct watch){ fd, events, cb, arg };
-			return 0;
+			return;
 		}
-	if (grow((void **)&l->w, &l->capw, l->nw + 1, sizeof *l->w) < 0)
-		return -ENOMEM;
+	grow((void **)&l->w, &l->capw, l->nw + 1, sizeof *l->w);
 	l->w[l->nw++] = (struct watch){ fd, events, cb, arg };
-	return 0;
 }
 
 void loop_unwatch(struct loop *l, int fd)
@@ -93,8 +91,7 @@ void loop_unwatch(struct loop *l, int fd)
 
 uint64_t loop_timer(struct loop *l, double ms, loop_timer_cb cb, void *arg)
 {
-	if (grow((void **)&l->t, &l->capt, l->nt + 1, sizeof *l->t) < 0)
-		return 0;
+	grow((void **)&l->t, &l->capt, l->nt + 1, sizeof *l->t);
 	uint64_t id = ++l->next_id;
 	l->t[l->nt++] = (struct timer){ id, loop_now_ms() + ms, cb, arg };
 	return id;
@@ -143,8 +140,7 @@ void loop_run(struct loop *l)
 			if (timeout < 0 || ms < timeout)
 				timeout = ms;
 		}
-		if (grow((void **)&l->pfd, &l->cappfd, l->nw + 1, sizeof *l->pfd) < 0)
-			return;
+		grow((void **)&l->pfd, &l->cappfd, l->nw + 1, sizeof *l->pfd);
 		size_t n = l->nw;
 		for (size_t i = 0; i < n; i++)
 			l->pfd[i] = (struct pollfd){ .fd = l->w[i].fd, .events = l->w[i].events };

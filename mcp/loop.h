@@ -14,12 +14,13 @@ struct loop;
 struct loop *loop_new(void);
 void loop_free(struct loop *l);
 
-/* Watches fd for events (POLLIN...).  One watch per fd. */
-int loop_watch(struct loop *l, int fd, short events, loop_fd_cb cb, void *arg);
+/* Watches fd for events (POLLIN...).  One watch per fd.  Never fails:
+ * out of memory ends the process (common/util.h). */
+void loop_watch(struct loop *l, int fd, short events, loop_fd_cb cb, void *arg);
 void loop_unwatch(struct loop *l, int fd);
 
 /* Calls cb once after ms milliseconds.  Returns an id (> 0) for
- * loop_timer_cancel. */
+ * loop_timer_cancel; never fails, as loop_watch. */
 uint64_t loop_timer(struct loop *l, double ms, loop_timer_cb cb, void *arg);
 void loop_timer_cancel(struct loop *l, uint64_t id);
 

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "../common/log.h"
+#include "../common/util.h"
 #include "../interp/zygote.h"
 #include "../policy/jail.h"
 #include "server.h"
@@ -117,6 +118,9 @@ int main(int argc, char **argv)
 		{ "zygote-fd", required_argument, NULL, 'Z' }, /* internal */
 		{ 0 },
 	};
+	/* One out-of-memory rule for every JSON value built in this process
+	 * (server, zygote, session): see common/util.h. */
+	util_cjson_hooks();
 	struct server srv = { 0 };
 	srv.opts.timeout_s = -1;
 	srv.opts.memory_mb = -1;

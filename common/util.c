@@ -1,0 +1,80 @@
+#include "util.h"
+
+#include <cjson/cJSON.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+void die_oom(void)
+{
+	static const char msg[] = "python-sandbox-mcp: out of memory\n";
+	/* write(2), not stdio: stdio may need the memory we lack.  _exit: a
+	 * forked child must not run its parent's atexit handlers. */
+	ssize_t r = write(STDERR_FILENO, msg, sizeof msg - 1);
+	(void)r;
+	_exit(1);
+}
+
+void *xmalloc(size_t n)
+{
+	void *p = malloc(n ? n : 1);
+	if (!p)
+		die_oom();
+	return p;
+}
+
+void *xcalloc(size_t count, size_t size)
+{
+	void *p = calloc(count ? count : 1, size ? size : 1);
+	if (!p)
+		die_oom();
+	return p;
+}
+
+void *xrealloc(void *p, size_t n)
+{
+	void *q = realloc(p, n ? n : 1);
+	if (!q)
+		die_oom();
+	return q;
+}
+
+void *xreallocarray(void *p, size_t count, size_t size)
+{
+	void *q = reallocarray(p, count ? count : 1, size ? size : 1);
+	if (!q)
+		die_oom();
+	return q;
+}
+
+char *xstrdup(const char *s)
+{
+	char *d = strdup(s);
+	if (!d)
+		die_oom();
+	return d;
+}
+
+char *xasprintf(const char *fmt, ...)
+{
+	va_list ap;
+	char *s;
+
+	va_start(ap, fmt);
+	int r = vasprintf(&s, fmt, ap);
+	va_end(ap);
+	if (r < 0)
+		die_oom();
+	return s;
+}
+
+static void *cjson_malloc(size_t n)
+{
+	return xmalloc(n);
+}
+
+void util_cjson_hooks(void)
+{
+	cJSON_Hooks h = { .malloc_fn = cjson_malloc, .free_fn = free };
+	cJSON_InitHooks(&h);
+}
