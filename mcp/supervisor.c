@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "../common/log.h"
+#include "../common/util.h"
 #include "../interp/wire.h"
 #include "../interp/zygote.h"
 #include "outbuf.h"
@@ -217,7 +218,23 @@ int sup_start(struct sup *sup, struct err *e)
 		snprintf(fdarg, sizeof fdarg, "%d", sv[1]);
 		fcntl(sv[1], F_SETFD, 0); /* the one descriptor it keeps */
 		char *argv[] = { "python-sandbox-mcp", "--zygote-fd", fdarg, NULL };
-		execv(srv->opts.self_exe, argv);
+		/* Attack: the server's environment (API tokens a client passes to
+		 * its servers) would sit in the zygote's initial stack, which every
+		 * session inherits and can read with ctypes even after the jail
+		 * clears the environment.  The zygote gets only the test and
+		 * sanitizer knobs it reads, nothing else. */
+		static const char *const keep[] = { "PSM_JAIL_DISABLE=", "PSM_SECCOMP_PFC=", "ASAN_OPTIONS=",
+						    "UBSAN_OPTIONS=", "LSAN_OPTIONS=" };
+		char *envp[N_ELEMENTS(keep) + 1];
+		size_t n = 0;
+		for (char **ev = environ; *ev && n < N_ELEMENTS(keep); ev++)
+			for (size_t k = 0; k < N_ELEMENTS(keep); k++)
+				if (strncmp(*ev, keep[k], strlen(keep[k])) == 0) {
+					envp[n++] = *ev;
+					break;
+				}
+		envp[n] = NULL;
+		execve(srv->opts.self_exe, argv, envp);
 		_exit(127);
 	}
 	close(sv[1]);
