@@ -131,7 +131,19 @@ static int lift_fd(int fd)
 	return n;
 }
 
-/* The checkpoint (issue: sessions that never lose work).  After each reply
+/* What ps shows for each process of the jail (libbsd's setproctitle, over
+ * the argv area): "python-sandbox-mcp: zygote", "...: session NAME",
+ * "...: checkpoint NAME cell N" for the copy that holds the state after
+ * cell N.  An operator sees at a glance which process is which. */
+static char session_name[65];
+static long last_cell;
+
+static void title_session(void)
+{
+	setproctitle("-python-sandbox-mcp: session %s", session_name);
+}
+
+/* The checkpoint: sessions that never lose work.  After each reply
  * the session forks a frozen copy of itself that waits for SIGUSR1.  The copy
  * is taken while the agent reads the reply, so no call waits for the fork.
  * When a call times out, crashes or is cancelled, the server kills the
@@ -201,6 +213,7 @@ static void make_checkpoint(void)
 	pid_t pid = fork();
 	if (pid == 0) {
 		PyOS_AfterFork_Child();
+		setproctitle("-python-sandbox-mcp: checkpoint %s cell %ld", session_name, last_cell);
 		/* A group of its own: a kill of the session's group (by the
 		 * code, with os.killpg) must not end it. */
 		setpgid(0, 0);
@@ -217,6 +230,7 @@ static void make_checkpoint(void)
 		sigprocmask(SIG_SETMASK, &old, NULL);
 		/* Resumed: this process is the session now. */
 		checkpoint_pid = 0;
+		title_session();
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		prctl(PR_SET_CHILD_SUBREAPER, 1); /* not inherited: see session_main */
 		if (py_call("after_rollback", "", &out, &len, &is_bytes, &e) == 0)
@@ -271,6 +285,11 @@ static __attribute__((noreturn)) void session_main(const char *init_json, int fd
 		for (int fd = SESSION_CTRL_FD + 1; fd < 1024; fd++)
 			close(fd);
 	log_set_prefix("session");
+	cJSON *init = cJSON_Parse(init_json);
+	snprintf(session_name, sizeof session_name, "%s",
+		 cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(init, "name")) ?: "?");
+	cJSON_Delete(init);
+	title_session();
 	setpgid(0, 0);
 	/* Whatever the code forks stays below the session, orphaned or not, so
 	 * end_left_behind finds it by its parent chain. */
@@ -307,6 +326,13 @@ static __attribute__((noreturn)) void session_main(const char *init_json, int fd
 		 * report a crash of code that never ran. */
 		if (m.type == W_EXEC && wire_send(SESSION_CTRL_FD, W_STARTED, "", 0, NULL, 0) < 0)
 			_exit(0);
+		if (m.type == W_EXEC) {
+			cJSON *cell = cJSON_ParseWithLength((const char *)m.data, m.len);
+			const cJSON *n = cJSON_GetObjectItemCaseSensitive(cell, "cell");
+			if (cJSON_IsNumber(n))
+				last_cell = (long)n->valuedouble;
+			cJSON_Delete(cell);
+		}
 		if (py_call("handle", (const char *)m.data, &out, &len, &is_bytes, &e) < 0) {
 			/* The bootstrap itself failed (user code broke an internal);
 			 * still answer, so the server never waits forever. */
@@ -504,6 +530,7 @@ void zygote_main(const struct zygote_config *zc)
 {
 	int ctrl = zc->ctrl;
 	log_set_prefix("zygote");
+	setproctitle("-python-sandbox-mcp: zygote");
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	/* Python's own stdout must never reach the MCP stream. */
 	dup2(STDERR_FILENO, STDOUT_FILENO);

@@ -121,6 +121,9 @@ int main(int argc, char **argv)
 	/* One out-of-memory rule for every JSON value built in this process
 	 * (server, zygote, session): see common/util.h. */
 	util_cjson_hooks();
+	/* libbsd's setproctitle may then reuse the argv and environment area:
+	 * the zygote, sessions and checkpoints name themselves in ps. */
+	setproctitle_init(argc, argv, environ);
 	struct server srv = { 0 };
 	srv.opts.timeout_s = -1;
 	srv.opts.memory_mb = -1;

@@ -225,9 +225,14 @@ int sup_start(struct sup *sup, struct err *e)
 		 * sanitizer knobs it reads, nothing else. */
 		static const char *const keep[] = { "PSM_JAIL_DISABLE=", "PSM_SECCOMP_PFC=", "ASAN_OPTIONS=",
 						    "UBSAN_OPTIONS=", "LSAN_OPTIONS=" };
-		char *envp[N_ELEMENTS(keep) + 1];
+		/* Room for the titles the zygote and its sessions give themselves
+		 * (setproctitle reuses the argv and environment area). */
+		static char room[] = "PSM_TITLE_ROOM=................................................"
+				     "................................................................";
+		char *envp[N_ELEMENTS(keep) + 2];
 		size_t n = 0;
-		for (char **ev = environ; *ev && n < N_ELEMENTS(keep); ev++)
+		envp[n++] = room;
+		for (char **ev = environ; *ev && n < N_ELEMENTS(keep) + 1; ev++)
 			for (size_t k = 0; k < N_ELEMENTS(keep); k++)
 				if (strncmp(*ev, keep[k], strlen(keep[k])) == 0) {
 					envp[n++] = *ev;
