@@ -163,6 +163,7 @@ static void test_fs_read(void **state)
 	snprintf(want, sizeof want, "%s/data", t->root);
 	assert_string_equal(p->fs_read_paths[0], want);
 	assert_string_equal(p->fs_read_paths[1], t->ws);
+	trust_report_free(&r);
 	policy_free(p);
 
 	/* Nothing left: the workspace only. */
