@@ -28,7 +28,7 @@ int trust_cli_approve(struct policy *p, bool project, const char *root, const ch
 {
 	struct trust_state t;
 	struct err e = { 0 };
-	char *desc = NULL;
+	char *desc = NULL, *shown = NULL;
 	int status = 2;
 
 	if (!project) {
@@ -43,7 +43,9 @@ int trust_cli_approve(struct policy *p, bool project, const char *root, const ch
 		goto out;
 	}
 	printf("%s\n", desc ? desc : "");
-	printf("file: %s\nsha256: %s\n", t.path, t.hex);
+	/* The path comes from the file system: no terminal escapes. */
+	shown = trust_clean(t.path);
+	printf("file: %s\nsha256: %s\n", shown ? shown : "?", t.hex);
 	if (!t.asked.keys) {
 		printf("It asks for nothing beyond the built-in policy: it applies as it is, no approval is needed.\n");
 		status = 0;
@@ -77,9 +79,10 @@ int trust_cli_approve(struct policy *p, bool project, const char *root, const ch
 	}
 	printf("Approved: %s (sha256 %s), recorded in %s.\n"
 	       "Restart the MCP server (or the agent) for it to take effect; any change to the file withdraws the approval.\n",
-	       t.path, t.hex, t.store);
+	       shown ? shown : "?", t.hex, t.store);
 	status = 0;
 out:
+	free(shown);
 	free(desc);
 	trust_state_free(&t);
 	return status;
@@ -89,7 +92,7 @@ int trust_cli_revoke(const char *skill_path, const char *root, const char *works
 {
 	struct err e = { 0 };
 	char store[PATH_MAX + 16];
-	char *real;
+	char *real, *shown;
 	int n;
 
 	if (!skill_path) {
@@ -109,10 +112,12 @@ int trust_cli_revoke(const char *skill_path, const char *root, const char *works
 		free(real);
 		return 2;
 	}
+	shown = trust_clean(real);
 	if (n)
-		printf("Approval removed: %s is no longer approved on this machine (%s).\n", real, store);
+		printf("Approval removed: %s is no longer approved on this machine (%s).\n", shown ? shown : "?", store);
 	else
-		printf("%s was not approved on this machine (%s): nothing to remove.\n", real, store);
+		printf("%s was not approved on this machine (%s): nothing to remove.\n", shown ? shown : "?", store);
+	free(shown);
 	free(real);
 	return 0;
 }

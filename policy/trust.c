@@ -49,6 +49,21 @@ static void put_clean(FILE *f, const char *s)
 	}
 }
 
+char *trust_clean(const char *s)
+{
+	char *out = NULL;
+	size_t size = 0;
+	FILE *f = open_memstream(&out, &size);
+	if (!f)
+		return NULL;
+	put_clean(f, s ? s : "");
+	if (fclose(f) != 0) {
+		free(out);
+		return NULL;
+	}
+	return out;
+}
+
 /* ---- the ceiling ----------------------------------------------------- */
 
 static bool ceiling_reads(const struct policy *c, const char *root, const char *ws, const char *path)

@@ -92,6 +92,10 @@ int trust_revoke(const char *path, const char *root, const char *workspace, stru
  * paths.  skill_given: whether --skill must be part of it.  Caller frees. */
 char *trust_command(const char *root, const char *skill, bool skill_given);
 
+/* s with control bytes written as \xNN, for showing a path on a terminal
+ * or to the agent.  Caller frees (NULL when out of memory). */
+char *trust_clean(const char *s);
+
 /* Whether denied_by `name` ("net_access", "fs_read", ...) is a key in
  * `keys`. */
 bool trust_key_withheld(unsigned keys, const char *name);

@@ -285,6 +285,10 @@ static void test_keys_and_command(void **state)
 	char *cmd = trust_command("/p/it's", "/p/it's/S.md", false);
 	assert_string_equal(cmd, "python-sandbox-mcp --trust --root '/p/it'\\''s'");
 	free(cmd);
+	/* A path with a newline or an escape sequence cannot forge lines. */
+	cmd = trust_clean("/p/a\nb\x1b[2J\\");
+	assert_string_equal(cmd, "/p/a\\x0ab\\x1b[2J\\x5c");
+	free(cmd);
 	cmd = trust_command("/p", "/x/S.md", true);
 	assert_string_equal(cmd, "python-sandbox-mcp --trust --root '/p' --skill '/x/S.md'");
 	free(cmd);
