@@ -440,6 +440,8 @@ def _describe(e):
             workspace=_cfg.get("workspace_display", "workspace"),
             limit=limit or "",
         )
+        if limit:
+            err["limit"] = limit
         err["hint"] = "denied by the sandbox policy (%s): %s" % (
             limit.split(":")[0] if limit else perm, hint)
     return err

@@ -310,6 +310,30 @@ static cJSON *structured(struct call *c, char *result, char *etype, char *emsg, 
 	return o;
 }
 
+static bool limit_text_valid(const char *l)
+{
+	if (!l || strlen(l) > 60)
+		return false;
+	size_t k = strspn(l, "abcdefghijklmnopqrstuvwxyz_");
+	return k > 0 && strncmp(l + k, ": ", 2) == 0 && l[k + 2] && strspn(l + k + 2, "0123456789.") == strlen(l + k + 2);
+}
+
+/* cpu_ms and peak_mb (null when the process was gone before it could be
+ * measured), and the limit that stopped the call. */
+static void add_usage(cJSON *sc, const struct call *c, const char *limit)
+{
+	if (c->usage.known) {
+		cJSON_AddNumberToObject(sc, "cpu_ms", (double)(long)(c->usage.cpu_ms + 0.5));
+		cJSON_AddNumberToObject(sc, "peak_mb", (double)(long)(c->usage.peak_mb * 10 + 0.5) / 10.0);
+	} else {
+		cJSON_AddNullToObject(sc, "cpu_ms");
+		cJSON_AddNullToObject(sc, "peak_mb");
+	}
+	cJSON *e = cJSON_GetObjectItemCaseSensitive(sc, "error");
+	if (limit[0] && cJSON_IsObject(e))
+		cJSON_AddStringToObject(e, "limit", limit);
+}
+
 void exec_finish(struct call *c)
 {
 	struct server *s = c->srv;
@@ -362,6 +386,22 @@ void exec_finish(struct call *c)
 		denied = "limits";
 	}
 
+	/* A call stopped by a limit names the limit and its value, so the
+	 * agent knows what to ask for or to make cheaper.  The session's own
+	 * word (max_file_mb, max_processes) is taken only in the shape
+	 * "key: number". */
+	char limit[80] = "";
+	if (c->status == CALL_TIMEOUT)
+		snprintf(limit, sizeof limit, "timeout_s: %g", c->timeout_ms / 1000.0);
+	else if (c->status == CALL_MEMORY)
+		snprintf(limit, sizeof limit, "memory_mb: %ld", s->policy->limits.memory_mb);
+	else if (c->status == CALL_LIMITS && c->ws_bytes)
+		snprintf(limit, sizeof limit, "max_workspace_mb: %ld", s->policy->limits.max_workspace_mb);
+	else if (denied && strcmp(denied, "limits") == 0 && limit_text_valid(json_str(err, "limit")))
+		snprintf(limit, sizeof limit, "%s", json_str(err, "limit"));
+	if (limit[0] && !denied)
+		denied = "limits";
+
 	/* Workspace trust: the first reply of each session says what the
 	 * project's policy asked for and did not get, so that the agent can
 	 * tell the user instead of working around a refusal it cannot explain;
@@ -374,6 +414,8 @@ void exec_finish(struct call *c)
 	       c->session, c->cell);
 	if (c->state != STATE_KEPT)
 		sb_fmt(&b, " · state %s", call_state_name(c->state));
+	if (c->usage.known)
+		sb_fmt(&b, " · cpu %.0f ms · peak %.0f MB", c->usage.cpu_ms, c->usage.peak_mb);
 	sb_str(&b, "\n");
 	if (c->note || trust_note) {
 		struct sbuf nb = { 0 };
@@ -395,7 +437,9 @@ void exec_finish(struct call *c)
 			sb_str(&eb, etb);
 		else
 			sb_fmt(&eb, "%s: %s\n", etype ? etype : "Error", emsg ? emsg : "");
-		if (denied)
+		if (denied && limit[0])
+			sb_fmt(&eb, "denied_by: %s (%s)\n", denied, limit);
+		else if (denied)
 			sb_fmt(&eb, "denied_by: %s\n", denied);
 		if (withheld)
 			sb_str(&eb, "withheld: " WITHHELD_MSG "\n");
@@ -465,7 +509,11 @@ void exec_finish(struct call *c)
 		links++;
 	}
 	if (s->opts.structured_content)
-		cJSON_AddItemToObject(r, "structuredContent", structured(c, result, etype, emsg, etb, denied, hint, trust_note, withheld));
+	{
+		cJSON *sc = structured(c, result, etype, emsg, etb, denied, hint, trust_note, withheld);
+		add_usage(sc, c, limit);
+		cJSON_AddItemToObject(r, "structuredContent", sc);
+	}
 	tool_reply(s, c->id, r);
 	free(result);
 	free(etype);

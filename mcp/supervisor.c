@@ -18,6 +18,7 @@
 #include "../interp/zygote.h"
 #include "outbuf.h"
 #include "text.h"
+#include "usage.h"
 #include "wswatch.h"
 
 #define RESULT_MAX (16u << 20)
@@ -73,18 +74,7 @@ static int pidfd_signal(int pidfd, int sig)
 		return 0;
 	if (errno != ENOSYS)
 		return -1;
-	char path[64], buf[1024];
-	snprintf(path, sizeof path, "/proc/self/fdinfo/%d", pidfd);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	ssize_t n = read(fd, buf, sizeof buf - 1);
-	close(fd);
-	if (n <= 0)
-		return -1;
-	buf[n] = 0;
-	const char *p = strstr(buf, "\nPid:");
-	int pid = p ? atoi(p + 5) : 0;
+	pid_t pid = pidfd_pid(pidfd);
 	if (pid <= 0) {
 		errno = ESRCH;
 		return -1;
@@ -317,6 +307,9 @@ static struct session *session_by_id(struct sup *sup, int id)
 
 static void kill_session(struct session *s)
 {
+	/* What the call used, read while the process still exists. */
+	if (s->cur)
+		usage_end(&s->cur->usage, s->pidfd, s->ckpt_pidfd);
 	if (s->pidfd >= 0)
 		pidfd_signal(s->pidfd, SIGKILL);
 	else
@@ -610,6 +603,7 @@ static void finish_cur(struct sup *sup, struct session *s)
 	struct call *c = s->cur;
 	if (!c)
 		return;
+	usage_end(&c->usage, s->pidfd, s->ckpt_pidfd);
 	cancel_timers(sup, s);
 	drain_all(s);
 	if (!c->artifacts)
@@ -725,6 +719,10 @@ static void session_dead(struct sup *sup, struct session *s, int wstatus, bool s
 	if (s->ctrl >= 0)
 		ctrl_event(s, s->ctrl, POLLIN);
 	struct call *c = s->cur;
+	/* Gone on its own (a crash): nothing left to measure, and the
+	 * checkpoint that may take its place must not be measured instead. */
+	if (c)
+		usage_end(&c->usage, s->pidfd, s->ckpt_pidfd);
 	if (sup->srv->policy->limits.checkpoint && roll_back(sup, s, wstatus, status_known))
 		return;
 	session_close_fds(sup, s);
@@ -790,6 +788,9 @@ static void ctrl_event(void *arg, int fd, short revents)
 			start_next(sup, s);
 			continue;
 		} else if (m.type == W_RESULT && c && !c->py) {
+			/* Measured now: thumbnails made after the cell are the
+			 * server's work, not the call's. */
+			usage_end(&c->usage, s->pidfd, s->ckpt_pidfd);
 			c->py = cJSON_ParseWithLength((const char *)m.data, m.len);
 			const cJSON *st = cJSON_GetObjectItemCaseSensitive(c->py, "status");
 			/* The session only ever reports ok, error or memory; a
@@ -894,6 +895,7 @@ static void send_exec(struct sup *sup, struct session *s)
 	cJSON_AddNumberToObject(j, "cell", c->cell);
 	char *txt = cJSON_PrintUnformatted(j);
 	cJSON_Delete(j);
+	usage_begin(&c->usage, s->pidfd);
 	c->t_start = loop_now_ms();
 	s->progress = 0;
 	s->timeout_timer = loop_timer(sup->srv->loop, c->timeout_ms, timeout_fired, s);

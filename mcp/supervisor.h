@@ -12,6 +12,7 @@
 #include "artifacts.h"
 #include "callstatus.h"
 #include "server.h"
+#include "usage.h"
 
 #define SESSION_NAME_MAX 64
 
@@ -49,6 +50,7 @@ struct call {
 	struct image images[8];
 	size_t n_images;
 	unsigned long long ws_bytes; /* CALL_LIMITS: the workspace's size then */
+	struct usage usage;      /* CPU time and peak memory of this call */
 	bool cancelled;          /* no reply may be sent */
 	bool started;            /* the session said it received the cell */
 	int resends;             /* sent again after the process died unstarted */

@@ -79,6 +79,8 @@ static cJSON *exec_output_schema(void)
 	for (int i = STATE_KEPT; i < CALL_STATE_COUNT; i++)
 		cJSON_AddItemToArray(stv, cJSON_CreateString(call_state_name((enum call_state)i)));
 	prop(props, "duration_ms", "number", "wall-clock time of the call");
+	nullable(props, "cpu_ms", "number", "CPU time of the session's processes during the call (null when they ended before it could be read)");
+	nullable(props, "peak_mb", "number", "peak resident memory of the session's processes during the call, MB");
 	prop(props, "stdout", "string", "captured standard output (head and tail when long)");
 	prop(props, "stderr", "string", "captured standard error (head and tail when long)");
 	prop(props, "output_truncated", "boolean", "true when output was cut");
@@ -91,6 +93,7 @@ static cJSON *exec_output_schema(void)
 	prop(eprops, "traceback", "string", "the user's own frames");
 	nullable(eprops, "denied_by", "string", "the policy permission that refused the operation");
 	prop(eprops, "hint", "string", "when the sandbox refused something: what to do instead");
+	prop(eprops, "limit", "string", "the limit that stopped the call and its value, e.g. timeout_s: 30");
 	prop(eprops, "withheld", "string", "present when the refused permission is one the project's policy asks for but is not approved for on this machine");
 	prop(props, "note", "string", "first call of a session: what the project's policy asked for and was withheld, and how the user approves it");
 	cJSON *arts = prop(props, "artifacts", "array", "files created or modified by this call");
@@ -102,8 +105,9 @@ static cJSON *exec_output_schema(void)
 	prop(iprops, "mime", "string", "MIME type");
 	prop(iprops, "change", "string", "created or modified");
 	const char *const req[] = { "status", "exit_code", "session", "execution_count", "state", "duration_ms",
-				    "stdout", "stderr", "output_truncated", "full_output", "result", "error", "artifacts" };
-	cJSON_AddItemToObject(s, "required", cJSON_CreateStringArray(req, 13));
+				    "stdout", "stderr", "output_truncated", "full_output", "result", "error", "artifacts",
+				    "cpu_ms", "peak_mb" };
+	cJSON_AddItemToObject(s, "required", cJSON_CreateStringArray(req, 15));
 	return s;
 }
 

@@ -1,0 +1,183 @@
+/* Per-call CPU time and peak memory from /proc.  Everything read here comes
+ * from the kernel, not from the session; the only thing the session controls
+ * is its command name (inside the parentheses of /proc/PID/stat, possibly
+ * with ')' and spaces in it), so stat is parsed from the last ')'. */
+#include "usage.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* A session may hold at most max_processes processes; a hostile one must
+ * not make the server walk an unbounded tree. */
+#define USAGE_MAX_PROCS 256
+
+static ssize_t read_small(const char *path, char *buf, size_t n)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t r = read(fd, buf, n - 1);
+	close(fd);
+	if (r < 0)
+		return -1;
+	buf[r] = 0;
+	return r;
+}
+
+pid_t pidfd_pid(int pidfd)
+{
+	char path[64], buf[1024];
+	if (pidfd < 0)
+		return -1;
+	snprintf(path, sizeof path, "/proc/self/fdinfo/%d", pidfd);
+	if (read_small(path, buf, sizeof buf) <= 0)
+		return -1;
+	const char *p = strstr(buf, "\nPid:");
+	long pid = p ? strtol(p + 5, NULL, 10) : -1;
+	return pid > 0 ? (pid_t)pid : -1;
+}
+
+/* utime + stime + cutime + cstime of one process, in ms; < 0 if gone. */
+static double proc_cpu_ms(pid_t pid)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+	if (read_small(path, buf, sizeof buf) <= 0)
+		return -1;
+	const char *p = strrchr(buf, ')');
+	if (!p)
+		return -1;
+	/* Fields after the command: the state letter is field 3, then numbers
+	 * (some may be -1); utime is 14, stime 15, cutime 16, cstime 17. */
+	const char *q = p + 1;
+	while (*q == ' ')
+		q++;
+	if (!*q)
+		return -1;
+	q++;
+	long long v[18] = { 0 };
+	for (int field = 4; field <= 17; field++) {
+		char *end;
+		v[field] = strtoll(q, &end, 10);
+		if (end == q)
+			return -1;
+		q = end;
+	}
+	long long ticks = v[14] + v[15] + v[16] + v[17];
+	if (ticks < 0)
+		return -1;
+	long hz = sysconf(_SC_CLK_TCK);
+	return (double)ticks * 1000.0 / (double)(hz > 0 ? hz : 100);
+}
+
+/* VmHWM of one process, in kB; < 0 if gone (or a zombie). */
+static long proc_hwm_kb(pid_t pid)
+{
+	char path[64], buf[4096];
+	snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+	if (read_small(path, buf, sizeof buf) <= 0)
+		return -1;
+	const char *p = strstr(buf, "\nVmHWM:");
+	return p ? strtol(p + 7, NULL, 10) : -1;
+}
+
+/* The descendants of pid (children of each of its threads, recursively),
+ * at most max; returns how many were stored. */
+static size_t descendants(pid_t pid, pid_t *out, size_t max)
+{
+	size_t n = 0;
+	pid_t queue[USAGE_MAX_PROCS];
+	size_t qn = 0, qi = 0;
+	queue[qn++] = pid;
+	while (qi < qn && n < max) {
+		pid_t cur = queue[qi++];
+		char path[64];
+		snprintf(path, sizeof path, "/proc/%d/task", (int)cur);
+		DIR *d = opendir(path);
+		if (!d)
+			continue;
+		struct dirent *de;
+		while ((de = readdir(d)) && n < max) {
+			if (de->d_name[0] == '.')
+				continue;
+			char cpath[300], buf[4096];
+			snprintf(cpath, sizeof cpath, "/proc/%d/task/%.20s/children", (int)cur, de->d_name);
+			if (read_small(cpath, buf, sizeof buf) <= 0)
+				continue;
+			char *s = buf, *end;
+			for (long c; n < max && (c = strtol(s, &end, 10)) > 0; s = end) {
+				out[n++] = (pid_t)c;
+				if (qn < USAGE_MAX_PROCS)
+					queue[qn++] = (pid_t)c;
+			}
+		}
+		closedir(d);
+	}
+	return n;
+}
+
+static double tree_cpu_ms(pid_t pid, pid_t exclude)
+{
+	double own = proc_cpu_ms(pid);
+	if (own < 0)
+		return -1;
+	pid_t kids[USAGE_MAX_PROCS];
+	size_t n = descendants(pid, kids, USAGE_MAX_PROCS);
+	for (size_t i = 0; i < n; i++) {
+		double c = kids[i] == exclude ? -1 : proc_cpu_ms(kids[i]);
+		if (c > 0)
+			own += c;
+	}
+	return own;
+}
+
+void usage_begin(struct usage *u, int session_pidfd)
+{
+	/* No pidfd yet: the session process is being forked for this call.
+	 * Its CPU time counts from the fork and its high-water mark is its
+	 * own, so zero is the right start. */
+	*u = (struct usage){ .begun = true, .cpu_start_ms = 0 };
+	if (session_pidfd < 0)
+		return;
+	pid_t pid = pidfd_pid(session_pidfd);
+	u->cpu_start_ms = -1;
+	if (pid <= 0)
+		return;
+	u->cpu_start_ms = tree_cpu_ms(pid, -1);
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%d/clear_refs", (int)pid);
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		u->peak_reset = write(fd, "5", 1) == 1;
+		close(fd);
+	}
+}
+
+void usage_end(struct usage *u, int session_pidfd, int exclude_pidfd)
+{
+	if (!u->begun || u->ended)
+		return;
+	u->ended = true;
+	pid_t pid = pidfd_pid(session_pidfd);
+	if (pid <= 0 || u->cpu_start_ms < 0)
+		return;
+	pid_t exclude = pidfd_pid(exclude_pidfd);
+	double cpu = tree_cpu_ms(pid, exclude);
+	long hwm = proc_hwm_kb(pid);
+	if (cpu < 0 || hwm < 0)
+		return;
+	pid_t kids[USAGE_MAX_PROCS];
+	size_t n = descendants(pid, kids, USAGE_MAX_PROCS);
+	for (size_t i = 0; i < n; i++) {
+		long k = kids[i] == exclude ? -1 : proc_hwm_kb(kids[i]);
+		if (k > 0)
+			hwm += k;
+	}
+	u->cpu_ms = cpu > u->cpu_start_ms ? cpu - u->cpu_start_ms : 0;
+	u->peak_mb = (double)hwm / 1024.0;
+	u->known = true;
+}
