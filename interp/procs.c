@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <limits.h>
 #include <unistd.h>
 
 struct proc {
@@ -61,7 +62,9 @@ static int scan(struct table *t)
 		if (de->d_name[0] < '1' || de->d_name[0] > '9')
 			continue;
 		struct proc pr;
-		if (!read_stat((pid_t)atoi(de->d_name), &pr))
+		const char *bad = NULL;
+		pid_t pid = (pid_t)strtonum(de->d_name, 1, INT_MAX, &bad);
+		if (bad || !read_stat(pid, &pr))
 			continue; /* gone meanwhile */
 		if (t->n == t->cap) {
 			size_t cap = t->cap ? t->cap * 2 : 64;

@@ -158,7 +158,13 @@ int main(int argc, char **argv)
 		case 'T': trust = true; break;
 		case 'U': untrust = true; break;
 		case 'y': yes = true; break;
-		case 'Z': return zygote_exec_main(atoi(optarg));
+		case 'Z': {
+			const char *bad = NULL;
+			int fd = (int)strtonum(optarg, 3, INT_MAX, &bad);
+			if (bad)
+				die_usage("--zygote-fd is internal: the server passes a descriptor number (%s)", bad);
+			return zygote_exec_main(fd);
+		}
 		case 'V': printf("python-sandbox-mcp %s\n", PSM_VERSION); return 0;
 		case 'h': fputs(usage, stdout); return 0;
 		default:

@@ -691,9 +691,9 @@ static void resources_list_run(const struct server *s, struct reply *out, const 
 	const cJSON *cursor = cJSON_GetObjectItemCaseSensitive(params, "cursor");
 	long start = 0;
 	if (cJSON_IsString(cursor)) {
-		char *end;
-		start = strtol(cursor->valuestring, &end, 10);
-		if (*end || start < 0) {
+		const char *bad = NULL;
+		start = (long)strtonum(cursor->valuestring, 0, LONG_MAX, &bad);
+		if (bad) {
 			reply_error(out, RPC_INVALID_PARAMS, "invalid cursor: pass back the nextCursor of the previous page", NULL);
 			return;
 		}

@@ -33,7 +33,6 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -492,26 +491,46 @@ struct lim_spec {
 	enum lim_type type;
 	double min, max;
 	const char *unit;
+	size_t off; /* where in struct policy_limits: a double (LIM_NUM), long
+		     * (LIM_INT) or bool (LIM_BOOL) */
 };
+
+/* Each limit by name: lim_specs[LIM_MEMORY_MB], never a position. */
+enum lim_id {
+	LIM_TIMEOUT_S,
+	LIM_MAX_TIMEOUT_S,
+	LIM_MEMORY_MB,
+	LIM_MAX_OUTPUT_CHARS,
+	LIM_MAX_PROCESSES,
+	LIM_MAX_FILE_MB,
+	LIM_MAX_SESSIONS,
+	LIM_MAX_WORKSPACE_MB,
+	LIM_CHECKPOINT,
+	LIM_SEED,
+	LIM_COUNT
+};
+
+#define LIM(id, key, type, min, max, unit) \
+	[id] = { #key, type, min, max, unit, offsetof(struct policy_limits, key) }
 
 /* The ranges are the decisions listed at the top of the file.  The upper
  * bounds keep every later conversion (to bytes, to milliseconds, to an
  * rlimit) far from overflow; a timeout under 1 ms would round to 0, which
  * timer APIs (alarm, setitimer) read as "no timeout at all". */
-static const struct lim_spec lim_specs[] = {
-	{ "timeout_s", LIM_NUM, 0.001, 86400, "seconds" },
-	{ "max_timeout_s", LIM_NUM, 0.001, 86400, "seconds" },
-	{ "memory_mb", LIM_INT, 64, 1048576, "megabytes; the interpreter needs at least 64" },
-	{ "max_output_chars", LIM_INT, 200, 10000000, "characters per stream" },
-	{ "max_processes", LIM_INT, 4, 65536,
-	  "processes and threads; the interpreter and numpy start several threads" },
-	{ "max_file_mb", LIM_INT, 1, 1048576, "megabytes per file" },
-	{ "max_sessions", LIM_INT, 1, 256, "sessions" },
-	{ "max_workspace_mb", LIM_INT, 1, 1073741824, "megabytes of disk the workspace may take" },
-	{ "checkpoint", LIM_BOOL, 0, 0, NULL },
-	{ "seed", LIM_INT, 0, 4294967295.0, "a 32-bit seed" },
+static const struct lim_spec lim_specs[LIM_COUNT] = {
+	LIM(LIM_TIMEOUT_S, timeout_s, LIM_NUM, 0.001, 86400, "seconds"),
+	LIM(LIM_MAX_TIMEOUT_S, max_timeout_s, LIM_NUM, 0.001, 86400, "seconds"),
+	LIM(LIM_MEMORY_MB, memory_mb, LIM_INT, 64, 1048576, "megabytes; the interpreter needs at least 64"),
+	LIM(LIM_MAX_OUTPUT_CHARS, max_output_chars, LIM_INT, 200, 10000000, "characters per stream"),
+	LIM(LIM_MAX_PROCESSES, max_processes, LIM_INT, 4, 65536,
+	    "processes and threads; the interpreter and numpy start several threads"),
+	LIM(LIM_MAX_FILE_MB, max_file_mb, LIM_INT, 1, 1048576, "megabytes per file"),
+	LIM(LIM_MAX_SESSIONS, max_sessions, LIM_INT, 1, 256, "sessions"),
+	LIM(LIM_MAX_WORKSPACE_MB, max_workspace_mb, LIM_INT, 1, 1073741824, "megabytes of disk the workspace may take"),
+	LIM(LIM_CHECKPOINT, checkpoint, LIM_BOOL, 0, 0, NULL),
+	LIM(LIM_SEED, seed, LIM_INT, 0, 4294967295.0, "a 32-bit seed"),
 };
-#define N_LIMS (sizeof lim_specs / sizeof lim_specs[0])
+#define N_LIMS LIM_COUNT
 #define LIM_KEYS "timeout_s, max_timeout_s, memory_mb, max_output_chars, max_processes, " \
 		 "max_file_mb, max_sessions, max_workspace_mb, checkpoint, seed"
 
@@ -542,10 +561,9 @@ static int want_limit(const struct pctx *c, const struct ynode *n, const struct 
 		return tag_error(c, n, key);
 	if (n->kind == Y_SCALAR && n->plain) {
 		if (s->type == LIM_INT && is_int_text(n->s, n->len)) {
-			errno = 0;
-			*ll = strtoll(n->s, NULL, 10);
-			if (errno == 0 && (double)*ll >= s->min && (double)*ll <= s->max &&
-			    *ll <= LONG_MAX)
+			const char *bad = NULL;
+			*ll = strtonum(n->s, (long long)s->min, (long long)s->max, &bad);
+			if (!bad)
 				return 0;
 		} else if (s->type == LIM_NUM && is_float_text(n->s, n->len)) {
 			*num = strtod(n->s, NULL);
@@ -809,25 +827,19 @@ static int parse_limits(const struct pctx *c, const struct ynode *m, struct poli
 		if (rc < 0)
 			return rc;
 		line[s] = v->line;
-		switch (s) {
-		case 0: L->timeout_s = num; break;
-		case 1: L->max_timeout_s = num; break;
-		case 2: L->memory_mb = (long)ll; break;
-		case 3: L->max_output_chars = (long)ll; break;
-		case 4: L->max_processes = (long)ll; break;
-		case 5: L->max_file_mb = (long)ll; break;
-		case 6: L->max_sessions = (long)ll; break;
-		case 7: L->max_workspace_mb = (long)ll; break;
-		case 8: L->checkpoint = b; break;
-		case 9: L->seed = (long)ll; break;
+		char *field = (char *)L + lim_specs[s].off;
+		switch (lim_specs[s].type) {
+		case LIM_NUM: *(double *)(void *)field = num; break;
+		case LIM_INT: *(long *)(void *)field = (long)ll; break;
+		case LIM_BOOL: *(bool *)field = b; break;
 		}
 	}
 	if (L->timeout_s > L->max_timeout_s) {
-		if (line[0])
-			return perr(c, line[0], "limits.timeout_s",
+		if (line[LIM_TIMEOUT_S])
+			return perr(c, line[LIM_TIMEOUT_S], "limits.timeout_s",
 				    "%g exceeds limits.max_timeout_s (%g%s); lower timeout_s or raise max_timeout_s",
-				    L->timeout_s, L->max_timeout_s, line[1] ? "" : ", the default");
-		return perr(c, line[1], "limits.max_timeout_s",
+				    L->timeout_s, L->max_timeout_s, line[LIM_MAX_TIMEOUT_S] ? "" : ", the default");
+		return perr(c, line[LIM_MAX_TIMEOUT_S], "limits.max_timeout_s",
 			    "%g is below limits.timeout_s (%g, the default); set timeout_s too or raise max_timeout_s",
 			    L->max_timeout_s, L->timeout_s);
 	}
@@ -945,72 +957,11 @@ unterminated:
 
 /* ---- line records for policy_resolve ---------------------------------- */
 
-/* struct policy has no room for line numbers, so the lines of the path
- * entries live beside it, keyed by the policy and its arrays.  A policy
- * built by hand (or copied) is simply not found, and its messages have no
- * line. */
-struct line_rec {
-	struct line_rec *next;
-	const struct policy *p;
-	char **paths[2];
-	size_t n[2];
-	unsigned *lines[2];
-};
-
-static struct line_rec *line_recs;
-static pthread_mutex_t line_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static void lines_forget(const struct policy *p)
-{
-	struct line_rec **pp, *r;
-	pthread_mutex_lock(&line_lock);
-	for (pp = &line_recs; (r = *pp); pp = &r->next)
-		if (r->p == p) {
-			*pp = r->next;
-			free(r->lines[0]);
-			free(r->lines[1]);
-			free(r);
-			break;
-		}
-	pthread_mutex_unlock(&line_lock);
-}
-
-/* Takes ownership of the line arrays. */
-static void lines_remember(const struct policy *p, struct lines *ln)
-{
-	struct line_rec *r = calloc(1, sizeof *r);
-	if (!r) { /* only messages lose their line numbers */
-		free(ln->read);
-		free(ln->write);
-		return;
-	}
-	r->p = p;
-	r->paths[0] = p->fs_read_paths;
-	r->n[0] = p->n_fs_read_paths;
-	r->lines[0] = ln->read;
-	r->paths[1] = p->fs_write_paths;
-	r->n[1] = p->n_fs_write_paths;
-	r->lines[1] = ln->write;
-	pthread_mutex_lock(&line_lock);
-	r->next = line_recs;
-	line_recs = r;
-	pthread_mutex_unlock(&line_lock);
-}
-
 static unsigned line_lookup(const struct policy *p, int which, size_t i)
 {
-	unsigned line = 0;
-	char **paths = which ? p->fs_write_paths : p->fs_read_paths;
+	const unsigned *lines = which ? p->fs_write_lines : p->fs_read_lines;
 	size_t n = which ? p->n_fs_write_paths : p->n_fs_read_paths;
-	pthread_mutex_lock(&line_lock);
-	for (struct line_rec *r = line_recs; r; r = r->next)
-		if (r->p == p && r->paths[which] == paths && r->n[which] == n && i < n &&
-		    r->lines[which]) {
-			line = r->lines[which][i];
-			break;
-		}
-	pthread_mutex_unlock(&line_lock);
-	return line;
+	return lines && i < n ? lines[i] : 0;
 }
 
 /* ---- public API ------------------------------------------------------ */
@@ -1039,7 +990,8 @@ void policy_free(struct policy *p)
 {
 	if (!p)
 		return;
-	lines_forget(p);
+	free(p->fs_read_lines);
+	free(p->fs_write_lines);
 	free_strv(p->fs_read_paths, p->n_fs_read_paths);
 	free_strv(p->fs_write_paths, p->n_fs_write_paths);
 	free(p->source);
@@ -1094,7 +1046,8 @@ int policy_parse(const char *text, size_t len, const char *source,
 	rc = parse_top(&c, root, p, &ln);
 	if (rc < 0)
 		goto out_policy;
-	lines_remember(p, &ln);
+	p->fs_read_lines = ln.read;
+	p->fs_write_lines = ln.write;
 	ynode_free(root);
 	*out = p;
 	return 0;
@@ -1359,7 +1312,7 @@ int policy_tighten(struct policy *p, double timeout_s, long memory_mb, struct er
 	if (!p)
 		return err_set(e, -EINVAL, "policy_tighten: no policy");
 	if (t_given) {
-		if (!isfinite(timeout_s) || timeout_s < lim_specs[0].min)
+		if (!isfinite(timeout_s) || timeout_s < lim_specs[LIM_TIMEOUT_S].min)
 			return err_set(e, -EINVAL,
 				       "--timeout %g: expected a number of seconds from 0.001 to %g",
 				       timeout_s, p->limits.timeout_s);
@@ -1369,7 +1322,7 @@ int policy_tighten(struct policy *p, double timeout_s, long memory_mb, struct er
 				       timeout_s, p->limits.timeout_s);
 	}
 	if (m_given) {
-		if (memory_mb < (long)lim_specs[2].min)
+		if (memory_mb < (long)lim_specs[LIM_MEMORY_MB].min)
 			return err_set(e, -EINVAL,
 				       "--memory %ld: expected megabytes from 64 to %ld; the interpreter needs at least 64",
 				       memory_mb, p->limits.memory_mb);

@@ -46,10 +46,13 @@ struct policy {
 	enum fs_read_mode fs_read;
 	char **fs_read_paths; /* FS_READ_LIST only; owned */
 	size_t n_fs_read_paths;
+	unsigned *fs_read_lines; /* the file's line of each entry, for messages; NULL
+				  * once the list no longer matches the file; owned */
 
 	enum fs_write_mode fs_write;
 	char **fs_write_paths; /* FS_WRITE_LIST only; owned */
 	size_t n_fs_write_paths;
+	unsigned *fs_write_lines; /* as fs_read_lines */
 
 	bool shell_exec; /* false: execve/execveat refused */
 	bool net_access; /* false: no socket to any network */

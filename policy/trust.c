@@ -204,6 +204,8 @@ static int cut_fs_read(struct policy *p, const struct fs_ctx *x, bool apply, FIL
 				return -ENOMEM;
 			p->fs_read_paths = v;
 			p->n_fs_read_paths = n;
+			free(p->fs_read_lines); /* no longer the file's entries */
+			p->fs_read_lines = NULL;
 		}
 		p->fs_read = p->n_fs_read_paths ? FS_READ_LIST : FS_READ_WORKSPACE;
 		return 0;
@@ -216,6 +218,8 @@ static int cut_fs_read(struct policy *p, const struct fs_ctx *x, bool apply, FIL
 		*keys |= TRUST_FS_READ;
 		if (apply) {
 			p->n_fs_read_paths = n;
+			free(p->fs_read_lines); /* filtered: the lines no longer match */
+			p->fs_read_lines = NULL;
 			if (n == 0) {
 				free(p->fs_read_paths);
 				p->fs_read_paths = NULL;
@@ -248,6 +252,8 @@ static int cut_fs_write(struct policy *p, const struct fs_ctx *x, bool apply, FI
 				return -ENOMEM;
 			p->fs_write_paths = v;
 			p->n_fs_write_paths = n;
+			free(p->fs_write_lines); /* no longer the file's entries */
+			p->fs_write_lines = NULL;
 		}
 		p->fs_write = p->n_fs_write_paths ? FS_WRITE_LIST : FS_WRITE_NONE;
 		return 0;
@@ -260,6 +266,8 @@ static int cut_fs_write(struct policy *p, const struct fs_ctx *x, bool apply, FI
 		*keys |= TRUST_FS_WRITE;
 		if (apply) {
 			p->n_fs_write_paths = n;
+			free(p->fs_write_lines); /* filtered: the lines no longer match */
+			p->fs_write_lines = NULL;
 			if (n == 0) {
 				free(p->fs_write_paths);
 				p->fs_write_paths = NULL;
