@@ -7,6 +7,11 @@
  * only through esc(). */
 #include "validate.h"
 
+#include <expat.h>
+#include <limits.h>
+
+#include "../common/util.h"
+
 #include <cjson/cJSON.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -525,34 +530,62 @@ static const unsigned char *find(const unsigned char *p, const unsigned char *en
 	return memmem(p, (size_t)(end - p), lit, n);
 }
 
-static const unsigned char *rfind(const unsigned char *start, const unsigned char *end, const char *lit)
+/* The SVG is parsed as XML by expat.  Expat never loads external entities
+ * (no handler is set for them) and, since 2.4, stops entity expansion that
+ * amplifies the input (the "billion laughs" file a hostile cell could
+ * write to stall the server).  What is checked on top: UTF-8 (not UTF-16),
+ * a root element svg (with or without a prefix), not an HTML page. */
+struct svg_ctx {
+	XML_Parser p;
+	bool root_seen, root_closed, bad_root, html;
+	int depth;
+	char root[96];
+};
+
+static bool local_is(const char *name, const char *want)
 {
-	size_t n = strlen(lit);
-	if ((size_t)(end - start) < n)
-		return NULL;
-	for (const unsigned char *p = end - n;; p--) {
-		if (memcmp(p, lit, n) == 0)
-			return p;
-		if (p == start)
-			return NULL;
+	const char *colon = strrchr(name, ':');
+	return strcmp(colon ? colon + 1 : name, want) == 0;
+}
+
+static void XMLCALL svg_start(void *data, const XML_Char *name, const XML_Char **attrs)
+{
+	struct svg_ctx *x = data;
+	(void)attrs;
+	if (!x->root_seen) {
+		x->root_seen = true;
+		esc(x->root, sizeof x->root, (const unsigned char *)name, strlen(name), 40);
+		if (!local_is(name, "svg")) {
+			x->bad_root = true;
+			x->html = strcasecmp(strrchr(name, ':') ? strrchr(name, ':') + 1 : name, "html") == 0;
+			XML_StopParser(x->p, XML_FALSE);
+		}
+	}
+	x->depth++;
+}
+
+static void XMLCALL svg_end(void *data, const XML_Char *name)
+{
+	struct svg_ctx *x = data;
+	(void)name;
+	if (--x->depth == 0)
+		x->root_closed = true;
+}
+
+static void XMLCALL svg_doctype(void *data, const XML_Char *name, const XML_Char *sysid, const XML_Char *pubid,
+				int has_internal_subset)
+{
+	struct svg_ctx *x = data;
+	(void)sysid, (void)pubid, (void)has_internal_subset;
+	if (strcasecmp(name, "html") == 0) {
+		x->html = true;
+		XML_StopParser(x->p, XML_FALSE);
 	}
 }
 
-static bool name_char(unsigned char c)
-{
-	return !(is_ws(c) || c == '>' || c == '/' || c == '<' || c == '=' || c == '"' || c == '\'');
-}
-
-/* Not an XML parser: checks what separates an SVG from everything a
- * plotting script can write by mistake (an HTML page, a PNG named .svg, a
- * file cut short).  The prolog may hold a BOM, the XML declaration,
- * processing instructions, comments and a DOCTYPE (with an internal
- * subset); then the root element must be svg, with or without a prefix,
- * and the file must end with its end tag (or the root must close itself). */
 static void check_svg(const unsigned char *b, size_t len, struct vresult *r)
 {
 	const unsigned char *p = b, *end = b + len;
-	char q[96];
 
 	if (starts(p, len, "\xfe\xff") || starts(p, len, "\xff\xfe")) {
 		setd(r, false, "The SVG is encoded in UTF-16: write it as UTF-8.");
@@ -560,139 +593,62 @@ static void check_svg(const unsigned char *b, size_t len, struct vresult *r)
 	}
 	if (starts(p, len, "\xef\xbb\xbf"))
 		p += 3;
-	bool prolog = false;
-	for (;;) {
-		while (p < end && is_ws(*p))
-			p++;
-		if (p >= end) {
-			setd(r, false, "Not an SVG: the file has no root element (it holds only %s).",
-			     prolog ? "a prolog" : "white space");
-			return;
-		}
-		if (*p != '<') {
-			setd(r, false, "Not an SVG: text comes before the root element at offset %zu; an SVG file starts "
-				       "with '<svg' (after an optional XML declaration).", (size_t)(p - b));
-			hint_sniff(r, b, len, "SVG (e.g. plt.savefig('x.svg'))");
-			return;
-		}
-		const unsigned char *x;
-		prolog = true;
-		if (starts(p, (size_t)(end - p), "<?")) {
-			x = find(p + 2, end, "?>");
-			if (!x) {
-				setd(r, false, "Not an SVG: the XML declaration at offset %zu is never closed with '?>'.", (size_t)(p - b));
-				return;
-			}
-			p = x + 2;
-		} else if (starts(p, (size_t)(end - p), "<!--")) {
-			x = find(p + 4, end, "-->");
-			if (!x) {
-				setd(r, false, "Not an SVG: the comment at offset %zu is never closed with '-->'.", (size_t)(p - b));
-				return;
-			}
-			p = x + 3;
-		} else if (starts_ci(p, (size_t)(end - p), "<!DOCTYPE")) {
-			if (starts_ci(p, (size_t)(end - p), "<!doctype html")) {
-				setd(r, false, "Not an SVG: this is an HTML page (<!DOCTYPE html>); write the SVG image itself, "
-					       "e.g. plt.savefig('x.svg').");
-				return;
-			}
-			/* Skip to the '>' that closes it, outside quotes and the
-			 * internal subset [ ... ]. */
-			int depth = 0;
-			unsigned char quote = 0;
-			for (p += 9; p < end; p++) {
-				if (quote) {
-					if (*p == quote)
-						quote = 0;
-				} else if (*p == '"' || *p == '\'') {
-					quote = *p;
-				} else if (*p == '[') {
-					depth++;
-				} else if (*p == ']') {
-					depth--;
-				} else if (*p == '>' && depth <= 0) {
-					break;
-				}
-			}
-			if (p >= end) {
-				setd(r, false, "Not an SVG: the DOCTYPE is never closed.");
-				return;
-			}
-			p++;
-		} else {
-			break;
-		}
-	}
-	/* The root element's start tag. */
-	const unsigned char *name = p + 1, *ne = name;
-	while (ne < end && name_char(*ne))
-		ne++;
-	size_t nl = (size_t)(ne - name);
-	const unsigned char *colon = nl ? memchr(name, ':', nl) : NULL;
-	const unsigned char *local = colon ? colon + 1 : name;
-	size_t ll = (size_t)(ne - local);
-	if (nl == 0 || !(ll == 3 && memcmp(local, "svg", 3) == 0) || (ne < end && !is_ws(*ne) && *ne != '>' && *ne != '/')) {
-		setd(r, false, "Not an SVG: the root element is <%s>, not <svg>.", esc(q, sizeof q, name, nl, 40));
-		if (ll == 4 && strncasecmp((const char *)local, "html", 4) == 0)
-			appendd(r, " This is an HTML page; write the SVG image itself, e.g. plt.savefig('x.svg').");
+	while (p < end && is_ws(*p))
+		p++;
+	if (p >= end) {
+		setd(r, false, "Not an SVG: the file has no root element (it holds only white space).");
 		return;
 	}
-	/* The end of the start tag, outside quoted attribute values. */
-	const unsigned char *gt = ne;
-	unsigned char quote = 0;
-	for (; gt < end; gt++) {
-		if (quote) {
-			if (*gt == quote)
-				quote = 0;
-		} else if (*gt == '"' || *gt == '\'') {
-			quote = *gt;
-		} else if (*gt == '>') {
-			break;
-		}
-	}
-	if (gt >= end) {
-		setd(r, false, "The SVG is truncated: its <%s> start tag is never closed; make sure the file is completely "
-			       "written and closed.", esc(q, sizeof q, name, nl, 40));
+	if (*p != '<') {
+		setd(r, false, "Not an SVG: text comes before the root element at offset %zu; an SVG file starts "
+			       "with '<svg' (after an optional XML declaration).", (size_t)(p - b));
+		hint_sniff(r, b, len, "SVG (e.g. plt.savefig('x.svg'))");
 		return;
 	}
-	bool self_closed = gt[-1] == '/';
+	if (len > INT_MAX) {
+		setd(r, false, "The SVG is larger than 2 GiB: write a smaller image.");
+		return;
+	}
 
-	/* The end: trailing white space, comments and PIs are allowed. */
-	const unsigned char *t = end, *after = gt + 1;
-	for (;;) {
-		while (t > after && is_ws(t[-1]))
-			t--;
-		const unsigned char *o = NULL;
-		if (t - after >= 3 && memcmp(t - 3, "-->", 3) == 0)
-			o = rfind(after, t - 3, "<!--");
-		else if (t - after >= 2 && memcmp(t - 2, "?>", 2) == 0)
-			o = rfind(after, t - 2, "<?");
-		if (!o)
-			break;
-		t = o;
-	}
-	bool closed;
-	if (self_closed) {
-		closed = t == after;
-	} else {
-		/* Must end with "</" name ws* ">". */
-		const unsigned char *e = t;
-		closed = false;
-		if (e > after && e[-1] == '>') {
-			e--;
-			while (e > after && is_ws(e[-1]))
-				e--;
-			if ((size_t)(e - after) >= nl + 2 && memcmp(e - nl, name, nl) == 0 && memcmp(e - nl - 2, "</", 2) == 0)
-				closed = true;
-		}
-	}
-	if (!closed) {
+	struct svg_ctx x = { 0 };
+	x.p = XML_ParserCreate("UTF-8");
+	if (!x.p)
+		die_oom();
+	XML_SetUserData(x.p, &x);
+	XML_SetElementHandler(x.p, svg_start, svg_end);
+	XML_SetStartDoctypeDeclHandler(x.p, svg_doctype);
+	bool ok = XML_Parse(x.p, (const char *)b, (int)len, XML_TRUE) == XML_STATUS_OK;
+	enum XML_Error code = XML_GetErrorCode(x.p);
+	unsigned long line = XML_GetCurrentLineNumber(x.p), col = XML_GetCurrentColumnNumber(x.p) + 1;
+	/* These errors mean the input ended too soon: the file is cut short. */
+	bool at_end = code == XML_ERROR_UNCLOSED_TOKEN || code == XML_ERROR_PARTIAL_CHAR ||
+		      code == XML_ERROR_NO_ELEMENTS || XML_GetCurrentByteIndex(x.p) >= (XML_Index)len;
+	const char *what = XML_ErrorString(code);
+	XML_ParserFree(x.p);
+
+	if (x.bad_root) {
+		setd(r, false, "Not an SVG: the root element is <%s>, not <svg>.", x.root);
+		if (x.html)
+			appendd(r, " This is an HTML page; write the SVG image itself, e.g. plt.savefig('x.svg').");
+	} else if (x.html) {
+		setd(r, false, "Not an SVG: this is an HTML page; write the SVG image itself, e.g. plt.savefig('x.svg').");
+	} else if (ok) {
+		setd(r, true, "SVG document (root <%s>), %zu bytes.", x.root, len);
+	} else if (code == XML_ERROR_JUNK_AFTER_DOC_ELEMENT) {
+		setd(r, false, "The SVG does not end with its root element: something follows </%s> at line %lu, column %lu; "
+			       "write the file again (plt.savefig) rather than appending to it.", x.root, line, col);
+	} else if (at_end && x.root_seen && !x.root_closed) {
 		setd(r, false, "The SVG does not end with </%s>: it is truncated or was not closed; write it completely "
-			       "(plt.savefig, then close the figure) and verify again.", esc(q, sizeof q, name, nl, 40));
-		return;
+			       "(plt.savefig, then close the figure) and verify again.", x.root);
+	} else if (at_end && !x.root_seen && code == XML_ERROR_NO_ELEMENTS) {
+		setd(r, false, "Not an SVG: the file has no root element (it holds only a prolog).");
+	} else if (at_end) {
+		setd(r, false, "The SVG is truncated: it ends inside a tag, comment or declaration (%s at line %lu); make "
+			       "sure the file is completely written and closed.", what, line);
+	} else {
+		setd(r, false, "The SVG is not well-formed XML: %s at line %lu, column %lu; write it again with plt.savefig.",
+		     what, line, col);
 	}
-	setd(r, true, "SVG document (root <%s>), %zu bytes.", esc(q, sizeof q, name, nl, 40), len);
 }
 
 /* ---- CSV -------------------------------------------------------------- */

@@ -202,15 +202,34 @@ static void test_svg_inline(void **state)
 	check(VK_SVG, "<svg>", false, "does not end with </svg>");
 	check(VK_SVG, "<svgx></svgx>", false, "root element is <svgx>");
 	check(VK_SVG, "<svg", false, "truncated");
-	check(VK_SVG, "<!-- x", false, "comment");
-	check(VK_SVG, "<?xml ", false, "never closed");
+	check(VK_SVG, "<!-- x", false, "truncated");
+	check(VK_SVG, "<?xml ", false, "truncated");
 	check(VK_SVG, "<!DOCTYPE svg [ <!ENTITY a \">\"> ]><svg></svg >", true, NULL);
 	check(VK_SVG, "   ", false, "white space");
 	check(VK_SVG, "<?xml version='1.0'?>", false, "prolog");
 	check(VK_SVG, "hello <svg></svg>", false, "text comes before");
 	check(VK_SVG, "<svg/>junk", false, "does not end");
-	check(VK_SVG, "<", false, "root element is <>");
+	check(VK_SVG, "<", false, "truncated");
 	check(VK_SVG, "\xff\xfe<\0s\0", false, "UTF-16");
+	/* Parsed as XML, not scanned at both ends: what lies between must be
+	 * well-formed too. */
+	check(VK_SVG, "<svg><g></svg>", false, "not well-formed XML");
+	check(VK_SVG, "<svg width=10></svg>", false, "not well-formed XML");
+	check(VK_SVG, "<svg>&nope;</svg>", false, "undefined entity");
+	check(VK_SVG, "<svg xmlns=\"http://www.w3.org/2000/svg\"><rect x=\"1\"/><!-- c --></svg>\n<!-- end -->\n", true,
+	      "root <svg>");
+	/* An entity that expands a thousand-fold at each level (billion
+	 * laughs): refused, never expanded. */
+	check(VK_SVG,
+	      "<!DOCTYPE svg [<!ENTITY a \"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\">"
+	      "<!ENTITY b \"&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;\">"
+	      "<!ENTITY c \"&b;&b;&b;&b;&b;&b;&b;&b;&b;&b;&b;&b;&b;&b;&b;&b;&b;&b;&b;&b;&b;&b;&b;&b;&b;&b;&b;&b;&b;&b;\">"
+	      "<!ENTITY d \"&c;&c;&c;&c;&c;&c;&c;&c;&c;&c;&c;&c;&c;&c;&c;&c;&c;&c;&c;&c;&c;&c;&c;&c;&c;&c;&c;&c;&c;&c;\">"
+	      "<!ENTITY e \"&d;&d;&d;&d;&d;&d;&d;&d;&d;&d;&d;&d;&d;&d;&d;&d;&d;&d;&d;&d;&d;&d;&d;&d;&d;&d;&d;&d;&d;&d;\">"
+	      "]><svg>&e;</svg>",
+	      false, "amplification");
+	/* An external entity is never loaded. */
+	check(VK_SVG, "<!DOCTYPE svg [<!ENTITY x SYSTEM \"file:///etc/passwd\">]><svg>&x;</svg>", true, "root <svg>");
 }
 
 /* A chunk type that is not four letters is quoted in the detail, byte by
