@@ -75,6 +75,10 @@ def zygote_init(cfg_json):
 def session_init(init_json):
     init = json.loads(init_json)
     _session["name"] = init.get("name", "default")
+    try:
+        _session["root"] = os.getcwd()  # ROOT, before any code can chdir
+    except OSError:
+        pass
     seed = int(init.get("seed", 0))
     import random
 
@@ -444,7 +448,100 @@ def _describe(e):
             err["limit"] = limit
         err["hint"] = "denied by the sandbox policy (%s): %s" % (
             limit.split(":")[0] if limit else perm, hint)
+    elif isinstance(e, ModuleNotFoundError):
+        hint = _missing_module_hint(e)
+        if hint:
+            err["hint"] = hint
     return err
+
+
+# import name -> (Debian package, distribution name for pip), for the
+# modules an analyst reaches for most.
+_PACKAGES = {
+    "numpy": ("python3-numpy", "numpy"),
+    "pandas": ("python3-pandas", "pandas"),
+    "matplotlib": ("python3-matplotlib", "matplotlib"),
+    "scipy": ("python3-scipy", "scipy"),
+    "sklearn": ("python3-sklearn", "scikit-learn"),
+    "statsmodels": ("python3-statsmodels", "statsmodels"),
+    "seaborn": ("python3-seaborn", "seaborn"),
+    "sympy": ("python3-sympy", "sympy"),
+    "openpyxl": ("python3-openpyxl", "openpyxl"),
+    "PIL": ("python3-pil", "pillow"),
+    "xlrd": ("python3-xlrd", "xlrd"),
+    "yaml": ("python3-yaml", "PyYAML"),
+    "bs4": ("python3-bs4", "beautifulsoup4"),
+    "lxml": ("python3-lxml", "lxml"),
+    "networkx": ("python3-networkx", "networkx"),
+    "skimage": ("python3-skimage", "scikit-image"),
+    "cv2": ("python3-opencv", "opencv-python"),
+    "xgboost": ("python3-xgboost", "xgboost"),
+    "numba": ("python3-numba", "numba"),
+    "h5py": ("python3-h5py", "h5py"),
+    "tables": ("python3-tables", "tables"),
+    "tabulate": ("python3-tabulate", "tabulate"),
+    "geopandas": ("python3-geopandas", "geopandas"),
+    "shapely": ("python3-shapely", "shapely"),
+    "pyarrow": (None, "pyarrow"),
+    "polars": (None, "polars"),
+    "torch": (None, "torch"),
+    "tensorflow": (None, "tensorflow"),
+    "lightgbm": (None, "lightgbm"),
+    "plotly": (None, "plotly"),
+}
+_USUAL_STACK = ("numpy", "pandas", "matplotlib", "scipy", "sklearn",
+                "statsmodels", "seaborn", "sympy", "openpyxl")
+
+
+def _missing_module_hint(e):
+    """An import of a package that is not on this machine: say so, what of
+    the usual stack is here, and how the user adds it (the code cannot:
+    no network, no programs)."""
+    import importlib.util
+
+    name = (getattr(e, "name", None) or "").split(".")[0]
+    if not name or name in sys.modules:
+        return None
+    try:
+        if importlib.util.find_spec(name) is not None:
+            return None  # present: a submodule or a broken install
+    except Exception:
+        return None
+    have, lack = [], []
+    for mod in _USUAL_STACK:
+        try:
+            found = mod in sys.modules or importlib.util.find_spec(mod) is not None
+        except Exception:
+            found = False
+        if found:
+            have.append(_with_version(mod))
+        else:
+            lack.append(mod)
+    deb, pip_name = _PACKAGES.get(name, (None, name))
+    how = []
+    if deb:
+        how.append("install the Debian package %s on the machine that runs the server "
+                   "(scripts/setup.sh --full installs the usual data stack)" % deb)
+    how.append("or start the server with --venv DIR (or create %s/.interpreter-venv) "
+               "holding a virtual environment where %s is installed (pip install %s)" % (
+                   _session.get("root") or "ROOT", name, pip_name))
+    return ("%s is not installed on this machine, and code in the sandbox cannot install it "
+            "(no network, no programs). Installed here: %s%s. To add it: %s." % (
+                name, ", ".join(have) or "none of the usual stack",
+                "; not installed: %s" % ", ".join(lack) if lack else "", "; ".join(how)))
+
+
+def _with_version(mod):
+    m = sys.modules.get(mod)
+    v = getattr(m, "__version__", None) if m is not None else None
+    if not isinstance(v, str):
+        try:
+            import importlib.metadata as md
+
+            v = md.version(_PACKAGES.get(mod, (None, mod))[1])
+        except Exception:
+            v = None
+    return "%s %s" % (mod, v) if v else mod
 
 
 # ---------------------------------------------------------------- figures

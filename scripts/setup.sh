@@ -2,14 +2,27 @@
 # Installs the Debian packages that the build, the demo and the tests need,
 # only those that are missing (idempotent).  As root directly, else via sudo.
 # Extra package names as arguments are installed too (bench/ passes its own).
+# --full also installs the data stack an analyst expects beyond numpy, pandas
+# and matplotlib (scipy, scikit-learn, statsmodels, seaborn, sympy, openpyxl),
+# which the sandboxed interpreter then imports like the rest.
 set -eu
+
+FULL="python3-scipy python3-sklearn python3-statsmodels python3-seaborn python3-sympy python3-openpyxl"
+extra=""
+for a in "$@"; do
+	case $a in
+	--full) extra="$extra $FULL" ;;
+	-*) echo "setup.sh: unknown option $a (use --full, or name extra Debian packages)" >&2; exit 2 ;;
+	*) extra="$extra $a" ;;
+	esac
+done
 
 PKGS="gcc make pkg-config libc6-dev libcjson-dev libseccomp-dev libbsd-dev libmd-dev
 libexpat1-dev libyaml-dev libpython3-dev python3 python3-numpy python3-pandas python3-matplotlib
 python3-pil libcmocka-dev"
 # The test clients (the official MCP TypeScript SDK) run on Node.js.
 command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || PKGS="$PKGS nodejs npm"
-PKGS="$PKGS $*"
+PKGS="$PKGS $extra"
 
 missing=""
 for p in $PKGS; do
