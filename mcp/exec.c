@@ -13,6 +13,7 @@
 #include "supervisor.h"
 #include "text.h"
 #include "validate.h"
+#include "work.h"
 
 #define IMAGE_MAX_BYTES (256 * 1024)
 #define MAX_IMAGES 8
@@ -115,81 +116,184 @@ void exec_call(struct server *s, const cJSON *id, const cJSON *args, const cJSON
 /* The server's own directories are not the code's artifacts. */
 static const char *const internal_dirs[] = { ".logs", ".cache", NULL };
 
-void exec_before(struct call *c)
-{
-	struct art_scan_opts o = { .subdir = "", .include_hidden = true, .exclude = internal_dirs };
-	struct err e = { 0 };
-	art_list_free(&c->before);
-	if (art_scan(&c->srv->ws, &o, &c->before, &e) < 0)
-		log_warn("workspace snapshot: %s", e.msg);
-}
-
-struct diff_ctx {
-	struct call *c;
+/* The snapshots of a call (before it runs, after it ended) are walks of the
+ * whole workspace, and the images among its artifacts are read to be
+ * returned: both run on a worker (work.h), so a workspace the code filled
+ * with entries never holds up the loop.  A scan job owns everything it
+ * touches; the call gets the results on the loop, in done(). */
+struct scan_job {
+	struct job j;
+	struct call *c;              /* loop only; the job is abandoned when c goes */
+	const struct workspace *ws;
+	bool after;                  /* the after scan and diff, else the snapshot */
+	bool images_link;            /* images as links only: nothing to read */
+	void (*then)(struct call *c, void *arg);
+	void *arg;
+	struct art_list before, list;
+	cJSON *artifacts;
+	struct image images[MAX_IMAGES];
+	size_t n_images;
+	char **thumb_rel;
+	size_t n_thumbs;
 };
 
 static void on_change(const struct art_entry *en, enum art_change ch, void *arg)
 {
-	struct diff_ctx *d = arg;
-	struct call *c = d->c;
+	struct scan_job *sj = arg;
 	if (internal_path(en->rel) || en->is_symlink)
 		return;
 	char disp[4200];
-	if (ws_display_path(&c->srv->ws, en->rel, disp, sizeof disp) < 0)
+	if (ws_display_path(sj->ws, en->rel, disp, sizeof disp) < 0)
 		return;
-	if (cJSON_GetArraySize(c->artifacts) >= 1000)
+	if (cJSON_GetArraySize(sj->artifacts) >= 1000)
 		return;
 	cJSON *a = cJSON_CreateObject();
 	cJSON_AddStringToObject(a, "path", disp);
 	cJSON_AddNumberToObject(a, "bytes", (double)en->bytes);
 	cJSON_AddStringToObject(a, "mime", mime_from_path(en->rel));
 	cJSON_AddStringToObject(a, "change", ch == ART_CREATED ? "created" : "modified");
-	cJSON_AddItemToArray(c->artifacts, a);
+	cJSON_AddItemToArray(sj->artifacts, a);
 
 	enum vkind k = vkind_from_path(en->rel);
-	if ((k != VK_PNG && k != VK_JPEG) || c->n_images + c->n_thumbs >= MAX_IMAGES || c->srv->opts.images_link)
+	if ((k != VK_PNG && k != VK_JPEG) || sj->n_images + sj->n_thumbs >= MAX_IMAGES || sj->images_link)
 		return;
 	if (en->bytes <= IMAGE_MAX_BYTES) {
+		/* At most MAX_IMAGES reads of at most IMAGE_MAX_BYTES each. */
 		unsigned char *buf;
 		size_t len;
 		struct err e = { 0 };
-		if (ws_read_file(&c->srv->ws, en->rel, IMAGE_MAX_BYTES, &buf, &len, &e) < 0)
+		if (ws_read_file(sj->ws, en->rel, IMAGE_MAX_BYTES, &buf, &len, &e) < 0)
 			return;
 		unsigned w, h;
 		bool ok = k == VK_PNG ? png_size(buf, len, &w, &h) : jpeg_size(buf, len, &w, &h);
 		if (ok) {
-			c->images[c->n_images].b64 = base64_encode(buf, len);
-			c->images[c->n_images].mime = k == VK_PNG ? "image/png" : "image/jpeg";
-			if (c->images[c->n_images].b64)
-				c->n_images++;
+			sj->images[sj->n_images].b64 = base64_encode(buf, len);
+			sj->images[sj->n_images].mime = k == VK_PNG ? "image/png" : "image/jpeg";
+			if (sj->images[sj->n_images].b64)
+				sj->n_images++;
 		}
 		free(buf);
 		return;
 	}
 	/* Too big to return as it is: the session downscales it (PIL) and the
 	 * server checks what comes back. */
-	char **v = realloc(c->thumb_rel, (c->n_thumbs + 1) * sizeof *v);
+	char **v = realloc(sj->thumb_rel, (sj->n_thumbs + 1) * sizeof *v);
 	if (!v)
 		return;
-	c->thumb_rel = v;
-	c->thumb_rel[c->n_thumbs] = strdup(en->rel);
-	if (c->thumb_rel[c->n_thumbs])
-		c->n_thumbs++;
+	sj->thumb_rel = v;
+	sj->thumb_rel[sj->n_thumbs] = strdup(en->rel);
+	if (sj->thumb_rel[sj->n_thumbs])
+		sj->n_thumbs++;
 }
 
-void exec_after(struct call *c)
+static void scan_run(struct job *j)
 {
+	struct scan_job *sj = (struct scan_job *)j;
 	struct art_scan_opts o = { .subdir = "", .include_hidden = true, .exclude = internal_dirs };
-	struct art_list after = { 0 };
 	struct err e = { 0 };
-	c->artifacts = cJSON_CreateArray();
-	if (art_scan(&c->srv->ws, &o, &after, &e) < 0) {
-		log_warn("workspace scan: %s", e.msg);
+	if (art_scan(sj->ws, &o, &sj->list, &e) < 0) {
+		log_warn("workspace %s: %s", sj->after ? "scan" : "snapshot", e.msg);
 		return;
 	}
-	struct diff_ctx d = { c };
-	art_diff(&c->before, &after, on_change, &d);
-	art_list_free(&after);
+	if (sj->after && sj->artifacts)
+		art_diff(&sj->before, &sj->list, on_change, sj);
+}
+
+static void scan_free(struct scan_job *sj)
+{
+	art_list_free(&sj->before);
+	art_list_free(&sj->list);
+	cJSON_Delete(sj->artifacts);
+	for (size_t i = 0; i < sj->n_images; i++)
+		free(sj->images[i].b64);
+	for (size_t i = 0; i < sj->n_thumbs; i++)
+		free(sj->thumb_rel[i]);
+	free(sj->thumb_rel);
+	free(sj);
+}
+
+static void scan_done(struct job *j, bool abandoned)
+{
+	struct scan_job *sj = (struct scan_job *)j;
+	struct call *c = sj->c;
+	if (abandoned) {
+		scan_free(sj);
+		return;
+	}
+	c->scan_job = NULL;
+	if (sj->after) {
+		c->artifacts_truncated = sj->before.truncated || sj->list.truncated;
+		c->artifacts = sj->artifacts;
+		sj->artifacts = NULL;
+		for (size_t i = 0; i < sj->n_images && c->n_images < MAX_IMAGES; i++) {
+			c->images[c->n_images++] = sj->images[i];
+			sj->images[i].b64 = NULL;
+		}
+		c->thumb_rel = sj->thumb_rel;
+		c->n_thumbs = sj->n_thumbs;
+		sj->thumb_rel = NULL;
+		sj->n_thumbs = 0;
+	} else {
+		art_list_free(&c->before);
+		c->before = sj->list;
+		memset(&sj->list, 0, sizeof sj->list);
+		c->before_taken = true;
+	}
+	void (*then)(struct call *, void *) = sj->then;
+	void *arg = sj->arg;
+	scan_free(sj);
+	then(c, arg);
+}
+
+static void scan_submit(struct call *c, bool after, void (*then)(struct call *c, void *arg), void *arg)
+{
+	struct scan_job *sj = calloc(1, sizeof *sj);
+	if (!sj) {
+		/* Out of memory: no snapshot, no artifacts, but a reply. */
+		log_warn("workspace scan: out of memory");
+		if (after && !c->artifacts)
+			c->artifacts = cJSON_CreateArray();
+		if (!after)
+			c->before_taken = true;
+		then(c, arg);
+		return;
+	}
+	sj->j.run = scan_run;
+	sj->j.done = scan_done;
+	sj->c = c;
+	sj->ws = &c->srv->ws;
+	sj->after = after;
+	sj->images_link = c->srv->opts.images_link;
+	sj->then = then;
+	sj->arg = arg;
+	if (after) {
+		/* The job reads the snapshot on its thread: it takes it. */
+		sj->before = c->before;
+		memset(&c->before, 0, sizeof c->before);
+		sj->artifacts = c->before_taken ? cJSON_CreateArray() : NULL;
+	}
+	c->scan_job = &sj->j;
+	work_submit(c->srv->work, &sj->j);
+}
+
+void exec_before(struct call *c, void (*then)(struct call *c, void *arg), void *arg)
+{
+	if (!c->scan_job)
+		scan_submit(c, false, then, arg);
+}
+
+void exec_after(struct call *c, void (*then)(struct call *c, void *arg), void *arg)
+{
+	if (c->scan_job)
+		return;
+	if (!c->before_taken) {
+		/* The code never ran (stopped before its snapshot): without
+		 * one, every file would look new. */
+		c->artifacts = cJSON_CreateArray();
+		then(c, arg);
+		return;
+	}
+	scan_submit(c, true, then, arg);
 }
 
 void exec_thumb(struct call *c, const unsigned char *data, size_t len)
@@ -305,6 +409,8 @@ static cJSON *structured(struct call *c, char *result, char *etype, char *emsg, 
 		cJSON_AddNullToObject(o, "error");
 	}
 	cJSON_AddItemToObject(o, "artifacts", c->artifacts ? cJSON_Duplicate(c->artifacts, 1) : cJSON_CreateArray());
+	if (c->artifacts_truncated)
+		cJSON_AddBoolToObject(o, "artifacts_truncated", 1);
 	if (trust_note)
 		cJSON_AddStringToObject(o, "note", trust_note);
 	return o;
@@ -451,7 +557,7 @@ void exec_finish(struct call *c)
 		free(eb.p);
 	}
 	int na = cJSON_GetArraySize(c->artifacts);
-	if (na > 0) {
+	if (na > 0 || c->artifacts_truncated) {
 		struct sbuf ab = { 0 };
 		const cJSON *a;
 		cJSON_ArrayForEach(a, c->artifacts)
@@ -460,6 +566,9 @@ void exec_finish(struct call *c)
 			sb_fmt(&ab, "- %s (%.0f bytes, %s, %s)\n", json_str(a, "path"),
 			       cJSON_IsNumber(bytes) ? bytes->valuedouble : 0.0, json_str(a, "mime"), json_str(a, "change"));
 		}
+		if (c->artifacts_truncated)
+			sb_str(&ab, "(the workspace holds too many entries to compare them all: this list may be incomplete; "
+				    "list_artifacts on a narrower path shows the rest)\n");
 		sb_section(&b, "artifacts", ab.p);
 		free(ab.p);
 	}
@@ -538,6 +647,7 @@ void call_free(struct call *c)
 	free(c->err_log);
 	free(c->note);
 	art_list_free(&c->before);
+	work_abandon(c->scan_job);
 	for (size_t i = 0; i < c->n_thumbs; i++)
 		free(c->thumb_rel[i]);
 	free(c->thumb_rel);

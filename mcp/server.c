@@ -513,11 +513,12 @@ int server_run(struct server *s)
 	loop_watch(s->loop, sfd, POLLIN, signal_event, s);
 	loop_run(s->loop);
 
-	/* Before the sessions go: a finished job may name one. */
-	work_free(s->work);
-	s->work = NULL;
+	/* The sessions go first: their calls abandon their jobs, so no job
+	 * is delivered to what is freed; then the workers are joined. */
 	sup_free(s->sup);
 	s->sup = NULL;
+	work_free(s->work);
+	s->work = NULL;
 	loop_free(s->loop);
 	s->loop = NULL;
 	close(sfd);

@@ -597,6 +597,19 @@ static void workspace_over(void *arg, unsigned long long bytes)
 	kill_session(s);
 }
 
+/* The after scan of the current call is done: its images are downscaled
+ * next, unless the call is being finished (its process died meanwhile). */
+static void after_scanned(struct call *c, void *arg)
+{
+	struct session *s = arg;
+	if (s->cur != c)
+		return;
+	if (c->finish_pending)
+		finish_cur(s->sup, s);
+	else
+		send_thumb_or_finish(s->sup, s);
+}
+
 /* Collects the output and hands the call to exec.c. */
 static void finish_cur(struct sup *sup, struct session *s)
 {
@@ -606,8 +619,13 @@ static void finish_cur(struct sup *sup, struct session *s)
 	usage_end(&c->usage, s->pidfd, s->ckpt_pidfd);
 	cancel_timers(sup, s);
 	drain_all(s);
-	if (!c->artifacts)
-		exec_after(c); /* files written before a crash or timeout count too */
+	if (!c->artifacts || c->scan_job) {
+		/* Files written before a crash or timeout count too; the scan
+		 * runs off the loop and calls us again. */
+		c->finish_pending = true;
+		exec_after(c, after_scanned, s);
+		return;
+	}
 	const char *log_rel;
 	char disp[512];
 	c->out_text = outbuf_finish(&s->out, &c->out_truncated, &log_rel);
@@ -638,6 +656,7 @@ static bool requeue_unstarted(struct sup *sup, struct session *s)
 	c->resends++;
 	s->cells--;
 	art_list_free(&c->before);
+	c->before_taken = false;
 	s->cur = NULL;
 	c->next = s->qhead;
 	s->qhead = c;
@@ -809,9 +828,8 @@ static void ctrl_event(void *arg, int fd, short revents)
 				c->status = said;
 				c->exit_code = call_status_exit_code(said, 0, false);
 				c->state = STATE_KEPT;
-				exec_after(c);
 				wire_msg_free(&m);
-				send_thumb_or_finish(sup, s);
+				exec_after(c, after_scanned, s); /* then the thumbnails */
 				continue;
 			}
 		} else if (m.type == W_THUMB_DATA && c && c->thumb_next < c->n_thumbs) {
@@ -879,16 +897,31 @@ static int spawn_session(struct sup *sup, struct session *s)
 	return 0;
 }
 
+static void send_exec(struct sup *sup, struct session *s);
+
+/* The snapshot of the current call's workspace is taken: now it may run. */
+static void snapshot_taken(struct call *c, void *arg)
+{
+	struct session *s = arg;
+	if (s->cur == c && s->alive && !s->resuming && !s->want_spawn)
+		send_exec(s->sup, s);
+}
+
 static void send_exec(struct sup *sup, struct session *s)
 {
 	struct call *c = s->cur;
+	if (!c->before_taken) {
+		/* What the workspace held before, to tell this call's files;
+		 * taken off the loop, then the cell is sent. */
+		exec_before(c, snapshot_taken, s);
+		return;
+	}
 	c->cell = ++s->cells;
 	char log_rel[192];
 	snprintf(log_rel, sizeof log_rel, ".logs/%s-%d.stdout.log", s->name, c->cell);
 	outbuf_reset(&s->out, log_rel);
 	snprintf(log_rel, sizeof log_rel, ".logs/%s-%d.stderr.log", s->name, c->cell);
 	outbuf_reset(&s->err, log_rel);
-	exec_before(c);
 	cJSON *j = cJSON_CreateObject();
 	cJSON_AddStringToObject(j, "op", "exec");
 	cJSON_AddStringToObject(j, "code", c->code);
@@ -1077,6 +1110,7 @@ void sup_free(struct sup *sup)
 	struct session *s = sup->sessions;
 	while (s) {
 		struct session *next = s->next;
+		wswatch_stop(s->watch);
 		session_close_fds(sup, s);
 		if (s->cur)
 			call_free(s->cur);

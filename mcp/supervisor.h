@@ -44,7 +44,11 @@ struct call {
 	char *out_log, *err_log; /* display paths of full logs, or NULL */
 	char *note;              /* extra line for the model, or NULL */
 	struct art_list before;
+	bool before_taken;       /* the snapshot is in `before` */
+	struct job *scan_job;    /* a walk of the workspace for this call, or NULL */
+	bool finish_pending;     /* finish_cur waits for scan_job */
 	cJSON *artifacts;        /* array of {path, bytes, mime, change} */
+	bool artifacts_truncated; /* a walk stopped at its entry budget */
 	char **thumb_rel;        /* images to downscale in the session */
 	size_t n_thumbs, thumb_next;
 	struct image images[8];
@@ -81,8 +85,11 @@ bool sup_busy(struct sup *sup);
 bool sup_session_exists(struct sup *sup, const char *session);
 
 /* exec.c: hooks around a call. */
-void exec_before(struct call *c);          /* snapshot the workspace */
-void exec_after(struct call *c);           /* artifacts, images to return */
+/* Both walk the workspace on a worker and call then(c, arg) on the loop
+ * when done (at once without a worker pool); nothing happens while a scan
+ * of c is already running (c->scan_job). */
+void exec_before(struct call *c, void (*then)(struct call *c, void *arg), void *arg); /* snapshot */
+void exec_after(struct call *c, void (*then)(struct call *c, void *arg), void *arg);  /* artifacts, images */
 void exec_thumb(struct call *c, const unsigned char *data, size_t len);
 void exec_finish(struct call *c);          /* reply (unless cancelled), free */
 void call_free(struct call *c);

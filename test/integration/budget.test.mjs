@@ -222,3 +222,35 @@ describe('limits.max_workspace_mb', () => {
 		for (const n of fs.readdirSync(path.join(root, 'workspace')).filter((x) => x.startsWith('more'))) fs.unlinkSync(path.join(root, 'workspace', n));
 	});
 });
+
+describe('the per-call workspace diff', () => {
+	test('100000 entries in the workspace: the snapshots before and after a call run off the loop (pings stay fast) and the reply says when its list may be incomplete', { timeout: 300000 }, async (t) => {
+		const root = newProject('manyfiles');
+		const many = path.join(root, 'workspace', 'many');
+		for (let d = 0; d < 100; d++) {
+			fs.mkdirSync(path.join(many, `d${d}`), { recursive: true });
+			for (let i = 0; i < 1000; i++) fs.closeSync(fs.openSync(path.join(many, `d${d}`, `f${i}`), 'w'));
+		}
+		const h = await startClient(root, { structured: true });
+		try {
+			await execPy(h, 'x = 1', {}, { timeout: 120000 });
+			const p = pinger(h);
+			const t0 = performance.now();
+			const r = await execPy(h, 'open("workspace/outputs/new.txt", "w").write("x")', {}, { timeout: 120000 });
+			const ms = performance.now() - t0;
+			const lat = await p.stop();
+			assert.equal(r.sc.status, 'ok', show(r.sc));
+			const worst = Math.max(...lat);
+			t.diagnostic(`call ${ms.toFixed(0)} ms; worst ping ${worst.toFixed(1)} ms of ${lat.length}`);
+			assert.ok(worst < 1000, `a ping waited ${worst.toFixed(0)} ms during the call's snapshots (all: ${lat.map((x) => x.toFixed(0)).join(', ')})`);
+			// The walk stops at its entry budget: either the new file is
+			// found, or the reply says the list may be incomplete.
+			const found = r.sc.artifacts.some((a) => a.path === 'workspace/outputs/new.txt');
+			assert.ok(found || r.sc.artifacts_truncated === true, show(r.sc));
+			if (r.sc.artifacts_truncated) assert.match(r.sections.artifacts ?? '', /may be incomplete/);
+		} finally {
+			await h.close();
+			fs.rmSync(many, { recursive: true, force: true });
+		}
+	});
+});
