@@ -191,9 +191,7 @@ static void log_open(struct outbuf *ob)
 
 void outbuf_feed(struct outbuf *ob, const unsigned char *data, size_t len)
 {
-	for (size_t i = 0; i < len; i++)
-		if ((data[i] & 0xC0) != 0x80)
-			ob->total_chars++;
+	ob->total_chars += utf8_chars((const char *)data, len);
 	ob->total_bytes += len;
 
 	if (ob->log_fd >= 0 || ob->log_failed) {

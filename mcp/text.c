@@ -41,15 +41,20 @@ static size_t seq_len(const unsigned char *p, size_t avail)
 	return n;
 }
 
-bool utf8_valid(const unsigned char *buf, size_t len)
+size_t utf8_invalid_at(const unsigned char *buf, size_t len)
 {
 	for (size_t i = 0; i < len;) {
 		size_t n = seq_len(buf + i, len - i);
 		if (!n)
-			return false;
+			return i;
 		i += n;
 	}
-	return true;
+	return len;
+}
+
+bool utf8_valid(const unsigned char *buf, size_t len)
+{
+	return utf8_invalid_at(buf, len) == len;
 }
 
 char *utf8_sanitize(const unsigned char *buf, size_t len, size_t *out_len)

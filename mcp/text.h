@@ -25,7 +25,10 @@ size_t utf8_suffix(const char *s, size_t len, size_t n);
  * of a traceback is the line that matters).  malloc'd; NULL for NULL. */
 char *utf8_clip(const char *s, size_t max_chars, bool keep_tail);
 
+/* Strict UTF-8: no overlong form, no surrogate, nothing above U+10FFFF,
+ * no NUL.  utf8_invalid_at gives the offset of the first bad byte, or len. */
 bool utf8_valid(const unsigned char *buf, size_t len);
+size_t utf8_invalid_at(const unsigned char *buf, size_t len);
 
 /* Base64 (RFC 4648, with padding); malloc'd, NUL-terminated. */
 char *base64_encode(const unsigned char *buf, size_t len);

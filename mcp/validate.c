@@ -11,6 +11,7 @@
 #include <limits.h>
 
 #include "../common/util.h"
+#include "text.h"
 
 #include <cjson/cJSON.h>
 #include <stdarg.h>
@@ -182,51 +183,53 @@ static const char *ext_of(const char *path)
 	return dot + 1;
 }
 
+/* One table of extensions: the kind verify_outputs checks a file as, and
+ * the MIME type listings and resources give it. */
+static const struct {
+	const char *ext;
+	enum vkind kind;
+	const char *mime;
+} ext_tab[] = {
+	{ "png", VK_PNG, "image/png" }, { "jpg", VK_JPEG, "image/jpeg" }, { "jpeg", VK_JPEG, "image/jpeg" },
+	{ "gif", VK_ANY, "image/gif" }, { "webp", VK_ANY, "image/webp" }, { "svg", VK_SVG, "image/svg+xml" },
+	{ "bmp", VK_ANY, "image/bmp" }, { "tif", VK_ANY, "image/tiff" }, { "tiff", VK_ANY, "image/tiff" },
+	{ "csv", VK_CSV, "text/csv" }, { "tsv", VK_TEXT, "text/tab-separated-values" },
+	{ "json", VK_JSON, "application/json" }, { "jsonl", VK_TEXT, "application/x-ndjson" },
+	{ "ndjson", VK_TEXT, "application/x-ndjson" }, { "txt", VK_TEXT, "text/plain" },
+	{ "log", VK_TEXT, "text/plain" }, { "md", VK_TEXT, "text/markdown" }, { "html", VK_TEXT, "text/html" },
+	{ "htm", VK_TEXT, "text/html" }, { "xml", VK_TEXT, "application/xml" }, { "css", VK_TEXT, "text/css" },
+	{ "js", VK_TEXT, "text/javascript" }, { "py", VK_TEXT, "text/x-python" },
+	{ "ipynb", VK_ANY, "application/x-ipynb+json" }, { "yaml", VK_TEXT, "application/yaml" },
+	{ "yml", VK_TEXT, "application/yaml" }, { "toml", VK_TEXT, "application/toml" },
+	{ "ini", VK_TEXT, "text/plain" }, { "rst", VK_TEXT, "text/x-rst" }, { "tex", VK_TEXT, "text/x-tex" },
+	{ "pdf", VK_ANY, "application/pdf" }, { "parquet", VK_ANY, "application/vnd.apache.parquet" },
+	{ "npy", VK_ANY, "application/octet-stream" }, { "npz", VK_ANY, "application/zip" },
+	{ "pkl", VK_ANY, "application/octet-stream" }, { "zip", VK_ANY, "application/zip" },
+	{ "gz", VK_ANY, "application/gzip" }, { "tar", VK_ANY, "application/x-tar" },
+	{ "xlsx", VK_ANY, "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet" },
+	{ "mp4", VK_ANY, "video/mp4" }, { "gifv", VK_ANY, "video/mp4" }, { "wav", VK_ANY, "audio/wav" },
+	{ "mp3", VK_ANY, "audio/mpeg" },
+};
+
+static int ext_find(const char *path)
+{
+	const char *x = path ? ext_of(path) : "";
+	for (size_t i = 0; i < N_ELEMENTS(ext_tab); i++)
+		if (strcasecmp(x, ext_tab[i].ext) == 0)
+			return (int)i;
+	return -1;
+}
+
 enum vkind vkind_from_path(const char *path)
 {
-	static const struct { const char *ext; enum vkind k; } tab[] = {
-		{ "png", VK_PNG }, { "jpg", VK_JPEG }, { "jpeg", VK_JPEG }, { "svg", VK_SVG },
-		{ "csv", VK_CSV }, { "json", VK_JSON }, { "txt", VK_TEXT }, { "md", VK_TEXT },
-		{ "log", VK_TEXT }, { "tsv", VK_TEXT }, { "py", VK_TEXT }, { "html", VK_TEXT },
-		{ "htm", VK_TEXT }, { "xml", VK_TEXT }, { "yaml", VK_TEXT }, { "yml", VK_TEXT },
-		{ "toml", VK_TEXT }, { "ini", VK_TEXT }, { "rst", VK_TEXT }, { "tex", VK_TEXT },
-		{ "jsonl", VK_TEXT }, { "ndjson", VK_TEXT }, { "js", VK_TEXT }, { "css", VK_TEXT },
-	};
-	const char *x = path ? ext_of(path) : "";
-
-	for (size_t i = 0; i < sizeof tab / sizeof tab[0]; i++)
-		if (strcasecmp(x, tab[i].ext) == 0)
-			return tab[i].k;
-	return VK_ANY;
+	int i = ext_find(path);
+	return i < 0 ? VK_ANY : ext_tab[i].kind;
 }
 
 const char *mime_from_path(const char *path)
 {
-	static const struct { const char *ext, *mime; } tab[] = {
-		{ "png", "image/png" }, { "jpg", "image/jpeg" }, { "jpeg", "image/jpeg" },
-		{ "gif", "image/gif" }, { "webp", "image/webp" }, { "svg", "image/svg+xml" },
-		{ "bmp", "image/bmp" }, { "tif", "image/tiff" }, { "tiff", "image/tiff" },
-		{ "csv", "text/csv" }, { "tsv", "text/tab-separated-values" },
-		{ "json", "application/json" }, { "jsonl", "application/x-ndjson" },
-		{ "ndjson", "application/x-ndjson" }, { "txt", "text/plain" }, { "log", "text/plain" },
-		{ "md", "text/markdown" }, { "html", "text/html" }, { "htm", "text/html" },
-		{ "xml", "application/xml" }, { "css", "text/css" }, { "js", "text/javascript" },
-		{ "py", "text/x-python" }, { "ipynb", "application/x-ipynb+json" },
-		{ "yaml", "application/yaml" }, { "yml", "application/yaml" },
-		{ "toml", "application/toml" }, { "pdf", "application/pdf" },
-		{ "parquet", "application/vnd.apache.parquet" }, { "npy", "application/octet-stream" },
-		{ "npz", "application/zip" }, { "pkl", "application/octet-stream" },
-		{ "zip", "application/zip" }, { "gz", "application/gzip" }, { "tar", "application/x-tar" },
-		{ "xlsx", "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet" },
-		{ "mp4", "video/mp4" }, { "gifv", "video/mp4" }, { "wav", "audio/wav" },
-		{ "mp3", "audio/mpeg" },
-	};
-	const char *x = path ? ext_of(path) : "";
-
-	for (size_t i = 0; i < sizeof tab / sizeof tab[0]; i++)
-		if (strcasecmp(x, tab[i].ext) == 0)
-			return tab[i].mime;
-	return "application/octet-stream";
+	int i = ext_find(path);
+	return i < 0 ? "application/octet-stream" : ext_tab[i].mime;
 }
 
 /* ---- PNG -------------------------------------------------------------- */
@@ -885,44 +888,6 @@ static void check_json(const struct vspec *spec, const unsigned char *b, size_t 
 
 /* ---- text ------------------------------------------------------------- */
 
-/* Strict UTF-8 (no overlong forms, no surrogates, nothing above
- * U+10FFFF).  Returns len when valid, else the offset of the bad byte. */
-static size_t utf8_bad(const unsigned char *b, size_t len)
-{
-	size_t i = 0;
-
-	while (i < len) {
-		unsigned c = b[i];
-		size_t n;
-		unsigned lo = 0x80, hi = 0xbf;
-		if (c < 0x80) {
-			i++;
-			continue;
-		} else if (c >= 0xc2 && c <= 0xdf) {
-			n = 1;
-		} else if (c >= 0xe0 && c <= 0xef) {
-			n = 2;
-			if (c == 0xe0) lo = 0xa0;
-			if (c == 0xed) hi = 0x9f;
-		} else if (c >= 0xf0 && c <= 0xf4) {
-			n = 3;
-			if (c == 0xf0) lo = 0x90;
-			if (c == 0xf4) hi = 0x8f;
-		} else {
-			return i;
-		}
-		if (len - i - 1 < n)
-			return i;
-		if (b[i + 1] < lo || b[i + 1] > hi)
-			return i;
-		for (size_t k = 2; k <= n; k++)
-			if ((b[i + k] & 0xc0) != 0x80)
-				return i;
-		i += n + 1;
-	}
-	return len;
-}
-
 static long line_of(const unsigned char *b, size_t off)
 {
 	long ln = 1;
@@ -935,9 +900,9 @@ static long line_of(const unsigned char *b, size_t off)
 static void check_text(const unsigned char *b, size_t len, struct vresult *r)
 {
 	const unsigned char *nul = memchr(b, 0, len);
-	size_t bad = utf8_bad(b, len);
+	size_t bad = utf8_invalid_at(b, len);
 
-	if (nul && (size_t)(nul - b) < bad) {
+	if (nul && (size_t)(nul - b) <= bad) { /* utf8_invalid_at stops at a NUL too */
 		setd(r, false, "Not text: the file has a NUL byte at offset %zu (line %ld).", (size_t)(nul - b),
 		     line_of(b, (size_t)(nul - b)));
 		hint_sniff(r, b, len, "text file");
