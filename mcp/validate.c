@@ -4,12 +4,13 @@
  * bounded by len before it happens (lengths are compared as "need > len -
  * pos", never "pos + need > len", so nothing can wrap), nothing recurses
  * on input except cJSON (nesting limit 1000), and every detail quotes input
- * only through esc(). */
+ * only through esc_bytes(). */
 #include "validate.h"
 
 #include <expat.h>
 #include <limits.h>
 
+#include "../common/escape.h"
 #include "../common/util.h"
 #include "text.h"
 
@@ -47,32 +48,6 @@ static void appendd(struct vresult *r, const char *fmt, ...)
 	va_end(ap);
 }
 
-/* Quotes untrusted bytes for a detail: printable ASCII as is, the rest as
- * \xNN, cut with "..." when it does not fit or is longer than max. */
-static const char *esc(char *out, size_t outsz, const unsigned char *p, size_t n, size_t max)
-{
-	size_t o = 0;
-	bool cut = n > max;
-
-	if (cut)
-		n = max;
-	for (size_t i = 0; i < n; i++) {
-		if (o + 8 >= outsz) {
-			cut = true;
-			break;
-		}
-		if (p[i] >= 0x20 && p[i] < 0x7f && p[i] != '\\')
-			out[o++] = (char)p[i];
-		else
-			o += (size_t)snprintf(out + o, outsz - o, "\\x%02x", p[i]);
-	}
-	if (cut && o + 4 <= outsz) {
-		memcpy(out + o, "...", 3);
-		o += 3;
-	}
-	out[o] = '\0';
-	return out;
-}
 
 static uint32_t be32(const unsigned char *p)
 {
@@ -140,7 +115,7 @@ static void hint_sniff(struct vresult *r, const unsigned char *b, size_t len, co
 	if (s)
 		appendd(r, " It looks like %s: write a real %s or verify it with the matching kind.", s, what);
 	else if (len)
-		appendd(r, " It starts with \"%s\".", esc(q, sizeof q, b, len, 16));
+		appendd(r, " It starts with \"%s\".", esc_bytes(q, sizeof q, b, len, 16));
 }
 
 /* ---- kinds, extensions, MIME types ------------------------------------ */
@@ -289,9 +264,9 @@ static void check_png(const unsigned char *b, size_t len, struct vresult *r)
 		const unsigned char *type = b + pos + 4;
 		for (int k = 0; k < 4; k++)
 			if (!((type[k] >= 'A' && type[k] <= 'Z') || (type[k] >= 'a' && type[k] <= 'z'))) {
-				char q[4 * 4 + 8]; /* four \xNN and esc()'s reserve */
+				char q[4 * 4 + 8]; /* four \xNN, "..." and the NUL */
 				setd(r, false, "The PNG is corrupt: the chunk at offset %zu has an invalid type \"%s\".", pos,
-				     esc(q, sizeof q, type, 4, 4));
+				     esc_bytes(q, sizeof q, type, 4, 4));
 				return;
 			}
 		memcpy(t, type, 4);
@@ -557,7 +532,7 @@ static void XMLCALL svg_start(void *data, const XML_Char *name, const XML_Char *
 	(void)attrs;
 	if (!x->root_seen) {
 		x->root_seen = true;
-		esc(x->root, sizeof x->root, (const unsigned char *)name, strlen(name), 40);
+		esc_bytes(x->root, sizeof x->root, (const unsigned char *)name, strlen(name), 40);
 		if (!local_is(name, "svg")) {
 			x->bad_root = true;
 			x->html = strcasecmp(strrchr(name, ':') ? strrchr(name, ':') + 1 : name, "html") == 0;
@@ -771,7 +746,7 @@ static void check_csv(const struct vspec *spec, const unsigned char *b, size_t l
 		size_t hl = nl ? (size_t)(nl - b) : len;
 		if (memchr(b, ';', hl) || memchr(b, '\t', hl))
 			appendd(r, " The header \"%s\" holds ';' or tabs: if that is the separator, write the file with commas.",
-				esc(q, sizeof q, b, hl, 40));
+				esc_bytes(q, sizeof q, b, hl, 40));
 	}
 }
 
@@ -829,11 +804,11 @@ static void check_json(const struct vspec *spec, const unsigned char *b, size_t 
 		if (extra) {
 			setd(r, false, "The JSON file holds more than one value: after the first, data continues at line %ld, "
 				       "column %ld (near \"%s\"); write a single value (put several in a list).", ln, col,
-			     esc(q, sizeof q, b + at, len - at, 24));
+			     esc_bytes(q, sizeof q, b + at, len - at, 24));
 			return;
 		}
 		setd(r, false, "Invalid JSON at line %ld, column %ld (near \"%s\").", ln, col,
-		     esc(q, sizeof q, b + at, len - at, 24));
+		     esc_bytes(q, sizeof q, b + at, len - at, 24));
 		size_t from = at > 16 ? at - 16 : 0;
 		if (find(b + from, b + (len - at > 16 ? at + 16 : len), "NaN") ||
 		    find(b + from, b + (len - at > 16 ? at + 16 : len), "Infinity"))
@@ -856,7 +831,7 @@ static void check_json(const struct vspec *spec, const unsigned char *b, size_t 
 			if (missing++ == 0)
 				setd(r, false, "The JSON object lacks required key%s: ", spec->n_required_keys > 1 ? "s" : "");
 			appendd(r, "%s\"%s\"", missing > 1 ? ", " : "",
-				esc(q, sizeof q, (const unsigned char *)key, strlen(key), 40));
+				esc_bytes(q, sizeof q, (const unsigned char *)key, strlen(key), 40));
 		}
 		if (missing) {
 			appendd(r, ". Its top-level keys are: ");
@@ -867,7 +842,7 @@ static void check_json(const struct vspec *spec, const unsigned char *b, size_t 
 					break;
 				}
 				const char *ks = c->string ? c->string : "";
-				appendd(r, "%s\"%s\"", n ? ", " : "", esc(q, sizeof q, (const unsigned char *)ks, strlen(ks), 40));
+				appendd(r, "%s\"%s\"", n ? ", " : "", esc_bytes(q, sizeof q, (const unsigned char *)ks, strlen(ks), 40));
 			}
 			if (n == 0)
 				appendd(r, "none (the object is empty)");

@@ -29,6 +29,8 @@
  *   (delete the key to get the defaults). */
 #include "policy.h"
 
+#include "../common/escape.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -78,27 +80,6 @@ static int perr(const struct pctx *c, unsigned line, const char *key,
 	return err_set(c->e, -EINVAL, "%s:%u: %s", c->src, line, msg);
 }
 
-/* Copies s into buf with control and non-ASCII bytes escaped as \xNN, at
- * most `max` input bytes, "..." when cut.  Every piece of user text that
- * reaches a message goes through it: a key or value with an escape
- * sequence or a newline must not forge lines in the log or the terminal. */
-static const char *escape(const char *s, size_t len, size_t max, char *buf, size_t size)
-{
-	size_t o = 0, i;
-	for (i = 0; i < len && i < max && o + 5 < size; i++) {
-		unsigned char ch = (unsigned char)s[i];
-		if (ch < 0x20 || ch >= 0x7f || ch == '\\')
-			o += (size_t)snprintf(buf + o, size - o, "\\x%02x", ch);
-		else
-			buf[o++] = (char)ch;
-	}
-	if (i < len && o + 4 < size) {
-		memcpy(buf + o, "...", 3);
-		o += 3;
-	}
-	buf[o] = '\0';
-	return buf;
-}
 
 /* ---- the node tree --------------------------------------------------- */
 
@@ -387,7 +368,7 @@ static const char *show(const struct ynode *n, char *buf, size_t size)
 		return "a mapping";
 	if (is_null(n))
 		return "an empty value";
-	escape(n->s, n->len, SHOW_MAX, tmp, sizeof tmp);
+	esc_bytes(tmp, sizeof tmp, n->s, n->len, SHOW_MAX);
 	if (n->plain)
 		snprintf(buf, size, "%s", tmp);
 	else
@@ -591,7 +572,7 @@ static int mapping_key(const struct pctx *c, const struct ynode *map, size_t i,
 		return perr(c, k->line, prefix ? prefix : "frontmatter",
 			    "a key must be a plain word, got %s",
 			    k->kind == Y_SEQ ? "a list" : k->kind == Y_MAP ? "a mapping" : "a tagged value");
-	escape(k->s, k->len, SHOW_MAX, esc, sizeof esc);
+	esc_bytes(esc, sizeof esc, k->s, k->len, SHOW_MAX);
 	if (prefix)
 		snprintf(keypath, size, "%s.%s", prefix, esc);
 	else
@@ -697,7 +678,7 @@ static int want_path_list(const struct pctx *c, const struct ynode *n, const cha
 				if (ch < 0x20 || ch == 0x7f) {
 					rc = perr(c, it->line, ekey,
 						  "the path \"%s\" contains a control character; write a plain path",
-						  escape(it->s, it->len, SHOW_MAX, buf, sizeof buf));
+						  esc_bytes(buf, sizeof buf, it->s, it->len, SHOW_MAX));
 					break;
 				}
 			}
@@ -705,11 +686,11 @@ static int want_path_list(const struct pctx *c, const struct ynode *n, const cha
 		if (rc == 0 && it->s[0] == '~')
 			rc = perr(c, it->line, ekey,
 				  "\"%s\": ~ is not expanded; write the path relative to the project root or absolute",
-				  escape(it->s, it->len, SHOW_MAX, buf, sizeof buf));
+				  esc_bytes(buf, sizeof buf, it->s, it->len, SHOW_MAX));
 		if (rc == 0 && is_fs_root(it->s))
 			rc = perr(c, it->line, ekey,
 				  "\"%s\" is the whole file system; list the directories that are needed",
-				  escape(it->s, it->len, SHOW_MAX, buf, sizeof buf));
+				  esc_bytes(buf, sizeof buf, it->s, it->len, SHOW_MAX));
 		if (rc == 0 && !(v[i] = strdup(it->s)))
 			rc = err_set(c->e, -ENOMEM, "%s: out of memory", c->src);
 		if (rc < 0) {
@@ -1150,7 +1131,7 @@ static int rerr(const struct policy *p, struct err *e, int which, size_t i, int 
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
 	/* The paths in it come from the file system (names, link targets). */
-	escape(msg, strlen(msg), sizeof msg, emsg, sizeof emsg);
+	esc_bytes(emsg, sizeof emsg, msg, strlen(msg), sizeof msg);
 	if (line)
 		return err_set(e, code, "%s:%u: %s[%zu]: %s", p->source, line, key, i, emsg);
 	return err_set(e, code, "%s: %s[%zu]: %s", p->source, key, i, emsg);
@@ -1347,7 +1328,7 @@ static void put_paths(FILE *f, char *const *v, size_t n)
 {
 	char buf[PATH_MAX * 4 + 8];
 	for (size_t i = 0; i < n; i++)
-		fprintf(f, "    - %s\n", escape(v[i], strlen(v[i]), PATH_MAX, buf, sizeof buf));
+		fprintf(f, "    - %s\n", esc_bytes(buf, sizeof buf, v[i], strlen(v[i]), PATH_MAX));
 }
 
 char *policy_describe(const struct policy *p)
@@ -1365,7 +1346,7 @@ char *policy_describe(const struct policy *p)
 		return NULL;
 	fprintf(f, "policy from %s\n", p->source ? p->source : "<unknown>");
 	if (p->name)
-		fprintf(f, "  name: %s\n", escape(p->name, strlen(p->name), 80, buf, sizeof buf));
+		fprintf(f, "  name: %s\n", esc_bytes(buf, sizeof buf, p->name, strlen(p->name), 80));
 	fputs("permissions:\n", f);
 	switch (p->fs_read) {
 	case FS_READ_ROOT:

@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../../common/escape.h"
 #include "../../common/util.h"
 
 #ifdef __SANITIZE_ADDRESS__
@@ -106,11 +107,28 @@ static void test_cleanup(void **state)
 	assert_int_equal(N_ELEMENTS(arr), 7);
 }
 
+/* Untrusted bytes in messages: control bytes, non-ASCII and the backslash
+ * escaped; cut with "..." at max or when the buffer is full, keeping as
+ * much as fits (a small buffer still shows the first bytes). */
+static void test_escape(void **state)
+{
+	char b[64];
+	(void)state;
+	assert_string_equal(esc_bytes(b, sizeof b, "a\nb\\c\x1b", 6, 40), "a\\x0ab\\x5cc\\x1b");
+	assert_string_equal(esc_bytes(b, sizeof b, "abcdef", 6, 3), "abc...");
+	assert_string_equal(esc_bytes(b, 8, "abcdef", 6, 40), "abcd...");
+	assert_string_equal(esc_bytes(b, 7, "\x01\x02", 2, 40), "...");
+	assert_string_equal(esc_bytes(b, 8, "\x01\x02", 2, 40), "\\x01...");
+	assert_string_equal(esc_bytes(b, 3, "abcdef", 6, 40), "");
+	assert_string_equal(esc_bytes(b, sizeof b, "", 0, 40), "");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_die_oom),
 		cmocka_unit_test(test_cleanup),
+		cmocka_unit_test(test_escape),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
