@@ -62,14 +62,22 @@ static int add_entry(struct art_list *l, const char *rel, const struct stat *st)
 	return 0;
 }
 
+bool art_path_under(const char *rel, const char *const *dirs)
+{
+	for (const char *const *d = dirs; d && *d; d++) {
+		size_t n = strlen(*d);
+		if (strncmp(rel, *d, n) == 0 && (rel[n] == '\0' || rel[n] == '/'))
+			return true;
+	}
+	return false;
+}
+
+const char *const art_server_dirs[] = { ".logs", ".cache", NULL };
+const char *const art_cache_dirs[] = { ".cache", NULL };
+
 static bool excluded(const struct art_scan_opts *o, const char *rel)
 {
-	if (!o->exclude)
-		return false;
-	for (const char *const *x = o->exclude; *x; x++)
-		if (strcmp(*x, rel) == 0)
-			return true;
-	return false;
+	return art_path_under(rel, o->exclude);
 }
 
 /* Walks the directory dfd (owned), whose path relative to the workspace is

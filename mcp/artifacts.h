@@ -36,6 +36,17 @@ struct art_scan_opts {
 	                             * server's snapshot passes ".logs"); may be NULL */
 };
 
+/* Whether rel (workspace-relative) is one of dirs (NULL-terminated) or lies
+ * beneath one. */
+bool art_path_under(const char *rel, const char *const *dirs);
+
+/* What the server and the zygote write in the workspace for themselves:
+ * .logs (whole outputs, named in replies and served as resources) and
+ * .cache (matplotlib's font cache).  Neither is a call's artifact; the
+ * cache is not a resource either. */
+extern const char *const art_server_dirs[];
+extern const char *const art_cache_dirs[];
+
 /* Directories deeper than this below the scanned one are not entered (and
  * the list is marked truncated). */
 #define ART_MAX_DEPTH 64

@@ -19,12 +19,6 @@
 #define MAX_IMAGES 8
 #define MAX_LINKS 50
 
-/* The directories the server itself writes, left out of a call's changes. */
-static bool internal_path(const char *rel)
-{
-	return strncmp(rel, ".logs/", 6) == 0 || strncmp(rel, ".cache/", 7) == 0;
-}
-
 bool session_name_valid(const char *s)
 {
 	size_t n = strlen(s);
@@ -113,9 +107,6 @@ void exec_call(struct server *s, const cJSON *id, const cJSON *args, const cJSON
 	sup_submit(s->sup, c);
 }
 
-/* The server's own directories are not the code's artifacts. */
-static const char *const internal_dirs[] = { ".logs", ".cache", NULL };
-
 /* The snapshots of a call (before it runs, after it ended) are walks of the
  * whole workspace, and the images among its artifacts are read to be
  * returned: both run on a worker (work.h), so a workspace the code filled
@@ -140,7 +131,7 @@ struct scan_job {
 static void on_change(const struct art_entry *en, enum art_change ch, void *arg)
 {
 	struct scan_job *sj = arg;
-	if (internal_path(en->rel) || en->is_symlink)
+	if (art_path_under(en->rel, art_server_dirs) || en->is_symlink)
 		return;
 	char disp[4200];
 	if (ws_display_path(sj->ws, en->rel, disp, sizeof disp) < 0)
@@ -189,7 +180,7 @@ static void on_change(const struct art_entry *en, enum art_change ch, void *arg)
 static void scan_run(struct job *j)
 {
 	struct scan_job *sj = (struct scan_job *)j;
-	struct art_scan_opts o = { .subdir = "", .include_hidden = true, .exclude = internal_dirs };
+	struct art_scan_opts o = { .subdir = "", .include_hidden = true, .exclude = art_server_dirs };
 	struct err e = { 0 };
 	if (art_scan(sj->ws, &o, &sj->list, &e) < 0) {
 		log_warn("workspace %s: %s", sj->after ? "scan" : "snapshot", e.msg);

@@ -711,7 +711,7 @@ static void resources_list_run(const struct server *s, struct reply *out, const 
 	size_t i;
 	for (i = (size_t)start; i < l.n && shown < LIST_MAX; i++) {
 		const struct art_entry *en = &l.v[i];
-		if (en->is_symlink || strncmp(en->rel, ".cache/", 7) == 0)
+		if (en->is_symlink || art_path_under(en->rel, art_cache_dirs))
 			continue;
 		char *uri = workspace_uri(&s->ws, en->rel);
 		char disp[4200];
