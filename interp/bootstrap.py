@@ -358,8 +358,7 @@ def _audit(event, args):
 
 _HINTS = {
     "fs_write": "the sandbox allows writes only where fs_write permits "
-                "(fs_write: {fs_write}); write under {workspace}/ instead, "
-                "e.g. {workspace}/outputs/",
+                "(fs_write: {fs_write}); {instead}",
     "fs_read": "that path is not visible in the sandbox (fs_read: {fs_read}); "
                "put input files in {workspace}/",
     "net_access": "the sandbox has no network (net_access: false); put input "
@@ -428,7 +427,38 @@ def _denied_by(e):
     return None, None
 
 
+def _write_instead(last):
+    """The path to write instead of the one refused: the same relative
+    path under the workspace (ans.png -> workspace/ans.png), or the file's
+    name there for a path elsewhere."""
+    ws = _cfg.get("workspace_display", "workspace")
+    generic = "write under %s/ instead, e.g. %s/outputs/" % (ws, ws)
+    if not last or last[0] != "fs_write":
+        return generic
+    target = last[1]
+    if isinstance(target, bytes):
+        target = os.fsdecode(target)
+    if not isinstance(target, str) or not target.strip():
+        return generic
+    root = _session.get("root") or os.getcwd()
+    full = os.path.normpath(os.path.join(root, target))
+    rel = os.path.relpath(full, root)
+    if rel.startswith("..") or os.path.isabs(rel):
+        rel = os.path.basename(full)
+    ws_abs = os.path.normpath(os.path.join(root, ws))
+    if not rel or full == ws_abs or full.startswith(ws_abs + "/"):
+        return generic
+    suggestion = "%s/%s" % (ws, rel)
+    note = ""
+    if "/" in rel:
+        note = " (create its folder first: os.makedirs(%r, exist_ok=True))" % os.path.dirname(suggestion)
+    return "write %s instead%s" % (suggestion, note)
+
+
 def _describe(e):
+    # The refused operation, before formatting the traceback adds reads of
+    # source files to the events.
+    last = _events[-1] if _events else None
     perm, limit = _denied_by(e)
     msg = str(e)
     err = {
@@ -439,6 +469,7 @@ def _describe(e):
     }
     if perm:
         hint = _HINTS[perm].format(
+            instead=_write_instead(last),
             fs_write=_cfg.get("fs_write", "workspace"),
             fs_read=_cfg.get("fs_read", "true"),
             workspace=_cfg.get("workspace_display", "workspace"),

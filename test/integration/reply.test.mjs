@@ -368,3 +368,28 @@ describe('scripts/setup.sh --full', () => {
 		assert.match(r.stderr, /unknown option --ful/);
 	});
 });
+
+describe('a relative write into the read-only project root', () => {
+	let h;
+	before(async () => { h = await startClient(newProject('relwrite'), { structured: true }); });
+	after(async () => { await h?.close(); });
+
+	for (const [what, code, want] of [
+		['open("ans.png")', 'open("ans.png", "wb").write(b"x")', 'workspace/ans.png'],
+		['plt.savefig("ans.png") (library frames in between)', 'import matplotlib.pyplot as plt\nplt.plot([1, 2])\nplt.savefig("ans.png")', 'workspace/ans.png'],
+		['df.to_csv("train.csv")', 'import pandas as pd\npd.DataFrame({"a": [1]}).to_csv("train.csv")', 'workspace/train.csv'],
+		['os.makedirs("results/run1") (refused at its first folder)', 'import os\nos.makedirs("results/run1")', 'workspace/results'],
+	]) {
+		test(`${what}: the hint names the exact path to write instead`, async () => {
+			const r = await execPy(h, code);
+			assert.equal(r.sc.error?.denied_by, 'fs_write', show(r.text));
+			assert.ok(r.sc.error.hint.includes(`write ${want} instead`), r.sc.error.hint);
+			assert.ok(!fs.existsSync(path.join(h.root, want.replace('workspace/', ''))), 'nothing was written in the root');
+		});
+	}
+
+	test('SKILL.md tells the model to give every file its workspace path', () => {
+		const body = SKILL.split('\n---\n').slice(1).join('\n---\n');
+		assert.match(body, /never a bare name such as `ans\.png`/);
+	});
+});
