@@ -10,7 +10,9 @@
 #include <string.h>
 #include <sha2.h>
 
+#include "../common/escape.h"
 #include "../common/userdir.h"
+#include "../common/util.h"
 
 #define STORE_NAME "trusted"
 #define STORE_MAX (1u << 20) /* thousands of approvals */
@@ -35,18 +37,15 @@ static bool under(const char *path, const char *dir)
 	return strncmp(path, dir, l) == 0 && (path[l] == '\0' || path[l] == '/');
 }
 
-/* Writes s with control bytes as \xNN: paths come from the file system and
- * the policy file, and a newline in one must not forge a line of the note
- * the agent reads or of the terminal's output. */
+/* Writes s escaped (esc_bytes): paths come from the file system and the
+ * policy file, and a newline in one must not forge a line of the note the
+ * agent reads or of the terminal's output. */
 static void put_clean(FILE *f, const char *s)
 {
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-		if (c < 0x20 || c == 0x7f || c == '\\')
-			fprintf(f, "\\x%02x", c);
-		else
-			fputc(c, f);
-	}
+	size_t n = strlen(s), size = n * 4 + 8;
+	char *buf = xmalloc(size);
+	fputs(esc_bytes(buf, size, s, n, n), f);
+	free(buf);
 }
 
 char *trust_clean(const char *s)
