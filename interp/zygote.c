@@ -40,6 +40,21 @@
 
 #define SESSION_CTRL_FD 3
 
+/* PSM_TEST_ZYGOTE_KILL=STEP: a test hook that makes the zygote die by
+ * SIGKILL at one step of its start-up (exec, config, jail, python, ready,
+ * spawn), the way the OOM killer or a stray kill would, so the tests can
+ * check that every pending call is still answered.  It can only end the
+ * zygote; it changes nothing that the jail enforces. */
+static char kill_step[32];
+
+static void test_kill_point(const char *step)
+{
+	if (kill_step[0] && strcmp(kill_step, step) == 0) {
+		raise(SIGKILL);
+		_exit(137); /* pid 1 of a pid namespace ignores its own SIGKILL */
+	}
+}
+
 static int send_json(int sock, uint32_t type, cJSON *j, const int *fds, int nfds)
 {
 	char *s = cJSON_PrintUnformatted(j);
@@ -393,6 +408,7 @@ static void spawn_session(int ctrl, struct wire_msg *m, int sfd)
 		cJSON_Delete(req);
 		return;
 	}
+	test_kill_point("spawn");
 	fflush(NULL);
 	PyOS_BeforeFork();
 	pid_t pid = fork();
@@ -542,6 +558,7 @@ void zygote_main(const struct zygote_config *zc)
 	memset(&rep, 0, sizeof rep);
 	if (jail_enter(&jc, &rep, &e) < 0)
 		fatal(ctrl, e.msg);
+	test_kill_point("jail");
 	if (chdir(zc->root) < 0)
 		fatal(ctrl, "cannot enter the project directory inside the jail");
 	/* Orphans (a resumed checkpoint whose session died, a process the code
@@ -559,6 +576,7 @@ void zygote_main(const struct zygote_config *zc)
 	double t0 = now_ms();
 	if (py_start(&e) < 0)
 		fatal(ctrl, e.msg);
+	test_kill_point("python");
 	char *cfg = bootstrap_config(zc);
 	char *info = NULL;
 	size_t len;
@@ -590,6 +608,7 @@ void zygote_main(const struct zygote_config *zc)
 	free(desc);
 	cJSON_AddBoolToObject(ready, "enforceable", rep.enforceable);
 	cJSON_AddStringToObject(ready, "why", rep.why);
+	test_kill_point("ready");
 	send_json(ctrl, W_READY, ready, NULL, 0);
 	cJSON_Delete(ready);
 
@@ -620,14 +639,30 @@ void zygote_main(const struct zygote_config *zc)
 	}
 }
 
+/* The server closed its end of the control socket (it exited or was
+ * killed): data it sent before may still be queued, so POLLIN alone says
+ * nothing; the hang-up does. */
+static bool server_gone(int ctrl)
+{
+	struct pollfd pf = { .fd = ctrl, .events = POLLRDHUP };
+	return poll(&pf, 1, 0) > 0 && (pf.revents & (POLLHUP | POLLRDHUP | POLLERR | POLLNVAL));
+}
+
 int zygote_exec_main(int ctrl)
 {
 	struct wire_msg m;
 	struct err e = { 0 };
 	log_set_prefix("zygote");
+	const char *ks = getenv("PSM_TEST_ZYGOTE_KILL"); /* before clearenv */
+	snprintf(kill_step, sizeof kill_step, "%s", ks ? ks : "");
+	test_kill_point("exec");
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
-	if (getppid() == 1)
-		return 70; /* the server is already gone */
+	/* Had the server died before the line above, PDEATHSIG would never
+	 * come.  Its end of the socket tells, whatever our parent's pid now
+	 * is: a server that is pid 1 (a container's first process) is the
+	 * normal case, not a sign that it is gone. */
+	if (server_gone(ctrl))
+		return 70;
 	if (wire_recv(ctrl, &m, 4u << 20) < 0 || m.type != W_CONFIG)
 		fatal(ctrl, "no configuration from the server");
 	cJSON *j = cJSON_ParseWithLength((const char *)m.data, m.len);
@@ -643,6 +678,7 @@ int zygote_exec_main(int ctrl)
 	const cJSON *lvl = cJSON_GetObjectItemCaseSensitive(j, "log_level");
 	if (!text || !source || !root || !ws || !disp)
 		fatal(ctrl, "incomplete configuration from the server");
+	test_kill_point("config");
 	if (cJSON_IsNumber(lvl))
 		log_threshold = (enum log_level)lvl->valueint;
 	struct policy *p = NULL, *ceiling = NULL;

@@ -417,6 +417,7 @@ static int idmap_userns(uid_t uid, gid_t gid)
 	int p[2];
 	if (pipe2(p, O_CLOEXEC) < 0)
 		return -1;
+	pid_t parent = getpid();
 	pid_t c = fork();
 	if (c < 0) {
 		close(p[0]);
@@ -427,7 +428,7 @@ static int idmap_userns(uid_t uid, gid_t gid)
 		/* Only a holder of the namespace for the parent to open: it must
 		 * not outlive the parent if that is killed meanwhile. */
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (getppid() == 1)
+		if (getppid() != parent)
 			_exit(0);
 		char x = unshare(CLONE_NEWUSER) == 0 ? 'y' : 'n';
 		(void)!write(p[1], &x, 1);
