@@ -500,8 +500,10 @@ int server_run(struct server *s)
 	}
 	/* The zygote is forked before anything else: the server is still
 	 * single-threaded and small. */
-	if (sup_start(s->sup, &e) < 0)
+	if (sup_start(s->sup, &e) < 0) {
 		log_error("cannot start the interpreter: %s", e.msg);
+		sup_disable(s->sup, e.msg); /* every call is told why */
+	}
 	int fl = fcntl(STDIN_FILENO, F_GETFL);
 	if (fl >= 0)
 		fcntl(STDIN_FILENO, F_SETFL, fl | O_NONBLOCK);

@@ -233,13 +233,13 @@ int sup_start(struct sup *sup, struct err *e)
 		_exit(127);
 	}
 	close(sv[1]);
+	/* A zygote that died already (killed, or its start failed) makes this
+	 * send fail with EPIPE: that is not the server's error to return but
+	 * the zygote's death, seen below as the end of its socket, where every
+	 * waiting call gets its answer. */
 	int r = send_config(sup, sv[0]);
-	if (r < 0) {
-		close(sv[0]);
-		kill(pid, SIGKILL);
-		waitpid(pid, NULL, 0);
-		return err_sys(e, r, "cannot configure the zygote");
-	}
+	if (r < 0)
+		log_warn("cannot configure the zygote: %s", strerror(-r));
 	sup->zpid = pid;
 	sup->zctrl = sv[0];
 	sup->z = Z_WARMING;
@@ -248,14 +248,22 @@ int sup_start(struct sup *sup, struct err *e)
 	return 0;
 }
 
+static void fail_waiting(struct sup *sup);
+
 static void restart_zygote(void *arg)
 {
 	struct sup *sup = arg;
 	struct err e = { 0 };
 	if (sup->z != Z_DOWN)
 		return;
-	if (sup_start(sup, &e) < 0)
-		log_error("cannot restart the zygote: %s", e.msg);
+	if (sup_start(sup, &e) < 0) {
+		/* No zygote and none coming: the waiting calls must hear it. */
+		sup->z = Z_FAILED;
+		snprintf(sup->zerror, sizeof sup->zerror,
+			 "the interpreter could not be started: %.600s", e.msg);
+		log_error("%s", sup->zerror);
+		fail_waiting(sup);
+	}
 }
 
 static void fail_call_now(struct sup *sup, struct session *s, const char *msg);
@@ -352,9 +360,11 @@ static void zygote_event(void *arg, int fd, short revents)
 		zygote_gone(sup, r == -EPIPE ? "end of stream" : strerror(-r));
 		if (sup->z == Z_FAILED) {
 			fail_waiting(sup);
-		} else if (sup->restarts < 5 && was_ready) {
+		} else if (sup->restarts < 5 && (was_ready || sup->restarts < 2)) {
 			/* Killed from outside: warm a new one, the next call works.
-			 * Five restarts within a minute of each other mean a crash
+			 * A zygote that died while warming up without saying why
+			 * (no W_FATAL: killed, out of memory) gets two more tries;
+			 * calls waiting for it wait for those.  Five restarts within a minute of each other mean a crash
 			 * loop: then the server stops trying and says so. */
 			if (loop_now_ms() - sup->last_restart > 60000.0)
 				sup->restarts = 0;
