@@ -59,6 +59,8 @@ def zygote_init(cfg_json):
         import PIL.Image  # noqa: F401 (used to downscale images)
     except Exception:
         pass
+    if _cfg.get("nsfree"):
+        _patch_metadata()
     sys.addaudithook(_audit)
     return json.dumps(
         {
@@ -578,6 +580,37 @@ def _with_version(mod):
 # ---------------------------------------------------------------- figures
 
 _orig_savefig = None
+
+
+def _patch_metadata():
+    """The namespace-free mode (Landlock + seccomp, no mount tree): the kernel
+    refuses chmod, utime, chown and xattr changes everywhere, the workspace
+    included, since a seccomp filter cannot tell which file they name.
+    shutil.copy, copy2 and copytree still copy the data; the metadata step is
+    skipped and said once on stderr.  (tarfile already goes on without it.)
+    This only keeps the copies working: the refusal itself is the kernel's."""
+    import shutil
+
+    said = []
+
+    def skip_metadata(fn):
+        def wrapper(src, dst, *args, **kwargs):
+            try:
+                return fn(src, dst, *args, **kwargs)
+            except PermissionError:
+                if not said:
+                    said.append(1)
+                    _log("%s: file modes and times are not copied in this sandbox mode "
+                         "(Landlock + seccomp: chmod and utime are refused); the data "
+                         "was copied" % fn.__name__)
+                return None
+
+        wrapper.__name__ = fn.__name__
+        wrapper.__doc__ = fn.__doc__
+        return wrapper
+
+    shutil.copymode = skip_metadata(shutil.copymode)
+    shutil.copystat = skip_metadata(shutil.copystat)
 
 
 def _patch_matplotlib():

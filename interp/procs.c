@@ -126,12 +126,29 @@ static bool is_marked(const struct mark *m, size_t n, const struct proc *p)
 	return false;
 }
 
+/* Whether /proc shows our own pid namespace.  A /proc mounted for another
+ * one (a server started as pid 1 of a fresh pid namespace with the host's
+ * /proc still in place) names other processes by the same numbers: pid 1
+ * there is the host's init, and "below pid 1" would be every daemon. */
+static bool proc_is_ours(void)
+{
+	char buf[32];
+	ssize_t n = readlink("/proc/self", buf, sizeof buf - 1);
+	if (n <= 0)
+		return false;
+	buf[n] = '\0';
+	return atoi(buf) == (int)getpid();
+}
+
 int procs_end_below(pid_t parent, const pid_t *keep, size_t nkeep, bool reap)
 {
 	struct table t = { 0 };
 	struct mark *marks = NULL;
 	size_t nmarks = 0, cap = 0;
 	int rc = 0;
+
+	if (!proc_is_ours())
+		return -EXDEV;
 
 	/* Stop first, kill after: a stopped process cannot fork, so a fork
 	 * loop cannot outrun the scans, and nothing is reparented (which

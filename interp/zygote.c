@@ -84,7 +84,7 @@ static const char *fs_write_name(const struct policy *p)
 }
 
 /* The configuration handed to the bootstrap (_psm.zygote_init). */
-static char *bootstrap_config(const struct zygote_config *zc)
+static char *bootstrap_config(const struct zygote_config *zc, const struct jail_report *rep)
 {
 	const struct policy *p = zc->policy;
 	cJSON *j = cJSON_CreateObject();
@@ -97,6 +97,7 @@ static char *bootstrap_config(const struct zygote_config *zc)
 	cJSON_AddBoolToObject(j, "fs_read_hidden", p->fs_read != FS_READ_ROOT);
 	cJSON_AddBoolToObject(j, "net_access", p->net_access);
 	cJSON_AddBoolToObject(j, "shell_exec", p->shell_exec);
+	cJSON_AddBoolToObject(j, "nsfree", rep->nsfree);
 	cJSON_AddNumberToObject(j, "memory_mb", (double)p->limits.memory_mb);
 	cJSON_AddNumberToObject(j, "max_file_mb", (double)p->limits.max_file_mb);
 	cJSON_AddNumberToObject(j, "max_processes", (double)p->limits.max_processes);
@@ -577,7 +578,7 @@ void zygote_main(const struct zygote_config *zc)
 	if (py_start(&e) < 0)
 		fatal(ctrl, e.msg);
 	test_kill_point("python");
-	char *cfg = bootstrap_config(zc);
+	char *cfg = bootstrap_config(zc, &rep);
 	char *info = NULL;
 	size_t len;
 	int is_bytes;
@@ -607,6 +608,9 @@ void zygote_main(const struct zygote_config *zc)
 	cJSON_AddStringToObject(ready, "jail", desc ? desc : "");
 	free(desc);
 	cJSON_AddBoolToObject(ready, "enforceable", rep.enforceable);
+	cJSON_AddBoolToObject(ready, "nsfree", rep.nsfree);
+	if (rep.scratch[0])
+		cJSON_AddStringToObject(ready, "scratch", rep.scratch);
 	cJSON_AddStringToObject(ready, "why", rep.why);
 	test_kill_point("ready");
 	send_json(ctrl, W_READY, ready, NULL, 0);

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
 
@@ -498,6 +499,10 @@ int server_run(struct server *s)
 		log_error("cannot start: out of resources");
 		return 1;
 	}
+	/* Whatever the sandboxed code leaves running comes up to the server
+	 * when the zygote is gone, where there is no pid namespace to end it
+	 * (the namespace-free mode): the supervisor ends it then. */
+	prctl(PR_SET_CHILD_SUBREAPER, 1);
 	/* The zygote is forked before anything else: the server is still
 	 * single-threaded and small. */
 	if (sup_start(s->sup, &e) < 0) {

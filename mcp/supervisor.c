@@ -15,7 +15,9 @@
 #include "../common/log.h"
 #include "../common/util.h"
 #include "../interp/wire.h"
+#include "../interp/procs.h"
 #include "../interp/zygote.h"
+#include "../policy/jail.h"
 #include "outbuf.h"
 #include "text.h"
 #include "usage.h"
@@ -56,6 +58,9 @@ struct sup {
 	pid_t zpid;
 	int zctrl;
 	char zerror[768];
+	/* The zygote's scratch directory in the namespace-free mode (TMPDIR
+	 * on the host): removed when that zygote ends. */
+	char scratch[256];
 	int restarts;
 	double last_restart;     /* loop_now_ms() of the last restart */
 	int next_id;
@@ -135,6 +140,26 @@ static void zygote_event(void *arg, int fd, short revents);
 
 static void spawn_pending(struct sup *sup);
 
+static void end_orphans(void)
+{
+	int r = procs_end_below(getpid(), NULL, 0, true);
+	if (r > 0)
+		log_info("ended %d process(es) the sandboxed code left running", r);
+}
+
+/* Called once the zygote and every session are dead (nothing writes there
+ * any more).  jail_scratch_remove takes only what the jail named
+ * psm-scratch-* and follows no symlink the code may have left. */
+static void remove_scratch(struct sup *sup)
+{
+	if (!sup->scratch[0])
+		return;
+	int r = jail_scratch_remove(sup->scratch);
+	if (r < 0)
+		log_warn("cannot remove the sandbox's scratch directory %s: %s", sup->scratch, strerror(-r));
+	sup->scratch[0] = '\0';
+}
+
 static void zygote_gone(struct sup *sup, const char *why)
 {
 	if (sup->zctrl >= 0) {
@@ -150,6 +175,13 @@ static void zygote_gone(struct sup *sup, const char *why)
 	if (sup->z != Z_FAILED)
 		sup->z = Z_DOWN;
 	log_warn("the zygote ended: %s", why);
+	/* Without a pid namespace the code's processes do not die with the
+	 * zygote: they come up to the server (a subreaper) and end here.  Not
+	 * as pid 1 while serving (every orphan of the container would), only
+	 * at exit (sup_free). */
+	if (getpid() != 1)
+		end_orphans();
+	remove_scratch(sup);
 	/* Every session lived inside it (its pid namespace, or killed by
 	 * PDEATHSIG): they are gone too. */
 	for (struct session *s = sup->sessions; s; s = s->next)
@@ -386,6 +418,12 @@ static void zygote_event(void *arg, int fd, short revents)
 		const cJSON *why = cJSON_GetObjectItemCaseSensitive(j, "why");
 		const cJSON *jail = cJSON_GetObjectItemCaseSensitive(j, "jail");
 		const cJSON *ms = cJSON_GetObjectItemCaseSensitive(j, "start_ms");
+		const cJSON *scratch = cJSON_GetObjectItemCaseSensitive(j, "scratch");
+		if (cJSON_IsString(scratch))
+			snprintf(sup->scratch, sizeof sup->scratch, "%s", scratch->valuestring);
+		if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "nsfree")))
+			log_info("jail mode: Landlock + seccomp (no namespaces on this machine; "
+				 "python-sandbox-mcp --check says what that changes and how to get them)");
 		if (cJSON_IsString(jail))
 			log_debug("jail:\n%s", jail->valuestring);
 		if (cJSON_IsFalse(enf)) {
@@ -1117,6 +1155,8 @@ void sup_free(struct sup *sup)
 		poll(&p, 1, 2000);
 		close(pidfds[i]);
 	}
+	end_orphans();
+	remove_scratch(sup);
 	struct session *s = sup->sessions;
 	while (s) {
 		struct session *next = s->next;

@@ -106,12 +106,48 @@ static bool ok(const struct jail_report *r, enum jail_layer_id id)
 	return r->layer[id].state == JS_APPLIED;
 }
 
-/* What the policy needs, and whether the applied layers provide it. */
+static void remedy(struct jail_report *r, const char *what)
+{
+	size_t n = strlen(r->remedy);
+	if (strstr(r->remedy, what) || n + 3 >= sizeof r->remedy)
+		return;
+	snprintf(r->remedy + n, sizeof r->remedy - n, "%s%s", n ? "; " : "", what);
+}
+
+/* The ways to get the namespaces back, for the report: which one applies
+ * depends on where the server runs, so all are named. */
+#define REMEDY_NS "namespaces: in Docker or Podman, --security-opt seccomp=unconfined or a profile " 	"allowing unshare and clone with CLONE_NEW*; on Ubuntu 23.10 and later, the AppArmor profile " 	"that make install puts in /etc/apparmor.d, or sysctl kernel.apparmor_restrict_unprivileged_userns=0; " 	"elsewhere, sysctl user.max_user_namespaces > 0 (or kernel.unprivileged_userns_clone=1)"
+#define REMEDY_LANDLOCK "Landlock: a kernel of 5.13 or later with CONFIG_SECURITY_LANDLOCK and \"landlock\" " 	"in the lsm= boot parameter (cat /sys/kernel/security/lsm); in a container, a seccomp profile " 	"that allows the landlock_* system calls (Docker 23 and later do)"
+#define REMEDY_SCOPES "a kernel of 6.12 or later (Landlock ABI 6: signal and abstract-socket scopes)"
+
+/* What the policy needs, and whether the applied layers provide it.
+ *
+ * Two modes.  With a mount namespace, the mount tree shows only what the
+ * policy allows (read-only where it must be), /tmp is a private tmpfs, and
+ * Landlock and seccomp are a second wall.  Without one (the "Landlock +
+ * seccomp" mode: containers whose seccomp profile refuses unshare, Ubuntu's
+ * AppArmor restriction), Landlock alone decides what can be read and
+ * written, and seccomp closes what Landlock does not see:
+ *  - metadata (chmod, chown, utime, xattrs, file flags) of files the
+ *    sandbox's uid owns outside the workspace: refused outright, since a
+ *    filter cannot tell which file an fd or a path names (seccomp.c);
+ *  - truncate(2) by path where Landlock has no TRUNCATE right (ABI < 3);
+ *  - SysV IPC and POSIX message queues shared with the host: refused;
+ *  - socket(AF_UNIX): host daemons' sockets (pathname or abstract) are not
+ *    hidden by any mount tree, so none can be created (socketpair stays);
+ *  - /tmp: a private scratch directory (TMPDIR) instead of the host's.
+ * Other processes: the pid namespace hides them; without it Landlock's
+ * signal scope (ABI 6) stops signals, its ptrace rule (every ABI) stops
+ * ptrace and reading /proc/PID/{mem,environ,fd}, and seccomp refuses
+ * ptrace and process_vm_*.  Their command lines stay readable in /proc
+ * (the sweep of left-behind processes reads /proc): the report says so. */
 static void judge(const struct jail_config *c, struct jail_report *r, int landlock_abi_v)
 {
 	const struct policy *p = c->policy;
 	r->enforceable = true;
 	r->why[0] = '\0';
+	r->remedy[0] = '\0';
+	r->nsfree = !ok(r, JL_MOUNTNS);
 	static const enum jail_layer_id always[] = { JL_FDS, JL_CAPS, JL_RLIMITS, JL_SECCOMP };
 	for (size_t i = 0; i < sizeof always / sizeof always[0]; i++) {
 		r->layer[always[i]].required = true;
@@ -127,38 +163,43 @@ static void judge(const struct jail_config *c, struct jail_report *r, int landlo
 		if (!ok(r, JL_UID))
 			need(r, "the sandbox would run as root");
 	}
-	/* The filesystem.  Reads: either wall confines them.  Writes need
-	 * the mount tree: Landlock does not cover metadata (chmod, utime,
-	 * xattrs, chown to its own ids), so alone it would let the code change
-	 * the modes and times of files its uid owns in ROOT. */
-	if (!ok(r, JL_MOUNTNS) && !ok(r, JL_LANDLOCK)) {
+	bool ll = ok(r, JL_LANDLOCK);
+	/* The filesystem: the mount tree, or Landlock with seccomp's metadata
+	 * rules and a private scratch directory. */
+	if (!ok(r, JL_MOUNTNS) && !ll) {
 		r->layer[JL_MOUNTNS].required = r->layer[JL_LANDLOCK].required = true;
 		need(r, "fs_read and fs_write cannot be enforced: no mount namespace and no Landlock");
-	} else if (!ok(r, JL_MOUNTNS)) {
-		r->layer[JL_MOUNTNS].required = true;
-		need(r, "fs_write cannot be fully enforced without a mount namespace "
-			"(Landlock does not stop chmod/utime on files the sandbox's uid owns)");
+		remedy(r, REMEDY_NS);
+		remedy(r, REMEDY_LANDLOCK);
+	} else if (r->nsfree) {
+		r->layer[JL_LANDLOCK].required = true;
+		if (!r->scratch[0])
+			need(r, "no private scratch directory could be made (/tmp and /var/tmp not writable)");
 	}
 	/* net_access false: seccomp refuses every non-unix socket; abstract
 	 * unix sockets of host daemons are reached unless the network
-	 * namespace or Landlock's scope separates them. */
-	if (!p->net_access && !ok(r, JL_NETNS) && !(ok(r, JL_LANDLOCK) && landlock_abi_v >= 6)) {
+	 * namespace or Landlock's scope separates them (in the namespace-free
+	 * mode no unix socket can be created at all). */
+	if (!p->net_access && !ok(r, JL_NETNS) && !r->nsfree && !(ll && landlock_abi_v >= 6)) {
 		r->layer[JL_NETNS].required = true;
 		need(r, "net_access false cannot be enforced: host abstract unix sockets reachable "
 			      "(no network namespace, no Landlock ABI >= 6)");
+		remedy(r, REMEDY_SCOPES);
 	}
 	/* Other processes: the pid namespace hides them, Landlock's signal
 	 * scope makes them unreachable; without either the code could signal
 	 * the server (same uid when it is not root). */
-	if (!ok(r, JL_PIDNS) && !(ok(r, JL_LANDLOCK) && landlock_abi_v >= 6)) {
+	if (!ok(r, JL_PIDNS) && !(ll && landlock_abi_v >= 6)) {
 		r->layer[JL_PIDNS].required = true;
 		need(r, "host processes visible and signalable (no pid namespace, no Landlock ABI >= 6)");
+		remedy(r, REMEDY_NS);
+		remedy(r, REMEDY_SCOPES);
 	}
 }
 
 char *jail_report_describe(const struct jail_report *r)
 {
-	size_t cap = 4096 + sizeof r->why;
+	size_t cap = 6144 + sizeof r->why + sizeof r->remedy;
 	char *s = malloc(cap);
 	if (!s)
 		return NULL;
@@ -166,6 +207,8 @@ char *jail_report_describe(const struct jail_report *r)
 	n += (size_t)snprintf(s + n, cap - n, "jail: %s%s%s\n",
 			      r->enforceable ? "enforceable" : "NOT enforceable",
 			      r->enforceable ? "" : ": ", r->enforceable ? "" : r->why);
+	n += (size_t)snprintf(s + n, cap - n, "mode: %s\n",
+			      r->nsfree ? "Landlock + seccomp (no mount namespace)" : "namespaces");
 	for (int i = 0; i < JL_COUNT && n < cap; i++) {
 		const struct jail_layer *l = &r->layer[i];
 		bool missing = l->required && l->state != JS_APPLIED;
@@ -173,7 +216,98 @@ char *jail_report_describe(const struct jail_report *r)
 				      jail_state_name(l->state), missing ? "(required) " : "",
 				      l->detail);
 	}
+	if (r->nsfree && n < cap && r->layer[JL_LANDLOCK].state == JS_APPLIED)
+		n += (size_t)snprintf(s + n, cap - n,
+				      "  what this mode does not give: other processes' command lines and "
+				      "status stay readable in /proc (not their environment, memory or fds); "
+				      "chmod, chown, utime and xattr changes are refused everywhere, the "
+				      "workspace included (shutil.copy and copy2 copy the data, not the "
+				      "metadata); no unix sockets (socketpair works); no SysV IPC or POSIX "
+				      "message queues; /tmp is the host's and hidden: TMPDIR points at a "
+				      "private directory\n");
+	if (n < cap && r->remedy[0])
+		n += (size_t)snprintf(s + n, cap - n, "  remedy: %s\n", r->remedy);
+	else if (n < cap && r->nsfree)
+		n += (size_t)snprintf(s + n, cap - n, "  to get the namespace mode instead: %s\n", REMEDY_NS);
 	return s;
+}
+
+/* ---- the namespace-free mode's scratch directory ---- */
+
+/* Without a mount namespace there is no private tmpfs for /tmp: the host's
+ * /tmp is shared with every other user and stays closed (Landlock grants
+ * nothing there).  Python, tempfile and matplotlib get a fresh directory
+ * instead, made here as the sandbox's uid (mode 0700: no other user can
+ * enter it), the only place outside what the policy makes writable that
+ * Landlock lets the code write; TMPDIR, HOME and a /tmp MPLCONFIGDIR point
+ * at it.  The server removes it when it exits. */
+static void make_scratch(const struct jail_config *c, struct jail_report *r)
+{
+	static const char *const bases[] = { "/tmp", "/var/tmp", NULL };
+	r->scratch[0] = '\0';
+	for (const char *const *b = bases; *b && !r->scratch[0]; b++) {
+		char t[sizeof r->scratch];
+		snprintf(t, sizeof t, "%s/psm-scratch-XXXXXX", *b);
+		if (mkdtemp(t))
+			snprintf(r->scratch, sizeof r->scratch, "%s", t);
+	}
+	if (!r->scratch[0])
+		return;
+	setenv("TMPDIR", r->scratch, 1);
+	setenv("HOME", r->scratch, 1);
+	const char *mpl = getenv("MPLCONFIGDIR");
+	if (!mpl || strncmp(mpl, "/tmp/", 5) == 0) {
+		char m[sizeof r->scratch + 16];
+		snprintf(m, sizeof m, "%s/matplotlib", r->scratch);
+		setenv("MPLCONFIGDIR", m, 1);
+	}
+	(void)c;
+}
+
+static int remove_below(int dfd, int depth)
+{
+	DIR *d = fdopendir(dfd);
+	if (!d) {
+		close(dfd);
+		return -errno;
+	}
+	int rc = 0;
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		if (unlinkat(dfd, de->d_name, 0) == 0 || errno == ENOENT)
+			continue;
+		if (errno != EISDIR && errno != EPERM)
+			continue;
+		/* A directory.  O_NOFOLLOW: a symlink swapped in meanwhile is
+		 * not followed; made searchable first (the code may have left
+		 * it 0). */
+		int ch = fchmodat(dfd, de->d_name, 0700, AT_SYMLINK_NOFOLLOW);
+		(void)ch; /* not ours to change, or gone: the open says */
+		int sub = openat(dfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (sub >= 0 && depth < 256)
+			rc = remove_below(sub, depth + 1);
+		else if (sub >= 0)
+			close(sub);
+		if (unlinkat(dfd, de->d_name, AT_REMOVEDIR) < 0 && rc == 0)
+			rc = -errno;
+	}
+	closedir(d);
+	return rc;
+}
+
+int jail_scratch_remove(const char *path)
+{
+	if (!path || strncmp(path, "/", 1) != 0 || !strstr(path, "/psm-scratch-"))
+		return -EINVAL; /* only ever what make_scratch made */
+	int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT ? 0 : -errno;
+	int rc = remove_below(fd, 0);
+	if (rmdir(path) < 0 && rc == 0)
+		rc = -errno;
+	return rc;
 }
 
 /* ---- the chain ---- */
@@ -238,6 +372,8 @@ int jail_enter(const struct jail_config *c, struct jail_report *r, struct err *e
 		if ((rc = jail_ns_apply(c, userns, r, e)) < 0)
 			goto fail;
 	}
+	if (r->layer[JL_MOUNTNS].state != JS_APPLIED)
+		make_scratch(c, r);
 	if ((rc = jail_caps_apply(c, r, e)) < 0)
 		goto fail;
 	if ((rc = jail_rlimits_apply(c, r, e)) < 0)
@@ -247,7 +383,17 @@ int jail_enter(const struct jail_config *c, struct jail_report *r, struct err *e
 	/* PDEATHSIG again: credential changes above may have cleared it. */
 	prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
 	if (chdir(c->root) < 0) {
-		rc = err_sys(e, -errno, "jail: chdir %s", c->root);
+		if (errno == EACCES && r->layer[JL_MOUNTNS].state != JS_APPLIED)
+			/* The mount tree would have shown it (cloned as root);
+			 * here the host's permissions are the sandbox's. */
+			rc = err_set(e, -EACCES,
+				     "jail: the sandbox's uid %u cannot reach the project directory %s "
+				     "(a directory above it is private), and without namespaces nothing "
+				     "can show it: make the directories above it searchable "
+				     "(chmod o+x DIR) or run the server as the project's owner",
+				     (unsigned)getuid(), c->root);
+		else
+			rc = err_sys(e, -errno, "jail: chdir %s", c->root);
 		goto fail;
 	}
 	if ((rc = seccomp_apply(c, r, e)) < 0)

@@ -39,13 +39,23 @@ enum jail_state { JS_NOT_NEEDED, JS_APPLIED, JS_NOT_AVAILABLE, JS_FAILED };
 struct jail_layer {
 	enum jail_state state;
 	bool required;      /* the policy cannot be enforced without it */
-	char detail[256];   /* e.g. "ABI 7, 16 fs rights, tcp, scopes" */
+	char detail[384];   /* e.g. "ABI 7, 16 fs rights, tcp, scopes" */
 };
 
 struct jail_report {
 	struct jail_layer layer[JL_COUNT];
 	bool enforceable;   /* every required layer applied */
 	char why[512];      /* when not enforceable: what is missing */
+	/* The mode: false with the mount namespace (the mount tree hides and
+	 * confines); true without it, where Landlock and seccomp do that work
+	 * alone ("Landlock + seccomp", see jail.c: judge). */
+	bool nsfree;
+	/* The namespace-free mode's private scratch directory (TMPDIR, HOME),
+	 * a fresh mkdtemp directory on the host only the jail may write; the
+	 * server removes it when it exits.  Empty in the namespace mode
+	 * (/tmp is a private tmpfs there). */
+	char scratch[256];
+	char remedy[512];   /* what the user can do to get the missing layers */
 };
 
 struct jail_config {
@@ -57,6 +67,9 @@ struct jail_config {
 	const int *keep_fds;     /* fds to keep open (control socket); others closed */
 	size_t n_keep_fds;
 	const char *const *env;  /* the environment to install, NULL-terminated "K=V" */
+	/* --check: change nothing on the host (no chown of root-owned
+	 * writable directories; the report says what serving would do). */
+	bool no_host_changes;
 };
 
 /* Called in the zygote process right after fork from the server.  May fork
@@ -126,11 +139,18 @@ int jail_caps_apply(const struct jail_config *c, struct jail_report *r, struct e
 int jail_rlimits_apply(const struct jail_config *c, struct jail_report *r, struct err *e);
 
 int landlock_abi(void); /* 0 when Landlock is unavailable */
+/* private_tmp: /tmp and /dev/shm are the mount tree's private tmpfs;
+ * otherwise r->scratch (when set) is the only scratch space granted. */
 int landlock_apply(const struct jail_config *c, bool private_tmp,
 		   struct jail_report *r, struct err *e);
 /* A nested domain with only the signal and abstract-socket scopes
  * (ABI >= 6): 1 applied, 0 not available, negative errno on failure. */
 int landlock_scope_session(struct err *e);
+
+/* Removes a scratch directory made by the jail and everything in it,
+ * never following a symlink out of it; safe on what hostile code left
+ * there (modes of 0, deep trees, links).  0 or negative errno. */
+int jail_scratch_remove(const char *path);
 
 bool seccomp_probe(void);
 int seccomp_apply(const struct jail_config *c, struct jail_report *r, struct err *e);

@@ -474,6 +474,14 @@ int jail_ns_prepare(const struct jail_config *c, uid_t uid, gid_t gid, struct er
 		return 0;
 	memset(&t, 0, sizeof t);
 	int r = plan(c, &t, e);
+	if (r == -EPERM) {
+		/* Root without CAP_SYS_ADMIN (a container's root): open_tree
+		 * is refused.  Not an error: the user namespace route plans
+		 * the tree itself later, as the sandbox uid, and without
+		 * namespaces the jail runs as Landlock + seccomp. */
+		close_trees();
+		return 0;
+	}
 	if (r < 0) {
 		close_trees();
 		return r;

@@ -118,10 +118,15 @@ int jail_uid_apply(const struct jail_config *c, bool chown, struct jail_report *
 	uid_t uid;
 	gid_t gid;
 	jail_uid_choose(c, &uid, &gid);
-	bool chowned = false;
+	bool chowned = false, would_chown = false;
 	if (chown && uid == NOBODY && c->policy->fs_write != FS_WRITE_NONE) {
-		chown_writable(c, uid, gid);
-		chowned = true;
+		/* --check changes nothing on the host: it only says so. */
+		if (c->no_host_changes) {
+			would_chown = true;
+		} else {
+			chown_writable(c, uid, gid);
+			chowned = true;
+		}
 	}
 	drop_bounding();
 	/* Supplementary groups first (root's group 0 would otherwise stay),
@@ -143,6 +148,8 @@ int jail_uid_apply(const struct jail_config *c, bool chown, struct jail_report *
 	l->state = JS_APPLIED;
 	snprintf(l->detail, sizeof l->detail, "uid %u gid %u, no groups (server was root)%s",
 		 (unsigned)uid, (unsigned)gid,
-		 chowned ? "; root-owned writable directories chowned to it" : "");
+		 chowned ? "; root-owned writable directories chowned to it"
+		 : would_chown ? "; serving would chown the root-owned writable directories to it "
+				 "(--check did not)" : "");
 	return 0;
 }

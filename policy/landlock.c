@@ -217,9 +217,17 @@ int landlock_apply(const struct jail_config *c, bool private_tmp, struct jail_re
 		RULE("/etc/passwd", R_READ);
 		RULE("/etc/group", R_READ);
 	} else {
-		/* The host's /proc: only this process's own entries. */
-		RULE("/proc/self", R_READ);
-		RULE("/proc/thread-self", R_READ);
+		/* The namespace-free mode.  Scratch space: the jail's own
+		 * directory, not the host's /tmp (jail.c: make_scratch). */
+		if (r->scratch[0])
+			RULE(r->scratch, R_READ | R_SCRATCH);
+		/* The host's /proc, read-only: the zygote and each session
+		 * find what the code left running by reading it (procs.c).
+		 * Other processes' command lines and status are readable
+		 * there; their environment, memory, fds, cwd and root are not
+		 * (Landlock's ptrace rule refuses processes outside the
+		 * domain), nor can they be signalled (the signal scope). */
+		RULE("/proc", R_READ);
 	}
 	for (const char *const *q = dev_rw; *q; q++)
 		RULE(*q, LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_WRITE_FILE |

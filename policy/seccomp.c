@@ -40,13 +40,9 @@ static const char *const allow[] = {
 	"statx", "statfs", "fstatfs", "access", "faccessat", "faccessat2", "readlink",
 	"readlinkat", "getdents", "getdents64", "getcwd", "chdir", "fchdir", "mkdir",
 	"mkdirat", "rmdir", "unlink", "unlinkat", "rename", "renameat", "renameat2",
-	"link", "linkat", "symlink", "symlinkat", "chmod", "fchmod", "fchmodat",
-	"truncate", "utime", "utimes", "utimensat", "futimesat", "umask",
-	"chown", "fchown", "lchown", "fchownat", /* no capability: own ids only */
+	"link", "linkat", "symlink", "symlinkat", "umask",
 	"mknod", "mknodat", /* os.mkfifo; device nodes need CAP_MKNOD */
 	"getxattr", "lgetxattr", "fgetxattr", "listxattr", "llistxattr", "flistxattr",
-	"setxattr", "lsetxattr", "fsetxattr", "removexattr", "lremovexattr",
-	"fremovexattr", /* shutil.copystat copies user.* attributes */
 	"inotify_init", "inotify_init1", "inotify_add_watch", "inotify_rm_watch",
 	"syncfs",
 	/* Memory.  mprotect/mmap with PROT_EXEC stay: libffi closures (ctypes
@@ -87,13 +83,34 @@ static const char *const allow[] = {
 	"socketpair", "bind", "listen", "accept", "accept4", "connect", "getsockname",
 	"getpeername", "sendto", "recvfrom", "sendmsg", "recvmsg", "sendmmsg",
 	"recvmmsg", "shutdown", "setsockopt", "getsockopt",
-	/* System V IPC in the jail's own ipc namespace (multiprocessing) */
-	"shmget", "shmat", "shmdt", "shmctl", "semget", "semop", "semctl", "semtimedop",
 	/* Only ever tighten: a session's nested Landlock domain, user code's
 	 * own filters. */
 	"landlock_create_ruleset", "landlock_add_rule", "landlock_restrict_self", "seccomp",
 	"capget",
 	NULL,
+};
+
+/* Metadata changes.  With the mount tree, everything outside the workspace
+ * is a read-only bind (EROFS) or not there at all.  Without it (the
+ * namespace-free mode) they are refused outright: Landlock has no right for
+ * them, and the sandbox's uid owns the project's files (the user's own), so
+ * chmod, utime, chown to its own groups or an xattr would change files the
+ * policy only lets it read.  A filter cannot tell which file a path or an fd
+ * names, so nothing here can be allowed for the workspace alone: the
+ * bootstrap lets shutil's copies go on without the metadata and says so. */
+static const char *const metadata[] = {
+	"chmod", "fchmod", "fchmodat", "utime", "utimes", "utimensat", "futimesat",
+	"chown", "fchown", "lchown", "fchownat", /* no capability: own ids only */
+	"setxattr", "lsetxattr", "fsetxattr", "removexattr", "lremovexattr",
+	"fremovexattr", /* shutil.copystat copies user.* attributes */
+	NULL,
+};
+
+/* System V IPC: in the jail's own ipc namespace (multiprocessing); without
+ * one, the host's segments and semaphores (another program's shared memory,
+ * same uid) would be there to attach: refused. */
+static const char *const sysv_ipc[] = {
+	"shmget", "shmat", "shmdt", "shmctl", "semget", "semop", "semctl", "semtimedop", NULL,
 };
 
 /* Not in the list, so EPERM, and named here because each is an escape or
@@ -113,7 +130,17 @@ static const char *const allow[] = {
  * (a command typed into the shell that started the server), TIOCLINUX can do
  * the same on a console.  The kernel reads cmd as 32 bits, so the comparison
  * masks the upper half: 0x100005412 is TIOCSTI too. */
-static int ioctl_filter(void)
+#ifndef FS_IOC_SETFLAGS
+#define FS_IOC_SETFLAGS 0x40086602
+#endif
+#ifndef FS_IOC_FSSETXATTR
+#define FS_IOC_FSSETXATTR 0x401c5820
+#endif
+
+/* nsfree: also FS_IOC_SETFLAGS and FS_IOC_FSSETXATTR (chattr: the
+ * append-only, no-dump, no-atime... flags of a file the uid owns) - more
+ * metadata that a read-only bind would have refused (EROFS). */
+static int ioctl_filter(bool nsfree)
 {
 	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
 	if (!ctx)
@@ -125,6 +152,10 @@ static int ioctl_filter(void)
 	if (rc == 0)
 		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,
 				      SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffULL, (uint64_t)TIOCLINUX));
+	static const uint64_t flags_ioctls[] = { FS_IOC_SETFLAGS, FS_IOC_FSSETXATTR };
+	for (size_t i = 0; nsfree && rc == 0 && i < 2; i++)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,
+				      SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffULL, flags_ioctls[i]));
 	if (rc == 0)
 		rc = seccomp_load(ctx);
 	seccomp_release(ctx);
@@ -154,13 +185,22 @@ int seccomp_apply(const struct jail_config *c, struct jail_report *r, struct err
 	/* libseccomp's filter for x86_64 also sends syscall numbers with the
 	 * x32 bit to this action. */
 	CHECK(seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS), "badarch");
-	for (const char *const *s = allow; *s; s++) {
-		int nr = seccomp_syscall_resolve_name(*s);
-		if (nr == __NR_SCMP_ERROR)
-			continue; /* not on this architecture */
-		CHECK(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 0), *s);
-		n++;
-	}
+	/* The mode: with the mount tree or without (jail.c: judge). */
+	bool nsfree = r->layer[JL_MOUNTNS].state != JS_APPLIED;
+	bool ipcns = r->layer[JL_IPCNS].state == JS_APPLIED;
+	const char *const *lists[] = { allow, nsfree ? NULL : metadata, ipcns ? sysv_ipc : NULL };
+	for (size_t li = 0; li < sizeof lists / sizeof lists[0]; li++)
+		for (const char *const *s = lists[li]; s && *s; s++) {
+			int nr = seccomp_syscall_resolve_name(*s);
+			if (nr == __NR_SCMP_ERROR)
+				continue; /* not on this architecture */
+			CHECK(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 0), *s);
+			n++;
+		}
+	/* truncate(2) by path: Landlock's TRUNCATE right (ABI 3) covers it;
+	 * below that, only the mount tree's read-only binds did. */
+	if (!nsfree || landlock_abi() >= 3)
+		CHECK(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(truncate), 0), "truncate");
 
 	/* clone: threads and plain fork only.  A CLONE_NEW* flag would build
 	 * new namespaces (a user namespace hands back every capability). */
@@ -178,9 +218,13 @@ int seccomp_apply(const struct jail_config *c, struct jail_report *r, struct err
 	}
 
 	/* socket: unix only when net_access is false (no network, no DNS, no
-	 * netlink, no packet or raw socket).  socketpair stays (above). */
-	CHECK(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 1,
-			       SCMP_A0(SCMP_CMP_EQ, AF_UNIX)), "socket");
+	 * netlink, no packet or raw socket).  socketpair stays (above).
+	 * Without the mount tree and the network namespace, a unix socket
+	 * reaches the host's daemons (/run/docker.sock, an abstract socket
+	 * of the session bus): none then, whatever net_access says. */
+	if (!nsfree)
+		CHECK(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 1,
+				       SCMP_A0(SCMP_CMP_EQ, AF_UNIX)), "socket");
 	if (p->net_access) {
 		CHECK(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 1,
 				       SCMP_A0(SCMP_CMP_EQ, AF_INET)), "socket");
@@ -219,7 +263,7 @@ int seccomp_apply(const struct jail_config *c, struct jail_report *r, struct err
 	}
 	if (getenv("PSM_SECCOMP_PFC")) /* debugging aid: the filter as text */
 		seccomp_export_pfc(ctx, STDERR_FILENO);
-	if ((rc = ioctl_filter()) < 0) {
+	if ((rc = ioctl_filter(nsfree)) < 0) {
 		seccomp_release(ctx);
 		l->state = JS_FAILED;
 		return err_sys(e, rc, "jail: seccomp ioctl filter");
@@ -232,10 +276,13 @@ int seccomp_apply(const struct jail_config *c, struct jail_report *r, struct err
 	}
 	l->state = JS_APPLIED;
 	snprintf(l->detail, sizeof l->detail,
-		 "allow-list of %d syscalls + filtered clone, socket (%s), ioctl (no TIOCSTI/TIOCLINUX), personality, "
-		 "prlimit64, setpriority; execve %s; clone3 ENOSYS; other arch/x32 kill",
-		 n, p->net_access ? "unix, inet, inet6, netlink" : "unix only",
-		 p->shell_exec ? "allowed" : "refused");
+		 "allow-list of %d syscalls + filtered clone, socket (%s), ioctl (no TIOCSTI/TIOCLINUX%s), personality, "
+		 "prlimit64, setpriority; execve %s; clone3 ENOSYS; other arch/x32 kill%s%s",
+		 n, p->net_access ? (nsfree ? "inet, inet6, netlink" : "unix, inet, inet6, netlink")
+				  : (nsfree ? "none" : "unix only"),
+		 nsfree ? ", no chattr" : "", p->shell_exec ? "allowed" : "refused",
+		 nsfree ? "; no chmod/chown/utime/xattr" : "",
+		 ipcns ? "" : "; no SysV IPC");
 	return 0;
 }
 

@@ -173,6 +173,10 @@ int main(int argc, char **argv)
 	while (waitpid(pid, &st, 0) < 0)
 		if (errno != EINTR)
 			return 5;
+	/* The namespace-free mode's scratch directory goes with the run, as
+	 * the server removes it when it exits. */
+	if (rep.scratch[0])
+		jail_scratch_remove(rep.scratch);
 	if (WIFSIGNALED(st)) {
 		fprintf(stderr, "jailrun: session killed by signal %d\n", WTERMSIG(st));
 		return 128 + WTERMSIG(st);

@@ -1,7 +1,7 @@
 # argv: what expect(yes|no) args... ; checks one permission in one direction.
 import os, sys, socket, subprocess
 what, expect = sys.argv[1], sys.argv[2] == "yes"
-args = sys.argv[3:]
+args = [os.path.expandvars(a) for a in sys.argv[3:]]  # '$TMPDIR/x': the jail's scratch
 def can(fn):
     try:
         fn(); return True

@@ -1,6 +1,9 @@
 # argv: canary_path canary_value
 import os, sys, glob
 path, value = sys.argv[1], sys.argv[2][::-1]   # reversed: not in our own cmdline
+# Without a pid namespace (mode nsfree) other processes' command lines and
+# status stay readable in /proc (documented); their environment must not.
+nsfree = len(sys.argv) > 3 and sys.argv[3] == "nsfree"
 found = []
 try:
     open(path).read(); found.append("home canary readable")
@@ -17,6 +20,16 @@ for f in glob.glob("/proc/*/environ") + glob.glob("/proc/*/cmdline"):
     except OSError:
         pass
 pids = [p for p in os.listdir("/proc") if p.isdigit()]
+if nsfree:
+    readable = []
+    for p in pids:
+        try:
+            open("/proc/%s/environ" % p, "rb").read(1)
+            if int(p) != os.getpid(): readable.append(p)
+        except OSError:
+            pass
+    if readable: found.append("host environments readable: %s" % readable[:5])
+    pids = []
 if len(pids) > 10: found.append("host processes visible: %d" % len(pids))
 for p in pids:
     try:

@@ -1,0 +1,176 @@
+// The server where namespaces are refused, as in a container with the
+// runtime's default rules: build/helpers/dockerrun applies them (seccomp
+// refusing unshare, setns, mount, namespace clone flags; clone3 ENOSYS;
+// CAP_SYS_ADMIN and friends dropped) and execs the real server, which then
+// runs its jail as Landlock + seccomp.  Root and nobody, pid 1 and not; the
+// demo scenario end to end; effects checked from outside.
+import { test, describe, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+
+import { startClient, newProject, execPy, callTool, writeFile, show, sleep, BIN, REPO } from './lib.mjs';
+
+const DOCKERRUN = path.join(path.dirname(BIN), 'helpers', 'dockerrun');
+const AS_ROOT = process.getuid() === 0;
+const NOBODY = ['--reuid=65534', '--regid=65534', '--clear-groups'];
+
+function scratchDirs() {
+	return new Set(fs.readdirSync('/tmp').filter((n) => n.startsWith('psm-scratch-')));
+}
+
+/** A project owned by `uid` (nobody's for the unprivileged runs). */
+function project(tag, uid) {
+	const root = newProject(tag);
+	writeFile(root, 'data.csv', 'a,b\n1,2\n');
+	fs.mkdirSync(path.join(root, 'workspace', 'outputs'), { recursive: true });
+	if (uid !== undefined) spawnSync('chown', ['-R', `${uid}:${uid}`, root]);
+	return root;
+}
+
+function meta(p) {
+	const st = fs.statSync(p);
+	return `${st.mode.toString(8)} ${st.uid} ${st.gid} ${st.mtimeMs} ${st.ctimeMs}`;
+}
+
+for (const who of AS_ROOT ? ['root', 'nobody'] : ['user']) {
+	describe(`Docker's default rules, as ${who}`, () => {
+		let h, root, before_scratch, data_meta;
+		before(async () => {
+			root = project(`nsfree-${who}`, who === 'nobody' ? 65534 : undefined);
+			data_meta = meta(path.join(root, 'data.csv'));
+			before_scratch = scratchDirs();
+			const launch = who === 'nobody'
+				? { command: 'setpriv', commandArgs: [...NOBODY, DOCKERRUN, BIN] }
+				: { command: DOCKERRUN, commandArgs: [BIN] };
+			h = await startClient(root, { structured: true, ...launch });
+		});
+		after(async () => { await h?.close(); });
+
+		test('the stack runs, a chart lands in the workspace', { timeout: 120000 }, async () => {
+			const r = await execPy(h, [
+				'import numpy as np, pandas as pd, matplotlib.pyplot as plt',
+				'df = pd.read_csv("data.csv")',
+				'plt.plot(np.arange(10)); plt.savefig("workspace/outputs/c.png")',
+				'int(df.a.sum())',
+			].join('\n'));
+			assert.equal(r.sc.status, 'ok', show(r.text));
+			assert.equal(r.sc.result, '1');
+			assert.ok(fs.readFileSync(path.join(root, 'workspace/outputs/c.png')).subarray(1, 4).toString() === 'PNG');
+		});
+
+		test('shutil.copy, copy2 and tarfile work in the workspace (data, not metadata)', { timeout: 60000 }, async () => {
+			const r = await execPy(h, [
+				'import shutil, tarfile, io, os',
+				'shutil.copy("data.csv", "workspace/c1.csv")',
+				'shutil.copy2("data.csv", "workspace/c2.csv")',
+				'with tarfile.open("workspace/t.tar", "w") as t: t.add("data.csv", arcname="d/x.csv")',
+				'with tarfile.open("workspace/t.tar") as t: t.extractall("workspace/untar")',
+				'[open(p).read() for p in ("workspace/c1.csv", "workspace/c2.csv", "workspace/untar/d/x.csv")]',
+			].join('\n'));
+			assert.equal(r.sc.status, 'ok', show(r.text));
+			assert.equal(r.sc.result, "['a,b\\n1,2\\n', 'a,b\\n1,2\\n', 'a,b\\n1,2\\n']");
+			assert.match(r.sc.stderr, /not copied in this sandbox mode/);
+		});
+
+		test('metadata outside the workspace cannot change (checked from outside)', { timeout: 60000 }, async () => {
+			for (const code of ['os.chmod("data.csv", 0o600)', 'os.utime("data.csv", (0, 0))',
+				'os.setxattr("data.csv", "user.x", b"1")', 'os.chown("data.csv", os.getuid(), os.getgid())']) {
+				const r = await execPy(h, `import os\n${code}`);
+				assert.equal(r.sc.status, 'error', show(r.text));
+				assert.equal(r.sc.error.type, 'PermissionError', show(r.sc.error));
+			}
+			const r = await execPy(h, 'import os\nos.chmod("data.csv", 0o600)');
+			assert.equal(r.sc.error.denied_by, 'fs_write', show(r.sc.error));
+			assert.equal(meta(path.join(root, 'data.csv')), data_meta);
+			assert.deepEqual(os.platform() === 'linux' ? fs.readdirSync(root).sort() : [], ['data.csv', 'workspace']);
+		});
+
+		test('scratch space is private; no unix socket, no SysV IPC; host /tmp hidden', { timeout: 60000 }, async () => {
+			const r = await execPy(h, [
+				'import tempfile, socket, ctypes, os',
+				'libc = ctypes.CDLL(None, use_errno=True)',
+				'fd, p = tempfile.mkstemp(); os.write(fd, b"x"); os.close(fd)',
+				'out = [tempfile.gettempdir()]',
+				'for f in (lambda: socket.socket(socket.AF_UNIX), lambda: open("/tmp/psm-host-probe", "w")):',
+				'    try: f(); out.append("allowed")',
+				'    except OSError as e: out.append(e.errno)',
+				'out.append(libc.syscall(29, 0, 4096, 0o1600))',
+				'out',
+			].join('\n'));
+			assert.equal(r.sc.status, 'ok', show(r.text));
+			const [tmp, sock, hostTmp, shm] = JSON.parse(r.sc.result.replace(/'/g, '"'));
+			assert.match(tmp, /^\/tmp\/psm-scratch-/);
+			assert.notEqual(sock, 'allowed');
+			assert.notEqual(hostTmp, 'allowed');
+			assert.equal(shm, -1);
+			assert.ok(!fs.existsSync('/tmp/psm-host-probe'));
+		});
+
+		test('a process the code leaves running, and the scratch dir, end with the server', { timeout: 60000 }, async () => {
+			const tag = `psm-left-${who}-${process.pid}`;
+			const r = await execPy(h, [
+				'import os, time',
+				'if os.fork() == 0:',
+				'    os.setsid()',
+				`    import sys; sys.argv[0] = "${tag}"`,
+				'    if os.fork() == 0:',
+				`        open("workspace/${tag}", "w").close()`,
+				'        time.sleep(300)',
+				'    os._exit(0)',
+				'time.sleep(0.5)',
+			].join('\n'), { session: 'leaver' });
+			assert.equal(r.sc.status, 'ok', show(r.text));
+			const mine = [...scratchDirs()].filter((d) => !before_scratch.has(d));
+			await h.close();
+			h = null;
+			await sleep(500);
+			for (const d of mine) assert.ok(!fs.existsSync(path.join('/tmp', d)), `${d} removed`);
+			const left = fs.readdirSync('/proc').filter((p) => /^\d+$/.test(p)).filter((p) => {
+				try { return fs.readFileSync(`/proc/${p}/cmdline`, 'utf8').includes('--zygote-fd') && fs.readFileSync(`/proc/${p}/environ`, 'utf8').includes(root); } catch { return false; }
+			});
+			assert.deepEqual(left, [], 'no sandbox process outlives the server');
+		});
+	});
+}
+
+describe('--check under Docker\'s rules', () => {
+	test('names the mode and each layer, changes nothing, exit 0', { timeout: 60000 }, async () => {
+		const root = project('nsfree-check');
+		const ws = path.join(root, 'workspace');
+		const owner = fs.statSync(ws).uid;
+		const r = spawnSync(DOCKERRUN, [BIN, '--check', '--root', root], { encoding: 'utf8', timeout: 60000 });
+		assert.equal(r.status, 0, r.stdout + r.stderr);
+		assert.match(r.stdout, /mode: Landlock \+ seccomp/);
+		assert.match(r.stdout, /landlock\s+applied/);
+		assert.match(r.stdout, /what this mode does not give: .*command lines/);
+		assert.match(r.stdout, /to get the namespace mode instead: .*seccomp=unconfined.*apparmor/i);
+		assert.equal(fs.statSync(ws).uid, owner, 'the workspace keeps its owner');
+	});
+
+	test('without Landlock either: NOT enforced, says what to do, exit 1', { timeout: 60000 }, async () => {
+		const root = project('nsfree-check-nolandlock');
+		const r = spawnSync(DOCKERRUN, ['--no-landlock', BIN, '--check', '--root', root], { encoding: 'utf8', timeout: 60000 });
+		assert.equal(r.status, 1, r.stdout + r.stderr);
+		assert.match(r.stdout, /NOT enforce/);
+		assert.match(r.stdout, /remedy: .*Landlock: a kernel of 5\.13/);
+	});
+});
+
+describe('the demo scenario under Docker\'s rules, the server as pid 1', { skip: !AS_ROOT && 'needs root to make a pid namespace' }, () => {
+	test('demo/demo.mjs end to end', { timeout: 240000 }, async () => {
+		const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'psm-nsfree-demo-'));
+		fs.chmodSync(dir, 0o755); // the sandbox's uid (nobody) must reach the project
+		const wrapper = path.join(dir, 'server');
+		// A new pid namespace (and its own /proc) made as root, then the
+		// container's rules, then the server: it is pid 1 there.
+		fs.writeFileSync(wrapper, `#!/bin/sh\nexec unshare --pid --fork --mount-proc --kill-child "${DOCKERRUN}" "${BIN}" "$@"\n`);
+		fs.chmodSync(wrapper, 0o755);
+		const r = spawnSync('node', [path.join(REPO, 'demo/demo.mjs'), '--bin', wrapper, '--project', path.join(dir, 'project')],
+			{ encoding: 'utf8', timeout: 230000, env: { ...process.env, NO_COLOR: '1' } });
+		fs.rmSync(dir, { recursive: true, force: true });
+		assert.equal(r.status, 0, (r.stdout + r.stderr).slice(-3000));
+	});
+});

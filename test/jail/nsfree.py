@@ -1,0 +1,55 @@
+# The namespace-free mode's own rules (Landlock + seccomp, no mount tree):
+# metadata of files the sandbox's uid owns outside the workspace, SysV IPC
+# and POSIX message queues, unix sockets, the private scratch directory.
+# argv: root workspace ; prints "scratch DIR" for the outside check.
+import os, sys, ctypes, errno, fcntl, socket, tempfile, array
+root, ws = sys.argv[1:3]
+data = root + "/data.csv"
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+bad = []
+def refused(name, fn):
+    try:
+        fn()
+    except OSError:
+        return
+    bad.append(name)
+refused("chmod", lambda: os.chmod(data, 0o600))
+refused("chmod-fd", lambda: os.fchmod(os.open(data, os.O_RDONLY), 0o600))
+refused("utime", lambda: os.utime(data, (0, 0)))
+refused("utime-fd", lambda: os.utime(os.open(data, os.O_RDONLY), (1, 1)))
+refused("chown-own-ids", lambda: os.chown(data, os.getuid(), os.getgid()))
+refused("setxattr", lambda: os.setxattr(data, "user.psm", b"x"))
+refused("setxattr-fd", lambda: os.setxattr(os.open(data, os.O_RDONLY), "user.psm", b"x"))
+FS_IOC_GETFLAGS, FS_IOC_SETFLAGS = 0x80086601, 0x40086602
+def chattr():
+    fd = os.open(data, os.O_RDONLY)
+    buf = array.array("l", [0])
+    fcntl.ioctl(fd, FS_IOC_GETFLAGS, buf, True)
+    buf[0] |= 0x00004000  # FS_NODUMP_FL: no capability needed for the owner
+    fcntl.ioctl(fd, FS_IOC_SETFLAGS, buf, True)
+refused("chattr", chattr)
+def sysv(nr, *a):
+    def f():
+        r = libc.syscall(nr, *a)
+        if r < 0:
+            raise OSError(ctypes.get_errno(), "refused")
+    return f
+refused("shmget", sysv(29, 0, 4096, 0o1600))     # IPC_PRIVATE | IPC_CREAT
+refused("semget", sysv(64, 0, 1, 0o1600))
+refused("msgget", sysv(68, 0, 0o1600))
+refused("mq_open", sysv(240, b"psm-test", os.O_CREAT | os.O_RDWR, 0o600, None))
+refused("unix-socket", lambda: socket.socket(socket.AF_UNIX, socket.SOCK_STREAM))
+a, b = socket.socketpair()                        # stays
+a.close(); b.close()
+# Scratch space: TMPDIR is private, not the host's /tmp.
+tmp = tempfile.gettempdir()
+if tmp in ("/tmp", "/var/tmp") or not os.path.isdir(tmp):
+    bad.append("TMPDIR is %s" % tmp)
+fd, p = tempfile.mkstemp()
+os.write(fd, b"x"); os.close(fd)
+refused("host /tmp", lambda: open("/tmp/psm-nsfree-probe", "w"))
+if bad:
+    print("ESCAPED:", bad); sys.exit(1)
+print("scratch", tmp)
+print("namespace-free rules hold")
