@@ -502,7 +502,7 @@ static void reap(int ctrl)
 static char **build_env(const struct zygote_config *zc)
 {
 	static char mpl[4200];
-	if (zc->policy->fs_write == FS_WRITE_WORKSPACE) {
+	if (zc->policy->fs_write == FS_WRITE_WORKSPACE && !zc->check) {
 		/* A font cache that survives restarts (building it costs seconds). */
 		snprintf(mpl, sizeof mpl, "MPLCONFIGDIR=%s/.cache/matplotlib", zc->workspace);
 	} else {
@@ -540,6 +540,7 @@ void zygote_jail_config(const struct zygote_config *zc, struct jail_config *jc)
 		.keep_fds = &zc->ctrl,
 		.n_keep_fds = 1,
 		.env = (const char *const *)build_env(zc),
+		.no_host_changes = zc->check,
 	};
 }
 
@@ -566,7 +567,7 @@ void zygote_main(const struct zygote_config *zc)
 	 * left behind) are reparented here, so every exit is seen and reaped,
 	 * also where there is no pid namespace. */
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
-	if (zc->policy->fs_write == FS_WRITE_WORKSPACE) {
+	if (zc->policy->fs_write == FS_WRITE_WORKSPACE && !zc->check) {
 		char d[4200];
 		snprintf(d, sizeof d, "%s/.cache", zc->workspace);
 		mkdir(d, 0755);
@@ -680,6 +681,7 @@ int zygote_exec_main(int ctrl)
 	const cJSON *t = cJSON_GetObjectItemCaseSensitive(j, "timeout_s");
 	const cJSON *mem = cJSON_GetObjectItemCaseSensitive(j, "memory_mb");
 	const cJSON *lvl = cJSON_GetObjectItemCaseSensitive(j, "log_level");
+	bool check = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "check"));
 	if (!text || !source || !root || !ws || !disp)
 		fatal(ctrl, "incomplete configuration from the server");
 	test_kill_point("config");
@@ -707,6 +709,7 @@ int zygote_exec_main(int ctrl)
 		.workspace_display = disp,
 		.venv = venv,
 		.ctrl = ctrl,
+		.check = check,
 	};
 	zygote_main(&zc);
 }

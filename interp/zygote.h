@@ -13,6 +13,7 @@ struct zygote_config {
 	const char *workspace_display; /* "workspace" or the absolute path */
 	const char *venv;              /* --venv, or NULL */
 	int ctrl;                      /* stream socket to the server */
+	bool check;                    /* for --check: change nothing on the host */
 };
 
 /* The zygote is a fresh image of this binary (fork + exec of

@@ -16,6 +16,7 @@
 #include "../common/util.h"
 #include "../interp/zygote.h"
 #include "../policy/jail.h"
+#include "check.h"
 #include "server.h"
 #include "trust_cli.h"
 
@@ -113,6 +114,7 @@ int main(int argc, char **argv)
 		{ "trust", no_argument, NULL, 'T' },
 		{ "untrust", no_argument, NULL, 'U' },
 		{ "yes", no_argument, NULL, 'y' },
+		{ "check-session", no_argument, NULL, 'C' }, /* internal: --check's server */
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "zygote-fd", required_argument, NULL, 'Z' }, /* internal */
@@ -158,6 +160,7 @@ int main(int argc, char **argv)
 		case 'T': trust = true; break;
 		case 'U': untrust = true; break;
 		case 'y': yes = true; break;
+		case 'C': srv.opts.check_session = true; break;
 		case 'Z': {
 			const char *bad = NULL;
 			int fd = (int)strtonum(optarg, 3, INT_MAX, &bad);
@@ -232,6 +235,60 @@ int main(int argc, char **argv)
 		snprintf(ws_buf, sizeof ws_buf, "%s/workspace", root_abs);
 		wsp = ws_buf;
 	}
+	char venv_abs[PATH_MAX];
+	if (srv.opts.venv) {
+		glob_t g;
+		char pat[PATH_MAX + 64];
+		if (!realpath(srv.opts.venv, venv_abs) || !is_dir(venv_abs))
+			die_usage("--venv '%s' is not an existing directory", srv.opts.venv);
+		snprintf(pat, sizeof pat, "%s/lib/python3*/site-packages", venv_abs);
+		if (glob(pat, 0, NULL, &g) != 0)
+			die_usage("--venv '%s' has no lib/python3.*/site-packages: make it with python3 -m venv --system-site-packages DIR", srv.opts.venv);
+		globfree(&g);
+		srv.opts.venv = venv_abs;
+	}
+	if (check) {
+		/* Before ws_open, which would create a missing workspace: a
+		 * check changes nothing on the host.  Its server (--check-session)
+		 * makes the same trust decision; this one prints it. */
+		char wsabs[PATH_MAX], real[PATH_MAX];
+		if (wsp[0] == '/')
+			snprintf(wsabs, sizeof wsabs, "%.4000s", wsp);
+		else
+			snprintf(wsabs, sizeof wsabs, "%.2000s/%.2000s", root_abs, wsp);
+		const char *ws_final = realpath(wsabs, real) ? real : wsabs;
+		char *requested = policy_describe(srv.policy);
+		r = trust_decide(&srv.trust, srv.policy, skill_file != NULL, root_abs, ws_final,
+				 srv.opts.skill != NULL, &e);
+		if (r == 0)
+			r = policy_tighten(srv.policy, srv.opts.timeout_s, srv.opts.memory_mb, &e);
+		if (r < 0) {
+			fprintf(stderr, "python-sandbox-mcp: policy error: %s\n", e.msg);
+			free(requested);
+			trust_state_free(&srv.trust);
+			policy_free(srv.policy);
+			return 2;
+		}
+		char *desc = policy_describe(srv.policy);
+		printf("python-sandbox-mcp %s\nroot: %s\nworkspace: %s\n%s", PSM_VERSION, root_abs, ws_final,
+		       desc ? desc : "");
+		trust_print(&srv.trust, requested ? requested : "", stdout);
+		fflush(stdout);
+		free(desc);
+		free(requested);
+		struct check_opts co = {
+			.policy = srv.policy, .root = root_abs, .workspace = ws_final,
+			.skill_path = srv.opts.skill, .venv = srv.opts.venv,
+			.timeout_s = srv.opts.timeout_s, .memory_mb = srv.opts.memory_mb,
+			.self_exe = srv.opts.self_exe,
+		};
+		int st = check_run(&co, stdout);
+		if (st == 0 && srv.trust.withheld)
+			st = 1; /* the project does not get what it asks for */
+		trust_state_free(&srv.trust);
+		policy_free(srv.policy);
+		return st;
+	}
 	if (ws_open(&srv.ws, root_abs, wsp, &e) < 0) {
 		fprintf(stderr, "python-sandbox-mcp: workspace: %s\n", e.msg);
 		policy_free(srv.policy);
@@ -259,42 +316,9 @@ int main(int argc, char **argv)
 		policy_free(srv.policy);
 		return 2;
 	}
-	char venv_abs[PATH_MAX];
-	if (srv.opts.venv) {
-		glob_t g;
-		char pat[PATH_MAX + 64];
-		if (!realpath(srv.opts.venv, venv_abs) || !is_dir(venv_abs))
-			die_usage("--venv '%s' is not an existing directory", srv.opts.venv);
-		snprintf(pat, sizeof pat, "%s/lib/python3*/site-packages", venv_abs);
-		if (glob(pat, 0, NULL, &g) != 0)
-			die_usage("--venv '%s' has no lib/python3.*/site-packages: make it with python3 -m venv --system-site-packages DIR", srv.opts.venv);
-		globfree(&g);
-		srv.opts.venv = venv_abs;
-	}
+	free(requested);
 
 	char *desc = policy_describe(srv.policy);
-	if (check) {
-		printf("python-sandbox-mcp %s\nroot: %s\nworkspace: %s\n%s", PSM_VERSION, srv.ws.root, srv.ws.abs, desc ? desc : "");
-		trust_print(&srv.trust, requested ? requested : "", stdout);
-		fflush(stdout);
-		free(desc);
-		free(requested);
-		struct zygote_config zc = {
-			.policy = srv.policy, .root = srv.ws.root, .workspace = srv.ws.abs,
-			.workspace_display = srv.ws.display, .venv = srv.opts.venv, .ctrl = -1,
-		};
-		struct jail_config jc;
-		zygote_jail_config(&zc, &jc);
-		jc.n_keep_fds = 0;
-		int st = jail_check(&jc, stdout);
-		if (st == 0 && srv.trust.withheld)
-			st = 1; /* the project does not get what it asks for */
-		trust_state_free(&srv.trust);
-		ws_close(&srv.ws);
-		policy_free(srv.policy);
-		return st;
-	}
-	free(requested);
 	log_info("root %s, workspace %s, policy:\n%s", srv.ws.root, srv.ws.abs, desc ? desc : "");
 	free(desc);
 	if (srv.trust.note)

@@ -37,6 +37,10 @@ struct server_opts {
 	long memory_mb;        /* < 0: not given */
 	bool structured_content;
 	bool images_link;      /* --images link: images as resource_links only */
+	/* --check's own server (the hidden --check-session): the zygote
+	 * changes nothing on the host, and the jail's report goes to stderr
+	 * for the --check process to print. */
+	bool check_session;
 	char self_exe[4096];   /* this binary, exec'd as the zygote */
 };
 

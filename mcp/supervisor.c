@@ -209,6 +209,8 @@ static int send_config(struct sup *sup, int sock)
 	if (srv->opts.memory_mb > 0)
 		cJSON_AddNumberToObject(j, "memory_mb", (double)srv->opts.memory_mb);
 	cJSON_AddNumberToObject(j, "log_level", log_threshold);
+	if (srv->opts.check_session)
+		cJSON_AddBoolToObject(j, "check", 1);
 	char *txt = cJSON_PrintUnformatted(j);
 	cJSON_Delete(j);
 	int r = txt ? wire_send(sock, W_CONFIG, txt, strlen(txt), NULL, 0) : -ENOMEM;
@@ -426,6 +428,9 @@ static void zygote_event(void *arg, int fd, short revents)
 				 "python-sandbox-mcp --check says what that changes and how to get them)");
 		if (cJSON_IsString(jail))
 			log_debug("jail:\n%s", jail->valuestring);
+		if (cJSON_IsString(jail) && sup->srv->opts.check_session)
+			/* For the --check process that started this server. */
+			fprintf(stderr, "%s\n%s%s\n", CHECK_JAIL_BEGIN, jail->valuestring, CHECK_JAIL_END);
 		if (cJSON_IsFalse(enf)) {
 			/* Fail closed: nothing runs under less protection than the
 			 * policy asks for. */

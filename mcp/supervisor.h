@@ -5,6 +5,11 @@
 #ifndef MCP_SUPERVISOR_H
 #define MCP_SUPERVISOR_H
 
+/* The lines around the jail's report that a --check-session server writes
+ * on stderr (mcp/check.c reads them). */
+#define CHECK_JAIL_BEGIN "psm-check: jail report follows"
+#define CHECK_JAIL_END "psm-check: jail report ends"
+
 #include <cjson/cJSON.h>
 #include <stdbool.h>
 #include <stdint.h>

@@ -521,6 +521,7 @@ int jail_check(const struct jail_config *c, FILE *out)
 		keep[n++] = pfd[1];
 		keep[n++] = STDERR_FILENO;
 		struct jail_config cc = *c;
+		cc.no_host_changes = true; /* a check changes nothing */
 		cc.keep_fds = keep;
 		cc.n_keep_fds = n;
 		struct err e = { 0 };

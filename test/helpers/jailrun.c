@@ -175,8 +175,12 @@ int main(int argc, char **argv)
 			return 5;
 	/* The namespace-free mode's scratch directory goes with the run, as
 	 * the server removes it when it exits. */
-	if (rep.scratch[0])
+	if (rep.scratch[0]) {
 		jail_scratch_remove(rep.scratch);
+		/* The directory itself: only from outside (Landlock grants what
+		 * is below it); run.sh removes what this line names. */
+		fprintf(stderr, "jailrun: scratch %s\n", rep.scratch);
+	}
 	if (WIFSIGNALED(st)) {
 		fprintf(stderr, "jailrun: session killed by signal %d\n", WTERMSIG(st));
 		return 128 + WTERMSIG(st);

@@ -46,6 +46,9 @@ a.close(); b.close()
 tmp = tempfile.gettempdir()
 if tmp in ("/tmp", "/var/tmp") or not os.path.isdir(tmp):
     bad.append("TMPDIR is %s" % tmp)
+st = os.stat(tmp)
+if st.st_mode & 0o777 != 0o700 or st.st_uid != os.getuid():
+    bad.append("TMPDIR mode %o owner %d" % (st.st_mode & 0o777, st.st_uid))
 fd, p = tempfile.mkstemp()
 os.write(fd, b"x"); os.close(fd)
 refused("host /tmp", lambda: open("/tmp/psm-nsfree-probe", "w"))
