@@ -44,7 +44,7 @@ UNIT_BINS := $(UNIT_SRCS:test/unit/%.c=$(BUILD)/test/%)
 HELPER_SRCS := $(wildcard test/helpers/*.c)
 HELPER_BINS := $(HELPER_SRCS:test/helpers/%.c=$(BUILD)/helpers/%)
 
-.PHONY: all setup test test-san valgrind unit jail integration demo install install-skill clean check-deps help test-clone
+.PHONY: all setup test test-san valgrind unit jail integration demo install uninstall apparmor-check install-skill clean check-deps help test-clone
 ## all: build build/python-sandbox-mcp (the default)
 all: check-deps $(BIN)
 
@@ -116,6 +116,7 @@ valgrind: $(BIN)
 test: setup
 	$(MAKE) all
 	$(MAKE) unit
+	$(MAKE) apparmor-check
 	$(MAKE) jail
 	$(MAKE) integration
 	$(MAKE) fuzz-replay fuzz-rpc hostile soak-short kill-race
@@ -128,8 +129,20 @@ demo: setup
 	demo/run.sh $(BIN)
 
 ## install: install the binary to PREFIX/bin (default /usr/local)
+# Where AppArmor restricts unprivileged user namespaces (Ubuntu 23.10 and
+# later), a profile granting them to the installed binary is installed and
+# loaded too; elsewhere nothing more happens (scripts/apparmor.sh).
 install: $(BIN)
 	install -D -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/python-sandbox-mcp
+	scripts/apparmor.sh install $(PREFIX)/bin/python-sandbox-mcp
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/bin/python-sandbox-mcp
+	scripts/apparmor.sh uninstall
+
+# The AppArmor profile's syntax, parsed by apparmor_parser without loading it.
+apparmor-check:
+	scripts/apparmor.sh check
 
 # The project to install the skill into: the current directory, or PROJECT=DIR
 # (make -C /path/to/python-sandbox-mcp install-skill PROJECT=$PWD).

@@ -17,10 +17,6 @@ const DOCKERRUN = path.join(path.dirname(BIN), 'helpers', 'dockerrun');
 const AS_ROOT = process.getuid() === 0;
 const NOBODY = ['--reuid=65534', '--regid=65534', '--clear-groups'];
 
-function scratchDirs() {
-	return new Set(fs.readdirSync('/tmp').filter((n) => n.startsWith('psm-scratch-')));
-}
-
 /** A project owned by `uid` (nobody's for the unprivileged runs). */
 function project(tag, uid) {
 	const root = newProject(tag);
@@ -37,11 +33,10 @@ function meta(p) {
 
 for (const who of AS_ROOT ? ['root', 'nobody'] : ['user']) {
 	describe(`Docker's default rules, as ${who}`, () => {
-		let h, root, before_scratch, data_meta;
+		let h, root, data_meta;
 		before(async () => {
 			root = project(`nsfree-${who}`, who === 'nobody' ? 65534 : undefined);
 			data_meta = meta(path.join(root, 'data.csv'));
-			before_scratch = scratchDirs();
 			const launch = who === 'nobody'
 				? { command: 'setpriv', commandArgs: [...NOBODY, DOCKERRUN, BIN] }
 				: { command: DOCKERRUN, commandArgs: [BIN] };
@@ -123,11 +118,13 @@ for (const who of AS_ROOT ? ['root', 'nobody'] : ['user']) {
 				'time.sleep(0.5)',
 			].join('\n'), { session: 'leaver' });
 			assert.equal(r.sc.status, 'ok', show(r.text));
-			const mine = [...scratchDirs()].filter((d) => !before_scratch.has(d));
+			const scratch = (await execPy(h, 'import tempfile\ntempfile.gettempdir()')).sc.result.replace(/'/g, '');
+			assert.match(scratch, /^\/tmp\/psm-scratch-/);
+			assert.ok(fs.existsSync(scratch));
 			await h.close();
 			h = null;
 			await sleep(500);
-			for (const d of mine) assert.ok(!fs.existsSync(path.join('/tmp', d)), `${d} removed`);
+			assert.ok(!fs.existsSync(scratch), `${scratch} removed with the server`);
 			const left = fs.readdirSync('/proc').filter((p) => /^\d+$/.test(p)).filter((p) => {
 				try { return fs.readFileSync(`/proc/${p}/cmdline`, 'utf8').includes('--zygote-fd') && fs.readFileSync(`/proc/${p}/environ`, 'utf8').includes(root); } catch { return false; }
 			});
