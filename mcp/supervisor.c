@@ -247,8 +247,8 @@ int sup_start(struct sup *sup, struct err *e)
 		 * session inherits and can read with ctypes even after the jail
 		 * clears the environment.  The zygote gets only the test and
 		 * sanitizer knobs it reads, nothing else. */
-		static const char *const keep[] = { "PSM_JAIL_DISABLE=", "PSM_SECCOMP_PFC=", "ASAN_OPTIONS=",
-						    "UBSAN_OPTIONS=", "LSAN_OPTIONS=" };
+		static const char *const keep[] = { "PSM_JAIL_DISABLE=", "PSM_SECCOMP_PFC=", "PSM_TEST_ZYGOTE_KILL=",
+						    "ASAN_OPTIONS=", "UBSAN_OPTIONS=", "LSAN_OPTIONS=" };
 		/* Room for the titles the zygote and its sessions give themselves
 		 * (setproctitle reuses the argv and environment area). */
 		static char room[] = "PSM_TITLE_ROOM=................................................"
