@@ -245,15 +245,11 @@ static int check_rel(const char *rel)
 		return -EXDEV;
 	if (strlen(rel) >= PATH_MAX)
 		return -ENAMETOOLONG;
-	for (const char *s = rel; *s;) {
-		const char *c = s;
-		while (*s && *s != '/')
-			s++;
-		if (s - c == 2 && c[0] == '.' && c[1] == '.')
+	const char *s = rel, *c;
+	size_t cl;
+	while ((c = path_next(&s, &cl)))
+		if (cl == 2 && c[0] == '.' && c[1] == '.')
 			return -EXDEV;
-		while (*s == '/')
-			s++;
-	}
 	return 0;
 }
 
@@ -285,48 +281,41 @@ static int open_dir_component(int cur, const char *name)
  * stops the walk instead of being followed. */
 static int walk_open(int dirfd, const char *rel, int flags, mode_t mode)
 {
-	char buf[PATH_MAX];
+	char name[NAME_MAX + 1];
 	int cur = dirfd, owned = -1, fd;
-	const char *last = ".";
+	const char *s = rel, *c, *next;
+	size_t cl, nl;
 
-	memcpy(buf, rel, strlen(rel) + 1);
-	char *s = buf;
+	c = path_next(&s, &cl);
+	if (!c) {
+		c = ".";
+		cl = 1;
+	}
 	for (;;) {
-		while (*s == '/')
-			s++;
-		if (!*s)
-			break;
-		char *c = s;
-		while (*s && *s != '/')
-			s++;
-		bool more = false;
-		if (*s) {
-			*s++ = '\0';
-			for (const char *t = s; *t; t++)
-				if (*t != '/') {
-					more = true;
-					break;
-				}
-		}
-		if (!more) {
-			last = c;
+		const char *peek = s;
+		next = path_next(&peek, &nl);
+		if (cl > NAME_MAX) {
+			fd = -ENAMETOOLONG;
 			break;
 		}
-		if (strcmp(c, ".") == 0)
-			continue;
-		fd = open_dir_component(cur, c);
-		if (fd < 0) {
-			if (owned >= 0)
-				close(owned);
-			return fd;
+		memcpy(name, c, cl);
+		name[cl] = '\0';
+		if (!next) { /* the last component: opened with the caller's flags */
+			fd = openat(cur, name, flags, mode);
+			if (fd < 0)
+				fd = -errno;
+			break;
 		}
+		fd = open_dir_component(cur, name);
+		if (fd < 0)
+			break;
 		if (owned >= 0)
 			close(owned);
 		cur = owned = fd;
+		c = next;
+		cl = nl;
+		s = peek;
 	}
-	fd = openat(cur, last, flags, mode);
-	if (fd < 0)
-		fd = -errno;
 	if (owned >= 0)
 		close(owned);
 	return fd;
