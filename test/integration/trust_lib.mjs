@@ -57,6 +57,23 @@ function chownR(p, uid) {
 	if (fs.lstatSync(p).isDirectory()) for (const n of fs.readdirSync(p)) chownR(path.join(p, n), uid);
 }
 
+/** A cell that tries to read, append to and list the approval store, to
+ *  create a file beside it, and to cat it (shell_exec granted); its result
+ *  is the list of what each attempt raised, then whether cat failed. */
+export function storeReachCode(store, cfg) {
+	return `import os, subprocess
+out = []
+for f in (lambda: open(${JSON.stringify(store)}).read(), lambda: open(${JSON.stringify(store)}, "a").write("x"),
+          lambda: os.listdir(${JSON.stringify(cfg)}), lambda: open(${JSON.stringify(cfg + '/python-sandbox-mcp/evil')}, "w")):
+    try:
+        f(); out.append("REACHED")
+    except OSError as e:
+        out.append(type(e).__name__)
+p = subprocess.run(["cat", ${JSON.stringify(store)}], capture_output=True, text=True)
+out.append(p.returncode != 0 and p.stdout == "")
+out`;
+}
+
 /** The approve / change / untrust cycle as `who` ('root' or 'nobody', through setpriv). */
 export function trustCycle(who) {
 	const asNobody = who === 'nobody';
@@ -173,18 +190,7 @@ export function trustCycle(who) {
 			const h = await start();
 			try {
 				await assertGranted(h, 'approved');
-				const code = `import os, subprocess
-out = []
-for f in (lambda: open(${JSON.stringify(store)}).read(), lambda: open(${JSON.stringify(store)}, "a").write("x"),
-          lambda: os.listdir(${JSON.stringify(cfg)}), lambda: open(${JSON.stringify(cfg + '/python-sandbox-mcp/evil')}, "w")):
-    try:
-        f(); out.append("REACHED")
-    except OSError as e:
-        out.append(type(e).__name__)
-p = subprocess.run(["cat", ${JSON.stringify(store)}], capture_output=True, text=True)
-out.append(p.returncode != 0 and p.stdout == "")
-out`;
-				const r = await execPy(h, code);
+				const r = await execPy(h, storeReachCode(store, cfg));
 				assert.equal(r.sc.status, 'ok', show(r.sc));
 				assert.doesNotMatch(r.sc.result, /REACHED/);
 				assert.match(r.sc.result, /True\]$/);

@@ -7,7 +7,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 
 import { BIN, startClient, newProject, execPy, writeFile, show } from './lib.mjs';
-import { SKILL_REL, WITHHELD, LOOSE, tmpDir } from './trust_lib.mjs';
+import { SKILL_REL, WITHHELD, LOOSE, tmpDir, storeReachCode } from './trust_lib.mjs';
 
 describe('workspace trust: tightening, and stores that are refused', () => {
 	let root, cfg, skill, env;
@@ -85,6 +85,30 @@ describe('workspace trust: tightening, and stores that are refused', () => {
 			assert.equal(r.sc.error?.denied_by, 'net_access', show(r.sc));
 			assert.match(r.text, /inside the project/);
 		} finally { await h.close(); }
+	});
+
+	test('in the namespace-free jail (Landlock and seccomp, as under Docker\'s default rules) the store is out of reach too', { timeout: 150000 }, async () => {
+		const nroot = newProject('trust-nsfree');
+		const nskill = writeFile(nroot, SKILL_REL, LOOSE);
+		const ncfg = tmpDir('trustcfg-nsfree');
+		try {
+			const t = cli(['--trust', '--yes', '--root', nroot], { XDG_CONFIG_HOME: ncfg });
+			assert.equal(t.status, 0, t.stdout + t.stderr);
+			const store = path.join(ncfg, 'python-sandbox-mcp', 'trusted');
+			const before = fs.readFileSync(store);
+			assert.ok(before.toString().includes(nskill));
+			const h = await startClient(nroot, { structured: true, env: { XDG_CONFIG_HOME: ncfg },
+				command: path.join(path.dirname(BIN), 'helpers', 'dockerrun'), commandArgs: [BIN] });
+			try {
+				const r = await execPy(h, storeReachCode(store, ncfg));
+				assert.equal(r.sc.status, 'ok', show(r.sc));
+				assert.match(h.stderr(), /mode: Landlock \+ seccomp/, 'the namespace-free mode ran');
+				assert.doesNotMatch(r.sc.result, /REACHED/);
+				assert.match(r.sc.result, /True\]$/, 'cat ran (shell_exec is approved) and could not read it');
+			} finally { await h.close(); }
+			assert.deepEqual(fs.readFileSync(store), before);
+			assert.deepEqual(fs.readdirSync(path.dirname(store)), ['trusted']);
+		} finally { fs.rmSync(ncfg, { recursive: true, force: true }); }
 	});
 
 	test('usage: --yes alone, and --trust with --check, are usage errors (exit 2)', () => {
