@@ -3,7 +3,6 @@
  * usage or policy error (one line on stderr naming file, line and key). */
 #include <errno.h>
 #include <getopt.h>
-#include <glob.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -11,6 +10,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <patchlevel.h> /* the embedded Python's version */
 
 #include "../common/log.h"
 #include "../common/util.h"
@@ -50,7 +51,8 @@ static const char usage[] =
 	"  --skill FILE          SKILL.md whose frontmatter is the policy (default: ROOT/.agents/skills/\n"
 	"                        code-interpreter-sandbox-executor/SKILL.md, then the .claude one,\n"
 	"                        then the built-in policy)\n"
-	"  --venv DIR            add a virtual environment's site-packages (read-only)\n"
+	"  --venv DIR            add a virtual environment's site-packages (read-only; default:\n"
+	"                        ROOT/.interpreter-venv when it exists)\n"
 	"  --timeout S           lower the policy's timeout_s\n"
 	"  --memory MB           lower the policy's memory_mb\n"
 	"  --structured-content  also return structuredContent from execute_python\n"
@@ -96,6 +98,53 @@ static bool is_dir(const char *p)
 {
 	struct stat st;
 	return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* A virtual environment the embedded interpreter can use: its pyvenv.cfg
+ * names the Python that made it, which must be this one's major.minor (the
+ * compiled modules in its site-packages are built for that version), and
+ * it has lib/pythonX.Y/site-packages.  Whether it was made with
+ * --system-site-packages does not matter: its site-packages are added to
+ * the interpreter's own path either way. */
+static int venv_check(const char *venv, char *why, size_t n)
+{
+	char path[PATH_MAX + 64], line[512];
+	snprintf(path, sizeof path, "%s/pyvenv.cfg", venv);
+	FILE *f = fopen(path, "re");
+	if (!f) {
+		snprintf(why, n, "has no pyvenv.cfg, so it is not a virtual environment: make one with python%d.%d -m venv DIR",
+			 PY_MAJOR_VERSION, PY_MINOR_VERSION);
+		return -1;
+	}
+	int major = -1, minor = -1;
+	while (fgets(line, sizeof line, f)) {
+		int a, b;
+		/* "version = 3.11.2" (and "version_info = 3.11.2.final.0" in
+		 * newer venvs) */
+		if ((sscanf(line, "version = %d.%d", &a, &b) == 2 || sscanf(line, "version_info = %d.%d", &a, &b) == 2) && major < 0) {
+			major = a;
+			minor = b;
+		}
+	}
+	fclose(f);
+	if (major < 0) {
+		snprintf(why, n, "its pyvenv.cfg does not say which Python made it (no \"version = \" line): recreate it with python%d.%d -m venv DIR",
+			 PY_MAJOR_VERSION, PY_MINOR_VERSION);
+		return -1;
+	}
+	if (major != PY_MAJOR_VERSION || minor != PY_MINOR_VERSION) {
+		snprintf(why, n, "was made by Python %d.%d (pyvenv.cfg), but this server embeds Python %d.%d, which cannot load its packages: "
+			 "recreate it with python%d.%d -m venv DIR and install the packages again",
+			 major, minor, PY_MAJOR_VERSION, PY_MINOR_VERSION, PY_MAJOR_VERSION, PY_MINOR_VERSION);
+		return -1;
+	}
+	snprintf(path, sizeof path, "%s/lib/python%d.%d/site-packages", venv, PY_MAJOR_VERSION, PY_MINOR_VERSION);
+	if (!is_dir(path)) {
+		snprintf(why, n, "has no lib/python%d.%d/site-packages: recreate it with python%d.%d -m venv DIR",
+			 PY_MAJOR_VERSION, PY_MINOR_VERSION, PY_MAJOR_VERSION, PY_MINOR_VERSION);
+		return -1;
+	}
+	return 0;
 }
 
 int main(int argc, char **argv)
@@ -235,17 +284,28 @@ int main(int argc, char **argv)
 		snprintf(ws_buf, sizeof ws_buf, "%s/workspace", root_abs);
 		wsp = ws_buf;
 	}
-	char venv_abs[PATH_MAX];
+	char venv_abs[PATH_MAX], venv_default[PATH_MAX + 32], venv_line[PATH_MAX + 200] = "";
+	bool venv_given = srv.opts.venv != NULL;
+	if (!venv_given) {
+		/* The skill's own guide tells users to create this venv in the
+		 * project: use it, read-only, when it is there. */
+		snprintf(venv_default, sizeof venv_default, "%s/.interpreter-venv", root_abs);
+		if (is_dir(venv_default))
+			srv.opts.venv = venv_default;
+	}
 	if (srv.opts.venv) {
-		glob_t g;
-		char pat[PATH_MAX + 64];
+		const char *flag = venv_given ? "--venv" : "the project's venv";
 		if (!realpath(srv.opts.venv, venv_abs) || !is_dir(venv_abs))
 			die_usage("--venv '%s' is not an existing directory", srv.opts.venv);
-		snprintf(pat, sizeof pat, "%s/lib/python3*/site-packages", venv_abs);
-		if (glob(pat, 0, NULL, &g) != 0)
-			die_usage("--venv '%s' has no lib/python3.*/site-packages: make it with python3 -m venv --system-site-packages DIR", srv.opts.venv);
-		globfree(&g);
+		char why[PATH_MAX + 600];
+		if (venv_check(venv_abs, why, sizeof why) < 0) {
+			fprintf(stderr, "python-sandbox-mcp: %s %s: %s\n", flag, venv_abs, why);
+			policy_free(srv.policy);
+			return 2;
+		}
 		srv.opts.venv = venv_abs;
+		snprintf(venv_line, sizeof venv_line, "venv: %s (%s, read-only, Python %d.%d)\n", venv_abs,
+			 venv_given ? "--venv" : "default: ROOT/.interpreter-venv exists", PY_MAJOR_VERSION, PY_MINOR_VERSION);
 	}
 	if (check) {
 		/* Before ws_open, which would create a missing workspace: a
@@ -270,8 +330,8 @@ int main(int argc, char **argv)
 			return 2;
 		}
 		char *desc = policy_describe(srv.policy);
-		printf("python-sandbox-mcp %s\nroot: %s\nworkspace: %s\n%s", PSM_VERSION, root_abs, ws_final,
-		       desc ? desc : "");
+		printf("python-sandbox-mcp %s\nroot: %s\nworkspace: %s\n%s%s", PSM_VERSION, root_abs, ws_final,
+		       venv_line, desc ? desc : "");
 		trust_print(&srv.trust, requested ? requested : "", stdout);
 		fflush(stdout);
 		free(desc);
@@ -319,7 +379,7 @@ int main(int argc, char **argv)
 	free(requested);
 
 	char *desc = policy_describe(srv.policy);
-	log_info("root %s, workspace %s, policy:\n%s", srv.ws.root, srv.ws.abs, desc ? desc : "");
+	log_info("root %s, workspace %s, %spolicy:\n%s", srv.ws.root, srv.ws.abs, venv_line, desc ? desc : "");
 	free(desc);
 	if (srv.trust.note)
 		log_warn("%s", srv.trust.note);
