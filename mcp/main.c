@@ -238,14 +238,26 @@ int main(int argc, char **argv)
 
 	/* ROOT */
 	const char *root = srv.opts.root;
-	if (!root)
+	const char *root_from = "--root";
+	if (!root) {
 		root = getenv("CLAUDE_PROJECT_DIR");
+		root_from = "CLAUDE_PROJECT_DIR";
+	}
+	/* Some editors pass their MCP settings on without expanding
+	 * variables: a literal ${workspaceFolder} is no directory to guess. */
+	if (root && strstr(root, "${"))
+		die_usage("%s '%s' still holds an unexpanded ${...} (the client did not expand it): write the project's absolute path "
+			  "instead (for example --root /home/me/project), or leave --root out to use the current directory",
+			  root_from, root);
 	char cwd[PATH_MAX];
-	if (!root || !*root)
+	if (!root || !*root) {
 		root = getcwd(cwd, sizeof cwd);
+		root_from = "the current directory";
+	}
 	char root_abs[PATH_MAX];
 	if (!root || !realpath(root, root_abs) || !is_dir(root_abs))
-		die_usage("--root '%s' is not an existing directory", root ? root : "(cwd)");
+		die_usage("%s '%s' is not an existing directory: write the absolute path of the project's directory (for example --root /home/me/project)",
+			  root_from, root ? root : "(cwd)");
 	srv.opts.root = root_abs;
 
 	/* The policy: never run under one that could not be read. */

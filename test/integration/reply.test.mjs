@@ -449,3 +449,18 @@ describe('the project venv (ROOT/.interpreter-venv)', () => {
 		}
 	});
 });
+
+describe('--root that is no project directory', () => {
+	for (const [what, args, env, want] of [
+		['a literal ${workspaceFolder}', ['--root', '${workspaceFolder}'], {}, /--root '\$\{workspaceFolder\}' still holds an unexpanded \$\{\.\.\.\}.*write the project's absolute path instead/],
+		['an unexpanded CLAUDE_PROJECT_DIR', [], { CLAUDE_PROJECT_DIR: '${PROJECT}/x' }, /CLAUDE_PROJECT_DIR '\$\{PROJECT\}\/x' still holds an unexpanded/],
+		['a directory that does not exist', ['--root', '/nonexistent/psm-project'], {}, /--root '\/nonexistent\/psm-project' is not an existing directory: write the absolute path/],
+	]) {
+		test(`${what}: a usage error (exit 2) that says what to write`, () => {
+			const p = spawnSync(BIN, args, { input: '', encoding: 'utf8', timeout: 20000, env: { PATH: process.env.PATH, ...env } });
+			assert.equal(p.status, 2, show(p));
+			assert.match(p.stderr, want);
+			assert.equal(p.stdout, '');
+		});
+	}
+});
