@@ -113,7 +113,8 @@ int jail_check(const struct jail_config *c, FILE *out);
 #include <sys/types.h>
 
 /* PSM_JAIL_DISABLE=userns,landlock,...: a test hook that switches layers off
- * as if the kernel lacked them.  It can only remove layers, so it can only
+ * as if the kernel lacked them (landlock-abi-N: as if Landlock's ABI were N,
+ * lower than the kernel's).  It can only remove layers, so it can only
  * make the report non-enforceable; it never widens access silently. */
 bool jail_disabled(const char *layer);
 

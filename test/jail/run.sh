@@ -186,6 +186,14 @@ else
 	ENVX="PSM_JAIL_DISABLE=landlock" run "mount tree alone still confines writes" 0 default writes.py "$ROOT" "$WS" "$T/outside.txt"
 fi
 ENVX="PSM_JAIL_DISABLE=mountns" run "no mount ns: the Landlock + seccomp mode hides the canary" 0 default perms.py read no "$HOMED/.ssh/id_rsa"
+if [ "$MODE" = nsfree ]; then
+	# Kernels before 6.12 (Landlock ABI 5 and lower: Ubuntu 24.04 has 4)
+	# lack the signal scope: without a pid namespace, refused.
+	ENVX="PSM_JAIL_DISABLE=landlock-abi-5 JAILRUN_REPORT=1" run "Landlock ABI 5 without namespaces: refused to run" 3 default perms.py read yes "$ROOT/data.csv"
+	grep -q "remedy: .*6.12" "$T/out" && ok "says the remedy (a newer kernel, or namespaces)" || bad "says the remedy (ABI 5)"
+else
+	ENVX="PSM_JAIL_DISABLE=landlock-abi-3" run "Landlock ABI 3 with namespaces: still runs, confined" 0 default writes.py "$ROOT" "$WS" "$T/outside.txt"
+fi
 ENVX="PSM_JAIL_DISABLE=mountns JAILRUN_FORCE=1" run "Landlock alone still hides the canary" 0 default perms.py read no "$HOMED/.ssh/id_rsa"
 ENVX="PSM_JAIL_DISABLE=mountns JAILRUN_FORCE=1" run "Landlock alone still refuses writes to ROOT" 0 default perms.py write no "$ROOT/data.csv"
 ENVX="PSM_JAIL_DISABLE=mountns JAILRUN_FORCE=1" run "Landlock alone: workspace writable" 0 default perms.py write yes "$WS/ll.txt"
