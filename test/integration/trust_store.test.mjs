@@ -1,5 +1,6 @@
-// Workspace trust: a policy that only tightens needs no approval; approval
-// stores planted as a symlink or inside the project are refused; usage errors.
+// Workspace trust: approval stores planted as a symlink or inside the project
+// are refused; the store is out of the code's reach in the namespace-free
+// jail too; usage errors.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -7,9 +8,9 @@ import fs from 'node:fs';
 import path from 'node:path';
 
 import { BIN, startClient, newProject, execPy, writeFile, show } from './lib.mjs';
-import { SKILL_REL, WITHHELD, LOOSE, tmpDir, storeReachCode } from './trust_lib.mjs';
+import { SKILL_REL, WITHHELD, LOOSE, tmpDir, storeReachCode, sha256 } from './trust_lib.mjs';
 
-describe('workspace trust: tightening, and stores that are refused', () => {
+describe('workspace trust: stores that are refused', () => {
 	let root, cfg, skill, env;
 	before(() => {
 		root = newProject('trust-x');
@@ -20,38 +21,17 @@ describe('workspace trust: tightening, and stores that are refused', () => {
 	after(() => fs.rmSync(cfg, { recursive: true, force: true }));
 
 	function cli(args, extraEnv = {}) {
-		return spawnSync(BIN, args, { encoding: 'utf8', timeout: 30000, input: '', env: { PATH: process.env.PATH, ...env, ...extraEnv } });
+		return spawnSync(BIN, args, { encoding: 'utf8', timeout: 170000, input: '', env: { PATH: process.env.PATH, ...env, ...extraEnv } });
 	}
 
-	test('a project policy that only tightens applies without approval and without a note', { timeout: 120000 }, async () => {
-		const tight = newProject('trust-tight');
-		writeFile(tight, SKILL_REL, LOOSE.replace('shell_exec: true', 'shell_exec: false').replace('net_access: true', 'net_access: false')
-			.replace('fs_write: workspace', 'fs_write: false').replace('Body.', 'limits:\n  memory_mb: 512\n---\n').replace(/---\n\n?limits/, 'limits'));
-		const chk = cli(['--check', '--root', tight]);
-		assert.equal(chk.status, 0, chk.stdout + chk.stderr);
-		assert.match(chk.stdout, /nothing beyond the built-in policy, no approval needed/);
-		const h = await startClient(tight, { structured: true, env });
-		try {
-			const r = await execPy(h, 'open("workspace/x.txt", "w").write("x")');
-			assert.equal(r.sc.error?.denied_by, 'fs_write', show(r.sc));
-			assert.doesNotMatch(r.text, /\nnote:\n/);
-			assert.ok(!r.text.includes('withheld'), r.text);
-			assert.equal(fs.existsSync(path.join(tight, 'workspace/x.txt')), false);
-		} finally { await h.close(); }
-		assert.equal(fs.existsSync(path.join(cfg, 'python-sandbox-mcp')), false, 'nothing was looked up or written');
-	});
-
 	test('a store planted as a symlink is refused: nothing is approved, and the reason is given', { timeout: 120000 }, async () => {
-		const hex = cli(['--check', '--root', root]).stdout.match(/sha256: ([0-9a-f]{64})/)[1];
+		const hex = sha256(LOOSE);
 		const planted = path.join(cfg, 'planted');
 		fs.writeFileSync(planted, `${hex} ${skill}\n`, { mode: 0o600 });
 		fs.mkdirSync(path.join(cfg, 'python-sandbox-mcp'), { mode: 0o700 });
 		const store = path.join(cfg, 'python-sandbox-mcp', 'trusted');
 		fs.symlinkSync(planted, store);
 		try {
-			const chk = cli(['--check', '--root', root]);
-			assert.equal(chk.status, 1, chk.stdout + chk.stderr);
-			assert.match(chk.stdout, /approval store was refused: .*symlink/);
 			const h = await startClient(root, { structured: true, env });
 			try {
 				const r = await execPy(h, 'import subprocess\nsubprocess.run(["true"])');
@@ -70,7 +50,7 @@ describe('workspace trust: tightening, and stores that are refused', () => {
 
 	test('a store inside the project (XDG_CONFIG_HOME under ROOT) is never believed nor written', { timeout: 120000 }, async () => {
 		const inside = path.join(root, '.config');
-		const hex = cli(['--check', '--root', root]).stdout.match(/sha256: ([0-9a-f]{64})/)[1];
+		const hex = sha256(LOOSE);
 		const t = cli(['--trust', '--yes', '--root', root], { XDG_CONFIG_HOME: inside });
 		assert.equal(t.status, 2, t.stdout + t.stderr);
 		assert.match(t.stderr, /inside the project/);
