@@ -30,10 +30,10 @@ static int by_pid(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-static bool read_stat(pid_t pid, struct proc *out)
+static bool read_stat(const char *proc, pid_t pid, struct proc *out)
 {
-	char path[64], buf[1024];
-	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+	char path[256], buf[1024];
+	snprintf(path, sizeof path, "%s/%d/stat", proc, (int)pid);
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return false;
@@ -51,10 +51,10 @@ static bool read_stat(pid_t pid, struct proc *out)
 	return true;
 }
 
-static int scan(struct table *t)
+static int scan_at(const char *proc, struct table *t)
 {
 	t->n = 0;
-	DIR *d = opendir("/proc");
+	DIR *d = opendir(proc);
 	if (!d)
 		return -errno;
 	struct dirent *de;
@@ -64,7 +64,7 @@ static int scan(struct table *t)
 		struct proc pr;
 		const char *bad = NULL;
 		pid_t pid = (pid_t)strtonum(de->d_name, 1, INT_MAX, &bad);
-		if (bad || !read_stat(pid, &pr))
+		if (bad || !read_stat(proc, pid, &pr))
 			continue; /* gone meanwhile */
 		if (t->n == t->cap) {
 			size_t cap = t->cap ? t->cap * 2 : 64;
@@ -81,6 +81,11 @@ static int scan(struct table *t)
 	closedir(d);
 	qsort(t->p, t->n, sizeof *t->p, by_pid);
 	return 0;
+}
+
+static int scan(struct table *t)
+{
+	return scan_at("/proc", t);
 }
 
 static const struct proc *find(const struct table *t, pid_t pid)
@@ -138,6 +143,23 @@ static bool proc_is_ours(void)
 		return false;
 	buf[n] = '\0';
 	return atoi(buf) == (int)getpid();
+}
+
+int procs_list_below(const char *proc, pid_t parent, const pid_t *keep, size_t nkeep, pid_t **out, size_t *n)
+{
+	struct table t = { 0 };
+	*out = NULL;
+	*n = 0;
+	int rc = scan_at(proc, &t);
+	if (rc == 0 && t.n && !(*out = calloc(t.n, sizeof **out)))
+		rc = -ENOMEM;
+	for (size_t i = 0; rc == 0 && i < t.n; i++) {
+		const struct proc *p = &t.p[i];
+		if (p->state != 'Z' && p->state != 'X' && is_target(&t, p, parent, keep, nkeep))
+			(*out)[(*n)++] = p->pid;
+	}
+	free(t.p);
+	return rc;
 }
 
 int procs_end_below(pid_t parent, const pid_t *keep, size_t nkeep, bool reap)

@@ -23,4 +23,10 @@
  * /proc), or -errno when /proc cannot be read. */
 int procs_end_below(pid_t parent, const pid_t *keep, size_t nkeep, bool reap);
 
+/* The live processes below `parent` (itself excluded) except the subtrees of
+ * the direct children in keep[], as read now from the procfs at `proc`
+ * ("/proc", or another pid namespace's, with that namespace's pids): *out
+ * is malloc'd (caller frees), *n its length.  0 or -errno. */
+int procs_list_below(const char *proc, pid_t parent, const pid_t *keep, size_t nkeep, pid_t **out, size_t *n);
+
 #endif

@@ -219,6 +219,18 @@ static ssize_t read_fds(struct wire_reader *r, int fd, void *buf, size_t len)
 	return n;
 }
 
+/* The peer's next message must be one the reader's owner expects now. */
+static int check_expected(const struct wire_reader *r)
+{
+	if (!r->expect)
+		return 0;
+	uint32_t type = get32(r->hdr + 4), len = get32(r->hdr + 8);
+	for (size_t i = 0; i < r->n_expect; i++)
+		if (r->expect[i].type == type)
+			return len > r->expect[i].max_len ? -EMSGSIZE : r->nfds > r->expect[i].max_fds ? -EPROTO : 0;
+	return -EPROTO;
+}
+
 int wire_reader_step(struct wire_reader *r, int fd, struct wire_msg *out)
 {
 	for (;;) {
@@ -231,7 +243,9 @@ int wire_reader_step(struct wire_reader *r, int fd, struct wire_msg *out)
 			r->hdr_got += (size_t)n;
 			if (r->hdr_got < sizeof r->hdr)
 				continue;
-			int rc = check_header(r->hdr, r->max_len, &r->cur);
+			int rc = get32(r->hdr) != WIRE_MAGIC ? -EPROTO : check_expected(r);
+			if (rc == 0)
+				rc = check_header(r->hdr, r->max_len, &r->cur);
 			if (rc < 0)
 				return rc;
 			r->body_got = 0;
@@ -245,6 +259,9 @@ int wire_reader_step(struct wire_reader *r, int fd, struct wire_msg *out)
 			r->body_got += (size_t)n;
 			continue;
 		}
+		/* Descriptors that came with the body count too. */
+		if (check_expected(r) < 0)
+			return -EPROTO;
 		*out = r->cur;
 		out->nfds = r->nfds;
 		memcpy(out->fds, r->fds, sizeof r->fds);

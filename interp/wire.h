@@ -37,6 +37,20 @@ enum wire_type {
 	W_STARTED,       /* empty: the session has read a cell and runs it */
 	/* server -> zygote */
 	W_SWEEP,         /* JSON {epoch, keep: [pid]}: end the zygote's other children */
+	W_SETTLE,        /* JSON {pid, keep, epoch, all: [pid]}: end what the call left below a
+			    (frozen) session, except its checkpoint */
+	/* zygote -> server */
+	W_SETTLED,       /* JSON {pid, ended} */
+};
+
+/* What an untrusted peer may send next: the types accepted in the current
+ * state, each with its own maximum length and number of descriptors.  Any
+ * other type, a longer body or more descriptors is a protocol error (the
+ * header is judged before any of the body is read or allocated). */
+struct wire_expect {
+	uint32_t type;
+	uint32_t max_len;
+	int max_fds;
 };
 
 struct wire_msg {
@@ -60,6 +74,8 @@ void wire_msg_free(struct wire_msg *m);
  * that arrive are attached to the message being read (at most
  * WIRE_MAX_FDS; any others are closed). */
 struct wire_reader {
+	const struct wire_expect *expect; /* NULL: any type up to max_len */
+	size_t n_expect;
 	unsigned char hdr[12];
 	int fds[WIRE_MAX_FDS];
 	int nfds;
@@ -72,7 +88,9 @@ struct wire_reader {
 void wire_reader_init(struct wire_reader *r, uint32_t max_len);
 /* Reads what is available.  Returns 1 with *out filled when a whole message
  * arrived (caller frees), 0 when more is needed (EAGAIN), -EPIPE at end of
- * stream, other -errno on a protocol error. */
+ * stream, other -errno on a protocol error: -EPROTO for a bad magic, a type
+ * not in r->expect or too many descriptors, -EMSGSIZE for a body over its
+ * type's maximum.  r->expect may be changed between messages. */
 int wire_reader_step(struct wire_reader *r, int fd, struct wire_msg *out);
 void wire_reader_free(struct wire_reader *r);
 

@@ -167,44 +167,14 @@ static void title_session(void)
  * control socket and pipes: the state is what it was before the call. */
 static pid_t checkpoint_pid, zygote_pid;
 
-/* Old copies are killed without waiting for them: the next request must not
- * wait for their exit.  They are reaped here later (only them: the code may
- * wait for its own children). */
-static pid_t to_reap[16];
-
-static void retire_checkpoint(pid_t pid)
+/* What the last call left below this process was ended by the zygote while
+ * the server held us frozen (zygote.c: settle); its zombies are reaped here,
+ * the retired checkpoints among them.  Only a courtesy: a session that does
+ * not reap only fills its own share of the process limit. */
+static void reap_ended(void)
 {
-	kill(pid, SIGKILL);
-	for (size_t i = 0; i < sizeof to_reap / sizeof to_reap[0]; i++) {
-		if (to_reap[i] > 0 && waitpid(to_reap[i], NULL, WNOHANG) != 0)
-			to_reap[i] = 0;
-		if (pid > 0 && to_reap[i] == 0) {
-			to_reap[i] = pid;
-			pid = 0;
-		}
-	}
-	if (pid > 0)
-		waitpid(pid, NULL, 0); /* the list is full: wait this once */
-}
-
-/* Ends every process the call's code started, however it left the session's
- * process group (setpgid, setsid, a double fork): the session is a child
- * subreaper, so they all stay below it.  The live checkpoint and the
- * retired ones (already killed, reaped later) are not the code's.
- * Attack: a cell forks a process that calls setsid() and runs on after the
- * call, unseen, writing into the workspace or burning CPU. */
-static void end_left_behind(void)
-{
-	pid_t keep[1 + sizeof to_reap / sizeof to_reap[0]];
-	size_t n = 0;
-	if (checkpoint_pid > 0)
-		keep[n++] = checkpoint_pid;
-	for (size_t i = 0; i < sizeof to_reap / sizeof to_reap[0]; i++)
-		if (to_reap[i] > 0)
-			keep[n++] = to_reap[i];
-	int r = procs_end_below(getpid(), keep, n, true);
-	if (r < 0)
-		log_warn("ending the processes the code left: %s", strerror(-r));
+	while (waitpid(-1, NULL, WNOHANG) > 0)
+		;
 }
 
 static void make_checkpoint(void);
@@ -215,7 +185,6 @@ static void make_checkpoint(void)
 	size_t len;
 	int is_bytes;
 	struct err e = { 0 };
-	pid_t prev = checkpoint_pid;
 	pid_t session = getpid();
 	if (py_call("before_checkpoint", "", &out, &len, &is_bytes, &e) == 0)
 		free(out);
@@ -263,7 +232,6 @@ static void make_checkpoint(void)
 		cJSON_AddBoolToObject(hello, "resumed", 1);
 		send_json(SESSION_CTRL_FD, W_HELLO, hello, NULL, 0);
 		cJSON_Delete(hello);
-		memset(to_reap, 0, sizeof to_reap); /* the old session's, not ours */
 		/* A copy of this state at once: the next cell may fail too. */
 		make_checkpoint();
 		return;
@@ -274,14 +242,15 @@ static void make_checkpoint(void)
 		setpgid(pid, pid);
 	PyOS_AfterFork_Parent();
 	sigprocmask(SIG_SETMASK, &old, NULL);
-	if (pid < 0) {
+	if (pid < 0)
 		log_warn("checkpoint: fork failed: %s", strerror(errno));
-		return;
-	}
-	checkpoint_pid = pid;
-	if (prev > 0)
-		retire_checkpoint(prev);
-	int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	/* The previous copy is ended by the server once it has accepted this
+	 * one.  Without a pidfd (no fork, no descriptor left) the message
+	 * still goes out: the server waits for it, and then knows there is
+	 * no checkpoint of this state. */
+	if (pid > 0)
+		checkpoint_pid = pid;
+	int pidfd = pid > 0 ? (int)syscall(SYS_pidfd_open, pid, 0) : -1;
 	cJSON *j = cJSON_CreateObject();
 	cJSON_AddNumberToObject(j, "pid", pid);
 	send_json(SESSION_CTRL_FD, W_CHECKPOINT, j, pidfd >= 0 ? &pidfd : NULL, pidfd >= 0 ? 1 : 0);
@@ -337,6 +306,8 @@ static __attribute__((noreturn)) void session_main(const char *init_json, int fd
 		if (r < 0)
 			_exit(r == -EPIPE ? 0 : 74);
 		uint32_t reply_type = m.type == W_THUMB ? W_THUMB_DATA : W_RESULT;
+		if (m.type == W_EXEC)
+			reap_ended();
 		/* Tells the server the cell was received: should this process die
 		 * before this point, the server sends the cell again rather than
 		 * report a crash of code that never ran. */
@@ -364,8 +335,6 @@ static __attribute__((noreturn)) void session_main(const char *init_json, int fd
 				len = 0;
 		}
 		fflush(NULL); /* C-level stdio of extensions, before the reply */
-		if (m.type == W_EXEC)
-			end_left_behind();
 		wire_msg_free(&m);
 		/* After the memory limit the server rolls back to the checkpoint:
 		 * keep it (bootstrap results start with the status). */
@@ -476,6 +445,51 @@ static void sweep(const struct wire_msg *m)
 		}
 		free(keep);
 	}
+	cJSON_Delete(j);
+}
+
+/* The server froze a session at the end of a call: end everything below it
+ * but its checkpoint (which the server verified through its pidfd), and,
+ * when the server's view of the exits is current, whatever was orphaned to
+ * the zygote that is no session or checkpoint.  This runs here, in a
+ * process no cell can reach (pid 1 of the pid namespace, or outside the
+ * cell's Landlock signal scope), never inside the session.
+ * Attack: a cell forks a setsid() child, then lowers RLIMIT_NOFILE to 4 or
+ * uses up its descriptors, so that a clean-up inside the session cannot
+ * read /proc and the child runs on across calls. */
+static void settle(int ctrl, const struct wire_msg *m)
+{
+	cJSON *j = cJSON_ParseWithLength((const char *)m->data, m->len);
+	const cJSON *pid = cJSON_GetObjectItemCaseSensitive(j, "pid");
+	const cJSON *keep = cJSON_GetObjectItemCaseSensitive(j, "keep");
+	int ended = 0;
+	if (cJSON_IsNumber(pid) && pid->valueint > 1) {
+		pid_t k = cJSON_IsNumber(keep) ? (pid_t)keep->valueint : 0;
+		int r = procs_end_below((pid_t)pid->valueint, &k, k > 0 ? 1 : 0, false);
+		if (r > 0)
+			ended += r;
+		else if (r < 0)
+			log_warn("settle: %s", strerror(-r));
+	}
+	const cJSON *ep = cJSON_GetObjectItemCaseSensitive(j, "epoch");
+	const cJSON *all = cJSON_GetObjectItemCaseSensitive(j, "all");
+	if (cJSON_IsNumber(ep) && (unsigned long long)ep->valuedouble == exits && cJSON_IsArray(all)) {
+		cJSON *sw = cJSON_CreateObject();
+		cJSON_AddNumberToObject(sw, "epoch", ep->valuedouble);
+		cJSON_AddItemToObject(sw, "keep", cJSON_Duplicate(all, 1));
+		char *txt = cJSON_PrintUnformatted(sw);
+		cJSON_Delete(sw);
+		if (txt) {
+			struct wire_msg fake = { .type = W_SWEEP, .len = (uint32_t)strlen(txt), .data = (unsigned char *)txt };
+			sweep(&fake);
+		}
+		free(txt);
+	}
+	cJSON *rep = cJSON_CreateObject();
+	cJSON_AddNumberToObject(rep, "pid", cJSON_IsNumber(pid) ? pid->valuedouble : 0);
+	cJSON_AddNumberToObject(rep, "ended", ended);
+	send_json(ctrl, W_SETTLED, rep, NULL, 0);
+	cJSON_Delete(rep);
 	cJSON_Delete(j);
 }
 
@@ -639,6 +653,8 @@ void zygote_main(const struct zygote_config *zc)
 				spawn_session(ctrl, &m, sfd);
 			else if (m.type == W_SWEEP)
 				sweep(&m);
+			else if (m.type == W_SETTLE)
+				settle(ctrl, &m);
 			wire_msg_free(&m);
 		}
 	}

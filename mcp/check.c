@@ -32,6 +32,7 @@
 
 #include "../policy/jail.h"
 #include "supervisor.h"
+#include "watch.h"
 
 #define CHECK_TIMEOUT_MS 180000
 #define CAP_OUT (4u << 20)
@@ -347,6 +348,7 @@ int check_run(const struct check_opts *o, FILE *f)
 				errn ? ": " : "", errn ? strerror(vals[i]->valueint) : "");
 		}
 	}
+	watch_describe_memory(o->policy->limits.memory_mb, o->policy->limits.max_processes, f);
 	fprintf(f, "check: %s\n", good ? "the policy is enforced" : "the policy is NOT enforced");
 	cJSON_Delete(probes);
 	free(text);

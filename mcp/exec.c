@@ -461,6 +461,8 @@ void exec_finish(struct call *c)
 		if (strcmp(d, perms[i]) == 0)
 			denied = perms[i];
 
+	if (c->over_limit && !denied)
+		denied = "limits";
 	if (c->status == CALL_TIMEOUT && !emsg) {
 		char m[300];
 		snprintf(m, sizeof m, "the cell ran longer than its timeout (%g s) and was stopped; make it cheaper or pass a larger timeout_s (at most %g)",

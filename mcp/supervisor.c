@@ -21,10 +21,32 @@
 #include "outbuf.h"
 #include "text.h"
 #include "usage.h"
+#include "watch.h"
 #include "wswatch.h"
 
-#define RESULT_MAX (16u << 20)
 #define PROGRESS_MS 4000.0
+/* A resumed checkpoint says hello and takes its own checkpoint within this,
+ * or it is ended and the next call starts a new process. */
+#define RESUME_MS 10000.0
+/* Downscaling the call's images in the session gets its own time, once the
+ * cell is done (a large PNG takes seconds on a loaded machine): still a
+ * timer, so a session that never answers is ended. */
+#define THUMBS_MS 60000.0
+#define WATCH_MS ((double)WATCH_INTERVAL_MS)
+
+/* Where a session's process is in its exchange with the server, which says
+ * what it may send next (expect_for).  The session is hostile: anything else
+ * ends it as a crash. */
+enum phase {
+	P_NONE,      /* no process */
+	P_IDLE,      /* frozen (SIGSTOP) between calls; sends nothing */
+	P_RUNNING,   /* a cell was sent: hello (new process), started, result */
+	P_SETTLING,  /* result in: its checkpoint next */
+	P_SCANNING,  /* result and checkpoint in: the server's scan of the workspace runs */
+	P_THUMB,     /* an image to downscale was sent: its data next */
+	P_FREEZING,  /* all it had to say is in: being frozen and swept */
+	P_RESUMING,  /* a checkpoint was told to resume: hello, then checkpoint */
+};
 
 enum zstate { Z_DOWN, Z_WARMING, Z_READY, Z_FAILED };
 
@@ -36,6 +58,16 @@ struct session {
 	int pidfd, ctrl, out_r, err_r;
 	pid_t ckpt_pid;      /* the frozen copy to roll back to, 0 when none */
 	int ckpt_pidfd;
+	/* Host pids (this server's pid namespace), from the pidfds: the kernel's
+	 * word, never the session's. */
+	pid_t hpid, ckpt_hpid;
+	enum phase phase;
+	bool hello_due;      /* a new process: its hello may precede the result */
+	bool spawn_known;    /* the zygote's report of the fork (pid, pidfd) is in */
+	bool resume_ckpt;    /* resuming: the hello came, the checkpoint is due */
+	uint64_t resume_timer, watch_timer, idle_timer;
+	int idle_tries;
+	struct wire_expect expect[3];
 	struct wire_reader rd;
 	struct outbuf out, err;
 	int cells;
@@ -64,11 +96,17 @@ struct sup {
 	int restarts;
 	double last_restart;     /* loop_now_ms() of the last restart */
 	int next_id;
+	unsigned long long epoch; /* the zygote's count of exits, from W_EXITED */
+	pid_t zhpid;             /* the zygote's host pid (the sessions' parent) */
+	char proc[320];          /* where the watchdog reads the jail's processes */
+	bool proc_jail;          /* proc is the jail's own procfs (pids in the jail) */
 	struct session *sessions;
 };
 
 static void start_next(struct sup *sup, struct session *s);
 static void session_dead(struct sup *sup, struct session *s, int wstatus, bool status_known);
+static void settled(struct sup *sup, struct session *s);
+static void ctrl_event(void *arg, int fd, short revents);
 
 /* Signals the process behind a pidfd: no pid reuse can redirect it.  Where
  * pidfd_send_signal is missing (valgrind does not know it), the pid from
@@ -174,6 +212,7 @@ static void zygote_gone(struct sup *sup, const char *why)
 	}
 	if (sup->z != Z_FAILED)
 		sup->z = Z_DOWN;
+	sup->zhpid = 0;
 	log_warn("the zygote ended: %s", why);
 	/* Without a pid namespace the code's processes do not die with the
 	 * zygote: they come up to the server (a subreaper) and end here.  Not
@@ -473,11 +512,26 @@ static void zygote_event(void *arg, int fd, short revents)
 			session_dead(sup, s, 0, false);
 			break;
 		}
-		s->pid = pid->valueint;
-		if (pidfd >= 0) {
-			s->pidfd = pidfd;
-			m.nfds = 0; /* keep it */
+		pid_t ns;
+		if (pidfd < 0 || watch_pidfd(pidfd, &s->hpid, &ns) < 0) {
+			/* Without the kernel's handle on it the server could not
+			 * freeze, watch or end it: no session runs like that. */
+			log_error("session %s: no pidfd for its process", s->name);
+			if (pidfd >= 0)
+				pidfd_signal(pidfd, SIGKILL);
+			session_dead(sup, s, 0, false);
+			break;
 		}
+		s->pid = pid->valueint;
+		s->pidfd = pidfd;
+		m.nfds = 0; /* keep it */
+		s->spawn_known = true;
+		if (sup->zhpid <= 0 && (sup->zhpid = watch_ppid(s->hpid)) > 0) {
+			sup->proc_jail = watch_proc_root(sup->zhpid, sup->proc, sizeof sup->proc);
+			log_debug("the watchdog reads %s", sup->proc);
+		}
+		if (s->ctrl >= 0)
+			ctrl_event(s, s->ctrl, POLLIN); /* what it sent meanwhile */
 		if (s->kill_pending)
 			kill_session(s);
 		break;
@@ -486,9 +540,19 @@ static void zygote_event(void *arg, int fd, short revents)
 		const cJSON *pid = cJSON_GetObjectItemCaseSensitive(j, "pid");
 		const cJSON *st = cJSON_GetObjectItemCaseSensitive(j, "status");
 		struct session *s = cJSON_IsNumber(pid) ? session_by_pid(sup, pid->valueint) : NULL;
+		const cJSON *ep = cJSON_GetObjectItemCaseSensitive(j, "epoch");
+		if (cJSON_IsNumber(ep))
+			sup->epoch = (unsigned long long)ep->valuedouble;
 		if (s)
 			session_dead(sup, s, cJSON_IsNumber(st) ? st->valueint : 0, cJSON_IsNumber(st));
-		send_sweep(sup, cJSON_GetObjectItemCaseSensitive(j, "epoch"));
+		send_sweep(sup, ep);
+		break;
+	}
+	case W_SETTLED: {
+		const cJSON *pid = cJSON_GetObjectItemCaseSensitive(j, "pid");
+		struct session *s = cJSON_IsNumber(pid) ? session_by_pid(sup, pid->valueint) : NULL;
+		if (s && s->phase == P_FREEZING)
+			settled(sup, s);
 		break;
 	}
 	default:
@@ -505,7 +569,7 @@ static void session_close_fds(struct sup *sup, struct session *s)
 	struct loop *l = sup->srv->loop;
 	if (s->ckpt_pidfd >= 0)
 		pidfd_signal(s->ckpt_pidfd, SIGKILL);
-	s->ckpt_pid = 0;
+	s->ckpt_pid = s->ckpt_hpid = 0;
 	int *fds[] = { &s->ctrl, &s->out_r, &s->err_r, &s->pidfd, &s->ckpt_pidfd };
 	for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
 		if (*fds[i] >= 0) {
@@ -564,7 +628,11 @@ static void pipe_event(void *arg, int fd, short revents)
 }
 
 static void finish_cur(struct sup *sup, struct session *s);
-static void ctrl_event(void *arg, int fd, short revents);
+
+static void begin_freeze(struct sup *sup, struct session *s);
+static void set_expect(struct sup *sup, struct session *s, enum phase ph);
+
+static void timeout_fired(void *arg);
 
 static void send_thumb_or_finish(struct sup *sup, struct session *s)
 {
@@ -580,21 +648,53 @@ static void send_thumb_or_finish(struct sup *sup, struct session *s)
 		cJSON_Delete(j);
 		int r = txt ? wire_send(s->ctrl, W_THUMB, txt, strlen(txt), NULL, 0) : -ENOMEM;
 		free(txt);
-		if (r == 0)
+		if (r == 0) {
+			if (s->phase != P_THUMB && s->timeout_timer) {
+				loop_timer_cancel(sup->srv->loop, s->timeout_timer);
+				s->timeout_timer = loop_timer(sup->srv->loop, THUMBS_MS, timeout_fired, s);
+			}
+			set_expect(sup, s, P_THUMB);
 			return; /* wait for W_THUMB_DATA */
+		}
 		c->thumb_next = c->n_thumbs;
 	}
-	finish_cur(sup, s);
+	begin_freeze(sup, s);
 }
 
-static void ctrl_event(void *arg, int fd, short revents);
+static void resume_expired(void *arg);
+static void drop_checkpoint(struct session *s);
 
+/* The status a call has from its own result ("ok", "error"): the clock
+ * still runs until the session is frozen, so a later failure replaces it. */
+static bool status_from_result(const struct call *c)
+{
+	return c->status == CALL_OK || c->status == CALL_ERROR;
+}
+
+/* The call's result no longer stands (the process broke the protocol, ran
+ * out of time after it, or went over a limit): its status comes from what
+ * ends it, and the state is rolled back. */
+static void drop_result(struct call *c)
+{
+	if (status_from_result(c)) {
+		c->status = CALL_PENDING;
+		c->state = STATE_PENDING;
+	}
+	cJSON_Delete(c->py);
+	c->py = NULL;
+}
+
+/* Runs from the moment the cell is sent until the session is frozen again:
+ * a result frame alone does not stop it.
+ * Attack: a cell writes a well-formed result on its control socket and
+ * keeps running (burning CPU, writing files) after its reply. */
 static void timeout_fired(void *arg)
 {
 	struct session *s = arg;
 	s->timeout_timer = 0;
-	if (!s->cur || s->cur->status != CALL_PENDING)
+	if (!s->cur || (s->cur->status != CALL_PENDING && !status_from_result(s->cur)))
 		return;
+	drop_result(s->cur);
 	s->cur->status = CALL_TIMEOUT;
 	s->cur->exit_code = call_status_exit_code(CALL_TIMEOUT, 0, false);
 	kill_session(s);
@@ -625,13 +725,21 @@ static void progress_fired(void *arg)
 
 static void cancel_timers(struct sup *sup, struct session *s)
 {
-	if (s->timeout_timer)
-		loop_timer_cancel(sup->srv->loop, s->timeout_timer);
-	if (s->progress_timer)
-		loop_timer_cancel(sup->srv->loop, s->progress_timer);
-	s->timeout_timer = s->progress_timer = 0;
+	uint64_t *ts[] = { &s->timeout_timer, &s->progress_timer, &s->watch_timer, &s->idle_timer };
+	for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
+		if (*ts[i]) {
+			loop_timer_cancel(sup->srv->loop, *ts[i]);
+			*ts[i] = 0;
+		}
 	wswatch_stop(s->watch);
 	s->watch = NULL;
+}
+
+static void cancel_resume_timer(struct sup *sup, struct session *s)
+{
+	if (s->resume_timer)
+		loop_timer_cancel(sup->srv->loop, s->resume_timer);
+	s->resume_timer = 0;
 }
 
 /* The call grew the workspace past limits.max_workspace_mb: stopped like a
@@ -642,8 +750,9 @@ static void workspace_over(void *arg, unsigned long long bytes)
 	struct session *s = arg;
 	wswatch_stop(s->watch);
 	s->watch = NULL;
-	if (!s->cur || s->cur->status != CALL_PENDING)
+	if (!s->cur || (s->cur->status != CALL_PENDING && !status_from_result(s->cur)))
 		return;
+	drop_result(s->cur);
 	s->cur->status = CALL_LIMITS;
 	s->cur->exit_code = call_status_exit_code(CALL_LIMITS, 0, false);
 	s->cur->ws_bytes = bytes;
@@ -651,7 +760,8 @@ static void workspace_over(void *arg, unsigned long long bytes)
 }
 
 /* The after scan of the current call is done: its images are downscaled
- * next, unless the call is being finished (its process died meanwhile). */
+ * next (once the checkpoint is in too), unless the call is being finished
+ * (its process died meanwhile). */
 static void after_scanned(struct call *c, void *arg)
 {
 	struct session *s = arg;
@@ -659,7 +769,7 @@ static void after_scanned(struct call *c, void *arg)
 		return;
 	if (c->finish_pending)
 		finish_cur(s->sup, s);
-	else
+	else if (s->phase == P_SCANNING)
 		send_thumb_or_finish(s->sup, s);
 }
 
@@ -727,7 +837,7 @@ static void discard_ctrl_input(struct session *s)
 		if (read(s->ctrl, buf, sizeof buf) <= 0)
 			break;
 	wire_reader_free(&s->rd);
-	wire_reader_init(&s->rd, RESULT_MAX);
+	wire_reader_init(&s->rd, WIRE_MAX_PAYLOAD);
 }
 
 /* The call's status and exit code once its process has died: a call not
@@ -748,7 +858,9 @@ static bool roll_back(struct sup *sup, struct session *s, int wstatus, bool stat
 		return false;
 	drain_all(s);
 	discard_ctrl_input(s);
-	if (pidfd_signal(s->ckpt_pidfd, SIGUSR1) < 0) {
+	/* The copy is frozen (SIGSTOP since it was accepted): the resume
+	 * signal first, then SIGCONT, so it wakes with the signal pending. */
+	if (pidfd_signal(s->ckpt_pidfd, SIGUSR1) < 0 || pidfd_signal(s->ckpt_pidfd, SIGCONT) < 0) {
 		log_warn("session %s: the checkpoint is gone (%s)", s->name, strerror(errno));
 		return false;
 	}
@@ -756,12 +868,20 @@ static bool roll_back(struct sup *sup, struct session *s, int wstatus, bool stat
 		close(s->pidfd);
 	s->pidfd = s->ckpt_pidfd;
 	s->pid = s->ckpt_pid;
+	s->hpid = s->ckpt_hpid;
 	s->ckpt_pidfd = -1;
-	s->ckpt_pid = 0;
+	s->ckpt_pid = s->ckpt_hpid = 0;
 	s->kill_pending = false;
 	/* Until the resumed copy says hello it drops whatever was queued for
-	 * the dead process (a cell sent after it died must not run). */
+	 * the dead process (a cell sent after it died must not run).  It is
+	 * as hostile as the session was: if it does not say hello and take
+	 * its own checkpoint in time, it is ended (a copy that ignores the
+	 * resume signal must not hold the session, or a reset, forever). */
 	s->resuming = true;
+	s->resume_ckpt = false;
+	set_expect(sup, s, P_RESUMING);
+	cancel_resume_timer(sup, s);
+	s->resume_timer = loop_timer(sup->srv->loop, RESUME_MS, resume_expired, s);
 	/* The pipes' write ends live on in the resumed process: watch again
 	 * in case a hang-up removed them. */
 	loop_watch(sup->srv->loop, s->ctrl, POLLIN, ctrl_event, s);
@@ -772,15 +892,29 @@ static bool roll_back(struct sup *sup, struct session *s, int wstatus, bool stat
 	if (c) {
 		decide_on_death(c, wstatus, status_known);
 		c->state = STATE_ROLLED_BACK;
-		free(c->note);
-		char note[400];
+		char note[800];
 		snprintf(note, sizeof note,
-			 "the session was rolled back to its state before this call: everything defined earlier is still there, "
-			 "nothing this call did to variables was kept (files it wrote stay)");
+			 "%s%sthe session was rolled back to its state before this call: everything defined earlier is still there, "
+			 "nothing this call did to variables was kept (files it wrote stay)",
+			 c->note ? c->note : "", c->note ? "; " : "");
+		free(c->note);
 		c->note = strdup(note);
 		finish_cur(sup, s);
 	}
 	return true;
+}
+
+/* The resumed copy did not finish resuming in time: it is ended, and the
+ * next call starts a new process (its exit report closes the session). */
+static void resume_expired(void *arg)
+{
+	struct session *s = arg;
+	s->resume_timer = 0;
+	if (!s->resuming)
+		return;
+	log_warn("session %s: the resumed checkpoint did not answer within %.0f s: ended", s->name, RESUME_MS / 1000);
+	drop_checkpoint(s);
+	kill_session(s);
 }
 
 static void session_dead(struct sup *sup, struct session *s, int wstatus, bool status_known)
@@ -795,14 +929,23 @@ static void session_dead(struct sup *sup, struct session *s, int wstatus, bool s
 	 * checkpoint that may take its place must not be measured instead. */
 	if (c)
 		usage_end(&c->usage, s->pidfd, s->ckpt_pidfd);
+	uint64_t *ts[] = { &s->watch_timer, &s->idle_timer };
+	for (size_t i = 0; i < 2; i++)
+		if (*ts[i]) {
+			loop_timer_cancel(sup->srv->loop, *ts[i]);
+			*ts[i] = 0;
+		}
 	if (sup->srv->policy->limits.checkpoint && roll_back(sup, s, wstatus, status_known))
 		return;
 	session_close_fds(sup, s);
 	s->alive = false;
-	s->pid = 0;
+	s->pid = s->hpid = 0;
 	s->want_spawn = false;
 	s->kill_pending = false;
 	s->resuming = false;
+	s->phase = P_NONE;
+	cancel_timers(sup, s);
+	cancel_resume_timer(sup, s);
 	if (!c || requeue_unstarted(sup, s)) {
 		start_next(sup, s); /* queued calls start in a new process */
 		return;
@@ -823,76 +966,362 @@ static void session_dead(struct sup *sup, struct session *s, int wstatus, bool s
 	}
 }
 
+/* What the session may send in phase ph, and how much (see enum phase).
+ * Sizes are tight per type: a result is bounded by the policy's output
+ * limit (the bootstrap caps the repr it sends), an image by the 256 KiB a
+ * reply may carry.
+ * Attack: one 16 MB result frame parsed into a JSON tree grew the server by
+ * hundreds of MB for good. */
+static void set_expect(struct sup *sup, struct session *s, enum phase ph)
+{
+	long chars = sup->srv->policy->limits.max_output_chars;
+	uint32_t result_max = (uint32_t)(64 * 1024 + (chars > 0 && chars < (1L << 19) ? chars : 1L << 19) * 12);
+	size_t n = 0;
+	s->phase = ph;
+	switch (ph) {
+	case P_RUNNING:
+		if (s->hello_due)
+			s->expect[n++] = (struct wire_expect){ W_HELLO, 256, 0 };
+		if (s->cur && !s->cur->started)
+			s->expect[n++] = (struct wire_expect){ W_STARTED, 0, 0 };
+		s->expect[n++] = (struct wire_expect){ W_RESULT, result_max, 0 };
+		break;
+	case P_SETTLING:
+		s->expect[n++] = (struct wire_expect){ W_CHECKPOINT, 256, 1 };
+		break;
+	case P_THUMB:
+		s->expect[n++] = (struct wire_expect){ W_THUMB_DATA, 256 * 1024, 0 };
+		break;
+	case P_RESUMING:
+		s->expect[n++] = s->resume_ckpt ? (struct wire_expect){ W_CHECKPOINT, 256, 1 }
+						: (struct wire_expect){ W_HELLO, 256, 0 };
+		break;
+	default:
+		break; /* frozen or gone: nothing is expected */
+	}
+	s->rd.expect = s->expect;
+	s->rd.n_expect = n;
+}
+
+/* The session sent what it must not send now: it is ended like a crash, and
+ * rolled back (its exit report does the rest). */
+static void violation(struct sup *sup, struct session *s, const char *what)
+{
+	log_warn("session %s: %s: the session is ended", s->name, what);
+	struct call *c = s->cur;
+	if (c && !c->note) {
+		char note[300];
+		snprintf(note, sizeof note,
+			 "the session's process broke its protocol with the server (%s), so it was ended as a crash", what);
+		c->note = strdup(note);
+	}
+	if (c)
+		drop_result(c);
+	set_expect(sup, s, P_NONE);
+	loop_unwatch(sup->srv->loop, s->ctrl);
+	kill_session(s);
+}
+
+static void drop_checkpoint(struct session *s)
+{
+	if (s->ckpt_pidfd >= 0) {
+		pidfd_signal(s->ckpt_pidfd, SIGKILL);
+		close(s->ckpt_pidfd);
+	}
+	s->ckpt_pidfd = -1;
+	s->ckpt_pid = s->ckpt_hpid = 0;
+}
+
+/* A checkpoint is whatever process the pidfd names, as the kernel says: a
+ * live child of the session's process (not what the message claims).  It
+ * is frozen at once, so it runs nothing until it is resumed, and it stays
+ * as hostile as the session was (resumed under a timer).
+ * Attack: a cell forks a child that ignores the resume signal, announces it
+ * as the checkpoint and kills itself, so that the server resumes a process
+ * that never answers and keeps it from the sweep. */
+static int accept_checkpoint(struct sup *sup, struct session *s, int pidfd)
+{
+	pid_t host, ns;
+	if (s->hpid <= 0 || watch_pidfd(pidfd, &host, &ns) < 0 || watch_ppid(host) != s->hpid ||
+	    pidfd_signal(pidfd, SIGSTOP) < 0)
+		return -EPROTO;
+	drop_checkpoint(s); /* the previous one */
+	s->ckpt_pidfd = pidfd;
+	s->ckpt_pid = ns;
+	s->ckpt_hpid = host;
+	(void)sup;
+	return 0;
+}
+
+/* The memory and process watchdog, while the session's code may run.  It
+ * reads the kernel's counters of every process below the session (the
+ * frozen checkpoint left out): per-process rlimits cannot see shared
+ * memory, memfds, tmpfs files or how many processes share the work.
+ * Attack: 8 memfds of 250 MB mapped shared under a 256 MB limit, 6 GB of
+ * MAP_SHARED|MAP_ANONYMOUS, six forked children of 500 MB each. */
+static void watch_fired(void *arg)
+{
+	struct session *s = arg;
+	struct sup *sup = s->sup;
+	s->watch_timer = 0;
+	if (!s->alive || s->hpid <= 0 || s->phase == P_IDLE || s->phase == P_NONE)
+		return;
+	const struct policy_limits *L = &sup->srv->policy->limits;
+	struct footprint u;
+	/* The jail's own procfs lists its processes only (cheap); the host's
+	 * lists every process of the machine. */
+	int wr = sup->proc_jail ? watch_footprint(sup->proc, sup->zhpid, s->pid, s->ckpt_pid, &u)
+				: watch_footprint("/proc", sup->zhpid, s->hpid, s->ckpt_hpid, &u);
+	if (wr == 0) {
+		struct call *c = s->cur;
+		uint64_t limit = (uint64_t)L->memory_mb << 20;
+		if (u.total > limit) {
+			log_info("session %s: %.0f MB in use (anon %.0f, shared %.0f, memfd %.0f, tmpfs %.0f) over memory_mb %ld: ended",
+				 s->name, u.total / 1048576.0, u.anon / 1048576.0, u.shmem / 1048576.0, u.memfd / 1048576.0,
+				 u.tmpfs / 1048576.0, L->memory_mb);
+			if (c && (c->status == CALL_PENDING || status_from_result(c))) {
+				drop_result(c);
+				c->over_limit = true;
+				c->status = CALL_MEMORY;
+				c->exit_code = call_status_exit_code(CALL_MEMORY, 0, false);
+				if (!c->note) {
+					char note[300];
+					snprintf(note, sizeof note,
+						 "the session's processes used %.0f MB together, over memory_mb (%ld MB): "
+						 "shared memory, memfds, files in /tmp and /dev/shm and child processes all count",
+						 u.total / 1048576.0, L->memory_mb);
+					c->note = strdup(note);
+				}
+			}
+			kill_session(s);
+			return;
+		}
+		if (u.tasks > L->max_processes) {
+			log_info("session %s: %ld processes and threads, over max_processes %ld: ended", s->name, u.tasks, L->max_processes);
+			if (c && (c->status == CALL_PENDING || status_from_result(c))) {
+				drop_result(c);
+				c->over_limit = true;
+				if (!c->note) {
+					char note[300];
+					snprintf(note, sizeof note,
+						 "the session ran %ld processes and threads at once, over max_processes (%ld), so it was ended",
+						 u.tasks, L->max_processes);
+					c->note = strdup(note);
+				}
+			}
+			kill_session(s);
+			return;
+		}
+	}
+	s->watch_timer = loop_timer(sup->srv->loop, WATCH_MS, watch_fired, s);
+}
+
+static void start_watch(struct sup *sup, struct session *s)
+{
+	if (!s->watch_timer)
+		s->watch_timer = loop_timer(sup->srv->loop, WATCH_MS, watch_fired, s);
+}
+
+static void try_freeze(void *arg);
+
+/* All the session had to say is in: freeze it, then have the zygote end
+ * what the call left running below it.  Only then is the call over (the
+ * call's timer, or the resume timer, runs meanwhile).  The process must be
+ * seen asleep first (every thread blocked in the kernel), so a cell that
+ * sends a made-up result and keeps computing runs out its time instead. */
+static void begin_freeze(struct sup *sup, struct session *s)
+{
+	set_expect(sup, s, P_FREEZING);
+	s->idle_tries = 0;
+	try_freeze(s);
+}
+
+static void try_freeze(void *arg)
+{
+	struct session *s = arg;
+	struct sup *sup = s->sup;
+	s->idle_timer = 0;
+	if (s->phase != P_FREEZING)
+		return;
+	int idle = s->hpid > 0 ? watch_idle(s->hpid) : -ESRCH;
+	if (idle < 0)
+		return; /* gone: its exit report follows */
+	if (idle == 0) {
+		/* Busy: look again soon (0.1 ms, doubling up to 20 ms). */
+		double ms = 0.1 * (double)(1 << (s->idle_tries < 8 ? s->idle_tries : 8));
+		s->idle_tries++;
+		s->idle_timer = loop_timer(sup->srv->loop, ms < WATCH_MS ? ms : WATCH_MS, try_freeze, s);
+		return;
+	}
+	if (pidfd_signal(s->pidfd, SIGSTOP) < 0)
+		return;
+	cJSON *j = cJSON_CreateObject();
+	cJSON_AddNumberToObject(j, "pid", s->pid);
+	cJSON_AddNumberToObject(j, "keep", s->ckpt_pid);
+	cJSON_AddNumberToObject(j, "epoch", (double)sup->epoch);
+	cJSON *all = cJSON_AddArrayToObject(j, "all");
+	for (struct session *o = sup->sessions; o && all; o = o->next) {
+		if (!o->alive)
+			continue;
+		if (o->pid > 0)
+			cJSON_AddItemToArray(all, cJSON_CreateNumber(o->pid));
+		if (o->ckpt_pid > 0)
+			cJSON_AddItemToArray(all, cJSON_CreateNumber(o->ckpt_pid));
+	}
+	char *txt = cJSON_PrintUnformatted(j);
+	cJSON_Delete(j);
+	int r = txt && sup->zctrl >= 0 ? wire_send(sup->zctrl, W_SETTLE, txt, strlen(txt), NULL, 0) : -EPIPE;
+	free(txt);
+	if (r < 0) {
+		log_warn("session %s: cannot ask the zygote to sweep: %s", s->name, strerror(-r));
+		kill_session(s);
+	}
+}
+
+/* The zygote has ended what was left below the frozen session. */
+static void settled(struct sup *sup, struct session *s)
+{
+	set_expect(sup, s, P_IDLE);
+	if (s->watch_timer) {
+		loop_timer_cancel(sup->srv->loop, s->watch_timer);
+		s->watch_timer = 0;
+	}
+	if (s->resuming) {
+		s->resuming = false;
+		cancel_resume_timer(sup, s);
+		start_next(sup, s);
+		return;
+	}
+	if (s->cur)
+		finish_cur(sup, s);
+}
+
+static void on_message(struct sup *sup, struct session *s, struct wire_msg *m)
+{
+	struct call *c = s->cur;
+	switch (m->type) {
+	case W_HELLO:
+		if (s->phase == P_RESUMING) {
+			s->resume_ckpt = true;
+			if (!sup->srv->policy->limits.checkpoint)
+				begin_freeze(sup, s);
+			else
+				set_expect(sup, s, P_RESUMING);
+		} else {
+			s->hello_due = false;
+			set_expect(sup, s, s->phase);
+		}
+		return;
+	case W_STARTED:
+		s->hello_due = false;
+		c->started = true;
+		set_expect(sup, s, s->phase);
+		return;
+	case W_CHECKPOINT:
+		if (m->nfds == 0) {
+			/* It could not take one (no process or descriptor left):
+			 * the previous one no longer matches its state. */
+			drop_checkpoint(s);
+		} else if (accept_checkpoint(sup, s, m->fds[0]) < 0) {
+			violation(sup, s, "a checkpoint that is no child of the session");
+			return;
+		} else {
+			m->nfds = 0; /* kept */
+		}
+		if (s->phase == P_RESUMING) {
+			begin_freeze(sup, s);
+		} else {
+			/* The images next, once the server's scan of the workspace
+			 * is done too (after_scanned). */
+			set_expect(sup, s, P_SCANNING);
+			if (c->artifacts && !c->scan_job)
+				send_thumb_or_finish(sup, s);
+		}
+		return;
+	case W_RESULT: {
+		/* Measured now: thumbnails made after the cell are the server's
+		 * work, not the call's. */
+		usage_end(&c->usage, s->pidfd, s->ckpt_pidfd);
+		c->py = cJSON_ParseWithLength((const char *)m->data, m->len);
+		const cJSON *st = cJSON_GetObjectItemCaseSensitive(c->py, "status");
+		if (!cJSON_IsString(st)) {
+			violation(sup, s, "a result without a status");
+			return;
+		}
+		if (c->status != CALL_PENDING) {
+			/* Cancelled or over a limit meanwhile: its end is on the way. */
+			set_expect(sup, s, P_NONE);
+			return;
+		}
+		/* The session only ever reports ok, error or memory; a status
+		 * that rolls back (memory: a failed allocation may have left
+		 * objects half-built) is acted on by killing the process, so the
+		 * checkpoint resumes. */
+		enum call_status said = call_status_parse(st->valuestring);
+		if (said != CALL_OK && said != CALL_MEMORY)
+			said = CALL_ERROR;
+		c->status = said;
+		c->exit_code = call_status_exit_code(said, 0, false);
+		if (call_status_table[said].rolls_back) {
+			set_expect(sup, s, P_NONE);
+			kill_session(s);
+			return;
+		}
+		c->state = STATE_KEPT;
+		set_expect(sup, s, sup->srv->policy->limits.checkpoint ? P_SETTLING : P_SCANNING);
+		exec_after(c, after_scanned, s); /* then the thumbnails */
+		return;
+	}
+	case W_THUMB_DATA:
+		exec_thumb(c, m->data, m->len);
+		c->thumb_next++;
+		send_thumb_or_finish(sup, s);
+		return;
+	default:
+		violation(sup, s, "an unexpected message");
+	}
+}
+
 static void ctrl_event(void *arg, int fd, short revents)
 {
 	struct session *s = arg;
 	struct sup *sup = s->sup;
-	for (;;) {
+	(void)revents;
+	/* Nothing from a new process is judged before the zygote's report of
+	 * it (its pidfd) is in: that report is already on its way, on the
+	 * zygote's socket. */
+	if (!s->spawn_known) {
+		struct pollfd p = { .fd = sup->zctrl, .events = POLLIN };
+		if (sup->zctrl >= 0 && poll(&p, 1, 0) == 1)
+			zygote_event(sup, sup->zctrl, POLLIN);
+		return;
+	}
+	for (int budget = 0; budget < 64; budget++) {
 		struct wire_msg m;
 		int r = wire_reader_step(&s->rd, fd, &m);
 		if (r == 0)
 			return;
-		if (r < 0) {
-			/* End of stream or garbage on the control socket: the
-			 * process is ended; its exit (from the zygote) finishes
-			 * the call. */
+		if (r == -EPIPE) {
+			/* End of stream: the process is ended; its exit (from the
+			 * zygote) finishes the call. */
 			loop_unwatch(sup->srv->loop, fd);
 			kill_session(s);
 			return;
 		}
-		struct call *c = s->cur;
-		if (m.type == W_CHECKPOINT && m.nfds == 1) {
-			cJSON *j = cJSON_ParseWithLength((const char *)m.data, m.len);
-			const cJSON *pid = cJSON_GetObjectItemCaseSensitive(j, "pid");
-			if (cJSON_IsNumber(pid) && pid->valueint > 0) {
-				if (s->ckpt_pidfd >= 0)
-					close(s->ckpt_pidfd);
-				s->ckpt_pidfd = m.fds[0];
-				s->ckpt_pid = pid->valueint;
-				m.nfds = 0;
-			}
-			cJSON_Delete(j);
-		} else if (m.type == W_STARTED && c) {
-			c->started = true;
-		} else if (m.type == W_HELLO && s->resuming) {
-			s->resuming = false;
-			wire_msg_free(&m);
-			start_next(sup, s);
-			continue;
-		} else if (m.type == W_RESULT && c && !c->py) {
-			/* Measured now: thumbnails made after the cell are the
-			 * server's work, not the call's. */
-			usage_end(&c->usage, s->pidfd, s->ckpt_pidfd);
-			c->py = cJSON_ParseWithLength((const char *)m.data, m.len);
-			const cJSON *st = cJSON_GetObjectItemCaseSensitive(c->py, "status");
-			/* The session only ever reports ok, error or memory; a
-			 * status that rolls back (memory: a failed allocation may
-			 * have left objects half-built) is acted on by killing the
-			 * process, so the checkpoint resumes. */
-			enum call_status said = call_status_parse(cJSON_GetStringValue(st));
-			if (said != CALL_OK && said != CALL_MEMORY)
-				said = CALL_ERROR;
-			if (c->status == CALL_PENDING && call_status_table[said].rolls_back) {
-				c->status = said;
-				c->exit_code = call_status_exit_code(said, 0, false);
-				kill_session(s);
-			}
-			if (c->status == CALL_PENDING) {
-				c->status = said;
-				c->exit_code = call_status_exit_code(said, 0, false);
-				c->state = STATE_KEPT;
-				wire_msg_free(&m);
-				exec_after(c, after_scanned, s); /* then the thumbnails */
-				continue;
-			}
-		} else if (m.type == W_THUMB_DATA && c && c->thumb_next < c->n_thumbs) {
-			exec_thumb(c, m.data, m.len);
-			c->thumb_next++;
-			wire_msg_free(&m);
-			send_thumb_or_finish(sup, s);
-			continue;
+		if (r < 0) {
+			char what[96];
+			uint32_t type, len;
+			memcpy(&type, s->rd.hdr + 4, 4);
+			memcpy(&len, s->rd.hdr + 8, 4);
+			snprintf(what, sizeof what, "%s (type %u, %u bytes)",
+				 r == -EMSGSIZE ? "a message over its size" : "a message it may not send now", type, len);
+			violation(sup, s, what);
+			return;
 		}
+		on_message(sup, s, &m);
 		wire_msg_free(&m);
+		if (s->phase == P_NONE || s->ctrl != fd)
+			return;
 	}
 }
 
@@ -942,7 +1371,11 @@ static int spawn_session(struct sup *sup, struct session *s)
 	set_nonblock(s->ctrl);
 	set_nonblock(s->out_r);
 	set_nonblock(s->err_r);
-	wire_reader_init(&s->rd, RESULT_MAX);
+	wire_reader_init(&s->rd, WIRE_MAX_PAYLOAD);
+	s->hello_due = true;
+	s->spawn_known = false;
+	s->hpid = s->ckpt_hpid = 0;
+	set_expect(sup, s, P_RUNNING);
 	struct loop *l = sup->srv->loop;
 	loop_watch(l, s->ctrl, POLLIN, ctrl_event, s);
 	loop_watch(l, s->out_r, POLLIN, pipe_event, s);
@@ -984,6 +1417,11 @@ static void send_exec(struct sup *sup, struct session *s)
 	usage_begin(&c->usage, s->pidfd);
 	c->t_start = loop_now_ms();
 	s->progress = 0;
+	/* Frozen since its last call: it runs again only now. */
+	if (s->phase == P_IDLE && s->pidfd >= 0)
+		pidfd_signal(s->pidfd, SIGCONT);
+	set_expect(sup, s, P_RUNNING);
+	start_watch(sup, s);
 	s->timeout_timer = loop_timer(sup->srv->loop, c->timeout_ms, timeout_fired, s);
 	wswatch_stop(s->watch);
 	s->watch = wswatch_start(sup->srv, (unsigned long long)sup->srv->policy->limits.max_workspace_mb << 20,
@@ -1014,8 +1452,10 @@ static void fail_call_now(struct sup *sup, struct session *s, const char *msg)
 
 static void start_next(struct sup *sup, struct session *s)
 {
-	if (s->resuming)
-		return; /* the W_HELLO of the resumed checkpoint calls us again */
+	/* A resumed checkpoint finishes resuming first (settled() calls us
+	 * again, or its timer ends it), unless a reset discards it anyway. */
+	if (s->resuming && !(s->qhead && s->qhead->reset))
+		return;
 	while (!s->cur && s->qhead) {
 		struct call *c = s->qhead;
 		s->qhead = c->next;
@@ -1029,6 +1469,10 @@ static void start_next(struct sup *sup, struct session *s)
 			kill_session(s);
 			session_close_fds(sup, s);
 			s->alive = false;
+			s->resuming = false;
+			s->pid = s->hpid = 0;
+			cancel_resume_timer(sup, s);
+			set_expect(sup, s, P_NONE);
 		}
 		if (!s->alive) {
 			c->new_session = true;

@@ -62,6 +62,7 @@ struct call {
 	struct usage usage;      /* CPU time and peak memory of this call */
 	bool cancelled;          /* no reply may be sent */
 	bool started;            /* the session said it received the cell */
+	bool over_limit;         /* ended by the server's watchdog (denied_by limits) */
 	int resends;             /* sent again after the process died unstarted */
 	struct call *next;
 };

@@ -291,8 +291,15 @@ static int plan(const struct jail_config *c, struct tree *t, struct err *e)
 	struct mnt *m = add(t, "/tmp", M_TMPFS);
 	if (!m)
 		return err_set(e, -E2BIG, "jail: too many mounts");
+	/* Files in a tmpfs are host memory that outlives the call: /tmp and
+	 * /dev/shm together hold at most half of memory_mb, and the memory
+	 * watchdog counts what they hold as the session's (supervisor.c), so
+	 * a session with full scratch space still has half its memory. */
+	long tmp_mb = p->limits.memory_mb * 3 / 8;
+	if (p->limits.max_file_mb < tmp_mb)
+		tmp_mb = p->limits.max_file_mb;
 	snprintf(m->opts, sizeof m->opts, "mode=1777,size=%ldm,nr_inodes=65536",
-		 mib(p->limits.max_file_mb, 16, 1L << 20));
+		 mib(tmp_mb, 16, 1L << 20));
 	for (const char *const *q = dev_files; *q; q++)
 		if ((r = add_bind1(t, *q, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, true, NULL, e)) < 0)
 			return r;
@@ -300,7 +307,7 @@ static int plan(const struct jail_config *c, struct tree *t, struct err *e)
 	if (!m)
 		return err_set(e, -E2BIG, "jail: too many mounts");
 	snprintf(m->opts, sizeof m->opts, "mode=1777,size=%ldm,nr_inodes=16384",
-		 mib(p->limits.memory_mb / 4, 16, 1L << 20));
+		 mib(p->limits.memory_mb / 8, 16, 1L << 20));
 	if (!add(t, "/proc", M_PROC))
 		return err_set(e, -E2BIG, "jail: too many mounts");
 	qsort(t->m, t->n, sizeof t->m[0], cmp_mnt);

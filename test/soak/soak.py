@@ -22,7 +22,8 @@ Checks:
     the start (after warm-up), both printed;
   - once every request is answered, no process that the code started is
     left running (some cells fork a process that calls setsid to outlive
-    its call);
+    its call, others attack the server from inside: forged results and
+    checkpoints, descriptors used up, memory over the limit, bad frames);
   - after end of input: exit status 0 and no process of its tree left;
   - the workspace intact: the sentinel files unchanged, nothing created
     or changed outside the workspace, workspace/outputs still a directory.
@@ -60,6 +61,29 @@ def live_tree(pid):
         if s[s.rfind(")") + 2:].split()[0] not in ("Z", "X"):
             out[p] = comm
     return out
+
+# Cells that attack the server from inside the session: each must end as a
+# failed call (never "ok" with someone else's answer), the session must
+# answer its next call, and nothing it started may outlive the soak.
+FRAME = "import os, struct, json, socket, time\ndef frame(t, b): return struct.pack('<III', 0x50534d31, t, len(b)) + b\n"
+HOSTILE = [
+    # a made-up result, then it keeps running
+    FRAME + "os.write(3, frame(27, json.dumps({'status': 'ok', 'result': '1'}).encode()))\nwhile True: pass",
+    # a child announced as the checkpoint, then the session kills itself
+    FRAME + ("import signal\nk = os.fork()\nif k == 0:\n    signal.signal(signal.SIGUSR1, signal.SIG_IGN)\n"
+             "    time.sleep(1000)\nsk = socket.socket(fileno=os.dup(3))\n"
+             "sk.sendmsg([frame(30, b'{\"pid\": 1}')], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, "
+             "struct.pack('i', os.pidfd_open(k)))])\ntime.sleep(0.1)\nos.kill(os.getpid(), 9)"),
+    # a setsid'd escapee, then its descriptors used up so it cannot clean up
+    ESCAPEE + "\nimport resource\nresource.setrlimit(resource.RLIMIT_NOFILE, (4, 4))",
+    # memory the per-process limit does not see: children of 500 MB each
+    ("import os, time\nfor i in range(6):\n    if os.fork() == 0:\n        b = bytearray(500 << 20)\n"
+     "        for o in range(0, len(b), 4096): b[o] = 1\n        time.sleep(100)\n"
+     "        os._exit(0)\ntime.sleep(100)"),
+    # an oversized frame, then random ones
+    FRAME + ("os.write(3, frame(27, b'[' * (20 << 20)))\nimport random\n"
+             "for i in range(200):\n    os.write(3, frame(random.randrange(40), os.urandom(random.randrange(64))))"),
+]
 
 MALFORMED = [b"{", b"not json", b"[]", b'{"jsonrpc":"2.0"}', b'{"jsonrpc":"2.0","id":1,"method":"ping"} x',
              b'"just a string"', b"\xff\xfe", b'{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}',
@@ -110,7 +134,7 @@ class Soak:
         tok = f"tok{rid}"
         r = self.rng.random()
         a, b = self.rng.randint(2, 999), self.rng.randint(2, 999)
-        want_tok, want_result, timeout = True, None, None
+        want_tok, want_result, timeout, must_fail = True, None, None, False
         if r < 0.22:
             code, want_result = f"print('{tok}')\n{a} * {b}", str(a * b)
         elif r < 0.32:
@@ -141,8 +165,12 @@ class Soak:
             # A process that leaves its session (setsid, double fork) to
             # outlive the call: it must be ended when the call ends.
             code = ESCAPEE + f"\nprint('{tok}')"
-        else:
+        elif r < 0.996:
             code = f"print('{tok}'); 1 / 0"
+        else:
+            # An attack on the server from inside (see HOSTILE): it fails.
+            code, timeout, must_fail = f"print('{tok}', flush=True)\n" + self.rng.choice(HOSTILE), 5, True
+            self.counts["hostile"] = self.counts.get("hostile", 0) + 1
         args = {"code": code, "session": sess}
         if timeout:
             args["timeout_s"] = timeout
@@ -163,6 +191,8 @@ class Soak:
             toks = set(re.findall(r"tok\d+", text))
             if toks - {tok}:
                 return f"reply of {rid} shows another request's output: {sorted(toks - {tok})[:3]}"
+            if must_fail and status == "ok":
+                return f"an attack from inside the session ended ok: {text[:200]!r}"
             if status == "ok":
                 if want_tok and tok not in text:
                     return f"ok reply of {rid} lacks its output {tok}: {text[:200]!r}"

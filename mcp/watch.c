@@ -1,0 +1,258 @@
+/* The sessions seen from outside: see watch.h. */
+#include "watch.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/magic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
+#include <unistd.h>
+
+#include "../interp/procs.h"
+
+/* Reads a small /proc file whole; its length or -errno. */
+static ssize_t read_small(const char *path, char *buf, size_t cap)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	ssize_t n = read(fd, buf, cap - 1);
+	int err = errno;
+	close(fd);
+	if (n < 0)
+		return -err;
+	buf[n] = 0;
+	return n;
+}
+
+int watch_pidfd(int pidfd, pid_t *host, pid_t *ns)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof path, "/proc/self/fdinfo/%d", pidfd);
+	if (read_small(path, buf, sizeof buf) < 0)
+		return -EBADF;
+	const char *p = strstr(buf, "\nPid:");
+	if (!p)
+		return -EBADF; /* a pipe, a socket... sent where a pidfd belongs */
+	long h = strtol(p + 5, NULL, 10);
+	if (h <= 0)
+		return -ESRCH;
+	*host = *ns = (pid_t)h;
+	const char *q = strstr(buf, "\nNSpid:");
+	if (q) {
+		q += 7;
+		for (;;) {
+			char *end;
+			long v = strtol(q, &end, 10);
+			if (end == q)
+				break;
+			*ns = (pid_t)v;
+			q = end;
+		}
+	}
+	return 0;
+}
+
+/* The fields after the command name of /proc/<pid>/stat (the name may hold
+ * spaces and ')'). */
+static const char *stat_fields(const char *path, char *buf, size_t cap)
+{
+	if (read_small(path, buf, cap) < 0)
+		return NULL;
+	const char *p = strrchr(buf, ')');
+	return p && p[1] == ' ' ? p + 2 : NULL;
+}
+
+pid_t watch_ppid(pid_t pid)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+	const char *f = stat_fields(path, buf, sizeof buf);
+	int ppid;
+	if (!f || sscanf(f, "%*c %d", &ppid) != 1)
+		return -ESRCH;
+	return (pid_t)ppid;
+}
+
+int watch_idle(pid_t pid)
+{
+	char path[96], buf[1024];
+	snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+	DIR *d = opendir(path);
+	if (!d)
+		return -errno;
+	int idle = 1;
+	struct dirent *de;
+	while (idle && (de = readdir(d))) {
+		if (de->d_name[0] < '1' || de->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof path, "/proc/%d/task/%.16s/stat", (int)pid, de->d_name);
+		const char *f = stat_fields(path, buf, sizeof buf);
+		/* R running, anything but sleeping or stopped counts as busy. */
+		if (f && !(f[0] == 'S' || f[0] == 'D' || f[0] == 'T' || f[0] == 't'))
+			idle = 0;
+	}
+	closedir(d);
+	return idle;
+}
+
+static uint64_t status_kb(const char *status, const char *key)
+{
+	const char *p = strstr(status, key);
+	return p ? strtoull(p + strlen(key), NULL, 10) : 0;
+}
+
+struct inos {
+	ino_t ino[256];
+	size_t n;
+};
+
+static bool seen_ino(struct inos *s, ino_t ino)
+{
+	for (size_t i = 0; i < s->n; i++)
+		if (s->ino[i] == ino)
+			return true;
+	if (s->n < sizeof s->ino / sizeof s->ino[0])
+		s->ino[s->n++] = ino;
+	return false;
+}
+
+/* memfds are memory that no RSS shows until mapped: count each open one by
+ * its size (once, however many processes hold it). */
+static uint64_t memfd_bytes(const char *proc, pid_t pid, struct inos *seen)
+{
+	char path[256];
+	snprintf(path, sizeof path, "%s/%d/fd", proc, (int)pid);
+	int dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return 0;
+	DIR *d = fdopendir(dfd);
+	if (!d) {
+		close(dfd);
+		return 0;
+	}
+	uint64_t sum = 0;
+	struct dirent *de;
+	int budget = 4096; /* a process may hold up to RLIMIT_NOFILE fds */
+	while ((de = readdir(d)) && budget-- > 0) {
+		char link[64];
+		ssize_t n = readlinkat(dfd, de->d_name, link, sizeof link - 1);
+		if (n < 7)
+			continue;
+		link[n] = 0;
+		struct stat st;
+		if (strncmp(link, "/memfd:", 7) == 0 && fstatat(dfd, de->d_name, &st, 0) == 0 && !seen_ino(seen, st.st_ino))
+			sum += (uint64_t)st.st_blocks * 512;
+	}
+	closedir(d);
+	return sum;
+}
+
+/* The jail's private tmpfs at `rel` inside the session's root: its files are
+ * host memory.  Not counted when it is the host's own directory (the jail
+ * without a mount namespace has none of its own). */
+static uint64_t tmpfs_bytes(pid_t pid, const char *rel)
+{
+	char path[96];
+	snprintf(path, sizeof path, "/proc/%d/root%s", (int)pid, rel);
+	struct statfs fs;
+	struct stat in, host;
+	if (statfs(path, &fs) < 0 || fs.f_type != TMPFS_MAGIC || stat(path, &in) < 0)
+		return 0;
+	if (stat(rel, &host) == 0 && host.st_dev == in.st_dev)
+		return 0;
+	return (uint64_t)(fs.f_blocks - fs.f_bfree) * (uint64_t)fs.f_bsize;
+}
+
+static void add_proc(const char *proc, pid_t pid, struct footprint *u, struct inos *seen)
+{
+	char path[256], buf[4096];
+	snprintf(path, sizeof path, "%s/%d/status", proc, (int)pid);
+	if (read_small(path, buf, sizeof buf) < 0)
+		return; /* gone meanwhile */
+	uint64_t threads = status_kb(buf, "\nThreads:");
+	u->tasks += threads ? (long)threads : 1;
+	u->anon += status_kb(buf, "\nRssAnon:") * 1024;
+	u->shmem += status_kb(buf, "\nRssShmem:") * 1024;
+	u->memfd += memfd_bytes(proc, pid, seen);
+}
+
+bool watch_proc_root(pid_t zygote, char *buf, size_t n)
+{
+	snprintf(buf, n, "/proc/%d/root/proc", (int)zygote);
+	/* Readable, a procfs, and not ours (each pid namespace's procfs is
+	 * a mount of its own). */
+	struct statfs fs;
+	struct stat a, b;
+	if (zygote > 0 && statfs(buf, &fs) == 0 && fs.f_type == PROC_SUPER_MAGIC && stat(buf, &a) == 0 &&
+	    stat("/proc", &b) == 0 && a.st_dev != b.st_dev && access(buf, R_OK | X_OK) == 0)
+		return true;
+	snprintf(buf, n, "/proc");
+	return false;
+}
+
+int watch_footprint(const char *proc, pid_t zygote, pid_t root, pid_t skip, struct footprint *u)
+{
+	memset(u, 0, sizeof *u);
+	pid_t *below = NULL;
+	size_t n = 0;
+	int rc = procs_list_below(proc, root, &skip, skip > 0 ? 1 : 0, &below, &n);
+	if (rc < 0)
+		return rc;
+	struct inos *seen = calloc(1, sizeof *seen);
+	if (!seen) {
+		free(below);
+		return -ENOMEM;
+	}
+	add_proc(proc, root, u, seen);
+	for (size_t i = 0; i < n; i++)
+		add_proc(proc, below[i], u, seen);
+	u->tmpfs = tmpfs_bytes(zygote, "/tmp") + tmpfs_bytes(zygote, "/dev/shm");
+	/* Counted as the sum: pages of a memfd or tmpfs file that are also
+	 * mapped count twice, which errs on the side of the limit. */
+	u->total = u->anon + u->shmem + u->memfd + u->tmpfs;
+	free(seen);
+	free(below);
+	return 0;
+}
+
+/* A cgroup v2 memory controller is usable when this process's own cgroup is
+ * on the unified hierarchy, offers "memory" and can be written by us. */
+static bool cgroup2_memory_delegated(void)
+{
+	char buf[4096], path[4400];
+	if (read_small("/proc/self/cgroup", buf, sizeof buf) < 0)
+		return false;
+	const char *p = strncmp(buf, "0::", 3) == 0 ? buf + 3 : strstr(buf, "\n0::");
+	if (!p)
+		return false;
+	if (p != buf + 3)
+		p += 4;
+	const char *nl = strchr(p, '\n');
+	int len = nl ? (int)(nl - p) : (int)strlen(p);
+	struct statfs fs;
+	if (statfs("/sys/fs/cgroup", &fs) < 0 || fs.f_type != CGROUP2_SUPER_MAGIC)
+		return false;
+	snprintf(path, sizeof path, "/sys/fs/cgroup%.*s/cgroup.controllers", len, p);
+	char ctl[512];
+	if (read_small(path, ctl, sizeof ctl) < 0 || !strstr(ctl, "memory"))
+		return false;
+	snprintf(path, sizeof path, "/sys/fs/cgroup%.*s/cgroup.subtree_control", len, p);
+	return access(path, W_OK) == 0;
+}
+
+void watch_describe_memory(long memory_mb, long max_processes, FILE *out)
+{
+	fprintf(out,
+		"memory: memory_mb (%ld MB) bounds each session as a whole: the server sums its processes' "
+		"RssAnon, RssShmem, open memfds and the private /tmp and /dev/shm every %d ms and stops the call "
+		"(status memory, rolled back); RLIMIT_DATA binds each process; cgroup v2 memory controller: %s\n",
+		memory_mb, WATCH_INTERVAL_MS,
+		cgroup2_memory_delegated() ? "delegated, not used (the watchdog holds)" : "not delegated here");
+	fprintf(out, "processes: max_processes (%ld) per session, counted by the same watchdog; "
+		"RLIMIT_NPROC for all sessions together\n", max_processes);
+}

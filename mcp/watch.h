@@ -1,0 +1,55 @@
+/* The sessions seen from outside: what the kernel says about a session's
+ * processes (/proc, pidfds), never what the session says about itself.  The
+ * supervisor uses it to learn who a pidfd names, to check that a session is
+ * idle before it freezes it, and as the memory and process watchdog while a
+ * call runs. */
+#ifndef MCP_WATCH_H
+#define MCP_WATCH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+/* The process behind a pidfd, from the kernel's /proc/self/fdinfo: its pid
+ * here (host) and in the innermost pid namespace (the zygote's).  0, or
+ * -ESRCH when it has exited, -EBADF when fd is no pidfd. */
+int watch_pidfd(int pidfd, pid_t *host, pid_t *ns);
+
+/* The parent of pid, or -errno. */
+pid_t watch_ppid(pid_t pid);
+
+/* 1 when every thread of pid sleeps in the kernel (or is stopped), 0 when
+ * one runs, -errno when pid is gone. */
+int watch_idle(pid_t pid);
+
+/* How often the supervisor measures a running call's processes. */
+#define WATCH_INTERVAL_MS 20
+
+struct footprint {
+	long tasks;        /* processes and threads */
+	uint64_t anon;     /* RssAnon summed, bytes */
+	uint64_t shmem;    /* RssShmem summed (shared, memfd and tmpfs pages mapped) */
+	uint64_t memfd;    /* memfds the processes hold open, by their size */
+	uint64_t tmpfs;    /* what the jail's private /tmp and /dev/shm hold */
+	uint64_t total;    /* all of the above */
+};
+
+/* Where the jail's processes are cheapest to read: the procfs of its pid
+ * namespace as the zygote (host pid zygote) sees it, which lists the jail's
+ * processes only, under their pids in the jail; "/proc" (host pids) when
+ * that cannot be read.  Writes the path to buf; true when it is the jail's. */
+bool watch_proc_root(pid_t zygote, char *buf, size_t n);
+
+/* What the session rooted at `root` uses now, leaving out the subtree of
+ * `skip` (its frozen checkpoint; 0 for none); pids as `proc` shows them.
+ * The jail's /tmp and /dev/shm are found below the zygote's root.
+ * 0 or -errno. */
+int watch_footprint(const char *proc, pid_t zygote, pid_t root, pid_t skip, struct footprint *u);
+
+/* Writes to out what bounds a session's memory as a whole on this machine
+ * (for --check): the watchdog above, and whether a cgroup v2 memory
+ * controller is delegated to this process. */
+void watch_describe_memory(long memory_mb, long max_processes, FILE *out);
+
+#endif

@@ -1,0 +1,360 @@
+// The session is hostile: code that rewrites its own process (ctypes), writes
+// frames of its own on its control socket, forks helpers, exhausts its file
+// descriptors or allocates memory the per-process limits do not see.  Each test
+// checks the effect from outside the sandbox: CPU time and memory of the
+// session's processes in /proc, heartbeat files, the server's RSS.
+import { test, describe, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+
+import { startClient, newProject, execPy, callTool, descendants, sleep, show } from './lib.mjs';
+
+/** CPU time (ms) used so far by every process below the server (the sandbox). */
+function sandboxCpuMs(serverPid) {
+	const hz = 100;
+	let ticks = 0;
+	for (const p of descendants(serverPid)) {
+		let s;
+		try { s = fs.readFileSync(`/proc/${p.pid}/stat`, 'utf8'); } catch { continue; }
+		const f = s.slice(s.lastIndexOf(')') + 2).split(' ');
+		ticks += Number(f[11]) + Number(f[12]); // utime, stime
+	}
+	return (ticks * 1000) / hz;
+}
+
+/** Host memory (MB) of the sandbox's processes: RssAnon + RssShmem, checkpoints
+ *  included (a frozen copy shares most pages, so this over-counts: an upper bound). */
+function sandboxMemMb(serverPid, skip = new Set()) {
+	let kb = 0;
+	for (const p of descendants(serverPid)) {
+		if (skip.has(p.pid)) continue;
+		let s;
+		try { s = fs.readFileSync(`/proc/${p.pid}/status`, 'utf8'); } catch { continue; }
+		for (const k of ['RssAnon', 'RssShmem']) {
+			const m = s.match(new RegExp(`^${k}:\\s+(\\d+)`, 'm'));
+			if (m) kb += Number(m[1]);
+		}
+	}
+	return kb / 1024;
+}
+
+function serverRssMb(pid) {
+	const s = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
+	return Number(s.match(/^VmRSS:\s+(\d+)/m)[1]) / 1024;
+}
+
+/** CPU of the sandbox over `ms` after now: near 0 when nothing runs between calls. */
+async function cpuOver(h, ms) {
+	const a = sandboxCpuMs(h.pid);
+	await sleep(ms);
+	return sandboxCpuMs(h.pid) - a;
+}
+
+const W_RESULT = 27, W_CHECKPOINT = 30;
+const frame = (type, body) => `struct.pack("<III", 0x50534d31, ${type}, len(${body})) + ${body}`;
+
+describe('a forged reply on the control socket', () => {
+	let h, root;
+	before(async () => {
+		root = newProject('forged');
+		h = await startClient(root, { structured: true });
+		assert.equal((await execPy(h, 'import os, struct, json, time\nkept = 7')).sc.status, 'ok');
+		await execPy(h, 'kept');
+	});
+	after(async () => { await h?.close(); });
+
+	test('a result frame written by the cell does not end the call: it times out, rolls back, and nothing runs afterwards', { timeout: 60000 }, async () => {
+		const t0 = Date.now();
+		const r = await execPy(h, [
+			'kept = 8',
+			'b = json.dumps({"status": "ok", "result": "\'forged\'", "error": None, "figures": []}).encode()',
+			`os.write(3, ${frame(W_RESULT, 'b')})`,
+			'while True:',
+			'    with open("workspace/spin.beat", "a") as f: f.write("x")',
+		].join('\n'), { timeout_s: 3 });
+		const took = Date.now() - t0;
+		assert.notEqual(r.sc.result, "'forged'", show(r.sc));
+		// The cell either broke the protocol (a crash) or ran until its timeout.
+		assert.ok(['timeout', 'crashed'].includes(r.sc.status), show(r.sc));
+		assert.equal(r.sc.state, 'rolled_back', show(r.sc));
+		if (r.sc.status === 'timeout') assert.ok(took >= 2500, `the clock ran on after the frame: ${took} ms`);
+		// Nothing of that cell runs between calls.
+		await sleep(200);
+		const used = await cpuOver(h, 1000);
+		assert.ok(used < 150, `the sandbox used ${used} ms of CPU in 1 s between calls`);
+		const beat = fs.statSync(path.join(root, 'workspace/spin.beat')).size;
+		await sleep(300);
+		assert.equal(fs.statSync(path.join(root, 'workspace/spin.beat')).size, beat, 'the heartbeat stopped');
+		// The next call gets its own answer, on the state from before.
+		const n = await execPy(h, 'kept * 6');
+		assert.deepEqual([n.sc.status, n.sc.result], ['ok', '42'], show(n.sc));
+	});
+
+	test('a 16 MB result frame: the session is ended and the server\'s memory stays small', { timeout: 60000 }, async () => {
+		const before_ = serverRssMb(h.pid);
+		const r = await execPy(h, [
+			'kept = 9',
+			'b = b\'{"status":"ok","x":[\' + b"0," * (8 * 1024 * 1024 - 64) + b\'0]}\'',  // just under 16 MiB
+			`os.write(3, ${frame(W_RESULT, 'b')})`,
+			'time.sleep(5)',
+		].join('\n'), { timeout_s: 20 });
+		assert.notEqual(r.sc.status, 'ok', show(r.sc));
+		assert.equal(r.sc.state, 'rolled_back', show(r.sc));
+		const grown = serverRssMb(h.pid) - before_;
+		assert.ok(grown < 24, `the server's RSS grew by ${grown.toFixed(1)} MB`);
+		const n = await execPy(h, 'kept');
+		assert.deepEqual([n.sc.status, n.sc.result], ['ok', '7'], show(n.sc));
+	});
+});
+
+describe('a forged checkpoint', () => {
+	let h, root;
+	before(async () => {
+		root = newProject('forgedck');
+		h = await startClient(root, { structured: true });
+		assert.equal((await execPy(h, 'import os, struct, json, time, signal, socket\nkept = 7')).sc.status, 'ok');
+		await execPy(h, 'kept');
+	});
+	after(async () => { await h?.close(); });
+
+	test('a child that ignores the resume signal, announced as the checkpoint, then the session kills itself: the child ends, every later call answers', { timeout: 90000 }, async () => {
+		const r = await execPy(h, [
+			'kept = 8',
+			'pid = os.fork()',
+			'if pid == 0:',
+			'    signal.signal(signal.SIGUSR1, signal.SIG_IGN)',
+			'    while True:',
+			'        with open("workspace/ck.beat", "a") as f: f.write("x")',
+			'        time.sleep(0.02)',
+			'pfd = os.pidfd_open(pid)',
+			'b = json.dumps({"pid": pid}).encode()',
+			'sk = socket.socket(fileno=os.dup(3))',
+			`sk.sendmsg([${frame(W_CHECKPOINT, 'b')}], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack("i", pfd))])`,
+			'time.sleep(0.3)',
+			'os.kill(os.getpid(), 9)',
+		].join('\n'), { timeout_s: 10 }, { timeout: 30000 });
+		assert.notEqual(r.sc.status, 'ok', show(r.sc));
+		// The child is not the session's state: it is ended with the session.
+		const beat = () => { try { return fs.statSync(path.join(root, 'workspace/ck.beat')).size; } catch { return -1; } };
+		await sleep(500);
+		const b1 = beat();
+		await sleep(500);
+		assert.equal(beat(), b1, 'the announced child no longer runs');
+		const n = await execPy(h, 'kept', {}, { timeout: 20000 });
+		assert.equal(n.sc.status, 'ok', show(n.sc));
+		assert.ok(['7', undefined].includes(n.sc.result ?? undefined) || n.sc.state === 'new', show(n.sc));
+		const z = await execPy(h, '6 * 7', { reset: true }, { timeout: 20000 });
+		assert.deepEqual([z.sc.status, z.sc.result, z.sc.state], ['ok', '42', 'new'], show(z.sc));
+	});
+});
+
+describe('clean-up the cell cannot stop', () => {
+	let h, root;
+	before(async () => {
+		root = newProject('cleanup');
+		h = await startClient(root, { structured: true });
+		assert.equal((await execPy(h, 'import os, time, resource\nkept = 7')).sc.status, 'ok');
+	});
+	after(async () => { await h?.close(); });
+
+	const escapee = (name) => [
+		'r, w = os.pipe()',
+		'if os.fork() == 0:',
+		'    os.setsid()',
+		'    if os.fork() == 0:',
+		'        os.write(w, b"x")',
+		'        while True:',
+		`            with open("workspace/${name}.beat", "a") as f: f.write("x")`,
+		'            time.sleep(0.02)',
+		'    os._exit(0)',
+		'os.read(r, 1)',
+		`while not os.path.exists("workspace/${name}.beat"): time.sleep(0.01)`,
+	].join('\n');
+	const size = (f) => { try { return fs.statSync(path.join(root, 'workspace', f)).size; } catch { return -1; } };
+
+	for (const [how, code] of [
+		['RLIMIT_NOFILE lowered to 4', 'resource.setrlimit(resource.RLIMIT_NOFILE, (4, 4))'],
+		['every file descriptor used up', 'fds = []\ntry:\n    while True: fds.append(os.open("/dev/null", os.O_RDONLY))\nexcept OSError:\n    pass'],
+	]) {
+		test(`a setsid child survives no call when the cell has ${how}`, { timeout: 30000 }, async () => {
+			const name = how.replace(/\W+/g, '_');
+			const r = await execPy(h, escapee(name) + '\n' + code);
+			assert.ok(['ok', 'error', 'crashed'].includes(r.sc.status), show(r.sc));
+			await sleep(300);
+			const b = size(`${name}.beat`);
+			assert.ok(b > 0, 'the child ran during the call');
+			await sleep(600);
+			assert.equal(size(`${name}.beat`), b, 'the heartbeat stopped after the call');
+			const n = await execPy(h, 'kept');
+			assert.equal(n.sc.status, 'ok', show(n.sc));
+		});
+	}
+});
+
+describe('memory_mb bounds the session as a whole', () => {
+	const cases = [
+		['8 memfds of 250 MB mapped shared', 256, [
+			'import os, mmap',
+			'ms = []',
+			'for i in range(8):',
+			'    fd = os.memfd_create("m%d" % i)',
+			'    os.ftruncate(fd, 250 << 20)',
+			'    m = mmap.mmap(fd, 250 << 20, mmap.MAP_SHARED)',
+			'    for off in range(0, 250 << 20, 4096): m[off] = 1',
+			'    ms.append(m)',
+		]],
+		['mmap(MAP_SHARED|MAP_ANONYMOUS) of 4 GB', 256, [
+			'import mmap',
+			'm = mmap.mmap(-1, 4 << 30, mmap.MAP_SHARED | mmap.MAP_ANONYMOUS)',
+			'for off in range(0, 4 << 30, 4096): m[off] = 1',
+		]],
+		// Each child stays under the per-process limit (RLIMIT_DATA = memory_mb).
+		['6 forked children of 200 MB', 256, [
+			'import os, time',
+			'kids = []',
+			'for i in range(6):',
+			'    p = os.fork()',
+			'    if p == 0:',
+			'        b = bytearray(200 << 20)',
+			'        for off in range(0, 200 << 20, 4096): b[off] = 1',
+			'        time.sleep(30)',
+			'        os._exit(0)',
+			'    kids.append(p)',
+			'time.sleep(30)',
+		]],
+		['a 400 MB file in /dev/shm', 256, [
+			'with open("/dev/shm/big", "wb") as f:',
+			'    for i in range(400): f.write(b"x" * (1 << 20))',
+			'time.sleep(3)',
+		]],
+		['a 400 MB file in /tmp', 256, [
+			'import os',
+			'try:',
+			'    with open("/tmp/big", "wb") as f:',
+			'        for i in range(400): f.write(b"x" * (1 << 20))',
+			'finally:',
+			'    os.unlink("/tmp/big")',
+		]],
+		// The tmpfs caps (3/8 and 1/8 of memory_mb) leave the processes room:
+		// what the files hold counts with what the processes hold.
+		['80 MB in /tmp, then 200 MB in the process', 256, [
+			'with open("/tmp/half", "wb") as f:',
+			'    for i in range(80): f.write(b"x" * (1 << 20))',
+			'b = bytearray(200 << 20)',
+			'for off in range(0, 200 << 20, 4096): b[off] = 1',
+			'time.sleep(3)',
+		]],
+	];
+	for (const [what, mb, lines] of cases) {
+		test(`${what} with memory_mb ${mb}: stopped with status memory, rolled back`, { timeout: 120000 }, async () => {
+			const h = await startClient(newProject('mem'), { structured: true, args: ['--memory', String(mb)] });
+			try {
+				assert.equal((await execPy(h, 'import time\nkept = 7')).sc.status, 'ok');
+				await execPy(h, 'kept');
+				let peak = 0, stop = false;
+				const poll = (async () => { while (!stop) { peak = Math.max(peak, sandboxMemMb(h.pid)); await sleep(5); } })();
+				const base = sandboxMemMb(h.pid);
+				const r = await execPy(h, 'kept = 8\n' + lines.join('\n'), { timeout_s: 60 }, { timeout: 90000 });
+				stop = true;
+				await poll;
+				// A file in a size-capped tmpfs may instead fail with ENOSPC.
+				if (/^a 400 MB file/.test(what) && r.sc.status === 'error') {
+					assert.match(show(r.sc.error), /No space left/);
+				} else {
+					assert.deepEqual([r.sc.status, r.sc.exit_code, r.sc.state], ['memory', 137, 'rolled_back'], show(r.sc));
+				}
+				// What the sandbox held at the peak, above its idle size: the limit plus
+				// the larger of 10 % and 64 MB (sampled from outside every 5 ms).
+				const over = peak - base;
+				assert.ok(over <= mb + Math.max(mb / 10, 64), `peak ${peak.toFixed(0)} MB, idle ${base.toFixed(0)} MB, limit ${mb} MB`);
+				const n = await execPy(h, 'kept');
+				assert.deepEqual([n.sc.status, n.sc.result], ['ok', r.sc.status === 'error' ? '8' : '7'], show(n.sc));
+			} finally {
+				await h.close();
+			}
+		});
+	}
+});
+
+describe('a protocol fuzzer inside the sandbox', () => {
+	test('random and mutated frames on every descriptor: the server lives, the next call answers itself, nothing is left running', { timeout: 120000 }, async () => {
+		const h = await startClient(newProject('fuzz'), { structured: true });
+		try {
+			assert.equal((await execPy(h, 'kept = 7')).sc.status, 'ok');
+			await execPy(h, 'kept');
+			const idle = descendants(h.pid).length;
+			for (let seed = 1; seed <= 4; seed++) {
+				const r = await execPy(h, fuzzCell(seed, 0.6), { timeout_s: 5 }, { timeout: 30000 });
+				assert.ok(r.sc, `seed ${seed}: a result`);
+				const ping = await h.client.ping();
+				assert.ok(ping, 'the server answers');
+				const n = await execPy(h, `${seed} * 1000 + kept`, {}, { timeout: 30000 });
+				assert.equal(n.sc.status, 'ok', `seed ${seed}: ${show(n.sc)}`);
+				assert.ok([String(seed * 1000 + 7)].includes(n.sc.result) || n.sc.state === 'new', `seed ${seed}: ${show(n.sc)}`);
+				if (n.sc.state === 'new') assert.equal((await execPy(h, 'kept = 7')).sc.status, 'ok');
+				await sleep(100);
+				const left = descendants(h.pid).length;
+				assert.ok(left <= idle, `seed ${seed}: ${left} processes below the server, ${idle} when idle`);
+			}
+		} finally {
+			await h.close();
+		}
+	});
+});
+
+/** Python: for `secs` seconds, write random and mutated well-formed frames,
+ *  some carrying descriptors, to fds 0-3 and to every socket it can find. */
+export function fuzzCell(seed, secs) {
+	return `
+import os, random, struct, json, socket, time
+rnd = random.Random(${seed})
+kid = os.fork()
+if kid == 0:
+    time.sleep(60)
+    os._exit(0)
+def body():
+    k = rnd.randrange(6)
+    if k == 0: return b""
+    if k == 1: return os.urandom(rnd.randrange(1, 300))
+    if k == 2: return json.dumps({"pid": rnd.choice([kid, os.getpid(), 1, -1, 2**40]), "status": rnd.choice(["ok", "memory", "error", 7]), "resumed": True}).encode()
+    if k == 3: return b"[" * rnd.randrange(1, 5000)
+    if k == 4: return json.dumps({"status": "ok", "result": "x" * rnd.randrange(100000)}).encode()
+    return b'{"status":"ok"' + os.urandom(8)
+def frame():
+    b = body()
+    t = rnd.choice([rnd.randrange(0, 40), 27, 28, 29, 30, 31, 0xffffffff])
+    n = rnd.choice([len(b), len(b), len(b) + 1, rnd.randrange(2**32)])
+    magic = 0x50534d31 if rnd.random() < 0.9 else rnd.randrange(2**32)
+    f = struct.pack("<III", magic, t, n) + b
+    if rnd.random() < 0.2: f = f[:rnd.randrange(len(f) + 1)]
+    return f
+fds = [0, 1, 2, 3]
+for fd in range(4, 64):
+    try:
+        os.fstat(fd); fds.append(fd)
+    except OSError:
+        pass
+end = time.monotonic() + ${secs}
+while time.monotonic() < end:
+    fd = rnd.choice(fds)
+    f = frame()
+    try:
+        if rnd.random() < 0.3:
+            d = os.dup(fd)
+            extra = [os.pidfd_open(rnd.choice([kid, os.getpid()]))]
+            if rnd.random() < 0.5: extra += list(os.pipe())
+            try:
+                sk = socket.socket(fileno=d)
+                sk.sendmsg([f], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack("%di" % len(extra), *extra))])
+            finally:
+                os.close(d)
+                for e in extra: os.close(e)
+        else:
+            os.write(fd, f)
+    except OSError:
+        pass
+if rnd.random() < 0.5:
+    os.kill(os.getpid(), 9)
+`;
+}
