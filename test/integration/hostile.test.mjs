@@ -169,7 +169,7 @@ describe('clean-up the cell cannot stop', () => {
 		'            time.sleep(0.02)',
 		'    os._exit(0)',
 		'os.read(r, 1)',
-		`while not os.path.exists("workspace/${name}.beat"): time.sleep(0.01)`,
+		`while not (os.path.exists("workspace/${name}.beat") and os.path.getsize("workspace/${name}.beat")): time.sleep(0.01)`,
 	].join('\n');
 	const size = (f) => { try { return fs.statSync(path.join(root, 'workspace', f)).size; } catch { return -1; } };
 
