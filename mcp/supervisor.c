@@ -1287,6 +1287,10 @@ static void ctrl_event(void *arg, int fd, short revents)
 	struct session *s = arg;
 	struct sup *sup = s->sup;
 	(void)revents;
+	/* Being ended (a protocol break, a rolled-back status): nothing more
+	 * it says matters. */
+	if (s->phase == P_NONE)
+		return;
 	/* Nothing from a new process is judged before the zygote's report of
 	 * it (its pidfd) is in: that report is already on its way, on the
 	 * zygote's socket. */
