@@ -18,6 +18,10 @@ describe('output capture on raw stdio', () => {
 		s = new RawServer(root, { structured: true });
 		const r = await s.initialize();
 		assert.ok(r.result, show(r));
+		// Warm the interpreter once, so no test below waits for the start of
+		// the zygote on a loaded machine within its own short timeout.
+		const w = await s.callTool('execute_python', { code: '1' }, { timeout: 120000 });
+		assert.equal(w.result?.structuredContent?.status, 'ok', show(w));
 	});
 	after(async () => {
 		try { await s.stop('eof', { timeout: 10000 }); } catch { /* reported by the last test */ }
