@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "../common/log.h"
+#include "../common/util.h"
 #include "artifacts.h"
 #include "supervisor.h"
 #include "text.h"
@@ -168,13 +169,8 @@ static void on_change(const struct art_entry *en, enum art_change ch, void *arg)
 	}
 	/* Too big to return as it is: the session downscales it (PIL) and the
 	 * server checks what comes back. */
-	char **v = realloc(sj->thumb_rel, (sj->n_thumbs + 1) * sizeof *v);
-	if (!v)
-		return;
-	sj->thumb_rel = v;
-	sj->thumb_rel[sj->n_thumbs] = strdup(en->rel);
-	if (sj->thumb_rel[sj->n_thumbs])
-		sj->n_thumbs++;
+	sj->thumb_rel = xreallocarray(sj->thumb_rel, sj->n_thumbs + 1, sizeof *sj->thumb_rel);
+	sj->thumb_rel[sj->n_thumbs++] = xstrdup(en->rel);
 }
 
 static void scan_run(struct job *j)
@@ -238,17 +234,7 @@ static void scan_done(struct job *j, bool abandoned)
 
 static void scan_submit(struct call *c, bool after, void (*then)(struct call *c, void *arg), void *arg)
 {
-	struct scan_job *sj = calloc(1, sizeof *sj);
-	if (!sj) {
-		/* Out of memory: no snapshot, no artifacts, but a reply. */
-		log_warn("workspace scan: out of memory");
-		if (after && !c->artifacts)
-			c->artifacts = cJSON_CreateArray();
-		if (!after)
-			c->before_taken = true;
-		then(c, arg);
-		return;
-	}
+	struct scan_job *sj = xcalloc(1, sizeof *sj);
 	sj->j.run = scan_run;
 	sj->j.done = scan_done;
 	sj->c = c;

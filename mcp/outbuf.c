@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "../common/log.h"
+#include "../common/util.h"
 #include "text.h"
 
 /* The part of a capped log kept at its end, at most: held in memory until
@@ -99,12 +100,7 @@ static void log_append(struct outbuf *ob, const unsigned char *p, size_t len)
 		return;
 	if (!ob->log_tail) {
 		ob->log_tail_cap = (size_t)(ob->log_cap - head_max - LOG_MARKER_MAX);
-		ob->log_tail = malloc(ob->log_tail_cap ? ob->log_tail_cap : 1);
-		if (!ob->log_tail) {
-			ob->log_tail_cap = 0;
-			ob->log_failed = true;
-			return;
-		}
+		ob->log_tail = xmalloc(ob->log_tail_cap ? ob->log_tail_cap : 1);
 	}
 	if (len > ob->log_tail_cap) {
 		ob->log_tail_pos += len - ob->log_tail_cap;

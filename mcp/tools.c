@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "../common/log.h"
+#include "../common/util.h"
 #include "artifacts.h"
 #include "supervisor.h"
 #include "text.h"
@@ -838,20 +839,9 @@ static void tool_job_done(struct job *j, bool abandoned)
 
 static void submit_tool(struct server *s, enum tool_kind kind, const cJSON *id, const cJSON *params, bool has_exit, int exit_code)
 {
-	struct tool_job *t = calloc(1, sizeof *t);
-	if (t) {
-		t->id = cJSON_Duplicate(id, 1);
-		t->params = params ? cJSON_Duplicate(params, 1) : cJSON_CreateObject();
-	}
-	if (!t || !t->id || !t->params) {
-		if (t) {
-			cJSON_Delete(t->id);
-			cJSON_Delete(t->params);
-		}
-		free(t);
-		rpc_error(s, id, RPC_INTERNAL_ERROR, "out of memory", NULL);
-		return;
-	}
+	struct tool_job *t = xcalloc(1, sizeof *t);
+	t->id = cJSON_Duplicate(id, 1);
+	t->params = params ? cJSON_Duplicate(params, 1) : cJSON_CreateObject();
 	t->s = s;
 	t->kind = kind;
 	t->has_exit = has_exit;

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "../common/log.h"
+#include "../common/util.h"
 
 #define WORK_MAX_THREADS 4
 
@@ -82,9 +83,7 @@ static void deliver(void *arg, int fd, short revents)
 
 struct work *work_new(struct loop *l, int nthreads)
 {
-	struct work *w = calloc(1, sizeof *w);
-	if (!w)
-		return NULL;
+	struct work *w = xcalloc(1, sizeof *w);
 	w->loop = l;
 	w->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (w->efd < 0 || pthread_mutex_init(&w->mu, NULL) != 0 || pthread_cond_init(&w->cv, NULL) != 0) {

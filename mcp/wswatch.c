@@ -3,7 +3,7 @@
 
 #include <stdlib.h>
 
-#include "../common/log.h"
+#include "../common/util.h"
 #include "artifacts.h"
 #include "work.h"
 
@@ -41,11 +41,7 @@ static void walk_start(void *arg)
 {
 	struct wswatch *w = arg;
 	w->timer = 0;
-	struct ws_job *wj = calloc(1, sizeof *wj);
-	if (!wj) {
-		log_warn("workspace watch: out of memory; this call's disk use is not watched");
-		return;
-	}
+	struct ws_job *wj = xcalloc(1, sizeof *wj);
 	wj->j.run = walk_run;
 	wj->j.done = walk_done;
 	wj->ws = &w->srv->ws;
@@ -78,11 +74,7 @@ static void walk_done(struct job *j, bool abandoned)
 struct wswatch *wswatch_start(struct server *srv, unsigned long long limit_bytes,
 			      void (*over)(void *arg, unsigned long long bytes), void *arg)
 {
-	struct wswatch *w = calloc(1, sizeof *w);
-	if (!w) {
-		log_warn("workspace watch: out of memory; this call's disk use is not watched");
-		return NULL;
-	}
+	struct wswatch *w = xcalloc(1, sizeof *w);
 	w->srv = srv;
 	w->limit = limit_bytes;
 	w->over = over;

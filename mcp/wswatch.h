@@ -19,8 +19,7 @@
 struct wswatch;
 
 /* Starts watching for one call; over(arg, bytes) is called (once, on the
- * loop) when the workspace grew past limit_bytes.  NULL when out of
- * memory (the call then runs unwatched, and the log says so). */
+ * loop) when the workspace grew past limit_bytes. */
 struct wswatch *wswatch_start(struct server *srv, unsigned long long limit_bytes,
 			      void (*over)(void *arg, unsigned long long bytes), void *arg);
 /* Stops watching and frees w (NULL-safe); a walk in progress is abandoned. */

@@ -254,3 +254,24 @@ describe('the per-call workspace diff', () => {
 		}
 	});
 });
+
+describe('downscaling images for the reply', () => {
+	// The session downscales large images after the call's result, in an
+	// interpreter the code may have changed: that wait has its own timer.
+	test('code that replaced PIL.Image.open with a sleep cannot hold the reply forever; the session serves the next call', { timeout: 240000 }, async (t) => {
+		const h = await startClient(newProject('thumbhang'), { structured: true });
+		try {
+			const code = 'import numpy as np, time\nfrom PIL import Image\nImage.fromarray((np.random.rand(800, 800, 3) * 255).astype("uint8")).save("workspace/outputs/noise.png")\nImage.open = lambda *a, **k: time.sleep(3600)\nmarker = 41';
+			const t0 = performance.now();
+			const r = await execPy(h, code, { timeout_s: 2 }, { timeout: 200000 });
+			const ms = performance.now() - t0;
+			t.diagnostic(`answered in ${ms.toFixed(0)} ms, status ${r.sc.status}`);
+			assert.ok(['ok', 'timeout'].includes(r.sc.status), show(r.sc));
+			assert.equal(r.images.length, 0, 'the image could not be downscaled: not returned');
+			const next = await execPy(h, '6 * 7', {}, { timeout: 60000 });
+			assert.equal(next.sc.result, '42', show(next.sc));
+		} finally {
+			await h.close();
+		}
+	});
+});
