@@ -488,6 +488,8 @@ enum lim_id {
 	LIM_MAX_WORKSPACE_MB,
 	LIM_CHECKPOINT,
 	LIM_SEED,
+	LIM_PERSIST,
+	LIM_PERSIST_MB,
 	LIM_COUNT
 };
 
@@ -510,10 +512,12 @@ static const struct lim_spec lim_specs[LIM_COUNT] = {
 	LIM(LIM_MAX_WORKSPACE_MB, max_workspace_mb, LIM_INT, 1, 1073741824, "megabytes of disk the workspace may take"),
 	LIM(LIM_CHECKPOINT, checkpoint, LIM_BOOL, 0, 0, NULL),
 	LIM(LIM_SEED, seed, LIM_INT, 0, 4294967295.0, "a 32-bit seed"),
+	LIM(LIM_PERSIST, persist, LIM_BOOL, 0, 0, NULL),
+	LIM(LIM_PERSIST_MB, persist_mb, LIM_INT, 1, 1048576, "megabytes per saved session"),
 };
 #define N_LIMS LIM_COUNT
 #define LIM_KEYS "timeout_s, max_timeout_s, memory_mb, max_output_chars, max_processes, " \
-		 "max_file_mb, max_sessions, max_workspace_mb, checkpoint, seed"
+		 "max_file_mb, max_sessions, max_workspace_mb, checkpoint, seed, persist, persist_mb"
 
 static const char *const perm_keys[] = { "fs_read", "fs_write", "shell_exec", "net_access", NULL };
 #define PERM_KEYS "fs_read, fs_write, shell_exec, net_access"
@@ -964,6 +968,8 @@ static void set_defaults(struct policy *p)
 		.max_workspace_mb = 4096,
 		.checkpoint = true,
 		.seed = 0,
+		.persist = true,
+		.persist_mb = 1024,
 	};
 }
 
@@ -1388,6 +1394,8 @@ char *policy_describe(const struct policy *p)
 		L->max_workspace_mb);
 	fprintf(f, "  checkpoint: %s\n", L->checkpoint ? "true" : "false");
 	fprintf(f, "  seed: %ld\n", L->seed);
+	fprintf(f, "  persist: %s\n", L->persist ? "true (saved in the background, restored after a restart)" : "false");
+	fprintf(f, "  persist_mb: %ld\n", L->persist_mb);
 	if (fclose(f) != 0) {
 		free(out);
 		return NULL;

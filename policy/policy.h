@@ -35,6 +35,8 @@ struct policy_limits {
 	long max_workspace_mb;  /* default 4096: disk the workspace may take */
 	bool checkpoint;        /* default true */
 	long seed;              /* default 0 */
+	bool persist;           /* default true: save sessions, restore after a restart */
+	long persist_mb;        /* default 1024: cap on one session's snapshot */
 };
 
 struct policy {

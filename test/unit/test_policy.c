@@ -49,6 +49,8 @@ static void assert_defaults(const struct policy *p)
 	assert_int_equal(p->limits.max_workspace_mb, 4096);
 	assert_true(p->limits.checkpoint);
 	assert_int_equal(p->limits.seed, 0);
+	assert_true(p->limits.persist);
+	assert_int_equal(p->limits.persist_mb, 1024);
 }
 
 /* ---- valid files ----------------------------------------------------- */
@@ -110,6 +112,8 @@ static void test_lists_and_the_other_way(void **state)
 	assert_int_equal(p->limits.max_workspace_mb, 10);
 	assert_false(p->limits.checkpoint);
 	assert_int_equal(p->limits.seed, 4294967295L);
+	assert_false(p->limits.persist);
+	assert_int_equal(p->limits.persist_mb, 1);
 	policy_free(p);
 }
 
@@ -184,7 +188,7 @@ static const struct err_case err_cases[] = {
 	{ "err_unknown_permission.md",
 	  ":6: permissions.network: unknown key; accepted keys: fs_read, fs_write, shell_exec, net_access" },
 	{ "err_unknown_limit.md",
-	  ":6: limits.cpu_s: unknown key; accepted keys: timeout_s, max_timeout_s, memory_mb, max_output_chars, max_processes, max_file_mb, max_sessions, max_workspace_mb, checkpoint, seed" },
+	  ":6: limits.cpu_s: unknown key; accepted keys: timeout_s, max_timeout_s, memory_mb, max_output_chars, max_processes, max_file_mb, max_sessions, max_workspace_mb, checkpoint, seed, persist, persist_mb" },
 	{ "err_permissions_empty.md",
 	  ":4: permissions: expected a mapping of fs_read, fs_write, shell_exec, net_access, got an empty value; remove the key to use the defaults" },
 	{ "err_duplicate.md",
@@ -231,6 +235,10 @@ static const struct err_case err_cases[] = {
 	  ":5: limits.seed: expected an integer from 0 to 4294967295 (a 32-bit seed), got 0755" },
 	{ "err_checkpoint_type.md",
 	  ":5: limits.checkpoint: expected true or false, got 1" },
+	{ "err_persist_type.md",
+	  ":5: limits.persist: expected true or false, got \"yes\" (a quoted string); write true or false without quotes" },
+	{ "err_persist_mb.md",
+	  ":5: limits.persist_mb: expected an integer from 1 to 1048576 (megabytes per saved session), got 0" },
 	{ "err_timeout_gt_max.md",
 	  ":5: limits.timeout_s: 120 exceeds limits.max_timeout_s (60); lower timeout_s or raise max_timeout_s" },
 	{ "err_max_below_default.md",
@@ -623,7 +631,9 @@ static void test_describe(void **state)
 			    "  max_sessions: 256\n"
 			    "  max_workspace_mb: 10 (a call that grows the workspace past it is stopped and rolled back)\n"
 			    "  checkpoint: false\n"
-			    "  seed: 4294967295\n");
+			    "  seed: 4294967295\n"
+			    "  persist: false\n"
+			    "  persist_mb: 1\n");
 	free(d);
 	policy_free(p);
 
