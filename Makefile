@@ -3,7 +3,7 @@
 #   make SANITIZE=address,undefined   -> build/san/python-sandbox-mcp
 
 PREFIX ?= /usr/local
-PKGS := libcjson libseccomp libbsd-overlay yaml-0.1 expat python3-embed
+PKGS := libcjson libseccomp libbsd-overlay yaml-0.1 expat python3-embed libcrypto
 
 ifeq ($(SANITIZE),)
 BUILD ?= build

@@ -15,9 +15,11 @@
 
 #define APP_DIR "python-sandbox-mcp"
 
-int userdir_config_path(char *out, size_t size, struct err *e)
+/* $XDG_<var> when it is an absolute path (a relative one is ignored, as
+ * the XDG spec says), else $HOME/<dflt>, else the passwd entry's home. */
+static int base_path(const char *var, const char *dflt, char *out, size_t size, struct err *e)
 {
-	const char *xdg = getenv("XDG_CONFIG_HOME");
+	const char *xdg = getenv(var);
 	const char *home = getenv("HOME");
 	int n;
 
@@ -30,12 +32,22 @@ int userdir_config_path(char *out, size_t size, struct err *e)
 		}
 		if (!home)
 			return err_set(e, -ENOENT,
-				       "cannot find the user's config directory: set XDG_CONFIG_HOME or HOME to an absolute path");
-		n = snprintf(out, size, "%s/.config/" APP_DIR, home);
+				       "cannot find the user's home directory: set %s or HOME to an absolute path", var);
+		n = snprintf(out, size, "%s/%s/" APP_DIR, home, dflt);
 	}
 	if (n < 0 || (size_t)n >= size)
-		return err_set(e, -ENAMETOOLONG, "the config directory path is too long; set a shorter XDG_CONFIG_HOME");
+		return err_set(e, -ENAMETOOLONG, "the path of the user's directory is too long; set a shorter %s", var);
 	return 0;
+}
+
+int userdir_config_path(char *out, size_t size, struct err *e)
+{
+	return base_path("XDG_CONFIG_HOME", ".config", out, size, e);
+}
+
+int userdir_state_path(char *out, size_t size, struct err *e)
+{
+	return base_path("XDG_STATE_HOME", ".local/state", out, size, e);
 }
 
 /* Who may have written it: only the user.  A directory or file that

@@ -30,6 +30,10 @@ struct userdir {
  * "$HOME/.config/python-sandbox-mcp", else the passwd entry's home. */
 int userdir_config_path(char *out, size_t size, struct err *e);
 
+/* The same under $XDG_STATE_HOME (default ~/.local/state): machine-local
+ * state such as the key that authenticates saved sessions. */
+int userdir_state_path(char *out, size_t size, struct err *e);
+
 /* Opens the directory at `path` (absolute).  With `create`, the directory
  * and its missing parents are made with mode 0700.  Returns 0 (ud->fd
  * open), 1 when it does not exist and !create (ud->fd = -1), or a negative

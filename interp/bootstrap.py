@@ -126,7 +126,13 @@ def handle(msg_json):
     msg = json.loads(msg_json)
     kind = msg.get("op")
     if kind == "exec":
-        return json.dumps(_run_cell(msg["code"], int(msg.get("cell", 1))))
+        restored = None
+        if msg.get("restore") and _restore_fd[0] >= 0 and not _history:
+            restored = _restore(_restore_fd[0], int(msg["restore"]))
+        out = _run_cell(msg["code"], int(msg.get("cell", 1)))
+        if restored is not None:
+            out["restore"] = restored
+        return json.dumps(out)
     if kind == "thumb":
         return _thumbnail(msg["path"], int(msg.get("max_bytes", 262144)))
     return json.dumps({"status": "error", "error": {"type": "ProtocolError",
@@ -154,6 +160,7 @@ def _cap(text, limit):
 
 def _run_cell(code, cell):
     ns = _session["ns"]
+    _history.append([cell, code])
     filename = "<cell %d>" % cell
     linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
     _events.clear()
@@ -709,3 +716,263 @@ def _thumbnail(path, max_bytes):
             return data
         scale *= 0.7
     return b""
+
+
+# ---------------------------------------------------------------- saved sessions
+#
+# After each call a fork of the checkpoint runs save_state: it writes the
+# session's state to a pipe that the server copies into workspace/.sessions/
+# and authenticates.  The first call after a restart gets it back through
+# _restore, before its own code runs.  Functions and classes defined in
+# cells are saved as their source (pickle can only name them), modules as
+# the names to import, everything else with pickle protocol 5, whose
+# out-of-band buffers carry numpy and pandas data without copying it.
+
+_history = []  # [cell number, code] of every cell this session ran
+_restore_fd = [-1]
+_SAVE_MAGIC = b"PSMSAVE1"
+_MAX_LISTED = 30
+
+
+def restore_fd(arg):
+    _restore_fd[0] = int(arg)
+    return ""
+
+
+def _le64(n):
+    return int(n).to_bytes(8, "little")
+
+
+def _reason(e):
+    text = "%s: %s" % (type(e).__name__, e)
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+def _top_level_nodes(tree):
+    """Statements at module level, also those inside if/for/while/with/try
+    blocks (a def there still defines a global)."""
+    todo = list(tree.body)
+    while todo:
+        node = todo.pop(0)
+        yield node
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        for field in ("body", "orelse", "finalbody", "handlers"):
+            todo.extend(getattr(node, field, []) or [])
+
+
+def _cell_source(cell):
+    for n, code in reversed(_history):
+        if n == cell:
+            return code
+    return None
+
+
+def _segment(code, node):
+    import textwrap
+
+    lines = code.splitlines(True)
+    first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+    text = "".join(lines[first - 1:node.end_lineno])
+    return first, textwrap.dedent(text)
+
+
+def _def_source(value):
+    """[kind, cell, first line, source, its own name] for a function,
+    lambda or class defined in a cell, else None."""
+    if isinstance(value, types.FunctionType):
+        fn = value.__code__.co_filename
+        if not fn.startswith("<cell ") or value.__module__ != "__main__":
+            return None
+        try:
+            cell = int(fn[6:-1])
+        except ValueError:
+            return None
+        code = _cell_source(cell)
+        if code is None:
+            return None
+        tree = ast.parse(code)
+        line = value.__code__.co_firstlineno
+        if value.__name__ == "<lambda>":
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Lambda) and node.lineno == line:
+                    seg = ast.get_source_segment(code, node)
+                    if seg:
+                        return ["lambda", cell, node.lineno, seg, value.__name__]
+            return None
+        for node in _top_level_nodes(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == value.__name__:
+                first, src = _segment(code, node)
+                if line in (first, node.lineno):
+                    return ["def", cell, first, src, node.name]
+        return None
+    if isinstance(value, type) and value.__module__ == "__main__":
+        for cell, code in reversed(_history):
+            try:
+                tree = ast.parse(code)
+            except SyntaxError:
+                continue
+            for node in _top_level_nodes(tree):
+                if isinstance(node, ast.ClassDef) and node.name == value.__name__:
+                    first, src = _segment(code, node)
+                    return ["class", cell, first, src, node.name]
+    return None
+
+
+def _write_all(fd, data):
+    view = memoryview(data).cast("B")
+    off = 0
+    while off < len(view):
+        off += os.write(fd, view[off:off + (1 << 20)])
+
+
+def save_state(arg_json):
+    """Runs in a throw-away fork of the checkpoint: user code that runs
+    while pickling (__reduce__, __getstate__) changes nothing that lives
+    on.  Writes PSMSAVE1, the length, then the state."""
+    import pickle
+
+    arg = json.loads(arg_json)
+    fd, cap = int(arg["fd"]), int(arg["cap"])
+    ns = _session["ns"] or {}
+    imports, defs, unsaved, names, chunks = [], [], [], [], []
+    for name, value in list(ns.items()):
+        if name.startswith("__") or name == "_":
+            continue
+        if isinstance(value, types.ModuleType):
+            imports.append([name, value.__name__])
+            continue
+        try:
+            src = _def_source(value)
+        except Exception:
+            src = None
+        if src is not None:
+            defs.append([name] + src)
+            continue
+        if isinstance(value, (types.FunctionType, type)) and getattr(value, "__module__", "") == "__main__":
+            unsaved.append([name, "its source was not found in the cell history"])
+            continue
+        bufs = []
+        try:
+            data = pickle.dumps(value, protocol=5, buffer_callback=bufs.append)
+            raws = [b.raw() for b in bufs]
+        except BaseException as e:  # whatever a __reduce__ raises
+            unsaved.append([name, _reason(e)])
+            continue
+        names.append([name, [len(data)] + [r.nbytes for r in raws]])
+        chunks.append(data)
+        chunks.extend(raws)
+    meta = json.dumps({
+        "version": 1, "history": _history, "imports": imports, "defs": defs,
+        "unsaved": unsaved, "vars": names, "figures": _session["figures"],
+    }).encode("utf-8")
+    total = 8 + len(meta) + sum(memoryview(c).nbytes for c in chunks)
+    _write_all(fd, _SAVE_MAGIC + _le64(total))
+    if total > cap:
+        return ""  # the server reads the length and says why
+    _write_all(fd, _le64(len(meta)) + meta)
+    for c in chunks:
+        _write_all(fd, c)
+    return ""
+
+
+class _Stream:
+    """Exactly `total` bytes from the server, then its one-byte verdict."""
+
+    def __init__(self, fd, total):
+        self.f = os.fdopen(fd, "rb", buffering=0, closefd=False)
+        self.left = total
+
+    def read(self, n):
+        if n > self.left:
+            raise ValueError("the snapshot's records overrun it")
+        buf = bytearray(n)
+        view = memoryview(buf)
+        got = 0
+        while got < n:
+            k = self.f.readinto(view[got:])
+            if not k:
+                raise EOFError("the snapshot ended early")
+            got += k
+        self.left -= n
+        return buf
+
+    def verdict(self):
+        while self.left:
+            self.read(min(self.left, 1 << 20))
+        return bytes(self.read_verdict())
+
+    def read_verdict(self):
+        b = self.f.read(1)
+        return b or b"N"
+
+
+def _restore(fd, total):
+    """Reads the snapshot the server streams, and loads it only when the
+    server's verdict after the last byte says it wrote those bytes."""
+    import importlib
+    import pickle
+
+    stream = _Stream(fd, total)
+    meta, blobs, problem = None, [], None
+    try:
+        meta = json.loads(bytes(stream.read(int.from_bytes(stream.read(8), "little"))))
+        for name, lengths in meta["vars"]:
+            blobs.append((str(name), [stream.read(int(n)) for n in lengths]))
+    except Exception as e:
+        problem = _reason(e)
+    try:
+        ok = stream.verdict() == b"Y"
+    except Exception:
+        ok = False
+    if not ok:
+        return {"verified": False}
+    if problem is not None or not isinstance(meta, dict):
+        return {"verified": True, "restored": [], "failed": [["(the snapshot)", problem or "malformed"]],
+                "unsaved": []}
+    ns = _session["ns"]
+    restored, failed = [], []
+    for cell, code in meta.get("history", []):
+        _history.append([int(cell), str(code)])
+        filename = "<cell %d>" % int(cell)
+        linecache.cache[filename] = (len(code), None, str(code).splitlines(True), filename)
+    _session["figures"] = int(meta.get("figures", 0))
+    for name, module in meta.get("imports", []):
+        try:
+            ns[name] = importlib.import_module(module)
+            restored.append(name)
+        except BaseException as e:
+            failed.append([name, _reason(e)])
+
+    def define(d):
+        name, kind, cell, first, src, own = d
+        filename = "<cell %d>" % int(cell)
+        pad = "\n" * (int(first) - 1)
+        if kind == "lambda":
+            ns[name] = eval(compile(pad + "(" + src + ")", filename, "eval"), ns)
+        else:
+            exec(compile(pad + src, filename, "exec"), ns)
+            if own != name:
+                ns[name] = ns[own]
+
+    later = []
+    for d in sorted(meta.get("defs", []), key=lambda d: int(d[2])):
+        try:
+            define(d)
+            restored.append(d[0])
+        except BaseException:
+            later.append(d)  # may need a variable restored below
+    for name, parts in blobs:
+        try:
+            ns[name] = pickle.loads(parts[0], buffers=parts[1:])
+            restored.append(name)
+        except BaseException as e:
+            failed.append([name, _reason(e)])
+    for d in later:
+        try:
+            define(d)
+            restored.append(d[0])
+        except BaseException as e:
+            failed.append([d[0], _reason(e)])
+    return {"verified": True, "restored": restored, "failed": failed,
+            "unsaved": meta.get("unsaved", [])}

@@ -27,13 +27,14 @@ enum wire_type {
 	W_EXITED,        /* JSON {pid, status, epoch} (wait status; epoch counts exits) */
 	W_FATAL,         /* JSON {message} */
 	/* server -> session */
-	W_EXEC,          /* JSON {code, cell, ...} */
+	W_EXEC,          /* JSON {code, cell, restore?}; fd with restore: the saved state */
 	W_THUMB,         /* JSON {path, max_bytes} */
 	/* session -> server */
 	W_RESULT,        /* JSON result of a cell */
 	W_THUMB_DATA,    /* raw image bytes (empty when it could not be made) */
 	W_HELLO,         /* JSON {pid, resumed}: a session (or resumed checkpoint) is up */
-	W_CHECKPOINT,    /* JSON {pid}; fd: the checkpoint's pidfd */
+	W_CHECKPOINT,    /* JSON {pid}; fds: the checkpoint's pidfd, then (saved sessions) the read end
+			    of the pipe its saver writes the state to */
 	W_STARTED,       /* empty: the session has read a cell and runs it */
 	/* server -> zygote */
 	W_SWEEP,         /* JSON {epoch, keep: [pid]}: end the zygote's other children */

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -167,6 +168,11 @@ static void title_session(void)
  * control socket and pipes: the state is what it was before the call. */
 static pid_t checkpoint_pid, zygote_pid;
 
+/* Saved sessions: the largest state to save (0: do not save), and the
+ * saver of the current checkpoint (its child), killed when a call comes. */
+static unsigned long long persist_cap;
+static pid_t saver_pid;
+
 /* What the last call left below this process was ended by the zygote while
  * the server held us frozen (zygote.c: settle); its zombies are reaped here,
  * the retired checkpoints among them.  Only a courtesy: a session that does
@@ -178,6 +184,65 @@ static void reap_ended(void)
 }
 
 static void make_checkpoint(void);
+
+
+/* Runs in a fresh fork of the checkpoint, right after a reply: pickles the
+ * state into the pipe to the server (bootstrap save_state), then exits.
+ * User code runs here (__reduce__, __getstate__), in a copy whose changes
+ * die with it: the session and its checkpoint are other processes.  Its
+ * output would land in the next call's stdout: it goes to /dev/null. */
+static __attribute__((noreturn)) void run_saver(int wfd, pid_t parent)
+{
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() != parent)
+		_exit(0);
+	setproctitle("-python-sandbox-mcp: saver %s cell %ld", session_name, last_cell);
+	/* Background work: the sessions' own calls come first. */
+	setpriority(PRIO_PROCESS, 0, 10);
+	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (null >= 0) {
+		dup2(null, STDOUT_FILENO);
+		dup2(null, STDERR_FILENO);
+		close(null);
+	}
+	/* Nothing for the saver to say to the server but the state. */
+	close(SESSION_CTRL_FD);
+	char arg[96];
+	snprintf(arg, sizeof arg, "{\"fd\": %d, \"cap\": %llu}", wfd, persist_cap);
+	char *out;
+	size_t len;
+	int is_bytes;
+	struct err e = { 0 };
+	if (py_call("save_state", arg, &out, &len, &is_bytes, &e) == 0)
+		free(out);
+	_exit(0);
+}
+
+/* Forks the saver; -1 when it could not. */
+static pid_t fork_saver(int wfd, const sigset_t *mask)
+{
+	pid_t parent = getpid();
+	fflush(NULL);
+	PyOS_BeforeFork();
+	pid_t pid = fork();
+	if (pid == 0) {
+		PyOS_AfterFork_Child();
+		sigprocmask(SIG_SETMASK, mask, NULL);
+		run_saver(wfd, parent);
+	}
+	PyOS_AfterFork_Parent();
+	return pid;
+}
+
+/* A new call came: a save still running is abandoned, never waited for
+ * (the server has stopped reading it already).  The checkpoint, frozen by
+ * the server, cannot do it: the session kills its grandchild itself. */
+static void abandon_save(void)
+{
+	if (saver_pid > 0)
+		kill(saver_pid, SIGKILL);
+	saver_pid = 0;
+}
 
 static void make_checkpoint(void)
 {
@@ -193,6 +258,18 @@ static void make_checkpoint(void)
 	sigaddset(&usr1, SIGUSR1);
 	/* Blocked before the fork, so a resume signal cannot be lost. */
 	sigprocmask(SIG_BLOCK, &usr1, &old);
+	/* Saved sessions: sp carries the state to the server, sync the
+	 * saver's pid back to the session (which kills it when a call comes:
+	 * the server freezes the checkpoint as soon as it has it). */
+	int sp[2] = { -1, -1 }, sync[2] = { -1, -1 };
+	if (persist_cap && (pipe2(sp, O_CLOEXEC) < 0 || pipe2(sync, O_CLOEXEC) < 0)) {
+		if (sp[0] >= 0) {
+			close(sp[0]);
+			close(sp[1]);
+		}
+		sp[0] = sp[1] = -1;
+	}
+	abandon_save();
 	fflush(NULL);
 	PyOS_BeforeFork();
 	pid_t pid = fork();
@@ -202,15 +279,34 @@ static void make_checkpoint(void)
 		/* A group of its own: a kill of the session's group (by the
 		 * code, with os.killpg) must not end it. */
 		setpgid(0, 0);
+		/* The state is saved by a fork of this copy, off the session's
+		 * path: the session answers the next call meanwhile. */
+		pid_t saver = -1;
+		if (sp[1] >= 0) {
+			close(sp[0]);
+			close(sync[0]);
+			saver = fork_saver(sp[1], &old);
+			close(sp[1]);
+			int32_t v = saver;
+			if (write(sync[1], &v, sizeof v) != (ssize_t)sizeof v)
+				log_warn("checkpoint: could not report its saver");
+			close(sync[1]);
+		}
 		/* Wait for the resume signal.  Should the session and the zygote
 		 * both be gone (no pid namespace to end us), give up. */
 		for (;;) {
 			struct timespec one = { 1, 0 };
 			if (sigtimedwait(&usr1, NULL, &one) == SIGUSR1)
 				break;
+			if (saver > 0 && waitpid(saver, NULL, WNOHANG) != 0)
+				saver = -1;
 			pid_t pp = getppid();
 			if (pp != session && pp != zygote_pid)
 				_exit(0);
+		}
+		if (saver > 0) {
+			kill(saver, SIGKILL);
+			waitpid(saver, NULL, 0);
 		}
 		sigprocmask(SIG_SETMASK, &old, NULL);
 		/* Resumed: this process is the session now. */
@@ -244,6 +340,23 @@ static void make_checkpoint(void)
 	sigprocmask(SIG_SETMASK, &old, NULL);
 	if (pid < 0)
 		log_warn("checkpoint: fork failed: %s", strerror(errno));
+	int save_fd = -1;
+	if (sp[1] >= 0) {
+		close(sp[1]);
+		close(sync[1]);
+		int32_t v = -1;
+		ssize_t n;
+		do
+			n = pid > 0 ? read(sync[0], &v, sizeof v) : 0;
+		while (n < 0 && errno == EINTR);
+		close(sync[0]);
+		if (n == (ssize_t)sizeof v && v > 0) {
+			saver_pid = v;
+			save_fd = sp[0];
+		} else {
+			close(sp[0]);
+		}
+	}
 	/* The previous copy is ended by the server once it has accepted this
 	 * one.  Without a pidfd (no fork, no descriptor left) the message
 	 * still goes out: the server waits for it, and then knows there is
@@ -253,10 +366,14 @@ static void make_checkpoint(void)
 	int pidfd = pid > 0 ? (int)syscall(SYS_pidfd_open, pid, 0) : -1;
 	cJSON *j = cJSON_CreateObject();
 	cJSON_AddNumberToObject(j, "pid", pid);
-	send_json(SESSION_CTRL_FD, W_CHECKPOINT, j, pidfd >= 0 ? &pidfd : NULL, pidfd >= 0 ? 1 : 0);
+	/* The saver's pipe rides with the checkpoint (never without it). */
+	int fds[2] = { pidfd, save_fd };
+	send_json(SESSION_CTRL_FD, W_CHECKPOINT, j, pidfd >= 0 ? fds : NULL, pidfd < 0 ? 0 : save_fd >= 0 ? 2 : 1);
 	cJSON_Delete(j);
 	if (pidfd >= 0)
 		close(pidfd);
+	if (save_fd >= 0)
+		close(save_fd);
 }
 
 static __attribute__((noreturn)) void session_main(const char *init_json, int fds[3], bool checkpoints)
@@ -273,6 +390,9 @@ static __attribute__((noreturn)) void session_main(const char *init_json, int fd
 	cJSON *init = cJSON_Parse(init_json);
 	snprintf(session_name, sizeof session_name, "%s",
 		 cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(init, "name")) ?: "?");
+	const cJSON *cap = cJSON_GetObjectItemCaseSensitive(init, "persist_cap");
+	if (cJSON_IsNumber(cap) && cap->valuedouble > 0 && checkpoints)
+		persist_cap = (unsigned long long)cap->valuedouble;
 	cJSON_Delete(init);
 	title_session();
 	setpgid(0, 0);
@@ -314,11 +434,21 @@ static __attribute__((noreturn)) void session_main(const char *init_json, int fd
 		if (m.type == W_EXEC && wire_send(SESSION_CTRL_FD, W_STARTED, "", 0, NULL, 0) < 0)
 			_exit(0);
 		if (m.type == W_EXEC) {
+			abandon_save();
 			cJSON *cell = cJSON_ParseWithLength((const char *)m.data, m.len);
 			const cJSON *n = cJSON_GetObjectItemCaseSensitive(cell, "cell");
 			if (cJSON_IsNumber(n))
 				last_cell = (long)n->valuedouble;
 			cJSON_Delete(cell);
+		}
+		/* The first call after a restart brings the saved state on a
+		 * pipe from the server (bootstrap _restore). */
+		int restore_fd = m.type == W_EXEC && m.nfds == 1 ? m.fds[0] : -1;
+		if (restore_fd >= 0) {
+			char num[16];
+			snprintf(num, sizeof num, "%d", restore_fd);
+			if (py_call("restore_fd", num, &out, &len, &is_bytes, &e) == 0)
+				free(out);
 		}
 		if (py_call("handle", (const char *)m.data, &out, &len, &is_bytes, &e) < 0) {
 			/* The bootstrap itself failed (user code broke an internal);
@@ -335,6 +465,12 @@ static __attribute__((noreturn)) void session_main(const char *init_json, int fd
 				len = 0;
 		}
 		fflush(NULL); /* C-level stdio of extensions, before the reply */
+		if (restore_fd >= 0) {
+			char *o2;
+			size_t l2;
+			if (py_call("restore_fd", "-1", &o2, &l2, &is_bytes, &e) == 0)
+				free(o2);
+		}
 		wire_msg_free(&m);
 		/* After the memory limit the server rolls back to the checkpoint:
 		 * keep it (bootstrap results start with the status). */

@@ -72,7 +72,7 @@ bool art_path_under(const char *rel, const char *const *dirs)
 	return false;
 }
 
-const char *const art_server_dirs[] = { ".logs", ".cache", NULL };
+const char *const art_server_dirs[] = { ".logs", ".cache", ".sessions", NULL };
 const char *const art_cache_dirs[] = { ".cache", NULL };
 
 static bool excluded(const struct art_scan_opts *o, const char *rel)

@@ -24,6 +24,7 @@ enum call_state {
 	STATE_KEPT,
 	STATE_ROLLED_BACK,
 	STATE_NEW,
+	STATE_RESTORED, /* the first call after a restart loaded the saved state */
 	CALL_STATE_COUNT
 };
 

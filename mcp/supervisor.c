@@ -19,6 +19,7 @@
 #include "../interp/zygote.h"
 #include "../policy/jail.h"
 #include "outbuf.h"
+#include "persist.h"
 #include "text.h"
 #include "usage.h"
 #include "watch.h"
@@ -80,9 +81,21 @@ struct session {
 	bool want_spawn;     /* waiting for the zygote */
 	bool resuming;       /* checkpoint signalled; nothing is sent until its hello */
 	double progress;
+	/* Saved sessions (persist.c) */
+	struct psave *save;        /* the state being written, or NULL */
+	struct prestore *restore;  /* the saved state being streamed in */
+	struct call *restore_call; /* the call it was sent with */
+	int restore_verdict;       /* RESTORE_* */
+	double restore_age_s;
+	uint32_t restore_cells;
+	bool restore_tried;        /* looked for a snapshot once in this server's life */
+	bool cap_noted;            /* the reply said the state was over persist_mb */
+	char *persist_note;        /* for the next reply */
 	struct sup *sup;
 	struct session *next;
 };
+
+enum { RESTORE_PENDING = 2, RESTORE_OK = 1, RESTORE_BAD = 0 };
 
 struct sup {
 	struct server *srv;
@@ -101,9 +114,12 @@ struct sup {
 	char proc[320];          /* where the watchdog reads the jail's processes */
 	bool proc_jail;          /* proc is the jail's own procfs (pids in the jail) */
 	struct session *sessions;
+	struct persist *persist;
 };
 
 static void start_next(struct sup *sup, struct session *s);
+static void save_done(void *arg, const struct psave_result *r);
+static void restore_outcome(struct sup *sup, struct session *s, struct call *c);
 static void session_dead(struct sup *sup, struct session *s, int wstatus, bool status_known);
 static void settled(struct sup *sup, struct session *s);
 static void ctrl_event(void *arg, int fd, short revents);
@@ -260,6 +276,11 @@ static int send_config(struct sup *sup, int sock)
 int sup_start(struct sup *sup, struct err *e)
 {
 	struct server *srv = sup->srv;
+	if (!sup->persist) {
+		sup->persist = persist_new(&srv->ws, srv->policy);
+		if (srv->policy->limits.persist && !persist_on(sup->persist))
+			log_warn("sessions will not be saved: %s", persist_why_off(sup->persist));
+	}
 	int sv[2];
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
 		return err_sys(e, -errno, "socketpair");
@@ -364,8 +385,10 @@ void sup_disable(struct sup *sup, const char *why)
 
 bool sup_busy(struct sup *sup)
 {
+	/* A save in progress counts: at the end of input the server gives it
+	 * the grace period rather than lose the last state. */
 	for (struct session *s = sup ? sup->sessions : NULL; s; s = s->next)
-		if (s->cur || s->qhead)
+		if (s->cur || s->qhead || s->save)
 			return true;
 	return false;
 }
@@ -798,6 +821,8 @@ static void finish_cur(struct sup *sup, struct session *s)
 	if (log_rel && ws_display_path(&sup->srv->ws, log_rel, disp, sizeof disp) == 0)
 		c->err_log = strdup(disp);
 	c->duration_ms = loop_now_ms() - c->t_start;
+	if (s->restore_call == c)
+		restore_outcome(sup, s, c); /* the call ended before its result */
 	s->has_last = true;
 	s->last_exit = c->exit_code;
 	s->cur = NULL;
@@ -818,6 +843,14 @@ static bool requeue_unstarted(struct sup *sup, struct session *s)
 	cancel_timers(sup, s);
 	c->resends++;
 	s->cells--;
+	if (s->restore_call == c) {
+		/* The stream went to a process that never read it: the
+		 * resent cell looks for the saved state again. */
+		prestore_free(s->restore);
+		s->restore = NULL;
+		s->restore_call = NULL;
+		s->restore_tried = false;
+	}
 	art_list_free(&c->before);
 	c->before_taken = false;
 	s->cur = NULL;
@@ -987,13 +1020,14 @@ static void set_expect(struct sup *sup, struct session *s, enum phase ph)
 		s->expect[n++] = (struct wire_expect){ W_RESULT, result_max, 0 };
 		break;
 	case P_SETTLING:
-		s->expect[n++] = (struct wire_expect){ W_CHECKPOINT, 256, 1 };
+		/* its pidfd, and the saver's pipe (saved sessions) */
+		s->expect[n++] = (struct wire_expect){ W_CHECKPOINT, 256, 2 };
 		break;
 	case P_THUMB:
 		s->expect[n++] = (struct wire_expect){ W_THUMB_DATA, 256 * 1024, 0 };
 		break;
 	case P_RESUMING:
-		s->expect[n++] = s->resume_ckpt ? (struct wire_expect){ W_CHECKPOINT, 256, 1 }
+		s->expect[n++] = s->resume_ckpt ? (struct wire_expect){ W_CHECKPOINT, 256, 2 }
 						: (struct wire_expect){ W_HELLO, 256, 0 };
 		break;
 	default:
@@ -1218,6 +1252,18 @@ static void on_message(struct sup *sup, struct session *s, struct wire_msg *m)
 		set_expect(sup, s, s->phase);
 		return;
 	case W_CHECKPOINT:
+		if (m->nfds == 2) {
+			/* The saver's pipe: the state after this call, streamed by
+			 * a fork of the checkpoint, copied to disk and
+			 * authenticated here (persist.c). */
+			int save_fd = m->fds[1];
+			m->fds[1] = -1;
+			m->nfds = 1;
+			psave_abandon(s->save);
+			s->save = persist_on(sup->persist)
+				  ? psave_start(sup->persist, sup->srv->loop, s->name, (uint32_t)s->cells, save_fd, save_done, s)
+				  : (close(save_fd), NULL);
+		}
 		if (m->nfds == 0) {
 			/* It could not take one (no process or descriptor left):
 			 * the previous one no longer matches its state. */
@@ -1268,6 +1314,7 @@ static void on_message(struct sup *sup, struct session *s, struct wire_msg *m)
 			return;
 		}
 		c->state = STATE_KEPT;
+		restore_outcome(sup, s, c);
 		set_expect(sup, s, sup->srv->policy->limits.checkpoint ? P_SETTLING : P_SCANNING);
 		exec_after(c, after_scanned, s); /* then the thumbnails */
 		return;
@@ -1329,6 +1376,181 @@ static void ctrl_event(void *arg, int fd, short revents)
 	}
 }
 
+
+/* ------------------------------------------------------------ saved sessions */
+
+/* Adds a paragraph to the call's note (other parts of the server add
+ * theirs). */
+static void add_note(struct call *c, const char *text)
+{
+	if (!text || !*text)
+		return;
+	size_t a = c->note ? strlen(c->note) : 0, b = strlen(text);
+	char *n = malloc(a + b + 2);
+	if (!n)
+		return;
+	if (a) {
+		memcpy(n, c->note, a);
+		n[a++] = '\n';
+	}
+	memcpy(n + a, text, b + 1);
+	free(c->note);
+	c->note = n;
+}
+
+static void save_done(void *arg, const struct psave_result *r)
+{
+	struct session *s = arg;
+	struct sup *sup = s->sup;
+	s->save = NULL;
+	if (r->status == 0) {
+		log_info("session %s: state saved (%llu bytes in %.0f ms)", s->name, (unsigned long long)r->bytes, r->ms);
+		s->cap_noted = false;
+	} else if (r->status == -EFBIG) {
+		/* A restart must not bring back an older state as if it were
+		 * the last one: the previous snapshot goes too. */
+		persist_discard(sup->persist, s->name);
+		if (!s->cap_noted) {
+			char m[400];
+			snprintf(m, sizeof m,
+				 "the session's state (%.0f MB) is over limits.persist_mb (%ld MB): it is not saved, and a restart of the server will lose it; "
+				 "delete large variables you no longer need (del name) or raise persist_mb in the policy",
+				 (double)r->bytes / 1048576.0, sup->srv->policy->limits.persist_mb);
+			free(s->persist_note);
+			s->persist_note = strdup(m);
+			s->cap_noted = true;
+		}
+		log_info("session %s: state not saved: %s", s->name, r->msg);
+	} else {
+		log_debug("session %s: save abandoned: %s", s->name, r->msg);
+	}
+	server_call_done(sup->srv);
+}
+
+static void restore_done(void *arg, int verdict)
+{
+	struct session *s = arg;
+	s->restore_verdict = verdict == 1 ? RESTORE_OK : verdict == 0 ? RESTORE_BAD : -1;
+	if (verdict == 0)
+		log_warn("session %s: the saved state does not match its tag: refused", s->name);
+}
+
+static void fmt_age(double sec, char *buf, size_t sz)
+{
+	if (sec < 120)
+		snprintf(buf, sz, "%.0f s", sec);
+	else if (sec < 7200)
+		snprintf(buf, sz, "%.0f min", sec / 60);
+	else if (sec < 172800)
+		snprintf(buf, sz, "%.0f h", sec / 3600);
+	else
+		snprintf(buf, sz, "%.0f days", sec / 86400);
+}
+
+/* Appends up to 30 entries of a list the session sent: names, or
+ * [name, reason] pairs.  Untrusted: each piece is sanitised and cut. */
+static void list_names(char *buf, size_t sz, const cJSON *list, bool reasons)
+{
+	size_t n = strlen(buf);
+	int shown = 0, total = cJSON_GetArraySize(list);
+	const cJSON *it;
+	cJSON_ArrayForEach(it, list)
+	{
+		const cJSON *name = reasons ? cJSON_GetArrayItem(it, 0) : it;
+		const cJSON *why = reasons ? cJSON_GetArrayItem(it, 1) : NULL;
+		if (!cJSON_IsString(name) || shown >= 30 || n + 8 >= sz)
+			continue;
+		char *nm = utf8_sanitize((const unsigned char *)name->valuestring, strnlen(name->valuestring, 64), NULL);
+		char *wy = cJSON_IsString(why) ? utf8_sanitize((const unsigned char *)why->valuestring, strnlen(why->valuestring, 200), NULL) : NULL;
+		int k = snprintf(buf + n, sz - n, "%s%s%s%s%s", shown ? ", " : "", nm ? nm : "?", wy ? " (" : "", wy ? wy : "", wy ? ")" : "");
+		free(nm);
+		free(wy);
+		if (k < 0 || (size_t)k >= sz - n) {
+			buf[n] = 0;
+			break;
+		}
+		n += (size_t)k;
+		shown++;
+	}
+	if (total > shown && n + 32 < sz)
+		snprintf(buf + n, sz - n, " and %d more", total - shown);
+}
+
+/* The reply of the call that carried the saved state: what the server
+ * knows (its verdict, the age) decides the state; the session's lists only
+ * name what came back. */
+static void restore_outcome(struct sup *sup, struct session *s, struct call *c)
+{
+	if (!s->restore || s->restore_call != c)
+		return;
+	const cJSON *rj = cJSON_GetObjectItemCaseSensitive(c->py, "restore");
+	char age[32], m[6144];
+	fmt_age(s->restore_age_s, age, sizeof age);
+	if (s->restore_verdict == RESTORE_OK && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(rj, "verified"))) {
+		c->state = STATE_RESTORED;
+		snprintf(m, sizeof m, "the session was restored from its state saved %s ago (after cell %u), before this code ran. Restored: ",
+			 age, s->restore_cells);
+		list_names(m, sizeof m, cJSON_GetObjectItemCaseSensitive(rj, "restored"), false);
+		const cJSON *failed = cJSON_GetObjectItemCaseSensitive(rj, "failed");
+		const cJSON *unsaved = cJSON_GetObjectItemCaseSensitive(rj, "unsaved");
+		if (cJSON_GetArraySize(failed) > 0 && strlen(m) + 40 < sizeof m) {
+			strcat(m, ". Could not be restored: ");
+			list_names(m, sizeof m, failed, true);
+		}
+		if (cJSON_GetArraySize(unsaved) > 0 && strlen(m) + 40 < sizeof m) {
+			strcat(m, ". Could not be saved (run the cells that made them again): ");
+			list_names(m, sizeof m, unsaved, true);
+		}
+	} else if (s->restore_verdict == RESTORE_BAD) {
+		c->state = STATE_NEW;
+		snprintf(m, sizeof m,
+			 "the saved state of session %s was refused: its bytes do not match the tag the server wrote with them "
+			 "(changed or planted by something other than the server); this call runs in a fresh session", s->name);
+	} else {
+		c->state = STATE_NEW;
+		snprintf(m, sizeof m, "the saved state of session %s could not be read back; this call runs in a fresh session", s->name);
+	}
+	add_note(c, m);
+	prestore_free(s->restore);
+	s->restore = NULL;
+	s->restore_call = NULL;
+}
+
+/* The first call to a session in this server's life looks for a saved
+ * state.  Returns the fd to send with the cell (its size in *bytes), or
+ * -1 when there is none (a refused one is said in the call's note). */
+static int restore_begin(struct sup *sup, struct session *s, struct call *c, uint64_t *bytes)
+{
+	if (s->restore_tried || !persist_on(sup->persist))
+		return -1;
+	s->restore_tried = true;
+	struct prestore *r = NULL;
+	struct err e = { 0 };
+	int rc = prestore_open(sup->persist, s->name, &r, &e);
+	if (rc < 0) {
+		char m[1000];
+		snprintf(m, sizeof m, "the saved state of session %s was refused: %.700s; this call runs in a fresh session", s->name, e.msg);
+		add_note(c, m);
+		log_warn("session %s: %s", s->name, m);
+		return -1;
+	}
+	if (rc == 0)
+		return -1;
+	int fd = prestore_start(r, sup->srv->loop, restore_done, s);
+	if (fd < 0) {
+		prestore_free(r);
+		return -1;
+	}
+	s->restore = r;
+	s->restore_call = c;
+	s->restore_verdict = RESTORE_PENDING;
+	s->restore_age_s = prestore_age_s(r);
+	s->restore_cells = prestore_cells(r);
+	s->cells = (int)s->restore_cells;
+	*bytes = prestore_bytes(r);
+	return fd;
+}
+
 static int spawn_session(struct sup *sup, struct session *s)
 {
 	int sv[2] = { -1, -1 }, po[2] = { -1, -1 }, pe[2] = { -1, -1 };
@@ -1348,6 +1570,10 @@ static int spawn_session(struct sup *sup, struct session *s)
 	cJSON_AddStringToObject(j, "name", s->name);
 	cJSON_AddNumberToObject(j, "seed", (double)sup->srv->policy->limits.seed);
 	cJSON_AddBoolToObject(j, "checkpoint", sup->srv->policy->limits.checkpoint);
+	/* Saving is done by a fork of the checkpoint: none without one. */
+	cJSON_AddNumberToObject(j, "persist_cap",
+				persist_on(sup->persist) && sup->srv->policy->limits.checkpoint
+					? (double)sup->srv->policy->limits.persist_mb * 1048576.0 : 0.0);
 	char *txt = cJSON_PrintUnformatted(j);
 	cJSON_Delete(j);
 	int fds[3] = { sv[1], po[1], pe[1] };
@@ -1400,12 +1626,23 @@ static void snapshot_taken(struct call *c, void *arg)
 static void send_exec(struct sup *sup, struct session *s)
 {
 	struct call *c = s->cur;
+	/* A new call: a save still running is abandoned, never waited for
+	 * (the session kills its saver when it reads the cell). */
+	psave_abandon(s->save);
+	s->save = NULL;
 	if (!c->before_taken) {
 		/* What the workspace held before, to tell this call's files;
 		 * taken off the loop, then the cell is sent. */
 		exec_before(c, snapshot_taken, s);
 		return;
 	}
+	if (s->persist_note) {
+		add_note(c, s->persist_note);
+		free(s->persist_note);
+		s->persist_note = NULL;
+	}
+	uint64_t restore_bytes = 0;
+	int restore_fd = c->new_session ? restore_begin(sup, s, c, &restore_bytes) : -1;
 	c->cell = ++s->cells;
 	char log_rel[192];
 	snprintf(log_rel, sizeof log_rel, ".logs/%s-%d.stdout.log", s->name, c->cell);
@@ -1416,6 +1653,8 @@ static void send_exec(struct sup *sup, struct session *s)
 	cJSON_AddStringToObject(j, "op", "exec");
 	cJSON_AddStringToObject(j, "code", c->code);
 	cJSON_AddNumberToObject(j, "cell", c->cell);
+	if (restore_fd >= 0)
+		cJSON_AddNumberToObject(j, "restore", (double)restore_bytes);
 	char *txt = cJSON_PrintUnformatted(j);
 	cJSON_Delete(j);
 	usage_begin(&c->usage, s->pidfd);
@@ -1432,8 +1671,10 @@ static void send_exec(struct sup *sup, struct session *s)
 				 workspace_over, s);
 	if (c->progress_token)
 		s->progress_timer = loop_timer(sup->srv->loop, PROGRESS_MS, progress_fired, s);
-	int r = txt ? wire_send(s->ctrl, W_EXEC, txt, strlen(txt), NULL, 0) : -ENOMEM;
+	int r = txt ? wire_send(s->ctrl, W_EXEC, txt, strlen(txt), restore_fd >= 0 ? &restore_fd : NULL, restore_fd >= 0 ? 1 : 0) : -ENOMEM;
 	free(txt);
+	if (restore_fd >= 0)
+		close(restore_fd);
 	if (r < 0) {
 		log_warn("session %s: cannot send the cell: %s", s->name, strerror(-r));
 		kill_session(s);
@@ -1467,6 +1708,16 @@ static void start_next(struct sup *sup, struct session *s)
 			s->qtail = NULL;
 		c->next = NULL;
 		s->cur = c;
+		if (c->reset) {
+			/* reset also forgets the saved state: a restart must not
+			 * bring back what the agent discarded. */
+			psave_abandon(s->save);
+			s->save = NULL;
+			s->restore_tried = true;
+			int r = persist_discard(sup->persist, s->name);
+			if (r < 0)
+				log_warn("session %s: cannot remove its saved state: %s", s->name, strerror(-r));
+		}
 		if (c->reset && s->alive) {
 			/* Discard the state: the old process is ended; its exit
 			 * report no longer matches this session. */
@@ -1624,9 +1875,13 @@ void sup_free(struct sup *sup)
 		}
 		outbuf_free(&s->out);
 		outbuf_free(&s->err);
+		psave_abandon(s->save);
+		prestore_free(s->restore);
+		free(s->persist_note);
 		free(s);
 		s = next;
 	}
+	persist_free(sup->persist);
 	if (sup->zctrl >= 0)
 		close(sup->zctrl);
 	free(sup);

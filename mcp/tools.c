@@ -75,7 +75,7 @@ static cJSON *exec_output_schema(void)
 	prop(props, "exit_code", "integer", "0 ok, 1 exception, 124 timeout, 130 cancelled, 128+signal crash, 137 memory, 153 limits (128 + SIGXFSZ)");
 	prop(props, "session", "string", "the session name");
 	prop(props, "execution_count", "integer", "the cell number in this session");
-	cJSON *state = prop(props, "state", "string", "kept, rolled_back or new");
+	cJSON *state = prop(props, "state", "string", "kept, rolled_back, new or restored (loaded from the saved state after a restart)");
 	cJSON *stv = cJSON_AddArrayToObject(state, "enum");
 	for (int i = STATE_KEPT; i < CALL_STATE_COUNT; i++)
 		cJSON_AddItemToArray(stv, cJSON_CreateString(call_state_name((enum call_state)i)));

@@ -18,7 +18,7 @@ for a in "$@"; do
 done
 
 PKGS="gcc make pkg-config libc6-dev libcjson-dev libseccomp-dev libbsd-dev libmd-dev
-libexpat1-dev libyaml-dev libpython3-dev python3 python3-numpy python3-pandas python3-matplotlib
+libexpat1-dev libyaml-dev libssl-dev libpython3-dev python3 python3-numpy python3-pandas python3-matplotlib
 python3-pil libcmocka-dev apparmor"
 # apparmor: its parser checks the AppArmor profile's syntax (make test).
 # The test clients (the official MCP TypeScript SDK) run on Node.js.

@@ -1,0 +1,65 @@
+#include "hmac.h"
+
+#include <openssl/core_names.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct hmac {
+	EVP_MAC_CTX *ctx;
+	bool failed;
+};
+
+struct hmac *hmac_new(const unsigned char *key, size_t len)
+{
+	struct hmac *h = calloc(1, sizeof *h);
+	EVP_MAC *mac = EVP_MAC_fetch(NULL, "HMAC", NULL);
+	if (!h || !mac)
+		goto fail;
+	h->ctx = EVP_MAC_CTX_new(mac);
+	EVP_MAC_free(mac);
+	mac = NULL;
+	char digest[] = "SHA256";
+	OSSL_PARAM params[] = {
+		OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest, 0),
+		OSSL_PARAM_construct_end(),
+	};
+	if (!h->ctx || EVP_MAC_init(h->ctx, key, len, params) != 1)
+		goto fail;
+	return h;
+fail:
+	EVP_MAC_free(mac);
+	hmac_free(h);
+	return NULL;
+}
+
+void hmac_update(struct hmac *h, const void *data, size_t len)
+{
+	if (len && EVP_MAC_update(h->ctx, data, len) != 1)
+		h->failed = true;
+}
+
+int hmac_final(struct hmac *h, unsigned char out[HMAC_LEN])
+{
+	size_t n = 0;
+	if (h->failed || EVP_MAC_final(h->ctx, out, &n, HMAC_LEN) != 1 || n != HMAC_LEN) {
+		memset(out, 0, HMAC_LEN);
+		return -EIO;
+	}
+	return 0;
+}
+
+void hmac_free(struct hmac *h)
+{
+	if (!h)
+		return;
+	EVP_MAC_CTX_free(h->ctx);
+	free(h);
+}
+
+bool hmac_equal(const unsigned char a[HMAC_LEN], const unsigned char b[HMAC_LEN])
+{
+	return CRYPTO_memcmp(a, b, HMAC_LEN) == 0;
+}

@@ -1,0 +1,664 @@
+#include "persist.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../common/hmac.h"
+#include "../common/log.h"
+#include "../common/userdir.h"
+
+#define KEY_LEN 32
+#define TRAILER_MAGIC "PSMSNAP1"
+#define TRAILER_LEN (8 + 8 + 8 + 8 + HMAC_LEN)
+#define SNAP_NAME "state.snap"
+#define TMP_NAME ".state.tmp"
+#define CHUNK (1u << 20)
+/* Work done per wake-up of the event loop, so that a gigabyte-sized save
+ * never keeps the server from answering other requests for long. */
+#define BUDGET (8u << 20)
+
+struct persist {
+	const struct workspace *ws;
+	bool on;
+	char why[400];
+	char key_path[PATH_MAX + 8];
+	unsigned char key[KEY_LEN];
+	uint64_t cap;
+};
+
+static void put64(unsigned char *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static uint64_t get64(const unsigned char *p)
+{
+	uint64_t v = 0;
+	for (int i = 7; i >= 0; i--)
+		v = v << 8 | p[i];
+	return v;
+}
+
+static uint64_t now_unix_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static bool under(const char *path, const char *dir)
+{
+	size_t n = strlen(dir);
+	while (n > 1 && dir[n - 1] == '/')
+		n--;
+	return strncmp(path, dir, n) == 0 && (path[n] == '/' || path[n] == '\0' || n == 1);
+}
+
+/* Reads the key, or makes one (random, mode 0600).  Its own mode is checked
+ * too: a key that others can read proves nothing. */
+static int load_key(struct persist *p, const struct userdir *ud, struct err *e)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	int r = userdir_read(ud, "key", 4096, &buf, &len, e);
+	if (r == 1) {
+		unsigned char k[KEY_LEN];
+		if (getrandom(k, sizeof k, 0) != (ssize_t)sizeof k)
+			return err_set(e, -EIO, "no random bytes for a new key");
+		r = userdir_write(ud, "key", k, sizeof k, e);
+		memset(k, 0, sizeof k);
+		if (r < 0)
+			return r;
+		/* Read back what is there: of two servers starting at once,
+		 * both use the key that won the rename. */
+		r = userdir_read(ud, "key", 4096, &buf, &len, e);
+	}
+	if (r < 0)
+		return r;
+	if (r == 1 || len != KEY_LEN) {
+		free(buf);
+		return err_set(e, -EINVAL, "%s/key is not a key of %d bytes: remove it (a new one is made)", ud->path, KEY_LEN);
+	}
+	memcpy(p->key, buf, KEY_LEN);
+	memset(buf, 0, len);
+	free(buf);
+	struct stat st;
+	if (fstatat(ud->fd, "key", &st, AT_SYMLINK_NOFOLLOW) < 0 || (st.st_mode & 077))
+		return err_set(e, -EPERM, "%s/key is accessible to group or others: remove it (a new one is made)", ud->path);
+	return 0;
+}
+
+struct persist *persist_new(const struct workspace *ws, const struct policy *pol)
+{
+	struct persist *p = calloc(1, sizeof *p);
+	if (!p)
+		return NULL;
+	p->ws = ws;
+	p->cap = (uint64_t)pol->limits.persist_mb << 20;
+	if (!pol->limits.persist) {
+		snprintf(p->why, sizeof p->why, "limits.persist is false");
+		return p;
+	}
+	struct err e = { 0 };
+	char dir[PATH_MAX];
+	struct userdir ud = { .fd = -1 };
+	if (userdir_state_path(dir, sizeof dir, &e) < 0 || userdir_open(&ud, dir, true, &e) < 0) {
+		snprintf(p->why, sizeof p->why, "no private directory for the key: %.300s", e.msg);
+		userdir_close(&ud);
+		return p;
+	}
+	/* The key is secret as well as trusted: the directory is private. */
+	struct stat st;
+	if (fstat(ud.fd, &st) == 0 && (st.st_mode & 077))
+		fchmod(ud.fd, st.st_mode & 0700);
+	char real[PATH_MAX];
+	if (!realpath(dir, real))
+		snprintf(real, sizeof real, "%s", dir);
+	/* Attack: a key the sandboxed code can read lets it sign a snapshot
+	 * of its own making.  The jail shows ROOT, the workspace and the
+	 * fs_read paths: the key must lie in none of them. */
+	const char *seen = NULL;
+	if (under(real, ws->root))
+		seen = ws->root;
+	else if (under(real, ws->abs))
+		seen = ws->abs;
+	for (size_t i = 0; !seen && pol->fs_read == FS_READ_LIST && i < pol->n_fs_read_paths; i++)
+		if (pol->fs_read_paths[i][0] == '/' && under(real, pol->fs_read_paths[i]))
+			seen = pol->fs_read_paths[i];
+	if (seen) {
+		snprintf(p->why, sizeof p->why,
+			 "the key directory %.100s lies inside %.100s, which sandboxed code can read: set XDG_STATE_HOME to a directory outside the project",
+			 real, seen);
+		userdir_close(&ud);
+		return p;
+	}
+	snprintf(p->key_path, sizeof p->key_path, "%s/key", dir);
+	if (load_key(p, &ud, &e) < 0) {
+		snprintf(p->why, sizeof p->why, "the key is refused: %.300s", e.msg);
+		memset(p->key, 0, sizeof p->key);
+		userdir_close(&ud);
+		return p;
+	}
+	userdir_close(&ud);
+	p->on = true;
+	return p;
+}
+
+void persist_free(struct persist *p)
+{
+	if (!p)
+		return;
+	memset(p->key, 0, sizeof p->key);
+	free(p);
+}
+
+bool persist_on(const struct persist *p)
+{
+	return p && p->on;
+}
+
+const char *persist_why_off(const struct persist *p)
+{
+	return p ? p->why : "out of memory";
+}
+
+const char *persist_key_path(const struct persist *p)
+{
+	return p ? p->key_path : "";
+}
+
+/* The tag covers, before the bytes, what they are for: a snapshot copied
+ * from another session or another workspace (or sent by an older format)
+ * does not verify. */
+static struct hmac *tag_begin(const struct persist *p, const char *name, uint64_t len, uint64_t created, uint64_t cells)
+{
+	struct hmac *h = hmac_new(p->key, sizeof p->key);
+	if (!h)
+		return NULL;
+	static const char domain[] = "python-sandbox-mcp snapshot v1";
+	unsigned char nums[24];
+	put64(nums, len);
+	put64(nums + 8, created);
+	put64(nums + 16, cells);
+	hmac_update(h, domain, sizeof domain);
+	hmac_update(h, p->ws->abs, strlen(p->ws->abs) + 1);
+	hmac_update(h, name, strlen(name) + 1);
+	hmac_update(h, nums, sizeof nums);
+	return h;
+}
+
+/* The session's directory, created private; no symlink is followed on the
+ * way (a cell can plant one at .sessions or .sessions/NAME). */
+static int session_dir(const struct persist *p, const char *name, bool create, struct err *e)
+{
+	char rel[128];
+	snprintf(rel, sizeof rel, ".sessions/%s", name);
+	if (create) {
+		int r = ws_mkdirs(p->ws, rel, e);
+		if (r < 0)
+			return r;
+		int top = ws_openat(p->ws, ".sessions", O_RDONLY | O_DIRECTORY, 0);
+		if (top >= 0) {
+			fchmod(top, 0700);
+			close(top);
+		}
+	}
+	int fd = ws_openat(p->ws, rel, O_RDONLY | O_DIRECTORY, 0);
+	if (fd < 0)
+		return ws_openat_err(e, fd, rel);
+	if (create)
+		fchmod(fd, 0700);
+	return fd;
+}
+
+static int write_all(int fd, const unsigned char *b, size_t n)
+{
+	while (n) {
+		ssize_t k = write(fd, b, n);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0)
+			return -errno;
+		if (k == 0)
+			return -EIO;
+		b += k;
+		n -= (size_t)k;
+	}
+	return 0;
+}
+
+/* ---------------------------------------------------------------- saving */
+
+struct psave {
+	struct persist *p;
+	struct loop *loop;
+	char name[80];
+	int in, dir, out;
+	unsigned char hdr[PERSIST_SAVE_HEADER];
+	size_t hdr_got;
+	uint64_t total, got, created;
+	uint32_t cells;
+	struct hmac *h;
+	unsigned char *buf;
+	double t0;
+	psave_done_fn done;
+	void *arg;
+};
+
+static void psave_close(struct psave *s, bool keep_tmp)
+{
+	if (s->in >= 0) {
+		loop_unwatch(s->loop, s->in);
+		close(s->in);
+	}
+	if (s->out >= 0)
+		close(s->out);
+	if (s->dir >= 0) {
+		if (!keep_tmp)
+			unlinkat(s->dir, TMP_NAME, 0);
+		close(s->dir);
+	}
+	hmac_free(s->h);
+	free(s->buf);
+	free(s);
+}
+
+static void psave_end(struct psave *s, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static void psave_end(struct psave *s, int status, const char *fmt, ...)
+{
+	struct psave_result r = { .status = status, .bytes = s->total ? s->total : s->got };
+	r.ms = loop_now_ms() - s->t0;
+	if (fmt) {
+		va_list ap;
+		va_start(ap, fmt);
+		vsnprintf(r.msg, sizeof r.msg, fmt, ap);
+		va_end(ap);
+	}
+	psave_done_fn done = s->done;
+	void *arg = s->arg;
+	psave_close(s, status == 0);
+	done(arg, &r);
+}
+
+static void psave_finish(struct psave *s)
+{
+	unsigned char t[TRAILER_LEN];
+	memcpy(t, TRAILER_MAGIC, 8);
+	put64(t + 8, s->total);
+	put64(t + 16, s->created);
+	put64(t + 24, s->cells);
+	if (hmac_final(s->h, t + 32) < 0) {
+		psave_end(s, -EIO, "the tag could not be computed");
+		return;
+	}
+	int r = write_all(s->out, t, sizeof t);
+	if (r == 0 && close(s->out) < 0)
+		r = -errno;
+	s->out = -1;
+	/* The rename is the commit: until it happens the previous snapshot
+	 * stays whole, whatever kills the saver or the server. */
+	if (r == 0 && renameat(s->dir, TMP_NAME, s->dir, SNAP_NAME) < 0)
+		r = -errno;
+	if (r < 0) {
+		psave_end(s, r, "cannot write the snapshot: %s", strerror(-r));
+		return;
+	}
+	psave_end(s, 0, NULL);
+}
+
+static void psave_event(void *arg, int fd, short revents)
+{
+	struct psave *s = arg;
+	size_t budget = BUDGET;
+	while (budget) {
+		if (s->hdr_got < sizeof s->hdr) {
+			ssize_t n = read(fd, s->hdr + s->hdr_got, sizeof s->hdr - s->hdr_got);
+			if (n < 0 && (errno == EAGAIN || errno == EINTR))
+				return;
+			if (n <= 0) {
+				psave_end(s, -EPIPE, "the saver ended before its header");
+				return;
+			}
+			s->hdr_got += (size_t)n;
+			if (s->hdr_got < sizeof s->hdr)
+				continue;
+			if (memcmp(s->hdr, PERSIST_SAVE_MAGIC, 8) != 0) {
+				psave_end(s, -EPROTO, "the saver's stream has no header");
+				return;
+			}
+			s->total = get64(s->hdr + 8);
+			if (s->total > s->p->cap) {
+				psave_end(s, -EFBIG, "the state is %llu bytes, over limits.persist_mb",
+					  (unsigned long long)s->total);
+				return;
+			}
+			s->h = tag_begin(s->p, s->name, s->total, s->created, s->cells);
+			if (!s->h) {
+				psave_end(s, -ENOMEM, "out of memory");
+				return;
+			}
+			continue;
+		}
+		ssize_t n = read(fd, s->buf, CHUNK);
+		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			return;
+		if (n < 0) {
+			psave_end(s, -errno, "reading the saver: %s", strerror(errno));
+			return;
+		}
+		if (n == 0) {
+			if (s->got != s->total) {
+				/* Killed mid-way (a new call came), or a short
+				 * stream: the previous snapshot stays. */
+				psave_end(s, -EPIPE, "the saver stopped after %llu of %llu bytes",
+					  (unsigned long long)s->got, (unsigned long long)s->total);
+				return;
+			}
+			psave_finish(s);
+			return;
+		}
+		/* Attack: a saver that sends more than it announced, to grow
+		 * the file past the cap. */
+		if ((uint64_t)n > s->total - s->got) {
+			psave_end(s, -EPROTO, "the saver sent more than it announced");
+			return;
+		}
+		hmac_update(s->h, s->buf, (size_t)n);
+		int r = write_all(s->out, s->buf, (size_t)n);
+		if (r < 0) {
+			psave_end(s, r, "cannot write the snapshot: %s", strerror(-r));
+			return;
+		}
+		s->got += (uint64_t)n;
+		budget = (size_t)n >= budget ? 0 : budget - (size_t)n;
+	}
+}
+
+struct psave *psave_start(struct persist *p, struct loop *l, const char *name, uint32_t cells, int fd,
+			  psave_done_fn done, void *arg)
+{
+	struct err e = { 0 };
+	struct psave *s = calloc(1, sizeof *s);
+	if (!persist_on(p) || !s) {
+		free(s);
+		close(fd);
+		return NULL;
+	}
+	s->p = p;
+	s->loop = l;
+	s->in = fd;
+	s->out = -1;
+	s->cells = cells;
+	s->created = now_unix_ms();
+	s->t0 = loop_now_ms();
+	s->done = done;
+	s->arg = arg;
+	snprintf(s->name, sizeof s->name, "%s", name);
+	s->dir = session_dir(p, name, true, &e);
+	s->buf = malloc(CHUNK);
+	int fl = fcntl(fd, F_GETFL);
+	if (s->dir < 0 || !s->buf || fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) {
+		log_warn("session %s: cannot save its state: %s", name, s->dir < 0 ? e.msg : "out of memory");
+		s->in = -1;
+		close(fd);
+		psave_close(s, false);
+		return NULL;
+	}
+	/* A temporary file left by a save that was cut short goes first;
+	 * O_EXCL and O_NOFOLLOW: whatever the code planted under that name
+	 * is not written through. */
+	unlinkat(s->dir, TMP_NAME, 0);
+	s->out = openat(s->dir, TMP_NAME, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (s->out < 0) {
+		log_warn("session %s: cannot save its state: %s", name, strerror(errno));
+		close(fd);
+		s->in = -1;
+		psave_close(s, false);
+		return NULL;
+	}
+	loop_watch(l, fd, POLLIN, psave_event, s);
+	return s;
+}
+
+void psave_abandon(struct psave *s)
+{
+	if (s)
+		psave_close(s, false);
+}
+
+int persist_discard(struct persist *p, const char *name)
+{
+	struct err e = { 0 };
+	int d = session_dir(p, name, false, &e);
+	if (d < 0)
+		return d == -ENOENT ? 0 : d;
+	int r = unlinkat(d, SNAP_NAME, 0) < 0 && errno != ENOENT ? -errno : 0;
+	unlinkat(d, TMP_NAME, 0);
+	close(d);
+	return r;
+}
+
+/* ---------------------------------------------------------------- restoring */
+
+struct prestore {
+	struct persist *p;
+	struct loop *loop;
+	char name[80];
+	int dir, in, out;
+	uint64_t total, sent, created, cells;
+	unsigned char tag[HMAC_LEN];
+	struct hmac *h;
+	unsigned char *buf;
+	size_t buf_len, buf_off;
+	prestore_done_fn done;
+	void *arg;
+};
+
+/* Refuses the snapshot: says why and removes it, so the next start does
+ * not trip over it again. */
+static int refuse(struct prestore *r, struct err *e, int code, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+static int refuse(struct prestore *r, struct err *e, int code, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	char m[600];
+	vsnprintf(m, sizeof m, fmt, ap);
+	va_end(ap);
+	if (r->dir >= 0)
+		unlinkat(r->dir, SNAP_NAME, 0);
+	prestore_free(r);
+	return err_set(e, code, "%s", m);
+}
+
+int prestore_open(struct persist *p, const char *name, struct prestore **out, struct err *e)
+{
+	*out = NULL;
+	if (!persist_on(p))
+		return 0;
+	struct prestore *r = calloc(1, sizeof *r);
+	if (!r)
+		return err_set(e, -ENOMEM, "out of memory");
+	r->p = p;
+	r->in = r->out = -1;
+	snprintf(r->name, sizeof r->name, "%s", name);
+	struct err de = { 0 };
+	r->dir = session_dir(p, name, false, &de);
+	if (r->dir == -ENOENT) {
+		r->dir = -1;
+		prestore_free(r);
+		return 0;
+	}
+	if (r->dir < 0) {
+		r->dir = -1;
+		return refuse(r, e, -EPERM, "workspace/.sessions/%s is not a plain directory (%s)", name, de.msg);
+	}
+	r->in = openat(r->dir, SNAP_NAME, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (r->in < 0) {
+		int err = errno;
+		if (err == ENOENT) {
+			prestore_free(r);
+			return 0;
+		}
+		r->in = -1;
+		/* Attack: a symlink to a file elsewhere (a snapshot of another
+		 * project, or a file to leak through the restore). */
+		if (err == ELOOP)
+			return refuse(r, e, -ELOOP, "the snapshot is a symlink, which the server never writes");
+		return refuse(r, e, -err, "the snapshot cannot be opened (%s)", strerror(err));
+	}
+	struct stat st;
+	if (fstat(r->in, &st) < 0 || !S_ISREG(st.st_mode))
+		return refuse(r, e, -EINVAL, "the snapshot is not a regular file");
+	/* Attack: a FIFO would hang the server's reads; cleared now that we
+	 * know it is a regular file. */
+	fcntl(r->in, F_SETFL, O_RDONLY);
+	if (st.st_size < TRAILER_LEN)
+		return refuse(r, e, -EBADMSG, "the snapshot is too short to be one the server wrote");
+	unsigned char t[TRAILER_LEN];
+	if (pread(r->in, t, sizeof t, st.st_size - TRAILER_LEN) != (ssize_t)sizeof t)
+		return refuse(r, e, -EIO, "the snapshot cannot be read");
+	r->total = get64(t + 8);
+	r->created = get64(t + 16);
+	r->cells = get64(t + 24);
+	memcpy(r->tag, t + 32, HMAC_LEN);
+	if (memcmp(t, TRAILER_MAGIC, 8) != 0 || r->total != (uint64_t)st.st_size - TRAILER_LEN || r->cells > 1000000000u)
+		return refuse(r, e, -EBADMSG, "the snapshot was not written by the server (no valid trailer)");
+	r->buf = malloc(CHUNK);
+	r->h = tag_begin(p, name, r->total, r->created, r->cells);
+	if (!r->buf || !r->h)
+		return refuse(r, e, -ENOMEM, "out of memory");
+	*out = r;
+	return 1;
+}
+
+uint64_t prestore_bytes(const struct prestore *r)
+{
+	return r->total;
+}
+
+uint32_t prestore_cells(const struct prestore *r)
+{
+	return (uint32_t)r->cells;
+}
+
+double prestore_age_s(const struct prestore *r)
+{
+	uint64_t now = now_unix_ms();
+	return now > r->created ? (double)(now - r->created) / 1000.0 : 0.0;
+}
+
+static void prestore_end(struct prestore *r, int verdict)
+{
+	prestore_done_fn done = r->done;
+	void *arg = r->arg;
+	if (r->out >= 0) {
+		loop_unwatch(r->loop, r->out);
+		close(r->out);
+		r->out = -1;
+	}
+	if (verdict == 0 && r->dir >= 0)
+		unlinkat(r->dir, SNAP_NAME, 0);
+	r->done = NULL;
+	done(arg, verdict);
+}
+
+static void prestore_event(void *arg, int fd, short revents)
+{
+	struct prestore *r = arg;
+	size_t budget = BUDGET;
+	while (budget) {
+		if (r->buf_off == r->buf_len && r->sent < r->total) {
+			uint64_t want = r->total - r->sent;
+			ssize_t n = read(r->in, r->buf, want < CHUNK ? (size_t)want : CHUNK);
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n <= 0) {
+				/* Shortened under us: what was sent cannot verify. */
+				unsigned char v = 'N';
+				if (write(fd, &v, 1) < 0)
+					log_debug("restore: the session stopped reading");
+				prestore_end(r, 0);
+				return;
+			}
+			hmac_update(r->h, r->buf, (size_t)n);
+			r->buf_len = (size_t)n;
+			r->buf_off = 0;
+			r->sent += (uint64_t)n;
+		}
+		if (r->buf_off == r->buf_len) {
+			/* Everything sent: the verdict is the last byte.  The
+			 * session reads exactly total bytes, so no byte of the
+			 * file can pose as the verdict. */
+			unsigned char tag[HMAC_LEN];
+			bool ok = hmac_final(r->h, tag) == 0 && hmac_equal(tag, r->tag);
+			unsigned char v = ok ? 'Y' : 'N';
+			ssize_t w = write(fd, &v, 1);
+			if (w < 0 && errno == EAGAIN)
+				return;
+			prestore_end(r, w == 1 ? (ok ? 1 : 0) : -EPIPE);
+			return;
+		}
+		ssize_t w = write(fd, r->buf + r->buf_off, r->buf_len - r->buf_off);
+		if (w < 0 && (errno == EAGAIN || errno == EINTR))
+			return;
+		if (w <= 0) {
+			prestore_end(r, -EPIPE);
+			return;
+		}
+		r->buf_off += (size_t)w;
+		budget = (size_t)w >= budget ? 0 : budget - (size_t)w;
+	}
+}
+
+int prestore_start(struct prestore *r, struct loop *l, prestore_done_fn done, void *arg)
+{
+	int pp[2];
+	if (pipe2(pp, O_CLOEXEC) < 0)
+		return -errno;
+	/* Fewer wake-ups for a large state (best effort: capped by
+	 * /proc/sys/fs/pipe-max-size). */
+	fcntl(pp[1], F_SETPIPE_SZ, 1 << 20);
+	int fl = fcntl(pp[1], F_GETFL);
+	if (fl < 0 || fcntl(pp[1], F_SETFL, fl | O_NONBLOCK) < 0) {
+		int err = errno;
+		close(pp[0]);
+		close(pp[1]);
+		return -err;
+	}
+	r->loop = l;
+	r->out = pp[1];
+	r->done = done;
+	r->arg = arg;
+	loop_watch(l, pp[1], POLLOUT, prestore_event, r);
+	return pp[0];
+}
+
+void prestore_free(struct prestore *r)
+{
+	if (!r)
+		return;
+	if (r->out >= 0) {
+		loop_unwatch(r->loop, r->out);
+		close(r->out);
+	}
+	if (r->in >= 0)
+		close(r->in);
+	if (r->dir >= 0)
+		close(r->dir);
+	hmac_free(r->h);
+	free(r->buf);
+	free(r);
+}

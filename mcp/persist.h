@@ -1,0 +1,94 @@
+/* Saved sessions, the trusted side.
+ *
+ * After each call a fork of the session's checkpoint (inside the jail)
+ * pickles the state and streams it over a pipe to the server, which writes
+ * it under workspace/.sessions/NAME/state.snap and appends an HMAC-SHA256
+ * tag made with a key that only the server can read
+ * ($XDG_STATE_HOME/python-sandbox-mcp/key).  To restore, the server streams
+ * the file into a fresh session over a pipe while it checks the tag, and
+ * sends its verdict after the last byte: the session unpickles only bytes
+ * the server has just authenticated, never a file it opened itself.
+ *
+ * The bytes are the session's own business (the server never parses them):
+ * what the tag proves is that this server wrote them for this workspace and
+ * this session name, not that they are harmless, which is why they are only
+ * ever loaded inside the jail. */
+#ifndef MCP_PERSIST_H
+#define MCP_PERSIST_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../common/err.h"
+#include "../policy/policy.h"
+#include "fsafe.h"
+#include "loop.h"
+
+/* The first bytes a saver writes: magic then the little-endian length of
+ * what follows, so an over-large state is refused before it is sent. */
+#define PERSIST_SAVE_MAGIC "PSMSAVE1"
+#define PERSIST_SAVE_HEADER 16
+
+struct persist;
+
+/* Reads (or creates) the key.  Always returns an object (NULL only when out
+ * of memory); when saving cannot be trusted on this machine it is off and
+ * persist_why_off says why.  policy->limits.persist false: off. */
+struct persist *persist_new(const struct workspace *ws, const struct policy *p);
+void persist_free(struct persist *p);
+bool persist_on(const struct persist *p);
+const char *persist_why_off(const struct persist *p);
+/* The key's path (for --check and the logs), or "". */
+const char *persist_key_path(const struct persist *p);
+
+/* ---------------------------------------------------------------- saving */
+
+struct psave_result {
+	int status;       /* 0 saved; -EFBIG over persist_mb; other -errno failed */
+	uint64_t bytes;   /* the state's size (announced when over the cap) */
+	double ms;        /* from the start of the stream to the rename */
+	char msg[300];    /* why it failed, for the logs */
+};
+
+typedef void (*psave_done_fn)(void *arg, const struct psave_result *r);
+
+struct psave;
+
+/* Starts pumping the saver's stream from fd (owned: closed when done) into
+ * .sessions/NAME/.state.tmp; renamed to state.snap once whole.  cells is
+ * the execution count the state belongs to (kept in the authenticated
+ * trailer).  done is called once, unless the save is abandoned first.
+ * NULL when the save cannot even start (then done is not called). */
+struct psave *psave_start(struct persist *p, struct loop *l, const char *name, uint32_t cells, int fd,
+			  psave_done_fn done, void *arg);
+/* Stops reading, removes the temporary file; state.snap keeps the last
+ * complete save.  NULL-safe. */
+void psave_abandon(struct psave *s);
+
+/* Removes the session's saved state (reset: true).  0 or -errno. */
+int persist_discard(struct persist *p, const char *name);
+
+/* ---------------------------------------------------------------- restoring */
+
+struct prestore;
+
+/* Opens the session's snapshot: 0 with *out NULL when there is none; 1 with
+ * *out ready to stream; -errno when one exists but is refused (e says why,
+ * in words for the reply; the file is removed). */
+int prestore_open(struct persist *p, const char *name, struct prestore **out, struct err *e);
+uint64_t prestore_bytes(const struct prestore *r);
+uint32_t prestore_cells(const struct prestore *r);
+double prestore_age_s(const struct prestore *r);
+
+/* verdict: 1 the bytes matched their tag (the session was told to load
+ * them); 0 they did not (the session was told to drop them, the file is
+ * removed); -errno the stream broke (the session stopped reading). */
+typedef void (*prestore_done_fn)(void *arg, int verdict);
+
+/* Starts the stream.  Returns the read end of the pipe for the session
+ * (the caller sends it and closes its copy), or -errno. */
+int prestore_start(struct prestore *r, struct loop *l, prestore_done_fn done, void *arg);
+/* Stops the stream (done is not called) and frees r.  NULL-safe. */
+void prestore_free(struct prestore *r);
+
+#endif
