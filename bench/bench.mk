@@ -21,6 +21,11 @@ AGENT_ARGS ?=
 bench-agent: setup bench-setup $(BIN)
 	$(BENCH_PY) bench/agent.py --server $(BIN) $(AGENT_ARGS)
 
+## bench-persist: what saving and restoring a session costs (1 GiB array, 100 MB DataFrame); writes bench/PERSIST.md
+.PHONY: bench-persist
+bench-persist: setup $(BIN)
+	$(BENCH_PY) bench/persist.py --server $(BIN) --results bench/PERSIST.md $(BENCH_ARGS)
+
 ## bench-setup: install what the benchmark compares against (Jupyter kernel)
 bench-setup:
 	bench/setup.sh

@@ -88,7 +88,8 @@ struct session {
 	int restore_verdict;       /* RESTORE_* */
 	double restore_age_s;
 	uint32_t restore_cells;
-	bool restore_tried;        /* looked for a snapshot once in this server's life */
+	bool restore_tried;        /* looked for a snapshot in this server's life */
+	int restore_attempts;      /* calls that carried it without loading it */
 	bool cap_noted;            /* the reply said the state was over persist_mb */
 	char *persist_note;        /* for the next reply */
 	struct sup *sup;
@@ -1507,8 +1508,16 @@ static void restore_outcome(struct sup *sup, struct session *s, struct call *c)
 			 "the saved state of session %s was refused: its bytes do not match the tag the server wrote with them "
 			 "(changed or planted by something other than the server); this call runs in a fresh session", s->name);
 	} else {
+		/* The call ended before the state was loaded (a timeout, a
+		 * crash): the snapshot is still on disk and whole.  The next
+		 * call tries once more, rather than let the next save replace
+		 * it with an empty session. */
 		c->state = STATE_NEW;
-		snprintf(m, sizeof m, "the saved state of session %s could not be read back; this call runs in a fresh session", s->name);
+		bool again = ++s->restore_attempts < 2;
+		if (again)
+			s->restore_tried = false;
+		snprintf(m, sizeof m, "the saved state of session %s could not be loaded in this call%s; this call ran in a fresh session",
+			 s->name, again ? " (the next call tries again)" : "");
 	}
 	add_note(c, m);
 	prestore_free(s->restore);
@@ -1653,8 +1662,13 @@ static void send_exec(struct sup *sup, struct session *s)
 	cJSON_AddStringToObject(j, "op", "exec");
 	cJSON_AddStringToObject(j, "code", c->code);
 	cJSON_AddNumberToObject(j, "cell", c->cell);
-	if (restore_fd >= 0)
+	double timeout_ms = c->timeout_ms;
+	if (restore_fd >= 0) {
 		cJSON_AddNumberToObject(j, "restore", (double)restore_bytes);
+		/* Loading the state is not the cell's work: it gets its own
+		 * time (1 s per 32 MB, generous on a loaded machine). */
+		timeout_ms += (double)restore_bytes / (32.0 * 1048576.0) * 1000.0;
+	}
 	char *txt = cJSON_PrintUnformatted(j);
 	cJSON_Delete(j);
 	usage_begin(&c->usage, s->pidfd);
@@ -1665,7 +1679,7 @@ static void send_exec(struct sup *sup, struct session *s)
 		pidfd_signal(s->pidfd, SIGCONT);
 	set_expect(sup, s, P_RUNNING);
 	start_watch(sup, s);
-	s->timeout_timer = loop_timer(sup->srv->loop, c->timeout_ms, timeout_fired, s);
+	s->timeout_timer = loop_timer(sup->srv->loop, timeout_ms, timeout_fired, s);
 	wswatch_stop(s->watch);
 	s->watch = wswatch_start(sup->srv, (unsigned long long)sup->srv->policy->limits.max_workspace_mb << 20,
 				 workspace_over, s);

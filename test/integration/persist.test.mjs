@@ -302,7 +302,7 @@ shutil.copy("workspace/.sessions/default/state.snap", "workspace/.sessions/copie
 		const r = await execPy(h, 'x = 1');
 		assert.equal(r.sc.status, 'ok');
 		await sleep(1500);
-		assert.match(h.stderr(), /sessions will not be saved: the key .* is refused: .*accessible to group or others/);
+		assert.match(h.stderr(), /sessions will not be saved: the key is refused: .*key is writable by other users/);
 		assert.equal(fs.existsSync(snapPath(root)), false);
 		await h.close();
 	});
