@@ -61,30 +61,54 @@ async function main() {
 
 	// 2. The server, as a client such as Claude Code starts it.
 	heading('server');
+	const srv = { client: null, stderr: [] };
+	await connect(srv);
+	const { tools } = await srv.client.listTools();
+	console.log(`    tools: ${tools.map((t) => t.name).join(', ')}`);
+
+	try {
+		await run(srv, { doc, injected, endpoints });
+	} finally {
+		await srv.client.close();
+		if (failures.length && srv.stderr.length) {
+			console.log(dim('\n  server stderr (tail):'));
+			console.log(dim(indent(Buffer.concat(srv.stderr).toString('utf8').slice(-3000))));
+		}
+	}
+}
+
+async function connect(srv) {
 	const transport = new StdioClientTransport({
 		command: BIN, args: ['--root', PROJECT], stderr: 'pipe',
 		env: { PATH: process.env.PATH || '/usr/bin:/bin', HOME: process.env.HOME || '/', LANG: process.env.LANG || 'C.UTF-8' },
 	});
-	const stderr = [];
-	transport.stderr?.on('data', (d) => stderr.push(d));
-	const client = new Client({ name: 'python-sandbox-mcp-demo', version: '1.0.0' }, { capabilities: {} });
+	transport.stderr?.on('data', (d) => srv.stderr.push(d));
+	srv.client = new Client({ name: 'python-sandbox-mcp-demo', version: '1.0.0' }, { capabilities: {} });
 	const t0 = performance.now();
-	await client.connect(transport);
-	const info = client.getServerVersion();
+	await srv.client.connect(transport);
+	const info = srv.client.getServerVersion();
 	console.log(`    ${BIN} --root ${PROJECT}`);
 	console.log(`    ${info?.name} ${info?.version}: initialized in ${(performance.now() - t0).toFixed(0)} ms`);
-	const { tools } = await client.listTools();
-	console.log(`    tools: ${tools.map((t) => t.name).join(', ')}`);
+}
 
-	try {
-		await run(client, { doc, injected, endpoints });
-	} finally {
-		await client.close();
-		if (failures.length && stderr.length) {
-			console.log(dim('\n  server stderr (tail):'));
-			console.log(dim(indent(Buffer.concat(stderr).toString('utf8').slice(-3000))));
-		}
+/* Halfway through, the server is ended and started again, as a client does
+ * on a reconnect or a new conversation: the session's state is saved in the
+ * background after each call and restored by the next call. */
+async function restart(srv) {
+	heading('restart: the server ends (end of input) and a new one starts');
+	const snap = path.join(PROJECT, 'workspace/.sessions', SESSION, 'state.snap');
+	const since = Date.now() - 1000;
+	for (let i = 0; i < 300; i++) {
+		try { if (fs.statSync(snap).mtimeMs >= since) break; } catch { /* not yet */ }
+		await new Promise((r) => setTimeout(r, 100));
 	}
+	try {
+		console.log(`    saved: ${path.relative(PROJECT, snap)} (${fs.statSync(snap).size} bytes)`);
+	} catch {
+		fail('the session was not saved before the restart');
+	}
+	await srv.client.close();
+	await connect(srv);
 }
 
 function statusLine(res) {
@@ -92,12 +116,15 @@ function statusLine(res) {
 	return { text, first: text.split('\n')[0] };
 }
 
-async function run(client, { doc, injected, endpoints }) {
+async function run(srv, { doc, injected, endpoints }) {
 	// 3. The analysis, cell by cell, in one session.
 	const src = fs.readFileSync(path.join(REPO, 'fixtures/demo/latency_analysis.py'), 'utf8');
 	const cells = src.split(/^# %% (.*)$/m).slice(1);
 	let images = [];
+	const half = 2 * Math.floor(cells.length / 4);
 	for (let i = 0; i < cells.length; i += 2) {
+		if (i === half && i > 0) await restart(srv);
+		const client = srv.client;
 		const name = cells[i].trim(), code = cells[i + 1].trim() + '\n';
 		heading(`execute_python · cell "${name}"`);
 		console.log(dim(indent(code.split('\n').filter((l) => l && !l.startsWith('#')).slice(0, 6).join('\n') + (code.split('\n').length > 8 ? '\n...' : ''), '    │ ')));
@@ -111,7 +138,12 @@ async function run(client, { doc, injected, endpoints }) {
 		}
 		images = images.concat(blocks.filter((b) => b.type === 'image'));
 		if (res.isError || !/^ok · exit 0 · /.test(first)) { fail(`cell "${name}" did not succeed: ${first}`); return; }
+		if (i === half && i > 0) {
+			if (/· state restored/.test(first)) ok('the first call after the restart found the session restored');
+			else fail(`the first call after the restart did not restore the session: ${first}`);
+		}
 	}
+	const client = srv.client;
 	if (images.length < 1) fail('the chart was not returned as an image block');
 
 	// 4. The quality gate.

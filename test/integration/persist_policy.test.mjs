@@ -1,0 +1,75 @@
+// Saved sessions and the policy: reset discards the snapshot, persist: false
+// writes nothing, persist_mb caps a snapshot and the reply says so once.
+import { test, describe } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+
+import { execPy, newProject, writeFile, sleep, show } from './lib.mjs';
+import { stateHome, start, snapPath, waitSaved, end, BUILD, DIGEST } from './persist_lib.mjs';
+describe('saved sessions and the policy', () => {
+	test('reset: true discards the saved state too', { timeout: 180000 }, async () => {
+		const root = newProject('persist-reset');
+		const xdg = stateHome();
+		let h = await start(root, xdg);
+		await execPy(h, 'secret = 41');
+		await waitSaved(h, 1);
+		let r = await execPy(h, 'fresh = 1', { reset: true });
+		assert.equal(r.sc.state, 'new');
+		await waitSaved(h, 2);
+		await h.close();
+		h = await start(root, xdg);
+		r = await execPy(h, 'print(fresh)\nprint("secret" in globals())');
+		assert.equal(r.sc.state, 'restored', show(r.text));
+		assert.equal(r.sc.stdout, '1\nFalse\n');
+		// reset on the first call after a restart: nothing comes back.
+		await h.close();
+		h = await start(root, xdg);
+		r = await execPy(h, '"fresh" in globals()', { reset: true });
+		assert.equal(r.sc.state, 'new', show(r.text));
+		assert.equal(r.sc.result, 'False');
+		await h.close();
+	});
+
+	test('persist: false writes nothing and restores nothing', { timeout: 120000 }, async () => {
+		const root = newProject('persist-off');
+		writeFile(root, '.agents/skills/code-interpreter-sandbox-executor/SKILL.md',
+			'---\nname: t\ndescription: no saving\nlimits:\n  persist: false\n---\n');
+		const xdg = stateHome();
+		let h = await start(root, xdg);
+		let r = await execPy(h, 'x = 5');
+		assert.equal(r.sc.status, 'ok');
+		await execPy(h, 'y = 6');
+		await sleep(1500);
+		await h.close();
+		assert.equal(fs.existsSync(path.join(root, 'workspace', '.sessions')), false, 'no .sessions directory');
+		assert.equal(fs.existsSync(path.join(xdg, 'python-sandbox-mcp')), false, 'no key made');
+		h = await start(root, xdg);
+		r = await execPy(h, '"x" in globals()');
+		assert.equal(r.sc.state, 'new');
+		assert.equal(r.sc.result, 'False');
+		await h.close();
+	});
+
+	test('over limits.persist_mb the state is not saved, and the reply says so once', { timeout: 120000 }, async () => {
+		const root = newProject('persist-cap');
+		writeFile(root, '.agents/skills/code-interpreter-sandbox-executor/SKILL.md',
+			'---\nname: t\ndescription: small cap\nlimits:\n  persist_mb: 1\n---\n');
+		const xdg = stateHome();
+		const h = await start(root, xdg);
+		await execPy(h, 'small = 1');
+		await waitSaved(h, 1);
+		assert.ok(fs.existsSync(snapPath(root)));
+		let r = await execPy(h, 'import numpy as np\nbig = np.ones(600_000)');
+		assert.equal(r.sc.status, 'ok');
+		for (let i = 0; i < 200 && !/state not saved/.test(h.stderr()); i++) await sleep(100);
+		r = await execPy(h, '1');
+		assert.match(r.text, /note:\n.*\(5 MB\) is over limits\.persist_mb \(1 MB\): it is not saved/, show(r.text));
+		assert.equal(fs.existsSync(snapPath(root)), false, 'the older snapshot is removed, not restored later as the last state');
+		for (let i = 0; i < 200 && (h.stderr().match(/state not saved/g) || []).length < 2; i++) await sleep(100);
+		r = await execPy(h, '2');
+		assert.doesNotMatch(r.text, /persist_mb/, 'said once');
+		await h.close();
+	});
+});
+
