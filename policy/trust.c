@@ -342,6 +342,7 @@ int trust_ceiling(struct policy *p, const struct policy *ceiling, const char *ro
 	cut_long(&L->max_file_mb, C->max_file_mb, "max_file_mb", apply, f, &keys);
 	cut_long(&L->max_sessions, C->max_sessions, "max_sessions", apply, f, &keys);
 	cut_long(&L->max_workspace_mb, C->max_workspace_mb, "max_workspace_mb", apply, f, &keys);
+	cut_long(&L->persist_mb, C->persist_mb, "persist_mb", apply, f, &keys);
 	if (fclose(f) != 0 || rc < 0) {
 		free(text);
 		return err_set(e, -ENOMEM, "out of memory");

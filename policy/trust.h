@@ -27,9 +27,9 @@
  *   limits                   the smaller of the two for timeout_s,
  *                            max_timeout_s, memory_mb, max_output_chars,
  *                            max_processes, max_file_mb, max_sessions,
- *                            max_workspace_mb.
- *                            checkpoint and seed grant nothing: the
- *                            project's values stay. */
+ *                            max_workspace_mb, persist_mb.
+ *                            checkpoint, seed and persist grant nothing:
+ *                            the project's values stay. */
 #ifndef POLICY_TRUST_H
 #define POLICY_TRUST_H
 

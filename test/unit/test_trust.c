@@ -209,7 +209,8 @@ static void test_limits(void **state)
 	struct t *t = *state;
 	struct policy *p = project(t, "limits:\n  timeout_s: 100\n  max_timeout_s: 1000\n  memory_mb: 4096\n"
 				      "  max_output_chars: 20000\n  max_processes: 128\n  max_file_mb: 1024\n"
-				      "  max_sessions: 16\n  max_workspace_mb: 8192\n  checkpoint: false\n  seed: 3\n");
+				      "  max_sessions: 16\n  max_workspace_mb: 8192\n  checkpoint: false\n  seed: 3\n"
+				      "  persist: false\n  persist_mb: 2048\n");
 	struct trust_report r = cut(t, p, NULL, true);
 	assert_int_equal(r.keys, TRUST_LIMITS);
 	assert_string_equal(r.text,
@@ -220,7 +221,8 @@ static void test_limits(void **state)
 			    "- limits.max_processes: 128 (at most 64 without approval)\n"
 			    "- limits.max_file_mb: 1024 (at most 512 without approval)\n"
 			    "- limits.max_sessions: 16 (at most 8 without approval)\n"
-			    "- limits.max_workspace_mb: 8192 (at most 4096 without approval)\n");
+			    "- limits.max_workspace_mb: 8192 (at most 4096 without approval)\n"
+			    "- limits.persist_mb: 2048 (at most 1024 without approval)\n");
 	assert_true(p->limits.timeout_s == 30);
 	assert_true(p->limits.max_timeout_s == 600);
 	assert_int_equal(p->limits.memory_mb, 2048);
@@ -229,6 +231,8 @@ static void test_limits(void **state)
 	assert_int_equal(p->limits.max_file_mb, 512);
 	assert_int_equal(p->limits.max_sessions, 8);
 	assert_int_equal(p->limits.max_workspace_mb, 4096);
+	assert_int_equal(p->limits.persist_mb, 1024);
+	assert_false(p->limits.persist); /* grants nothing: kept */
 	assert_false(p->limits.checkpoint); /* grants nothing: kept */
 	assert_int_equal(p->limits.seed, 3);
 	trust_report_free(&r);
