@@ -272,10 +272,14 @@ static void make_checkpoint(void)
 	abandon_save();
 	fflush(NULL);
 	PyOS_BeforeFork();
+	/* The copy is born with its title: the server may freeze it before it
+	 * runs a single line of its own. */
+	setproctitle("-python-sandbox-mcp: checkpoint %s cell %ld", session_name, last_cell);
 	pid_t pid = fork();
+	if (pid != 0)
+		title_session();
 	if (pid == 0) {
 		PyOS_AfterFork_Child();
-		setproctitle("-python-sandbox-mcp: checkpoint %s cell %ld", session_name, last_cell);
 		/* A group of its own: a kill of the session's group (by the
 		 * code, with os.killpg) must not end it. */
 		setpgid(0, 0);
