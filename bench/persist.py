@@ -3,20 +3,22 @@
 
 For each state (a 100 MB DataFrame, a 1 GiB numpy array, 10,000 small
 objects, and all three in one session) it measures, on the real server:
-- build: the cell that makes the state (what an agent re-runs without
-  saved sessions);
+- build: the cell that makes the state, in a warm server (what an agent
+  re-runs without saved sessions);
 - save: from the reply to the snapshot renamed into place, done in the
   background by a fork of the checkpoint (from the server's log line);
 - bytes on disk: workspace/.sessions/default/state.snap;
 - restore: the first call after a restart (the server streams the snapshot
   to the session, which loads it, then runs `1`), against the same first
-  call in a session with nothing saved.
+  call in a session with nothing saved (both include the interpreter's
+  warm-up after a start: the difference is the restore).
 Prints a table and writes bench/PERSIST.md.  Not part of `make test`.
 """
 import argparse
 import os
 import re
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -62,19 +64,19 @@ def wait_saved(path, n, timeout=900.0):
     deadline = now() + timeout
     while now() < deadline:
         with open(path, errors="replace") as f:
-            got = re.findall(r"state saved \((\d+) bytes in (\d+) ms\)", f.read())
+            got = re.findall(r"session default: state saved \((\d+) bytes in (\d+) ms\)", f.read())
         if len(got) >= n:
             return int(got[n - 1][0]), float(got[n - 1][1])
         time.sleep(0.2)
     raise RuntimeError("no save logged within %.0f s" % timeout)
 
 
-def first_call(binary, root, env_log, code="1"):
+def first_call(binary, root, env_log, code="1", session=None):
     s = Server(binary, root, extra=["--log-level", "info"], stderr_path=env_log)
     try:
         s.initialize(timeout=120)
         t0 = now()
-        text = s.execute(code, timeout=900)
+        text = s.execute(code, session=session, timeout=900)
         return now() - t0, text
     finally:
         s.close()
@@ -94,16 +96,22 @@ def main():
         root = tempfile.mkdtemp(prefix="psm-bench-persist-")
         xdg = tempfile.mkdtemp(prefix="psm-bench-state-")
         os.environ["XDG_STATE_HOME"] = xdg
+        # The approval of the policy (its memory and timeout are above the
+        # built-in ceiling) goes to a config directory of this run's own.
+        os.environ["XDG_CONFIG_HOME"] = xdg
         skill = os.path.join(root, ".agents/skills/code-interpreter-sandbox-executor/SKILL.md")
         os.makedirs(os.path.dirname(skill))
         with open(skill, "w") as f:
             f.write(SKILL)
         log = os.path.join(root, "server.log")
+        subprocess.run([binary, "--trust", "--root", root, "--yes"], check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             # A first call with nothing saved: the baseline of a first call.
-            base, _ = first_call(binary, root, log, "1")
+            base, _ = first_call(binary, root, log, "1", session="baseline")
             s = Server(binary, root, extra=["--log-level", "info"], stderr_path=log)
             s.initialize(timeout=120)
+            s.execute("1", session="warm", timeout=300)  # the interpreter is warm: time the cell alone
             t0 = now()
             s.execute(code, timeout=900)
             build = now() - t0
