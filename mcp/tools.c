@@ -105,6 +105,7 @@ static cJSON *exec_output_schema(void)
 	prop(iprops, "bytes", "integer", "size");
 	prop(iprops, "mime", "string", "MIME type");
 	prop(iprops, "change", "string", "created or modified");
+	prop(props, "artifacts_truncated", "boolean", "present and true when the workspace held more entries than the comparison walks: the list may be incomplete");
 	const char *const req[] = { "status", "exit_code", "session", "execution_count", "state", "duration_ms",
 				    "stdout", "stderr", "output_truncated", "full_output", "result", "error", "artifacts",
 				    "cpu_ms", "peak_mb" };
@@ -131,12 +132,14 @@ static cJSON *list_output_schema(void)
 	prop(ip, "modified", "string", "modification time, RFC 3339 UTC");
 	nullable(ip, "sha256", "string", "SHA-256 of the content (null for a link)");
 	prop(ip, "symlink", "boolean", "present and true for a symbolic link");
+	prop(ip, "sha256_skipped", "string", "present when the file was not hashed: the per-call hashing budget ran out");
 	const char *const ireq[] = { "path", "bytes", "mime", "modified", "sha256" };
 	cJSON *items = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(props, "artifacts"), "items");
 	cJSON_AddItemToObject(items, "required", cJSON_CreateStringArray(ireq, 5));
 	prop(props, "count", "integer", "number of files listed");
 	prop(props, "total_bytes", "integer", "their total size");
-	prop(props, "truncated", "boolean", "true when the listing stopped early");
+	prop(props, "truncated", "boolean", "true when the listing stopped early or files were left unhashed");
+	prop(props, "note", "string", "present when the hashing budget ran out: how many files were not hashed");
 	const char *const req[] = { "artifacts", "count", "total_bytes", "truncated" };
 	cJSON_AddItemToObject(s, "required", cJSON_CreateStringArray(req, 4));
 	return s;
@@ -155,10 +158,12 @@ static cJSON *verify_output_schema(void)
 	prop(cp, "kind", "string", "png, jpeg, svg, csv, json, text or any");
 	nullable(cp, "bytes", "integer", "size, or null when it could not be read");
 	prop(cp, "detail", "string", "what was found, or what to fix");
+	prop(cp, "skipped", "boolean", "present and true when the per-call reading budget ran out before this file (it fails)");
 	const char *const creq[] = { "path", "ok", "kind", "bytes", "detail" };
 	cJSON *items = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(props, "checks"), "items");
 	cJSON_AddItemToObject(items, "required", cJSON_CreateStringArray(creq, 5));
 	prop(props, "failed", "integer", "number of failed checks");
+	prop(props, "truncated", "boolean", "true when the reading budget left files unchecked");
 	nullable(props, "summary_path", "string", "where the summary was written, or null");
 	prop(props, "reason", "string", "present when the last execution did not succeed");
 	prop(props, "summary_error", "string", "present when the summary could not be written");
