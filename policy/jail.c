@@ -12,6 +12,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -90,6 +91,41 @@ const char *const *jail_default_runtime_paths(void)
 	return paths;
 }
 
+/* ---- secrets and the project root ---- */
+
+static struct secret_scan scan; /* large; the zygote is single-threaded */
+static char home_dir[4096];      /* $HOME, read before the environment is replaced */
+
+const struct secret_scan *jail_secret_scan(void)
+{
+	return scan.done ? &scan : NULL;
+}
+
+/* ROOT = "/" or the user's home directory is not a project: fs_read true
+ * would show every dotfile and key of the user (the secret list only names
+ * the well-known ones).  Agents started from the home directory do that by
+ * default, so it is refused with what to do instead. */
+static bool root_is_home(const char *root, char *which, size_t n)
+{
+	char real[4096];
+	const char *cands[2] = { home_dir, NULL };
+	struct passwd *pw = getpwuid(getuid());
+	if (pw && pw->pw_dir)
+		cands[1] = pw->pw_dir;
+	if (strcmp(root, "/") == 0) {
+		snprintf(which, n, "the whole file system");
+		return true;
+	}
+	for (size_t i = 0; i < 2; i++)
+		if (cands[i] && cands[i][0] && realpath(cands[i], real) && strcmp(real, root) == 0) {
+			snprintf(which, n, "the home directory");
+			return true;
+		}
+	return false;
+}
+
+static char root_refusal[512];
+
 /* ---- the report ---- */
 
 static void need(struct jail_report *r, const char *what)
@@ -162,6 +198,18 @@ static void judge(const struct jail_config *c, struct jail_report *r, int landlo
 		r->layer[JL_UID].required = true;
 		if (!ok(r, JL_UID))
 			need(r, "the sandbox would run as root");
+	}
+	if (root_refusal[0])
+		need(r, root_refusal);
+	/* Secrets under what fs_read shows are hidden by Landlock alone (the
+	 * mount tree shows ROOT whole), in both modes. */
+	if (scan.overflow)
+		need(r, "the project has too many files to look through for secrets (more than "
+			"200000 entries, or 4096 matches); list the directories the code needs "
+			"under fs_read instead of true");
+	else if (scan.n > 0 && !ok(r, JL_LANDLOCK)) {
+		r->layer[JL_LANDLOCK].required = true;
+		need(r, "secrets under the project (.env, keys...) can only be hidden with Landlock");
 	}
 	bool ll = ok(r, JL_LANDLOCK);
 	/* The filesystem: the mount tree, or Landlock with seccomp's metadata
@@ -339,11 +387,24 @@ int jail_enter(const struct jail_config *c, struct jail_report *r, struct err *e
 	if (nt != 1 && nt != -1)
 		return err_set(e, -EINVAL, "jail: %d threads; the jail must be entered single-threaded", nt);
 	read_disabled();
+	const char *h = getenv("HOME");
+	snprintf(home_dir, sizeof home_dir, "%s", h ? h : "");
+	char which[64];
+	root_refusal[0] = '\0';
+	if (root_is_home(c->root, which, sizeof which))
+		snprintf(root_refusal, sizeof root_refusal,
+			 "the project root %.300s is %s, not a project: start the server with "
+			 "--root set to the project directory", c->root, which);
 	bool root = geteuid() == 0;
 	int rc;
 
 	if ((rc = jail_fds_apply(c, r, e)) < 0)
 		goto fail;
+	/* Group and other write off for everything the code creates: with a
+	 * umask of 0 inherited from the server, open(..., 0666) would leave
+	 * world-writable files in the workspace.  seccomp then refuses any
+	 * umask that turns them back on. */
+	umask(umask(0) | S_IWGRP | S_IWOTH);
 
 	/* Root without user namespaces can still build the other namespaces
 	 * and the mount tree itself, before giving root up. */
@@ -378,6 +439,13 @@ int jail_enter(const struct jail_config *c, struct jail_report *r, struct err *e
 		goto fail;
 	if ((rc = jail_rlimits_apply(c, r, e)) < 0)
 		goto fail;
+	/* As the sandbox's uid and in its view of the files: what it could
+	 * list is what is searched. */
+	secrets_free(&scan);
+	if ((rc = secrets_scan(c, &scan)) < 0) {
+		rc = err_sys(e, rc, "jail: looking for secrets under %s", c->root);
+		goto fail;
+	}
 	if ((rc = landlock_apply(c, ok(r, JL_MOUNTNS), r, e)) < 0)
 		goto fail;
 	/* PDEATHSIG again: credential changes above may have cleared it. */

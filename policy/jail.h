@@ -153,6 +153,25 @@ int landlock_scope_session(struct err *e);
  * there (modes of 0, deep trees, links).  0 or negative errno. */
 int jail_scratch_remove(const char *path);
 
+/* Secrets under what fs_read shows (secrets.c): found once, when the jail
+ * is built, by a bounded walk; Landlock then grants reads around them. */
+#define SECRETS_MAX 4096           /* matches kept; more: not enforceable */
+#define SECRETS_MAX_ENTRIES 200000 /* directory entries looked at */
+#define SECRETS_MAX_DEPTH 48
+struct secret_scan {
+	char *paths[SECRETS_MAX]; /* absolute paths of the matches; owned */
+	size_t n;
+	size_t entries;
+	bool overflow; /* a bound was reached: the scan is incomplete */
+	bool done;
+};
+int secrets_scan(const struct jail_config *c, struct secret_scan *s);
+void secrets_free(struct secret_scan *s);
+bool secrets_hidden_below(const struct secret_scan *s, const char *dir);
+bool secrets_is_hidden(const struct secret_scan *s, const char *path);
+/* The scan of the jail being entered (filled by jail_enter before Landlock). */
+const struct secret_scan *jail_secret_scan(void);
+
 bool seccomp_probe(void);
 int seccomp_apply(const struct jail_config *c, struct jail_report *r, struct err *e);
 

@@ -12,8 +12,10 @@
  * and the grown ruleset attribute are defined here. */
 #include "jail.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <linux/landlock.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -69,11 +71,13 @@ struct psm_path_beneath {
 		 LANDLOCK_ACCESS_FS_REMOVE_FILE | LANDLOCK_ACCESS_FS_MAKE_DIR | \
 		 LANDLOCK_ACCESS_FS_MAKE_REG | LANDLOCK_ACCESS_FS_REFER | \
 		 LANDLOCK_ACCESS_FS_TRUNCATE)
-/* Scratch space also gets sockets, fifos and symlinks (multiprocessing,
- * tempfile); the workspace does not get symlinks: the trusted side reads
- * it, and a link planted there is one more thing for it to defend
- * against. */
-#define R_SCRATCH (R_WRITE | LANDLOCK_ACCESS_FS_MAKE_SOCK | LANDLOCK_ACCESS_FS_MAKE_FIFO | \
+/* The private scratch space also gets sockets, fifos and symlinks
+ * (multiprocessing.Manager's listener, tempfile users); nothing on the
+ * host's disk does: a symlink left in the workspace points the agent's own
+ * file tools (run outside the jail, as the user) at ~/.ssh/id_rsa, a FIFO
+ * hangs them, a socket is a channel to whatever connects to it.  Device
+ * nodes never (MAKE_CHAR, MAKE_BLOCK are handled and never granted). */
+#define R_SPECIAL (LANDLOCK_ACCESS_FS_MAKE_SOCK | LANDLOCK_ACCESS_FS_MAKE_FIFO | \
 		   LANDLOCK_ACCESS_FS_MAKE_SYM)
 
 int landlock_abi(void)
@@ -154,6 +158,69 @@ static int add_path(int rs, const char *path, uint64_t access, uint64_t handled,
 	return 0;
 }
 
+static bool below(const char *path, const char *dir)
+{
+	size_t n = strlen(dir);
+	return path && strncmp(path, dir, n) == 0 && (path[n] == '/' || path[n] == '\0');
+}
+
+/* Whether any host directory the policy shows lies at or below dir. */
+static bool user_data_below(const struct jail_config *c, const char *dir)
+{
+	const struct policy *p = c->policy;
+	if (below(c->root, dir) || below(c->workspace, dir) || below(c->venv, dir))
+		return true;
+	for (size_t i = 0; p->fs_read == FS_READ_LIST && i < p->n_fs_read_paths; i++)
+		if (below(p->fs_read_paths[i], dir))
+			return true;
+	for (size_t i = 0; p->fs_write == FS_WRITE_LIST && i < p->n_fs_write_paths; i++)
+		if (below(p->fs_write_paths[i], dir))
+			return true;
+	return false;
+}
+
+/* Read rights on top, except on the secrets the scan found below it: a
+ * Landlock rule covers a whole tree, so a directory with a secret somewhere
+ * below gets only READ_DIR (its names stay listable) and each of its entries
+ * its own rule, recursively, the secrets none.  A file created later in such
+ * a directory has no rule, so it is not readable until the jail is built
+ * again; elsewhere new files are readable as before. */
+static int read_around_at(int rs, char *path, size_t cap, uint64_t access, uint64_t handled,
+			  int *n, const struct secret_scan *sc, int depth)
+{
+	if (sc && secrets_is_hidden(sc, path))
+		return 0;
+	if (!sc || !secrets_hidden_below(sc, path) || depth > SECRETS_MAX_DEPTH)
+		return depth > SECRETS_MAX_DEPTH ? 0 : add_path(rs, path, access, handled, n);
+	int r = add_path(rs, path, LANDLOCK_ACCESS_FS_READ_DIR, handled, n);
+	DIR *d = r < 0 ? NULL : opendir(path);
+	if (!d)
+		return r;
+	size_t len = strlen(path);
+	struct dirent *de;
+	while (r == 0 && (de = readdir(d))) {
+		struct stat st;
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") ||
+		    len + 1 + strlen(de->d_name) >= cap)
+			continue;
+		snprintf(path + len, cap - len, "/%s", de->d_name);
+		/* A symlink is judged where it leads, by the rules there. */
+		if (lstat(path, &st) == 0 && !S_ISLNK(st.st_mode))
+			r = read_around_at(rs, path, cap, access, handled, n, sc, depth + 1);
+		path[len] = '\0';
+	}
+	closedir(d);
+	return r;
+}
+
+static int read_around(int rs, const char *top, uint64_t access, uint64_t handled, int *n,
+		       const struct secret_scan *sc)
+{
+	char path[PATH_MAX];
+	snprintf(path, sizeof path, "%s", top);
+	return read_around_at(rs, path, sizeof path, access, handled, n, sc, 0);
+}
+
 static const char *const dev_rw[] = { "/dev/null", "/dev/zero", "/dev/full", NULL };
 static const char *const dev_ro[] = { "/dev/random", "/dev/urandom", NULL };
 
@@ -190,16 +257,23 @@ int landlock_apply(const struct jail_config *c, bool private_tmp, struct jail_re
 		if (!er && (er = add_path(rs, (path), (acc), H, &n)) < 0) \
 			failed = (path);                                \
 	} while (0)
+#define READ_AROUND(path, acc)                                                   \
+	do {                                                                     \
+		if (!er && (er = read_around(rs, (path), (acc), H, &n, sc)) < 0) \
+			failed = (path);                                         \
+	} while (0)
 
 	for (const char *const *q = rt; *q; q++)
 		RULE(*q, R_READ | X);
 	if (c->venv)
 		RULE(c->venv, R_READ | X);
+	/* What fs_read shows, minus the secrets found below it. */
+	const struct secret_scan *sc = jail_secret_scan();
 	if (p->fs_read == FS_READ_ROOT)
-		RULE(c->root, R_READ | X);
+		READ_AROUND(c->root, R_READ | X);
 	else if (p->fs_read == FS_READ_LIST)
 		for (size_t i = 0; i < p->n_fs_read_paths; i++)
-			RULE(p->fs_read_paths[i], R_READ | X);
+			READ_AROUND(p->fs_read_paths[i], R_READ | X);
 	/* Never EXECUTE where the code can write: nothing it wrote runs. */
 	RULE(c->workspace, p->fs_write == FS_WRITE_WORKSPACE ? R_READ | R_WRITE : R_READ);
 	if (p->fs_write == FS_WRITE_LIST)
@@ -218,11 +292,18 @@ int landlock_apply(const struct jail_config *c, bool private_tmp, struct jail_re
 	 * without a mount namespace they are the host's, shared with every
 	 * other user, and stay closed. */
 	if (private_tmp) {
+		/* A rule covers everything below its directory, mounts
+		 * included: with ROOT (or the workspace, or a listed path)
+		 * mounted below /tmp, the scratch rights would reach the
+		 * host's directories there.  Then /tmp gets plain writes only
+		 * (no symlink, FIFO or socket anywhere). */
+		uint64_t special = user_data_below(c, "/tmp") || user_data_below(c, "/dev/shm")
+					   ? 0 : R_SPECIAL;
 		/* Listing directories anywhere in the jail's own tree shows
 		 * nothing the mount tree did not choose to show. */
 		RULE("/", LANDLOCK_ACCESS_FS_READ_DIR);
-		RULE("/tmp", R_READ | R_SCRATCH);
-		RULE("/dev/shm", R_READ | R_SCRATCH);
+		RULE("/tmp", R_READ | R_WRITE | special);
+		RULE("/dev/shm", R_READ | R_WRITE | special);
 		RULE("/proc", R_READ);
 		RULE("/etc/passwd", R_READ);
 		RULE("/etc/group", R_READ);
@@ -230,7 +311,9 @@ int landlock_apply(const struct jail_config *c, bool private_tmp, struct jail_re
 		/* The namespace-free mode.  Scratch space: the jail's own
 		 * directory, not the host's /tmp (jail.c: make_scratch). */
 		if (r->scratch[0])
-			RULE(r->scratch, R_READ | R_SCRATCH);
+			/* Symlinks, FIFOs and sockets too: it is private to
+			 * the jail (mode 0700) and removed with it. */
+			RULE(r->scratch, R_READ | R_WRITE | R_SPECIAL);
 		/* The host's /proc, read-only: the zygote and each session
 		 * find what the code left running by reading it (procs.c).
 		 * Other processes' command lines and status are readable
@@ -245,6 +328,7 @@ int landlock_apply(const struct jail_config *c, bool private_tmp, struct jail_re
 	for (const char *const *q = dev_ro; *q; q++)
 		RULE(*q, LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_IOCTL_DEV);
 #undef RULE
+#undef READ_AROUND
 	if (er < 0) {
 		close(rs);
 		l->state = JS_FAILED;
@@ -258,8 +342,8 @@ int landlock_apply(const struct jail_config *c, bool private_tmp, struct jail_re
 	}
 	close(rs);
 	l->state = JS_APPLIED;
-	snprintf(l->detail, sizeof l->detail, "ABI %d, %d fs rights handled, %d rules%s%s", abi,
-		 __builtin_popcountll(H), n,
+	snprintf(l->detail, sizeof l->detail, "ABI %d, %d fs rights handled, %d rules, %zu secret%s hidden%s%s",
+		 abi, __builtin_popcountll(H), n, sc ? sc->n : 0, sc && sc->n == 1 ? "" : "s",
 		 a.handled_access_net ? ", tcp bind/connect denied" : "",
 		 a.scoped ? ", signal and abstract-socket scopes" : "");
 	return 0;

@@ -519,8 +519,9 @@ static const struct lim_spec lim_specs[LIM_COUNT] = {
 #define LIM_KEYS "timeout_s, max_timeout_s, memory_mb, max_output_chars, max_processes, " \
 		 "max_file_mb, max_sessions, max_workspace_mb, checkpoint, seed, persist, persist_mb"
 
-static const char *const perm_keys[] = { "fs_read", "fs_write", "shell_exec", "net_access", NULL };
-#define PERM_KEYS "fs_read, fs_write, shell_exec, net_access"
+static const char *const perm_keys[] = { "fs_read", "fs_write", "shell_exec", "net_access",
+					 "fs_read_deny", NULL };
+#define PERM_KEYS "fs_read, fs_write, shell_exec, net_access, fs_read_deny"
 
 static const char *const top_keys[] = {
 	"name", "description", "metadata", "license", "version", "allowed-tools",
@@ -769,6 +770,37 @@ static int parse_permissions(const struct pctx *c, const struct ynode *m, struct
 				return rc;
 			/* [] makes nothing writable: that is false. */
 			p->fs_write = p->n_fs_write_paths ? FS_WRITE_LIST : FS_WRITE_NONE;
+		} else if (s_eq(k, "fs_read_deny")) {
+			/* Globs relative to ROOT, added to the built-in list of
+			 * secrets; checked like paths, then: relative, no "..". */
+			unsigned *lines = NULL;
+			if (v->tagged)
+				return tag_error(c, v, key);
+			if (v->kind != Y_SEQ)
+				return perr(c, v->line, key,
+					    "expected a list of globs relative to the project root (e.g. [\"secrets/*\", \"*.sqlite\"]), got %s",
+					    show(v, buf, sizeof buf));
+			free_strv(p->fs_read_deny, p->n_fs_read_deny);
+			p->fs_read_deny = NULL;
+			p->n_fs_read_deny = 0;
+			rc = want_path_list(c, v, key, false, &p->fs_read_deny, &p->n_fs_read_deny, &lines);
+			for (size_t j = 0; rc == 0 && j < p->n_fs_read_deny; j++) {
+				const char *g = p->fs_read_deny[j];
+				char ekey[300];
+				snprintf(ekey, sizeof ekey, "%s[%zu]", key, j);
+				if (g[0] == '/')
+					rc = perr(c, lines[j], ekey,
+						  "\"%s\" is absolute; write a glob relative to the project root, e.g. \"%s\"",
+						  escape(g, strlen(g), SHOW_MAX, buf, sizeof buf), g + strspn(g, "/"));
+				else if (!strcmp(g, "..") || !strncmp(g, "../", 3) || strstr(g, "/../") ||
+					 (strlen(g) >= 3 && !strcmp(g + strlen(g) - 3, "/..")))
+					rc = perr(c, lines[j], ekey,
+						  "\"%s\" leaves the project root; outside it nothing is readable anyway",
+						  escape(g, strlen(g), SHOW_MAX, buf, sizeof buf));
+			}
+			free(lines);
+			if (rc < 0)
+				return rc;
 		} else if (s_eq(k, "shell_exec")) {
 			rc = want_bool(c, v, key, &p->shell_exec);
 			if (rc < 0)
@@ -981,6 +1013,7 @@ void policy_free(struct policy *p)
 	free(p->fs_write_lines);
 	free_strv(p->fs_read_paths, p->n_fs_read_paths);
 	free_strv(p->fs_write_paths, p->n_fs_write_paths);
+	free_strv(p->fs_read_deny, p->n_fs_read_deny);
 	free(p->source);
 	free(p->text);
 	free(p->name);
@@ -1377,6 +1410,13 @@ char *policy_describe(const struct policy *p)
 		fputs("  fs_write: these directories only\n", f);
 		put_paths(f, p->fs_write_paths, p->n_fs_write_paths);
 		break;
+	}
+	fputs("  fs_read_deny: never readable, at any depth under what fs_read shows: the built-in secrets\n    ", f);
+	for (const char *const *q = secrets_builtin(); *q; q++)
+		fprintf(f, "%s%s", *q, q[1] ? " " : "\n");
+	if (p->n_fs_read_deny) {
+		fputs("    and the policy's own (relative to the project root)\n", f);
+		put_paths(f, p->fs_read_deny, p->n_fs_read_deny);
 	}
 	fprintf(f, "  shell_exec: %s\n",
 		p->shell_exec ? "true (programs may be executed)" : "false (no program can be executed)");

@@ -56,6 +56,11 @@ struct policy {
 	size_t n_fs_write_paths;
 	unsigned *fs_write_lines; /* as fs_read_lines */
 
+	/* Globs relative to ROOT that the code can never read, on top of the
+	 * built-in list of well-known secrets (policy/secrets.c); owned. */
+	char **fs_read_deny;
+	size_t n_fs_read_deny;
+
 	bool shell_exec; /* false: execve/execveat refused */
 	bool net_access; /* false: no socket to any network */
 
@@ -65,6 +70,11 @@ struct policy {
 	char *name;
 	char *description;
 };
+
+/* The built-in list of well-known secrets (policy/secrets.c), NULL-terminated,
+ * and whether a path relative to ROOT matches it or p->fs_read_deny. */
+const char *const *secrets_builtin(void);
+bool secrets_match(const struct policy *p, const char *rel);
 
 /* Parses a whole SKILL.md (frontmatter between "---" lines, then a body).
  * `source` names the file in messages.  Returns 0 and *out (caller frees

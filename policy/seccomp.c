@@ -23,7 +23,10 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#define NR_FCHMODAT2 452 /* x86_64, aarch64 and the generic table alike */
 
 #ifndef TIOCLINUX
 #define TIOCLINUX 0x541C
@@ -36,12 +39,19 @@ static const char *const allow[] = {
 	"fcntl", "flock", "fsync", "fdatasync", "ftruncate", "fallocate", "fadvise64",
 	"readahead", "sendfile", "copy_file_range", "splice", "tee",
 	/* Paths: the mount tree and Landlock decide which ones */
-	"open", "openat", "openat2", "creat", "stat", "fstat", "lstat", "newfstatat",
+	/* open, openat, creat, mkdir, mkdirat, mknod, mknodat, umask (and
+	 * chmod, fchmod, fchmodat with the mount tree): filtered on their mode
+	 * below; openat2 and fchmodat2 ENOSYS. */
+	"stat", "fstat", "lstat", "newfstatat",
 	"statx", "statfs", "fstatfs", "access", "faccessat", "faccessat2", "readlink",
-	"readlinkat", "getdents", "getdents64", "getcwd", "chdir", "fchdir", "mkdir",
-	"mkdirat", "rmdir", "unlink", "unlinkat", "rename", "renameat", "renameat2",
-	"link", "linkat", "symlink", "symlinkat", "umask",
-	"mknod", "mknodat", /* os.mkfifo; device nodes need CAP_MKNOD */
+	"readlinkat", "getdents", "getdents64", "getcwd", "chdir", "fchdir",
+	"rmdir", "unlink", "unlinkat", "rename", "renameat", "renameat2",
+	"link", "linkat", "symlink", "symlinkat", /* where: Landlock's MAKE_* rights */
+	/* setxattr and removexattr are not listed, in either mode: the
+	 * attribute's name is in memory, so seccomp cannot tell user.* from
+	 * system.posix_acl_access (an ACL that opens a workspace file or the
+	 * workspace itself to other users) or security.capability.
+	 * shutil.copystat ignores EPERM there. */
 	"getxattr", "lgetxattr", "fgetxattr", "listxattr", "llistxattr", "flistxattr",
 	"inotify_init", "inotify_init1", "inotify_add_watch", "inotify_rm_watch",
 	"syncfs",
@@ -78,9 +88,9 @@ static const char *const allow[] = {
 	"poll", "ppoll", "select", "pselect6", "epoll_create", "epoll_create1",
 	"epoll_ctl", "epoll_wait", "epoll_pwait", "epoll_pwait2", "eventfd", "eventfd2",
 	"pipe", "pipe2",
-	/* Sockets: socket() itself is filtered below; the rest act on fds the
-	 * code could get (unix sockets, socketpairs, SCM_RIGHTS). */
-	"socketpair", "bind", "listen", "accept", "accept4", "connect", "getsockname",
+	/* Sockets: socket() and socketpair() are filtered below; the rest act
+	 * on fds the code could get (unix sockets, socketpairs, SCM_RIGHTS). */
+	"bind", "listen", "accept", "accept4", "connect", "getsockname",
 	"getpeername", "sendto", "recvfrom", "sendmsg", "recvmsg", "sendmmsg",
 	"recvmmsg", "shutdown", "setsockopt", "getsockopt",
 	/* Only ever tighten: a session's nested Landlock domain, user code's
@@ -99,10 +109,9 @@ static const char *const allow[] = {
  * names, so nothing here can be allowed for the workspace alone: the
  * bootstrap lets shutil's copies go on without the metadata and says so. */
 static const char *const metadata[] = {
-	"chmod", "fchmod", "fchmodat", "utime", "utimes", "utimensat", "futimesat",
+	/* chmod, fchmod, fchmodat: also filtered on the mode (below) */
+	"utime", "utimes", "utimensat", "futimesat",
 	"chown", "fchown", "lchown", "fchownat", /* no capability: own ids only */
-	"setxattr", "lsetxattr", "fsetxattr", "removexattr", "lremovexattr",
-	"fremovexattr", /* shutil.copystat copies user.* attributes */
 	NULL,
 };
 
@@ -185,6 +194,10 @@ int seccomp_apply(const struct jail_config *c, struct jail_report *r, struct err
 	/* libseccomp's filter for x86_64 also sends syscall numbers with the
 	 * x32 bit to this action. */
 	CHECK(seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS), "badarch");
+	/* A binary tree of syscall numbers instead of a linear chain: every
+	 * syscall of the session runs through this filter, and the list is
+	 * long (with the filtered calls, about 230 entries). */
+	CHECK(seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2), "optimize");
 	/* The mode: with the mount tree or without (jail.c: judge). */
 	bool nsfree = r->layer[JL_MOUNTNS].state != JS_APPLIED;
 	bool ipcns = r->layer[JL_IPCNS].state == JS_APPLIED;
@@ -202,6 +215,57 @@ int seccomp_apply(const struct jail_config *c, struct jail_report *r, struct err
 	if (!nsfree || landlock_abi() >= 3)
 		CHECK(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(truncate), 0), "truncate");
 
+	/* Modes.  nosuid on the jail's mounts protects nobody who runs the
+	 * file from the host: a setuid or setgid bit the code sets stays on
+	 * the host's disk (a copy of /usr/bin/id made setuid root when the
+	 * workspace is root's).  So no call may ask for those bits: chmod and
+	 * friends (with the mount tree; without it they are refused outright,
+	 * see metadata) also refuse sticky and group or other write (a
+	 * workspace, or a file in it, opened to other users of the host);
+	 * open, creat, mkdir and mknod refuse setuid and setgid (their group
+	 * and other bits go through the umask, which must keep 022).  mknod
+	 * makes regular files, FIFOs and sockets only (Landlock decides
+	 * where), never device nodes.  The kernel reads a mode_t: the masks
+	 * cover the low bits. */
+	const uint64_t CHMOD_BAD = S_ISUID | S_ISGID | S_ISVTX | S_IWGRP | S_IWOTH;
+	const uint64_t CREATE_BAD = S_ISUID | S_ISGID;
+	if (!nsfree) {
+		CHECK(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(chmod), 1,
+				       SCMP_A1(SCMP_CMP_MASKED_EQ, CHMOD_BAD, 0)), "chmod");
+		CHECK(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(fchmod), 1,
+				       SCMP_A1(SCMP_CMP_MASKED_EQ, CHMOD_BAD, 0)), "fchmod");
+		CHECK(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(fchmodat), 1,
+				       SCMP_A2(SCMP_CMP_MASKED_EQ, CHMOD_BAD, 0)), "fchmodat");
+	}
+	/* fchmodat2 (newer than this libseccomp's table: by number) and
+	 * openat2 (its mode is in a struct seccomp cannot read): ENOSYS, and
+	 * the C library falls back to the calls filtered here. */
+	CHECK(seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), NR_FCHMODAT2, 0), "fchmodat2");
+	CHECK(seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(openat2), 0), "openat2");
+	CHECK(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(open), 1,
+			       SCMP_A2(SCMP_CMP_MASKED_EQ, CREATE_BAD, 0)), "open");
+	CHECK(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(openat), 1,
+			       SCMP_A3(SCMP_CMP_MASKED_EQ, CREATE_BAD, 0)), "openat");
+	CHECK(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(creat), 1,
+			       SCMP_A1(SCMP_CMP_MASKED_EQ, CREATE_BAD, 0)), "creat");
+	CHECK(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(mkdir), 1,
+			       SCMP_A1(SCMP_CMP_MASKED_EQ, CREATE_BAD, 0)), "mkdir");
+	CHECK(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(mkdirat), 1,
+			       SCMP_A2(SCMP_CMP_MASKED_EQ, CREATE_BAD, 0)), "mkdirat");
+	static const uint64_t node_types[] = { 0, S_IFREG, S_IFIFO, S_IFSOCK };
+	for (size_t i = 0; i < sizeof node_types / sizeof node_types[0]; i++) {
+		CHECK(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(mknod), 1,
+				       SCMP_A1(SCMP_CMP_MASKED_EQ, S_IFMT | CREATE_BAD, node_types[i])),
+		      "mknod");
+		CHECK(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(mknodat), 1,
+				       SCMP_A2(SCMP_CMP_MASKED_EQ, S_IFMT | CREATE_BAD, node_types[i])),
+		      "mknodat");
+	}
+	/* umask: only masks that keep group and other write off (the jail
+	 * starts with 022 added to the server's). */
+	CHECK(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(umask), 1,
+			       SCMP_A0(SCMP_CMP_MASKED_EQ, S_IWGRP | S_IWOTH, S_IWGRP | S_IWOTH)), "umask");
+
 	/* clone: threads and plain fork only.  A CLONE_NEW* flag would build
 	 * new namespaces (a user namespace hands back every capability). */
 	const uint64_t NEWNS = CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC |
@@ -217,14 +281,34 @@ int seccomp_apply(const struct jail_config *c, struct jail_report *r, struct err
 		CHECK(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(execveat), 0), "execveat");
 	}
 
-	/* socket: unix only when net_access is false (no network, no DNS, no
-	 * netlink, no packet or raw socket).  socketpair stays (above).
-	 * Without the mount tree and the network namespace, a unix socket
-	 * reaches the host's daemons (/run/docker.sock, an abstract socket
-	 * of the session bus): none then, whatever net_access says. */
-	if (!nsfree)
+	/* socket: none at all when net_access is false.  Not even AF_UNIX: a
+	 * host process listening on a pathname socket inside ROOT (a dev
+	 * server, a language server, a daemon's control socket) would be
+	 * reachable with connect(), and neither seccomp nor Landlock can tell
+	 * a path inside the sandbox from one outside.  Without the mount tree
+	 * and the network namespace, a unix socket reaches the host's daemons
+	 * (/run/docker.sock, an abstract socket of the session bus): none
+	 * then, whatever net_access says.  Without socket(), the only unix
+	 * sockets are socketpair()'s, already connected to each other:
+	 * connect() on them fails (EISCONN) and a stream or seqpacket socket
+	 * ignores or refuses a destination address.  A datagram pair would
+	 * not: sendto(path) on it reaches any host datagram socket, so
+	 * socketpair() is limited to SOCK_STREAM and SOCK_SEQPACKET (the type
+	 * in the low bits; SOCK_CLOEXEC and SOCK_NONBLOCK above them) unless
+	 * unix sockets are allowed anyway.  multiprocessing.Pool, Queue and
+	 * Pipe use pipes and stream pairs. */
+	const uint64_t TYPE_MASK = 0xf;
+	bool unix_ok = p->net_access && !nsfree;
+	if (unix_ok) {
 		CHECK(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 1,
 				       SCMP_A0(SCMP_CMP_EQ, AF_UNIX)), "socket");
+		CHECK(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socketpair), 0), "socketpair");
+	} else {
+		CHECK(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socketpair), 1,
+				       SCMP_A1(SCMP_CMP_MASKED_EQ, TYPE_MASK, SOCK_STREAM)), "socketpair");
+		CHECK(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socketpair), 1,
+				       SCMP_A1(SCMP_CMP_MASKED_EQ, TYPE_MASK, SOCK_SEQPACKET)), "socketpair");
+	}
 	if (p->net_access) {
 		CHECK(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 1,
 				       SCMP_A0(SCMP_CMP_EQ, AF_INET)), "socket");
@@ -276,12 +360,13 @@ int seccomp_apply(const struct jail_config *c, struct jail_report *r, struct err
 	}
 	l->state = JS_APPLIED;
 	snprintf(l->detail, sizeof l->detail,
-		 "allow-list of %d syscalls + filtered clone, socket (%s), ioctl (no TIOCSTI/TIOCLINUX%s), personality, "
-		 "prlimit64, setpriority; execve %s; clone3 ENOSYS; other arch/x32 kill%s%s",
+		 "%d syscalls; filtered: clone, socket (%s), socketpair, modes (no setuid/setgid, "
+		 "g/o write), mknod, umask, ioctl (no TIOCSTI%s), personality, prlimit; execve %s; "
+		 "clone3, openat2 ENOSYS%s%s",
 		 n, p->net_access ? (nsfree ? "inet, inet6, netlink" : "unix, inet, inet6, netlink")
-				  : (nsfree ? "none" : "unix only"),
+				  : "none",
 		 nsfree ? ", no chattr" : "", p->shell_exec ? "allowed" : "refused",
-		 nsfree ? "; no chmod/chown/utime/xattr" : "",
+		 nsfree ? "; no chmod/chown/utime" : "",
 		 ipcns ? "" : "; no SysV IPC");
 	return 0;
 }

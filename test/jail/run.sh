@@ -26,11 +26,17 @@ else
 fi
 WHO="$(id -un) $MODE"
 
+umask 022
 T=$(mktemp -d /var/tmp/psm-jail.XXXXXX)
 chmod 755 "$T"
+# A second project under /tmp: the jail's private /tmp is mounted there, and
+# what it allows must not reach a project below it.
+TT=$(mktemp -d /tmp/psm-jail.XXXXXX)
+chmod 755 "$TT"
 cleanup() {
 	[ -n "${LPID:-}" ] && kill "$LPID" 2>/dev/null
-	rm -rf "$T" ${T0:+"$T0"}
+	[ -n "${SPID:-}" ] && kill "$SPID" 2>/dev/null
+	rm -rf "$T" "$TT" ${T0:+"$T0"}
 }
 trap cleanup EXIT
 
@@ -119,8 +125,70 @@ run "writes outside the workspace refused" 0 default writes.py "$ROOT" "$WS" "$T
 [ ! -e "/tmp/outside.txt.private" ] && [ ! -e "/dev/shm/outside.txt.private" ] && ok "private /tmp and /dev/shm not the host's" || bad "private /tmp"
 [ ! -e "$ROOT/created-through-link.txt" ] && ok "dangling symlink created nothing" || bad "dangling symlink"
 
+# --- what the host sees: modes, ACLs, links and special files (effects
+# checked from outside with hostcheck.py)
+cp /usr/bin/id "$ROOT/suid-tool" && chmod 4755 "$ROOT/suid-tool"
+run "setuid/setgid/wide modes, umask, ACLs, capabilities refused" 0 default modes.py "$WS" "$ROOT/suid-tool"
+python3 "$HERE/hostcheck.py" "$WS" > "$T/out" 2>&1 && ok "workspace: no setuid/setgid, no g/o write, no ACL (outside)" || bad "workspace modes (outside)"
+[ "$(stat -c %a "$WS")" = 755 ] && ok "workspace still 755 (outside)" || bad "workspace still 755"
+mkdir -p "$WS/outputs"
+run "no symlink/FIFO/socket/device/hard link in workspace and outputs/" 0 default special.py "$ROOT/data.csv" "$WS" "$WS/outputs"
+run "same with net_access true (sockets allowed)" 0 net special.py "$ROOT/data.csv" "$WS" "$WS/outputs"
+run "same in an fs_write-listed directory" 0 list special.py "$ROOT/data.csv" "$ROOT/out"
+python3 "$HERE/hostcheck.py" "$WS" "$ROOT/out" > "$T/out" 2>&1 && ok "nothing special left (outside)" || bad "nothing special left (outside)"
+ROOT2=$TT/proj
+WS2=$ROOT2/workspace
+mkdir -p "$WS2/outputs" "$ROOT2/out"
+echo "a,b" > "$ROOT2/data.csv"
+jr2() { env ${ENVX:-} timeout 60 "$JR" "$T/$1.md" "$ROOT2" "$WS2" "$HERE/$2" "${@:3}" > "$T/out" 2>&1; }
+jr2 default special.py "$ROOT2/data.csv" "$WS2" "$WS2/outputs" && ok "ROOT under /tmp: no special files in workspace and outputs/" || bad "ROOT under /tmp: special files"
+jr2 net special.py "$ROOT2/data.csv" "$WS2" "$WS2/outputs" && ok "ROOT under /tmp, net_access true: same" || bad "ROOT under /tmp, net true: special files"
+jr2 list special.py "$ROOT2/data.csv" "$ROOT2/out" && ok "ROOT under /tmp: fs_write-listed dir: same" || bad "ROOT under /tmp: listed dir"
+jr2 default modes.py "$WS2" "$ROOT/suid-tool" && ok "ROOT under /tmp: modes refused" || bad "ROOT under /tmp: modes"
+python3 "$HERE/hostcheck.py" "$WS2" "$ROOT2/out" > "$T/out" 2>&1 && ok "ROOT under /tmp: nothing left (outside)" || bad "ROOT under /tmp: nothing left (outside)"
+
 # --- secrets
 run "canary in fake HOME, environment, host processes hidden" 0 default secrets.py "$HOMED/.ssh/id_rsa" "$(echo "$CANARY" | rev)" "$MODE"
+
+# Well-known secrets under a readable ROOT, at any depth, and the policy's
+# own fs_read_deny globs: refused; everything else still readable.
+SP=$T/sproj
+SECRETS=".ssh/id_rsa .gnupg/pubring.kbx .aws/credentials .azure/az.json .config/gcloud/adc.json
+.kube/config .docker/config.json .netrc .git-credentials .npmrc .pypirc .env .env.local
+tls/server.pem tls/server.key keys/id_rsa keys/id_rsa.pub keys/id_ed25519
+src/deep/.env src/deep/.config/gcloud/x.json src/deep/api.key private/notes.txt db/app.sqlite"
+for f in $SECRETS ok.csv src/ok.py src/deep/ok.txt .docker/other.json .config/other.txt envs/x.txt; do
+	mkdir -p "$SP/$(dirname "$f")"; echo "$CANARY" > "$SP/$f"
+done
+mkdir -p "$SP/workspace"
+cat > "$T/deny.md" <<EOP
+---
+name: t
+description: jail test
+permissions:
+  fs_read: true
+  fs_write: workspace
+  shell_exec: false
+  net_access: false
+  fs_read_deny: [private, "db/*.sqlite"]
+---
+EOP
+policy denylist "[src, tls]" workspace false false
+hid() { env ${ENVX:-} timeout 60 "$JR" "$T/$1.md" "$SP" "$SP/workspace" "$HERE/hidden.py" "${@:2}" > "$T/out" 2>&1; }
+# shellcheck disable=SC2086
+hid deny $SECRETS -- ok.csv src/ok.py src/deep/ok.txt .docker/other.json .config/other.txt envs/x.txt &&
+	ok "each secret pattern and fs_read_deny glob refused under ROOT, the rest readable" || bad "secrets under ROOT"
+hid denylist tls/server.pem tls/server.key src/deep/.env src/deep/api.key -- src/ok.py src/deep/ok.txt &&
+	ok "secrets in fs_read-listed directories refused" || bad "secrets in listed dirs"
+grep -q "$CANARY" "$T/out" && bad "canary in the output" || ok "no secret in the output"
+ENVX="PSM_JAIL_DISABLE=landlock" hid deny .env -- ok.csv; [ $? = 3 ] && grep -q "only be hidden with Landlock" "$T/out" &&
+	ok "secrets without Landlock: refused to run, says why" || bad "secrets without Landlock"
+# ROOT = the home directory is not a project.
+mkdir -p "$HOMED/workspace"
+env HOME="$HOMED" timeout 60 "$JR" "$T/default.md" "$HOMED" "$HOMED/workspace" "$HERE/perms.py" read no "$HOMED/.ssh/id_rsa" > "$T/out" 2>&1
+[ $? = 3 ] && grep -q "start the server with --root" "$T/out" && ok "ROOT = HOME: refused, says to pass --root" || bad "ROOT = HOME refused"
+env HOME="$HOMED" timeout 60 "$JR" --check "$T/default.md" "$HOMED" "$HOMED/workspace" > "$T/out" 2>&1
+[ $? = 1 ] && grep -q "not a project" "$T/out" && ok "ROOT = HOME: --check exits 1" || bad "ROOT = HOME: --check"
 
 # --- network
 LOG=$T/heard; : > "$LOG"
@@ -133,6 +201,23 @@ read -r TCP UDP < "$T/ports"
 run "network refused (tcp, udp, urllib, dns, netlink, packet, raw, unix, io_uring)" 0 default net.py "$TCP" "$UDP" "$UPATH" "$ABS"
 sleep 0.2
 [ ! -s "$LOG" ] && ok "listener heard nothing" || { cat "$LOG" > "$T/out"; bad "listener heard nothing"; }
+
+# Host unix sockets (stream and datagram, pathname and abstract) inside ROOT,
+# in the workspace and in a directory the policy lists under fs_read: not
+# reachable with net_access false, by connect, sendto or sendmsg.
+HLOG=$T/heard-unix; : > "$HLOG"
+mkdir -p "$ROOT/sockdir"
+policy listsock "[data.csv, sockdir]" workspace false false
+python3 "$HERE/hostsock.py" "$HLOG" "$ROOT/dev$$" "$WS/ctl$$" "$ROOT/sockdir/lsp$$" "$TT/hs$$" > "$T/sready" 2>/dev/null &
+SPID=$!
+for _ in $(seq 50); do [ -s "$T/sready" ] && break; sleep 0.1; done
+run "host unix sockets in ROOT and workspace unreachable" 0 default sock.py "$ROOT/dev$$" "$WS/ctl$$" "$TT/hs$$"
+run "host unix socket in an fs_read-listed dir unreachable" 0 listsock sock.py "$ROOT/sockdir/lsp$$"
+ENVX="PSM_JAIL_DISABLE=netns" run "same without a network namespace" 0 default sock.py "$ROOT/dev$$" "$WS/ctl$$"
+sleep 0.2
+[ ! -s "$HLOG" ] && ok "unix listeners heard nothing (outside)" || { cat "$HLOG" > "$T/out"; bad "unix listeners heard nothing"; }
+kill "$SPID" 2>/dev/null; wait "$SPID" 2>/dev/null; SPID=
+rm -f "$ROOT"/dev$$.* "$WS"/ctl$$.* "$ROOT"/sockdir/lsp$$.* "$TT"/hs$$.*
 
 # --- programs
 run "programs refused (subprocess, os.system, posix_spawn, fork+exec, ctypes execve, memfd execveat)" 0 default exec.py "$WS/marker"

@@ -102,6 +102,8 @@ static void test_lists_and_the_other_way(void **state)
 	assert_string_equal(p->fs_write_paths[1], "build out");
 	assert_true(p->shell_exec);
 	assert_true(p->net_access);
+	assert_int_equal(p->n_fs_read_deny, 2);
+	assert_string_equal(p->fs_read_deny[1], "db/*.sqlite");
 	assert_true(p->limits.timeout_s == 2.5);
 	assert_true(p->limits.max_timeout_s == 60);
 	assert_int_equal(p->limits.memory_mb, 512);
@@ -114,6 +116,32 @@ static void test_lists_and_the_other_way(void **state)
 	assert_int_equal(p->limits.seed, 4294967295L);
 	assert_false(p->limits.persist);
 	assert_int_equal(p->limits.persist_mb, 1);
+	policy_free(p);
+}
+
+/* The secret patterns: names at any depth, built-in paths at any depth,
+ * the policy's own paths anchored at ROOT. */
+static void test_secrets_match(void **state)
+{
+	struct policy *p = load_ok(FIX "valid_lists.md");
+	static const char *const hidden[] = {
+		".ssh", "a/b/.ssh", ".gnupg", ".aws", ".azure", ".config/gcloud", "x/.config/gcloud",
+		".kube", ".docker/config.json", "y/.docker/config.json", ".netrc", ".git-credentials",
+		".npmrc", ".pypirc", ".env", "app/.env", ".env.local", "tls/a.pem", "k/.hidden.key",
+		"id_rsa", "keys/id_rsa.pub", "id_ed25519", "private", "data/private", "db/app.sqlite",
+	};
+	static const char *const shown[] = {
+		"ssh", ".config", ".config/other", ".docker", ".docker/other.json", "env", "x.env",
+		"pem", "a.pem.txt", "privates", "sub/db/app.sqlite", "db/app.sqlite-journal",
+		"keys", "my_id_rsa",
+	};
+	for (size_t i = 0; i < sizeof hidden / sizeof hidden[0]; i++)
+		if (!secrets_match(p, hidden[i]))
+			fail_msg("%s should be hidden", hidden[i]);
+	for (size_t i = 0; i < sizeof shown / sizeof shown[0]; i++)
+		if (secrets_match(p, shown[i]))
+			fail_msg("%s should be readable", shown[i]);
+	assert_true(secrets_match(NULL, ".env"));
 	policy_free(p);
 }
 
@@ -186,11 +214,19 @@ static const struct err_case err_cases[] = {
 	{ "err_key_escape.md",
 	  ":4: \\x1b[31mred\\x0afake: line: unknown top-level key; accepted keys: name, description, metadata, license, version, allowed-tools, compatibility, triggers, permissions, limits" },
 	{ "err_unknown_permission.md",
-	  ":6: permissions.network: unknown key; accepted keys: fs_read, fs_write, shell_exec, net_access" },
+	  ":6: permissions.network: unknown key; accepted keys: fs_read, fs_write, shell_exec, net_access, fs_read_deny" },
+	{ "err_read_deny_type.md",
+	  ":6: permissions.fs_read_deny: expected a list of globs relative to the project root (e.g. [\"secrets/*\", \"*.sqlite\"]), got \"*.pem\" (a quoted string)" },
+	{ "err_read_deny_absolute.md",
+	  ":8: permissions.fs_read_deny[1]: \"/etc/secret\" is absolute; write a glob relative to the project root, e.g. \"etc/secret\"" },
+	{ "err_read_deny_dotdot.md",
+	  ":5: permissions.fs_read_deny[1]: \"../up/*\" leaves the project root; outside it nothing is readable anyway" },
+	{ "err_read_deny_entry.md",
+	  ":6: permissions.fs_read_deny[0]: expected a path, got true; write a path as a string" },
 	{ "err_unknown_limit.md",
 	  ":6: limits.cpu_s: unknown key; accepted keys: timeout_s, max_timeout_s, memory_mb, max_output_chars, max_processes, max_file_mb, max_sessions, max_workspace_mb, checkpoint, seed, persist, persist_mb" },
 	{ "err_permissions_empty.md",
-	  ":4: permissions: expected a mapping of fs_read, fs_write, shell_exec, net_access, got an empty value; remove the key to use the defaults" },
+	  ":4: permissions: expected a mapping of fs_read, fs_write, shell_exec, net_access, fs_read_deny, got an empty value; remove the key to use the defaults" },
 	{ "err_duplicate.md",
 	  ":7: permissions.net_access: duplicate key (first on line 5); write each key once" },
 	{ "err_fs_read_type.md",
@@ -619,6 +655,12 @@ static void test_describe(void **state)
 			    "  fs_write: these directories only\n"
 			    "    - workspace/outputs\n"
 			    "    - build out\n"
+			    "  fs_read_deny: never readable, at any depth under what fs_read shows: the built-in secrets\n"
+			    "    .ssh .gnupg .aws .azure .config/gcloud .kube .docker/config.json .netrc "
+			    ".git-credentials .npmrc .pypirc .env .env.* *.pem *.key id_rsa* id_ed25519*\n"
+			    "    and the policy's own (relative to the project root)\n"
+			    "    - private\n"
+			    "    - db/*.sqlite\n"
 			    "  shell_exec: true (programs may be executed)\n"
 			    "  net_access: true (network allowed)\n"
 			    "limits:\n"
@@ -659,6 +701,7 @@ int main(void)
 		cmocka_unit_test(test_builtin),
 		cmocka_unit_test(test_minimal_is_defaults),
 		cmocka_unit_test(test_lists_and_the_other_way),
+		cmocka_unit_test(test_secrets_match),
 		cmocka_unit_test(test_false_permissions),
 		cmocka_unit_test(test_empty_lists_mean_false),
 		cmocka_unit_test(test_crlf),

@@ -1,0 +1,222 @@
+/* Secrets under a readable ROOT: which paths the code may never read.
+ *
+ * An agent started in the home directory makes ROOT = $HOME; a project keeps
+ * its .env next to its sources.  fs_read: true would show ~/.ssh/id_rsa and
+ * every API key to code that a prompt injection may have written, and the
+ * model prints what it reads.  So a built-in list of well-known secrets, plus
+ * the policy's own fs_read_deny globs, is looked for under what fs_read shows,
+ * once, when the jail is built (a bounded walk that never follows a symlink),
+ * and Landlock then grants reads around every match (landlock.c): the
+ * directories on the way stay listable, the matches and everything below them
+ * are not readable.
+ *
+ * Matching: a pattern without a slash is matched against each name at any
+ * depth ("*.pem", ".env"); a built-in pattern with a slash against the path's
+ * last components at any depth (".config/gcloud" also hides
+ * "sub/.config/gcloud"); a policy pattern with a slash against the whole path
+ * relative to ROOT ("data/private/" then a star).  fnmatch without FNM_PERIOD: "*.key"
+ * also matches ".hidden.key".  The workspace and the fs_write directories are
+ * not searched: what the code may write is its own. */
+#include "jail.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <fnmatch.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static const char *const builtin[] = {
+	".ssh", ".gnupg", ".aws", ".azure", ".config/gcloud", ".kube", ".docker/config.json",
+	".netrc", ".git-credentials", ".npmrc", ".pypirc", ".env", ".env.*", "*.pem", "*.key",
+	"id_rsa*", "id_ed25519*", NULL,
+};
+
+const char *const *secrets_builtin(void)
+{
+	return builtin;
+}
+
+/* pat against rel (relative to ROOT, no leading slash). */
+static bool match1(const char *pat, const char *rel, bool anywhere)
+{
+	if (pat[0] == '/') { /* "/x": anchored, same as "x/..." forms */
+		pat++;
+		anywhere = false;
+	}
+	if (!strchr(pat, '/')) {
+		const char *base = strrchr(rel, '/');
+		return fnmatch(pat, base ? base + 1 : rel, 0) == 0;
+	}
+	if (!anywhere)
+		return fnmatch(pat, rel, FNM_PATHNAME) == 0;
+	for (const char *s = rel; s; s = strchr(s, '/')) {
+		if (*s == '/')
+			s++;
+		if (fnmatch(pat, s, FNM_PATHNAME) == 0)
+			return true;
+	}
+	return false;
+}
+
+bool secrets_match(const struct policy *p, const char *rel)
+{
+	for (const char *const *q = builtin; *q; q++)
+		if (match1(*q, rel, true))
+			return true;
+	for (size_t i = 0; p && i < p->n_fs_read_deny; i++)
+		if (match1(p->fs_read_deny[i], rel, false))
+			return true;
+	return false;
+}
+
+static bool is_under(const char *path, const char *dir)
+{
+	size_t n = strlen(dir);
+	return dir[0] && strncmp(path, dir, n) == 0 && (path[n] == '/' || path[n] == '\0');
+}
+
+struct walk {
+	const struct jail_config *c;
+	struct secret_scan *s;
+	char path[PATH_MAX];
+	size_t rootlen; /* of ROOT in path: the relative part follows */
+};
+
+static int push(struct secret_scan *s, const char *path)
+{
+	if (s->n >= SECRETS_MAX) {
+		s->overflow = true;
+		return -E2BIG;
+	}
+	char *d = strdup(path);
+	if (!d)
+		return -ENOMEM;
+	s->paths[s->n++] = d;
+	return 0;
+}
+
+/* The code's own directories: not searched (their own Landlock rules). */
+static bool own_dir(const struct jail_config *c, const char *path)
+{
+	const struct policy *p = c->policy;
+	if (strcmp(path, c->workspace) == 0 || (c->venv && strcmp(path, c->venv) == 0))
+		return true;
+	for (size_t i = 0; p->fs_write == FS_WRITE_LIST && i < p->n_fs_write_paths; i++)
+		if (strcmp(path, p->fs_write_paths[i]) == 0)
+			return true;
+	return false;
+}
+
+static const char *rel_of(const struct walk *w)
+{
+	const char *r = w->path + w->rootlen;
+	return *r == '/' ? r + 1 : r;
+}
+
+/* Depth-first, never through a symlink (openat O_NOFOLLOW).  A directory this
+ * uid can enter but not list could hold a secret under a known name: it is
+ * treated as a match (nothing below it is granted). */
+static int walk_dir(struct walk *w, int dfd, int depth)
+{
+	DIR *d = fdopendir(dfd);
+	if (!d) {
+		close(dfd);
+		return push(w->s, w->path);
+	}
+	size_t len = strlen(w->path);
+	struct dirent *de;
+	int rc = 0;
+	while (rc == 0 && (de = readdir(d))) {
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		if (++w->s->entries > SECRETS_MAX_ENTRIES) {
+			w->s->overflow = true;
+			rc = -E2BIG;
+			break;
+		}
+		if (len + 1 + strlen(de->d_name) >= sizeof w->path)
+			continue; /* unreachable by a path the code could write either */
+		snprintf(w->path + len, sizeof w->path - len, "/%s", de->d_name);
+		if (secrets_match(w->c->policy, rel_of(w))) {
+			rc = push(w->s, w->path);
+		} else if (de->d_type == DT_DIR || de->d_type == DT_UNKNOWN) {
+			if (own_dir(w->c, w->path))
+				goto next;
+			int sub = openat(dirfd(d), de->d_name,
+					 O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			if (sub >= 0) {
+				rc = depth < SECRETS_MAX_DEPTH ? walk_dir(w, sub, depth + 1)
+							       : (close(sub), push(w->s, w->path));
+			} else if (errno == EACCES && faccessat(dirfd(d), de->d_name, X_OK,
+								 AT_SYMLINK_NOFOLLOW) == 0) {
+				rc = push(w->s, w->path);
+			}
+		}
+next:
+		w->path[len] = '\0';
+	}
+	w->path[len] = '\0';
+	closedir(d);
+	return rc;
+}
+
+static int walk_top(struct walk *w, const char *top)
+{
+	/* The rel part of a listed path starts after ROOT when it is inside. */
+	snprintf(w->path, sizeof w->path, "%s", top);
+	w->rootlen = is_under(top, w->c->root) ? strlen(w->c->root) : strlen(top);
+	if (*rel_of(w) && secrets_match(w->c->policy, rel_of(w)))
+		return push(w->s, w->path);
+	int fd = open(top, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return 0; /* a file, or missing: nothing below it */
+	return walk_dir(w, fd, 0);
+}
+
+int secrets_scan(const struct jail_config *c, struct secret_scan *s)
+{
+	const struct policy *p = c->policy;
+	memset(s, 0, sizeof *s);
+	struct walk *w = calloc(1, sizeof *w);
+	if (!w)
+		return -ENOMEM;
+	w->c = c;
+	w->s = s;
+	int rc = 0;
+	if (p->fs_read == FS_READ_ROOT)
+		rc = walk_top(w, c->root);
+	else if (p->fs_read == FS_READ_LIST)
+		for (size_t i = 0; rc == 0 && i < p->n_fs_read_paths; i++)
+			rc = walk_top(w, p->fs_read_paths[i]);
+	free(w);
+	s->done = true;
+	return rc == -E2BIG ? 0 : rc;
+}
+
+void secrets_free(struct secret_scan *s)
+{
+	for (size_t i = 0; i < s->n; i++)
+		free(s->paths[i]);
+	s->n = 0;
+}
+
+bool secrets_hidden_below(const struct secret_scan *s, const char *dir)
+{
+	for (size_t i = 0; i < s->n; i++)
+		if (is_under(s->paths[i], dir))
+			return true;
+	return false;
+}
+
+bool secrets_is_hidden(const struct secret_scan *s, const char *path)
+{
+	for (size_t i = 0; i < s->n; i++)
+		if (strcmp(s->paths[i], path) == 0)
+			return true;
+	return false;
+}
