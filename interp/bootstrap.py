@@ -61,6 +61,8 @@ def zygote_init(cfg_json):
         pass
     if _cfg.get("nsfree"):
         _patch_metadata()
+    else:
+        _patch_shutil()
     sys.addaudithook(_audit)
     return json.dumps(
         {
@@ -69,6 +71,44 @@ def zygote_init(cfg_json):
             "missing": missing,
         }
     )
+
+
+def _patch_shutil():
+    """shutil.copy, copy2, copymode, copystat and copytree copy the source's
+    mode, and the kernel refuses modes with setuid, setgid or sticky bits or
+    group or other write in the sandbox: a project file of mode 664 (a umask
+    of 002) would make shutil.copy fail after copying.  Inside those calls
+    only, such bits are left out, as tarfile's "data" filter does.  A chmod
+    the code asks for itself is untouched (and refused)."""
+    import functools
+    import shutil
+    import threading
+
+    state = threading.local()
+    real_chmod = os.chmod
+
+    @functools.wraps(real_chmod)
+    def chmod(path, mode, *args, **kwargs):
+        if getattr(state, "copying", 0):
+            mode &= ~0o7022
+        return real_chmod(path, mode, *args, **kwargs)
+
+    def copying(fn):
+        @functools.wraps(fn)
+        def inner(*args, **kwargs):
+            state.copying = getattr(state, "copying", 0) + 1
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                state.copying -= 1
+        return inner
+
+    for group in (os.supports_fd, os.supports_dir_fd, os.supports_follow_symlinks):
+        if real_chmod in group:
+            group.add(chmod)
+    os.chmod = chmod
+    shutil.copymode = copying(shutil.copymode)
+    shutil.copystat = copying(shutil.copystat)
 
 
 # ---------------------------------------------------------------- session
@@ -326,8 +366,14 @@ _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 _FS_WRITE_EVENTS = {
     "os.mkdir", "os.rename", "os.remove", "os.rmdir", "os.symlink", "os.link",
     "os.chmod", "os.chown", "os.utime", "os.truncate", "shutil.copyfile",
-    "shutil.move", "shutil.rmtree", "os.mkfifo", "os.mknod",
+    "shutil.move", "shutil.rmtree", "os.mkfifo", "os.mknod", "os.setxattr",
+    "os.removexattr",
 }
+# What the host would see rather than where it is written: the kernel refuses
+# these whatever the path (setuid and wide modes, ACLs, links and special
+# files); the hint says so instead of "write under the workspace".
+_HOST_EVENTS = {"os.chmod", "os.symlink", "os.mkfifo", "os.mknod", "os.setxattr",
+                "os.removexattr"}
 _SHELL_EVENTS = {"subprocess.Popen", "os.system", "os.exec", "os.posix_spawn",
                  "os.spawn", "os.startfile", "pty.spawn"}
 _NET_EVENTS = {"socket.__new__", "socket.connect", "socket.bind",
@@ -347,8 +393,10 @@ def _audit(event, args):
     elif event in _FS_WRITE_EVENTS:
         perm = "fs_write"
     elif event in _NET_EVENTS:
-        if event == "socket.__new__" and len(args) > 1 and args[1] == getattr(
-                __import__("socket"), "AF_UNIX", 1):
+        # Unix sockets too: with net_access false the kernel refuses every
+        # socket() (a host process may listen on one inside ROOT).
+        if event == "socket.__new__" and len(args) > 1 and args[1] == 1 and _cfg.get(
+                "net_access"):
             return
         perm = "net_access"
     elif event in _SHELL_EVENTS:
@@ -362,7 +410,7 @@ def _audit(event, args):
     if len(_events) > 16:
         del _events[:8]
     detail = args[0] if args else ""
-    _events.append((perm, detail if isinstance(detail, (str, bytes, int)) else ""))
+    _events.append((perm, detail if isinstance(detail, (str, bytes, int)) else "", event))
 
 
 _HINTS = {
@@ -375,6 +423,11 @@ _HINTS = {
     "shell_exec": "running programs is not allowed (shell_exec: false); do the "
                   "work in Python instead",
     "limits": "a sandbox limit was reached ({limit}); use less, or split the work",
+    "host": "files the sandbox leaves on the host never carry setuid, setgid or "
+            "sticky bits, group or other write, ACLs or extended attributes, and "
+            "no symlink, FIFO, socket or device node is made there (fs_write: "
+            "{fs_write}); keep modes like 644/755, copy instead of linking, use "
+            "/tmp for scratch",
 }
 
 
@@ -416,7 +469,7 @@ def _denied_by(e):
                 errno.EAFNOSUPPORT, errno.ENETUNREACH, errno.ECONNREFUSED) or (
             type(e).__name__ == "gaierror"):
         if _events:
-            perm, _ = _events[-1]
+            perm = _events[-1][0]
             if code == errno.ENOENT:
                 # Missing because the jail hides it (a path outside what
                 # the policy shows), not because it does not exist.
@@ -432,6 +485,10 @@ def _denied_by(e):
             if perm in ("fs_write", "fs_read") and code not in (
                     errno.EPERM, errno.EACCES, errno.EROFS, errno.ENOENT):
                 return None, None
+            event = _events[-1][2]
+            if perm == "fs_write" and event in _HOST_EVENTS and (
+                    event != "os.chmod" or code == errno.EPERM):
+                return perm, "host"
             return perm, None
     return None, None
 
@@ -477,7 +534,10 @@ def _describe(e):
         "denied_by": perm,
     }
     if perm:
-        hint = _HINTS[perm].format(
+        host = limit == "host"
+        if host:
+            limit = None
+        hint = _HINTS["host" if host else perm].format(
             instead=_write_instead(last),
             fs_write=_cfg.get("fs_write", "workspace"),
             fs_read=_cfg.get("fs_read", "true"),

@@ -8,8 +8,11 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import os from 'node:os';
+import net from 'node:net';
 
-import { startClient, newProject, execPy, callTool, jsonResult, writeFile, show } from './lib.mjs';
+import { startClient, newProject, execPy, callTool, jsonResult, writeFile, show, sleep } from './lib.mjs';
+
+const isLink = (p) => { try { return fs.lstatSync(p).isSymbolicLink(); } catch { return false; } };
 
 describe('jail through MCP', () => {
 	let h, root, outside;
@@ -66,16 +69,13 @@ describe('jail through MCP', () => {
 	});
 
 	test('planted symlinks are never followed by the trusted side', async () => {
-		const code = [
-			'import os',
-			`os.symlink(${JSON.stringify(outside + '/secret.txt')}, "workspace/outputs/leak.txt")`,
-			`os.symlink(${JSON.stringify(outside)}, "workspace/outdir")`,
-			'os.makedirs("workspace/.logs", exist_ok=True)',
-			`os.symlink(${JSON.stringify(outside + '/planted.log')}, "workspace/.logs/default-99.stdout.log")`,
-			'"planted"',
-		].join('\n');
-		const r = await execPy(h, code);
-		assert.equal(r.sc.status, 'ok', show(r.sc));
+		// The sandbox cannot make symlinks (below); a link can still get
+		// into the workspace some other way (a checkout, the user): planted
+		// here from outside.
+		fs.symlinkSync(path.join(outside, 'secret.txt'), path.join(root, 'workspace/outputs/leak.txt'));
+		fs.symlinkSync(outside, path.join(root, 'workspace/outdir'));
+		fs.mkdirSync(path.join(root, 'workspace/.logs'), { recursive: true });
+		fs.symlinkSync(path.join(outside, 'planted.log'), path.join(root, 'workspace/.logs/default-99.stdout.log'));
 		// list_artifacts lists the links but reads nothing through them.
 		const la = jsonResult(await callTool(h, 'list_artifacts', { include_hidden: true })).sc;
 		const leak = la.artifacts.find((a) => a.path === 'workspace/outputs/leak.txt');
@@ -90,7 +90,7 @@ describe('jail through MCP', () => {
 		await assert.rejects(h.client.readResource({ uri: `file://${root}/workspace/outputs/leak.txt` }), /-32002|not found/i);
 		await assert.rejects(h.client.readResource({ uri: `file://${root}/workspace/outdir/secret.txt` }), /-32002|not found/i);
 		// output_summary.json planted as a symlink to a file outside is replaced, not written through.
-		await execPy(h, `import os\nos.symlink(${JSON.stringify(outside + '/summary-target.json')}, "workspace/outputs/output_summary.json")`);
+		fs.symlinkSync(path.join(outside, 'summary-target.json'), path.join(root, 'workspace/outputs/output_summary.json'));
 		const v2 = jsonResult(await callTool(h, 'verify_outputs', { files: ['workspace/outputs/leak.txt'], require_success: false })).sc;
 		assert.equal(v2.summary_path, 'workspace/outputs/output_summary.json');
 		assert.equal(fs.existsSync(path.join(outside, 'summary-target.json')), false, 'nothing written outside');
@@ -103,7 +103,8 @@ describe('jail through MCP', () => {
 		// The server names logs .logs/SESSION-CELL.stdout.log: plant the next one.
 		const cell = (await execPy(h, '0', { session: 'lg' })).sc.execution_count;
 		const next = `workspace/.logs/lg-${cell + 2}.stdout.log`;
-		await execPy(h, `import os\nos.makedirs("workspace/.logs", exist_ok=True)\nos.symlink(${JSON.stringify(outside + '/via-log.txt')}, ${JSON.stringify(next)})`, { session: 'lg' });
+		fs.mkdirSync(path.join(root, 'workspace/.logs'), { recursive: true });
+		fs.symlinkSync(path.join(outside, 'via-log.txt'), path.join(root, next));
 		const r = await execPy(h, 'print("z" * 40000)', { session: 'lg' });
 		assert.ok(r.sc.full_output, show(r.sc));
 		assert.notEqual(r.sc.full_output, next, 'the planted name is not used');
@@ -119,6 +120,45 @@ describe('jail through MCP', () => {
 		assert.notEqual(a.sc.full_output, b.sc.full_output);
 		assert.ok(fs.readFileSync(path.join(root, a.sc.full_output), 'utf8').startsWith('aaa'));
 		assert.ok(fs.readFileSync(path.join(root, b.sc.full_output), 'utf8').startsWith('bbb'));
+	});
+
+	test('what the host sees: no symlink, no setuid bit, no host unix socket; each refusal names its permission', async () => {
+		const ws = path.join(root, 'workspace');
+		const link = await execPy(h, 'import os\nos.symlink("/root/.ssh/id_rsa", "workspace/outputs/result.txt")');
+		assert.equal(link.sc.error?.denied_by, 'fs_write', show(link.sc));
+		assert.match(link.text, /symlink/);
+		assert.equal(fs.existsSync(path.join(ws, 'outputs/result.txt')) || isLink(path.join(ws, 'outputs/result.txt')), false);
+
+		const suid = await execPy(h, 'import os, shutil\nshutil.copyfile("/usr/bin/id", "workspace/c")\nos.chmod("workspace/c", 0o6755)');
+		assert.equal(suid.sc.error?.denied_by, 'fs_write', show(suid.sc));
+		assert.match(suid.text, /setuid/);
+		assert.equal(fs.statSync(path.join(ws, 'c')).mode & 0o7000, 0, 'no setuid/setgid bit on the host');
+		const wide = await execPy(h, 'import os\nos.chmod("workspace", 0o777)');
+		assert.equal(wide.sc.error?.denied_by, 'fs_write', show(wide.sc));
+		assert.equal(fs.statSync(ws).mode & 0o7777, 0o755, 'the workspace keeps its mode');
+
+		// Ordinary copies keep working: a group-writable project file
+		// (umask 002) is copied without its group write bit.
+		writeFile(root, 'shared.csv', 'a,b\n1,2\n');
+		fs.chmodSync(path.join(root, 'shared.csv'), 0o664);
+		const cp = await execPy(h, 'import shutil\nshutil.copy("shared.csv", "workspace/s1.csv")\nshutil.copy2("shared.csv", "workspace/s2.csv")\nimport os\nos.makedirs("workspace/tree/a", exist_ok=True)\nshutil.copy("shared.csv", "workspace/tree/a/")\nshutil.copytree("workspace/tree", "workspace/tree2")\n"copied"');
+		assert.equal(cp.sc.status, 'ok', show(cp.sc));
+		for (const f of ['s1.csv', 's2.csv', 'tree2/a/shared.csv']) assert.equal(fs.statSync(path.join(ws, f)).mode & 0o7777, 0o644, f);
+
+		// A host process listening on a unix socket inside ROOT.
+		const sockPath = path.join(root, 'daemon.sock');
+		let heard = 0;
+		const srv = net.createServer((c) => { heard++; c.destroy(); });
+		await new Promise((res) => srv.listen(sockPath, res));
+		try {
+			fs.chmodSync(sockPath, 0o777);
+			const c = await execPy(h, `import socket\ns = socket.socket(socket.AF_UNIX)\ns.connect(${JSON.stringify(sockPath)})`);
+			assert.equal(c.sc.error?.denied_by, 'net_access', show(c.sc));
+			const mp = await execPy(h, 'import multiprocessing\nwith multiprocessing.Pool(2) as p:\n    r = p.map(abs, [-1, -2])\nr');
+			assert.equal(mp.sc.result, '[1, 2]', show(mp.sc));
+			await sleep(200);
+			assert.equal(heard, 0, 'the host socket heard nothing');
+		} finally { await new Promise((res) => srv.close(res)); }
 	});
 
 	test('a fork bomb is bounded by max_processes (also as root) and the server stays up', { timeout: 90000 }, async () => {
