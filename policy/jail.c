@@ -210,6 +210,14 @@ static void judge(const struct jail_config *c, struct jail_report *r, int landlo
 	else if (scan.n > 0 && !ok(r, JL_LANDLOCK)) {
 		r->layer[JL_LANDLOCK].required = true;
 		need(r, "secrets under the project (.env, keys...) can only be hidden with Landlock");
+	} else if (ok(r, JL_MOUNTNS) &&
+		   (secrets_hidden_below(&scan, "/tmp") || secrets_hidden_below(&scan, "/dev/shm"))) {
+		/* The jail's private /tmp is readable and writable as a whole,
+		 * and a Landlock rule covers what is mounted below it too: a
+		 * project there would show its secrets. */
+		need(r, "the project lies under /tmp (or /dev/shm) and holds secrets (.env, keys...), "
+			"which the jail's private /tmp would show; move the project elsewhere, or set "
+			"fs_read to a list of the directories the code needs");
 	}
 	bool ll = ok(r, JL_LANDLOCK);
 	/* The filesystem: the mount tree, or Landlock with seccomp's metadata

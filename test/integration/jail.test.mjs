@@ -161,6 +161,45 @@ describe('jail through MCP', () => {
 		} finally { await new Promise((res) => srv.close(res)); }
 	});
 
+	test('secrets under ROOT are refused with denied_by fs_read; ROOT = the home directory is refused', { timeout: 90000 }, async (t) => {
+		// Not under /tmp: there the jail's private /tmp would cover the
+		// project, and it is refused instead (checked last).
+		const sroot = fs.realpathSync(fs.mkdtempSync('/var/tmp/psm-secrets-'));
+		fs.chmodSync(sroot, 0o755);
+		t.after(() => fs.rmSync(sroot, { recursive: true, force: true }));
+		writeFile(sroot, '.env', 'API_KEY=TOP-SECRET-CANARY\n');
+		writeFile(sroot, '.ssh/id_rsa', 'TOP-SECRET-CANARY\n');
+		writeFile(sroot, 'deep/er/server.pem', 'TOP-SECRET-CANARY\n');
+		writeFile(sroot, 'deep/er/data.csv', 'a,b\n1,2\n');
+		const s = await startClient(sroot, { structured: true });
+		try {
+			for (const f of ['.env', '.ssh/id_rsa', 'deep/er/server.pem']) {
+				const r = await execPy(s, `open(${JSON.stringify(f)}).read()`);
+				assert.equal(r.sc.error?.denied_by, 'fs_read', show(r.sc));
+				assert.ok(!JSON.stringify(r.res).includes('TOP-SECRET-CANARY'));
+			}
+			const ok_ = await execPy(s, 'open("deep/er/data.csv").read()');
+			assert.equal(ok_.sc.status, 'ok', show(ok_.sc));
+		} finally { await s.close(); }
+		// The same project started as the user's home directory.
+		const hs = await startClient(sroot, { structured: true, env: { HOME: sroot } });
+		try {
+			const r = await execPy(hs, '1 + 1');
+			assert.equal(r.res.isError, true);
+			assert.match(r.text, /home directory, not a project/);
+			assert.match(r.text, /--root/);
+		} finally { await hs.close(); }
+		const troot = newProject('tmpsecrets');
+		writeFile(troot, '.env', 'API_KEY=TOP-SECRET-CANARY\n');
+		const ts = await startClient(troot, { structured: true });
+		try {
+			const r = await execPy(ts, 'open(".env").read()');
+			assert.equal(r.res.isError, true);
+			assert.match(r.text, /under \/tmp .*move the project/);
+			assert.ok(!JSON.stringify(r.res).includes('TOP-SECRET-CANARY'));
+		} finally { await ts.close(); }
+	});
+
 	test('a fork bomb is bounded by max_processes (also as root) and the server stays up', { timeout: 90000 }, async () => {
 		// A small policy so the bound is reached quickly: max_processes 8,
 		// max_sessions 2.

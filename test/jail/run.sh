@@ -183,6 +183,11 @@ hid denylist tls/server.pem tls/server.key src/deep/.env src/deep/api.key -- src
 grep -q "$CANARY" "$T/out" && bad "canary in the output" || ok "no secret in the output"
 ENVX="PSM_JAIL_DISABLE=landlock" hid deny .env -- ok.csv; [ $? = 3 ] && grep -q "only be hidden with Landlock" "$T/out" &&
 	ok "secrets without Landlock: refused to run, says why" || bad "secrets without Landlock"
+# A project under /tmp with a secret: the jail's private /tmp would cover it.
+echo "$CANARY" > "$ROOT2/.env"
+jr2 default perms.py read no "$ROOT2/.env"; [ $? = 3 ] && grep -q "under /tmp" "$T/out" &&
+	ok "secrets in a project under /tmp: refused to run, says why" || bad "secrets under /tmp"
+rm -f "$ROOT2/.env"
 # ROOT = the home directory is not a project.
 mkdir -p "$HOMED/workspace"
 env HOME="$HOMED" timeout 60 "$JR" "$T/default.md" "$HOMED" "$HOMED/workspace" "$HERE/perms.py" read no "$HOMED/.ssh/id_rsa" > "$T/out" 2>&1
