@@ -314,10 +314,16 @@ int sup_start(struct sup *sup, struct err *e)
 		 * (setproctitle reuses the argv and environment area). */
 		static char room[] = "PSM_TITLE_ROOM=................................................"
 				     "................................................................";
-		char *envp[N_ELEMENTS(keep) + 2];
+		/* The user's home directory, only so that the jail can refuse a
+		 * ROOT equal to it (not a project; see policy/jail.c). */
+		static char home[4096 + 16];
+		const char *h = getenv("HOME");
+		snprintf(home, sizeof home, "PSM_HOME=%s", h ? h : "");
+		char *envp[N_ELEMENTS(keep) + 3];
 		size_t n = 0;
 		envp[n++] = room;
-		for (char **ev = environ; *ev && n < N_ELEMENTS(keep) + 1; ev++)
+		envp[n++] = home;
+		for (char **ev = environ; *ev && n < N_ELEMENTS(keep) + 2; ev++)
 			for (size_t k = 0; k < N_ELEMENTS(keep); k++)
 				if (strncmp(*ev, keep[k], strlen(keep[k])) == 0) {
 					envp[n++] = *ev;

@@ -395,7 +395,11 @@ int jail_enter(const struct jail_config *c, struct jail_report *r, struct err *e
 	if (nt != 1 && nt != -1)
 		return err_set(e, -EINVAL, "jail: %d threads; the jail must be entered single-threaded", nt);
 	read_disabled();
-	const char *h = getenv("HOME");
+	/* The zygote is exec'd with a bare environment: the server passes
+	 * its HOME as PSM_HOME. */
+	const char *h = getenv("PSM_HOME");
+	if (!h || !*h)
+		h = getenv("HOME");
 	snprintf(home_dir, sizeof home_dir, "%s", h ? h : "");
 	char which[64];
 	root_refusal[0] = '\0';

@@ -791,12 +791,12 @@ static int parse_permissions(const struct pctx *c, const struct ynode *m, struct
 				if (g[0] == '/')
 					rc = perr(c, lines[j], ekey,
 						  "\"%s\" is absolute; write a glob relative to the project root, e.g. \"%s\"",
-						  escape(g, strlen(g), SHOW_MAX, buf, sizeof buf), g + strspn(g, "/"));
+						  esc_bytes(buf, sizeof buf, g, strlen(g), SHOW_MAX), g + strspn(g, "/"));
 				else if (!strcmp(g, "..") || !strncmp(g, "../", 3) || strstr(g, "/../") ||
 					 (strlen(g) >= 3 && !strcmp(g + strlen(g) - 3, "/..")))
 					rc = perr(c, lines[j], ekey,
 						  "\"%s\" leaves the project root; outside it nothing is readable anyway",
-						  escape(g, strlen(g), SHOW_MAX, buf, sizeof buf));
+						  esc_bytes(buf, sizeof buf, g, strlen(g), SHOW_MAX));
 			}
 			free(lines);
 			if (rc < 0)
