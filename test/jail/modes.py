@@ -1,9 +1,10 @@
-# argv: workspace outside_setuid_file
+# argv: workspace outside_setuid_file mode(ns|nsfree)
 # Every way to leave a setuid or setgid file, a group- or world-writable
 # file or directory, or an ACL on the host; each must be refused.  run.sh
 # also checks the workspace from outside afterwards.
 import ctypes, errno, os, shutil, stat, struct, sys, tarfile, io
 ws, outside_suid = sys.argv[1], sys.argv[2]
+nsfree = sys.argv[3:] == ["nsfree"]   # chmod refused whatever the mode there
 libc = ctypes.CDLL(None, use_errno=True)
 libc.syscall.restype = ctypes.c_long
 AT_FDCWD = -100
@@ -24,7 +25,8 @@ p = lambda n: os.path.join(ws, n)
 shutil.copyfile("/usr/bin/id", p("c"))                        # ordinary copy works
 for m in (0o6755, 0o4755, 0o2755, 0o1755, 0o777, 0o775, 0o757):
     refused("chmod %o" % m, lambda: os.chmod(p("c"), m))
-os.chmod(p("c"), 0o700); os.chmod(p("c"), 0o755)              # narrowing and 755 stay
+if not nsfree:
+    os.chmod(p("c"), 0o700); os.chmod(p("c"), 0o755)          # narrowing and 755 stay
 fd = os.open(p("c"), os.O_RDONLY)
 refused("fchmod", lambda: os.fchmod(fd, 0o4755))
 refused("fchmodat", lambda: sc(268, AT_FDCWD, p("c"), 0o4755))
