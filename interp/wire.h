@@ -42,6 +42,8 @@ enum wire_type {
 			    (frozen) session, except its checkpoint */
 	/* zygote -> server */
 	W_SETTLED,       /* JSON {pid, ended} */
+	/* server -> session */
+	W_TAKE_CHECKPOINT, /* empty: fork the checkpoint of the state now (after the reply) */
 };
 
 /* What an untrusted peer may send next: the types accepted in the current

@@ -429,6 +429,14 @@ static __attribute__((noreturn)) void session_main(const char *init_json, int fd
 		int r = wire_recv(SESSION_CTRL_FD, &m, WIRE_MAX_PAYLOAD);
 		if (r < 0)
 			_exit(r == -EPIPE ? 0 : 74);
+		if (m.type == W_TAKE_CHECKPOINT) {
+			/* After the reply went out and the server froze and swept
+			 * us: taken while the agent reads the reply. */
+			wire_msg_free(&m);
+			if (checkpoints)
+				make_checkpoint();
+			continue;
+		}
 		uint32_t reply_type = m.type == W_THUMB ? W_THUMB_DATA : W_RESULT;
 		if (m.type == W_EXEC)
 			reap_ended();
@@ -476,20 +484,12 @@ static __attribute__((noreturn)) void session_main(const char *init_json, int fd
 				free(o2);
 		}
 		wire_msg_free(&m);
-		/* After the memory limit the server rolls back to the checkpoint:
-		 * keep it (bootstrap results start with the status). */
-		static const char memory_prefix[] = "{\"status\": \"memory\"";
-		bool memory = reply_type == W_RESULT && out && strncmp(out, memory_prefix, sizeof memory_prefix - 1) == 0;
 		r = wire_send(SESSION_CTRL_FD, reply_type, out, len, NULL, 0);
 		free(out);
 		if (r < 0)
 			_exit(0);
-		/* A new checkpoint after each completed cell, taken while the agent
-		 * reads the reply (not after a thumbnail, which changes no state;
-		 * not before the first cell: a failed first cell restarts from the
-		 * zygote, which is the same state). */
-		if (reply_type == W_RESULT && checkpoints && !memory)
-			make_checkpoint();
+		/* The checkpoint of this state is taken when the server asks
+		 * (W_TAKE_CHECKPOINT), once it has seen this process idle. */
 	}
 }
 

@@ -66,6 +66,7 @@ struct session {
 	bool hello_due;      /* a new process: its hello may precede the result */
 	bool spawn_known;    /* the zygote's report of the fork (pid, pidfd) is in */
 	bool resume_ckpt;    /* resuming: the hello came, the checkpoint is due */
+	bool checkpointing;  /* after a reply: its checkpoint is being taken */
 	uint64_t resume_timer, watch_timer, idle_timer;
 	int idle_tries;
 	struct wire_expect expect[3];
@@ -123,6 +124,7 @@ static void save_done(void *arg, const struct psave_result *r);
 static void restore_outcome(struct sup *sup, struct session *s, struct call *c);
 static void session_dead(struct sup *sup, struct session *s, int wstatus, bool status_known);
 static void settled(struct sup *sup, struct session *s);
+static void take_checkpoint(struct sup *sup, struct session *s);
 static void ctrl_event(void *arg, int fd, short revents);
 
 /* Signals the process behind a pidfd: no pid reuse can redirect it.  Where
@@ -982,7 +984,7 @@ static void session_dead(struct sup *sup, struct session *s, int wstatus, bool s
 	s->pid = s->hpid = 0;
 	s->want_spawn = false;
 	s->kill_pending = false;
-	s->resuming = false;
+	s->resuming = s->checkpointing = false;
 	s->phase = P_NONE;
 	cancel_timers(sup, s);
 	cancel_resume_timer(sup, s);
@@ -1219,6 +1221,32 @@ static void try_freeze(void *arg)
 	}
 }
 
+/* The session did not take its checkpoint in time: it is ended (its state
+ * has no copy, so the next call starts a new process). */
+static void checkpoint_expired(void *arg)
+{
+	struct session *s = arg;
+	s->resume_timer = 0;
+	if (!s->checkpointing)
+		return;
+	log_warn("session %s: no checkpoint within %.0f s: ended", s->name, RESUME_MS / 1000);
+	drop_checkpoint(s);
+	kill_session(s);
+}
+
+/* Thaws the idle session just long enough to fork its checkpoint, under a
+ * timer; it is frozen and swept again once the checkpoint is in. */
+static void take_checkpoint(struct sup *sup, struct session *s)
+{
+	if (s->pidfd >= 0)
+		pidfd_signal(s->pidfd, SIGCONT);
+	set_expect(sup, s, P_SETTLING);
+	cancel_resume_timer(sup, s);
+	s->resume_timer = loop_timer(sup->srv->loop, RESUME_MS, checkpoint_expired, s);
+	if (wire_send(s->ctrl, W_TAKE_CHECKPOINT, "", 0, NULL, 0) < 0)
+		kill_session(s);
+}
+
 /* The zygote has ended what was left below the frozen session. */
 static void settled(struct sup *sup, struct session *s)
 {
@@ -1227,14 +1255,25 @@ static void settled(struct sup *sup, struct session *s)
 		loop_timer_cancel(sup->srv->loop, s->watch_timer);
 		s->watch_timer = 0;
 	}
-	if (s->resuming) {
-		s->resuming = false;
+	if (s->resuming || s->checkpointing) {
+		s->resuming = s->checkpointing = false;
 		cancel_resume_timer(sup, s);
 		start_next(sup, s);
 		return;
 	}
-	if (s->cur)
-		finish_cur(sup, s);
+	if (!s->cur)
+		return;
+	/* The reply goes out now; the checkpoint of the state it kept is
+	 * taken after it (no fork on the call's path), before the next cell.
+	 * The previous checkpoint no longer matches that state. */
+	bool take = sup->srv->policy->limits.checkpoint && s->cur->state == STATE_KEPT;
+	if (take) {
+		drop_checkpoint(s);
+		s->checkpointing = true;
+	}
+	finish_cur(sup, s);
+	if (take && s->checkpointing && s->alive && s->phase == P_IDLE)
+		take_checkpoint(sup, s);
 }
 
 static void on_message(struct sup *sup, struct session *s, struct wire_msg *m)
@@ -1281,7 +1320,7 @@ static void on_message(struct sup *sup, struct session *s, struct wire_msg *m)
 		} else {
 			m->nfds = 0; /* kept */
 		}
-		if (s->phase == P_RESUMING) {
+		if (s->phase == P_RESUMING || s->checkpointing) {
 			begin_freeze(sup, s);
 		} else {
 			/* The images next, once the server's scan of the workspace
@@ -1322,7 +1361,7 @@ static void on_message(struct sup *sup, struct session *s, struct wire_msg *m)
 		}
 		c->state = STATE_KEPT;
 		restore_outcome(sup, s, c);
-		set_expect(sup, s, sup->srv->policy->limits.checkpoint ? P_SETTLING : P_SCANNING);
+		set_expect(sup, s, P_SCANNING);
 		exec_after(c, after_scanned, s); /* then the thumbnails */
 		return;
 	}
@@ -1717,9 +1756,10 @@ static void fail_call_now(struct sup *sup, struct session *s, const char *msg)
 
 static void start_next(struct sup *sup, struct session *s)
 {
-	/* A resumed checkpoint finishes resuming first (settled() calls us
-	 * again, or its timer ends it), unless a reset discards it anyway. */
-	if (s->resuming && !(s->qhead && s->qhead->reset))
+	/* A resumed checkpoint finishes resuming, or a new checkpoint is
+	 * taken, first (settled() calls us again, or a timer ends it), unless
+	 * a reset discards it anyway. */
+	if ((s->resuming || s->checkpointing) && !(s->qhead && s->qhead->reset))
 		return;
 	while (!s->cur && s->qhead) {
 		struct call *c = s->qhead;
@@ -1744,7 +1784,7 @@ static void start_next(struct sup *sup, struct session *s)
 			kill_session(s);
 			session_close_fds(sup, s);
 			s->alive = false;
-			s->resuming = false;
+			s->resuming = s->checkpointing = false;
 			s->pid = s->hpid = 0;
 			cancel_resume_timer(sup, s);
 			set_expect(sup, s, P_NONE);

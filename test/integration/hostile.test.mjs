@@ -286,6 +286,8 @@ describe('a protocol fuzzer inside the sandbox', () => {
 		try {
 			assert.equal((await execPy(h, 'kept = 7')).sc.status, 'ok');
 			await execPy(h, 'kept');
+			// The checkpoint of a call's state is taken just after its reply.
+			await sleep(500);
 			const idle = descendants(h.pid).length;
 			for (let seed = 1; seed <= 4; seed++) {
 				const r = await execPy(h, fuzzCell(seed, 0.6), { timeout_s: 5 }, { timeout: 30000 });
@@ -296,7 +298,7 @@ describe('a protocol fuzzer inside the sandbox', () => {
 				assert.equal(n.sc.status, 'ok', `seed ${seed}: ${show(n.sc)}`);
 				assert.ok([String(seed * 1000 + 7)].includes(n.sc.result) || n.sc.state === 'new', `seed ${seed}: ${show(n.sc)}`);
 				if (n.sc.state === 'new') assert.equal((await execPy(h, 'kept = 7')).sc.status, 'ok');
-				await sleep(100);
+				await sleep(500);
 				const left = descendants(h.pid).length;
 				assert.ok(left <= idle, `seed ${seed}: ${left} processes below the server, ${idle} when idle`);
 			}
