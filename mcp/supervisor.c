@@ -28,7 +28,7 @@
 #define PROGRESS_MS 4000.0
 /* A resumed checkpoint says hello and takes its own checkpoint within this,
  * or it is ended and the next call starts a new process. */
-#define RESUME_MS 10000.0
+#define RESUME_MS 30000.0
 /* Downscaling the call's images in the session gets its own time, once the
  * cell is done (a large PNG takes seconds on a loaded machine): still a
  * timer, so a session that never answers is ended. */
