@@ -207,16 +207,20 @@ kill_all:
 		kill(marks[i].pid, SIGKILL);
 
 	/* Each ends as a child of `parent` (its own parent is killed too, and
-	 * `parent` is the subreaper above them): wait until none is left. */
-	for (int idle = 0; reap && nmarks && idle < 5000;) {
+	 * `parent` is the subreaper above them): wait until none is left.
+	 * Without reaping, until each is dead (a zombie): a SIGKILL is only
+	 * sent when kill() returns, and the caller says they are ended. */
+	for (int idle = 0; nmarks && idle < (reap ? 5000 : 1000);) {
 		if (scan(&t) < 0)
 			break;
 		size_t left = 0, reaped = 0;
 		for (size_t i = 0; i < nmarks; i++) {
 			const struct proc *p = find(&t, marks[i].pid);
-			if (!p || p->start != marks[i].start)
+			if (!p || p->start != marks[i].start || (!reap && (p->state == 'Z' || p->state == 'X')))
 				continue;
 			left++;
+			if (!reap)
+				continue;
 			if (p->ppid == parent && waitpid(p->pid, NULL, 0) == p->pid)
 				reaped++;
 		}
