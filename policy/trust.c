@@ -231,6 +231,34 @@ static int cut_fs_read(struct policy *p, const struct fs_ctx *x, bool apply, FIL
 	return 0;
 }
 
+/* fs_read_deny: the tighter of two deny lists is their union.  The
+ * built-in secrets (policy/secrets.c) apply whatever the policy says; a
+ * ceiling that denies more adds its entries here. */
+static int add_deny(struct policy *p, const struct policy *c, bool apply, FILE *f, unsigned *keys)
+{
+	for (size_t i = 0; i < c->n_fs_read_deny; i++) {
+		bool have = false;
+		for (size_t j = 0; j < p->n_fs_read_deny && !have; j++)
+			have = strcmp(p->fs_read_deny[j], c->fs_read_deny[i]) == 0;
+		if (have)
+			continue;
+		fputs("- fs_read_deny without ", f);
+		put_clean(f, c->fs_read_deny[i]);
+		fputs(" (the built-in policy denies it)\n", f);
+		*keys |= TRUST_FS_READ;
+		if (!apply)
+			continue;
+		char **v = realloc(p->fs_read_deny, (p->n_fs_read_deny + 1) * sizeof *v);
+		if (!v)
+			return -ENOMEM;
+		p->fs_read_deny = v;
+		if (!(v[p->n_fs_read_deny] = strdup(c->fs_read_deny[i])))
+			return -ENOMEM;
+		p->n_fs_read_deny++;
+	}
+	return 0;
+}
+
 static int cut_fs_write(struct policy *p, const struct fs_ctx *x, bool apply, FILE *f, unsigned *keys)
 {
 	const struct policy *c = x->c;
@@ -329,6 +357,8 @@ int trust_ceiling(struct policy *p, const struct policy *ceiling, const char *ro
 			p->shell_exec = false;
 	}
 	rc = cut_fs_read(p, &x, apply, f, &keys);
+	if (rc == 0)
+		rc = add_deny(p, ceiling, apply, f, &keys);
 	if (rc == 0)
 		rc = cut_fs_write(p, &x, apply, f, &keys);
 	/* Both timeouts take the smaller value: min(a, b) <= min(a', b')

@@ -24,6 +24,8 @@
  *                            it be written ("workspace": inside the
  *                            workspace); "workspace" under a ceiling of
  *                            false is false.
+ *   fs_read_deny             the union of both lists (the built-in
+ *                            secrets apply in every case).
  *   limits                   the smaller of the two for timeout_s,
  *                            max_timeout_s, memory_mb, max_output_chars,
  *                            max_processes, max_file_mb, max_sessions,

@@ -267,6 +267,18 @@ static void test_other_ceilings(void **state)
 	policy_free(p);
 	policy_free(c);
 
+	/* Deny lists: the tighter is the union. */
+	c = project(t, "permissions:\n  fs_read_deny: [\"*.sqlite\", \"data/private\"]\n");
+	p = project(t, "permissions:\n  fs_read_deny: [\"data/private\"]\n");
+	r = cut(t, p, c, true);
+	assert_int_equal(r.keys, TRUST_FS_READ);
+	assert_string_equal(r.text, "- fs_read_deny without *.sqlite (the built-in policy denies it)\n");
+	assert_int_equal(p->n_fs_read_deny, 2);
+	assert_string_equal(p->fs_read_deny[1], "*.sqlite");
+	trust_report_free(&r);
+	policy_free(p);
+	policy_free(c);
+
 	c = project(t, "permissions:\n  fs_read: false\n  fs_write: false\n");
 	p = project(t, "permissions:\n  fs_read: [data, workspace/outputs]\n  fs_write: workspace\n");
 	r = cut(t, p, c, true);
