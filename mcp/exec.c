@@ -54,6 +54,10 @@ void exec_call(struct server *s, const cJSON *id, const cJSON *args, const cJSON
 	const cJSON *timeout = cJSON_GetObjectItemCaseSensitive(args, "timeout_s");
 	const cJSON *reset = cJSON_GetObjectItemCaseSensitive(args, "reset");
 
+	if (s->opts.not_project) {
+		input_error(s, id, "%s", s->opts.not_project);
+		return;
+	}
 	if (!cJSON_IsString(code)) {
 		input_error(s, id, "execute_python needs \"code\": a string of Python source");
 		return;

@@ -147,6 +147,15 @@ static int venv_check(const char *venv, char *why, size_t n)
 	return 0;
 }
 
+/* The empty stand-in for ROOT = "/" (see main); removed at exit. */
+static char standin[64];
+
+static void remove_standin(void)
+{
+	if (standin[0])
+		jail_scratch_remove(standin);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -258,6 +267,30 @@ int main(int argc, char **argv)
 	if (!root || !realpath(root, root_abs) || !is_dir(root_abs))
 		die_usage("%s '%s' is not an existing directory: write the absolute path of the project's directory (for example --root /home/me/project)",
 			  root_from, root ? root : "(cwd)");
+	/* ROOT = "/" is no project: with fs_read true the code would read the
+	 * whole file system, and the workspace would be /workspace.  Agents
+	 * started outside a project land here, so the server still starts (the
+	 * agent can tell its user what to do), on an empty private stand-in
+	 * for ROOT (named like the jail's scratch directories, so that the
+	 * same careful removal takes it at exit), and refuses every call. */
+	static const char not_project[] =
+		"the project root is / (the whole file system), not a project: start the server with --root set to the "
+		"project directory (for example --root /home/me/project), or start it from inside the project";
+	if (strcmp(root_abs, "/") == 0 && !trust && !untrust) {
+		if (check) {
+			printf("python-sandbox-mcp %s\nroot: /\ncheck: %s\n", PSM_VERSION, not_project);
+			return 1;
+		}
+		snprintf(standin, sizeof standin, "/tmp/psm-scratch-not-a-project-XXXXXX");
+		if (!mkdtemp(standin) || atexit(remove_standin) != 0) {
+			fprintf(stderr, "python-sandbox-mcp: %s (and no stand-in directory could be made: %s)\n",
+				not_project, strerror(errno));
+			return 2;
+		}
+		log_warn("%s", not_project);
+		snprintf(root_abs, sizeof root_abs, "%s", standin);
+		srv.opts.not_project = not_project;
+	}
 	srv.opts.root = root_abs;
 
 	/* The policy: never run under one that could not be read. */

@@ -41,6 +41,10 @@ struct server_opts {
 	 * changes nothing on the host, and the jail's report goes to stderr
 	 * for the --check process to print. */
 	bool check_session;
+	/* ROOT was "/": not a project.  The server still starts, so that the
+	 * agent can tell its user, but runs on an empty stand-in directory and
+	 * every execute_python answers this message. */
+	const char *not_project;
 	char self_exe[4096];   /* this binary, exec'd as the zygote */
 };
 

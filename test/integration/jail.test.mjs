@@ -8,9 +8,10 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import os from 'node:os';
+import { spawnSync } from 'node:child_process';
 import net from 'node:net';
 
-import { startClient, newProject, execPy, callTool, jsonResult, writeFile, show, sleep } from './lib.mjs';
+import { BIN, startClient, newProject, execPy, callTool, jsonResult, writeFile, show, sleep } from './lib.mjs';
 
 const isLink = (p) => { try { return fs.lstatSync(p).isSymbolicLink(); } catch { return false; } };
 
@@ -198,6 +199,23 @@ describe('jail through MCP', () => {
 			assert.match(r.text, /under \/tmp .*move the project/);
 			assert.ok(!JSON.stringify(r.res).includes('TOP-SECRET-CANARY'));
 		} finally { await ts.close(); }
+	});
+
+	test('ROOT = / is not a project: the server starts, execute_python refuses saying to pass --root, --check exits 1, nothing is created', { timeout: 60000 }, async () => {
+		const before = fs.readdirSync('/tmp').filter((n) => n.startsWith('psm-scratch-not-a-project-'));
+		const rs = await startClient('/', { structured: true });
+		try {
+			const r = await execPy(rs, 'open("/etc/hostname").read()');
+			assert.equal(r.res.isError, true);
+			assert.match(r.text, /whole file system\), not a project/);
+			assert.match(r.text, /--root/);
+		} finally { await rs.close(); }
+		assert.ok(!fs.existsSync('/workspace'), 'no /workspace on the host');
+		const after = fs.readdirSync('/tmp').filter((n) => n.startsWith('psm-scratch-not-a-project-'));
+		assert.deepEqual(after, before, 'the stand-in directory is removed at exit');
+		const c = spawnSync(BIN, ['--check', '--root', '/'], { encoding: 'utf8', timeout: 30000 });
+		assert.equal(c.status, 1, c.stdout + c.stderr);
+		assert.match(c.stdout, /not a project: start the server with --root/);
 	});
 
 	test('a fork bomb is bounded by max_processes (also as root) and the server stays up', { timeout: 90000 }, async () => {
