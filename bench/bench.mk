@@ -11,8 +11,10 @@ BENCH_CFLAGS := -std=gnu11 -O2 -g -Wall -Wextra -Werror
 
 .PHONY: bench bench-setup bench-agent
 ## bench: the server against Jupyter and python3 -c, then the agent workload; writes bench/RESULTS.md
-bench: setup bench-setup $(BIN) $(BENCH_FLOORS)
+bench: setup bench-setup $(BIN) $(BENCH_FLOORS) $(BUILD)/helpers/dockerrun
 	$(BENCH_PY) bench/run.py --server $(BIN) --floors $(BENCH_BUILD) --results bench/RESULTS.md $(BENCH_ARGS)
+	$(BENCH_PY) bench/run.py --server $(BIN) --floors $(BENCH_BUILD) --results bench/RESULTS.md --append \
+		--wrap $(BUILD)/helpers/dockerrun --skip=jupyter,output,rewrite $(BENCH_ARGS)
 	$(BENCH_PY) bench/agent.py --server $(BIN) --results bench/RESULTS.md $(AGENT_ARGS)
 
 #   make bench-agent AGENT_ARGS="--rounds 1 --skip scale"   a short run

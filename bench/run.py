@@ -134,12 +134,18 @@ class ServerError(Exception):
     pass
 
 
+# A launcher the server is started under (--wrap): build/helpers/dockerrun
+# runs it under a container runtime's default rules, so the jail takes its
+# namespace-free mode (Landlock + seccomp).
+WRAP = []
+
+
 class Server:
     """The server as a child process; JSON-RPC lines over its stdio."""
 
     def __init__(self, binary, root, skill=None, extra=(), stderr_path=None):
         self.t_spawn = now()
-        args = [binary] if binary.endswith("floor_echo") else [binary, "--root", root]
+        args = [binary] if binary.endswith("floor_echo") else WRAP + [binary, "--root", root]
         if skill:
             args += ["--skill", skill]
         args += list(extra)
@@ -364,7 +370,12 @@ def main():
     ap.add_argument("--results", help="write the table (markdown) here too")
     ap.add_argument("--quick", action="store_true", help="few iterations (a smoke run)")
     ap.add_argument("--skip", default="", help="comma-separated: jupyter,cold,output,rewrite")
+    ap.add_argument("--wrap", help="start the server under this launcher (e.g. build/helpers/dockerrun: "
+                    "the jail's namespace-free mode)")
+    ap.add_argument("--append", action="store_true", help="append to --results instead of replacing it")
     a = ap.parse_args()
+    if a.wrap:
+        WRAP[:] = [os.path.abspath(a.wrap)]
     skip = set(x for x in a.skip.split(",") if x)
     Q = a.quick
     server_bin = os.path.abspath(a.server)
@@ -779,17 +790,20 @@ def main():
     except OSError:
         pass
     load = os.getloadavg()
-    header = ("python-sandbox-mcp bench, %s\nmachine: %s, nproc %d, %s, kernel %s; load average at the end %.2f %.2f %.2f; "
+    header = ("python-sandbox-mcp bench%s, %s\nmachine: %s, nproc %d, %s, kernel %s; load average at the end %.2f %.2f %.2f; "
               "Python %s; run took %.0f s%s" % (
+                  " (server under %s: namespace-free jail)" % os.path.basename(a.wrap) if a.wrap else "",
                   time.strftime("%Y-%m-%d %H:%M:%S %Z"), platform.node(), os.cpu_count(), cpu, platform.release(),
                   load[0], load[1], load[2], platform.python_version(), now() - t_start, " (--quick)" if Q else ""))
     table = R.render(header)
     print(table, flush=True)
     if a.results:
-        with open(a.results, "w") as f:
-            f.write("# Latest `make bench` results\n\n")
-            f.write("Written by `make bench` (bench/run.py); see bench/README.md for what each line means.\n\n")
-            f.write("```\n" if False else "")
+        with open(a.results, "a" if a.append else "w") as f:
+            if not a.append:
+                f.write("# Latest `make bench` results\n\n")
+                f.write("Written by `make bench` (bench/run.py); see bench/README.md for what each line means.\n\n")
+            else:
+                f.write("\n")
             f.write(table + "\n")
     shutil.rmtree(work, ignore_errors=True)
     return 0
