@@ -10,28 +10,8 @@ import path from 'node:path';
 import Ajv from 'ajv';
 
 import { startClient, newProject, execPy, callTool, writeFile, RawServer, jsonResult, show, BIN, REPO } from './lib.mjs';
+import { SKILL, projectWith, errorLines } from './reply_lib.mjs';
 
-const SKILL = fs.readFileSync(new URL('../../SKILL.md', import.meta.url), 'utf8');
-
-/** A project whose SKILL.md has some text replaced; returns [root, skillPath]. */
-export function projectWith(tag, replacements) {
-	const root = newProject(tag);
-	let text = SKILL;
-	for (const [from, to] of replacements) {
-		assert.ok(text.includes(from), `SKILL.md has ${from}`);
-		text = text.replace(from, to);
-	}
-	return [root, writeFile(root, 'policy/SKILL.md', text)];
-}
-
-/** The lines of the error section, without trailing blank lines. */
-function errorLines(r) {
-	const e = r.sections.error;
-	assert.ok(e, `an error section: ${show(r.text)}`);
-	const lines = e.split('\n');
-	while (lines.length && lines[lines.length - 1] === '') lines.pop();
-	return lines;
-}
 
 describe('what each call used', () => {
 	let h;
