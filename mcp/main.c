@@ -176,6 +176,8 @@ int main(int argc, char **argv)
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "zygote-fd", required_argument, NULL, 'Z' }, /* internal */
+		{ "resume-mcp", required_argument, NULL, 'R' }, /* internal: started again on the client's root */
+		{ "resume-input", required_argument, NULL, 'F' }, /* internal: the requests held meanwhile */
 		{ 0 },
 	};
 	/* One out-of-memory rule for every JSON value built in this process
@@ -183,8 +185,16 @@ int main(int argc, char **argv)
 	util_cjson_hooks();
 	/* libbsd's setproctitle may then reuse the argv and environment area:
 	 * the zygote, sessions and checkpoints name themselves in ps. */
+	/* A copy first: a restart on the client's root (roots/list) needs the
+	 * command line as it was given. */
+	char **argv_copy = xreallocarray(NULL, (size_t)argc + 1, sizeof *argv_copy);
+	for (int i = 0; i < argc; i++)
+		argv_copy[i] = xstrdup(argv[i]);
+	argv_copy[argc] = NULL;
 	setproctitle_init(argc, argv, environ);
 	struct server srv = { 0 };
+	srv.opts.argv = argv_copy;
+	srv.opts.resume_fd = -1;
 	srv.opts.timeout_s = -1;
 	srv.opts.memory_mb = -1;
 	bool check = false, trust = false, untrust = false, yes = false;
@@ -226,6 +236,20 @@ int main(int argc, char **argv)
 				die_usage("--zygote-fd is internal: the server passes a descriptor number (%s)", bad);
 			return zygote_exec_main(fd);
 		}
+		case 'R':
+			/* Only the versions the server knows are echoed; the rest
+			 * is refused as the internal option it is. */
+			if (strlen(optarg) != 10 || strspn(optarg, "0123456789-") != 10)
+				die_usage("--resume-mcp is internal: a protocol version (YYYY-MM-DD)");
+			srv.opts.resume_version = optarg;
+			break;
+		case 'F': {
+			const char *bad = NULL;
+			srv.opts.resume_fd = (int)strtonum(optarg, 3, INT_MAX, &bad);
+			if (bad)
+				die_usage("--resume-input is internal: the server passes a descriptor number (%s)", bad);
+			break;
+		}
 		case 'V': printf("python-sandbox-mcp %s\n", PSM_VERSION); return 0;
 		case 'h': fputs(usage, stdout); return 0;
 		default:
@@ -262,6 +286,7 @@ int main(int argc, char **argv)
 	if (!root || !*root) {
 		root = getcwd(cwd, sizeof cwd);
 		root_from = "the current directory";
+		srv.opts.root_from_cwd = true; /* the client's roots may name it */
 	}
 	char root_abs[PATH_MAX];
 	if (!root || !realpath(root, root_abs) || !is_dir(root_abs))

@@ -12,11 +12,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "../common/log.h"
+#include "../common/util.h"
 #include "supervisor.h"
 #include "work.h"
 #include "text.h"
@@ -228,6 +231,9 @@ static const char *negotiate(const cJSON *params)
 static void on_initialize(struct server *s, const cJSON *id, const cJSON *params)
 {
 	const char *v = negotiate(params);
+	const cJSON *ccaps = cJSON_GetObjectItemCaseSensitive(params, "capabilities");
+	if (s->opts.root_from_cwd && cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(ccaps, "roots")))
+		s->roots_wanted = true;
 	snprintf(s->protocol_version, sizeof s->protocol_version, "%s", v);
 	cJSON *r = cJSON_CreateObject();
 	cJSON_AddStringToObject(r, "protocolVersion", v);
@@ -266,10 +272,182 @@ static void on_set_level(struct server *s, const cJSON *id, const cJSON *params)
 	rpc_result(s, id, NULL);
 }
 
+/* ---- ROOT from the client's roots ----
+ * Neither --root nor CLAUDE_PROJECT_DIR named the project, and the client
+ * has roots: its first file:// root is the project.  Everything that
+ * depends on ROOT (the policy found under it, workspace trust, the
+ * workspace, the zygote's jail) was set up for the current directory, so a
+ * different root starts this same process again (execv, same pid, same
+ * stdio) with --root, told that initialize is done and handed the requests
+ * that arrived meanwhile; no code has run yet.  A client that does not
+ * answer within ROOTS_WAIT_MS keeps the current directory. */
+#define ROOTS_ID "psm-roots-list"
+#define ROOTS_WAIT_MS 10000.0
+
+static void dispatch(struct server *s, const cJSON *msg);
+
+static void release_held(struct server *s)
+{
+	s->roots_pending = false;
+	cJSON *held = s->held;
+	s->held = NULL;
+	cJSON *m;
+	cJSON_ArrayForEach(m, held)
+		dispatch(s, m);
+	cJSON_Delete(held);
+}
+
+static void roots_timeout(void *arg)
+{
+	struct server *s = arg;
+	if (!s->roots_pending)
+		return;
+	log_warn("the client did not answer roots/list within %.0f s: the project is the current directory %s",
+		 ROOTS_WAIT_MS / 1000.0, s->opts.root);
+	release_held(s);
+}
+
+/* file:///a%20b -> /a b; NULL when it is not a local file URI. */
+static char *file_uri_path(const char *uri)
+{
+	if (strncmp(uri, "file://", 7) != 0)
+		return NULL;
+	const char *p = uri + 7;
+	if (strncmp(p, "localhost/", 10) == 0)
+		p += 9;
+	if (*p != '/')
+		return NULL;
+	char *out = xmalloc(strlen(p) + 1), *o = out;
+	for (; *p; p++) {
+		if (*p == '%' && p[1] && p[2]) {
+			char hex[3] = { p[1], p[2], 0 }, *end;
+			long v = strtol(hex, &end, 16);
+			if (*end || v <= 0) {
+				free(out);
+				return NULL; /* no NUL bytes, no malformed escapes */
+			}
+			*o++ = (char)v;
+			p += 2;
+		} else if (*p == '?' || *p == '#') {
+			break;
+		} else {
+			*o++ = *p;
+		}
+	}
+	*o = '\0';
+	return out;
+}
+
+/* Starts this binary again with --root DIR; returns only on failure. */
+static void restart_on_root(struct server *s, const char *dir)
+{
+	int fd = memfd_create("psm-held-requests", 0); /* inherited on purpose */
+	if (fd < 0) {
+		log_error("cannot hand the held requests over (memfd_create: %s): the project stays %s", strerror(errno), s->opts.root);
+		return;
+	}
+	cJSON *m;
+	bool ok = true;
+	cJSON_ArrayForEach(m, s->held) {
+		char *line = cJSON_PrintUnformatted(m);
+		ok = ok && write(fd, line, strlen(line)) == (ssize_t)strlen(line) && write(fd, "\n", 1) == 1;
+		free(line);
+	}
+	if (s->line_len && !s->discarding) /* a message still arriving */
+		ok = ok && write(fd, s->line, s->line_len) == (ssize_t)s->line_len;
+	if (!ok || lseek(fd, 0, SEEK_SET) != 0) {
+		log_error("cannot hand the held requests over: the project stays %s", s->opts.root);
+		close(fd);
+		return;
+	}
+	char fdbuf[16];
+	snprintf(fdbuf, sizeof fdbuf, "%d", fd);
+	size_t n = 0;
+	while (s->opts.argv[n])
+		n++;
+	char **av = xreallocarray(NULL, n + 8, sizeof *av);
+	size_t k = 0;
+	av[k++] = xstrdup(s->opts.argv[0]);
+	av[k++] = xstrdup("--root");
+	av[k++] = xstrdup(dir);
+	for (size_t i = 1; i < n; i++)
+		av[k++] = xstrdup(s->opts.argv[i]);
+	av[k++] = xstrdup("--resume-mcp");
+	av[k++] = xstrdup(s->protocol_version);
+	av[k++] = xstrdup("--resume-input");
+	av[k++] = xstrdup(fdbuf);
+	av[k] = NULL;
+	log_info("the client's first root is %s (not the current directory %s): starting again with --root there", dir, s->opts.root);
+	/* The zygote and its sessions end first (nothing has run in them). */
+	sup_free(s->sup);
+	s->sup = NULL;
+	int fl = fcntl(STDIN_FILENO, F_GETFL);
+	if (fl >= 0)
+		fcntl(STDIN_FILENO, F_SETFL, fl & ~O_NONBLOCK);
+	execv(s->opts.self_exe, av);
+	log_error("cannot start again on %s (%s): exiting", dir, strerror(errno));
+	exit(1);
+}
+
+static void on_roots_response(struct server *s, const cJSON *msg)
+{
+	if (!s->roots_pending)
+		return;
+	const cJSON *roots = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(msg, "result"), "roots");
+	const cJSON *r;
+	char *path = NULL;
+	cJSON_ArrayForEach(r, roots) {
+		const cJSON *uri = cJSON_GetObjectItemCaseSensitive(r, "uri");
+		if (cJSON_IsString(uri) && (path = file_uri_path(uri->valuestring)))
+			break;
+	}
+	char real[4096];
+	struct stat st;
+	if (!path) {
+		log_info("the client lists no file:// root: the project is the current directory %s", s->opts.root);
+	} else if (!realpath(path, real) || stat(real, &st) < 0 || !S_ISDIR(st.st_mode)) {
+		log_warn("the client's first root %s is not an existing directory: the project is the current directory %s",
+			 path, s->opts.root);
+	} else if (strcmp(real, s->opts.root) == 0) {
+		log_info("the client's first root is the current directory %s", real);
+	} else {
+		/* Not here: the rest of the bytes already read (more requests
+		 * after this answer) are held first, then the restart. */
+		free(path);
+		s->restart_root = xstrdup(real);
+		return;
+	}
+	free(path);
+	release_held(s);
+}
+
+/* After a chunk of input is handled: the restart on the client's root, if
+ * one is due; when it cannot happen, the project stays where it is. */
+static void maybe_restart(struct server *s)
+{
+	if (!s->restart_root)
+		return;
+	restart_on_root(s, s->restart_root);
+	free(s->restart_root);
+	s->restart_root = NULL;
+	release_held(s);
+}
+
 static void on_notification(struct server *s, const char *method, const cJSON *params)
 {
 	if (strcmp(method, "notifications/initialized") == 0) {
 		s->initialized = true;
+		if (s->roots_wanted && !s->roots_pending) {
+			s->roots_wanted = false;
+			s->roots_pending = true;
+			s->held = cJSON_CreateArray();
+			cJSON *req = cJSON_CreateObject();
+			cJSON_AddStringToObject(req, "jsonrpc", "2.0");
+			cJSON_AddStringToObject(req, "id", ROOTS_ID);
+			cJSON_AddStringToObject(req, "method", "roots/list");
+			send_obj(req);
+			loop_timer(s->loop, ROOTS_WAIT_MS, roots_timeout, s);
+		}
 	} else if (strcmp(method, "notifications/cancelled") == 0) {
 		const cJSON *rid = cJSON_GetObjectItemCaseSensitive(params, "requestId");
 		if (rid)
@@ -294,9 +472,12 @@ static void dispatch(struct server *s, const cJSON *msg)
 	const cJSON *ver = cJSON_GetObjectItemCaseSensitive(msg, "jsonrpc");
 
 	if (!method) {
-		/* A response from the client (we send no requests) or junk. */
-		if (id && (cJSON_GetObjectItemCaseSensitive(msg, "result") || cJSON_GetObjectItemCaseSensitive(msg, "error")))
+		/* A response from the client (our one request is roots/list) or junk. */
+		if (id && (cJSON_GetObjectItemCaseSensitive(msg, "result") || cJSON_GetObjectItemCaseSensitive(msg, "error"))) {
+			if (cJSON_IsString(id) && strcmp(id->valuestring, ROOTS_ID) == 0)
+				on_roots_response(s, msg);
 			return;
+		}
 		rpc_error(s, id && (cJSON_IsString(id) || cJSON_IsNumber(id)) ? id : NULL, RPC_INVALID_REQUEST,
 			  "missing \"method\"", NULL);
 		return;
@@ -312,6 +493,12 @@ static void dispatch(struct server *s, const cJSON *msg)
 	const char *m = method->valuestring;
 	if (!id) {
 		on_notification(s, m, params);
+		return;
+	}
+	/* Waiting for the client's roots: requests wait too (bounded by the
+	 * line limit and ROOTS_WAIT_MS), ping excepted. */
+	if (s->roots_pending && strcmp(m, "ping") != 0) {
+		cJSON_AddItemToArray(s->held, cJSON_Duplicate(msg, 1));
 		return;
 	}
 	if (strcmp(m, "initialize") == 0)
@@ -394,33 +581,12 @@ void server_call_done(struct server *s)
 	}
 }
 
-static void stdin_event(void *arg, int fd, short revents)
+/* Assembles lines from bytes read (stdin, or requests handed over by a
+ * restart on the client's root) and handles each complete one. */
+static void feed_bytes(struct server *s, const char *buf, ssize_t n)
 {
-	struct server *s = arg;
-	char buf[65536];
-	ssize_t n = read(fd, buf, sizeof buf);
-	if (n < 0 && (errno == EAGAIN || errno == EINTR))
-		return;
-	if (n <= 0) {
-		if (s->line_len && !s->discarding)
-			server_handle_line(s, s->line, s->line_len);
-		s->line_len = 0;
-		loop_unwatch(s->loop, fd);
-		s->eof = true;
-		/* Requests already read are answered (a client that pipes its
-		 * requests and closes stdin gets every reply), within a grace
-		 * period; SIGTERM and SIGINT stop at once. */
-		if (sup_busy(s->sup) || s->jobs > 0) {
-			log_info("end of input: finishing %s before exit (at most %d s)", "the calls in progress", EOF_GRACE_S);
-			loop_timer(s->loop, EOF_GRACE_S * 1000.0, grace_over, s);
-		} else {
-			log_info("end of input: shutting down");
-			loop_stop(s->loop);
-		}
-		return;
-	}
 	for (ssize_t i = 0; i < n;) {
-		char *nl = memchr(buf + i, '\n', (size_t)(n - i));
+		const char *nl = memchr(buf + i, '\n', (size_t)(n - i));
 		size_t chunk = nl ? (size_t)(nl - (buf + i)) : (size_t)(n - i);
 		if (!s->discarding) {
 			if (s->line_len + chunk > MCP_MAX_LINE) {
@@ -467,6 +633,35 @@ static void stdin_event(void *arg, int fd, short revents)
 			}
 		}
 	}
+}
+
+static void stdin_event(void *arg, int fd, short revents)
+{
+	struct server *s = arg;
+	char buf[65536];
+	ssize_t n = read(fd, buf, sizeof buf);
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (n <= 0) {
+		if (s->line_len && !s->discarding)
+			server_handle_line(s, s->line, s->line_len);
+		s->line_len = 0;
+		loop_unwatch(s->loop, fd);
+		s->eof = true;
+		/* Requests already read are answered (a client that pipes its
+		 * requests and closes stdin gets every reply), within a grace
+		 * period; SIGTERM and SIGINT stop at once. */
+		if (sup_busy(s->sup) || s->jobs > 0) {
+			log_info("end of input: finishing %s before exit (at most %d s)", "the calls in progress", EOF_GRACE_S);
+			loop_timer(s->loop, EOF_GRACE_S * 1000.0, grace_over, s);
+		} else {
+			log_info("end of input: shutting down");
+			loop_stop(s->loop);
+		}
+		return;
+	}
+	feed_bytes(s, buf, n);
+	maybe_restart(s);
 }
 
 static void signal_event(void *arg, int fd, short revents)
@@ -516,6 +711,19 @@ int server_run(struct server *s)
 	 * blocked: the workers inherit the mask.  Two workers, so one long
 	 * (budgeted) walk does not queue every other session's behind it. */
 	s->work = work_new(s->loop, 2);
+	if (s->opts.resume_version) {
+		/* Started again on the client's root: initialize was answered
+		 * by the process this one replaced. */
+		snprintf(s->protocol_version, sizeof s->protocol_version, "%s", s->opts.resume_version);
+		s->initialized = true;
+	}
+	if (s->opts.resume_fd >= 0) {
+		char rb[65536];
+		ssize_t rn;
+		while ((rn = read(s->opts.resume_fd, rb, sizeof rb)) > 0)
+			feed_bytes(s, rb, rn);
+		close(s->opts.resume_fd);
+	}
 	loop_watch(s->loop, STDIN_FILENO, POLLIN, stdin_event, s);
 	loop_watch(s->loop, sfd, POLLIN, signal_event, s);
 	loop_run(s->loop);
@@ -529,6 +737,10 @@ int server_run(struct server *s)
 	loop_free(s->loop);
 	s->loop = NULL;
 	close(sfd);
+	cJSON_Delete(s->held);
+	s->held = NULL;
+	free(s->restart_root);
+	s->restart_root = NULL;
 	free(s->line);
 	if (fl >= 0)
 		fcntl(STDIN_FILENO, F_SETFL, fl);

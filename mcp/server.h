@@ -45,6 +45,13 @@ struct server_opts {
 	 * agent can tell its user, but runs on an empty stand-in directory and
 	 * every execute_python answers this message. */
 	const char *not_project;
+	/* ROOT from the client's roots: set when neither --root nor
+	 * CLAUDE_PROJECT_DIR named the project (ROOT is then the current
+	 * directory until the client says otherwise). */
+	bool root_from_cwd;
+	char **argv;           /* the command line, to start again on a new ROOT */
+	const char *resume_version; /* internal: started again after initialize */
+	int resume_fd;         /* internal: requests held for the new ROOT, or -1 */
 	char self_exe[4096];   /* this binary, exec'd as the zygote */
 };
 
@@ -65,6 +72,12 @@ struct server {
 	size_t line_len, line_cap;
 	bool discarding;       /* inside an over-long line */
 	bool eof;              /* stdin ended: finish what was asked, then exit */
+	/* roots/list: asked after initialized when the client has roots and
+	 * ROOT came from the current directory; requests wait meanwhile. */
+	bool roots_wanted;
+	bool roots_pending;
+	cJSON *held;           /* requests received while roots_pending */
+	char *restart_root;    /* the client's root, once the bytes read are handled */
 };
 
 /* Sends a result, an error or a notification (one line on stdout).
