@@ -187,7 +187,8 @@ int main(int argc, char **argv)
 	 * the zygote, sessions and checkpoints name themselves in ps. */
 	/* A copy first: a restart on the client's root (roots/list) needs the
 	 * command line as it was given. */
-	char **argv_copy = xreallocarray(NULL, (size_t)argc + 1, sizeof *argv_copy);
+	static char **argv_copy; /* static: reachable for the whole run */
+	argv_copy = xreallocarray(NULL, (size_t)argc + 1, sizeof *argv_copy);
 	for (int i = 0; i < argc; i++)
 		argv_copy[i] = xstrdup(argv[i]);
 	argv_copy[argc] = NULL;
