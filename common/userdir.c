@@ -13,6 +13,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "util.h"
+
 #define APP_DIR "python-sandbox-mcp"
 
 /* $XDG_<var> when it is an absolute path (a relative one is ignored, as
@@ -66,25 +68,6 @@ static int check_owner(const struct stat *st, const char *what, const char *path
 	return 0;
 }
 
-/* mkdir -p with mode 0700 for the components that are missing. */
-static int make_parents(const char *path, struct err *e)
-{
-	char buf[PATH_MAX];
-	size_t n = strlen(path);
-	if (n >= sizeof buf)
-		return err_set(e, -ENAMETOOLONG, "%s: the path is too long", path);
-	memcpy(buf, path, n + 1);
-	for (size_t i = 1; i <= n; i++) {
-		if (buf[i] != '/' && buf[i] != '\0')
-			continue;
-		char c = buf[i];
-		buf[i] = '\0';
-		if (mkdir(buf, 0700) < 0 && errno != EEXIST)
-			return err_sys(e, -errno, "cannot create the directory %s", buf);
-		buf[i] = c;
-	}
-	return 0;
-}
 
 int userdir_open(struct userdir *ud, const char *path, bool create, struct err *e)
 {
@@ -98,7 +81,7 @@ int userdir_open(struct userdir *ud, const char *path, bool create, struct err *
 		return err_set(e, -ENAMETOOLONG, "%s: the path is too long", path);
 	strcpy(ud->path, path);
 	if (create) {
-		rc = make_parents(path, e);
+		rc = mkdir_all(path, 0700, e);
 		if (rc < 0)
 			return rc;
 	}

@@ -1,6 +1,10 @@
 #include "util.h"
+#include "err.h"
 
 #include <cjson/cJSON.h>
+#include <errno.h>
+#include <limits.h>
+#include <sys/stat.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -77,4 +81,23 @@ void util_cjson_hooks(void)
 {
 	cJSON_Hooks h = { .malloc_fn = cjson_malloc, .free_fn = free };
 	cJSON_InitHooks(&h);
+}
+
+int mkdir_all(const char *path, unsigned mode, struct err *e)
+{
+	char buf[PATH_MAX];
+	size_t n = strlen(path);
+	if (n >= sizeof buf)
+		return err_set(e, -ENAMETOOLONG, "%s: the path is too long (%zu bytes)", path, n);
+	memcpy(buf, path, n + 1);
+	for (size_t i = 1; i <= n; i++) {
+		if (buf[i] != '/' && buf[i] != '\0')
+			continue;
+		char c = buf[i];
+		buf[i] = '\0';
+		if (mkdir(buf, (mode_t)mode) < 0 && errno != EEXIST)
+			return err_sys(e, -errno, "cannot create the directory %s", buf);
+		buf[i] = c;
+	}
+	return 0;
 }

@@ -64,4 +64,9 @@ static inline int steal_fd(int *fd)
 	return v;
 }
 
+/* mkdir -p: creates the missing directories of path with mode (existing
+ * ones are left as they are).  0 or a negative errno, the message in e. */
+struct err;
+int mkdir_all(const char *path, unsigned mode, struct err *e);
+
 #endif

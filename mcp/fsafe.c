@@ -24,6 +24,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "../common/util.h"
+
 #ifndef SYS_openat2
 #define SYS_openat2 437
 #endif
@@ -76,28 +78,6 @@ void ws_close(struct workspace *ws)
 	ws_init(ws);
 }
 
-/* mkdir -p for the configured workspace path.  This runs at start-up, before
- * any sandboxed code exists, on a path the user chose, so plain mkdir(2) is
- * right here; everything after this goes through the workspace fd. */
-static int mkdir_p(const char *path, struct err *e)
-{
-	char buf[PATH_MAX];
-	size_t n = strlen(path);
-
-	if (n >= sizeof buf)
-		return err_set(e, -ENAMETOOLONG, "workspace path is too long (%zu bytes)", n);
-	memcpy(buf, path, n + 1);
-	for (size_t i = 1; i <= n; i++) {
-		if (buf[i] != '/' && buf[i] != '\0')
-			continue;
-		char c = buf[i];
-		buf[i] = '\0';
-		if (mkdir(buf, 0755) < 0 && errno != EEXIST)
-			return err_sys(e, -errno, "cannot create the workspace directory %s", buf);
-		buf[i] = c;
-	}
-	return 0;
-}
 
 int ws_open(struct workspace *ws, const char *root, const char *workspace_path, struct err *e)
 {
@@ -119,7 +99,7 @@ int ws_open(struct workspace *ws, const char *root, const char *workspace_path, 
 		rc = err_set(e, -ENAMETOOLONG, "workspace path is too long");
 		goto fail;
 	}
-	rc = mkdir_p(full, e);
+	rc = mkdir_all(full, 0755, e);
 	if (rc < 0)
 		goto fail;
 	ws->abs = realpath(full, NULL);
