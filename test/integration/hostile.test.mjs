@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 
-import { startClient, newProject, execPy, callTool, descendants, sleep, show } from './lib.mjs';
+import { SANITIZED, startClient, newProject, execPy, callTool, descendants, sleep, show } from './lib.mjs';
 
 /** CPU time (ms) used so far by every process below the server (the sandbox). */
 function sandboxCpuMs(serverPid) {
@@ -268,9 +268,13 @@ describe('memory_mb bounds the session as a whole', () => {
 					assert.deepEqual([r.sc.status, r.sc.exit_code, r.sc.state], ['memory', 137, 'rolled_back'], show(r.sc));
 				}
 				// What the sandbox held at the peak, above its idle size: the limit plus
-				// the larger of 10 % and 64 MB (sampled from outside every 5 ms).
+				// the larger of 10 % and 64 MB (sampled from outside every 5 ms).  Under
+				// AddressSanitizer its own shadow and quarantine come on top of what the
+				// code holds (about twice as much again): the bound is the plain build's
+				// to prove; here the stop and the rollback are.
 				const over = peak - base;
-				assert.ok(over <= mb + Math.max(mb / 10, 64), `peak ${peak.toFixed(0)} MB, idle ${base.toFixed(0)} MB, limit ${mb} MB`);
+				const allowed = SANITIZED ? 3 * mb : mb + Math.max(mb / 10, 64);
+				assert.ok(over <= allowed, `peak ${peak.toFixed(0)} MB, idle ${base.toFixed(0)} MB, limit ${mb} MB`);
 				const n = await execPy(h, 'kept');
 				assert.deepEqual([n.sc.status, n.sc.result], ['ok', r.sc.status === 'error' ? '8' : '7'], show(n.sc));
 			} finally {

@@ -23,6 +23,10 @@ import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 export const REPO = path.resolve(HERE, '..', '..');
 export const BIN = path.resolve(REPO, process.env.PSM_BIN || 'build/python-sandbox-mcp');
+/* A sanitizer build (make test-san: build/san/): the sessions run under
+ * AddressSanitizer too, whose shadow memory and quarantine of freed blocks
+ * are memory of the session's as the kernel counts it. */
+export const SANITIZED = /\/san\//.test(BIN);
 
 export const PROTOCOL_VERSIONS = ['2024-11-05', '2025-03-26', '2025-06-18', '2025-11-25'];
 export const LATEST_VERSION = '2025-11-25';

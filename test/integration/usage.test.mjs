@@ -9,7 +9,7 @@ import path from 'node:path';
 
 import Ajv from 'ajv';
 
-import { startClient, newProject, execPy, callTool, writeFile, RawServer, jsonResult, show, BIN, REPO } from './lib.mjs';
+import { SANITIZED, startClient, newProject, execPy, callTool, writeFile, RawServer, jsonResult, show, BIN, REPO } from './lib.mjs';
 import { SKILL, projectWith, errorLines } from './reply_lib.mjs';
 
 
@@ -22,7 +22,8 @@ describe('what each call used', () => {
 		const m = / · cpu (\d+) ms · peak (\d+) MB$/.exec(r.text.split('\n')[0]);
 		assert.ok(m, `the status line ends with cpu and peak: ${r.text.split('\n')[0]}`);
 		assert.equal(Number(m[1]), r.sc.cpu_ms);
-		assert.equal(Number(m[2]), Math.round(r.sc.peak_mb));
+		// The line rounds as printf's %.0f does (424.5 -> 424).
+		assert.ok(Math.abs(Number(m[2]) - r.sc.peak_mb) <= 0.5, `${m[2]} MB on the line, ${r.sc.peak_mb} in structuredContent`);
 		return { cpu: r.sc.cpu_ms, peak: r.sc.peak_mb };
 	};
 
@@ -30,7 +31,9 @@ describe('what each call used', () => {
 		const a = usageOf(await execPy(h, 'import numpy as np\na = np.ones(60_000_000)\na.sum()\ndel a'));
 		assert.ok(a.peak >= 450, `480 MB were allocated: peak ${a.peak}`);
 		const b = usageOf(await execPy(h, 'b = np.ones(20_000_000)\nb[::4096] = 2\nfloat(b.sum())'));
-		assert.ok(b.peak >= 150 && b.peak < 400, `160 MB this call after 480 MB before: peak ${b.peak}`);
+		// Under AddressSanitizer the quarantine keeps some of the freed 480 MB
+		// resident: the peak is still below the earlier call's.
+		assert.ok(b.peak >= 150 && b.peak < (SANITIZED ? a.peak - 40 : 400), `160 MB this call after 480 MB before: peak ${b.peak}`);
 		const c = usageOf(await execPy(h, 'import time\nt = time.process_time()\nwhile time.process_time() - t < 0.6: pass'));
 		assert.ok(c.cpu >= 500, `0.6 s of CPU: ${c.cpu} ms`);
 		const d = usageOf(await execPy(h, 'import time\ntime.sleep(0.6)'));
