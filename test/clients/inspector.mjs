@@ -10,7 +10,11 @@ export async function runInspector(h, { bin }) {
   const root = path.join(tmpdir("inspector"), "project");
   fs.mkdirSync(root);
   const inspector = path.join(BIN_DIR, "inspector");
-  const env = cleanEnv({ HOME: root });
+  // HOME beside the project, not the project: a server started in the
+  // user's home directory refuses to run code.
+  const home = path.join(path.dirname(root), "home");
+  fs.mkdirSync(home, { recursive: true });
+  const env = cleanEnv({ HOME: home });
   const call = async (args, label) => {
     const r = await run(inspector, ["--cli", bin, "--root", root, "-q", ...args], { cwd: root, env, timeout: 60000 });
     let json = null;
