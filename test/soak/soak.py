@@ -62,27 +62,31 @@ def live_tree(pid):
             out[p] = comm
     return out
 
-# Cells that attack the server from inside the session: each must end as a
-# failed call (never "ok" with someone else's answer), the session must
-# answer its next call, and nothing it started may outlive the soak.
+# Cells that attack the server from inside the session, each with whether the
+# call must fail. A forged reply or checkpoint, a memory bomb and a flood of
+# bad frames must end as a failed call (never "ok" with a made-up answer).
+# The escapee whose session then lowers its own descriptor limit is not an
+# attack on the reply: the cell's code ends normally and "ok" is the truth;
+# what must hold is that the escapee is ended anyway (checked after the last
+# reply, when nothing the code started may be left).
 FRAME = "import os, struct, json, socket, time\ndef frame(t, b): return struct.pack('<III', 0x50534d31, t, len(b)) + b\n"
 HOSTILE = [
     # a made-up result, then it keeps running
-    FRAME + "os.write(3, frame(27, json.dumps({'status': 'ok', 'result': '1'}).encode()))\nwhile True: pass",
+    (FRAME + "os.write(3, frame(27, json.dumps({'status': 'ok', 'result': '1'}).encode()))\nwhile True: pass", True),
     # a child announced as the checkpoint, then the session kills itself
-    FRAME + ("import signal\nk = os.fork()\nif k == 0:\n    signal.signal(signal.SIGUSR1, signal.SIG_IGN)\n"
+    (FRAME + ("import signal\nk = os.fork()\nif k == 0:\n    signal.signal(signal.SIGUSR1, signal.SIG_IGN)\n"
              "    time.sleep(1000)\nsk = socket.socket(fileno=os.dup(3))\n"
              "sk.sendmsg([frame(30, b'{\"pid\": 1}')], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, "
-             "struct.pack('i', os.pidfd_open(k)))])\ntime.sleep(0.1)\nos.kill(os.getpid(), 9)"),
+             "struct.pack('i', os.pidfd_open(k)))])\ntime.sleep(0.1)\nos.kill(os.getpid(), 9)"), True),
     # a setsid'd escapee, then its descriptors used up so it cannot clean up
-    ESCAPEE + "\nimport resource\nresource.setrlimit(resource.RLIMIT_NOFILE, (4, 4))",
+    (ESCAPEE + "\nimport resource\nresource.setrlimit(resource.RLIMIT_NOFILE, (4, 4))", False),
     # memory the per-process limit does not see: children of 500 MB each
-    ("import os, time\nfor i in range(6):\n    if os.fork() == 0:\n        b = bytearray(500 << 20)\n"
+    (("import os, time\nfor i in range(6):\n    if os.fork() == 0:\n        b = bytearray(500 << 20)\n"
      "        for o in range(0, len(b), 4096): b[o] = 1\n        time.sleep(100)\n"
-     "        os._exit(0)\ntime.sleep(100)"),
+     "        os._exit(0)\ntime.sleep(100)"), True),
     # an oversized frame, then random ones
-    FRAME + ("os.write(3, frame(27, b'[' * (20 << 20)))\nimport random\n"
-             "for i in range(200):\n    os.write(3, frame(random.randrange(40), os.urandom(random.randrange(64))))"),
+    (FRAME + ("os.write(3, frame(27, b'[' * (20 << 20)))\nimport random\n"
+             "for i in range(200):\n    os.write(3, frame(random.randrange(40), os.urandom(random.randrange(64))))"), True),
 ]
 
 MALFORMED = [b"{", b"not json", b"[]", b'{"jsonrpc":"2.0"}', b'{"jsonrpc":"2.0","id":1,"method":"ping"} x',
@@ -169,7 +173,8 @@ class Soak:
             code = f"print('{tok}'); 1 / 0"
         else:
             # An attack on the server from inside (see HOSTILE): it fails.
-            code, timeout, must_fail = f"print('{tok}', flush=True)\n" + self.rng.choice(HOSTILE), 5, True
+            attack, must_fail = self.rng.choice(HOSTILE)
+            code, timeout = f"print('{tok}', flush=True)\n" + attack, 5
             self.counts["hostile"] = self.counts.get("hostile", 0) + 1
         args = {"code": code, "session": sess}
         if timeout:
