@@ -33,7 +33,9 @@ ALL_CFLAGS := -std=gnu11 $(CFLAGS) $(WARN) $(HARDEN) $(SANFLAGS) $(PKG_CFLAGS) \
 ALL_LDFLAGS := $(LDFLAGS) -pie -Wl,-z,relro,-z,now -Wl,--as-needed $(SANFLAGS)
 LIBS := $(PKG_LIBS) -lmd -lpthread -lresolv
 
-SRCS := $(wildcard common/*.c mcp/*.c interp/*.c policy/*.c)
+# One folder per layer, lowest first (docs/ARCHITECTURE.md; make layers).
+LAYERS := common policy proto interp rpc workspace supervisor mcp
+SRCS := $(wildcard $(LAYERS:%=%/*.c))
 ASMS := $(wildcard interp/*.S policy/*.S)
 OBJS := $(SRCS:%.c=$(BUILD)/obj/%.o) $(ASMS:%.S=$(BUILD)/obj/%.o)
 LIB_OBJS := $(filter-out $(BUILD)/obj/mcp/main.o,$(OBJS))

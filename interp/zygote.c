@@ -37,7 +37,7 @@
 #include "../policy/jail.h"
 #include "../policy/trust.h"
 #include "pyembed.h"
-#include "wire.h"
+#include "../proto/wire.h"
 
 #define SESSION_CTRL_FD 3
 

@@ -31,8 +31,8 @@
 #include <unistd.h>
 
 #include "../policy/jail.h"
-#include "supervisor.h"
-#include "watch.h"
+#include "../supervisor/supervisor.h"
+#include "../supervisor/watch.h"
 
 #define CHECK_TIMEOUT_MS 180000
 #define CAP_OUT (4u << 20)

@@ -10,11 +10,11 @@
 
 #include "../common/log.h"
 #include "../common/util.h"
-#include "artifacts.h"
-#include "supervisor.h"
-#include "text.h"
-#include "validate.h"
-#include "work.h"
+#include "../workspace/artifacts.h"
+#include "../supervisor/supervisor.h"
+#include "../common/text.h"
+#include "../workspace/validate.h"
+#include "../rpc/work.h"
 
 #define IMAGE_MAX_BYTES (256 * 1024)
 #define MAX_IMAGES 8

@@ -20,9 +20,9 @@
 
 #include "../common/log.h"
 #include "../common/util.h"
-#include "supervisor.h"
-#include "work.h"
-#include "text.h"
+#include "../supervisor/supervisor.h"
+#include "../rpc/work.h"
+#include "../common/text.h"
 
 static const char *const versions[] = { "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05" };
 #define LATEST_VERSION "2025-11-25"

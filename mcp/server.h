@@ -9,8 +9,8 @@
 
 #include "../policy/policy.h"
 #include "../policy/trust.h"
-#include "fsafe.h"
-#include "loop.h"
+#include "../workspace/fsafe.h"
+#include "../rpc/loop.h"
 
 #define MCP_MAX_LINE (8u << 20)   /* one JSON-RPC message */
 #define MCP_MAX_CODE (2u << 20)   /* execute_python's code argument */

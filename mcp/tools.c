@@ -12,11 +12,11 @@
 
 #include "../common/log.h"
 #include "../common/util.h"
-#include "artifacts.h"
-#include "supervisor.h"
-#include "text.h"
-#include "validate.h"
-#include "work.h"
+#include "../workspace/artifacts.h"
+#include "../supervisor/supervisor.h"
+#include "../common/text.h"
+#include "../workspace/validate.h"
+#include "../rpc/work.h"
 
 #define LIST_MAX 1000
 #define VERIFY_MAX_FILES 200

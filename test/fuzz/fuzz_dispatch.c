@@ -17,8 +17,8 @@
 #include <unistd.h>
 
 #include "../../mcp/server.h"
-#include "../../mcp/supervisor.h"
-#include "../../mcp/text.h"
+#include "../../supervisor/supervisor.h"
+#include "../../common/text.h"
 #include "fuzz.h"
 
 static struct server srv;

@@ -8,7 +8,7 @@
  *   - the reply envelope: the request's id duplicated and printed must be
  *     one line (no raw newline) that parses again;
  *   - the text helpers that carry sandbox output into replies
- *     (mcp/text.h): utf8_sanitize, utf8_prefix/suffix (the head and tail
+ *     (common/text.h): utf8_sanitize, utf8_prefix/suffix (the head and tail
  *     kept of a long output), utf8_chars, base64 encode/decode.
  * Checks are the helpers' documented promises: sanitized text is valid
  * UTF-8 without NULs and leaves valid text unchanged; a prefix or suffix
@@ -19,7 +19,7 @@
 #include <resolv.h>
 
 #include "../../mcp/server.h"
-#include "../../mcp/text.h"
+#include "../../common/text.h"
 #include "fuzz.h"
 
 static void check_line(const unsigned char *line, size_t len)

@@ -1,5 +1,5 @@
 /* Fuzz target: the decoder of the messages between the server and its
- * workers (interp/wire.h): what a hostile session may write to its
+ * workers (proto/wire.h): what a hostile session may write to its
  * control socket.
  *
  * Input: byte 0 is the mode, byte 1 the max_len, byte 2 the chunk size,
@@ -30,7 +30,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "../../interp/wire.h"
+#include "../../proto/wire.h"
 #include "fuzz.h"
 
 static int lowest_free_fd(void)

@@ -1,4 +1,4 @@
-/* Unit tests of mcp/callstatus.c: the one table of call statuses. */
+/* Unit tests of supervisor/callstatus.c: the one table of call statuses. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -8,7 +8,7 @@
 #include <signal.h>
 #include <string.h>
 
-#include "../../mcp/callstatus.h"
+#include "../../supervisor/callstatus.h"
 
 /* wait(2) statuses built by hand: a death by signal, a plain exit. */
 #define BY_SIGNAL(sig) (sig)

@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "../../mcp/server.h"
-#include "../../mcp/supervisor.h"
+#include "../../supervisor/supervisor.h"
 
 static struct server srv;
 static int out_r = -1, out_w = -1, saved_stdout = -1;

@@ -1,4 +1,4 @@
-/* Unit tests of mcp/text.c: UTF-8 made safe for JSON, bounded text, base64. */
+/* Unit tests of common/text.c: UTF-8 made safe for JSON, bounded text, base64. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../mcp/text.h"
+#include "../../common/text.h"
 
 /* utf8_clip with a bound of a few characters: the marker is longer than
  * what is cut, so the result must be sized for the marker, not fit in

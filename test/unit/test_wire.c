@@ -1,4 +1,4 @@
-/* Unit tests of the server's reader of session messages (interp/wire.c):
+/* Unit tests of the server's reader of session messages (proto/wire.c):
  * a session is hostile, so a header is judged against what the server
  * expects now (type, size, descriptors) before any body is read or
  * allocated.  Real socketpairs, real SCM_RIGHTS. */
@@ -14,7 +14,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "../../interp/wire.h"
+#include "../../proto/wire.h"
 
 static int sv[2];
 

@@ -7,8 +7,8 @@
  * a wire_reader, since a session runs hostile code that may write anything
  * to its control socket: every length is bounded and every payload is
  * parsed as untrusted. */
-#ifndef INTERP_WIRE_H
-#define INTERP_WIRE_H
+#ifndef PROTO_WIRE_H
+#define PROTO_WIRE_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,8 +1,8 @@
 /* A small single-threaded event loop: fd watches and one-shot timers over
  * poll(2).  The server is one thread so that no lock guards its state, and
  * fork() of the zygote is safe. */
-#ifndef MCP_LOOP_H
-#define MCP_LOOP_H
+#ifndef RPC_LOOP_H
+#define RPC_LOOP_H
 
 #include <stdint.h>
 

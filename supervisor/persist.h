@@ -13,16 +13,16 @@
  * what the tag proves is that this server wrote them for this workspace and
  * this session name, not that they are harmless, which is why they are only
  * ever loaded inside the jail. */
-#ifndef MCP_PERSIST_H
-#define MCP_PERSIST_H
+#ifndef SUPERVISOR_PERSIST_H
+#define SUPERVISOR_PERSIST_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "../common/err.h"
 #include "../policy/policy.h"
-#include "fsafe.h"
-#include "loop.h"
+#include "../workspace/fsafe.h"
+#include "../rpc/loop.h"
 
 /* The first bytes a saver writes: magic then the little-endian length of
  * what follows, so an over-large state is refused before it is sent. */

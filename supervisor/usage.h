@@ -1,8 +1,8 @@
 /* What one execute_python call used (CPU time, peak memory), measured from
  * the trusted side in /proc: the session cannot fake what the kernel says
  * about it. */
-#ifndef MCP_USAGE_H
-#define MCP_USAGE_H
+#ifndef SUPERVISOR_USAGE_H
+#define SUPERVISOR_USAGE_H
 
 #include <stdbool.h>
 #include <sys/types.h>

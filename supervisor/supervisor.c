@@ -14,16 +14,16 @@
 
 #include "../common/log.h"
 #include "../common/util.h"
-#include "../interp/wire.h"
+#include "../proto/wire.h"
 #include "../interp/procs.h"
 #include "../interp/zygote.h"
 #include "../policy/jail.h"
 #include "outbuf.h"
 #include "persist.h"
-#include "text.h"
+#include "../common/text.h"
 #include "usage.h"
 #include "watch.h"
-#include "wswatch.h"
+#include "../workspace/wswatch.h"
 
 #define PROGRESS_MS 4000.0
 /* A resumed checkpoint says hello and takes its own checkpoint within this,

@@ -9,10 +9,10 @@
  * fifth of one worker.  The call is over the limit when the workspace takes
  * more than the limit and more than its baseline: files that were there
  * before the call never stop it by themselves. */
-#ifndef MCP_WSWATCH_H
-#define MCP_WSWATCH_H
+#ifndef WORKSPACE_WSWATCH_H
+#define WORKSPACE_WSWATCH_H
 
-#include "server.h"
+#include "../mcp/server.h"
 
 #define WSWATCH_MIN_MS 250.0
 

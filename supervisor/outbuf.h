@@ -6,13 +6,13 @@
  * in a ring, and at the end a marker saying how much was left out and that
  * last part are appended, so a cell printing forever cannot fill the disk
  * through the server. */
-#ifndef MCP_OUTBUF_H
-#define MCP_OUTBUF_H
+#ifndef SUPERVISOR_OUTBUF_H
+#define SUPERVISOR_OUTBUF_H
 
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "fsafe.h"
+#include "../workspace/fsafe.h"
 
 struct outbuf {
 	const struct workspace *ws;

@@ -2,8 +2,8 @@
  * each an enum with one table: the name on the wire, the exit code, and
  * whether the session rolls back.  Add a status here and the reply, the
  * output schema and the rollback rule all follow. */
-#ifndef MCP_CALLSTATUS_H
-#define MCP_CALLSTATUS_H
+#ifndef SUPERVISOR_CALLSTATUS_H
+#define SUPERVISOR_CALLSTATUS_H
 
 #include <stdbool.h>
 

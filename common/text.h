@@ -1,6 +1,6 @@
 /* Text helpers: bytes from the sandbox made safe for JSON, base64. */
-#ifndef MCP_TEXT_H
-#define MCP_TEXT_H
+#ifndef COMMON_TEXT_H
+#define COMMON_TEXT_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,7 +1,7 @@
 /* Checks of verify_outputs (docs/TOOLS.md), done in the server, never
  * trusting the interpreter.  Pure functions over bytes, fuzzable. */
-#ifndef MCP_VALIDATE_H
-#define MCP_VALIDATE_H
+#ifndef WORKSPACE_VALIDATE_H
+#define WORKSPACE_VALIDATE_H
 
 #include <stdbool.h>
 #include <stddef.h>

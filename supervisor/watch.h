@@ -3,8 +3,8 @@
  * supervisor uses it to learn who a pidfd names, to check that a session is
  * idle before it freezes it, and as the memory and process watchdog while a
  * call runs. */
-#ifndef MCP_WATCH_H
-#define MCP_WATCH_H
+#ifndef SUPERVISOR_WATCH_H
+#define SUPERVISOR_WATCH_H
 
 #include <stdbool.h>
 #include <stdint.h>

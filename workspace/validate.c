@@ -12,7 +12,7 @@
 
 #include "../common/escape.h"
 #include "../common/util.h"
-#include "text.h"
+#include "../common/text.h"
 
 #include <cjson/cJSON.h>
 #include <stdarg.h>

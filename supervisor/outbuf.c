@@ -9,7 +9,7 @@
 
 #include "../common/log.h"
 #include "../common/util.h"
-#include "text.h"
+#include "../common/text.h"
 
 /* The part of a capped log kept at its end, at most: held in memory until
  * the call ends, so it is small. */

@@ -2,8 +2,8 @@
  * It forks the zygote, asks it for session processes, sends them cells,
  * drains their output, enforces timeouts and cancellations, and hands each
  * finished call to exec.c for rendering. */
-#ifndef MCP_SUPERVISOR_H
-#define MCP_SUPERVISOR_H
+#ifndef SUPERVISOR_SUPERVISOR_H
+#define SUPERVISOR_SUPERVISOR_H
 
 /* The lines around the jail's report that a --check-session server writes
  * on stderr (mcp/check.c reads them). */
@@ -14,9 +14,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "artifacts.h"
+#include "../workspace/artifacts.h"
 #include "callstatus.h"
-#include "server.h"
+#include "../mcp/server.h"
 #include "usage.h"
 
 #define SESSION_NAME_MAX 64

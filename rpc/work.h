@@ -11,8 +11,8 @@
  * abandoned = true and must only free.  Without a pool (the unit tests and
  * the in-process fuzzer, which never run the loop), work_submit runs both
  * at once, in the caller's thread. */
-#ifndef MCP_WORK_H
-#define MCP_WORK_H
+#ifndef RPC_WORK_H
+#define RPC_WORK_H
 
 #include <stdbool.h>
 

@@ -5,7 +5,7 @@
 
 #include "../common/util.h"
 #include "artifacts.h"
-#include "work.h"
+#include "../rpc/work.h"
 
 struct wswatch {
 	struct server *srv;
