@@ -695,6 +695,7 @@ void zygote_jail_config(const struct zygote_config *zc, struct jail_config *jc)
 		.n_keep_fds = 1,
 		.env = (const char *const *)build_env(zc),
 		.no_host_changes = zc->check,
+		.no_memfd = zc->no_memfd,
 	};
 }
 
@@ -866,6 +867,7 @@ int zygote_exec_main(int ctrl)
 		.venv = venv,
 		.ctrl = ctrl,
 		.check = check,
+		.no_memfd = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "no_memfd")),
 	};
 	zygote_main(&zc);
 }

@@ -14,6 +14,7 @@ struct zygote_config {
 	const char *venv;              /* --venv, or NULL */
 	int ctrl;                      /* stream socket to the server */
 	bool check;                    /* for --check: change nothing on the host */
+	bool no_memfd;                 /* refuse memfd_create (jail_config) */
 };
 
 /* The zygote is a fresh image of this binary (fork + exec of

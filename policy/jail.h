@@ -70,6 +70,9 @@ struct jail_config {
 	/* --check: change nothing on the host (no chown of root-owned
 	 * writable directories; the report says what serving would do). */
 	bool no_host_changes;
+	/* memfd_create refused: the server cannot count memfds (it cannot
+	 * read the sessions' descriptors), so none may exist. */
+	bool no_memfd;
 };
 
 /* Called in the zygote process right after fork from the server.  May fork

@@ -269,6 +269,12 @@ static int send_config(struct sup *sup, int sock)
 	cJSON_AddNumberToObject(j, "log_level", log_threshold);
 	if (srv->opts.check_session)
 		cJSON_AddBoolToObject(j, "check", 1);
+	/* The watchdog counts memfds from the sessions' descriptors; a server
+	 * that cannot read them has the sandbox refuse memfds instead.
+	 * Attack: memfds written and never mapped (no RSS shows them) by a
+	 * server run by an unprivileged user or in a container. */
+	if (!watch_sees_fds())
+		cJSON_AddBoolToObject(j, "no_memfd", 1);
 	char *txt = cJSON_PrintUnformatted(j);
 	cJSON_Delete(j);
 	int r = txt ? wire_send(sock, W_CONFIG, txt, strlen(txt), NULL, 0) : -ENOMEM;

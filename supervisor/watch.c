@@ -4,12 +4,15 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <linux/magic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "../interp/procs.h"
@@ -220,6 +223,46 @@ int watch_footprint(const char *proc, pid_t zygote, pid_t root, pid_t skip, stru
 	return 0;
 }
 
+bool watch_sees_fds(void)
+{
+	static int known = -1;
+	if (known >= 0)
+		return known;
+	int p[2];
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return false;
+	pid_t pid = fork();
+	if (pid == 0) {
+		/* Not dumpable, as a session is; then wait for the parent's
+		 * look (it closes its end). */
+		char c = 0;
+		close(p[0]);
+		prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+		if (write(p[1], &c, 1) == 1)
+			pause();
+		_exit(0);
+	}
+	close(p[1]);
+	char c;
+	bool ok = false;
+	if (pid > 0 && read(p[0], &c, 1) == 1) {
+		char path[64];
+		snprintf(path, sizeof path, "/proc/%d/fd", (int)pid);
+		int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		ok = fd >= 0;
+		if (fd >= 0)
+			close(fd);
+	}
+	close(p[0]);
+	if (pid > 0) {
+		kill(pid, SIGKILL);
+		while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+			;
+	}
+	known = ok;
+	return ok;
+}
+
 /* A cgroup v2 memory controller is usable when this process's own cgroup is
  * on the unified hierarchy, offers "memory" and can be written by us. */
 static bool cgroup2_memory_delegated(void)
@@ -253,6 +296,10 @@ void watch_describe_memory(long memory_mb, long max_processes, FILE *out)
 		"(status memory, rolled back); RLIMIT_DATA binds each process; cgroup v2 memory controller: %s\n",
 		memory_mb, WATCH_INTERVAL_MS,
 		cgroup2_memory_delegated() ? "delegated, not used (the watchdog holds)" : "not delegated here");
+	fprintf(out, "memfds: %s\n", watch_sees_fds()
+		? "counted by their size from each session process's descriptors"
+		: "memfd_create refused in the sandbox: this server cannot read its sessions' descriptors "
+		  "(no CAP_SYS_PTRACE over them), so a memfd would be memory the watchdog cannot see");
 	fprintf(out, "processes: max_processes (%ld) per session, counted by the same watchdog; "
 		"RLIMIT_NPROC for all sessions together\n", max_processes);
 }

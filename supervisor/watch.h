@@ -47,9 +47,16 @@ bool watch_proc_root(pid_t zygote, char *buf, size_t n);
  * 0 or -errno. */
 int watch_footprint(const char *proc, pid_t zygote, pid_t root, pid_t skip, struct footprint *u);
 
+/* Whether this process can list the descriptors of its sessions, which are
+ * not dumpable: /proc/PID/fd of a non-dumpable process opens only for a
+ * caller with CAP_SYS_PTRACE over it (root, not in a container that dropped
+ * it).  Probed on a non-dumpable child of ours, once; the answer is
+ * cached.  Without it the watchdog cannot see memfds (see watch.c). */
+bool watch_sees_fds(void);
+
 /* Writes to out what bounds a session's memory as a whole on this machine
- * (for --check): the watchdog above, and whether a cgroup v2 memory
- * controller is delegated to this process. */
+ * (for --check): the watchdog above, how memfds are held to it, and
+ * whether a cgroup v2 memory controller is delegated to this process. */
 void watch_describe_memory(long memory_mb, long max_processes, FILE *out);
 
 #endif
