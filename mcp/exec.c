@@ -131,6 +131,7 @@ struct scan_job {
 	size_t n_images;
 	char **thumb_rel;
 	size_t n_thumbs;
+	unsigned long long ws_before, ws_after; /* the after scan: art_list_bytes */
 };
 
 static void on_change(const struct art_entry *en, enum art_change ch, void *arg)
@@ -188,6 +189,12 @@ static void scan_run(struct job *j)
 	}
 	if (sj->after && sj->artifacts)
 		art_diff(&sj->before, &sj->list, on_change, sj);
+	if (sj->after) {
+		/* Summed here, off the loop: the supervisor's end-of-call
+		 * check of max_workspace_mb walks nothing of its own. */
+		sj->ws_before = art_list_bytes(&sj->before);
+		sj->ws_after = art_list_bytes(&sj->list);
+	}
 }
 
 static void scan_free(struct scan_job *sj)
@@ -214,6 +221,8 @@ static void scan_done(struct job *j, bool abandoned)
 	c->scan_job = NULL;
 	if (sj->after) {
 		c->artifacts_truncated = sj->before.truncated || sj->list.truncated;
+		c->ws_before = sj->ws_before;
+		c->ws_after = sj->ws_after;
 		c->artifacts = sj->artifacts;
 		sj->artifacts = NULL;
 		for (size_t i = 0; i < sj->n_images && c->n_images < MAX_IMAGES; i++) {

@@ -805,10 +805,20 @@ static void after_scanned(struct call *c, void *arg)
 	struct session *s = arg;
 	if (s->cur != c)
 		return;
-	if (c->finish_pending)
+	if (c->finish_pending) {
 		finish_cur(s->sup, s);
-	else if (s->phase == P_SCANNING)
-		send_thumb_or_finish(s->sup, s);
+	} else if (s->phase == P_SCANNING) {
+		/* The watcher looks every 250 ms or more: the snapshot after
+		 * the call is checked too, with files by their size.
+		 * Attack: one fast write past max_workspace_mb (or a sparse
+		 * file, 4 KiB on disk) in a call that ends before the watcher
+		 * looks, which then ended ok. */
+		unsigned long long limit = (unsigned long long)s->sup->srv->policy->limits.max_workspace_mb << 20;
+		if (c->ws_after > limit && c->ws_after > c->ws_before)
+			workspace_over(s, c->ws_after);
+		else
+			send_thumb_or_finish(s->sup, s);
+	}
 }
 
 /* Collects the output and hands the call to exec.c. */

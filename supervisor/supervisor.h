@@ -59,6 +59,9 @@ struct call {
 	struct image images[8];
 	size_t n_images;
 	unsigned long long ws_bytes; /* CALL_LIMITS: the workspace's size then */
+	/* The workspace's files before and after the call, from the two
+	 * snapshots (art_list_bytes): the end-of-call workspace check. */
+	unsigned long long ws_before, ws_after;
 	struct usage usage;      /* CPU time and peak memory of this call */
 	bool cancelled;          /* no reply may be sent */
 	bool started;            /* the session said it received the cell */

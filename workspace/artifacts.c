@@ -54,12 +54,22 @@ static int add_entry(struct art_list *l, const char *rel, const struct stat *st)
 	l->v[l->n++] = (struct art_entry){
 		.rel = r,
 		.bytes = st->st_size,
+		.alloc = st->st_blocks * 512,
 		.mtime = st->st_mtim,
 		.dev = st->st_dev,
 		.ino = st->st_ino,
 		.is_symlink = S_ISLNK(st->st_mode),
 	};
 	return 0;
+}
+
+unsigned long long art_list_bytes(const struct art_list *l)
+{
+	unsigned long long sum = 0;
+	for (size_t i = 0; i < l->n; i++)
+		if (!l->v[i].is_symlink)
+			sum += (unsigned long long)(l->v[i].bytes > l->v[i].alloc ? l->v[i].bytes : l->v[i].alloc);
+	return sum;
 }
 
 bool art_path_under(const char *rel, const char *const *dirs)

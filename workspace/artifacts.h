@@ -14,6 +14,7 @@
 struct art_entry {
 	char *rel;              /* path relative to the workspace, owned */
 	off_t bytes;
+	off_t alloc;            /* allocated on disk: st_blocks * 512 */
 	struct timespec mtime;
 	dev_t dev;
 	ino_t ino;
@@ -56,6 +57,12 @@ extern const char *const art_cache_dirs[];
  * entries are kept when the list is truncated is unspecified. */
 int art_scan(const struct workspace *ws, const struct art_scan_opts *o, struct art_list *out, struct err *e);
 void art_list_free(struct art_list *l);
+
+/* What the regular files of l take: each by the larger of its size and its
+ * allocated blocks, so a sparse file counts by its size (it may be filled
+ * in place later, and copying or reading it costs that much) and one
+ * with blocks preallocated past its end (fallocate KEEP_SIZE) by those. */
+unsigned long long art_list_bytes(const struct art_list *l);
 
 enum art_change { ART_CREATED, ART_MODIFIED };
 
