@@ -1,7 +1,8 @@
 # make test-clients: python-sandbox-mcp inside real MCP clients, offline
-# (Claude Code, Codex, the MCP Inspector, the MCP conformance suite, --venv).
+# (Claude Code, Codex, Gemini CLI, opencode, the MCP Inspector, the MCP
+# conformance suite, --venv).
 # See test/clients/README.md.
 .PHONY: test-clients
-## test-clients: the server inside Claude Code, Codex, the Inspector and conformance suite
+## test-clients: the server inside Claude Code, Codex, Gemini CLI, opencode, the Inspector and conformance suite
 test-clients: $(BIN)
 	test/clients/run.sh $(BIN)

