@@ -363,8 +363,8 @@ static void make_checkpoint(void)
 	}
 	/* The previous copy is ended by the server once it has accepted this
 	 * one.  Without a pidfd (no fork, no descriptor left) the message
-	 * still goes out: the server waits for it, and then knows there is
-	 * no checkpoint of this state. */
+	 * still goes out, so the server need not wait for its timer: it ends
+	 * this process and resumes the previous checkpoint. */
 	if (pid > 0)
 		checkpoint_pid = pid;
 	int pidfd = pid > 0 ? (int)syscall(SYS_pidfd_open, pid, 0) : -1;

@@ -92,7 +92,10 @@ struct session {
 	bool restore_tried;        /* looked for a snapshot in this server's life */
 	int restore_attempts;      /* calls that carried it without loading it */
 	bool cap_noted;            /* the reply said the state was over persist_mb */
-	char *persist_note;        /* for the next reply */
+	char *next_note;           /* for the next reply (note_next) */
+	/* Why the process was ended between calls (a protocol break while
+	 * taking its checkpoint), for the next reply; "" when it was not. */
+	char broke[96];
 	struct sup *sup;
 	struct session *next;
 };
@@ -126,6 +129,7 @@ static void session_dead(struct sup *sup, struct session *s, int wstatus, bool s
 static void settled(struct sup *sup, struct session *s);
 static void take_checkpoint(struct sup *sup, struct session *s);
 static void ctrl_event(void *arg, int fd, short revents);
+static void note_next(struct session *s, const char *text);
 
 /* Signals the process behind a pidfd: no pid reuse can redirect it.  Where
  * pidfd_send_signal is missing (valgrind does not know it), the pid from
@@ -958,7 +962,18 @@ static bool roll_back(struct sup *sup, struct session *s, int wstatus, bool stat
 		free(c->note);
 		c->note = strdup(note);
 		finish_cur(sup, s);
+	} else if (s->broke[0]) {
+		/* Ended between calls, while taking the checkpoint of the
+		 * previous call's state: that call's reply said the state was
+		 * kept, so the next one says it was not. */
+		char note[400];
+		snprintf(note, sizeof note,
+			 "after the previous call the session's process broke its protocol with the server (%s), so it was "
+			 "ended as a crash and rolled back to its state before that call: what that call did to variables "
+			 "was lost (files it wrote stay)", s->broke);
+		note_next(s, note);
 	}
+	s->broke[0] = '\0';
 	return true;
 }
 
@@ -1004,6 +1019,15 @@ static void session_dead(struct sup *sup, struct session *s, int wstatus, bool s
 	s->phase = P_NONE;
 	cancel_timers(sup, s);
 	cancel_resume_timer(sup, s);
+	if (!c && s->broke[0]) {
+		char note[400];
+		snprintf(note, sizeof note,
+			 "after the previous call the session's process broke its protocol with the server (%s), so it was "
+			 "ended as a crash; no copy of an earlier state was left, so this call starts a new interpreter",
+			 s->broke);
+		note_next(s, note);
+	}
+	s->broke[0] = '\0';
 	if (!c || requeue_unstarted(sup, s)) {
 		start_next(sup, s); /* queued calls start in a new process */
 		return;
@@ -1076,6 +1100,8 @@ static void violation(struct sup *sup, struct session *s, const char *what)
 	}
 	if (c)
 		drop_result(c);
+	else
+		snprintf(s->broke, sizeof s->broke, "%s", what); /* said by the next reply */
 	set_expect(sup, s, P_NONE);
 	loop_unwatch(sup->srv->loop, s->ctrl);
 	kill_session(s);
@@ -1237,8 +1263,8 @@ static void try_freeze(void *arg)
 	}
 }
 
-/* The session did not take its checkpoint in time: it is ended (its state
- * has no copy, so the next call starts a new process). */
+/* The session did not take its checkpoint in time: it is ended as a crash,
+ * and the previous checkpoint (if any) resumes. */
 static void checkpoint_expired(void *arg)
 {
 	struct session *s = arg;
@@ -1246,7 +1272,7 @@ static void checkpoint_expired(void *arg)
 	if (!s->checkpointing)
 		return;
 	log_warn("session %s: no checkpoint within %.0f s: ended", s->name, RESUME_MS / 1000);
-	drop_checkpoint(s);
+	snprintf(s->broke, sizeof s->broke, "no checkpoint within %.0f s", RESUME_MS / 1000);
 	kill_session(s);
 }
 
@@ -1281,12 +1307,11 @@ static void settled(struct sup *sup, struct session *s)
 		return;
 	/* The reply goes out now; the checkpoint of the state it kept is
 	 * taken after it (no fork on the call's path), before the next cell.
-	 * The previous checkpoint no longer matches that state. */
+	 * The previous checkpoint stays until the new one is accepted: a
+	 * session that fails to take it is rolled back to that one. */
 	bool take = sup->srv->policy->limits.checkpoint && s->cur->state == STATE_KEPT;
-	if (take) {
-		drop_checkpoint(s);
+	if (take)
 		s->checkpointing = true;
-	}
 	finish_cur(sup, s);
 	if (take && s->checkpointing && s->alive && s->phase == P_IDLE)
 		take_checkpoint(sup, s);
@@ -1326,16 +1351,23 @@ static void on_message(struct sup *sup, struct session *s, struct wire_msg *m)
 				  ? psave_start(sup->persist, sup->srv->loop, s->name, (uint32_t)s->cells, save_fd, save_done, s)
 				  : (close(save_fd), NULL);
 		}
+		/* The message is the checkpoint: without its pidfd it is not
+		 * what the server asked for, and the session is ended as a
+		 * crash, rolled back to the previous checkpoint, and the next
+		 * reply says so.
+		 * Attack: a cell that uses up its descriptors (or lowers its
+		 * own limit) leaves a session that cannot take a checkpoint;
+		 * it said so, and the server went on with no copy of the state
+		 * at all and said nothing (a later crash lost everything). */
 		if (m->nfds == 0) {
-			/* It could not take one (no process or descriptor left):
-			 * the previous one no longer matches its state. */
-			drop_checkpoint(s);
-		} else if (accept_checkpoint(sup, s, m->fds[0]) < 0) {
+			violation(sup, s, "a checkpoint message without the checkpoint");
+			return;
+		}
+		if (accept_checkpoint(sup, s, m->fds[0]) < 0) {
 			violation(sup, s, "a checkpoint that is no child of the session");
 			return;
-		} else {
-			m->nfds = 0; /* kept */
 		}
+		m->nfds = 0; /* kept */
 		if (s->phase == P_RESUMING || s->checkpointing) {
 			begin_freeze(sup, s);
 		} else {
@@ -1441,23 +1473,35 @@ static void ctrl_event(void *arg, int fd, short revents)
 
 /* ------------------------------------------------------------ saved sessions */
 
-/* Adds a paragraph to the call's note (other parts of the server add
- * theirs). */
-static void add_note(struct call *c, const char *text)
+/* Appends text to *dst as a paragraph of its own (a note). */
+static void append_para(char **dst, const char *text)
 {
 	if (!text || !*text)
 		return;
-	size_t a = c->note ? strlen(c->note) : 0, b = strlen(text);
+	size_t a = *dst ? strlen(*dst) : 0, b = strlen(text);
 	char *n = malloc(a + b + 2);
 	if (!n)
 		return;
 	if (a) {
-		memcpy(n, c->note, a);
+		memcpy(n, *dst, a);
 		n[a++] = '\n';
 	}
 	memcpy(n + a, text, b + 1);
-	free(c->note);
-	c->note = n;
+	free(*dst);
+	*dst = n;
+}
+
+/* Adds a paragraph to the call's note (other parts of the server add
+ * theirs). */
+static void add_note(struct call *c, const char *text)
+{
+	append_para(&c->note, text);
+}
+
+/* Adds a paragraph to the note of the session's next reply. */
+static void note_next(struct session *s, const char *text)
+{
+	append_para(&s->next_note, text);
 }
 
 static void save_done(void *arg, const struct psave_result *r)
@@ -1478,8 +1522,7 @@ static void save_done(void *arg, const struct psave_result *r)
 				 "the session's state (%.0f MB) is over limits.persist_mb (%ld MB): it is not saved, and a restart of the server will lose it; "
 				 "delete large variables you no longer need (del name) or raise persist_mb in the policy",
 				 (double)r->bytes / 1048576.0, sup->srv->policy->limits.persist_mb);
-			free(s->persist_note);
-			s->persist_note = strdup(m);
+			note_next(s, m);
 			s->cap_noted = true;
 		}
 		log_info("session %s: state not saved: %s", s->name, r->msg);
@@ -1706,10 +1749,10 @@ static void send_exec(struct sup *sup, struct session *s)
 		exec_before(c, snapshot_taken, s);
 		return;
 	}
-	if (s->persist_note) {
-		add_note(c, s->persist_note);
-		free(s->persist_note);
-		s->persist_note = NULL;
+	if (s->next_note) {
+		add_note(c, s->next_note);
+		free(s->next_note);
+		s->next_note = NULL;
 	}
 	uint64_t restore_bytes = 0;
 	int restore_fd = c->new_session ? restore_begin(sup, s, c, &restore_bytes) : -1;
@@ -1953,7 +1996,7 @@ void sup_free(struct sup *sup)
 		outbuf_free(&s->err);
 		psave_abandon(s->save);
 		prestore_free(s->restore);
-		free(s->persist_note);
+		free(s->next_note);
 		free(s);
 		s = next;
 	}
