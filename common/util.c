@@ -101,3 +101,13 @@ int mkdir_all(const char *path, unsigned mode, struct err *e)
 	}
 	return 0;
 }
+
+bool path_under(const char *path, const char *dir)
+{
+	size_t n = strlen(dir);
+	while (n > 1 && dir[n - 1] == '/')
+		n--;
+	if (n == 1 && dir[0] == '/')
+		return path[0] == '/';
+	return strncmp(path, dir, n) == 0 && (path[n] == '/' || path[n] == '\0');
+}

@@ -11,6 +11,7 @@
 #ifndef COMMON_UTIL_H
 #define COMMON_UTIL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -68,5 +69,9 @@ static inline int steal_fd(int *fd)
  * ones are left as they are).  0 or a negative errno, the message in e. */
 struct err;
 int mkdir_all(const char *path, unsigned mode, struct err *e);
+
+/* Whether path is dir or lies beneath it, both canonical absolute paths
+ * (trailing slashes of dir ignored; "/" holds everything). */
+bool path_under(const char *path, const char *dir);
 
 #endif

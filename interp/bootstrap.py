@@ -63,6 +63,7 @@ def zygote_init(cfg_json):
         _patch_metadata()
     else:
         _patch_shutil()
+    _warm_setup()
     sys.addaudithook(_audit)
     return json.dumps(
         {
@@ -109,6 +110,352 @@ def _patch_shutil():
     os.chmod = chmod
     shutil.copymode = copying(shutil.copymode)
     shutil.copystat = copying(shutil.copystat)
+
+
+# ---------------------------------------------------------------- warm-up
+#
+# Learned warm-up (docs/WARMUP.md).  Each session reports, with each result,
+# the modules its cell imported that the zygote did not hold (_imports_of).
+# The server checks those names, keeps a bounded list per project in the
+# user's state directory, and after a reply sends the zygote the names it has
+# not loaded yet.  The zygote first imports each one in a throw-away fork
+# (warm_probe), then in itself, one module per step between requests
+# (warm_begin, warm_step), so every later session is forked with it loaded.
+#
+# The session is hostile and the zygote is the parent of every later
+# session: whatever runs in the zygote is there for them all.  So a reported
+# name is only ever a name; the code it stands for must be part of the
+# installed Python, found through the zygote's own path (never a session's),
+# and every file that the import loaded must lie there too.
+
+_NAME_RE = None
+_NAME_MAX = 128
+# Imports that do something else than define a module: print (this), open a
+# browser (antigravity), start a GUI or a test run, or run at interpreter
+# start-up (site hooks).  Never worth holding in the zygote, whatever the
+# session says.
+_WARM_DENY = frozenset((
+    "__main__", "_psm", "this", "antigravity", "__hello__", "__phello__",
+    "idlelib", "tkinter", "turtle", "turtledemo", "test", "pip", "ensurepip",
+    "venv", "site", "sitecustomize", "usercustomize", "pydoc", "pdb", "code",
+    "readline", "rlcompleter"))
+_WARM_MAX_MS = 30000.0     # an import slower than this (in the probe) is dropped
+_WARM_MAX_GROWTH = 256 << 20  # ... and one that adds more memory than this
+_warm = {"trusted": [], "writable": [], "base": frozenset(), "plan": [], "name": None,
+         "t0": 0.0, "probe_ms": 0.0}
+
+
+def _imports_of(tree):
+    """The modules the cell imported itself (import a.b, from a.b import c
+    when a.b.c is a module) that are loaded now and were not in the zygote
+    at its start.  A report, never trusted: the server checks every name
+    and the zygote every file."""
+    try:
+        names = []
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names.extend(a.name for a in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names.append(node.module)
+                names.extend("%s.%s" % (node.module, a.name) for a in node.names)
+            if len(names) > 256:
+                break
+        base = _warm["base"]
+        out = []
+        for n in names:
+            if n in sys.modules and n not in base and n not in out:
+                out.append(n)
+        # scipy.stats says scipy too: keep the longest names only.
+        out = [n for n in out if not any(o.startswith(n + ".") for o in out)]
+        return out[:16]
+    except Exception:
+        return []
+
+
+def _real(path):
+    try:
+        return os.path.realpath(path)
+    except Exception:
+        return None
+
+
+def _under(path, roots):
+    for r in roots:
+        if path == r or path.startswith(r.rstrip("/") + "/"):
+            return True
+    return False
+
+
+def _warm_setup():
+    """Called at the end of zygote_init: what the zygote holds at start
+    (never reported), and the installation's own directories: the
+    entries of the zygote's sys.path that exist and lie outside everything
+    the sandboxed code can write."""
+    global _NAME_RE
+    import re
+
+    _NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}(\.[A-Za-z_][A-Za-z0-9_]{0,63}){0,7}\Z")
+    _warm["base"] = frozenset(sys.modules)
+    # Attack: a writable directory that is also on the path (a venv listed
+    # in fs_write, the workspace, the jail's /tmp) would let a session put a
+    # module there for the zygote to import.  Such entries are not the
+    # installation: they are left out, and any file under them refused.
+    writable = [w for w in (_real(p) for p in _cfg.get("writable", [])) if w]
+    trusted = []
+    for p in sys.path:
+        if not p or not os.path.isabs(p):
+            continue  # "" or a relative entry: the cwd, which is ROOT
+        rp = _real(p)
+        if rp and os.path.isdir(rp) and not _under(rp, writable) and rp not in trusted:
+            trusted.append(rp)
+    _warm["trusted"] = trusted
+    _warm["writable"] = writable
+
+
+def _warm_name_refused(name):
+    if not isinstance(name, str) or len(name) > _NAME_MAX or not _NAME_RE.match(name):
+        return "not a module name"
+    if name.split(".", 1)[0] in _WARM_DENY:
+        return "not a module to hold in the zygote"
+    return None
+
+
+def _file_refused(path):
+    """None when path is a file of the installed Python, else why not.
+    realpath: a symlink inside dist-packages that points into the
+    workspace is judged by where it leads."""
+    rp = _real(path)
+    if not rp:
+        return "its file %s cannot be resolved" % path
+    if _under(rp, _warm["writable"]):
+        return "its file %s lies where sandboxed code can write" % rp
+    if not _under(rp, _warm["trusted"]):
+        return "its file %s is not part of the installed Python" % rp
+    return None
+
+
+def _spec_refused(spec, name):
+    if spec is None:
+        return "%s is not installed (not found on the interpreter's own path)" % name
+    if spec.origin in ("built-in", "frozen"):
+        return None
+    paths = []
+    if spec.has_location and spec.origin:
+        paths.append(spec.origin)
+    paths.extend(list(spec.submodule_search_locations or []))
+    if not paths:
+        return "%s has no file to check" % name
+    for p in paths:
+        why = _file_refused(p)
+        if why:
+            return "%s: %s" % (name, why)
+    return None
+
+
+def _module_refused(name, mod):
+    spec = getattr(mod, "__spec__", None)
+    if spec is not None:
+        return _spec_refused(spec, name)
+    f = getattr(mod, "__file__", None)
+    if isinstance(f, str):
+        why = _file_refused(f)
+        return "%s: %s" % (name, why) if why else None
+    return None  # made by installed code at run time (no file of its own)
+
+
+def _resolve_checked(name):
+    """Finds name, each package on its way first, on the installation's
+    path only, and refuses it when any part comes from elsewhere.  Finding
+    a.b imports the package a (whose own file was checked the step
+    before); nothing of a is run before that check."""
+    import importlib.util
+
+    parts = name.split(".")
+    for i in range(1, len(parts) + 1):
+        sub = ".".join(parts[:i])
+        mod = sys.modules.get(sub)
+        if mod is not None:
+            why = _module_refused(sub, mod)
+        else:
+            try:
+                spec = importlib.util.find_spec(sub)
+            except Exception as e:
+                return "%s: %s" % (sub, _reason(e))
+            why = _spec_refused(spec, sub)
+        if why:
+            return why
+    return None
+
+
+class _TrustedPath:
+    """sys.path restricted to the installation while the zygote (or its
+    probe) imports.  The zygote's own path holds nothing else already; this
+    keeps it so should an import itself add an entry."""
+
+    def __enter__(self):
+        self.saved = sys.path[:]
+        sys.path[:] = _warm["trusted"]
+        return self
+
+    def __exit__(self, *exc):
+        sys.path[:] = self.saved
+        return False
+
+
+def _rss():
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except Exception:
+        return 0
+
+
+def _threads():
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        import threading
+
+        return threading.active_count()
+
+
+def warm_check(name):
+    """In the zygote, before any fork: refuses at once a name that is
+    malformed, denied, already held, or not found on the installation's
+    path (finding a top-level name runs nothing).  "" when a probe should
+    try it, else the JSON answer."""
+    why = _warm_name_refused(name)
+    if why is None and name in sys.modules:
+        return json.dumps({"ok": True, "ms": 0, "held": True})
+    if why is None:
+        import importlib.util
+
+        top = name.split(".", 1)[0]
+        if top not in sys.modules:
+            with _TrustedPath():
+                try:
+                    why = _spec_refused(importlib.util.find_spec(top), top)
+                except Exception as e:
+                    why = "%s: %s" % (top, _reason(e))
+    return "" if why is None else json.dumps({"ok": False, "why": why})
+
+
+def warm_probe(name):
+    """In a throw-away fork of the zygote: imports name and judges what
+    that did.  Refused when any module it loaded has a file outside the
+    installation (an import that adds a path of its own), when it started
+    a thread (a thread in the zygote makes every later fork unsafe), or
+    when it took too long or too much memory.  The answer lists the
+    modules it loaded, in the order their imports completed, for the
+    zygote to load one by one."""
+    import importlib
+    import importlib._bootstrap as boot
+
+    why = _warm_name_refused(name)
+    if why:
+        return json.dumps({"ok": False, "why": why})
+    before = set(sys.modules)
+    done = []
+    real_find_and_load = boot._find_and_load
+
+    def find_and_load(n, import_):
+        mod = real_find_and_load(n, import_)
+        if n not in before and n not in done:
+            done.append(n)
+        return mod
+
+    # Only in this fork, which exits after the answer: records the order
+    # in which imports complete (dependencies first).
+    boot._find_and_load = find_and_load
+    rss0, t0 = _rss(), time.monotonic()
+    try:
+        with _TrustedPath():
+            why = _resolve_checked(name)
+            if why is None:
+                importlib.import_module(name)
+    except BaseException as e:
+        why = "importing %s failed: %s" % (name, _reason(e))
+    finally:
+        boot._find_and_load = real_find_and_load
+    ms = (time.monotonic() - t0) * 1000
+    if why is None:
+        for n in list(sys.modules):
+            if n not in before:
+                why = _module_refused(n, sys.modules[n])
+                if why:
+                    why = "it loads %s" % why
+                    break
+    if why is None and _threads() > 1:
+        why = "importing it starts a thread"
+    if why is None and ms > _WARM_MAX_MS:
+        why = "importing it took %.0f ms (more than %.0f)" % (ms, _WARM_MAX_MS)
+    if why is None and _rss() - rss0 > _WARM_MAX_GROWTH:
+        why = "importing it added %d MB (more than %d)" % ((_rss() - rss0) >> 20, _WARM_MAX_GROWTH >> 20)
+    if why:
+        return json.dumps({"ok": False, "why": why, "ms": round(ms, 1)})
+    order = [n for n in done if n in sys.modules]
+    order += [n for n in sys.modules if n not in before and n not in order]
+    return json.dumps({"ok": True, "ms": round(ms, 1), "order": order[:20000]})
+
+
+def warm_begin(arg_json):
+    """The probe said yes: plan the zygote's own import of name, one
+    module per warm_step.  Each step takes the first module, in the order
+    the probe saw them complete, whose package is already loaded (so a
+    step loads little of its own); the name itself comes last."""
+    arg = json.loads(arg_json)
+    name = arg["name"]
+    plan = [n for n in arg.get("order", []) if isinstance(n, str) and _warm_name_refused(n) is None]
+    _warm["plan"] = plan + [name]
+    _warm["name"] = name
+    _warm["t0"] = time.monotonic()
+    return ""
+
+
+def warm_step(_arg):
+    """One module of the plan.  Each is checked as the probe checked it
+    (it came from a fork of this very process, but the check is cheap).
+    Returns "" while more remain, then the JSON outcome for the server."""
+    import importlib
+
+    plan = _warm["plan"]
+    name = _warm["name"]
+    if plan:
+        pick = 0
+        for i, n in enumerate(plan[:64]):
+            parent = n.rpartition(".")[0]
+            if not parent or parent in sys.modules:
+                pick = i
+                break
+        n = plan.pop(pick)
+        if n not in sys.modules:
+            try:
+                with _TrustedPath():
+                    if _resolve_checked(n) is None:
+                        importlib.import_module(n)
+            except BaseException:
+                pass  # the name's own import, last, says whether it worked
+        if plan:
+            return ""
+    _warm["plan"] = []
+    ms = (time.monotonic() - _warm["t0"]) * 1000
+    mod = sys.modules.get(name)
+    why = "it was not loaded" if mod is None else None
+    if why is None:
+        # Every module the zygote holds now, as at the probe: a file
+        # outside the installation means something differed from the
+        # probe; say so (the zygote ends itself and is started again).
+        for n, m in list(sys.modules.items()):
+            if n not in _warm["base"]:
+                why = _module_refused(n, m)
+                if why:
+                    return json.dumps({"ok": False, "why": why, "tainted": True})
+    import gc
+
+    # What the import made stays shared copy-on-write with the sessions,
+    # as the stack imported at start does.
+    gc.freeze()
+    return json.dumps({"ok": why is None, "why": why, "ms": round(ms, 1)})
 
 
 # ---------------------------------------------------------------- session
@@ -206,6 +553,7 @@ def _run_cell(code, cell):
     _events.clear()
     _current_cell[0] = cell
     out = {"status": "ok", "result": None, "error": None, "figures": []}
+    tree = None
     try:
         tree = ast.parse(code, filename, "exec")
         last = None
@@ -232,6 +580,8 @@ def _run_cell(code, cell):
         out["error"] = _describe(e)
     finally:
         out["figures"] = _flush_figures(cell)
+        if tree is not None:
+            out["imports"] = _imports_of(tree)
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()

@@ -10,6 +10,7 @@
  * socket closes.  User code runs here, so nothing it sends back is trusted. */
 #include "zygote.h"
 #include "procs.h"
+#include "warm.h"
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -117,6 +118,18 @@ static char *bootstrap_config(const struct zygote_config *zc, const struct jail_
 	static const char *const always[] = { "/dev/null", "/dev/zero", "/dev/urandom", "/dev/random", "/proc", NULL };
 	for (const char *const *a = always; *a; a++)
 		cJSON_AddItemToArray(vis, cJSON_CreateString(*a));
+	/* Where the sandboxed code can write: the learned warm-up never loads
+	 * a module from there (bootstrap _warm_setup). */
+	cJSON *wr = cJSON_AddArrayToObject(j, "writable");
+	cJSON_AddItemToArray(wr, cJSON_CreateString(zc->workspace));
+	for (size_t i = 0; p->fs_write == FS_WRITE_LIST && i < p->n_fs_write_paths; i++)
+		if (p->fs_write_paths[i][0] == '/')
+			cJSON_AddItemToArray(wr, cJSON_CreateString(p->fs_write_paths[i]));
+	static const char *const scratch_dirs[] = { "/tmp", "/dev/shm", "/var/tmp", NULL };
+	for (const char *const *a = scratch_dirs; *a; a++)
+		cJSON_AddItemToArray(wr, cJSON_CreateString(*a));
+	if (rep->scratch[0])
+		cJSON_AddItemToArray(wr, cJSON_CreateString(rep->scratch));
 	cJSON *sites = cJSON_AddArrayToObject(j, "site_dirs");
 	if (zc->venv) {
 		glob_t g;
@@ -566,9 +579,12 @@ static void sweep(const struct wire_msg *m)
 	const cJSON *ep = cJSON_GetObjectItemCaseSensitive(j, "epoch");
 	const cJSON *list = cJSON_GetObjectItemCaseSensitive(j, "keep");
 	if (cJSON_IsNumber(ep) && (unsigned long long)ep->valuedouble == exits && cJSON_IsArray(list)) {
-		size_t cap = sizeof spawned / sizeof spawned[0] + (size_t)cJSON_GetArraySize(list);
+		size_t cap = sizeof spawned / sizeof spawned[0] + (size_t)cJSON_GetArraySize(list) + 1;
 		pid_t *keep = calloc(cap, sizeof *keep);
 		size_t n = 0;
+		/* The warm-up's probe is the zygote's own, no session's. */
+		if (keep && warm_probe_pid() > 0)
+			keep[n++] = warm_probe_pid();
 		for (size_t i = 0; keep && i < sizeof spawned / sizeof spawned[0]; i++)
 			if (spawned[i] > 0)
 				keep[n++] = spawned[i];
@@ -640,6 +656,8 @@ static void reap(int ctrl)
 		pid_t pid = waitpid(-1, &status, WNOHANG);
 		if (pid <= 0)
 			return;
+		if (warm_reaped(pid))
+			continue; /* the zygote's own probe: no session's exit */
 		exits++;
 		note_spawned(pid, false);
 		/* What the code of a dead session left running is ended by the
@@ -772,9 +790,14 @@ void zygote_main(const struct zygote_config *zc)
 	send_json(ctrl, W_READY, ready, NULL, 0);
 	cJSON_Delete(ready);
 
-	struct pollfd pf[2] = { { .fd = ctrl, .events = POLLIN }, { .fd = sfd, .events = POLLIN } };
+	struct pollfd pf[3] = { { .fd = ctrl, .events = POLLIN }, { .fd = sfd, .events = POLLIN }, { .fd = -1, .events = POLLIN } };
 	for (;;) {
-		if (poll(pf, 2, -1) < 0) {
+		/* The learned warm-up works only while nothing else waits: its
+		 * timeout is 0 while it has a step to do, and each step is one
+		 * module, so a spawn request waits for one module at most. */
+		pf[2].fd = warm_fd();
+		pf[2].revents = 0;
+		if (poll(pf, 3, warm_timeout()) < 0) {
 			if (errno == EINTR)
 				continue;
 			_exit(75);
@@ -796,8 +819,12 @@ void zygote_main(const struct zygote_config *zc)
 				sweep(&m);
 			else if (m.type == W_SETTLE)
 				settle(ctrl, &m);
+			else if (m.type == W_WARM)
+				warm_enqueue(&m);
 			wire_msg_free(&m);
+			continue; /* more requests first */
 		}
+		warm_work(ctrl, sfd);
 	}
 }
 

@@ -36,7 +36,7 @@ const char *__asan_default_options(void)
 static const char usage[] =
 	"usage: python-sandbox-mcp [--root DIR] [--workspace DIR] [--skill FILE] [--venv DIR]\n"
 	"                          [--timeout S] [--memory MB] [--structured-content] [--images inline|link]\n"
-	"                          [--log-level LEVEL]\n"
+	"                          [--log-level LEVEL] [--warmup on|off|clear]\n"
 	"       python-sandbox-mcp --check [same options]\n"
 	"       python-sandbox-mcp --trust [--root DIR] [--skill FILE] [--yes]\n"
 	"       python-sandbox-mcp --untrust [--root DIR] [--skill FILE]\n"
@@ -60,6 +60,10 @@ static const char usage[] =
 	"                        blocks; link: as their path and a resource_link only (for\n"
 	"                        clients that drop images or send them to the model as text)\n"
 	"  --log-level LEVEL     debug, info, notice, warning, error (stderr; default info)\n"
+	"  --warmup on|off|clear on (default): sessions start with the modules this project's\n"
+	"                        sessions imported before (learned, kept in the user's state\n"
+	"                        directory); off: learn and load nothing; clear: forget what\n"
+	"                        was learned for this project, then learn again\n"
 	"  --check               print the policy and the jail's layers, run live probes\n"
 	"                        (exit 1 when the project's policy is cut down, unapproved)\n"
 	"  --trust               approve this exact project policy file on this machine: until\n"
@@ -167,6 +171,7 @@ int main(int argc, char **argv)
 		{ "memory", required_argument, NULL, 'm' },
 		{ "structured-content", no_argument, NULL, 'S' },
 		{ "images", required_argument, NULL, 'I' },
+		{ "warmup", required_argument, NULL, 'W' },
 		{ "log-level", required_argument, NULL, 'l' },
 		{ "check", no_argument, NULL, 'c' },
 		{ "trust", no_argument, NULL, 'T' },
@@ -217,6 +222,16 @@ int main(int argc, char **argv)
 				srv.opts.images_link = true;
 			else
 				die_usage("--images must be inline or link, not '%s'", optarg);
+			break;
+		case 'W':
+			if (strcmp(optarg, "on") == 0)
+				srv.opts.warmup = WARMUP_ON;
+			else if (strcmp(optarg, "off") == 0)
+				srv.opts.warmup = WARMUP_OFF;
+			else if (strcmp(optarg, "clear") == 0)
+				srv.opts.warmup = WARMUP_CLEAR;
+			else
+				die_usage("--warmup must be on, off or clear, not '%s'", optarg);
 			break;
 		case 'l': {
 			int l = log_level_parse(optarg);

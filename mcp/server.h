@@ -11,6 +11,7 @@
 #include "../policy/trust.h"
 #include "../workspace/fsafe.h"
 #include "../rpc/loop.h"
+#include "../supervisor/warmup.h"
 
 #define MCP_MAX_LINE (8u << 20)   /* one JSON-RPC message */
 #define MCP_MAX_CODE (2u << 20)   /* execute_python's code argument */
@@ -37,6 +38,7 @@ struct server_opts {
 	long memory_mb;        /* < 0: not given */
 	bool structured_content;
 	bool images_link;      /* --images link: images as resource_links only */
+	enum warmup_mode warmup; /* --warmup (supervisor/warmup.h) */
 	/* --check's own server (the hidden --check-session): the zygote
 	 * changes nothing on the host, and the jail's report goes to stderr
 	 * for the --check process to print. */

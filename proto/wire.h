@@ -44,6 +44,10 @@ enum wire_type {
 	W_SETTLED,       /* JSON {pid, ended} */
 	/* server -> session */
 	W_TAKE_CHECKPOINT, /* empty: fork the checkpoint of the state now (after the reply) */
+	/* server -> zygote */
+	W_WARM,          /* JSON {names: [module]}: load these while idle (learned warm-up) */
+	/* zygote -> server */
+	W_WARMED,        /* JSON {name, ok, why?, ms}: the outcome for one name */
 };
 
 /* What an untrusted peer may send next: the types accepted in the current

@@ -16,6 +16,7 @@
 #include "../common/hmac.h"
 #include "../common/log.h"
 #include "../common/userdir.h"
+#include "../common/util.h"
 
 #define KEY_LEN 32
 #define TRAILER_MAGIC "PSMSNAP1"
@@ -55,14 +56,6 @@ static uint64_t now_unix_ms(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-static bool under(const char *path, const char *dir)
-{
-	size_t n = strlen(dir);
-	while (n > 1 && dir[n - 1] == '/')
-		n--;
-	return strncmp(path, dir, n) == 0 && (path[n] == '/' || path[n] == '\0' || n == 1);
 }
 
 /* Reads the key, or makes one (random, mode 0600).  Its own mode is checked
@@ -129,12 +122,12 @@ struct persist *persist_new(const struct workspace *ws, const struct policy *pol
 	 * of its own making.  The jail shows ROOT, the workspace and the
 	 * fs_read paths: the key must lie in none of them. */
 	const char *seen = NULL;
-	if (under(real, ws->root))
+	if (path_under(real, ws->root))
 		seen = ws->root;
-	else if (under(real, ws->abs))
+	else if (path_under(real, ws->abs))
 		seen = ws->abs;
 	for (size_t i = 0; !seen && pol->fs_read == FS_READ_LIST && i < pol->n_fs_read_paths; i++)
-		if (pol->fs_read_paths[i][0] == '/' && under(real, pol->fs_read_paths[i]))
+		if (pol->fs_read_paths[i][0] == '/' && path_under(real, pol->fs_read_paths[i]))
 			seen = pol->fs_read_paths[i];
 	if (seen) {
 		snprintf(p->why, sizeof p->why,

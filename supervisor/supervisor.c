@@ -22,6 +22,7 @@
 #include "persist.h"
 #include "../common/text.h"
 #include "usage.h"
+#include "warmup.h"
 #include "watch.h"
 #include "../workspace/wswatch.h"
 
@@ -120,6 +121,7 @@ struct sup {
 	bool proc_jail;          /* proc is the jail's own procfs (pids in the jail) */
 	struct session *sessions;
 	struct persist *persist;
+	struct warmup *warm;     /* the learned warm-up (warmup.c) */
 };
 
 static void start_next(struct sup *sup, struct session *s);
@@ -294,6 +296,9 @@ int sup_start(struct sup *sup, struct err *e)
 		if (srv->policy->limits.persist && !persist_on(sup->persist))
 			log_warn("sessions will not be saved: %s", persist_why_off(sup->persist));
 	}
+	if (!sup->warm)
+		sup->warm = warmup_new(&srv->ws, srv->policy, srv->opts.check_session ? WARMUP_OFF : srv->opts.warmup);
+	warmup_zygote_started(sup->warm);
 	int sv[2];
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
 		return err_sys(e, -errno, "socketpair");
@@ -590,6 +595,9 @@ static void zygote_event(void *arg, int fd, short revents)
 		send_sweep(sup, ep);
 		break;
 	}
+	case W_WARMED:
+		warmup_outcome(sup->warm, j);
+		break;
 	case W_SETTLED: {
 		const cJSON *pid = cJSON_GetObjectItemCaseSensitive(j, "pid");
 		struct session *s = cJSON_IsNumber(pid) ? session_by_pid(sup, pid->valueint) : NULL;
@@ -856,6 +864,9 @@ static void finish_cur(struct sup *sup, struct session *s)
 	s->last_exit = c->exit_code;
 	s->cur = NULL;
 	exec_finish(c);
+	/* After the reply, never before: what sessions taught the zygote
+	 * loads while the agent reads it. */
+	warmup_after_reply(sup->warm, sup->z == Z_READY ? sup->zctrl : -1);
 	start_next(sup, s);
 	server_call_done(sup->srv);
 }
@@ -1408,6 +1419,9 @@ static void on_message(struct sup *sup, struct session *s, struct wire_msg *m)
 			return;
 		}
 		c->state = STATE_KEPT;
+		/* The modules the cell imported: a report from the session,
+		 * checked by warmup_note. */
+		warmup_note(sup->warm, cJSON_GetObjectItemCaseSensitive(c->py, "imports"));
 		restore_outcome(sup, s, c);
 		set_expect(sup, s, P_SCANNING);
 		exec_after(c, after_scanned, s); /* then the thumbnails */
@@ -2001,6 +2015,7 @@ void sup_free(struct sup *sup)
 		s = next;
 	}
 	persist_free(sup->persist);
+	warmup_free(sup->warm);
 	if (sup->zctrl >= 0)
 		close(sup->zctrl);
 	free(sup);

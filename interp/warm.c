@@ -1,0 +1,336 @@
+/* Learned warm-up in the zygote: a queue of names, a probe per name, then
+ * the import in the zygote itself one module at a time (see warm.h). */
+#include "warm.h"
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../common/log.h"
+#include "../common/util.h"
+#include "../proto/wire.h"
+#include "pyembed.h"
+
+/* As many names as the server keeps per project, and some more. */
+#define QUEUE_MAX 64
+#define NAME_MAX_LEN 128
+/* The probe's answer lists the modules it loaded (hundreds for a large
+ * package): bounded, an answer over it is a failed probe. */
+#define ANSWER_MAX (4u << 20)
+/* A probe still running after this is killed and its name dropped (the
+ * probe itself drops an import slower than half of it). */
+#define PROBE_DEADLINE_MS 60000.0
+
+enum wstate { WS_IDLE, WS_PROBING, WS_LOADING };
+
+static char queue[QUEUE_MAX][NAME_MAX_LEN + 1];
+static size_t q_head, q_len;
+static enum wstate st;
+static char cur[NAME_MAX_LEN + 1];
+static pid_t probe;      /* the running probe (0: none), until reaped */
+static bool probe_ended; /* reaped */
+static int pfd = -1;     /* its answer */
+static char *ans;
+static size_t ans_len;
+static bool ans_eof;
+static double deadline;
+
+static double now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static bool queued(const char *name)
+{
+	for (size_t i = 0; i < q_len; i++)
+		if (strcmp(queue[(q_head + i) % QUEUE_MAX], name) == 0)
+			return true;
+	return st != WS_IDLE && strcmp(cur, name) == 0;
+}
+
+void warm_enqueue(const struct wire_msg *m)
+{
+	cJSON *j = cJSON_ParseWithLength((const char *)m->data, m->len);
+	const cJSON *names = cJSON_GetObjectItemCaseSensitive(j, "names");
+	const cJSON *it;
+	cJSON_ArrayForEach(it, names)
+	{
+		/* The server checked every name; the bootstrap checks them
+		 * again before anything is imported.  Here only the bounds. */
+		const char *s = cJSON_GetStringValue(it);
+		if (!s || !*s || strlen(s) > NAME_MAX_LEN || q_len == QUEUE_MAX || queued(s))
+			continue;
+		snprintf(queue[(q_head + q_len) % QUEUE_MAX], NAME_MAX_LEN + 1, "%s", s);
+		q_len++;
+	}
+	cJSON_Delete(j);
+}
+
+int warm_fd(void)
+{
+	return st == WS_PROBING && !ans_eof ? pfd : -1;
+}
+
+int warm_timeout(void)
+{
+	if (st == WS_LOADING || (st == WS_IDLE && q_len > 0))
+		return 0;
+	if (st == WS_PROBING) {
+		if (ans_eof && probe_ended)
+			return 0;
+		double left = deadline - now_ms();
+		return left <= 0 ? 0 : (int)left + 1;
+	}
+	return -1;
+}
+
+pid_t warm_probe_pid(void)
+{
+	return probe_ended ? 0 : probe;
+}
+
+bool warm_reaped(pid_t pid)
+{
+	if (pid <= 0 || pid != probe)
+		return false;
+	probe_ended = true;
+	return true;
+}
+
+/* The outcome of cur for the server: the bootstrap's JSON with the name. */
+static void report(int ctrl, const char *json, const char *why)
+{
+	cJSON *j = json ? cJSON_Parse(json) : NULL;
+	if (!cJSON_IsObject(j)) {
+		cJSON_Delete(j);
+		j = cJSON_CreateObject();
+		cJSON_AddBoolToObject(j, "ok", 0);
+		cJSON_AddStringToObject(j, "why", why ? why : "no answer");
+	}
+	cJSON_DeleteItemFromObjectCaseSensitive(j, "order");
+	cJSON_DeleteItemFromObjectCaseSensitive(j, "name");
+	cJSON_AddStringToObject(j, "name", cur);
+	char *s = cJSON_PrintUnformatted(j);
+	cJSON_Delete(j);
+	if (s && wire_send(ctrl, W_WARMED, s, strlen(s), NULL, 0) < 0)
+		_exit(0); /* the server is gone: so are we */
+	free(s);
+	bool ok = false;
+	if (json) {
+		cJSON *k = cJSON_Parse(json);
+		ok = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(k, "ok"));
+		cJSON_Delete(k);
+	}
+	log_debug("warm-up: %s %s", cur, ok ? "loaded" : "refused");
+}
+
+static void close_probe(void)
+{
+	if (pfd >= 0)
+		close(pfd);
+	pfd = -1;
+	free(ans);
+	ans = NULL;
+	ans_len = 0;
+	ans_eof = false;
+}
+
+/* Runs in the probe: a fork of the zygote that imports the name, answers,
+ * and exits.  It runs only installed code (the bootstrap refuses anything
+ * else before importing it), and whatever that code does dies with it. */
+static __attribute__((noreturn)) void run_probe(int wfd, int ctrl, int sfd, pid_t parent)
+{
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() != parent)
+		_exit(0);
+	setproctitle("-python-sandbox-mcp: warm-up probe %s", cur);
+	/* Background work: the sessions come first. */
+	setpriority(PRIO_PROCESS, 0, 10);
+	close(ctrl);
+	close(sfd);
+	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (null >= 0) {
+		dup2(null, STDOUT_FILENO);
+		dup2(null, STDERR_FILENO);
+		close(null);
+	}
+	char *out = NULL;
+	size_t len = 0;
+	int is_bytes;
+	struct err e = { 0 };
+	if (py_call("warm_probe", cur, &out, &len, &is_bytes, &e) == 0) {
+		for (size_t off = 0; off < len;) {
+			ssize_t w = write(wfd, out + off, len - off);
+			if (w < 0 && errno == EINTR)
+				continue;
+			if (w <= 0)
+				break;
+			off += (size_t)w;
+		}
+	}
+	_exit(0);
+}
+
+static void start_probe(int ctrl, int sfd)
+{
+	int p[2];
+	if (pipe2(p, O_CLOEXEC) < 0) {
+		report(ctrl, NULL, "no pipe for the probe");
+		return;
+	}
+	pid_t parent = getpid();
+	fflush(NULL);
+	PyOS_BeforeFork();
+	pid_t pid = fork();
+	if (pid == 0) {
+		PyOS_AfterFork_Child();
+		sigset_t all;
+		sigfillset(&all);
+		sigprocmask(SIG_UNBLOCK, &all, NULL);
+		close(p[0]);
+		run_probe(p[1], ctrl, sfd, parent);
+	}
+	PyOS_AfterFork_Parent();
+	close(p[1]);
+	if (pid < 0) {
+		close(p[0]);
+		report(ctrl, NULL, "the zygote could not fork a probe");
+		return;
+	}
+	fcntl(p[0], F_SETFL, O_NONBLOCK);
+	probe = pid;
+	probe_ended = false;
+	pfd = p[0];
+	deadline = now_ms() + PROBE_DEADLINE_MS;
+	st = WS_PROBING;
+}
+
+static void read_answer(void)
+{
+	for (;;) {
+		char buf[65536];
+		ssize_t r = read(pfd, buf, sizeof buf);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return; /* EAGAIN: more later */
+		if (r == 0 || ans_len + (size_t)r > ANSWER_MAX) {
+			ans_eof = true;
+			return;
+		}
+		ans = xrealloc(ans, ans_len + (size_t)r + 1);
+		memcpy(ans + ans_len, buf, (size_t)r);
+		ans_len += (size_t)r;
+		ans[ans_len] = '\0';
+	}
+}
+
+/* The probe answered (or died): load the name here, or report why not. */
+static void probe_done(int ctrl)
+{
+	cJSON *j = ans ? cJSON_ParseWithLength(ans, ans_len) : NULL;
+	if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "ok"))) {
+		report(ctrl, cJSON_IsObject(j) ? ans : NULL, "the probe ended without an answer (it crashed)");
+		cJSON_Delete(j);
+		close_probe();
+		st = WS_IDLE;
+		return;
+	}
+	cJSON *plan = cJSON_CreateObject();
+	cJSON_AddStringToObject(plan, "name", cur);
+	cJSON *order = cJSON_DetachItemFromObjectCaseSensitive(j, "order");
+	if (order)
+		cJSON_AddItemToObject(plan, "order", order);
+	char *arg = cJSON_PrintUnformatted(plan);
+	cJSON_Delete(plan);
+	cJSON_Delete(j);
+	close_probe();
+	char *out = NULL;
+	size_t len;
+	int is_bytes;
+	struct err e = { 0 };
+	if (!arg || py_call("warm_begin", arg, &out, &len, &is_bytes, &e) < 0) {
+		report(ctrl, NULL, e.msg[0] ? e.msg : "out of memory");
+		st = WS_IDLE;
+	} else {
+		st = WS_LOADING;
+	}
+	free(arg);
+	free(out);
+}
+
+void warm_work(int ctrl, int sfd)
+{
+	char *out = NULL;
+	size_t len;
+	int is_bytes;
+	struct err e = { 0 };
+	switch (st) {
+	case WS_IDLE:
+		if (q_len == 0)
+			return;
+		snprintf(cur, sizeof cur, "%s", queue[q_head]);
+		q_head = (q_head + 1) % QUEUE_MAX;
+		q_len--;
+		/* Names refused without running anything (malformed, denied,
+		 * not installed) or already held need no probe. */
+		if (py_call("warm_check", cur, &out, &len, &is_bytes, &e) < 0) {
+			report(ctrl, NULL, e.msg);
+		} else if (len > 0) {
+			report(ctrl, out, NULL);
+		} else {
+			start_probe(ctrl, sfd);
+		}
+		free(out);
+		return;
+	case WS_PROBING:
+		if (!ans_eof)
+			read_answer();
+		if (ans_eof && probe_ended) {
+			probe_done(ctrl);
+		} else if (now_ms() > deadline) {
+			if (!probe_ended)
+				kill(probe, SIGKILL); /* reaped by the zygote's loop */
+			char why[96];
+			snprintf(why, sizeof why, "the probe took longer than %.0f s", PROBE_DEADLINE_MS / 1000);
+			report(ctrl, NULL, why);
+			close_probe();
+			st = WS_IDLE;
+		}
+		return;
+	case WS_LOADING:
+		if (py_call("warm_step", "", &out, &len, &is_bytes, &e) < 0) {
+			report(ctrl, NULL, e.msg);
+			st = WS_IDLE;
+		} else if (len > 0) {
+			cJSON *j = cJSON_Parse(out);
+			bool tainted = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "tainted"));
+			cJSON_Delete(j);
+			report(ctrl, out, NULL);
+			st = WS_IDLE;
+			if (tainted) {
+				/* A module outside the installation is in the zygote
+				 * now (the probe did not see it): no session may be
+				 * forked from this process.  The server starts a new
+				 * zygote, without this name. */
+				log_error("warm-up: %s loaded a file from outside the installation; the zygote ends", cur);
+				_exit(76);
+			}
+		}
+		free(out);
+		return;
+	}
+}

@@ -1,0 +1,345 @@
+/* The learned warm-up's list of names, per project (see warmup.h). */
+#include "warmup.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/log.h"
+#include "../common/userdir.h"
+#include "../common/util.h"
+#include "../policy/trust.h"
+#include "../proto/wire.h"
+
+/* The saved list: a few dozen names; anything larger was not written by
+ * this program. */
+#define FILE_MAX 16384
+/* Names the zygote refused in this run, so that a session that keeps
+ * reporting them (they stay in its sys.modules) costs one probe, not one
+ * per call. */
+#define REFUSED_MAX 64
+
+struct entry {
+	char name[WARMUP_NAME_MAX + 1];
+	bool learned; /* the zygote loaded it (else a candidate, not saved) */
+	bool sent;    /* sent to the current zygote */
+};
+
+struct warmup {
+	bool on;
+	bool store;                       /* the list is saved */
+	struct userdir dir;               /* the state directory, when store */
+	char file[96];                    /* warm-<sha256 of ROOT>.json */
+	char root[PATH_MAX];
+	struct entry e[WARMUP_MAX + WARMUP_REPORT_MAX];
+	size_t n;                         /* most recently used first */
+	char refused[REFUSED_MAX][WARMUP_NAME_MAX + 1];
+	size_t n_refused, refused_next;
+};
+
+bool warmup_name_valid(const char *name)
+{
+	size_t len = 0, part = 0, parts = 1;
+	if (!name)
+		return false;
+	for (const char *c = name; *c; c++, len++) {
+		if (len >= WARMUP_NAME_MAX)
+			return false;
+		if (*c == '.') {
+			if (part == 0 || ++parts > 8)
+				return false;
+			part = 0;
+			continue;
+		}
+		bool alpha = (*c >= 'A' && *c <= 'Z') || (*c >= 'a' && *c <= 'z') || *c == '_';
+		bool digit = *c >= '0' && *c <= '9';
+		/* ASCII only: a name of other letters could look like a real
+		 * module's in the logs and the saved list. */
+		if (!(alpha || (digit && part > 0)) || ++part > 64)
+			return false;
+	}
+	return part > 0;
+}
+
+static size_t n_learned(const struct warmup *w)
+{
+	size_t k = 0;
+	for (size_t i = 0; i < w->n; i++)
+		k += w->e[i].learned;
+	return k;
+}
+
+static struct entry *find(struct warmup *w, const char *name, size_t *at)
+{
+	for (size_t i = 0; i < w->n; i++)
+		if (strcmp(w->e[i].name, name) == 0) {
+			if (at)
+				*at = i;
+			return &w->e[i];
+		}
+	return NULL;
+}
+
+static void remove_at(struct warmup *w, size_t i)
+{
+	memmove(&w->e[i], &w->e[i + 1], (w->n - i - 1) * sizeof w->e[0]);
+	w->n--;
+}
+
+/* Moves entry i to the front (most recently used). */
+static void to_front(struct warmup *w, size_t i)
+{
+	struct entry t = w->e[i];
+	memmove(&w->e[1], &w->e[0], i * sizeof w->e[0]);
+	w->e[0] = t;
+}
+
+static bool was_refused(const struct warmup *w, const char *name)
+{
+	for (size_t i = 0; i < w->n_refused; i++)
+		if (strcmp(w->refused[i], name) == 0)
+			return true;
+	return false;
+}
+
+static void save(struct warmup *w)
+{
+	if (!w->store)
+		return;
+	cJSON *j = cJSON_CreateObject();
+	cJSON_AddNumberToObject(j, "version", 1);
+	cJSON_AddStringToObject(j, "root", w->root);
+	cJSON *mods = cJSON_AddArrayToObject(j, "modules");
+	for (size_t i = 0; i < w->n; i++)
+		if (w->e[i].learned)
+			cJSON_AddItemToArray(mods, cJSON_CreateString(w->e[i].name));
+	char *txt = cJSON_Print(j);
+	cJSON_Delete(j);
+	struct err e = { 0 };
+	if (txt && userdir_write(&w->dir, w->file, txt, strlen(txt), &e) < 0)
+		log_warn("warm-up: cannot save the learned modules: %s", e.msg);
+	free(txt);
+}
+
+/* Reads the saved list.  It lies in the user's own directory, checked by
+ * userdir_read (owner, mode, no symlink); still every name is checked as a
+ * session's would be, and a list for another ROOT (a hash collision, a
+ * copied file) is ignored. */
+static void load(struct warmup *w)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	struct err e = { 0 };
+	int r = userdir_read(&w->dir, w->file, FILE_MAX, &buf, &len, &e);
+	if (r < 0) {
+		log_warn("warm-up: the saved list is refused: %s", e.msg);
+		return;
+	}
+	if (r == 1)
+		return;
+	cJSON *j = cJSON_ParseWithLength(buf, len);
+	free(buf);
+	const char *root = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "root"));
+	const cJSON *mods = cJSON_GetObjectItemCaseSensitive(j, "modules");
+	if (!root || strcmp(root, w->root) != 0 || !cJSON_IsArray(mods)) {
+		log_warn("warm-up: %s/%s is not this project's list; it is ignored (and replaced)", w->dir.path, w->file);
+		cJSON_Delete(j);
+		return;
+	}
+	const cJSON *it;
+	cJSON_ArrayForEach(it, mods)
+	{
+		const char *s = cJSON_GetStringValue(it);
+		if (w->n >= WARMUP_MAX || !warmup_name_valid(s) || find(w, s, NULL))
+			continue;
+		struct entry *en = &w->e[w->n++];
+		snprintf(en->name, sizeof en->name, "%s", s);
+		en->learned = true;
+	}
+	cJSON_Delete(j);
+	if (w->n)
+		log_info("warm-up: %zu learned module(s) for this project, loaded after the first reply", w->n);
+}
+
+/* path lies in ROOT, the workspace or an fs_write directory. */
+static bool project_holds(const struct workspace *ws, const struct policy *p, const char *path)
+{
+	if (path_under(path, ws->root) || path_under(path, ws->abs))
+		return true;
+	for (size_t i = 0; p->fs_write == FS_WRITE_LIST && i < p->n_fs_write_paths; i++)
+		if (p->fs_write_paths[i][0] == '/' && path_under(path, p->fs_write_paths[i]))
+			return true;
+	return false;
+}
+
+struct warmup *warmup_new(const struct workspace *ws, const struct policy *p, enum warmup_mode mode)
+{
+	struct warmup *w = xcalloc(1, sizeof *w);
+	w->dir.fd = -1;
+	w->on = mode != WARMUP_OFF;
+	if (!w->on)
+		return w;
+	snprintf(w->root, sizeof w->root, "%s", ws->root);
+	char hex[65];
+	trust_hash(ws->root, strlen(ws->root), hex);
+	snprintf(w->file, sizeof w->file, "warm-%s.json", hex);
+	struct err e = { 0 };
+	char dir[PATH_MAX], real[PATH_MAX];
+	if (userdir_state_path(dir, sizeof dir, &e) < 0) {
+		log_warn("warm-up: learned modules are kept for this run only: %s", e.msg);
+		return w;
+	}
+	/* Attack: a state directory inside the project (XDG_STATE_HOME set
+	 * there) could come with a cloned repository, or be written by the
+	 * sandboxed code: a list of its choosing.  Only a directory outside
+	 * ROOT, the workspace and every fs_write path is believed: judged as
+	 * written (nothing is created inside the project), then as resolved. */
+	bool inside = project_holds(ws, p, dir);
+	if (!inside && userdir_open(&w->dir, dir, true, &e) < 0) {
+		log_warn("warm-up: learned modules are kept for this run only: %s", e.msg);
+		userdir_close(&w->dir);
+		return w;
+	}
+	if (!inside && realpath(dir, real))
+		inside = project_holds(ws, p, real);
+	if (inside) {
+		log_warn("warm-up: learned modules are kept for this run only: the state directory %s lies inside the project; "
+			 "set XDG_STATE_HOME to a directory outside it",
+			 dir);
+		userdir_close(&w->dir);
+		return w;
+	}
+	w->store = true;
+	if (mode == WARMUP_CLEAR) {
+		if (userdir_unlink(&w->dir, w->file, &e) < 0)
+			log_warn("warm-up: %s", e.msg);
+		else
+			log_info("warm-up: the learned modules of this project were forgotten (--warmup clear)");
+		return w;
+	}
+	load(w);
+	return w;
+}
+
+void warmup_free(struct warmup *w)
+{
+	if (!w)
+		return;
+	userdir_close(&w->dir);
+	free(w);
+}
+
+void warmup_note(struct warmup *w, const cJSON *imports)
+{
+	if (!w || !w->on || !imports)
+		return;
+	/* Attack: a session writes its own result frame (it owns the control
+	 * socket) with thousands of names, or names such as "../x" or
+	 * "os;import x".  More names than one cell could report, or any entry
+	 * that is not a string, and the whole report is dropped; each name
+	 * must be a plain dotted identifier. */
+	if (!cJSON_IsArray(imports) || cJSON_GetArraySize(imports) > WARMUP_REPORT_MAX)
+		return;
+	const cJSON *it;
+	cJSON_ArrayForEach(it, imports)
+	{
+		const char *s = cJSON_GetStringValue(it);
+		size_t at;
+		if (!warmup_name_valid(s) || was_refused(w, s))
+			continue;
+		if (find(w, s, &at)) {
+			to_front(w, at);
+			continue;
+		}
+		/* Candidates wait for the zygote's word; room for one report's
+		 * worth of them. */
+		if (w->n - n_learned(w) >= WARMUP_REPORT_MAX)
+			continue;
+		if (w->n == N_ELEMENTS(w->e))
+			continue;
+		memmove(&w->e[1], &w->e[0], w->n * sizeof w->e[0]);
+		memset(&w->e[0], 0, sizeof w->e[0]);
+		snprintf(w->e[0].name, sizeof w->e[0].name, "%s", s);
+		w->n++;
+	}
+}
+
+void warmup_after_reply(struct warmup *w, int zctrl)
+{
+	if (!w || !w->on || zctrl < 0)
+		return;
+	cJSON *j = cJSON_CreateObject();
+	cJSON *names = cJSON_AddArrayToObject(j, "names");
+	int k = 0;
+	for (size_t i = 0; i < w->n; i++)
+		if (!w->e[i].sent) {
+			cJSON_AddItemToArray(names, cJSON_CreateString(w->e[i].name));
+			w->e[i].sent = true;
+			k++;
+		}
+	char *txt = k ? cJSON_PrintUnformatted(j) : NULL;
+	cJSON_Delete(j);
+	if (txt && wire_send(zctrl, W_WARM, txt, strlen(txt), NULL, 0) < 0)
+		log_warn("warm-up: could not send the zygote its modules");
+	free(txt);
+}
+
+void warmup_zygote_started(struct warmup *w)
+{
+	if (!w)
+		return;
+	for (size_t i = 0; i < w->n; i++)
+		w->e[i].sent = false;
+}
+
+void warmup_outcome(struct warmup *w, const cJSON *j)
+{
+	const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "name"));
+	size_t at;
+	if (!w || !w->on || !warmup_name_valid(name) || !find(w, name, &at))
+		return;
+	struct entry *en = &w->e[at];
+	const cJSON *ms = cJSON_GetObjectItemCaseSensitive(j, "ms");
+	if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "ok"))) {
+		log_info("warm-up: %s loaded in the zygote (%.0f ms)", name, cJSON_IsNumber(ms) ? ms->valuedouble : 0.0);
+		if (en->learned)
+			return;
+		en->learned = true;
+		log_info("warm-up: learned %s", name);
+		/* Over the bound: the least recently used learned name goes. */
+		while (n_learned(w) > WARMUP_MAX) {
+			size_t i = w->n;
+			while (i-- > 0 && !w->e[i].learned)
+				;
+			log_info("warm-up: forgot %s (at most %d modules are kept)", w->e[i].name, WARMUP_MAX);
+			remove_at(w, i);
+		}
+		save(w);
+		return;
+	}
+	const char *why = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "why"));
+	log_info("warm-up: %s refused: %.300s", name, why ? why : "no reason given");
+	bool was_learned = en->learned;
+	remove_at(w, at);
+	snprintf(w->refused[w->refused_next], sizeof w->refused[0], "%s", name);
+	w->refused_next = (w->refused_next + 1) % REFUSED_MAX;
+	if (w->n_refused < REFUSED_MAX)
+		w->n_refused++;
+	if (was_learned)
+		save(w);
+}
+
+size_t warmup_count(const struct warmup *w)
+{
+	return w ? n_learned(w) : 0;
+}
+
+const char *warmup_name(const struct warmup *w, size_t i)
+{
+	for (size_t k = 0; w && k < w->n; k++)
+		if (w->e[k].learned && i-- == 0)
+			return w->e[k].name;
+	return NULL;
+}

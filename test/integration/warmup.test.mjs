@@ -1,0 +1,195 @@
+// Learned warm-up: the zygote learns which modules this project's sessions
+// import and loads them while idle, so a fresh session starts with them.
+// What a session reports is hostile: these tests try each way a session could
+// use the learned list to run its own code in the zygote (the parent of every
+// later session) and check the effect from outside: marker files the planted
+// modules write, the saved list in the user's state directory, the server's
+// log, and what a later fresh session (after reset) finds in sys.modules.
+import { test, describe, after } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import crypto from 'node:crypto';
+
+import { startClient, execPy, newProject, writeFile, sleep, show } from './lib.mjs';
+
+const handles = [];
+after(async () => {
+	for (const h of handles) {
+		try { process.kill(h.pid, 'SIGKILL'); } catch { /* gone */ }
+		try { await h.close(); } catch { /* gone */ }
+	}
+});
+
+function stateHome() {
+	return fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), 'psm-warmstate-')));
+}
+
+async function start(root, xdg, args = []) {
+	const h = await startClient(root, { structured: true, args: ['--log-level', 'info', ...args], env: { XDG_STATE_HOME: xdg } });
+	handles.push(h);
+	return h;
+}
+
+function listPath(xdg, root) {
+	const hex = crypto.createHash('sha256').update(root).digest('hex');
+	return path.join(xdg, 'python-sandbox-mcp', `warm-${hex}.json`);
+}
+
+function savedList(xdg, root) {
+	const p = listPath(xdg, root);
+	return fs.existsSync(p) ? JSON.parse(fs.readFileSync(p, 'utf8')).modules : null;
+}
+
+/** Waits until the server's log matches re (the zygote's answers are logged). */
+async function waitLog(h, re, ms = 90000) {
+	const t0 = Date.now();
+	while (!re.test(h.stderr())) {
+		if (Date.now() - t0 > ms) throw new Error(`no ${re} in the log after ${ms} ms; tail: ${h.stderr().slice(-3000)}`);
+		await sleep(100);
+	}
+}
+
+async function ok(h, code, extra = {}) {
+	const r = await execPy(h, code, extra);
+	assert.equal(r.sc.status, 'ok', show(r.text));
+	return r;
+}
+
+/** Which of these modules a brand-new session holds before any import of its own. */
+async function heldAtStart(h, session, names) {
+	const r = await ok(h, `import sys\n[n for n in ${JSON.stringify(names)} if n in sys.modules]`, { session });
+	return JSON.parse(r.sc.result.replace(/'/g, '"'));
+}
+
+describe('learned warm-up', () => {
+	test('a fresh session starts with what earlier sessions imported; the list survives a restart', { timeout: 240000 }, async () => {
+		const root = newProject('warm');
+		const xdg = stateHome();
+		let h = await start(root, xdg);
+		// Before anything is learned, a fresh session holds neither.
+		assert.deepEqual(await heldAtStart(h, 'before', ['sqlite3', 'xml.dom.minidom']), []);
+		await ok(h, 'import sqlite3\nfrom xml.dom import minidom\nsqlite3.sqlite_version', { session: 'learner' });
+		await waitLog(h, /warm-up: learned sqlite3/);
+		await waitLog(h, /warm-up: learned xml\.dom\.minidom/);
+		assert.deepEqual(await heldAtStart(h, 'fresh', ['sqlite3', 'xml.dom.minidom']), ['sqlite3', 'xml.dom.minidom']);
+		// reset: true forks from the zygote too.
+		const r = await execPy(h, 'import sys\n"sqlite3" in sys.modules', { session: 'learner', reset: true });
+		assert.equal(r.sc.result, 'True', show(r.text));
+
+		// Saved in the user's state directory, private, never in the project.
+		const p = listPath(xdg, root);
+		assert.deepEqual(new Set(savedList(xdg, root)), new Set(['sqlite3', 'xml.dom.minidom']));
+		assert.equal(fs.lstatSync(p).mode & 0o777, 0o600);
+		assert.equal(fs.statSync(path.dirname(p)).mode & 0o777, 0o700);
+		const inProject = fs.readdirSync(root, { recursive: true }).filter((f) => /warm/.test(f));
+		assert.deepEqual(inProject, []);
+		await h.close();
+
+		// A new server: the first call never waits for the learned list (it
+		// is loaded after the first reply), later fresh sessions hold it.
+		h = await start(root, xdg);
+		assert.deepEqual(await heldAtStart(h, 'first', ['sqlite3', 'xml.dom.minidom']), []);
+		await waitLog(h, /warm-up: sqlite3 loaded in the zygote/);
+		await waitLog(h, /warm-up: xml\.dom\.minidom loaded in the zygote/);
+		assert.deepEqual(await heldAtStart(h, 'second', ['sqlite3', 'xml.dom.minidom']), ['sqlite3', 'xml.dom.minidom']);
+		await h.close();
+
+		// --warmup off: nothing loaded, nothing learned; clear: forgotten.
+		h = await start(root, xdg, ['--warmup', 'off']);
+		await ok(h, 'import mailbox');
+		await sleep(1500);
+		assert.deepEqual(await heldAtStart(h, 'off', ['sqlite3', 'mailbox']), []);
+		assert.doesNotMatch(h.stderr(), /warm-up: learned mailbox/);
+		await h.close();
+		h = await start(root, xdg, ['--warmup', 'clear']);
+		await ok(h, '1');
+		assert.equal(fs.existsSync(p), false, 'the list is removed');
+		await sleep(1500);
+		assert.deepEqual(await heldAtStart(h, 'cleared', ['sqlite3']), []);
+		await h.close();
+	});
+
+	test('a module the session wrote (or a package shadowing a real name) never runs in the zygote or a later session', { timeout: 240000 }, async () => {
+		const root = newProject('warm-evil');
+		const xdg = stateHome();
+		const h = await start(root, xdg);
+		// Each planted module appends a line to a file in the workspace
+		// when it is imported, and plants a flag in builtins.
+		const PLANT = (tag) => `import builtins, os
+with open(os.path.join(${JSON.stringify(root)}, "workspace", "ran.txt"), "a") as f:
+    f.write("${tag} %d\\n" % os.getpid())
+builtins.PLANTED = "${tag}"
+`;
+		writeFile(root, 'workspace/evilmod.py', PLANT('evilmod'));
+		writeFile(root, 'workspace/shadow/sqlite3/__init__.py', PLANT('shadow') + 'sqlite_version = "fake"\n');
+		writeFile(root, 'workspace/shadow/mailbox.py', PLANT('mailbox'));
+		let r = await ok(h, `import sys
+sys.path.insert(0, "workspace")
+sys.path.insert(0, "workspace/shadow")
+import evilmod, sqlite3, mailbox
+(sqlite3.sqlite_version, PLANTED)`, { session: 'attacker' });
+		assert.equal(r.sc.result, "('fake', 'mailbox')");
+		const ran = () => fs.readFileSync(path.join(root, 'workspace', 'ran.txt'), 'utf8').trim().split('\n');
+		assert.equal(ran().length, 3, 'each planted module ran once, in the session');
+
+		await waitLog(h, /warm-up: evilmod refused: evilmod is not installed/);
+		// The real sqlite3 and mailbox are installed: those names are
+		// learned, and what the zygote loads is the installation's.
+		await waitLog(h, /warm-up: learned sqlite3/);
+		await waitLog(h, /warm-up: learned mailbox/);
+		r = await ok(h, `import sys, builtins
+(sorted(n for n in ("evilmod", "sqlite3", "mailbox") if n in sys.modules),
+ sys.modules["sqlite3"].__file__.startswith("/usr/"), sys.modules["mailbox"].__file__.startswith("/usr/"),
+ hasattr(builtins, "PLANTED"))`, { session: 'attacker', reset: true });
+		assert.equal(r.sc.result, "(['mailbox', 'sqlite3'], True, True, False)", show(r.text));
+		r = await ok(h, 'import sys, builtins\n("evilmod" in sys.modules, hasattr(builtins, "PLANTED"), sys.path[0])', { session: 'other' });
+		assert.equal(r.sc.result.startsWith('(False, False, '), true, show(r.text));
+		assert.doesNotMatch(r.sc.result, /workspace/);
+		assert.equal(ran().length, 3, 'no planted module ran in the zygote, its probe or a later session');
+		assert.deepEqual(new Set(savedList(xdg, root)), new Set(['sqlite3', 'mailbox']));
+		await h.close();
+	});
+
+	test('a forged report: malformed names, too many names, names that fail to import', { timeout: 240000 }, async () => {
+		const root = newProject('warm-forge');
+		const xdg = stateHome();
+		const h = await start(root, xdg);
+		// The session owns the bootstrap that writes its result: it can
+		// report anything.
+		const forge = (names) => `import _psm\n_psm._imports_of = lambda tree: ${JSON.stringify(names)}\n1`;
+		await ok(h, forge(['../../etc/passwd', 'os;import x', 'a'.repeat(200), 'évil', '.x', 'x.', '1abc', 'wave']), { session: 'f' });
+		await waitLog(h, /warm-up: learned wave/);
+		const many = Array.from({ length: 17 }, (_, i) => (i === 0 ? 'colorsys' : `m${i}`));
+		await ok(h, forge(many), { session: 'f' });
+		// A name that fails to import is refused and never saved; one the
+		// zygote must never hold (it prints on import) is refused at once.
+		await ok(h, forge(['matplotlib.backends.backend_qtagg', 'this']), { session: 'f' });
+		await waitLog(h, /warm-up: matplotlib\.backends\.backend_qtagg refused: importing matplotlib\.backends\.backend_qtagg failed/);
+		await waitLog(h, /warm-up: this refused: not a module to hold in the zygote/);
+		await sleep(1000);
+		assert.deepEqual(savedList(xdg, root), ['wave']);
+		assert.deepEqual(await heldAtStart(h, 'fresh', ['wave', 'colorsys', 'this', 'matplotlib.backends.backend_qtagg']), ['wave']);
+		for (const bad of ['etc/passwd', 'os;import', 'aaaaaaaaaa', 'évil', 'm16', 'colorsys'])
+			assert.equal(h.stderr().includes(`warm-up: learned ${bad}`), false, bad);
+		await h.close();
+	});
+
+	test('a list inside the project (state directory there) is neither believed nor written', { timeout: 240000 }, async () => {
+		const root = newProject('warm-inside');
+		const xdg = path.join(root, '.state');
+		// What a cloned repository could ship: a list naming a module.
+		writeFile(root, `.state/python-sandbox-mcp/warm-${crypto.createHash('sha256').update(root).digest('hex')}.json`,
+			JSON.stringify({ version: 1, root, modules: ['wave'] }));
+		fs.chmodSync(path.join(root, '.state'), 0o700);
+		fs.chmodSync(path.join(root, '.state', 'python-sandbox-mcp'), 0o700);
+		const h = await start(root, xdg);
+		await ok(h, 'import sqlite3');
+		await waitLog(h, /warm-up: learned modules are kept for this run only: the state directory .* lies inside the project/);
+		await waitLog(h, /warm-up: learned sqlite3/);
+		assert.deepEqual(await heldAtStart(h, 'fresh', ['wave', 'sqlite3']), ['sqlite3']);
+		assert.deepEqual(savedList(xdg, root), ['wave'], 'the file in the project is left as it was');
+		await h.close();
+	});
+});

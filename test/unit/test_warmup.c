@@ -1,0 +1,231 @@
+/* Unit tests of supervisor/warmup.c: the learned warm-up's list.  Names come
+ * from hostile sessions: only dotted identifiers pass, a report is bounded,
+ * and only names the zygote loaded are saved (in a state directory made for
+ * each test under /tmp, checked from here). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <ftw.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../../supervisor/warmup.h"
+
+struct t {
+	char tmp[64];
+	char root[128];
+	struct workspace ws;
+	struct policy pol;
+};
+
+static int setup(void **state)
+{
+	struct t *t = calloc(1, sizeof *t);
+	if (!t)
+		return -1;
+	snprintf(t->tmp, sizeof t->tmp, "/tmp/psm-warmup-XXXXXX");
+	if (!mkdtemp(t->tmp))
+		return -1;
+	snprintf(t->root, sizeof t->root, "%s/project", t->tmp);
+	mkdir(t->root, 0755);
+	t->ws.root = t->root;
+	t->ws.abs = t->root; /* the workspace: only compared with the state directory */
+	t->pol.fs_write = FS_WRITE_WORKSPACE;
+	char xdg[128];
+	snprintf(xdg, sizeof xdg, "%s/state", t->tmp);
+	setenv("XDG_STATE_HOME", xdg, 1);
+	*state = t;
+	return 0;
+}
+
+static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	remove(p);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct t *t = *state;
+	nftw(t->tmp, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	unsetenv("XDG_STATE_HOME");
+	free(t);
+	return 0;
+}
+
+static void test_names(void **state)
+{
+	(void)state;
+	static const char *const good[] = { "scipy", "scipy.stats", "sklearn.linear_model", "_x", "a1.b_2",
+					    "a.b.c.d.e.f.g.h", NULL };
+	for (const char *const *g = good; *g; g++)
+		assert_true(warmup_name_valid(*g));
+	char long_part[80], long_name[200];
+	memset(long_part, 'a', 65);
+	long_part[65] = '\0';
+	memset(long_name, 'a', 129);
+	long_name[129] = '\0';
+	/* A path, code, a relative import, a leading digit, non-ASCII letters,
+	 * too many parts, an over-long part or name. */
+	static const char *const bad[] = { "", ".", "a.", ".a", "a..b", "../etc/passwd", "os;import x", "os import",
+					   "1abc", "a.1b", "\xc3\xa9vil", "a-b", "a/b", "a.b.c.d.e.f.g.h.i", "a\n", NULL };
+	for (const char *const *b = bad; *b; b++)
+		assert_false(warmup_name_valid(*b));
+	assert_false(warmup_name_valid(long_part));
+	assert_false(warmup_name_valid(long_name));
+	assert_false(warmup_name_valid(NULL));
+}
+
+static cJSON *names(const char *json)
+{
+	cJSON *j = cJSON_Parse(json);
+	assert_non_null(j);
+	return j;
+}
+
+static void outcome(struct warmup *w, const char *name, bool ok)
+{
+	cJSON *j = cJSON_CreateObject();
+	cJSON_AddStringToObject(j, "name", name);
+	cJSON_AddBoolToObject(j, "ok", ok);
+	warmup_outcome(w, j);
+	cJSON_Delete(j);
+}
+
+static void test_learn_save_load(void **state)
+{
+	struct t *t = *state;
+	struct warmup *w = warmup_new(&t->ws, &t->pol, WARMUP_ON);
+	cJSON *r = names("[\"scipy.stats\", \"../x\", 7, \"sklearn.linear_model\"]");
+	warmup_note(w, r);
+	cJSON_Delete(r);
+	/* Reported, not learned: nothing is saved until the zygote loaded it. */
+	assert_int_equal(warmup_count(w), 0);
+	outcome(w, "scipy.stats", true);
+	outcome(w, "sklearn.linear_model", false);
+	outcome(w, "never.reported", true);
+	assert_int_equal(warmup_count(w), 1);
+	assert_string_equal(warmup_name(w, 0), "scipy.stats");
+	/* Refused once: reported again, it is not tried again in this run. */
+	r = names("[\"sklearn.linear_model\"]");
+	warmup_note(w, r);
+	outcome(w, "sklearn.linear_model", true);
+	cJSON_Delete(r);
+	assert_int_equal(warmup_count(w), 1);
+	warmup_free(w);
+
+	/* Saved privately, and read back by the next server of this ROOT. */
+	char hex_glob[PATH_MAX];
+	snprintf(hex_glob, sizeof hex_glob, "%s/state/python-sandbox-mcp", t->tmp);
+	struct stat st;
+	assert_int_equal(stat(hex_glob, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0700);
+	w = warmup_new(&t->ws, &t->pol, WARMUP_ON);
+	assert_int_equal(warmup_count(w), 1);
+	assert_string_equal(warmup_name(w, 0), "scipy.stats");
+	warmup_free(w);
+	/* Another project does not see it. */
+	char other[160];
+	snprintf(other, sizeof other, "%s/other", t->tmp);
+	mkdir(other, 0755);
+	struct workspace ws2 = { .root = other, .abs = other };
+	w = warmup_new(&ws2, &t->pol, WARMUP_ON);
+	assert_int_equal(warmup_count(w), 0);
+	warmup_free(w);
+	/* clear forgets, off neither loads nor learns. */
+	w = warmup_new(&t->ws, &t->pol, WARMUP_OFF);
+	assert_int_equal(warmup_count(w), 0);
+	r = names("[\"wave\"]");
+	warmup_note(w, r);
+	outcome(w, "wave", true);
+	assert_int_equal(warmup_count(w), 0);
+	warmup_free(w);
+	w = warmup_new(&t->ws, &t->pol, WARMUP_CLEAR);
+	assert_int_equal(warmup_count(w), 0);
+	warmup_free(w);
+	w = warmup_new(&t->ws, &t->pol, WARMUP_ON);
+	assert_int_equal(warmup_count(w), 0);
+	warmup_free(w);
+	cJSON_Delete(r);
+}
+
+static void test_bounds(void **state)
+{
+	struct t *t = *state;
+	struct warmup *w = warmup_new(&t->ws, &t->pol, WARMUP_ON);
+	/* More names than one cell reports: the whole report is dropped. */
+	cJSON *r = cJSON_CreateArray();
+	for (int i = 0; i <= WARMUP_REPORT_MAX; i++) {
+		char n[16];
+		snprintf(n, sizeof n, "m%d", i);
+		cJSON_AddItemToArray(r, cJSON_CreateString(n));
+	}
+	warmup_note(w, r);
+	cJSON_Delete(r);
+	outcome(w, "m0", true);
+	assert_int_equal(warmup_count(w), 0);
+	/* At most WARMUP_MAX learned: the least recently used goes. */
+	for (int i = 0; i < WARMUP_MAX + 5; i++) {
+		char n[16], js[40];
+		snprintf(n, sizeof n, "n%d", i);
+		snprintf(js, sizeof js, "[\"%s\"]", n);
+		r = names(js);
+		warmup_note(w, r);
+		cJSON_Delete(r);
+		outcome(w, n, true);
+		if (i == 10) {
+			/* n0 used again: it stays. */
+			r = names("[\"n0\"]");
+			warmup_note(w, r);
+			cJSON_Delete(r);
+		}
+	}
+	assert_int_equal(warmup_count(w), WARMUP_MAX);
+	bool has0 = false, has1 = false;
+	for (size_t i = 0; i < warmup_count(w); i++) {
+		has0 |= strcmp(warmup_name(w, i), "n0") == 0;
+		has1 |= strcmp(warmup_name(w, i), "n1") == 0;
+	}
+	assert_true(has0);
+	assert_false(has1);
+	warmup_free(w);
+}
+
+static void test_state_dir_inside_project(void **state)
+{
+	struct t *t = *state;
+	char xdg[160];
+	snprintf(xdg, sizeof xdg, "%s/.state", t->root);
+	setenv("XDG_STATE_HOME", xdg, 1);
+	struct warmup *w = warmup_new(&t->ws, &t->pol, WARMUP_ON);
+	cJSON *r = names("[\"wave\"]");
+	warmup_note(w, r);
+	cJSON_Delete(r);
+	outcome(w, "wave", true);
+	/* Learned for this run, never written inside the project. */
+	assert_int_equal(warmup_count(w), 1);
+	warmup_free(w);
+	struct stat st;
+	assert_int_equal(stat(xdg, &st), -1); /* nothing made inside the project */
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_names),
+		cmocka_unit_test_setup_teardown(test_learn_save_load, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_bounds, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_state_dir_inside_project, setup, teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
