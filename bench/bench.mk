@@ -16,6 +16,14 @@ bench: setup bench-setup $(BIN) $(BENCH_FLOORS) $(BUILD)/helpers/dockerrun
 	$(BENCH_PY) bench/run.py --server $(BIN) --floors $(BENCH_BUILD) --results bench/RESULTS.md --append \
 		--wrap $(BUILD)/helpers/dockerrun --skip=jupyter,output,rewrite $(BENCH_ARGS)
 	$(BENCH_PY) bench/agent.py --server $(BIN) --results bench/RESULTS.md $(AGENT_ARGS)
+	$(BENCH_PY) bench/warmup.py --server $(BIN) --results bench/RESULTS.md $(WARMUP_ARGS)
+
+#   make bench-warmup WARMUP_ARGS=--quick
+WARMUP_ARGS ?=
+## bench-warmup: the learned warm-up: a fresh session's import of scipy.stats + sklearn before and after learning, cold start, the zygote's PSS
+.PHONY: bench-warmup
+bench-warmup: setup $(BIN)
+	$(BENCH_PY) bench/warmup.py --server $(BIN) $(WARMUP_ARGS)
 
 #   make bench-agent AGENT_ARGS="--rounds 1 --skip scale"   a short run
 AGENT_ARGS ?=

@@ -243,8 +243,9 @@ def _spec_refused(spec, name):
     if spec.has_location and spec.origin:
         paths.append(spec.origin)
     paths.extend(list(spec.submodule_search_locations or []))
-    if not paths:
-        return "%s has no file to check" % name
+    # No file at all: a module that a finder or loader of the installation
+    # makes itself (setuptools' distutils alias, six.moves).  A session
+    # cannot add finders to the zygote: its own are in its own process.
     for p in paths:
         why = _file_refused(p)
         if why:
@@ -254,13 +255,12 @@ def _spec_refused(spec, name):
 
 def _module_refused(name, mod):
     spec = getattr(mod, "__spec__", None)
-    if spec is not None:
-        return _spec_refused(spec, name)
+    why = _spec_refused(spec, name) if spec is not None else None
     f = getattr(mod, "__file__", None)
-    if isinstance(f, str):
+    if why is None and isinstance(f, str):
         why = _file_refused(f)
-        return "%s: %s" % (name, why) if why else None
-    return None  # made by installed code at run time (no file of its own)
+        why = "%s: %s" % (name, why) if why else None
+    return why  # no file of its own: made by installed code at run time
 
 
 def _resolve_checked(name):
@@ -401,14 +401,18 @@ def warm_probe(name):
 def warm_begin(arg_json):
     """The probe said yes: plan the zygote's own import of name, one
     module per warm_step.  Each step takes the first module, in the order
-    the probe saw them complete, whose package is already loaded (so a
-    step loads little of its own); the name itself comes last."""
+    the probe saw them complete, whose package is already loaded, so that
+    a step loads little besides that module (a package's own __init__ and
+    what it imports of its own subpackages cannot be split: scipy.optimize
+    is one step); the name itself comes last."""
     arg = json.loads(arg_json)
     name = arg["name"]
     plan = [n for n in arg.get("order", []) if isinstance(n, str) and _warm_name_refused(n) is None]
     _warm["plan"] = plan + [name]
     _warm["name"] = name
     _warm["t0"] = time.monotonic()
+    _warm["steps"] = 0
+    _warm["longest"] = 0.0
     return ""
 
 
@@ -422,19 +426,22 @@ def warm_step(_arg):
     name = _warm["name"]
     if plan:
         pick = 0
-        for i, n in enumerate(plan[:64]):
+        for i, n in enumerate(plan):
             parent = n.rpartition(".")[0]
             if not parent or parent in sys.modules:
                 pick = i
                 break
         n = plan.pop(pick)
         if n not in sys.modules:
+            t0 = time.monotonic()
             try:
                 with _TrustedPath():
                     if _resolve_checked(n) is None:
                         importlib.import_module(n)
             except BaseException:
                 pass  # the name's own import, last, says whether it worked
+            _warm["steps"] += 1
+            _warm["longest"] = max(_warm["longest"], (time.monotonic() - t0) * 1000)
         if plan:
             return ""
     _warm["plan"] = []
@@ -455,7 +462,8 @@ def warm_step(_arg):
     # What the import made stays shared copy-on-write with the sessions,
     # as the stack imported at start does.
     gc.freeze()
-    return json.dumps({"ok": why is None, "why": why, "ms": round(ms, 1)})
+    return json.dumps({"ok": why is None, "why": why, "ms": round(ms, 1), "steps": _warm["steps"],
+                       "longest_ms": round(_warm["longest"], 1)})
 
 
 # ---------------------------------------------------------------- session

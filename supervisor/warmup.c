@@ -303,7 +303,11 @@ void warmup_outcome(struct warmup *w, const cJSON *j)
 	struct entry *en = &w->e[at];
 	const cJSON *ms = cJSON_GetObjectItemCaseSensitive(j, "ms");
 	if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "ok"))) {
-		log_info("warm-up: %s loaded in the zygote (%.0f ms)", name, cJSON_IsNumber(ms) ? ms->valuedouble : 0.0);
+		const cJSON *steps = cJSON_GetObjectItemCaseSensitive(j, "steps");
+		const cJSON *longest = cJSON_GetObjectItemCaseSensitive(j, "longest_ms");
+		log_info("warm-up: %s loaded in the zygote (%.0f ms, %d imports, the longest %.0f ms)", name,
+			 cJSON_IsNumber(ms) ? ms->valuedouble : 0.0, cJSON_IsNumber(steps) ? steps->valueint : 0,
+			 cJSON_IsNumber(longest) ? longest->valuedouble : 0.0);
 		if (en->learned)
 			return;
 		en->learned = true;
