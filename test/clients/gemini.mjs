@@ -70,8 +70,8 @@ export async function runGemini(h, { bin }) {
       privacy: { usageStatisticsEnabled: false },
       general: { enableAutoUpdate: false, enableAutoUpdateNotification: false },
     }, null, 2));
-    // Gemini CLI ignores a project's .gemini/settings.json (its MCP servers
-    // included) until the folder is trusted: what the trust dialog records.
+    // The project trusted, as the trust dialog records it (headless, in a
+    // folder not trusted, Gemini CLI exits 55 without running anything).
     fs.writeFileSync(path.join(home, ".gemini", "trustedFolders.json"), JSON.stringify({ [proj]: "TRUST_FOLDER" }));
 
     // 1. Register the server as the docs say.
