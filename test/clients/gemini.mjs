@@ -132,15 +132,12 @@ export async function runGemini(h, { bin }) {
       errorFlag: (s) => {
         h.check(`${who}: the error reaches the model as Gemini CLI's error string around our result (isError: true)`,
           s.wrap.errorString && s.isError, String(s.raw).slice(0, 400));
-        h.check(`${who}: the model-visible error keeps our status line`, /^error · exit 1 · /.test(s.d.text), s.d.text.slice(0, 300));
       },
     });
     h.check(`${who}: our text blocks reach the model inside <untrusted_context>`,
       [0, 1, 2, 3].every((i) => wraps[i]?.untrusted), JSON.stringify(wraps));
     const s1 = byStep[1];
     if (s1) {
-      h.check(`${who}: the chart call's artifacts list reaches the model`,
-        /artifacts:\n- workspace\/outputs\/data\.csv .*\n- workspace\/outputs\/figure-[^ ]*\.png /.test(s1.d.text), s1.d.text.slice(0, 600));
       h.note(`${who}: the chart's image went ${s1.wrap.imagesInside ? "inside functionResponse.parts" : "beside the functionResponse, as an inlineData part of the same turn"}`);
     }
     // Describe the wrapping in the report.

@@ -243,6 +243,14 @@ export function checkModelSaw(h, who, byStep, root, { structured = false, imageE
     if (imageExpected) h.check(`${who}: the chart reached the model as a PNG image`, png, summarize(s1.d));
     else h.note(`${who}: the chart did NOT reach the model as an image (${summarize(s1.d)})`);
     h.check(`${who}: the chart call names its artifacts`, /figure-[^"\s]*\.png/.test(s1.d.text) || png, s1.d.text.slice(0, 400));
+    if (!s1.d.json) {
+      // Our text block reached the model whole: its status line and the
+      // artifacts: section listing every file the call made.
+      h.check(`${who}: the chart call's status line and artifacts list reach the model`,
+        /^ok · exit 0 · /.test(s1.d.text) &&
+        /\nartifacts:\n- workspace\/outputs\/data\.csv \(.*\n- workspace\/outputs\/figure-[^ ]*\.png \(.*\n- workspace\/outputs\/summary\.json \(/.test(s1.d.text),
+        s1.d.text.slice(0, 600));
+    }
     seen["execute_python (chart)"] = summarize(s1.d, s1.isError);
   }
   const s2 = at(2);
@@ -263,6 +271,7 @@ export function checkModelSaw(h, who, byStep, root, { structured = false, imageE
   const s4 = at(4);
   if (h.check(`${who}: error result reached the model`, s4, "no tool result recorded for step 4")) {
     h.check(`${who}: the traceback reached the model`, /ZeroDivisionError: division by zero/.test(s4.d.text), s4.d.text.slice(0, 400));
+    if (!s4.d.json) h.check(`${who}: the error's status line reaches the model`, /^error · exit 1 · /.test(s4.d.text), s4.d.text.slice(0, 300));
     errorFlag(s4);
     seen["execute_python (1/0)"] = summarize(s4.d, s4.isError);
   }

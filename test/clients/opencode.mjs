@@ -98,14 +98,12 @@ export async function runOpencode(h, { bin }) {
     }
     const seen = checkModelSaw(h, who, byStep, proj, {
       imageExpected: true,
-      errorFlag: (s) => {
-        h.check(`${who}: the model-visible error keeps our status line`, /^error · exit 1 · /.test(s.d.text), s.d.text.slice(0, 300));
-      },
+      // Chat Completions has no error flag on a tool message: the model
+      // learns of the error from our status line (checked in common).
+      errorFlag: (s) => h.check(`${who}: the error's tool message carries only our text`, s.d.blocks.join() === "status", JSON.stringify(s.d.blocks)),
     });
     const s1 = byStep[1];
     if (s1) {
-      h.check(`${who}: the chart call's artifacts list reaches the model`,
-        /artifacts:\n- workspace\/outputs\/data\.csv .*\n- workspace\/outputs\/figure-[^ ]*\.png /.test(s1.d.text), s1.d.text.slice(0, 600));
       const where = s1.inTool.images.length ? "inside the tool message" : s1.siblings.length ? "in a user message after the tool messages" : "nowhere";
       h.note(`${who}: the chart's image went ${where}`);
       const links = s1.d.blocks.filter((b) => b === "link").length;
