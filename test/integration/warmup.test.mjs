@@ -12,7 +12,10 @@ import os from 'node:os';
 import path from 'node:path';
 import crypto from 'node:crypto';
 
-import { startClient, execPy, newProject, writeFile, sleep, show } from './lib.mjs';
+import { startClient, execPy, newProject, writeFile, sleep, show, BIN } from './lib.mjs';
+
+// The jail without namespaces (Landlock + seccomp), as in a container.
+const DOCKERRUN = path.join(path.dirname(BIN), 'helpers', 'dockerrun');
 
 const handles = [];
 after(async () => {
@@ -26,8 +29,8 @@ function stateHome() {
 	return fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), 'psm-warmstate-')));
 }
 
-async function start(root, xdg, args = []) {
-	const h = await startClient(root, { structured: true, args: ['--log-level', 'info', ...args], env: { XDG_STATE_HOME: xdg } });
+async function start(root, xdg, args = [], launch = {}) {
+	const h = await startClient(root, { structured: true, args: ['--log-level', 'info', ...args], env: { XDG_STATE_HOME: xdg }, ...launch });
 	handles.push(h);
 	return h;
 }
@@ -174,6 +177,28 @@ import evilmod, sqlite3, mailbox
 		for (const bad of ['etc/passwd', 'os;import', 'aaaaaaaaaa', 'évil', 'm16', 'colorsys'])
 			assert.equal(h.stderr().includes(`warm-up: learned ${bad}`), false, bad);
 		await h.close();
+	});
+
+	test('a module in a site directory the sandbox can write is refused (a venv inside the workspace), also without namespaces', { timeout: 240000 }, async () => {
+		for (const launch of [{}, { command: DOCKERRUN, commandArgs: [BIN] }]) {
+			const root = newProject('warm-venv');
+			const xdg = stateHome();
+			const [maj, min] = ['3', (/python3\.(\d+)/.exec(fs.readdirSync('/usr/lib').filter((d) => /^python3\.\d+$/.test(d)).sort().pop()) || [])[1]];
+			const venv = path.join(root, 'workspace', 'venv');
+			writeFile(root, 'workspace/venv/pyvenv.cfg', `home = /usr/bin\ninclude-system-site-packages = true\nversion = ${maj}.${min}.0\n`);
+			// Without namespaces the workspace is writable beneath the venv
+			// too: what the host plants here, a session could have written.
+			writeFile(root, `workspace/venv/lib/python${maj}.${min}/site-packages/venvplant.py`,
+				`import builtins, os\nopen(os.path.join(${JSON.stringify(root)}, "workspace", "ran.txt"), "a").write("venvplant\\n")\nbuiltins.PLANTED = 1\n`);
+			const h = await start(root, xdg, ['--venv', venv], launch);
+			await ok(h, 'import venvplant, sqlite3', { session: 's' });
+			await waitLog(h, /warm-up: venvplant refused: venvplant is not installed/);
+			await waitLog(h, /warm-up: learned sqlite3/);
+			const r = await ok(h, 'import sys, builtins\n("venvplant" in sys.modules, "sqlite3" in sys.modules, hasattr(builtins, "PLANTED"))', { session: 's', reset: true });
+			assert.equal(r.sc.result, '(False, True, False)', show(r.text));
+			assert.equal(fs.readFileSync(path.join(root, 'workspace', 'ran.txt'), 'utf8'), 'venvplant\n', 'it ran once, in the session');
+			await h.close();
+		}
 	});
 
 	test('a list inside the project (state directory there) is neither believed nor written', { timeout: 240000 }, async () => {
