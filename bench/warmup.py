@@ -58,14 +58,28 @@ def wait_log(path, pattern, timeout=300.0):
 
 
 def zygote_pid(server_pid):
+    """The zygote that forks the sessions: of the processes titled zygote
+    (with a pid namespace, the one outside it waits for the one inside),
+    the one holding the interpreter, so the largest."""
+    best, best_pss = None, -1
     for pid in descendants(server_pid):
         try:
             with open("/proc/%d/cmdline" % pid, "rb") as f:
-                if b": zygote" in f.read():
-                    return pid
+                if b": zygote" not in f.read():
+                    continue
         except OSError:
-            pass
-    return None
+            continue
+        pss = smaps_rollup(pid).get("Pss", 0)
+        if pss > best_pss:
+            best, best_pss = pid, pss
+    return best
+
+
+def total_pss(server_pid):
+    """PSS (kB) of every process below the server: zygote, sessions,
+    checkpoints."""
+    time.sleep(1.0)  # the checkpoints of the last replies
+    return sum(smaps_rollup(p).get("Pss", 0) for p in descendants(server_pid))
 
 
 def main():
@@ -102,14 +116,17 @@ def main():
         s.execute("1+1")
         fresh_import_ms(s)  # page cache
         before = [fresh_import_ms(s) for _ in range(rounds)]
+        s.execute("import %s" % IMPORT, session="second")
+        s.execute("1", session="teach")  # the same sessions as below
+        pss_off = total_pss(s.pid)
         s.close()
         R.add("before", "warm-up", "fresh session: first `import %s`, --warmup off" % IMPORT, before, scale=1.0)
 
         # ------------------------------------------ learning
         log("warm-up: learning")
         s = start("on")
-        zp = zygote_pid(s.pid)
         s.execute("1+1")
+        zp = zygote_pid(s.pid)
         pss0 = smaps_rollup(zp).get("Pss", 0) if zp else 0
         s.execute("import %s" % IMPORT, session="teach")
         m = wait_log(err, r"warm-up: sklearn\.linear_model loaded in the zygote \((\d+) ms, (\d+) imports, the longest (\d+) ms\)")
@@ -119,6 +136,11 @@ def main():
         steps = int(m.group(2)) + int(m2.group(2))
         pss1 = smaps_rollup(zp).get("Pss", 0) if zp else 0
         after = [fresh_import_ms(s) for _ in range(rounds)]
+        s.execute("import %s" % IMPORT, session="second")
+        # The session that taught it holds its own copy: a fresh one.
+        s.request("tools/call", {"name": "execute_python",
+                                 "arguments": {"code": "1", "session": "teach", "reset": True}}, timeout=120)
+        pss_on = total_pss(s.pid)
         s.close()
         R.add("after", "warm-up", "fresh session: first `import %s`, once learned" % IMPORT, after, scale=1.0)
         R.value("load", "warm-up", "the zygote loads both in the background (after the reply)",
@@ -129,6 +151,10 @@ def main():
             R.value("pss", "warm-up", "the zygote's extra PSS with the learned modules", (pss1 - pss0) / 1024.0, "MB",
                     "%.0f MB -> %.0f MB" % (pss0 / 1024.0, pss1 / 1024.0))
 
+        R.value("pss_all", "warm-up", "PSS of the zygote and sessions, two of them with both imported: --warmup off",
+                pss_off / 1024.0, "MB")
+        R.value("pss_all_on", "warm-up", "the same, learned (the modules shared copy-on-write)", pss_on / 1024.0, "MB")
+
         # ------------------------------------------ cold start, with a learned list
         log("warm-up: cold start with a learned list and with --warmup off")
         cold_on, cold_off = [], []
@@ -136,8 +162,9 @@ def main():
             s = start(mode)
             s.execute("1+1")
             s.close()
-        for _ in range(rounds):
-            for mode, xs in (("on", cold_on), ("off", cold_off)):
+        for r in range(rounds):
+            pair = (("on", cold_on), ("off", cold_off))
+            for mode, xs in pair if r % 2 == 0 else pair[::-1]:  # neither always first
                 s = Server(server_bin, root, None, extra=["--warmup", mode], stderr_path=err)
                 s.initialize()
                 s.execute("1+1", timeout=120)
