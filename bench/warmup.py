@@ -93,11 +93,12 @@ def main():
     work = tempfile.mkdtemp(prefix="psm-bench-warm-")
     R = Report()
     t_start = now()
-    try:
-        import scipy.stats  # noqa: F401
-        import sklearn.linear_model  # noqa: F401
-    except ImportError as e:
-        print("learned warm-up: skipped (%s; scripts/setup.sh --full installs scipy and scikit-learn)" % e)
+    import importlib.util
+
+    missing = [m for m in ("scipy", "sklearn") if importlib.util.find_spec(m) is None]
+    if missing:
+        print("learned warm-up: not measured: %s not installed (scripts/setup.sh --full installs them)"
+              % ", ".join(missing))
         return 0
     root = os.path.join(work, "project")
     os.makedirs(root)
