@@ -505,6 +505,15 @@ void exec_finish(struct call *c)
 	 * tell the user instead of working around a refusal it cannot explain;
 	 * a refusal of a withheld key says so. */
 	const char *trust_note = c->new_session ? s->trust.note : NULL;
+	/* Where the project is, when the client's roots chose it: once. */
+	char *first_note = NULL;
+	if (s->root_note) {
+		first_note = trust_note ? xasprintf("%s\n%s", s->root_note, trust_note) : s->root_note;
+		if (trust_note)
+			free(s->root_note);
+		s->root_note = NULL;
+		trust_note = first_note;
+	}
 	bool withheld = denied && trust_key_withheld(s->trust.withheld, denied);
 
 	struct sbuf b = { 0 };
@@ -616,6 +625,7 @@ void exec_finish(struct call *c)
 		cJSON_AddItemToObject(r, "structuredContent", sc);
 	}
 	tool_reply(s, c->id, r);
+	free(first_note);
 	free(result);
 	free(etype);
 	free(emsg);

@@ -308,6 +308,13 @@ int main(int argc, char **argv)
 	if (!root || !realpath(root, root_abs) || !is_dir(root_abs))
 		die_usage("%s '%s' is not an existing directory: write the absolute path of the project's directory (for example --root /home/me/project)",
 			  root_from, root ? root : "(cwd)");
+	if (srv.opts.resume_version) {
+		/* Started again on the client's first root: the current
+		 * directory is still the one the client started us in. */
+		char here[PATH_MAX];
+		srv.root_note = xasprintf("the project is %s, the client's first root (roots/list); the server was started in %s, "
+					  "which is not used", root_abs, getcwd(here, sizeof here) ? here : "another directory");
+	}
 	/* ROOT = "/" is no project: with fs_read true the code would read the
 	 * whole file system, and the workspace would be /workspace.  Agents
 	 * started outside a project land here, so the server still starts (the
@@ -475,6 +482,7 @@ int main(int argc, char **argv)
 
 	int status = server_run(&srv);
 	trust_state_free(&srv.trust);
+	free(srv.root_note);
 	ws_close(&srv.ws);
 	policy_free(srv.policy);
 	return status;

@@ -61,6 +61,10 @@ struct server {
 	struct server_opts opts;
 	struct policy *policy;
 	struct trust_state trust; /* workspace trust: what was withheld, the note */
+	/* The project came from the client's roots (the server started again
+	 * there): said once, in the first execute_python reply, so that the
+	 * agent knows where workspace/ is. */
+	char *root_note;
 	struct workspace ws;
 	struct loop *loop;
 	struct sup *sup;

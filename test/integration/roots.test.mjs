@@ -49,6 +49,13 @@ describe('ROOT from the client\'s roots', () => {
 			assert.ok(!fs.existsSync(`${elsewhere}/workspace/outputs/here.txt`));
 			assert.equal(h.asked(), 1);
 			assert.match(h.stderr(), /first root is .*starting again with --root/);
+			// The agent is told once, in the first reply, where the project is.
+			const real = fs.realpathSync(proj);
+			assert.ok(r.structuredContent.note?.includes(`the project is ${real}, the client's first root`), show(r));
+			assert.ok(r.structuredContent.note.includes(fs.realpathSync(elsewhere)), show(r));
+			assert.match(r.content[0].text, /\nnote:\n[^]*the client's first root/, show(r));
+			const r2 = await cwdOf(h);
+			assert.equal(r2.structuredContent.note, undefined, `said once: ${show(r2)}`);
 			assert.equal(fs.readFileSync(`/proc/${h.pid}/cmdline`, 'utf8').length > 0, true, 'the same process still serves');
 		} finally { await h.client.close(); }
 	});
@@ -59,6 +66,7 @@ describe('ROOT from the client\'s roots', () => {
 		try {
 			const r = await cwdOf(h);
 			assert.equal(r.structuredContent.result, `'${fs.realpathSync(here)}'`, show(r));
+			assert.equal(r.structuredContent.note, undefined, `nothing to say: ${show(r)}`);
 		} finally { await h.client.close(); }
 		const h2 = await clientIn(here, [{ uri: 'file:///no/such/dir-psm' }]);
 		try {
