@@ -31,6 +31,16 @@ def _log(msg):
 # ---------------------------------------------------------------- zygote
 
 
+def _memfd_refused(name, flags=0):
+    """os.memfd_create where the sandbox refuses memfds (the kernel says
+    EPERM): the same error, saying why and what to use instead."""
+    raise PermissionError(
+        errno.EPERM,
+        "memfd_create is refused in this sandbox: the server cannot count memfds toward "
+        "memory_mb here (it runs without privilege over its sessions' processes); use a "
+        "file under /tmp, or mmap.mmap(-1, size)")
+
+
 def zygote_init(cfg_json):
     """Imports the scientific stack once, so every session is a fork away."""
     global _cfg
@@ -63,6 +73,8 @@ def zygote_init(cfg_json):
         _patch_metadata()
     else:
         _patch_shutil()
+    if _cfg.get("no_memfd") and hasattr(os, "memfd_create"):
+        os.memfd_create = _memfd_refused
     _warm_setup()
     sys.addaudithook(_audit)
     return json.dumps(

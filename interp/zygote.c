@@ -100,6 +100,7 @@ static char *bootstrap_config(const struct zygote_config *zc, const struct jail_
 	cJSON_AddBoolToObject(j, "net_access", p->net_access);
 	cJSON_AddBoolToObject(j, "shell_exec", p->shell_exec);
 	cJSON_AddBoolToObject(j, "nsfree", rep->nsfree);
+	cJSON_AddBoolToObject(j, "no_memfd", zc->no_memfd);
 	cJSON_AddNumberToObject(j, "memory_mb", (double)p->limits.memory_mb);
 	cJSON_AddNumberToObject(j, "max_file_mb", (double)p->limits.max_file_mb);
 	cJSON_AddNumberToObject(j, "max_processes", (double)p->limits.max_processes);

@@ -153,7 +153,7 @@ for (const mode of ['namespaces', 'no namespaces']) {
 			].join('\n'), { session: 'memfd' });
 			assert.equal(r.sc.status, 'error', show(r.sc));
 			assert.equal(r.sc.error.type, 'PermissionError', show(r.sc.error));
-			assert.match(r.sc.error.traceback, /memfd_create/);
+			assert.match(r.sc.error.message, /memfd_create is refused in this sandbox: the server cannot count memfds toward memory_mb/);
 			if (mode !== 'namespaces') return; // one --check is enough
 			const c = spawnSync(launchArgv[0], [...launchArgv.slice(1), '--check', '--root', root], { encoding: 'utf8', timeout: 80000, env: { PATH: process.env.PATH, HOME: home } });
 			assert.match(c.stdout, /^memfds: memfd_create refused in the sandbox: this server cannot read its sessions' descriptors/m, c.stdout + c.stderr);
