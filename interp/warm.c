@@ -45,6 +45,8 @@ static char *ans;
 static size_t ans_len;
 static bool ans_eof;
 static double deadline;
+/* The server has a call running: no new probe, no import step. */
+static bool paused;
 
 static double now_ms(void)
 {
@@ -64,6 +66,9 @@ static bool queued(const char *name)
 void warm_enqueue(const struct wire_msg *m)
 {
 	cJSON *j = cJSON_ParseWithLength((const char *)m->data, m->len);
+	const cJSON *pause = cJSON_GetObjectItemCaseSensitive(j, "pause");
+	if (cJSON_IsBool(pause))
+		paused = cJSON_IsTrue(pause);
 	const cJSON *names = cJSON_GetObjectItemCaseSensitive(j, "names");
 	const cJSON *it;
 	cJSON_ArrayForEach(it, names)
@@ -86,6 +91,8 @@ int warm_fd(void)
 
 int warm_timeout(void)
 {
+	if (paused && st != WS_PROBING)
+		return -1;
 	if (st == WS_LOADING || (st == WS_IDLE && q_len > 0))
 		return 0;
 	if (st == WS_PROBING) {
@@ -278,6 +285,8 @@ void warm_work(int ctrl, int sfd)
 	size_t len;
 	int is_bytes;
 	struct err e = { 0 };
+	if (paused && st != WS_PROBING)
+		return;
 	switch (st) {
 	case WS_IDLE:
 		if (q_len == 0)

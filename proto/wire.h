@@ -45,7 +45,8 @@ enum wire_type {
 	/* server -> session */
 	W_TAKE_CHECKPOINT, /* empty: fork the checkpoint of the state now (after the reply) */
 	/* server -> zygote */
-	W_WARM,          /* JSON {names: [module]}: load these while idle (learned warm-up) */
+	W_WARM,          /* JSON {names: [module]} to load while idle (learned warm-up), or
+			    {pause: bool}: a call runs, start nothing new */
 	/* zygote -> server */
 	W_WARMED,        /* JSON {name, ok, why?, ms}: the outcome for one name */
 };

@@ -833,6 +833,15 @@ static void after_scanned(struct call *c, void *arg)
 	}
 }
 
+/* The learned warm-up works in the zygote only while no call runs. */
+static void warm_busy(struct sup *sup)
+{
+	bool busy = false;
+	for (struct session *o = sup->sessions; o && !busy; o = o->next)
+		busy = o->cur || o->qhead;
+	warmup_busy(sup->warm, sup->zctrl, busy);
+}
+
 /* Collects the output and hands the call to exec.c. */
 static void finish_cur(struct sup *sup, struct session *s)
 {
@@ -868,6 +877,7 @@ static void finish_cur(struct sup *sup, struct session *s)
 	 * loads while the agent reads it. */
 	warmup_after_reply(sup->warm, sup->z == Z_READY ? sup->zctrl : -1);
 	start_next(sup, s);
+	warm_busy(sup);
 	server_call_done(sup->srv);
 }
 
@@ -1928,6 +1938,7 @@ void sup_submit(struct sup *sup, struct call *c)
 	else
 		s->qhead = c;
 	s->qtail = c;
+	warm_busy(sup);
 	start_next(sup, s);
 }
 

@@ -37,6 +37,7 @@ struct warmup {
 	size_t n;                         /* most recently used first */
 	char refused[REFUSED_MAX][WARMUP_NAME_MAX + 1];
 	size_t n_refused, refused_next;
+	bool paused;                      /* what the zygote was told last */
 };
 
 bool warmup_name_valid(const char *name)
@@ -286,10 +287,20 @@ void warmup_after_reply(struct warmup *w, int zctrl)
 	free(txt);
 }
 
+void warmup_busy(struct warmup *w, int zctrl, bool busy)
+{
+	if (!w || !w->on || zctrl < 0 || busy == w->paused)
+		return;
+	const char *txt = busy ? "{\"pause\":true}" : "{\"pause\":false}";
+	if (wire_send(zctrl, W_WARM, txt, strlen(txt), NULL, 0) == 0)
+		w->paused = busy;
+}
+
 void warmup_zygote_started(struct warmup *w)
 {
 	if (!w)
 		return;
+	w->paused = false;
 	for (size_t i = 0; i < w->n; i++)
 		w->e[i].sent = false;
 }

@@ -51,6 +51,12 @@ void warmup_note(struct warmup *w, const cJSON *imports);
  * reply of a zygote, so the learned list never delays the first result. */
 void warmup_after_reply(struct warmup *w, int zctrl);
 
+/* Whether a call is running or queued: while one is, the zygote starts no
+ * new warm-up work (a probe, an import step), since every reply waits for
+ * the zygote (it settles the session) and a spawn waits for its loop.  Sent
+ * to the zygote only when it changes. */
+void warmup_busy(struct warmup *w, int zctrl, bool busy);
+
 /* A new zygote starts: it holds nothing learned yet. */
 void warmup_zygote_started(struct warmup *w);
 

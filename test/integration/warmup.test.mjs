@@ -114,6 +114,24 @@ describe('learned warm-up', () => {
 		await h.close();
 	});
 
+	test('nothing is loaded while a call runs: the zygote waits until no call is in flight', { timeout: 240000 }, async () => {
+		const root = newProject('warm-busy');
+		const xdg = stateHome();
+		const h = await start(root, xdg);
+		await ok(h, '1', { session: 'sleeper' });
+		const sleeping = execPy(h, 'import time\ntime.sleep(6)\n"slept"', { session: 'sleeper' });
+		await sleep(500);
+		await ok(h, 'import sqlite3', { session: 'a' });
+		// The other session's call still runs: the zygote starts nothing.
+		await sleep(3000);
+		assert.doesNotMatch(h.stderr(), /warm-up: sqlite3 loaded/);
+		const r = await sleeping;
+		assert.equal(r.sc.result, "'slept'", show(r.text));
+		await waitLog(h, /warm-up: sqlite3 loaded in the zygote/);
+		assert.deepEqual(await heldAtStart(h, 'fresh', ['sqlite3']), ['sqlite3']);
+		await h.close();
+	});
+
 	test('a module the session wrote (or a package shadowing a real name) never runs in the zygote or a later session', { timeout: 240000 }, async () => {
 		const root = newProject('warm-evil');
 		const xdg = stateHome();
