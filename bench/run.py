@@ -565,7 +565,9 @@ def main():
         log("new sessions, PSS of an idle session")
         ns_on, ns_off, pss, pss_tree = [], [], [], []
         pss_detail = []
-        nnew = 4 if Q else 16
+        # A server holds at most limits.max_sessions (8) sessions, `default`
+        # included: 7 new ones beside it.
+        nnew = 4 if Q else 7
         for i in range(nnew):
             for lst, srv in ((ns_on, A), (ns_off, B)):
                 time.sleep(0.3)
