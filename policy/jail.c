@@ -23,32 +23,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* ---- the test hook ---- */
-
-static char disabled_list[256];
-
-static void read_disabled(void)
-{
-	/* Read once, before the environment is replaced. */
-	const char *s = getenv("PSM_JAIL_DISABLE");
-	snprintf(disabled_list, sizeof disabled_list, "%s", s ? s : "");
-}
-
-bool jail_disabled(const char *layer)
-{
-	size_t n = strlen(layer);
-	for (const char *p = disabled_list; *p;) {
-		const char *end = strchr(p, ',');
-		size_t k = end ? (size_t)(end - p) : strlen(p);
-		if (k == n && strncmp(p, layer, n) == 0)
-			return true;
-		if (!end)
-			break;
-		p = end + 1;
-	}
-	return false;
-}
-
 /* ---- names ---- */
 
 const char *jail_layer_name(enum jail_layer_id id)
@@ -73,33 +47,9 @@ const char *jail_state_name(enum jail_state s)
 	return "?";
 }
 
-const char *const *jail_default_runtime_paths(void)
-{
-	/* Debian's python3.11 with numpy, pandas, matplotlib from packages:
-	 * the interpreter, stdlib, dist-packages, shared libraries and fonts
-	 * are under /usr; /lib, /bin... are merged-usr links (recreated as
-	 * links); the /etc files are the ones they read (BLAS/LAPACK through
-	 * /etc/alternatives, matplotlibrc, Debian's sitecustomize, OpenSSL's
-	 * config for hashlib).  Missing entries are skipped. */
-	static const char *const paths[] = {
-		"/usr", "/lib", "/lib64", "/lib32", "/libx32", "/bin", "/sbin",
-		"/etc/alternatives", "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d",
-		"/etc/localtime", "/etc/timezone", "/etc/fonts", "/etc/matplotlibrc",
-		"/etc/python3", "/etc/python3.11", "/etc/mime.types", "/etc/ssl/openssl.cnf",
-		NULL,
-	};
-	return paths;
-}
-
 /* ---- secrets and the project root ---- */
 
-static struct secret_scan scan; /* large; the zygote is single-threaded */
 static char home_dir[4096];      /* $HOME, read before the environment is replaced */
-
-const struct secret_scan *jail_secret_scan(void)
-{
-	return scan.done ? &scan : NULL;
-}
 
 /* ROOT = "/" or the user's home directory is not a project: fs_read true
  * would show every dotfile and key of the user (the secret list only names
@@ -203,15 +153,15 @@ static void judge(const struct jail_config *c, struct jail_report *r, int landlo
 		need(r, root_refusal);
 	/* Secrets under what fs_read shows are hidden by Landlock alone (the
 	 * mount tree shows ROOT whole), in both modes. */
-	if (scan.overflow)
+	if (jail_secret_slot()->overflow)
 		need(r, "the project has too many files to look through for secrets (more than "
 			"200000 entries, or 4096 matches); list the directories the code needs "
 			"under fs_read instead of true");
-	else if (scan.n > 0 && !ok(r, JL_LANDLOCK)) {
+	else if (jail_secret_slot()->n > 0 && !ok(r, JL_LANDLOCK)) {
 		r->layer[JL_LANDLOCK].required = true;
 		need(r, "secrets under the project (.env, keys...) can only be hidden with Landlock");
 	} else if (ok(r, JL_MOUNTNS) &&
-		   (secrets_hidden_below(&scan, "/tmp") || secrets_hidden_below(&scan, "/dev/shm"))) {
+		   (secrets_hidden_below(jail_secret_slot(), "/tmp") || secrets_hidden_below(jail_secret_slot(), "/dev/shm"))) {
 		/* The jail's private /tmp is readable and writable as a whole,
 		 * and a Landlock rule covers what is mounted below it too: a
 		 * project there would show its secrets. */
@@ -394,7 +344,7 @@ int jail_enter(const struct jail_config *c, struct jail_report *r, struct err *e
 	int nt = thread_count();
 	if (nt != 1 && nt != -1)
 		return err_set(e, -EINVAL, "jail: %d threads; the jail must be entered single-threaded", nt);
-	read_disabled();
+	jail_disabled_read();
 	/* The zygote is exec'd with a bare environment: the server passes
 	 * its HOME as PSM_HOME. */
 	const char *h = getenv("PSM_HOME");
@@ -453,8 +403,8 @@ int jail_enter(const struct jail_config *c, struct jail_report *r, struct err *e
 		goto fail;
 	/* As the sandbox's uid and in its view of the files: what it could
 	 * list is what is searched. */
-	secrets_free(&scan);
-	if ((rc = secrets_scan(c, &scan)) < 0) {
+	secrets_free(jail_secret_slot());
+	if ((rc = secrets_scan(c, jail_secret_slot())) < 0) {
 		rc = err_sys(e, rc, "jail: looking for secrets under %s", c->root);
 		goto fail;
 	}

@@ -5,7 +5,7 @@
  * code cannot mount, change ids, or undo the layers below.  no_new_privs
  * makes execve unable to grant anything (setuid bits, file capabilities) and
  * is required by Landlock and seccomp. */
-#include "jail.h"
+#include "layer.h"
 
 #include <errno.h>
 #include <linux/capability.h>

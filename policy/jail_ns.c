@@ -13,7 +13,7 @@
  * the host's, before anything is mounted: a path under /tmp stays reachable
  * after the base tmpfs covers /tmp, and a symlink in a source path resolves
  * against the host root, not the half-built one. */
-#include "jail.h"
+#include "layer.h"
 
 #include <errno.h>
 #include <fcntl.h>

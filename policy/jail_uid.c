@@ -18,7 +18,7 @@
  * O_NOFOLLOW relative to the parent fd, fchownat AT_SYMLINK_NOFOLLOW: a
  * symlink planted by an earlier run cannot redirect the chown to /etc) and
  * never leaves the filesystem. */
-#include "jail.h"
+#include "layer.h"
 
 #include <dirent.h>
 #include <errno.h>

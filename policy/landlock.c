@@ -10,7 +10,7 @@
  *
  * Debian 12's <linux/landlock.h> stops at ABI 1 or 2: the newer constants
  * and the grown ruleset attribute are defined here. */
-#include "jail.h"
+#include "layer.h"
 
 #include <dirent.h>
 #include <errno.h>

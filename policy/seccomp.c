@@ -10,7 +10,7 @@
  * and PDF, threads, fork, multiprocessing.Pool, ctypes callbacks, tempfile,
  * shutil, signals and timers) plus the zygote's own needs, grouped by
  * purpose; entries that need a reason have one. */
-#include "jail.h"
+#include "layer.h"
 
 #include <errno.h>
 #include <linux/sched.h>

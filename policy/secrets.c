@@ -17,7 +17,7 @@
  * relative to ROOT ("data/private/" then a star).  fnmatch without FNM_PERIOD: "*.key"
  * also matches ".hidden.key".  The workspace and the fs_write directories are
  * not searched: what the code may write is its own. */
-#include "jail.h"
+#include "layer.h"
 
 #include <dirent.h>
 #include <errno.h>

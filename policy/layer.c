@@ -1,0 +1,64 @@
+/* What the jail's layer files share (layer.h). */
+#include "layer.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- the test hook ---- */
+
+static char disabled_list[256];
+
+void jail_disabled_read(void)
+{
+	/* Read once, before the environment is replaced. */
+	const char *s = getenv("PSM_JAIL_DISABLE");
+	snprintf(disabled_list, sizeof disabled_list, "%s", s ? s : "");
+}
+
+bool jail_disabled(const char *layer)
+{
+	size_t n = strlen(layer);
+	for (const char *p = disabled_list; *p;) {
+		const char *end = strchr(p, ',');
+		size_t k = end ? (size_t)(end - p) : strlen(p);
+		if (k == n && strncmp(p, layer, n) == 0)
+			return true;
+		if (!end)
+			break;
+		p = end + 1;
+	}
+	return false;
+}
+
+const char *const *jail_default_runtime_paths(void)
+{
+	/* Debian's python3.11 with numpy, pandas, matplotlib from packages:
+	 * the interpreter, stdlib, dist-packages, shared libraries and fonts
+	 * are under /usr; /lib, /bin... are merged-usr links (recreated as
+	 * links); the /etc files are the ones they read (BLAS/LAPACK through
+	 * /etc/alternatives, matplotlibrc, Debian's sitecustomize, OpenSSL's
+	 * config for hashlib).  Missing entries are skipped. */
+	static const char *const paths[] = {
+		"/usr", "/lib", "/lib64", "/lib32", "/libx32", "/bin", "/sbin",
+		"/etc/alternatives", "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d",
+		"/etc/localtime", "/etc/timezone", "/etc/fonts", "/etc/matplotlibrc",
+		"/etc/python3", "/etc/python3.11", "/etc/mime.types", "/etc/ssl/openssl.cnf",
+		NULL,
+	};
+	return paths;
+}
+
+/* ---- the secrets' scan ---- */
+
+static struct secret_scan scan; /* large; the zygote is single-threaded */
+
+struct secret_scan *jail_secret_slot(void)
+{
+	return &scan;
+}
+
+const struct secret_scan *jail_secret_scan(void)
+{
+	return scan.done ? &scan : NULL;
+}
