@@ -38,6 +38,7 @@
 #include "../policy/jail.h"
 #include "../policy/trust.h"
 #include "pyembed.h"
+#include "../proto/config.h"
 #include "../proto/wire.h"
 
 #define SESSION_CTRL_FD 3
@@ -855,23 +856,14 @@ int zygote_exec_main(int ctrl)
 		return 70;
 	if (wire_recv(ctrl, &m, 4u << 20) < 0 || m.type != W_CONFIG)
 		fatal(ctrl, "no configuration from the server");
-	cJSON *j = cJSON_ParseWithLength((const char *)m.data, m.len);
+	struct zconfig cfg;
+	int dr = zconfig_decode(m.data, m.len, &cfg);
 	wire_msg_free(&m);
-	const char *text = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "skill_text"));
-	const char *source = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "skill_source"));
-	const char *root = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "root"));
-	const char *ws = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "workspace"));
-	const char *disp = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "workspace_display"));
-	const char *venv = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "venv"));
-	const cJSON *t = cJSON_GetObjectItemCaseSensitive(j, "timeout_s");
-	const cJSON *mem = cJSON_GetObjectItemCaseSensitive(j, "memory_mb");
-	const cJSON *lvl = cJSON_GetObjectItemCaseSensitive(j, "log_level");
-	bool check = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "check"));
-	if (!text || !source || !root || !ws || !disp)
+	if (dr < 0)
 		fatal(ctrl, "incomplete configuration from the server");
 	test_kill_point("config");
-	if (cJSON_IsNumber(lvl))
-		log_threshold = (enum log_level)lvl->valueint;
+	if (cfg.log_level >= 0)
+		log_threshold = (enum log_level)cfg.log_level;
 	struct policy *p = NULL, *ceiling = NULL;
 	struct trust_report cut = { 0 };
 	/* The same text, the same checks as the server: the zygote enforces
@@ -879,11 +871,11 @@ int zygote_exec_main(int ctrl)
 	 * trust: unless the server says the file is approved, the ceiling
 	 * (the built-in policy) cuts it down here too, with the same
 	 * function; for the built-in policy itself that changes nothing. */
-	bool approved = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "approved"));
-	if (policy_parse(text, strlen(text), source, &p, &e) < 0 || policy_resolve(p, root, &e) < 0 ||
-	    (!approved && (policy_builtin(&ceiling, &e) < 0 || policy_resolve(ceiling, root, &e) < 0 ||
-			   trust_ceiling(p, ceiling, root, ws, true, &cut, &e) < 0)) ||
-	    policy_tighten(p, cJSON_IsNumber(t) ? t->valuedouble : -1, cJSON_IsNumber(mem) ? (long)mem->valuedouble : -1, &e) < 0)
+	const char *root = cfg.root, *ws = cfg.workspace;
+	if (policy_parse(cfg.skill_text, strlen(cfg.skill_text), cfg.skill_source, &p, &e) < 0 || policy_resolve(p, root, &e) < 0 ||
+	    (!cfg.approved && (policy_builtin(&ceiling, &e) < 0 || policy_resolve(ceiling, root, &e) < 0 ||
+			       trust_ceiling(p, ceiling, root, ws, true, &cut, &e) < 0)) ||
+	    policy_tighten(p, cfg.timeout_s, cfg.memory_mb, &e) < 0)
 		fatal(ctrl, e.msg);
 	trust_report_free(&cut);
 	policy_free(ceiling);
@@ -891,11 +883,11 @@ int zygote_exec_main(int ctrl)
 		.policy = p,
 		.root = root,
 		.workspace = ws,
-		.workspace_display = disp,
-		.venv = venv,
+		.workspace_display = cfg.workspace_display,
+		.venv = cfg.venv,
 		.ctrl = ctrl,
-		.check = check,
-		.no_memfd = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "no_memfd")),
+		.check = cfg.check,
+		.no_memfd = cfg.no_memfd,
 	};
 	zygote_main(&zc);
 }

@@ -1,5 +1,9 @@
 /* execute_python: arguments, the artifacts of a call, and the reply
- * (docs/TOOLS.md).  The process side is in supervisor.c. */
+ * (docs/TOOLS.md).  The process side is the supervisor's: a call is a run
+ * (supervisor.h) with the request and what the reply needs around it, and
+ * this file implements the run's events. */
+#include "exec.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -9,16 +13,49 @@
 #include <string.h>
 
 #include "../common/log.h"
-#include "../common/util.h"
-#include "../workspace/artifacts.h"
-#include "../supervisor/supervisor.h"
 #include "../common/text.h"
-#include "../workspace/validate.h"
+#include "../common/util.h"
 #include "../rpc/work.h"
+#include "../supervisor/supervisor.h"
+#include "../files/artifacts.h"
+#include "../files/validate.h"
+#include "reply.h"
 
 #define IMAGE_MAX_BYTES (256 * 1024)
 #define MAX_IMAGES 8
 #define MAX_LINKS 50
+
+struct image {
+	char *b64;
+	const char *mime;
+};
+
+/* One execute_python call, from request to reply: the supervisor's run,
+ * and around it the request and what the reply needs. */
+struct call {
+	struct run run;          /* first: a run is its call */
+	struct server *srv;
+	cJSON *id;               /* owned copy of the request id */
+	cJSON *progress_token;   /* owned copy, or NULL */
+	struct art_list before;
+	bool before_taken;       /* the snapshot is in `before` */
+	struct job *scan_job;    /* a walk of the workspace for this call, or NULL */
+	cJSON *artifacts;        /* array of {path, bytes, mime, change} */
+	bool artifacts_truncated; /* a walk stopped at its entry budget */
+	char **thumb_rel;        /* images to downscale in the session */
+	size_t n_thumbs, thumb_next;
+	struct image images[MAX_IMAGES];
+	size_t n_images;
+};
+
+static struct call *call_of(struct run *r)
+{
+	return (struct call *)r;
+}
+
+static void call_free(struct call *c);
+static void exec_finish(struct call *c);
+static const struct run_events call_events;
 
 bool session_name_valid(const char *s)
 {
@@ -98,18 +135,23 @@ void exec_call(struct server *s, const cJSON *id, const cJSON *args, const cJSON
 		return;
 	}
 	struct call *c = calloc(1, sizeof *c);
-	if (!c || !(c->code = strdup(code->valuestring))) {
+	char *code_copy = c ? strdup(code->valuestring) : NULL;
+	if (!code_copy) {
 		free(c);
-		rpc_error(s, id, RPC_INTERNAL_ERROR, "out of memory", NULL);
+		rpc_error(id, RPC_INTERNAL_ERROR, "out of memory", NULL);
 		return;
 	}
 	c->srv = s;
 	c->id = cJSON_Duplicate(id, 1);
 	c->progress_token = progress_token ? cJSON_Duplicate(progress_token, 1) : NULL;
-	snprintf(c->session, sizeof c->session, "%s", name);
-	c->timeout_ms = t * 1000.0;
-	c->reset = cJSON_IsTrue(reset);
-	sup_submit(s->sup, c);
+	struct run *r = &c->run;
+	r->ev = &call_events;
+	r->code = code_copy;
+	snprintf(r->session, sizeof r->session, "%s", name);
+	r->timeout_ms = t * 1000.0;
+	r->reset = cJSON_IsTrue(reset);
+	r->wants_progress = c->progress_token != NULL;
+	sup_submit(s->sup, r);
 }
 
 /* The snapshots of a call (before it runs, after it ended) are walks of the
@@ -123,7 +165,7 @@ struct scan_job {
 	const struct workspace *ws;
 	bool after;                  /* the after scan and diff, else the snapshot */
 	bool images_link;            /* images as links only: nothing to read */
-	void (*then)(struct call *c, void *arg);
+	void (*then)(struct run *r, void *arg);
 	void *arg;
 	struct art_list before, list;
 	cJSON *artifacts;
@@ -221,8 +263,8 @@ static void scan_done(struct job *j, bool abandoned)
 	c->scan_job = NULL;
 	if (sj->after) {
 		c->artifacts_truncated = sj->before.truncated || sj->list.truncated;
-		c->ws_before = sj->ws_before;
-		c->ws_after = sj->ws_after;
+		c->run.ws_before = sj->ws_before;
+		c->run.ws_after = sj->ws_after;
 		c->artifacts = sj->artifacts;
 		sj->artifacts = NULL;
 		for (size_t i = 0; i < sj->n_images && c->n_images < MAX_IMAGES; i++) {
@@ -239,13 +281,13 @@ static void scan_done(struct job *j, bool abandoned)
 		memset(&sj->list, 0, sizeof sj->list);
 		c->before_taken = true;
 	}
-	void (*then)(struct call *, void *) = sj->then;
+	void (*then)(struct run *, void *) = sj->then;
 	void *arg = sj->arg;
 	scan_free(sj);
-	then(c, arg);
+	then(&c->run, arg);
 }
 
-static void scan_submit(struct call *c, bool after, void (*then)(struct call *c, void *arg), void *arg)
+static void scan_submit(struct call *c, bool after, void (*then)(struct run *r, void *arg), void *arg)
 {
 	struct scan_job *sj = xcalloc(1, sizeof *sj);
 	sj->j.run = scan_run;
@@ -266,28 +308,48 @@ static void scan_submit(struct call *c, bool after, void (*then)(struct call *c,
 	work_submit(c->srv->work, &sj->j);
 }
 
-void exec_before(struct call *c, void (*then)(struct call *c, void *arg), void *arg)
+static bool same_request(const struct run *r, const void *request_id)
 {
-	if (!c->scan_job)
-		scan_submit(c, false, then, arg);
+	return cJSON_Compare(((const struct call *)r)->id, request_id, 1);
 }
 
-void exec_after(struct call *c, void (*then)(struct call *c, void *arg), void *arg)
+bool exec_cancel(struct server *s, const cJSON *request_id)
 {
-	if (c->scan_job)
-		return;
+	return sup_cancel(s->sup, same_request, request_id);
+}
+
+/* The run's events (supervisor.h). */
+
+static void ev_prepare(struct run *r, void (*ready)(struct run *r, void *arg), void *arg)
+{
+	scan_submit(call_of(r), false, ready, arg);
+}
+
+static void ev_collect(struct run *r, void (*ready)(struct run *r, void *arg), void *arg)
+{
+	struct call *c = call_of(r);
 	if (!c->before_taken) {
 		/* The code never ran (stopped before its snapshot): without
 		 * one, every file would look new. */
 		c->artifacts = cJSON_CreateArray();
-		then(c, arg);
+		ready(r, arg);
 		return;
 	}
-	scan_submit(c, true, then, arg);
+	scan_submit(c, true, ready, arg);
 }
 
-void exec_thumb(struct call *c, const unsigned char *data, size_t len)
+static bool ev_next_thumb(struct run *r, char *rel, size_t size)
 {
+	struct call *c = call_of(r);
+	if (c->thumb_next >= c->n_thumbs)
+		return false;
+	snprintf(rel, size, "%s", c->thumb_rel[c->thumb_next++]);
+	return true;
+}
+
+static void ev_thumb(struct run *r, const unsigned char *data, size_t len)
+{
+	struct call *c = call_of(r);
 	unsigned w, h;
 	/* Never trust the session: only a well-formed PNG under the cap. */
 	if (len == 0 || len > IMAGE_MAX_BYTES || !png_size(data, len, &w, &h) || c->n_images >= MAX_IMAGES)
@@ -297,6 +359,41 @@ void exec_thumb(struct call *c, const unsigned char *data, size_t len)
 	if (c->images[c->n_images].b64)
 		c->n_images++;
 }
+
+/* notifications/progress, with the last line the cell printed. */
+static void ev_progress(struct run *r, double progress, double elapsed_s, const char *last_line)
+{
+	struct call *c = call_of(r);
+	cJSON *p = cJSON_CreateObject();
+	cJSON_AddItemToObject(p, "progressToken", cJSON_Duplicate(c->progress_token, 1));
+	cJSON_AddNumberToObject(p, "progress", (double)(long)progress);
+	char msg[400];
+	char *safe = utf8_sanitize((const unsigned char *)last_line, strlen(last_line), NULL);
+	snprintf(msg, sizeof msg, "running for %.0f s%s%s", elapsed_s, safe && *safe ? ": " : "", safe ? safe : "");
+	free(safe);
+	cJSON_AddStringToObject(p, "message", msg);
+	rpc_notify("notifications/progress", p);
+}
+
+static void ev_done(struct run *r)
+{
+	exec_finish(call_of(r));
+}
+
+static void ev_drop(struct run *r)
+{
+	call_free(call_of(r));
+}
+
+static const struct run_events call_events = {
+	.prepare = ev_prepare,
+	.collect = ev_collect,
+	.next_thumb = ev_next_thumb,
+	.thumb = ev_thumb,
+	.progress = ev_progress,
+	.done = ev_done,
+	.drop = ev_drop,
+};
 
 /* ------------------------------------------------------------ rendering */
 
@@ -362,30 +459,30 @@ static cJSON *structured(struct call *c, char *result, char *etype, char *emsg, 
 			 const char *trust_note, bool withheld)
 {
 	cJSON *o = cJSON_CreateObject();
-	cJSON_AddStringToObject(o, "status", call_status_name(c->status));
-	cJSON_AddNumberToObject(o, "exit_code", c->exit_code);
-	cJSON_AddStringToObject(o, "session", c->session);
-	cJSON_AddNumberToObject(o, "execution_count", c->cell);
-	cJSON_AddStringToObject(o, "state", call_state_name(c->state));
-	cJSON_AddNumberToObject(o, "duration_ms", (double)(long)(c->duration_ms * 10) / 10.0);
-	cJSON_AddStringToObject(o, "stdout", c->out_text ? c->out_text : "");
-	cJSON_AddStringToObject(o, "stderr", c->err_text ? c->err_text : "");
-	cJSON_AddBoolToObject(o, "output_truncated", c->out_truncated || c->err_truncated);
-	const char *full = c->out_log ? c->out_log : c->err_log;
+	cJSON_AddStringToObject(o, "status", call_status_name(c->run.status));
+	cJSON_AddNumberToObject(o, "exit_code", c->run.exit_code);
+	cJSON_AddStringToObject(o, "session", c->run.session);
+	cJSON_AddNumberToObject(o, "execution_count", c->run.cell);
+	cJSON_AddStringToObject(o, "state", call_state_name(c->run.state));
+	cJSON_AddNumberToObject(o, "duration_ms", (double)(long)(c->run.duration_ms * 10) / 10.0);
+	cJSON_AddStringToObject(o, "stdout", c->run.out_text ? c->run.out_text : "");
+	cJSON_AddStringToObject(o, "stderr", c->run.err_text ? c->run.err_text : "");
+	cJSON_AddBoolToObject(o, "output_truncated", c->run.out_truncated || c->run.err_truncated);
+	const char *full = c->run.out_log ? c->run.out_log : c->run.err_log;
 	if (full)
 		cJSON_AddStringToObject(o, "full_output", full);
 	else
 		cJSON_AddNullToObject(o, "full_output");
-	if (c->err_log && c->out_log)
-		cJSON_AddStringToObject(o, "full_stderr", c->err_log);
+	if (c->run.err_log && c->run.out_log)
+		cJSON_AddStringToObject(o, "full_stderr", c->run.err_log);
 	if (result)
 		cJSON_AddStringToObject(o, "result", result);
 	else
 		cJSON_AddNullToObject(o, "result");
-	if (etype || c->note) {
+	if (etype || c->run.note) {
 		cJSON *e = cJSON_AddObjectToObject(o, "error");
-		cJSON_AddStringToObject(e, "type", etype ? etype : call_status_table[c->status].error_type);
-		cJSON_AddStringToObject(e, "message", emsg ? emsg : c->note ? c->note : "");
+		cJSON_AddStringToObject(e, "type", etype ? etype : call_status_table[c->run.status].error_type);
+		cJSON_AddStringToObject(e, "message", emsg ? emsg : c->run.note ? c->run.note : "");
 		cJSON_AddStringToObject(e, "traceback", etb ? etb : "");
 		if (denied)
 			cJSON_AddStringToObject(e, "denied_by", denied);
@@ -418,9 +515,9 @@ static bool limit_text_valid(const char *l)
  * measured), and the limit that stopped the call. */
 static void add_usage(cJSON *sc, const struct call *c, const char *limit)
 {
-	if (c->usage.known) {
-		cJSON_AddNumberToObject(sc, "cpu_ms", (double)(long)(c->usage.cpu_ms + 0.5));
-		cJSON_AddNumberToObject(sc, "peak_mb", (double)(long)(c->usage.peak_mb * 10 + 0.5) / 10.0);
+	if (c->run.usage.known) {
+		cJSON_AddNumberToObject(sc, "cpu_ms", (double)(long)(c->run.usage.cpu_ms + 0.5));
+		cJSON_AddNumberToObject(sc, "peak_mb", (double)(long)(c->run.usage.peak_mb * 10 + 0.5) / 10.0);
 	} else {
 		cJSON_AddNullToObject(sc, "cpu_ms");
 		cJSON_AddNullToObject(sc, "peak_mb");
@@ -430,25 +527,25 @@ static void add_usage(cJSON *sc, const struct call *c, const char *limit)
 		cJSON_AddStringToObject(e, "limit", limit);
 }
 
-void exec_finish(struct call *c)
+static void exec_finish(struct call *c)
 {
 	struct server *s = c->srv;
-	if (c->cancelled) {
+	if (c->run.cancelled) {
 		/* The spec: no response for a cancelled request. */
 		call_free(c);
 		return;
 	}
-	if (c->status == CALL_PENDING) {
-		c->status = CALL_ERROR;
-		c->exit_code = call_status_exit_code(CALL_ERROR, 0, false);
+	if (c->run.status == CALL_PENDING) {
+		c->run.status = CALL_ERROR;
+		c->run.exit_code = call_status_exit_code(CALL_ERROR, 0, false);
 	}
-	if (c->state == STATE_PENDING || (c->new_session && c->state == STATE_KEPT))
-		c->state = c->new_session ? STATE_NEW : STATE_KEPT;
+	if (c->run.state == STATE_PENDING || (c->run.new_session && c->run.state == STATE_KEPT))
+		c->run.state = c->run.new_session ? STATE_NEW : STATE_KEPT;
 
-	const cJSON *err = cJSON_GetObjectItemCaseSensitive(c->py, "error");
+	const cJSON *err = cJSON_GetObjectItemCaseSensitive(c->run.py, "error");
 	size_t lim = (size_t)s->policy->limits.max_output_chars;
 	/* The session's strings are untrusted: re-sanitised and bounded. */
-	char *result = utf8_clip(json_str(c->py, "result"), lim + 200, false);
+	char *result = utf8_clip(json_str(c->run.py, "result"), lim + 200, false);
 	char *etype = utf8_clip(json_str(err, "type"), 200, false);
 	char *emsg = utf8_clip(json_str(err, "message"), lim, false);
 	char *etb = utf8_clip(json_str(err, "traceback"), lim + 200, true);
@@ -460,23 +557,23 @@ void exec_finish(struct call *c)
 		if (strcmp(d, perms[i]) == 0)
 			denied = perms[i];
 
-	if (c->over_limit && !denied)
+	if (c->run.over_limit && !denied)
 		denied = "limits";
-	if (c->status == CALL_TIMEOUT && !emsg) {
+	if (c->run.status == CALL_TIMEOUT && !emsg) {
 		char m[300];
 		snprintf(m, sizeof m, "the cell ran longer than its timeout (%g s) and was stopped; make it cheaper or pass a larger timeout_s (at most %g)",
-			 c->timeout_ms / 1000.0, s->policy->limits.max_timeout_s);
+			 c->run.timeout_ms / 1000.0, s->policy->limits.max_timeout_s);
 		emsg = strdup(m);
 		etype = strdup("Timeout");
 		denied = "limits";
 	}
-	if (c->status == CALL_LIMITS && c->ws_bytes && !emsg) {
+	if (c->run.status == CALL_LIMITS && c->run.ws_bytes && !emsg) {
 		char m[500];
 		snprintf(m, sizeof m,
 			 "the workspace grew to %llu MB during this call, past limits.max_workspace_mb (%ld MB): the call was stopped "
 			 "and the session rolled back; the files it wrote stay (the server deletes nothing): delete what is not needed "
 			 "or raise max_workspace_mb in the policy",
-			 c->ws_bytes >> 20, s->policy->limits.max_workspace_mb);
+			 c->run.ws_bytes >> 20, s->policy->limits.max_workspace_mb);
 		free(emsg);
 		free(etype);
 		emsg = strdup(m);
@@ -489,11 +586,11 @@ void exec_finish(struct call *c)
 	 * word (max_file_mb, max_processes) is taken only in the shape
 	 * "key: number". */
 	char limit[80] = "";
-	if (c->status == CALL_TIMEOUT)
-		snprintf(limit, sizeof limit, "timeout_s: %g", c->timeout_ms / 1000.0);
-	else if (c->status == CALL_MEMORY)
+	if (c->run.status == CALL_TIMEOUT)
+		snprintf(limit, sizeof limit, "timeout_s: %g", c->run.timeout_ms / 1000.0);
+	else if (c->run.status == CALL_MEMORY)
 		snprintf(limit, sizeof limit, "memory_mb: %ld", s->policy->limits.memory_mb);
-	else if (c->status == CALL_LIMITS && c->ws_bytes)
+	else if (c->run.status == CALL_LIMITS && c->run.ws_bytes)
 		snprintf(limit, sizeof limit, "max_workspace_mb: %ld", s->policy->limits.max_workspace_mb);
 	else if (denied && strcmp(denied, "limits") == 0 && limit_text_valid(json_str(err, "limit")))
 		snprintf(limit, sizeof limit, "%s", json_str(err, "limit"));
@@ -504,7 +601,7 @@ void exec_finish(struct call *c)
 	 * project's policy asked for and did not get, so that the agent can
 	 * tell the user instead of working around a refusal it cannot explain;
 	 * a refusal of a withheld key says so. */
-	const char *trust_note = c->new_session ? s->trust.note : NULL;
+	const char *trust_note = c->run.new_session ? s->trust.note : NULL;
 	/* Where the project is, when the client's roots chose it: once. */
 	char *first_note = NULL;
 	if (s->root_note) {
@@ -517,17 +614,17 @@ void exec_finish(struct call *c)
 	bool withheld = denied && trust_key_withheld(s->trust.withheld, denied);
 
 	struct sbuf b = { 0 };
-	sb_fmt(&b, "%s · exit %d · %.0f ms · session %s · cell %d", call_status_name(c->status), c->exit_code, c->duration_ms,
-	       c->session, c->cell);
-	if (c->state != STATE_KEPT)
-		sb_fmt(&b, " · state %s", call_state_name(c->state));
-	if (c->usage.known)
-		sb_fmt(&b, " · cpu %.0f ms · peak %.0f MB", c->usage.cpu_ms, c->usage.peak_mb);
+	sb_fmt(&b, "%s · exit %d · %.0f ms · session %s · cell %d", call_status_name(c->run.status), c->run.exit_code, c->run.duration_ms,
+	       c->run.session, c->run.cell);
+	if (c->run.state != STATE_KEPT)
+		sb_fmt(&b, " · state %s", call_state_name(c->run.state));
+	if (c->run.usage.known)
+		sb_fmt(&b, " · cpu %.0f ms · peak %.0f MB", c->run.usage.cpu_ms, c->run.usage.peak_mb);
 	sb_str(&b, "\n");
-	if (c->note || trust_note) {
+	if (c->run.note || trust_note) {
 		struct sbuf nb = { 0 };
-		if (c->note) {
-			sb_str(&nb, c->note);
+		if (c->run.note) {
+			sb_str(&nb, c->run.note);
 			sb_str(&nb, "\n");
 		}
 		if (trust_note)
@@ -535,8 +632,8 @@ void exec_finish(struct call *c)
 		sb_section(&b, "note", nb.p);
 		free(nb.p);
 	}
-	sb_section(&b, "stdout", c->out_text);
-	sb_section(&b, "stderr", c->err_text);
+	sb_section(&b, "stdout", c->run.out_text);
+	sb_section(&b, "stderr", c->run.err_text);
 	sb_section(&b, "result", result);
 	if (etype || emsg) {
 		struct sbuf eb = { 0 };
@@ -573,16 +670,16 @@ void exec_finish(struct call *c)
 		sb_section(&b, "artifacts", ab.p);
 		free(ab.p);
 	}
-	if (c->out_log || c->err_log) {
+	if (c->run.out_log || c->run.err_log) {
 		sb_str(&b, "\nfull output:");
-		if (c->out_log)
-			sb_fmt(&b, " %s", c->out_log);
-		if (c->err_log)
-			sb_fmt(&b, " %s", c->err_log);
+		if (c->run.out_log)
+			sb_fmt(&b, " %s", c->run.out_log);
+		if (c->run.err_log)
+			sb_fmt(&b, " %s", c->run.err_log);
 		sb_str(&b, "\n");
 	}
 
-	bool is_error = c->status != CALL_OK;
+	bool is_error = c->run.status != CALL_OK;
 	cJSON *r = tool_text_result(b.p ? b.p : "", is_error);
 	free(b.p);
 	cJSON *content = cJSON_GetObjectItemCaseSensitive(r, "content");
@@ -634,20 +731,20 @@ void exec_finish(struct call *c)
 	call_free(c);
 }
 
-void call_free(struct call *c)
+static void call_free(struct call *c)
 {
 	if (!c)
 		return;
 	cJSON_Delete(c->id);
 	cJSON_Delete(c->progress_token);
-	cJSON_Delete(c->py);
+	cJSON_Delete(c->run.py);
 	cJSON_Delete(c->artifacts);
-	free(c->code);
-	free(c->out_text);
-	free(c->err_text);
-	free(c->out_log);
-	free(c->err_log);
-	free(c->note);
+	free(c->run.code);
+	free(c->run.out_text);
+	free(c->run.err_text);
+	free(c->run.out_log);
+	free(c->run.err_log);
+	free(c->run.note);
 	art_list_free(&c->before);
 	work_abandon(c->scan_job);
 	for (size_t i = 0; i < c->n_thumbs; i++)

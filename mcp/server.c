@@ -20,203 +20,14 @@
 
 #include "../common/log.h"
 #include "../common/util.h"
-#include "../supervisor/supervisor.h"
 #include "../rpc/work.h"
-#include "../common/text.h"
+#include "../supervisor/supervisor.h"
+#include "exec.h"
+#include "reply.h"
+#include "tools.h"
 
 static const char *const versions[] = { "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05" };
 #define LATEST_VERSION "2025-11-25"
-
-static void write_line(const char *s)
-{
-	size_t len = strlen(s);
-	/* One buffer with the newline, so a line is never split by a short
-	 * write in the middle of another message. */
-	char *buf = malloc(len + 1);
-	if (!buf)
-		return;
-	memcpy(buf, s, len);
-	buf[len] = '\n';
-	const char *p = buf;
-	size_t left = len + 1;
-	while (left) {
-		ssize_t n = write(STDOUT_FILENO, p, left);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && errno == EAGAIN) {
-			struct pollfd pf = { .fd = STDOUT_FILENO, .events = POLLOUT };
-			poll(&pf, 1, 1000);
-			continue;
-		}
-		if (n <= 0)
-			break; /* the client is gone; stdin EOF will follow */
-		p += n;
-		left -= (size_t)n;
-	}
-	free(buf);
-}
-
-/* Every string that leaves on stdout is valid UTF-8, whatever built it:
- * a message cut with %.Ns in the middle of a character, a path or a detail
- * from the sandbox.  (cJSON prints bytes as they are.) */
-static void json_sanitize(cJSON *j)
-{
-	for (; j; j = j->next) {
-		if (cJSON_IsString(j) && j->valuestring &&
-		    !utf8_valid((const unsigned char *)j->valuestring, strlen(j->valuestring))) {
-			char *fixed = utf8_sanitize((const unsigned char *)j->valuestring, strlen(j->valuestring), NULL);
-			if (fixed) {
-				cJSON_free(j->valuestring);
-				j->valuestring = fixed; /* malloc'd, as cJSON's hooks are the default */
-			}
-		}
-		if (j->string && !utf8_valid((const unsigned char *)j->string, strlen(j->string))) {
-			char *fixed = utf8_sanitize((const unsigned char *)j->string, strlen(j->string), NULL);
-			if (fixed) {
-				if (!(j->type & cJSON_StringIsConst))
-					cJSON_free(j->string);
-				j->string = fixed;
-				j->type &= ~cJSON_StringIsConst;
-			}
-		}
-		json_sanitize(j->child);
-	}
-}
-
-static void send_obj(cJSON *msg)
-{
-	json_sanitize(msg);
-	char *s = cJSON_PrintUnformatted(msg);
-	if (s) {
-		write_line(s);
-		free(s);
-	} else {
-		log_error("cannot serialise a reply (out of memory)");
-	}
-	cJSON_Delete(msg);
-}
-
-static cJSON *envelope(const cJSON *id)
-{
-	cJSON *m = cJSON_CreateObject();
-	cJSON_AddStringToObject(m, "jsonrpc", "2.0");
-	cJSON_AddItemToObject(m, "id", id ? cJSON_Duplicate(id, 1) : cJSON_CreateNull());
-	return m;
-}
-
-void rpc_result(struct server *s, const cJSON *id, cJSON *result)
-{
-	cJSON *m = envelope(id);
-	cJSON_AddItemToObject(m, "result", result ? result : cJSON_CreateObject());
-	send_obj(m);
-}
-
-void rpc_error(struct server *s, const cJSON *id, int code, const char *msg, cJSON *data)
-{
-	cJSON *m = envelope(id);
-	cJSON *e = cJSON_AddObjectToObject(m, "error");
-	cJSON_AddNumberToObject(e, "code", code);
-	cJSON_AddStringToObject(e, "message", msg);
-	if (data)
-		cJSON_AddItemToObject(e, "data", data);
-	send_obj(m);
-}
-
-void rpc_notify(struct server *s, const char *method, cJSON *params)
-{
-	cJSON *m = cJSON_CreateObject();
-	cJSON_AddStringToObject(m, "jsonrpc", "2.0");
-	cJSON_AddStringToObject(m, "method", method);
-	if (params)
-		cJSON_AddItemToObject(m, "params", params);
-	send_obj(m);
-}
-
-cJSON *tool_text_result(const char *text, bool is_error)
-{
-	cJSON *r = cJSON_CreateObject();
-	cJSON *content = cJSON_AddArrayToObject(r, "content");
-	cJSON *t = cJSON_CreateObject();
-	cJSON_AddStringToObject(t, "type", "text");
-	cJSON_AddStringToObject(t, "text", text);
-	cJSON_AddItemToArray(content, t);
-	cJSON_AddBoolToObject(r, "isError", is_error);
-	return r;
-}
-
-cJSON *tool_json_result(cJSON *obj, bool is_error)
-{
-	/* Compact: clients that show the model both the text and the
-	 * structured copy pay for it twice, so no indentation on top. */
-	char *txt = cJSON_PrintUnformatted(obj);
-	cJSON *r = tool_text_result(txt ? txt : "{}", is_error);
-	free(txt);
-	cJSON_AddItemToObject(r, "structuredContent", obj);
-	return r;
-}
-
-bool server_proto_at_least(const struct server *s, const char *version)
-{
-	/* Versions are dates (YYYY-MM-DD): they order as strings.  Before
-	 * initialize, the latest applies. */
-	return !s->protocol_version[0] || strcmp(s->protocol_version, version) >= 0;
-}
-
-/* A resource_link block as a line of text, for versions that lack it. */
-static void link_as_line(const cJSON *l, char *out, size_t n)
-{
-	const cJSON *size = cJSON_GetObjectItemCaseSensitive(l, "size");
-	const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(l, "name"));
-	const char *uri = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(l, "uri"));
-	const char *mime = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(l, "mimeType"));
-	if (cJSON_IsNumber(size))
-		snprintf(out, n, "- %s: %s (%s, %.0f bytes)\n", name ? name : "", uri ? uri : "", mime ? mime : "", size->valuedouble);
-	else
-		snprintf(out, n, "- %s: %s (%s)\n", name ? name : "", uri ? uri : "", mime ? mime : "");
-}
-
-void tool_reply(struct server *s, const cJSON *id, cJSON *result)
-{
-	if (result && !server_proto_at_least(s, MCP_V_STRUCTURED)) {
-		/* Before structuredContent and resource_link existed: the JSON
-		 * is already in the text block; each link becomes a line of it. */
-		cJSON_DeleteItemFromObjectCaseSensitive(result, "structuredContent");
-		cJSON *content = cJSON_GetObjectItemCaseSensitive(result, "content");
-		cJSON *text = NULL;
-		char *lines = NULL;
-		size_t len = 0;
-		for (cJSON *b = content ? content->child : NULL, *next; b; b = next) {
-			next = b->next;
-			const char *type = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(b, "type"));
-			if (type && !text && strcmp(type, "text") == 0)
-				text = b;
-			if (!type || strcmp(type, "resource_link") != 0)
-				continue;
-			char line[9000];
-			link_as_line(b, line, sizeof line);
-			char *p = realloc(lines, len + strlen(line) + 1);
-			if (p) {
-				lines = p;
-				memcpy(lines + len, line, strlen(line) + 1);
-				len += strlen(line);
-			}
-			cJSON_Delete(cJSON_DetachItemViaPointer(content, b));
-		}
-		cJSON *t = cJSON_GetObjectItemCaseSensitive(text, "text");
-		if (lines && cJSON_IsString(t)) {
-			size_t tl = strlen(t->valuestring);
-			char *joined = malloc(tl + len + 16);
-			if (joined) {
-				sprintf(joined, "%s%s\nlinks:\n%s", t->valuestring,
-					tl && t->valuestring[tl - 1] == '\n' ? "" : "\n", lines);
-				cJSON_SetValuestring(t, joined);
-				free(joined);
-			}
-		}
-		free(lines);
-	}
-	rpc_result(s, id, result);
-}
 
 static const char *negotiate(const cJSON *params)
 {
@@ -246,7 +57,7 @@ static void on_initialize(struct server *s, const cJSON *id, const cJSON *params
 	cJSON_AddObjectToObject(caps, "logging");
 	cJSON *info = cJSON_AddObjectToObject(r, "serverInfo");
 	cJSON_AddStringToObject(info, "name", "python-sandbox-mcp");
-	if (server_proto_at_least(s, MCP_V_STRUCTURED))
+	if (reply_version_at_least(s, MCP_V_STRUCTURED))
 		cJSON_AddStringToObject(info, "title", "Python sandbox");
 	cJSON_AddStringToObject(info, "version", PSM_VERSION);
 	cJSON_AddStringToObject(r, "instructions",
@@ -255,7 +66,7 @@ static void on_initialize(struct server *s, const cJSON *id, const cJSON *params
 		"state persists per session. Read inputs from the project or workspace/, write files "
 		"under workspace/outputs/ (no network, no programs). Call verify_outputs on the files "
 		"a task must produce before reporting it done.");
-	rpc_result(s, id, r);
+	rpc_result(id, r);
 }
 
 static void on_set_level(struct server *s, const cJSON *id, const cJSON *params)
@@ -263,13 +74,13 @@ static void on_set_level(struct server *s, const cJSON *id, const cJSON *params)
 	const cJSON *lv = cJSON_GetObjectItemCaseSensitive(params, "level");
 	int l = cJSON_IsString(lv) ? log_level_parse(lv->valuestring) : -1;
 	if (l < 0) {
-		rpc_error(s, id, RPC_INVALID_PARAMS,
+		rpc_error(id, RPC_INVALID_PARAMS,
 			  "level must be one of debug, info, notice, warning, error, critical, alert, emergency",
 			  NULL);
 		return;
 	}
 	log_threshold = (enum log_level)l;
-	rpc_result(s, id, NULL);
+	rpc_result(id, NULL);
 }
 
 /* ---- ROOT from the client's roots ----
@@ -353,8 +164,10 @@ static void restart_on_root(struct server *s, const char *dir)
 		ok = ok && write(fd, line, strlen(line)) == (ssize_t)strlen(line) && write(fd, "\n", 1) == 1;
 		free(line);
 	}
-	if (s->line_len && !s->discarding) /* a message still arriving */
-		ok = ok && write(fd, s->line, s->line_len) == (ssize_t)s->line_len;
+	size_t plen;
+	const char *partial = lines_partial(&s->in, &plen);
+	if (partial) /* a message still arriving */
+		ok = ok && write(fd, partial, plen) == (ssize_t)plen;
 	if (!ok || lseek(fd, 0, SEEK_SET) != 0) {
 		log_error("cannot hand the held requests over: the project stays %s", s->opts.root);
 		close(fd);
@@ -441,17 +254,13 @@ static void on_notification(struct server *s, const char *method, const cJSON *p
 			s->roots_wanted = false;
 			s->roots_pending = true;
 			s->held = cJSON_CreateArray();
-			cJSON *req = cJSON_CreateObject();
-			cJSON_AddStringToObject(req, "jsonrpc", "2.0");
-			cJSON_AddStringToObject(req, "id", ROOTS_ID);
-			cJSON_AddStringToObject(req, "method", "roots/list");
-			send_obj(req);
+			rpc_request(ROOTS_ID, "roots/list", NULL);
 			loop_timer(s->loop, ROOTS_WAIT_MS, roots_timeout, s);
 		}
 	} else if (strcmp(method, "notifications/cancelled") == 0) {
 		const cJSON *rid = cJSON_GetObjectItemCaseSensitive(params, "requestId");
 		if (rid)
-			sup_cancel(s->sup, rid);
+			exec_cancel(s, rid);
 	}
 	/* Any other notification is ignored: a notification never gets a
 	 * reply, not even an error. */
@@ -460,7 +269,7 @@ static void on_notification(struct server *s, const char *method, const cJSON *p
 static void dispatch(struct server *s, const cJSON *msg)
 {
 	if (!cJSON_IsObject(msg)) {
-		rpc_error(s, NULL, RPC_INVALID_REQUEST,
+		rpc_error(NULL, RPC_INVALID_REQUEST,
 			  cJSON_IsArray(msg) ? "batches are not supported: send one JSON-RPC message per line"
 					     : "a JSON-RPC message must be a JSON object",
 			  NULL);
@@ -478,14 +287,14 @@ static void dispatch(struct server *s, const cJSON *msg)
 				on_roots_response(s, msg);
 			return;
 		}
-		rpc_error(s, id && (cJSON_IsString(id) || cJSON_IsNumber(id)) ? id : NULL, RPC_INVALID_REQUEST,
+		rpc_error(id && (cJSON_IsString(id) || cJSON_IsNumber(id)) ? id : NULL, RPC_INVALID_REQUEST,
 			  "missing \"method\"", NULL);
 		return;
 	}
 	if (!cJSON_IsString(method) || !cJSON_IsString(ver) || strcmp(ver->valuestring, "2.0") != 0 ||
 	    (id && !cJSON_IsString(id) && !cJSON_IsNumber(id)) || (params && !cJSON_IsObject(params) && !cJSON_IsArray(params))) {
 		if (id || !cJSON_IsString(method))
-			rpc_error(s, (id && (cJSON_IsString(id) || cJSON_IsNumber(id))) ? id : NULL, RPC_INVALID_REQUEST,
+			rpc_error((id && (cJSON_IsString(id) || cJSON_IsNumber(id))) ? id : NULL, RPC_INVALID_REQUEST,
 				  "invalid request: needs \"jsonrpc\": \"2.0\", a string \"method\", an id that is a string or number, and object params",
 				  NULL);
 		return;
@@ -504,11 +313,11 @@ static void dispatch(struct server *s, const cJSON *msg)
 	if (strcmp(m, "initialize") == 0)
 		on_initialize(s, id, params);
 	else if (strcmp(m, "ping") == 0)
-		rpc_result(s, id, NULL);
+		rpc_result(id, NULL);
 	else if (strcmp(m, "tools/list") == 0) {
 		cJSON *r = cJSON_CreateObject();
 		cJSON_AddItemToObject(r, "tools", tools_list(s));
-		rpc_result(s, id, r);
+		rpc_result(id, r);
 	} else if (strcmp(m, "tools/call") == 0)
 		tools_call(s, id, params);
 	else if (strcmp(m, "resources/list") == 0)
@@ -516,7 +325,7 @@ static void dispatch(struct server *s, const cJSON *msg)
 	else if (strcmp(m, "resources/templates/list") == 0) {
 		cJSON *r = cJSON_CreateObject();
 		cJSON_AddArrayToObject(r, "resourceTemplates");
-		rpc_result(s, id, r);
+		rpc_result(id, r);
 	} else if (strcmp(m, "resources/read") == 0)
 		resources_read(s, id, params);
 	else if (strcmp(m, "logging/setLevel") == 0)
@@ -524,37 +333,18 @@ static void dispatch(struct server *s, const cJSON *msg)
 	else {
 		char msg2[300];
 		snprintf(msg2, sizeof msg2, "method not found: %.200s", m);
-		rpc_error(s, id, RPC_METHOD_NOT_FOUND, msg2, NULL);
+		rpc_error(id, RPC_METHOD_NOT_FOUND, msg2, NULL);
 	}
-}
-
-cJSON *server_parse_line(const char *line, size_t len, bool *blank)
-{
-	while (len && (line[len - 1] == '\r' || line[len - 1] == ' ' || line[len - 1] == '\t'))
-		len--;
-	size_t i = 0;
-	while (i < len && (line[i] == ' ' || line[i] == '\t'))
-		i++;
-	*blank = i == len;
-	if (*blank)
-		return NULL;
-	const char *end = NULL;
-	cJSON *msg = cJSON_ParseWithLengthOpts(line + i, len - i, &end, 0);
-	if (msg && end && (size_t)(end - line) < len) {
-		cJSON_Delete(msg); /* more after the first value */
-		return NULL;
-	}
-	return msg;
 }
 
 void server_handle_line(struct server *s, char *line, size_t len)
 {
 	bool blank;
-	cJSON *msg = server_parse_line(line, len, &blank);
+	cJSON *msg = rpc_parse_line(line, len, &blank);
 	if (blank)
 		return; /* blank lines are ignored */
 	if (!msg) {
-		rpc_error(s, NULL, RPC_PARSE_ERROR,
+		rpc_error(NULL, RPC_PARSE_ERROR,
 			  "parse error: each line must be one complete JSON-RPC message", NULL);
 		return;
 	}
@@ -573,66 +363,17 @@ static void grace_over(void *arg)
 	loop_stop(s->loop);
 }
 
-void server_call_done(struct server *s)
+static void on_line(void *arg, char *line, size_t len)
 {
-	if (s->eof && !sup_busy(s->sup) && s->jobs == 0) {
-		log_info("end of input: all calls answered, shutting down");
-		loop_stop(s->loop);
-	}
+	server_handle_line(arg, line, len);
 }
 
-/* Assembles lines from bytes read (stdin, or requests handed over by a
- * restart on the client's root) and handles each complete one. */
-static void feed_bytes(struct server *s, const char *buf, ssize_t n)
+static void on_too_long(void *arg)
 {
-	for (ssize_t i = 0; i < n;) {
-		const char *nl = memchr(buf + i, '\n', (size_t)(n - i));
-		size_t chunk = nl ? (size_t)(nl - (buf + i)) : (size_t)(n - i);
-		if (!s->discarding) {
-			if (s->line_len + chunk > MCP_MAX_LINE) {
-				/* Bounded memory: an over-long message is dropped, the
-				 * client told once, and reading resumes at the next
-				 * line. */
-				s->discarding = true;
-				s->line_len = 0;
-				char msg[200];
-				snprintf(msg, sizeof msg, "message too long: a JSON-RPC line may be at most %u bytes (%u MiB)",
-					 MCP_MAX_LINE, MCP_MAX_LINE >> 20);
-				rpc_error(s, NULL, RPC_INVALID_REQUEST, msg, NULL);
-			} else {
-				if (s->line_len + chunk + 1 > s->line_cap) {
-					size_t cap = s->line_cap ? s->line_cap : 65536;
-					while (cap < s->line_len + chunk + 1)
-						cap *= 2;
-					char *p = realloc(s->line, cap);
-					if (!p) {
-						log_error("out of memory reading a message");
-						s->discarding = true;
-						s->line_len = 0;
-						continue;
-					}
-					s->line = p;
-					s->line_cap = cap;
-				}
-				memcpy(s->line + s->line_len, buf + i, chunk);
-				s->line_len += chunk;
-			}
-		}
-		i += (ssize_t)chunk;
-		if (nl) {
-			i++;
-			if (!s->discarding)
-				server_handle_line(s, s->line, s->line_len);
-			s->discarding = false;
-			s->line_len = 0;
-			if (s->line_cap > (1u << 20)) {
-				/* Give back the memory of a large message. */
-				free(s->line);
-				s->line = NULL;
-				s->line_cap = 0;
-			}
-		}
-	}
+	char msg[200];
+	snprintf(msg, sizeof msg, "message too long: a JSON-RPC line may be at most %u bytes (%u MiB)",
+		 MCP_MAX_LINE, MCP_MAX_LINE >> 20);
+	rpc_error(NULL, RPC_INVALID_REQUEST, msg, NULL);
 }
 
 static void stdin_event(void *arg, int fd, short revents)
@@ -643,9 +384,7 @@ static void stdin_event(void *arg, int fd, short revents)
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
 		return;
 	if (n <= 0) {
-		if (s->line_len && !s->discarding)
-			server_handle_line(s, s->line, s->line_len);
-		s->line_len = 0;
+		lines_end(&s->in);
 		loop_unwatch(s->loop, fd);
 		s->eof = true;
 		/* Requests already read are answered (a client that pipes its
@@ -660,7 +399,7 @@ static void stdin_event(void *arg, int fd, short revents)
 		}
 		return;
 	}
-	feed_bytes(s, buf, n);
+	lines_feed(&s->in, buf, (size_t)n);
 	maybe_restart(s);
 }
 
@@ -676,6 +415,30 @@ static void signal_event(void *arg, int fd, short revents)
 	}
 }
 
+static void sup_ended(void *arg)
+{
+	reply_call_done(arg);
+}
+
+struct sup *server_sup_new(struct server *s)
+{
+	struct sup_config cfg = {
+		.loop = s->loop,
+		.policy = s->policy,
+		.ws = &s->ws,
+		.approved = s->trust.approved,
+		.venv = s->opts.venv,
+		.timeout_s = s->opts.timeout_s,
+		.memory_mb = s->opts.memory_mb,
+		.check_session = s->opts.check_session,
+		.warmup = s->opts.warmup,
+		.self_exe = s->opts.self_exe,
+		.ended = sup_ended,
+		.arg = s,
+	};
+	return sup_new(&cfg);
+}
+
 int server_run(struct server *s)
 {
 	struct err e = { 0 };
@@ -689,7 +452,8 @@ int server_run(struct server *s)
 	int sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
 
 	s->loop = loop_new();
-	s->sup = sup_new(s);
+	s->in = (struct lines){ .max = MCP_MAX_LINE, .line = on_line, .too_long = on_too_long, .arg = s };
+	s->sup = server_sup_new(s);
 	if (!s->loop || !s->sup || sfd < 0) {
 		log_error("cannot start: out of resources");
 		return 1;
@@ -711,6 +475,7 @@ int server_run(struct server *s)
 	 * blocked: the workers inherit the mask.  Two workers, so one long
 	 * (budgeted) walk does not queue every other session's behind it. */
 	s->work = work_new(s->loop, 2);
+	sup_set_work(s->sup, s->work);
 	if (s->opts.resume_version) {
 		/* Started again on the client's root: initialize was answered
 		 * by the process this one replaced. */
@@ -721,7 +486,7 @@ int server_run(struct server *s)
 		char rb[65536];
 		ssize_t rn;
 		while ((rn = read(s->opts.resume_fd, rb, sizeof rb)) > 0)
-			feed_bytes(s, rb, rn);
+			lines_feed(&s->in, rb, (size_t)rn);
 		close(s->opts.resume_fd);
 	}
 	loop_watch(s->loop, STDIN_FILENO, POLLIN, stdin_event, s);
@@ -741,7 +506,7 @@ int server_run(struct server *s)
 	s->held = NULL;
 	free(s->restart_root);
 	s->restart_root = NULL;
-	free(s->line);
+	lines_free(&s->in);
 	if (fl >= 0)
 		fcntl(STDIN_FILENO, F_SETFL, fl);
 	return 0;

@@ -10,13 +10,17 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tools.h"
+
 #include "../common/log.h"
-#include "../common/util.h"
-#include "../workspace/artifacts.h"
-#include "../supervisor/supervisor.h"
 #include "../common/text.h"
-#include "../workspace/validate.h"
+#include "../common/util.h"
 #include "../rpc/work.h"
+#include "../supervisor/supervisor.h"
+#include "../files/artifacts.h"
+#include "../files/validate.h"
+#include "exec.h"
+#include "reply.h"
 
 #define LIST_MAX 1000
 #define VERIFY_MAX_FILES 200
@@ -195,11 +199,11 @@ static void for_version(const struct server *s, cJSON *tools)
 	cJSON *t;
 	cJSON_ArrayForEach(t, tools)
 	{
-		if (!server_proto_at_least(s, MCP_V_STRUCTURED)) {
+		if (!reply_version_at_least(s, MCP_V_STRUCTURED)) {
 			cJSON_DeleteItemFromObjectCaseSensitive(t, "outputSchema");
 			cJSON_DeleteItemFromObjectCaseSensitive(t, "title");
 		}
-		if (!server_proto_at_least(s, MCP_V_ANNOTATIONS))
+		if (!reply_version_at_least(s, MCP_V_ANNOTATIONS))
 			cJSON_DeleteItemFromObjectCaseSensitive(t, "annotations");
 	}
 }
@@ -297,7 +301,7 @@ void tools_call(struct server *s, const cJSON *id, const cJSON *params)
 	const cJSON *meta = cJSON_GetObjectItemCaseSensitive(params, "_meta");
 	const cJSON *token = cJSON_GetObjectItemCaseSensitive(meta, "progressToken");
 	if (!cJSON_IsString(name)) {
-		rpc_error(s, id, RPC_INVALID_PARAMS, "tools/call needs params.name: one of execute_python, list_artifacts, verify_outputs", NULL);
+		rpc_error(id, RPC_INVALID_PARAMS, "tools/call needs params.name: one of execute_python, list_artifacts, verify_outputs", NULL);
 		return;
 	}
 	cJSON *empty = NULL;
@@ -310,7 +314,7 @@ void tools_call(struct server *s, const cJSON *id, const cJSON *params)
 	if (!known) {
 		char msg[300];
 		snprintf(msg, sizeof msg, "unknown tool \"%.100s\": the tools are execute_python, list_artifacts, verify_outputs", n);
-		rpc_error(s, id, RPC_INVALID_PARAMS, msg, NULL);
+		rpc_error(id, RPC_INVALID_PARAMS, msg, NULL);
 	} else if (!cJSON_IsObject(args)) {
 		tool_reply(s, id, tool_text_result("\"arguments\" must be an object", true));
 	} else if (!strcmp(n, "execute_python")) {
@@ -829,16 +833,16 @@ static void tool_job_done(struct job *j, bool abandoned)
 	} else if (t->out.result && (t->kind == T_LIST || t->kind == T_VERIFY)) {
 		tool_reply(s, t->id, t->out.result);
 	} else if (t->out.result) {
-		rpc_result(s, t->id, t->out.result);
+		rpc_result(t->id, t->out.result);
 	} else {
-		rpc_error(s, t->id, t->out.code ? t->out.code : RPC_INTERNAL_ERROR, t->out.msg[0] ? t->out.msg : "out of memory", t->out.data);
+		rpc_error(t->id, t->out.code ? t->out.code : RPC_INTERNAL_ERROR, t->out.msg[0] ? t->out.msg : "out of memory", t->out.data);
 	}
 	cJSON_Delete(t->id);
 	cJSON_Delete(t->params);
 	free(t);
 	if (!abandoned) {
 		s->jobs--;
-		server_call_done(s);
+		reply_call_done(s);
 	}
 }
 

@@ -12,7 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "../workspace/fsafe.h"
+#include "../files/fsafe.h"
 
 struct outbuf {
 	const struct workspace *ws;

@@ -21,7 +21,7 @@
 
 #include "../common/err.h"
 #include "../policy/policy.h"
-#include "../workspace/fsafe.h"
+#include "../files/fsafe.h"
 #include "../rpc/loop.h"
 
 /* The first bytes a saver writes: magic then the little-endian length of

@@ -13,20 +13,20 @@
 #include <unistd.h>
 
 #include "../common/log.h"
+#include "../common/text.h"
 #include "../common/util.h"
+#include "../proto/config.h"
 #include "../proto/wire.h"
 #include "../interp/procs.h"
 #include "../interp/zygote.h"
 #include "../policy/jail.h"
 #include "outbuf.h"
 #include "persist.h"
-#include "../common/text.h"
 #include "usage.h"
 #include "warmup.h"
 #include "watch.h"
-#include "../workspace/wswatch.h"
+#include "../files/wswatch.h"
 
-#define PROGRESS_MS 4000.0
 /* A resumed checkpoint says hello and takes its own checkpoint within this,
  * or it is ended and the next call starts a new process. */
 #define RESUME_MS 30000.0
@@ -76,7 +76,7 @@ struct session {
 	int cells;
 	bool has_last;
 	int last_exit;
-	struct call *cur, *qhead, *qtail;
+	struct run *cur, *qhead, *qtail;
 	uint64_t timeout_timer, progress_timer;
 	struct wswatch *watch;   /* the workspace's disk use during a call */
 	bool kill_pending;   /* kill as soon as the pidfd arrives */
@@ -86,7 +86,7 @@ struct session {
 	/* Saved sessions (persist.c) */
 	struct psave *save;        /* the state being written, or NULL */
 	struct prestore *restore;  /* the saved state being streamed in */
-	struct call *restore_call; /* the call it was sent with */
+	struct run *restore_call; /* the call it was sent with */
 	int restore_verdict;       /* RESTORE_* */
 	double restore_age_s;
 	uint32_t restore_cells;
@@ -104,7 +104,8 @@ struct session {
 enum { RESTORE_PENDING = 2, RESTORE_OK = 1, RESTORE_BAD = 0 };
 
 struct sup {
-	struct server *srv;
+	struct sup_config cfg;
+	struct work *work;       /* for the workspace's watch, or NULL */
 	enum zstate z;
 	pid_t zpid;
 	int zctrl;
@@ -126,7 +127,7 @@ struct sup {
 
 static void start_next(struct sup *sup, struct session *s);
 static void save_done(void *arg, const struct psave_result *r);
-static void restore_outcome(struct sup *sup, struct session *s, struct call *c);
+static void restore_outcome(struct sup *sup, struct session *s, struct run *c);
 static void session_dead(struct sup *sup, struct session *s, int wstatus, bool status_known);
 static void settled(struct sup *sup, struct session *s);
 static void take_checkpoint(struct sup *sup, struct session *s);
@@ -156,12 +157,12 @@ static int set_nonblock(int fd)
 	return fl < 0 ? -errno : fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 ? -errno : 0;
 }
 
-struct sup *sup_new(struct server *srv)
+struct sup *sup_new(const struct sup_config *cfg)
 {
 	struct sup *sup = calloc(1, sizeof *sup);
 	if (!sup)
 		return NULL;
-	sup->srv = srv;
+	sup->cfg = *cfg;
 	sup->zctrl = -1;
 	sup->zpid = -1;
 	return sup;
@@ -186,6 +187,18 @@ int sup_count_sessions(struct sup *sup)
 bool sup_session_exists(struct sup *sup, const char *name)
 {
 	return find_session(sup, name) != NULL;
+}
+
+void sup_set_work(struct sup *sup, struct work *work)
+{
+	sup->work = work;
+}
+
+/* A run or a save ended: the server may be waiting for that. */
+static void ended(struct sup *sup)
+{
+	if (sup->cfg.ended)
+		sup->cfg.ended(sup->cfg.arg);
 }
 
 bool sup_last_exit(struct sup *sup, const char *name, int *exit_code)
@@ -226,7 +239,7 @@ static void remove_scratch(struct sup *sup)
 static void zygote_gone(struct sup *sup, const char *why)
 {
 	if (sup->zctrl >= 0) {
-		loop_unwatch(sup->srv->loop, sup->zctrl);
+		loop_unwatch(sup->cfg.loop, sup->zctrl);
 		close(sup->zctrl);
 		sup->zctrl = -1;
 	}
@@ -255,34 +268,27 @@ static void zygote_gone(struct sup *sup, const char *why)
 
 static int send_config(struct sup *sup, int sock)
 {
-	struct server *srv = sup->srv;
-	cJSON *j = cJSON_CreateObject();
-	cJSON_AddStringToObject(j, "skill_text", srv->policy->text);
-	cJSON_AddStringToObject(j, "skill_source", srv->policy->source);
-	/* Only an approved project policy goes to the zygote uncut; without
-	 * this field the zygote applies the ceiling itself. */
-	if (srv->trust.approved)
-		cJSON_AddBoolToObject(j, "approved", 1);
-	cJSON_AddStringToObject(j, "root", srv->ws.root);
-	cJSON_AddStringToObject(j, "workspace", srv->ws.abs);
-	cJSON_AddStringToObject(j, "workspace_display", srv->ws.display);
-	if (srv->opts.venv)
-		cJSON_AddStringToObject(j, "venv", srv->opts.venv);
-	if (srv->opts.timeout_s > 0)
-		cJSON_AddNumberToObject(j, "timeout_s", srv->opts.timeout_s);
-	if (srv->opts.memory_mb > 0)
-		cJSON_AddNumberToObject(j, "memory_mb", (double)srv->opts.memory_mb);
-	cJSON_AddNumberToObject(j, "log_level", log_threshold);
-	if (srv->opts.check_session)
-		cJSON_AddBoolToObject(j, "check", 1);
-	/* The watchdog counts memfds from the sessions' descriptors; a server
-	 * that cannot read them has the sandbox refuse memfds instead.
-	 * Attack: memfds written and never mapped (no RSS shows them) by a
-	 * server run by an unprivileged user or in a container. */
-	if (!watch_sees_fds())
-		cJSON_AddBoolToObject(j, "no_memfd", 1);
-	char *txt = cJSON_PrintUnformatted(j);
-	cJSON_Delete(j);
+	const struct sup_config *cfg = &sup->cfg;
+	struct zconfig zc = {
+		.skill_text = cfg->policy->text,
+		.skill_source = cfg->policy->source,
+		.approved = cfg->approved,
+		.root = cfg->ws->root,
+		.workspace = cfg->ws->abs,
+		.workspace_display = cfg->ws->display,
+		.venv = cfg->venv,
+		.timeout_s = cfg->timeout_s,
+		.memory_mb = cfg->memory_mb,
+		.log_level = (int)log_threshold,
+		.check = cfg->check_session,
+		/* The watchdog counts memfds from the sessions' descriptors; a
+		 * server that cannot read them has the sandbox refuse memfds
+		 * instead.
+		 * Attack: memfds written and never mapped (no RSS shows them)
+		 * by a server run by an unprivileged user or in a container. */
+		.no_memfd = !watch_sees_fds(),
+	};
+	char *txt = zconfig_encode(&zc);
 	int r = txt ? wire_send(sock, W_CONFIG, txt, strlen(txt), NULL, 0) : -ENOMEM;
 	free(txt);
 	return r;
@@ -290,14 +296,14 @@ static int send_config(struct sup *sup, int sock)
 
 int sup_start(struct sup *sup, struct err *e)
 {
-	struct server *srv = sup->srv;
+	const struct sup_config *cfg = &sup->cfg;
 	if (!sup->persist) {
-		sup->persist = persist_new(&srv->ws, srv->policy);
-		if (srv->policy->limits.persist && !persist_on(sup->persist))
+		sup->persist = persist_new(cfg->ws, cfg->policy);
+		if (cfg->policy->limits.persist && !persist_on(sup->persist))
 			log_warn("sessions will not be saved: %s", persist_why_off(sup->persist));
 	}
 	if (!sup->warm)
-		sup->warm = warmup_new(&srv->ws, srv->policy, srv->opts.check_session ? WARMUP_OFF : srv->opts.warmup);
+		sup->warm = warmup_new(cfg->ws, cfg->policy, cfg->check_session ? WARMUP_OFF : cfg->warmup);
 	warmup_zygote_started(sup->warm);
 	int sv[2];
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
@@ -347,7 +353,7 @@ int sup_start(struct sup *sup, struct err *e)
 					break;
 				}
 		envp[n] = NULL;
-		execve(srv->opts.self_exe, argv, envp);
+		execve(cfg->self_exe, argv, envp);
 		_exit(127);
 	}
 	close(sv[1]);
@@ -361,7 +367,7 @@ int sup_start(struct sup *sup, struct err *e)
 	sup->zpid = pid;
 	sup->zctrl = sv[0];
 	sup->z = Z_WARMING;
-	loop_watch(srv->loop, sv[0], POLLIN, zygote_event, sup);
+	loop_watch(cfg->loop, sv[0], POLLIN, zygote_event, sup);
 	log_debug("zygote started (pid %d)", (int)pid);
 	return 0;
 }
@@ -490,7 +496,7 @@ static void zygote_event(void *arg, int fd, short revents)
 				sup->restarts = 0;
 			sup->restarts++;
 			sup->last_restart = loop_now_ms();
-			loop_timer(sup->srv->loop, 100.0 * sup->restarts, restart_zygote, sup);
+			loop_timer(sup->cfg.loop, 100.0 * sup->restarts, restart_zygote, sup);
 		} else {
 			sup->z = Z_FAILED;
 			snprintf(sup->zerror, sizeof sup->zerror,
@@ -514,7 +520,7 @@ static void zygote_event(void *arg, int fd, short revents)
 				 "python-sandbox-mcp --check says what that changes and how to get them)");
 		if (cJSON_IsString(jail))
 			log_debug("jail:\n%s", jail->valuestring);
-		if (cJSON_IsString(jail) && sup->srv->opts.check_session)
+		if (cJSON_IsString(jail) && sup->cfg.check_session)
 			/* For the --check process that started this server. */
 			fprintf(stderr, "%s\n%s%s\n", CHECK_JAIL_BEGIN, jail->valuestring, CHECK_JAIL_END);
 		if (cJSON_IsFalse(enf)) {
@@ -616,7 +622,7 @@ static void zygote_event(void *arg, int fd, short revents)
 
 static void session_close_fds(struct sup *sup, struct session *s)
 {
-	struct loop *l = sup->srv->loop;
+	struct loop *l = sup->cfg.loop;
 	if (s->ckpt_pidfd >= 0)
 		pidfd_signal(s->ckpt_pidfd, SIGKILL);
 	s->ckpt_pid = s->ckpt_hpid = 0;
@@ -673,7 +679,7 @@ static void pipe_event(void *arg, int fd, short revents)
 	if ((revents & (POLLHUP | POLLERR)) && !(revents & POLLIN)) {
 		/* Writer gone (the process exited): stop watching; the exit is
 		 * reported by the zygote. */
-		loop_unwatch(s->sup->srv->loop, fd);
+		loop_unwatch(s->sup->cfg.loop, fd);
 	}
 }
 
@@ -686,11 +692,12 @@ static void timeout_fired(void *arg);
 
 static void send_thumb_or_finish(struct sup *sup, struct session *s)
 {
-	struct call *c = s->cur;
-	while (c->thumb_next < c->n_thumbs) {
+	struct run *c = s->cur;
+	char rel[4096];
+	if (c->ev->next_thumb(c, rel, sizeof rel)) {
 		cJSON *j = cJSON_CreateObject();
 		char path[4200];
-		snprintf(path, sizeof path, "%s/%s", sup->srv->ws.abs, c->thumb_rel[c->thumb_next]);
+		snprintf(path, sizeof path, "%s/%s", sup->cfg.ws->abs, rel);
 		cJSON_AddStringToObject(j, "op", "thumb");
 		cJSON_AddStringToObject(j, "path", path);
 		cJSON_AddNumberToObject(j, "max_bytes", 256 * 1024 - 1024);
@@ -700,13 +707,13 @@ static void send_thumb_or_finish(struct sup *sup, struct session *s)
 		free(txt);
 		if (r == 0) {
 			if (s->phase != P_THUMB && s->timeout_timer) {
-				loop_timer_cancel(sup->srv->loop, s->timeout_timer);
-				s->timeout_timer = loop_timer(sup->srv->loop, THUMBS_MS, timeout_fired, s);
+				loop_timer_cancel(sup->cfg.loop, s->timeout_timer);
+				s->timeout_timer = loop_timer(sup->cfg.loop, THUMBS_MS, timeout_fired, s);
 			}
 			set_expect(sup, s, P_THUMB);
 			return; /* wait for W_THUMB_DATA */
 		}
-		c->thumb_next = c->n_thumbs;
+		/* The session cannot be asked: no more images are. */
 	}
 	begin_freeze(sup, s);
 }
@@ -716,7 +723,7 @@ static void drop_checkpoint(struct session *s);
 
 /* The status a call has from its own result ("ok", "error"): the clock
  * still runs until the session is frozen, so a later failure replaces it. */
-static bool status_from_result(const struct call *c)
+static bool status_from_result(const struct run *c)
 {
 	return c->status == CALL_OK || c->status == CALL_ERROR;
 }
@@ -724,7 +731,7 @@ static bool status_from_result(const struct call *c)
 /* The call's result no longer stands (the process broke the protocol, ran
  * out of time after it, or went over a limit): its status comes from what
  * ends it, and the state is rolled back. */
-static void drop_result(struct call *c)
+static void drop_result(struct run *c)
 {
 	if (status_from_result(c)) {
 		c->status = CALL_PENDING;
@@ -754,23 +761,13 @@ static void progress_fired(void *arg)
 {
 	struct session *s = arg;
 	s->progress_timer = 0;
-	struct call *c = s->cur;
-	if (!c || !c->progress_token)
+	struct run *c = s->cur;
+	if (!c || !c->wants_progress)
 		return;
-	struct server *srv = c->srv;
 	double elapsed = (loop_now_ms() - c->t_start) / 1000.0;
-	cJSON *p = cJSON_CreateObject();
-	cJSON_AddItemToObject(p, "progressToken", cJSON_Duplicate(c->progress_token, 1));
 	s->progress = elapsed > s->progress ? elapsed : s->progress + 1;
-	cJSON_AddNumberToObject(p, "progress", (double)(long)s->progress);
-	char msg[400];
-	const char *line = s->out.last_len ? s->out.last_line : s->err.last_line;
-	char *safe = utf8_sanitize((const unsigned char *)line, strlen(line), NULL);
-	snprintf(msg, sizeof msg, "running for %.0f s%s%s", elapsed, safe && *safe ? ": " : "", safe ? safe : "");
-	free(safe);
-	cJSON_AddStringToObject(p, "message", msg);
-	rpc_notify(srv, "notifications/progress", p);
-	s->progress_timer = loop_timer(srv->loop, PROGRESS_MS, progress_fired, s);
+	c->ev->progress(c, s->progress, elapsed, s->out.last_len ? s->out.last_line : s->err.last_line);
+	s->progress_timer = loop_timer(s->sup->cfg.loop, PROGRESS_MS, progress_fired, s);
 }
 
 static void cancel_timers(struct sup *sup, struct session *s)
@@ -778,7 +775,7 @@ static void cancel_timers(struct sup *sup, struct session *s)
 	uint64_t *ts[] = { &s->timeout_timer, &s->progress_timer, &s->watch_timer, &s->idle_timer };
 	for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
 		if (*ts[i]) {
-			loop_timer_cancel(sup->srv->loop, *ts[i]);
+			loop_timer_cancel(sup->cfg.loop, *ts[i]);
 			*ts[i] = 0;
 		}
 	wswatch_stop(s->watch);
@@ -788,7 +785,7 @@ static void cancel_timers(struct sup *sup, struct session *s)
 static void cancel_resume_timer(struct sup *sup, struct session *s)
 {
 	if (s->resume_timer)
-		loop_timer_cancel(sup->srv->loop, s->resume_timer);
+		loop_timer_cancel(sup->cfg.loop, s->resume_timer);
 	s->resume_timer = 0;
 }
 
@@ -809,12 +806,17 @@ static void workspace_over(void *arg, unsigned long long bytes)
 	kill_session(s);
 }
 
-/* The after scan of the current call is done: its images are downscaled
- * next (once the checkpoint is in too), unless the call is being finished
- * (its process died meanwhile). */
-static void after_scanned(struct call *c, void *arg)
+/* Asks the layer above to find what the run made (once). */
+static void collect(struct session *s, struct run *c);
+
+/* What the current run made is known: its images are downscaled next
+ * (once the checkpoint is in too), unless the run is being finished (its
+ * process died meanwhile). */
+static void collected(struct run *c, void *arg)
 {
 	struct session *s = arg;
+	c->waiting = false;
+	c->collected = true;
 	if (s->cur != c)
 		return;
 	if (c->finish_pending) {
@@ -825,7 +827,7 @@ static void after_scanned(struct call *c, void *arg)
 		 * Attack: one fast write past max_workspace_mb (or a sparse
 		 * file, 4 KiB on disk) in a call that ends before the watcher
 		 * looks, which then ended ok. */
-		unsigned long long limit = (unsigned long long)s->sup->srv->policy->limits.max_workspace_mb << 20;
+		unsigned long long limit = (unsigned long long)s->sup->cfg.policy->limits.max_workspace_mb << 20;
 		if (c->ws_after > limit && c->ws_after > c->ws_before)
 			workspace_over(s, c->ws_after);
 		else
@@ -845,26 +847,26 @@ static void warm_busy(struct sup *sup)
 /* Collects the output and hands the call to exec.c. */
 static void finish_cur(struct sup *sup, struct session *s)
 {
-	struct call *c = s->cur;
+	struct run *c = s->cur;
 	if (!c)
 		return;
 	usage_end(&c->usage, s->pidfd, s->ckpt_pidfd);
 	cancel_timers(sup, s);
 	drain_all(s);
-	if (!c->artifacts || c->scan_job) {
+	if (!c->collected) {
 		/* Files written before a crash or timeout count too; the scan
 		 * runs off the loop and calls us again. */
 		c->finish_pending = true;
-		exec_after(c, after_scanned, s);
+		collect(s, c);
 		return;
 	}
 	const char *log_rel;
 	char disp[512];
 	c->out_text = outbuf_finish(&s->out, &c->out_truncated, &log_rel);
-	if (log_rel && ws_display_path(&sup->srv->ws, log_rel, disp, sizeof disp) == 0)
+	if (log_rel && ws_display_path(sup->cfg.ws, log_rel, disp, sizeof disp) == 0)
 		c->out_log = strdup(disp);
 	c->err_text = outbuf_finish(&s->err, &c->err_truncated, &log_rel);
-	if (log_rel && ws_display_path(&sup->srv->ws, log_rel, disp, sizeof disp) == 0)
+	if (log_rel && ws_display_path(sup->cfg.ws, log_rel, disp, sizeof disp) == 0)
 		c->err_log = strdup(disp);
 	c->duration_ms = loop_now_ms() - c->t_start;
 	if (s->restore_call == c)
@@ -872,13 +874,21 @@ static void finish_cur(struct sup *sup, struct session *s)
 	s->has_last = true;
 	s->last_exit = c->exit_code;
 	s->cur = NULL;
-	exec_finish(c);
+	c->ev->done(c);
 	/* After the reply, never before: what sessions taught the zygote
 	 * loads while the agent reads it. */
 	warmup_after_reply(sup->warm, sup->z == Z_READY ? sup->zctrl : -1);
 	start_next(sup, s);
 	warm_busy(sup);
-	server_call_done(sup->srv);
+	ended(sup);
+}
+
+static void collect(struct session *s, struct run *c)
+{
+	if (c->waiting || c->collected)
+		return;
+	c->waiting = true;
+	c->ev->collect(c, collected, s);
 }
 
 /* The process died before it received the current cell (no W_STARTED):
@@ -887,7 +897,7 @@ static void finish_cur(struct sup *sup, struct session *s)
  * that dies at once every time still gets an answer. */
 static bool requeue_unstarted(struct sup *sup, struct session *s)
 {
-	struct call *c = s->cur;
+	struct run *c = s->cur;
 	if (!c || c->started || c->status != CALL_PENDING || c->py || c->resends >= 2)
 		return false;
 	cancel_timers(sup, s);
@@ -901,8 +911,7 @@ static bool requeue_unstarted(struct sup *sup, struct session *s)
 		s->restore_call = NULL;
 		s->restore_tried = false;
 	}
-	art_list_free(&c->before);
-	c->before_taken = false;
+	c->prepared = false; /* a new snapshot before it is sent again */
 	s->cur = NULL;
 	c->next = s->qhead;
 	s->qhead = c;
@@ -925,7 +934,7 @@ static void discard_ctrl_input(struct session *s)
 
 /* The call's status and exit code once its process has died: a call not
  * yet decided (no timeout, cancellation or memory verdict) crashed. */
-static void decide_on_death(struct call *c, int wstatus, bool status_known)
+static void decide_on_death(struct run *c, int wstatus, bool status_known)
 {
 	if (c->status == CALL_PENDING)
 		c->status = CALL_CRASHED;
@@ -936,7 +945,7 @@ static void decide_on_death(struct call *c, int wstatus, bool status_known)
  * state is what it was before the call.  False when there is none. */
 static bool roll_back(struct sup *sup, struct session *s, int wstatus, bool status_known)
 {
-	struct call *c = s->cur;
+	struct run *c = s->cur;
 	if (!status_known || s->ckpt_pidfd < 0 || s->ctrl < 0)
 		return false;
 	drain_all(s);
@@ -964,12 +973,12 @@ static bool roll_back(struct sup *sup, struct session *s, int wstatus, bool stat
 	s->resume_ckpt = false;
 	set_expect(sup, s, P_RESUMING);
 	cancel_resume_timer(sup, s);
-	s->resume_timer = loop_timer(sup->srv->loop, RESUME_MS, resume_expired, s);
+	s->resume_timer = loop_timer(sup->cfg.loop, RESUME_MS, resume_expired, s);
 	/* The pipes' write ends live on in the resumed process: watch again
 	 * in case a hang-up removed them. */
-	loop_watch(sup->srv->loop, s->ctrl, POLLIN, ctrl_event, s);
-	loop_watch(sup->srv->loop, s->out_r, POLLIN, pipe_event, s);
-	loop_watch(sup->srv->loop, s->err_r, POLLIN, pipe_event, s);
+	loop_watch(sup->cfg.loop, s->ctrl, POLLIN, ctrl_event, s);
+	loop_watch(sup->cfg.loop, s->out_r, POLLIN, pipe_event, s);
+	loop_watch(sup->cfg.loop, s->err_r, POLLIN, pipe_event, s);
 	if (requeue_unstarted(sup, s))
 		return true; /* sent again after the resumed copy's hello */
 	if (c) {
@@ -1018,7 +1027,7 @@ static void session_dead(struct sup *sup, struct session *s, int wstatus, bool s
 	 * reply): read that first. */
 	if (s->ctrl >= 0)
 		ctrl_event(s, s->ctrl, POLLIN);
-	struct call *c = s->cur;
+	struct run *c = s->cur;
 	/* Gone on its own (a crash): nothing left to measure, and the
 	 * checkpoint that may take its place must not be measured instead. */
 	if (c)
@@ -1026,10 +1035,10 @@ static void session_dead(struct sup *sup, struct session *s, int wstatus, bool s
 	uint64_t *ts[] = { &s->watch_timer, &s->idle_timer };
 	for (size_t i = 0; i < 2; i++)
 		if (*ts[i]) {
-			loop_timer_cancel(sup->srv->loop, *ts[i]);
+			loop_timer_cancel(sup->cfg.loop, *ts[i]);
 			*ts[i] = 0;
 		}
-	if (sup->srv->policy->limits.checkpoint && roll_back(sup, s, wstatus, status_known))
+	if (sup->cfg.policy->limits.checkpoint && roll_back(sup, s, wstatus, status_known))
 		return;
 	session_close_fds(sup, s);
 	s->alive = false;
@@ -1062,7 +1071,7 @@ static void session_dead(struct sup *sup, struct session *s, int wstatus, bool s
 			snprintf(note, sizeof note,
 				 "the session's process ended, so its state (variables, imports) was lost; "
 				 "the next call in session %s starts a new interpreter%s", s->name,
-				 sup->srv->policy->limits.checkpoint ? "" : " (limits.checkpoint is false)");
+				 sup->cfg.policy->limits.checkpoint ? "" : " (limits.checkpoint is false)");
 			c->note = strdup(note);
 		}
 		finish_cur(sup, s);
@@ -1077,7 +1086,7 @@ static void session_dead(struct sup *sup, struct session *s, int wstatus, bool s
  * hundreds of MB for good. */
 static void set_expect(struct sup *sup, struct session *s, enum phase ph)
 {
-	long chars = sup->srv->policy->limits.max_output_chars;
+	long chars = sup->cfg.policy->limits.max_output_chars;
 	uint32_t result_max = (uint32_t)(64 * 1024 + (chars > 0 && chars < (1L << 19) ? chars : 1L << 19) * 12);
 	size_t n = 0;
 	s->phase = ph;
@@ -1112,7 +1121,7 @@ static void set_expect(struct sup *sup, struct session *s, enum phase ph)
 static void violation(struct sup *sup, struct session *s, const char *what)
 {
 	log_warn("session %s: %s: the session is ended", s->name, what);
-	struct call *c = s->cur;
+	struct run *c = s->cur;
 	if (c && !c->note) {
 		char note[300];
 		snprintf(note, sizeof note,
@@ -1124,7 +1133,7 @@ static void violation(struct sup *sup, struct session *s, const char *what)
 	else
 		snprintf(s->broke, sizeof s->broke, "%s", what); /* said by the next reply */
 	set_expect(sup, s, P_NONE);
-	loop_unwatch(sup->srv->loop, s->ctrl);
+	loop_unwatch(sup->cfg.loop, s->ctrl);
 	kill_session(s);
 }
 
@@ -1172,14 +1181,14 @@ static void watch_fired(void *arg)
 	s->watch_timer = 0;
 	if (!s->alive || s->hpid <= 0 || s->phase == P_IDLE || s->phase == P_NONE)
 		return;
-	const struct policy_limits *L = &sup->srv->policy->limits;
+	const struct policy_limits *L = &sup->cfg.policy->limits;
 	struct footprint u;
 	/* The jail's own procfs lists its processes only (cheap); the host's
 	 * lists every process of the machine. */
 	int wr = sup->proc_jail ? watch_footprint(sup->proc, sup->zhpid, s->pid, s->ckpt_pid, &u)
 				: watch_footprint("/proc", sup->zhpid, s->hpid, s->ckpt_hpid, &u);
 	if (wr == 0) {
-		struct call *c = s->cur;
+		struct run *c = s->cur;
 		uint64_t limit = (uint64_t)L->memory_mb << 20;
 		if (u.total > limit) {
 			log_info("session %s: %.0f MB in use (anon %.0f, shared %.0f, memfd %.0f, tmpfs %.0f) over memory_mb %ld: ended",
@@ -1219,13 +1228,13 @@ static void watch_fired(void *arg)
 			return;
 		}
 	}
-	s->watch_timer = loop_timer(sup->srv->loop, WATCH_MS, watch_fired, s);
+	s->watch_timer = loop_timer(sup->cfg.loop, WATCH_MS, watch_fired, s);
 }
 
 static void start_watch(struct sup *sup, struct session *s)
 {
 	if (!s->watch_timer)
-		s->watch_timer = loop_timer(sup->srv->loop, WATCH_MS, watch_fired, s);
+		s->watch_timer = loop_timer(sup->cfg.loop, WATCH_MS, watch_fired, s);
 }
 
 static void try_freeze(void *arg);
@@ -1256,7 +1265,7 @@ static void try_freeze(void *arg)
 		/* Busy: look again soon (0.1 ms, doubling up to 20 ms). */
 		double ms = 0.1 * (double)(1 << (s->idle_tries < 8 ? s->idle_tries : 8));
 		s->idle_tries++;
-		s->idle_timer = loop_timer(sup->srv->loop, ms < WATCH_MS ? ms : WATCH_MS, try_freeze, s);
+		s->idle_timer = loop_timer(sup->cfg.loop, ms < WATCH_MS ? ms : WATCH_MS, try_freeze, s);
 		return;
 	}
 	if (pidfd_signal(s->pidfd, SIGSTOP) < 0)
@@ -1305,7 +1314,7 @@ static void take_checkpoint(struct sup *sup, struct session *s)
 		pidfd_signal(s->pidfd, SIGCONT);
 	set_expect(sup, s, P_SETTLING);
 	cancel_resume_timer(sup, s);
-	s->resume_timer = loop_timer(sup->srv->loop, RESUME_MS, checkpoint_expired, s);
+	s->resume_timer = loop_timer(sup->cfg.loop, RESUME_MS, checkpoint_expired, s);
 	if (wire_send(s->ctrl, W_TAKE_CHECKPOINT, "", 0, NULL, 0) < 0)
 		kill_session(s);
 }
@@ -1315,7 +1324,7 @@ static void settled(struct sup *sup, struct session *s)
 {
 	set_expect(sup, s, P_IDLE);
 	if (s->watch_timer) {
-		loop_timer_cancel(sup->srv->loop, s->watch_timer);
+		loop_timer_cancel(sup->cfg.loop, s->watch_timer);
 		s->watch_timer = 0;
 	}
 	if (s->resuming || s->checkpointing) {
@@ -1330,7 +1339,7 @@ static void settled(struct sup *sup, struct session *s)
 	 * taken after it (no fork on the call's path), before the next cell.
 	 * The previous checkpoint stays until the new one is accepted: a
 	 * session that fails to take it is rolled back to that one. */
-	bool take = sup->srv->policy->limits.checkpoint && s->cur->state == STATE_KEPT;
+	bool take = sup->cfg.policy->limits.checkpoint && s->cur->state == STATE_KEPT;
 	if (take)
 		s->checkpointing = true;
 	finish_cur(sup, s);
@@ -1340,12 +1349,12 @@ static void settled(struct sup *sup, struct session *s)
 
 static void on_message(struct sup *sup, struct session *s, struct wire_msg *m)
 {
-	struct call *c = s->cur;
+	struct run *c = s->cur;
 	switch (m->type) {
 	case W_HELLO:
 		if (s->phase == P_RESUMING) {
 			s->resume_ckpt = true;
-			if (!sup->srv->policy->limits.checkpoint)
+			if (!sup->cfg.policy->limits.checkpoint)
 				begin_freeze(sup, s);
 			else
 				set_expect(sup, s, P_RESUMING);
@@ -1369,7 +1378,7 @@ static void on_message(struct sup *sup, struct session *s, struct wire_msg *m)
 			m->nfds = 1;
 			psave_abandon(s->save);
 			s->save = persist_on(sup->persist)
-				  ? psave_start(sup->persist, sup->srv->loop, s->name, (uint32_t)s->cells, save_fd, save_done, s)
+				  ? psave_start(sup->persist, sup->cfg.loop, s->name, (uint32_t)s->cells, save_fd, save_done, s)
 				  : (close(save_fd), NULL);
 		}
 		/* The message is the checkpoint: without its pidfd it is not
@@ -1392,10 +1401,10 @@ static void on_message(struct sup *sup, struct session *s, struct wire_msg *m)
 		if (s->phase == P_RESUMING || s->checkpointing) {
 			begin_freeze(sup, s);
 		} else {
-			/* The images next, once the server's scan of the workspace
-			 * is done too (after_scanned). */
+			/* The images next, once what the run made is known too
+			 * (collected). */
 			set_expect(sup, s, P_SCANNING);
-			if (c->artifacts && !c->scan_job)
+			if (c->collected)
 				send_thumb_or_finish(sup, s);
 		}
 		return;
@@ -1434,12 +1443,11 @@ static void on_message(struct sup *sup, struct session *s, struct wire_msg *m)
 		warmup_note(sup->warm, cJSON_GetObjectItemCaseSensitive(c->py, "imports"));
 		restore_outcome(sup, s, c);
 		set_expect(sup, s, P_SCANNING);
-		exec_after(c, after_scanned, s); /* then the thumbnails */
+		collect(s, c); /* then the thumbnails */
 		return;
 	}
 	case W_THUMB_DATA:
-		exec_thumb(c, m->data, m->len);
-		c->thumb_next++;
+		c->ev->thumb(c, m->data, m->len);
 		send_thumb_or_finish(sup, s);
 		return;
 	default:
@@ -1473,7 +1481,7 @@ static void ctrl_event(void *arg, int fd, short revents)
 		if (r == -EPIPE) {
 			/* End of stream: the process is ended; its exit (from the
 			 * zygote) finishes the call. */
-			loop_unwatch(sup->srv->loop, fd);
+			loop_unwatch(sup->cfg.loop, fd);
 			kill_session(s);
 			return;
 		}
@@ -1517,7 +1525,7 @@ static void append_para(char **dst, const char *text)
 
 /* Adds a paragraph to the call's note (other parts of the server add
  * theirs). */
-static void add_note(struct call *c, const char *text)
+static void add_note(struct run *c, const char *text)
 {
 	append_para(&c->note, text);
 }
@@ -1545,7 +1553,7 @@ static void save_done(void *arg, const struct psave_result *r)
 			snprintf(m, sizeof m,
 				 "the session's state (%.0f MB) is over limits.persist_mb (%ld MB): it is not saved, and a restart of the server will lose it; "
 				 "delete large variables you no longer need (del name) or raise persist_mb in the policy",
-				 (double)r->bytes / 1048576.0, sup->srv->policy->limits.persist_mb);
+				 (double)r->bytes / 1048576.0, sup->cfg.policy->limits.persist_mb);
 			note_next(s, m);
 			s->cap_noted = true;
 		}
@@ -1553,7 +1561,7 @@ static void save_done(void *arg, const struct psave_result *r)
 	} else {
 		log_debug("session %s: save abandoned: %s", s->name, r->msg);
 	}
-	server_call_done(sup->srv);
+	ended(sup);
 }
 
 static void restore_done(void *arg, int verdict)
@@ -1608,7 +1616,7 @@ static void list_names(char *buf, size_t sz, const cJSON *list, bool reasons)
 /* The reply of the call that carried the saved state: what the server
  * knows (its verdict, the age) decides the state; the session's lists only
  * name what came back. */
-static void restore_outcome(struct sup *sup, struct session *s, struct call *c)
+static void restore_outcome(struct sup *sup, struct session *s, struct run *c)
 {
 	if (!s->restore || s->restore_call != c)
 		return;
@@ -1656,7 +1664,7 @@ static void restore_outcome(struct sup *sup, struct session *s, struct call *c)
 /* The first call to a session in this server's life looks for a saved
  * state.  Returns the fd to send with the cell (its size in *bytes), or
  * -1 when there is none (a refused one is said in the call's note). */
-static int restore_begin(struct sup *sup, struct session *s, struct call *c, uint64_t *bytes)
+static int restore_begin(struct sup *sup, struct session *s, struct run *c, uint64_t *bytes)
 {
 	if (s->restore_tried || !persist_on(sup->persist))
 		return -1;
@@ -1673,7 +1681,7 @@ static int restore_begin(struct sup *sup, struct session *s, struct call *c, uin
 	}
 	if (rc == 0)
 		return -1;
-	int fd = prestore_start(r, sup->srv->loop, restore_done, s);
+	int fd = prestore_start(r, sup->cfg.loop, restore_done, s);
 	if (fd < 0) {
 		prestore_free(r);
 		return -1;
@@ -1705,12 +1713,12 @@ static int spawn_session(struct sup *sup, struct session *s)
 	cJSON *j = cJSON_CreateObject();
 	cJSON_AddNumberToObject(j, "id", s->id);
 	cJSON_AddStringToObject(j, "name", s->name);
-	cJSON_AddNumberToObject(j, "seed", (double)sup->srv->policy->limits.seed);
-	cJSON_AddBoolToObject(j, "checkpoint", sup->srv->policy->limits.checkpoint);
+	cJSON_AddNumberToObject(j, "seed", (double)sup->cfg.policy->limits.seed);
+	cJSON_AddBoolToObject(j, "checkpoint", sup->cfg.policy->limits.checkpoint);
 	/* Saving is done by a fork of the checkpoint: none without one. */
 	cJSON_AddNumberToObject(j, "persist_cap",
-				persist_on(sup->persist) && sup->srv->policy->limits.checkpoint
-					? (double)sup->srv->policy->limits.persist_mb * 1048576.0 : 0.0);
+				persist_on(sup->persist) && sup->cfg.policy->limits.checkpoint
+					? (double)sup->cfg.policy->limits.persist_mb * 1048576.0 : 0.0);
 	char *txt = cJSON_PrintUnformatted(j);
 	cJSON_Delete(j);
 	int fds[3] = { sv[1], po[1], pe[1] };
@@ -1743,7 +1751,7 @@ static int spawn_session(struct sup *sup, struct session *s)
 	s->spawn_known = false;
 	s->hpid = s->ckpt_hpid = 0;
 	set_expect(sup, s, P_RUNNING);
-	struct loop *l = sup->srv->loop;
+	struct loop *l = sup->cfg.loop;
 	loop_watch(l, s->ctrl, POLLIN, ctrl_event, s);
 	loop_watch(l, s->out_r, POLLIN, pipe_event, s);
 	loop_watch(l, s->err_r, POLLIN, pipe_event, s);
@@ -1752,25 +1760,36 @@ static int spawn_session(struct sup *sup, struct session *s)
 
 static void send_exec(struct sup *sup, struct session *s);
 
-/* The snapshot of the current call's workspace is taken: now it may run. */
-static void snapshot_taken(struct call *c, void *arg)
+/* The layer above has taken what it needs before the cell (a snapshot of
+ * the workspace): now it may run.  A run that ended meanwhile (cancelled,
+ * its process gone) is finished instead. */
+static void prepared(struct run *c, void *arg)
 {
 	struct session *s = arg;
-	if (s->cur == c && s->alive && !s->resuming && !s->want_spawn)
+	c->waiting = false;
+	c->prepared = true;
+	if (s->cur != c)
+		return;
+	if (c->finish_pending)
+		finish_cur(s->sup, s);
+	else if (s->alive && !s->resuming && !s->want_spawn)
 		send_exec(s->sup, s);
 }
 
 static void send_exec(struct sup *sup, struct session *s)
 {
-	struct call *c = s->cur;
+	struct run *c = s->cur;
 	/* A new call: a save still running is abandoned, never waited for
 	 * (the session kills its saver when it reads the cell). */
 	psave_abandon(s->save);
 	s->save = NULL;
-	if (!c->before_taken) {
-		/* What the workspace held before, to tell this call's files;
+	if (!c->prepared) {
+		/* What the workspace held before, to tell this run's files;
 		 * taken off the loop, then the cell is sent. */
-		exec_before(c, snapshot_taken, s);
+		if (!c->waiting) {
+			c->waiting = true;
+			c->ev->prepare(c, prepared, s);
+		}
 		return;
 	}
 	if (s->next_note) {
@@ -1807,12 +1826,12 @@ static void send_exec(struct sup *sup, struct session *s)
 		pidfd_signal(s->pidfd, SIGCONT);
 	set_expect(sup, s, P_RUNNING);
 	start_watch(sup, s);
-	s->timeout_timer = loop_timer(sup->srv->loop, timeout_ms, timeout_fired, s);
+	s->timeout_timer = loop_timer(sup->cfg.loop, timeout_ms, timeout_fired, s);
 	wswatch_stop(s->watch);
-	s->watch = wswatch_start(sup->srv, (unsigned long long)sup->srv->policy->limits.max_workspace_mb << 20,
+	s->watch = wswatch_start(sup->cfg.loop, sup->work, sup->cfg.ws, (unsigned long long)sup->cfg.policy->limits.max_workspace_mb << 20,
 				 workspace_over, s);
-	if (c->progress_token)
-		s->progress_timer = loop_timer(sup->srv->loop, PROGRESS_MS, progress_fired, s);
+	if (c->wants_progress)
+		s->progress_timer = loop_timer(sup->cfg.loop, PROGRESS_MS, progress_fired, s);
 	int r = txt ? wire_send(s->ctrl, W_EXEC, txt, strlen(txt), restore_fd >= 0 ? &restore_fd : NULL, restore_fd >= 0 ? 1 : 0) : -ENOMEM;
 	free(txt);
 	if (restore_fd >= 0)
@@ -1825,7 +1844,7 @@ static void send_exec(struct sup *sup, struct session *s)
 
 static void fail_call_now(struct sup *sup, struct session *s, const char *msg)
 {
-	struct call *c = s->cur;
+	struct run *c = s->cur;
 	c->status = CALL_ERROR;
 	c->exit_code = call_status_exit_code(CALL_ERROR, 0, false);
 	c->state = STATE_NEW;
@@ -1833,8 +1852,8 @@ static void fail_call_now(struct sup *sup, struct session *s, const char *msg)
 	c->t_start = loop_now_ms();
 	s->cur = NULL;
 	c->duration_ms = 0;
-	exec_finish(c);
-	server_call_done(sup->srv);
+	c->ev->done(c);
+	ended(sup);
 }
 
 static void start_next(struct sup *sup, struct session *s)
@@ -1845,7 +1864,7 @@ static void start_next(struct sup *sup, struct session *s)
 	if ((s->resuming || s->checkpointing) && !(s->qhead && s->qhead->reset))
 		return;
 	while (!s->cur && s->qhead) {
-		struct call *c = s->qhead;
+		struct run *c = s->qhead;
 		s->qhead = c->next;
 		if (!s->qhead)
 			s->qtail = NULL;
@@ -1911,19 +1930,19 @@ static void spawn_pending(struct sup *sup)
 		}
 }
 
-void sup_submit(struct sup *sup, struct call *c)
+void sup_submit(struct sup *sup, struct run *c)
 {
 	struct session *s = find_session(sup, c->session);
 	if (!s) {
 		s = calloc(1, sizeof *s);
-		const struct policy_limits *L = &sup->srv->policy->limits;
+		const struct policy_limits *L = &sup->cfg.policy->limits;
 		unsigned long long log_cap = (unsigned long long)L->max_file_mb << 20;
-		if (!s || outbuf_init(&s->out, &sup->srv->ws, (size_t)L->max_output_chars, log_cap) < 0 ||
-		    outbuf_init(&s->err, &sup->srv->ws, (size_t)L->max_output_chars, log_cap) < 0) {
+		if (!s || outbuf_init(&s->out, sup->cfg.ws, (size_t)L->max_output_chars, log_cap) < 0 ||
+		    outbuf_init(&s->err, sup->cfg.ws, (size_t)L->max_output_chars, log_cap) < 0) {
 			c->status = CALL_ERROR;
 			c->exit_code = call_status_exit_code(CALL_ERROR, 0, false);
 			c->note = strdup("out of memory");
-			exec_finish(c);
+			c->ev->done(c);
 			free(s);
 			return;
 		}
@@ -1942,10 +1961,10 @@ void sup_submit(struct sup *sup, struct call *c)
 	start_next(sup, s);
 }
 
-bool sup_cancel(struct sup *sup, const cJSON *rid)
+bool sup_cancel(struct sup *sup, bool (*match)(const struct run *r, const void *key), const void *key)
 {
 	for (struct session *s = sup->sessions; s; s = s->next) {
-		if (s->cur && cJSON_Compare(s->cur->id, rid, 1)) {
+		if (s->cur && match(s->cur, key)) {
 			s->cur->cancelled = true;
 			if (s->cur->status == CALL_PENDING) {
 				s->cur->status = CALL_CANCELLED;
@@ -1957,16 +1976,16 @@ bool sup_cancel(struct sup *sup, const cJSON *rid)
 				finish_cur(sup, s);
 			return true;
 		}
-		for (struct call **pp = &s->qhead; *pp; pp = &(*pp)->next)
-			if (cJSON_Compare((*pp)->id, rid, 1)) {
-				struct call *c = *pp;
+		for (struct run **pp = &s->qhead; *pp; pp = &(*pp)->next)
+			if (match(*pp, key)) {
+				struct run *c = *pp;
 				*pp = c->next;
 				if (s->qtail == c) {
 					s->qtail = NULL;
-					for (struct call *q = s->qhead; q; q = q->next)
+					for (struct run *q = s->qhead; q; q = q->next)
 						s->qtail = q;
 				}
-				call_free(c);
+				c->ev->drop(c);
 				return true;
 			}
 	}
@@ -2011,10 +2030,10 @@ void sup_free(struct sup *sup)
 		wswatch_stop(s->watch);
 		session_close_fds(sup, s);
 		if (s->cur)
-			call_free(s->cur);
-		for (struct call *c = s->qhead; c;) {
-			struct call *cn = c->next;
-			call_free(c);
+			s->cur->ev->drop(s->cur);
+		for (struct run *c = s->qhead; c;) {
+			struct run *cn = c->next;
+			c->ev->drop(c);
 			c = cn;
 		}
 		outbuf_free(&s->out);

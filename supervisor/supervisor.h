@@ -1,7 +1,10 @@
 /* The supervisor: the zygote and the sessions, seen from the trusted side.
  * It forks the zygote, asks it for session processes, sends them cells,
- * drains their output, enforces timeouts and cancellations, and hands each
- * finished call to exec.c for rendering. */
+ * drains their output, enforces timeouts, limits and cancellations, and
+ * rolls a session back to its checkpoint.  It knows nothing of MCP: what a
+ * run needs from above (the workspace before and after, the reply) goes
+ * through the run's events (struct run_events), which the layer that
+ * submitted it implements. */
 #ifndef SUPERVISOR_SUPERVISOR_H
 #define SUPERVISOR_SUPERVISOR_H
 
@@ -12,95 +15,134 @@
 
 #include <cjson/cJSON.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
-#include "../workspace/artifacts.h"
+#include "../policy/policy.h"
+#include "../rpc/loop.h"
+#include "../files/fsafe.h"
 #include "callstatus.h"
-#include "../mcp/server.h"
 #include "usage.h"
+#include "warmup.h"
 
 #define SESSION_NAME_MAX 64
+/* A progress event every this many ms while a run that asked for them runs. */
+#define PROGRESS_MS 4000.0
 
-struct image {
-	char *b64;
-	const char *mime;
+struct run;
+struct work;
+
+/* What a run needs from the layer that submitted it.  Each is called on the
+ * loop; none may call back into the supervisor. */
+struct run_events {
+	/* Before the cell is sent (and again if it is sent again to another
+	 * process): take what is needed to tell the run's files later (a
+	 * snapshot of the workspace), then call ready(r, arg), at once or
+	 * later on the loop. */
+	void (*prepare)(struct run *r, void (*ready)(struct run *r, void *arg), void *arg);
+	/* The cell is over (its result is in, or its process is gone): find
+	 * what it made, then call ready(r, arg). */
+	void (*collect)(struct run *r, void (*ready)(struct run *r, void *arg), void *arg);
+	/* An image the session should downscale: its path relative to the
+	 * workspace in rel; false when there is none left. */
+	bool (*next_thumb)(struct run *r, char *rel, size_t size);
+	/* What the session sent for that image (untrusted bytes). */
+	void (*thumb)(struct run *r, const unsigned char *data, size_t len);
+	/* Every PROGRESS_MS while it runs, when r->wants_progress: a value
+	 * that only grows, the seconds since the cell was sent, and the last
+	 * line it printed (untrusted, may be empty). */
+	void (*progress)(struct run *r, double progress, double elapsed_s, const char *last_line);
+	/* The run is over: its outcome is in r, which is the callee's now. */
+	void (*done)(struct run *r);
+	/* A run dropped unfinished (cancelled while queued, or the supervisor
+	 * ends): free it, no outcome. */
+	void (*drop)(struct run *r);
 };
 
-/* One execute_python call, from request to reply. */
-struct call {
-	struct server *srv;
-	cJSON *id;               /* owned copy of the request id */
-	cJSON *progress_token;   /* owned copy, or NULL */
+/* One execution of a cell, from submission to outcome.  The layer above
+ * embeds it in its own request and sets the first block. */
+struct run {
+	/* The request. */
 	char session[SESSION_NAME_MAX + 1];
-	char *code;
+	char *code;              /* owned: freed by the owner */
 	double timeout_ms;
-	bool reset;
+	bool reset;              /* discard the session's state first */
+	bool wants_progress;
+	const struct run_events *ev;
 
-	/* filled as it runs */
+	/* The outcome, filled by the supervisor. */
 	int cell;
 	double t_start, duration_ms;
 	enum call_status status; /* CALL_PENDING until decided */
 	int exit_code;
 	enum call_state state;   /* STATE_PENDING until decided */
 	bool new_session;
-	cJSON *py;               /* the session's result JSON, or NULL */
+	cJSON *py;               /* the session's result JSON (untrusted), or NULL */
 	char *out_text, *err_text;
 	bool out_truncated, err_truncated;
 	char *out_log, *err_log; /* display paths of full logs, or NULL */
 	char *note;              /* extra line for the model, or NULL */
-	struct art_list before;
-	bool before_taken;       /* the snapshot is in `before` */
-	struct job *scan_job;    /* a walk of the workspace for this call, or NULL */
-	bool finish_pending;     /* finish_cur waits for scan_job */
-	cJSON *artifacts;        /* array of {path, bytes, mime, change} */
-	bool artifacts_truncated; /* a walk stopped at its entry budget */
-	char **thumb_rel;        /* images to downscale in the session */
-	size_t n_thumbs, thumb_next;
-	struct image images[8];
-	size_t n_images;
 	unsigned long long ws_bytes; /* CALL_LIMITS: the workspace's size then */
-	/* The workspace's files before and after the call, from the two
-	 * snapshots (art_list_bytes): the end-of-call workspace check. */
+	/* The workspace's files before and after the run (ev->collect fills
+	 * them from its snapshots): the end-of-call workspace check. */
 	unsigned long long ws_before, ws_after;
-	struct usage usage;      /* CPU time and peak memory of this call */
+	struct usage usage;      /* CPU time and peak memory of this run */
 	bool cancelled;          /* no reply may be sent */
-	bool started;            /* the session said it received the cell */
 	bool over_limit;         /* ended by the server's watchdog (denied_by limits) */
+
+	/* The supervisor's own. */
+	bool started;            /* the session said it received the cell */
 	int resends;             /* sent again after the process died unstarted */
-	struct call *next;
+	bool prepared;           /* ev->prepare is done for this attempt */
+	bool collected;          /* ev->collect is done */
+	bool waiting;            /* an ev->prepare or ev->collect is running */
+	bool finish_pending;     /* finishing waits for ev->collect */
+	struct run *next;
 };
 
-/* ^[A-Za-z0-9_-]{1,64}$ */
-bool session_name_valid(const char *name);
+/* What the supervisor needs to know of the server.  Every pointer must
+ * outlive the supervisor. */
+struct sup_config {
+	struct loop *loop;
+	const struct policy *policy;
+	const struct workspace *ws;
+	bool approved;           /* the project's policy is approved (workspace trust) */
+	const char *venv;        /* or NULL */
+	double timeout_s;        /* --timeout, or <= 0 */
+	long memory_mb;          /* --memory, or <= 0 */
+	bool check_session;      /* --check's own server: the jail report to stderr */
+	enum warmup_mode warmup; /* --warmup (warmup.h) */
+	const char *self_exe;    /* this binary, exec'd as the zygote */
+	/* Called after a run or a save of a session ended (at the end of its
+	 * input the server waits for sup_busy to turn false), or NULL. */
+	void (*ended)(void *arg);
+	void *arg;
+};
 
-struct sup *sup_new(struct server *s);
+struct sup *sup_new(const struct sup_config *cfg);
+/* The worker threads that watch the workspace's size during a run (NULL:
+ * not watched); set after sup_start, since the zygote is forked before any
+ * thread exists. */
+void sup_set_work(struct sup *sup, struct work *work);
 /* Forks the zygote (which warms up in the background). */
 int sup_start(struct sup *sup, struct err *e);
-/* No interpreter for this server: every execute_python is answered with
- * `why` (for the in-process fuzzing of the dispatcher, which must not fork). */
+/* No interpreter for this server: every run ends with `why` (for the
+ * in-process fuzzing of the dispatcher, which must not fork). */
 void sup_disable(struct sup *sup, const char *why);
 /* Ends every session and the zygote, and waits for them. */
 void sup_free(struct sup *sup);
 
-/* Takes ownership of c; its reply is sent by exec_finish. */
-void sup_submit(struct sup *sup, struct call *c);
-/* Cancels the call with this request id: true when one was found. */
-bool sup_cancel(struct sup *sup, const cJSON *request_id);
+/* Takes r until r->ev->done or r->ev->drop. */
+void sup_submit(struct sup *sup, struct run *r);
+/* Cancels the first run (running or queued) for which match(r, key) holds:
+ * true when one was found.  A running one ends with r->cancelled set, a
+ * queued one is dropped. */
+bool sup_cancel(struct sup *sup, bool (*match)(const struct run *r, const void *key), const void *key);
 /* The exit code of the session's last execution; false when none. */
 bool sup_last_exit(struct sup *sup, const char *session, int *exit_code);
 int sup_count_sessions(struct sup *sup);
-/* Whether any call is running or queued. */
+/* Whether any run is running or queued (or a save is being written). */
 bool sup_busy(struct sup *sup);
 bool sup_session_exists(struct sup *sup, const char *session);
-
-/* exec.c: hooks around a call. */
-/* Both walk the workspace on a worker and call then(c, arg) on the loop
- * when done (at once without a worker pool); nothing happens while a scan
- * of c is already running (c->scan_job). */
-void exec_before(struct call *c, void (*then)(struct call *c, void *arg), void *arg); /* snapshot */
-void exec_after(struct call *c, void (*then)(struct call *c, void *arg), void *arg);  /* artifacts, images */
-void exec_thumb(struct call *c, const unsigned char *data, size_t len);
-void exec_finish(struct call *c);          /* reply (unless cancelled), free */
-void call_free(struct call *c);
 
 #endif

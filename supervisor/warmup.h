@@ -20,7 +20,7 @@
 #include <stdbool.h>
 
 #include "../policy/policy.h"
-#include "../workspace/fsafe.h"
+#include "../files/fsafe.h"
 
 #define WARMUP_MAX 32          /* names learned per project */
 #define WARMUP_REPORT_MAX 16   /* names taken from one result */

@@ -56,7 +56,7 @@ static void setup(void)
 	FUZZ_CHECK(policy_resolve(srv.policy, root, &e) == 0, "%s", e.msg);
 	FUZZ_CHECK(ws_open(&srv.ws, root, ws, &e) == 0, "%s", e.msg);
 	srv.loop = loop_new();
-	srv.sup = sup_new(&srv);
+	srv.sup = server_sup_new(&srv);
 	sup_disable(srv.sup, "fuzzing: no interpreter");
 	int p[2];
 	FUZZ_CHECK(pipe2(p, O_CLOEXEC) == 0, "pipe");

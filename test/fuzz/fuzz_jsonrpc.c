@@ -26,7 +26,7 @@ static void check_line(const unsigned char *line, size_t len)
 {
 	/* What the server reads a line with (exactly len bytes, trimmed). */
 	bool blank;
-	cJSON *msg = server_parse_line((const char *)line, len, &blank);
+	cJSON *msg = rpc_parse_line((const char *)line, len, &blank);
 	if (!msg)
 		return;
 	/* The reply envelope of dispatch(): {"jsonrpc":"2.0","id":<id>,...}. */

@@ -1,4 +1,4 @@
-/* Fuzz target: the checks of verify_outputs (workspace/validate.h) over bytes
+/* Fuzz target: the checks of verify_outputs (files/validate.h) over bytes
  * that untrusted code wrote.
  *
  * Input: byte 0 chooses the kind (low 3 bits, modulo 7) and the options
@@ -13,7 +13,7 @@
  * report. */
 #include <string.h>
 
-#include "../../workspace/validate.h"
+#include "../../files/validate.h"
 #include "fuzz.h"
 
 static const char *const keys[] = { "name", "rows", "", "a\"b" };

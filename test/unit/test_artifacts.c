@@ -1,4 +1,4 @@
-/* Unit tests of workspace/artifacts.c: the walk (nested dirs, hidden names,
+/* Unit tests of files/artifacts.c: the walk (nested dirs, hidden names,
  * exclusions, patterns, symlinks listed but never followed, limits), the
  * diff of two snapshots, and SHA-256. */
 #include <setjmp.h>
@@ -16,7 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../../workspace/artifacts.h"
+#include "../../files/artifacts.h"
 #include "ws_fixture.h"
 
 static void mk(const struct fx *f, const char *rel, const char *content)

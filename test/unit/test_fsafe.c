@@ -1,4 +1,4 @@
-/* Unit tests of workspace/fsafe.c: path mapping tables, and the attacks that
+/* Unit tests of files/fsafe.c: path mapping tables, and the attacks that
  * sandboxed code can stage in the workspace (planted symlinks to files and
  * directories outside, FIFOs, hard links), each run twice: with openat2
  * and with the O_NOFOLLOW walk used on kernels without it. */
@@ -20,7 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../../workspace/fsafe.h"
+#include "../../files/fsafe.h"
 #include "ws_fixture.h"
 
 static char *slurp(const char *path)

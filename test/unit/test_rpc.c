@@ -31,7 +31,7 @@ static int setup(void **state)
 	snprintf(ws, sizeof ws, "%s/workspace", tmpdir);
 	assert_int_equal(ws_open(&srv.ws, tmpdir, ws, &e), 0);
 	srv.loop = loop_new();
-	srv.sup = sup_new(&srv); /* never started: no zygote in unit tests */
+	srv.sup = server_sup_new(&srv); /* never started: no zygote in unit tests */
 	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
 	saved_stdout = dup(STDOUT_FILENO);
 	out_w = p[1];

@@ -1,4 +1,4 @@
-/* Unit tests of workspace/validate.c: each kind on good and broken fixtures
+/* Unit tests of files/validate.c: each kind on good and broken fixtures
  * (fixtures/files/, made by fixtures/files/make_fixtures.py), plus inline
  * edge cases.  FIXTURES_DIR overrides where the fixtures are looked for. */
 #include <setjmp.h>
@@ -13,7 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../../workspace/validate.h"
+#include "../../files/validate.h"
 
 static char fixdir[PATH_MAX];
 

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 
-#include "../../workspace/fsafe.h"
+#include "../../files/fsafe.h"
 
 struct fx {
 	char tmp[64];          /* the temp dir: holds root/ and outside/ */

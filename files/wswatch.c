@@ -8,7 +8,9 @@
 #include "../rpc/work.h"
 
 struct wswatch {
-	struct server *srv;
+	struct loop *loop;
+	struct work *work;
+	const struct workspace *ws;
 	unsigned long long limit, base;
 	bool have_base;
 	void (*over)(void *arg, unsigned long long bytes);
@@ -44,10 +46,10 @@ static void walk_start(void *arg)
 	struct ws_job *wj = xcalloc(1, sizeof *wj);
 	wj->j.run = walk_run;
 	wj->j.done = walk_done;
-	wj->ws = &w->srv->ws;
+	wj->ws = w->ws;
 	wj->w = w;
 	w->job = wj;
-	work_submit(w->srv->work, &wj->j);
+	work_submit(w->work, &wj->j);
 }
 
 static void walk_done(struct job *j, bool abandoned)
@@ -68,14 +70,16 @@ static void walk_done(struct job *j, bool abandoned)
 		return;
 	}
 	double next = 4 * ms > WSWATCH_MIN_MS ? 4 * ms : WSWATCH_MIN_MS;
-	w->timer = loop_timer(w->srv->loop, next, walk_start, w);
+	w->timer = loop_timer(w->loop, next, walk_start, w);
 }
 
-struct wswatch *wswatch_start(struct server *srv, unsigned long long limit_bytes,
-			      void (*over)(void *arg, unsigned long long bytes), void *arg)
+struct wswatch *wswatch_start(struct loop *loop, struct work *work, const struct workspace *ws,
+			      unsigned long long limit_bytes, void (*over)(void *arg, unsigned long long bytes), void *arg)
 {
 	struct wswatch *w = xcalloc(1, sizeof *w);
-	w->srv = srv;
+	w->loop = loop;
+	w->work = work;
+	w->ws = ws;
 	w->limit = limit_bytes;
 	w->over = over;
 	w->arg = arg;
@@ -88,7 +92,7 @@ void wswatch_stop(struct wswatch *w)
 	if (!w)
 		return;
 	if (w->timer)
-		loop_timer_cancel(w->srv->loop, w->timer);
+		loop_timer_cancel(w->loop, w->timer);
 	if (w->job)
 		work_abandon(&w->job->j);
 	free(w);

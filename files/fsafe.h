@@ -7,8 +7,8 @@
  * (openat2 RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
  * falling back to an O_NOFOLLOW walk component by component on kernels
  * without openat2). */
-#ifndef WORKSPACE_FSAFE_H
-#define WORKSPACE_FSAFE_H
+#ifndef FILES_FSAFE_H
+#define FILES_FSAFE_H
 
 #include <stdbool.h>
 #include <stddef.h>

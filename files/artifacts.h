@@ -1,7 +1,7 @@
 /* The workspace's files: snapshots (to list what a call created or
  * modified) and list_artifacts.  Walks never follow symlinks. */
-#ifndef WORKSPACE_ARTIFACTS_H
-#define WORKSPACE_ARTIFACTS_H
+#ifndef FILES_ARTIFACTS_H
+#define FILES_ARTIFACTS_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,7 +1,7 @@
 /* Checks of verify_outputs (docs/TOOLS.md), done in the server, never
  * trusting the interpreter.  Pure functions over bytes, fuzzable. */
-#ifndef WORKSPACE_VALIDATE_H
-#define WORKSPACE_VALIDATE_H
+#ifndef FILES_VALIDATE_H
+#define FILES_VALIDATE_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -9,10 +9,12 @@
  * fifth of one worker.  The call is over the limit when the workspace takes
  * more than the limit and more than its baseline: files that were there
  * before the call never stop it by themselves. */
-#ifndef WORKSPACE_WSWATCH_H
-#define WORKSPACE_WSWATCH_H
+#ifndef FILES_WSWATCH_H
+#define FILES_WSWATCH_H
 
-#include "../mcp/server.h"
+#include "../rpc/loop.h"
+#include "../rpc/work.h"
+#include "fsafe.h"
 
 #define WSWATCH_MIN_MS 250.0
 
@@ -20,8 +22,8 @@ struct wswatch;
 
 /* Starts watching for one call; over(arg, bytes) is called (once, on the
  * loop) when the workspace grew past limit_bytes. */
-struct wswatch *wswatch_start(struct server *srv, unsigned long long limit_bytes,
-			      void (*over)(void *arg, unsigned long long bytes), void *arg);
+struct wswatch *wswatch_start(struct loop *loop, struct work *work, const struct workspace *ws,
+			      unsigned long long limit_bytes, void (*over)(void *arg, unsigned long long bytes), void *arg);
 /* Stops watching and frees w (NULL-safe); a walk in progress is abandoned. */
 void wswatch_stop(struct wswatch *w);
 

@@ -1,0 +1,103 @@
+/* Tool results and replies (reply.h). */
+#include "reply.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/log.h"
+#include "../supervisor/supervisor.h"
+
+cJSON *tool_text_result(const char *text, bool is_error)
+{
+	cJSON *r = cJSON_CreateObject();
+	cJSON *content = cJSON_AddArrayToObject(r, "content");
+	cJSON *t = cJSON_CreateObject();
+	cJSON_AddStringToObject(t, "type", "text");
+	cJSON_AddStringToObject(t, "text", text);
+	cJSON_AddItemToArray(content, t);
+	cJSON_AddBoolToObject(r, "isError", is_error);
+	return r;
+}
+
+cJSON *tool_json_result(cJSON *obj, bool is_error)
+{
+	/* Compact: clients that show the model both the text and the
+	 * structured copy pay for it twice, so no indentation on top. */
+	char *txt = cJSON_PrintUnformatted(obj);
+	cJSON *r = tool_text_result(txt ? txt : "{}", is_error);
+	free(txt);
+	cJSON_AddItemToObject(r, "structuredContent", obj);
+	return r;
+}
+
+bool reply_version_at_least(const struct server *s, const char *version)
+{
+	/* Versions are dates (YYYY-MM-DD): they order as strings.  Before
+	 * initialize, the latest applies. */
+	return !s->protocol_version[0] || strcmp(s->protocol_version, version) >= 0;
+}
+
+/* A resource_link block as a line of text, for versions that lack it. */
+static void link_as_line(const cJSON *l, char *out, size_t n)
+{
+	const cJSON *size = cJSON_GetObjectItemCaseSensitive(l, "size");
+	const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(l, "name"));
+	const char *uri = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(l, "uri"));
+	const char *mime = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(l, "mimeType"));
+	if (cJSON_IsNumber(size))
+		snprintf(out, n, "- %s: %s (%s, %.0f bytes)\n", name ? name : "", uri ? uri : "", mime ? mime : "", size->valuedouble);
+	else
+		snprintf(out, n, "- %s: %s (%s)\n", name ? name : "", uri ? uri : "", mime ? mime : "");
+}
+
+void tool_reply(struct server *s, const cJSON *id, cJSON *result)
+{
+	if (result && !reply_version_at_least(s, MCP_V_STRUCTURED)) {
+		/* Before structuredContent and resource_link existed: the JSON
+		 * is already in the text block; each link becomes a line of it. */
+		cJSON_DeleteItemFromObjectCaseSensitive(result, "structuredContent");
+		cJSON *content = cJSON_GetObjectItemCaseSensitive(result, "content");
+		cJSON *text = NULL;
+		char *lines = NULL;
+		size_t len = 0;
+		for (cJSON *b = content ? content->child : NULL, *next; b; b = next) {
+			next = b->next;
+			const char *type = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(b, "type"));
+			if (type && !text && strcmp(type, "text") == 0)
+				text = b;
+			if (!type || strcmp(type, "resource_link") != 0)
+				continue;
+			char line[9000];
+			link_as_line(b, line, sizeof line);
+			char *p = realloc(lines, len + strlen(line) + 1);
+			if (p) {
+				lines = p;
+				memcpy(lines + len, line, strlen(line) + 1);
+				len += strlen(line);
+			}
+			cJSON_Delete(cJSON_DetachItemViaPointer(content, b));
+		}
+		cJSON *t = cJSON_GetObjectItemCaseSensitive(text, "text");
+		if (lines && cJSON_IsString(t)) {
+			size_t tl = strlen(t->valuestring);
+			char *joined = malloc(tl + len + 16);
+			if (joined) {
+				sprintf(joined, "%s%s\nlinks:\n%s", t->valuestring,
+					tl && t->valuestring[tl - 1] == '\n' ? "" : "\n", lines);
+				cJSON_SetValuestring(t, joined);
+				free(joined);
+			}
+		}
+		free(lines);
+	}
+	rpc_result(id, result);
+}
+
+void reply_call_done(struct server *s)
+{
+	if (s->eof && !sup_busy(s->sup) && s->jobs == 0) {
+		log_info("end of input: all calls answered, shutting down");
+		loop_stop(s->loop);
+	}
+}

@@ -1,0 +1,88 @@
+/* The state of the MCP server that every part of mcp/ shares: the options,
+ * the policy, the workspace, the loop and the supervisor.  Only a
+ * definition: the functions are in server.c (lifecycle, dispatch),
+ * tools.c, exec.c and reply.c. */
+#ifndef MCP_STATE_H
+#define MCP_STATE_H
+
+#include <cjson/cJSON.h>
+#include <stdbool.h>
+
+#include "../policy/policy.h"
+#include "../policy/trust.h"
+#include "../rpc/lines.h"
+#include "../rpc/loop.h"
+#include "../rpc/rpc.h"
+#include "../supervisor/warmup.h"
+#include "../files/fsafe.h"
+
+#define MCP_MAX_LINE (8u << 20)   /* one JSON-RPC message */
+#define MCP_MAX_CODE (2u << 20)   /* execute_python's code argument */
+
+/* MCP's own error code (JSON-RPC's are in rpc/rpc.h). */
+enum { MCP_RESOURCE_NOT_FOUND = -32002 };
+
+struct sup;
+struct work;
+
+struct server_opts {
+	const char *root;
+	const char *workspace;
+	const char *skill;
+	const char *venv;
+	double timeout_s;      /* < 0: not given */
+	long memory_mb;        /* < 0: not given */
+	bool structured_content;
+	bool images_link;      /* --images link: images as resource_links only */
+	enum warmup_mode warmup; /* --warmup (supervisor/warmup.h) */
+	/* --check's own server (the hidden --check-session): the zygote
+	 * changes nothing on the host, and the jail's report goes to stderr
+	 * for the --check process to print. */
+	bool check_session;
+	/* ROOT was "/": not a project.  The server still starts, so that the
+	 * agent can tell its user, but runs on an empty stand-in directory and
+	 * every execute_python answers this message. */
+	const char *not_project;
+	/* ROOT from the client's roots: set when neither --root nor
+	 * CLAUDE_PROJECT_DIR named the project (ROOT is then the current
+	 * directory until the client says otherwise). */
+	bool root_from_cwd;
+	char **argv;           /* the command line, to start again on a new ROOT */
+	const char *resume_version; /* internal: started again after initialize */
+	int resume_fd;         /* internal: requests held for the new ROOT, or -1 */
+	char self_exe[4096];   /* this binary, exec'd as the zygote */
+};
+
+struct server {
+	struct server_opts opts;
+	struct policy *policy;
+	struct trust_state trust; /* workspace trust: what was withheld, the note */
+	/* The project came from the client's roots (the server started again
+	 * there): said once, in the first execute_python reply, so that the
+	 * agent knows where workspace/ is. */
+	char *root_note;
+	struct workspace ws;
+	struct loop *loop;
+	struct sup *sup;
+	struct work *work;     /* worker threads for reads of the workspace */
+	int jobs;              /* tool replies a worker is still preparing */
+	bool initialized;
+	char protocol_version[32];
+	int exit_status;
+	struct lines in;       /* stdin line assembly */
+	bool eof;              /* stdin ended: finish what was asked, then exit */
+	/* roots/list: asked after initialized when the client has roots and
+	 * ROOT came from the current directory; requests wait meanwhile. */
+	bool roots_wanted;
+	bool roots_pending;
+	cJSON *held;           /* requests received while roots_pending */
+	char *restart_root;    /* the client's root, once the bytes read are handled */
+};
+
+/* Protocol versions that changed what a reply may hold: tool annotations
+ * came with 2025-03-26; structuredContent, outputSchema, resource_link and
+ * the title fields with 2025-06-18. */
+#define MCP_V_ANNOTATIONS "2025-03-26"
+#define MCP_V_STRUCTURED "2025-06-18"
+
+#endif

@@ -1,0 +1,147 @@
+/* JSON-RPC over stdio: replies are written whole, one line each, with a
+ * blocking write: stdout carries nothing else. */
+#include "rpc.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../common/log.h"
+#include "../common/text.h"
+
+static void write_line(const char *s)
+{
+	size_t len = strlen(s);
+	/* One buffer with the newline, so a line is never split by a short
+	 * write in the middle of another message. */
+	char *buf = malloc(len + 1);
+	if (!buf)
+		return;
+	memcpy(buf, s, len);
+	buf[len] = '\n';
+	const char *p = buf;
+	size_t left = len + 1;
+	while (left) {
+		ssize_t n = write(STDOUT_FILENO, p, left);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN) {
+			struct pollfd pf = { .fd = STDOUT_FILENO, .events = POLLOUT };
+			poll(&pf, 1, 1000);
+			continue;
+		}
+		if (n <= 0)
+			break; /* the client is gone; stdin EOF will follow */
+		p += n;
+		left -= (size_t)n;
+	}
+	free(buf);
+}
+
+/* Every string that leaves on stdout is valid UTF-8, whatever built it:
+ * a message cut with %.Ns in the middle of a character, a path or a detail
+ * from the sandbox.  (cJSON prints bytes as they are.) */
+static void json_sanitize(cJSON *j)
+{
+	for (; j; j = j->next) {
+		if (cJSON_IsString(j) && j->valuestring &&
+		    !utf8_valid((const unsigned char *)j->valuestring, strlen(j->valuestring))) {
+			char *fixed = utf8_sanitize((const unsigned char *)j->valuestring, strlen(j->valuestring), NULL);
+			if (fixed) {
+				cJSON_free(j->valuestring);
+				j->valuestring = fixed; /* malloc'd, as cJSON's hooks are the default */
+			}
+		}
+		if (j->string && !utf8_valid((const unsigned char *)j->string, strlen(j->string))) {
+			char *fixed = utf8_sanitize((const unsigned char *)j->string, strlen(j->string), NULL);
+			if (fixed) {
+				if (!(j->type & cJSON_StringIsConst))
+					cJSON_free(j->string);
+				j->string = fixed;
+				j->type &= ~cJSON_StringIsConst;
+			}
+		}
+		json_sanitize(j->child);
+	}
+}
+
+static void send_obj(cJSON *msg)
+{
+	json_sanitize(msg);
+	char *s = cJSON_PrintUnformatted(msg);
+	if (s) {
+		write_line(s);
+		free(s);
+	} else {
+		log_error("cannot serialise a reply (out of memory)");
+	}
+	cJSON_Delete(msg);
+}
+
+static cJSON *envelope(const cJSON *id)
+{
+	cJSON *m = cJSON_CreateObject();
+	cJSON_AddStringToObject(m, "jsonrpc", "2.0");
+	cJSON_AddItemToObject(m, "id", id ? cJSON_Duplicate(id, 1) : cJSON_CreateNull());
+	return m;
+}
+
+void rpc_result(const cJSON *id, cJSON *result)
+{
+	cJSON *m = envelope(id);
+	cJSON_AddItemToObject(m, "result", result ? result : cJSON_CreateObject());
+	send_obj(m);
+}
+
+void rpc_error(const cJSON *id, int code, const char *msg, cJSON *data)
+{
+	cJSON *m = envelope(id);
+	cJSON *e = cJSON_AddObjectToObject(m, "error");
+	cJSON_AddNumberToObject(e, "code", code);
+	cJSON_AddStringToObject(e, "message", msg);
+	if (data)
+		cJSON_AddItemToObject(e, "data", data);
+	send_obj(m);
+}
+
+void rpc_notify(const char *method, cJSON *params)
+{
+	cJSON *m = cJSON_CreateObject();
+	cJSON_AddStringToObject(m, "jsonrpc", "2.0");
+	cJSON_AddStringToObject(m, "method", method);
+	if (params)
+		cJSON_AddItemToObject(m, "params", params);
+	send_obj(m);
+}
+
+void rpc_request(const char *id, const char *method, cJSON *params)
+{
+	cJSON *m = cJSON_CreateObject();
+	cJSON_AddStringToObject(m, "jsonrpc", "2.0");
+	cJSON_AddStringToObject(m, "id", id);
+	cJSON_AddStringToObject(m, "method", method);
+	if (params)
+		cJSON_AddItemToObject(m, "params", params);
+	send_obj(m);
+}
+
+cJSON *rpc_parse_line(const char *line, size_t len, bool *blank)
+{
+	while (len && (line[len - 1] == '\r' || line[len - 1] == ' ' || line[len - 1] == '\t'))
+		len--;
+	size_t i = 0;
+	while (i < len && (line[i] == ' ' || line[i] == '\t'))
+		i++;
+	*blank = i == len;
+	if (*blank)
+		return NULL;
+	const char *end = NULL;
+	cJSON *msg = cJSON_ParseWithLengthOpts(line + i, len - i, &end, 0);
+	if (msg && end && (size_t)(end - line) < len) {
+		cJSON_Delete(msg); /* more after the first value */
+		return NULL;
+	}
+	return msg;
+}
