@@ -46,7 +46,7 @@ UNIT_BINS := $(UNIT_SRCS:test/unit/%.c=$(BUILD)/test/%)
 HELPER_SRCS := $(wildcard test/helpers/*.c)
 HELPER_BINS := $(HELPER_SRCS:test/helpers/%.c=$(BUILD)/helpers/%)
 
-.PHONY: all setup test test-san valgrind unit jail integration demo install uninstall apparmor-check install-skill clean check-deps help test-clone
+.PHONY: all setup test test-san valgrind unit layers jail integration demo install uninstall apparmor-check install-skill clean check-deps help test-clone
 ## all: build build/python-sandbox-mcp (the default)
 all: check-deps $(BIN)
 
@@ -80,9 +80,13 @@ $(BUILD)/helpers/%: test/helpers/%.c $(LIB_OBJS)
 setup:
 	scripts/setup.sh
 
-## unit: C unit tests (cmocka) and the test helpers
-unit: $(UNIT_BINS) $(HELPER_BINS)
+## unit: C unit tests (cmocka), the test helpers and the layers' check
+unit: $(UNIT_BINS) $(HELPER_BINS) layers
 	@set -e; for t in $(UNIT_BINS); do echo "== $$t"; $$t; done
+
+## layers: fail when an include or a call goes up a layer or forms a cycle
+layers: $(OBJS)
+	@scripts/layers.py --objs $(BUILD)/obj $(LAYERS)
 
 ## integration: the real binary through the MCP TypeScript SDK (test/integration/)
 integration: $(BIN) $(HELPER_BINS)

@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+"""Checks that the code's layers call only downward (make layers).
+
+usage: scripts/layers.py [--objs DIR] LAYER...   (lowest layer first)
+
+A file may include a header of its own folder or of a lower layer's folder,
+never of a higher one; and no files may depend on each other in a circle.
+A file and its header are one module (policy/jail.c and policy/jail.h).
+Two graphs of modules are checked:
+  - includes: what each .c and .h includes;
+  - references (with --objs): which module defines each symbol an object
+    file uses (nm), so a call made without the header counts too.
+Exit 1 with each upward edge and each cycle named; 0 when there is none."""
+import os
+import re
+import subprocess
+import sys
+
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+
+
+def module(path):
+    return os.path.splitext(os.path.normpath(path))[0]
+
+
+def cycles(graph):
+    """Every elementary cycle found by a depth-first search (one per back edge)."""
+    found, state, stack = [], {}, []
+
+    def visit(n):
+        state[n] = 1
+        stack.append(n)
+        for m in sorted(graph.get(n, ())):
+            if state.get(m) == 1:
+                found.append(stack[stack.index(m):] + [m])
+            elif m not in state:
+                visit(m)
+        stack.pop()
+        state[n] = 2
+
+    for n in sorted(graph):
+        if n not in state:
+            visit(n)
+    return found
+
+
+def check(graph, rank, what, problems):
+    for a in sorted(graph):
+        for b in sorted(graph[a]):
+            fa, fb = a.split('/')[0], b.split('/')[0]
+            if rank[fb] > rank[fa]:
+                problems.append(f'{what}: {a} ({fa}) uses {b} ({fb}), a higher layer')
+    for c in cycles(graph):
+        problems.append(f'{what} cycle: ' + ' -> '.join(c))
+
+
+def main(argv):
+    objs = None
+    if len(argv) > 2 and argv[1] == '--objs':
+        objs = argv[2]
+        argv = argv[2:]
+    layers = argv[1:]
+    if not layers:
+        print(__doc__, file=sys.stderr)
+        return 2
+    rank = {name: i for i, name in enumerate(layers)}
+    problems = []
+
+    includes = {}
+    for layer in layers:
+        for f in sorted(os.listdir(layer)):
+            if not f.endswith(('.c', '.h')):
+                continue
+            path = os.path.join(layer, f)
+            me = module(path)
+            includes.setdefault(me, set())
+            with open(path, encoding='utf-8', errors='replace') as fh:
+                for inc in INCLUDE.findall(fh.read()):
+                    target = os.path.normpath(os.path.join(layer, inc))
+                    if target.split('/')[0] not in rank:
+                        problems.append(f'{path} includes {inc}, outside the layers')
+                        continue
+                    if module(target) != me:
+                        includes[me].add(module(target))
+    check(includes, rank, 'include', problems)
+
+    if objs:
+        defined, used = {}, {}
+        for layer in layers:
+            d = os.path.join(objs, layer)
+            if not os.path.isdir(d):
+                continue
+            for f in sorted(os.listdir(d)):
+                if not f.endswith('.o'):
+                    continue
+                me = module(os.path.join(layer, f))
+                out = subprocess.run(['nm', '-P', os.path.join(d, f)], capture_output=True, text=True, check=True).stdout
+                used[me] = set()
+                for line in out.splitlines():
+                    parts = line.split()
+                    if len(parts) < 2:
+                        continue
+                    sym, kind = parts[0], parts[1]
+                    if kind == 'U':
+                        used[me].add(sym)
+                    elif kind.isupper():
+                        defined[sym] = me
+        refs = {m: {defined[s] for s in syms if s in defined and defined[s] != m} for m, syms in used.items()}
+        check(refs, rank, 'reference', problems)
+
+    for p in problems:
+        print('layers: ' + p, file=sys.stderr)
+    if problems:
+        print(f'layers: {len(problems)} problem(s); the order, lowest first: {" ".join(layers)} '
+              '(docs/ARCHITECTURE.md)', file=sys.stderr)
+        return 1
+    print(f'layers: {len(includes)} modules in {len(layers)} layers, every include'
+          f'{" and reference" if objs else ""} downward, no cycle')
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main(sys.argv))
