@@ -162,4 +162,5 @@ void loop_run(struct loop *l)
 		if (!l->stop)
 			run_timers(l);
 	}
+	l->stop = false; /* the next loop_run runs again (the unit tests) */
 }

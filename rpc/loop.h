@@ -24,7 +24,7 @@ void loop_unwatch(struct loop *l, int fd);
 uint64_t loop_timer(struct loop *l, double ms, loop_timer_cb cb, void *arg);
 void loop_timer_cancel(struct loop *l, uint64_t id);
 
-/* Runs until loop_stop. */
+/* Runs until loop_stop (which it then clears). */
 void loop_run(struct loop *l);
 void loop_stop(struct loop *l);
 

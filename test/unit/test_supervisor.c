@@ -1,0 +1,537 @@
+/* The supervisor's state machine (supervisor/supervisor.c) against a fake
+ * zygote and fake sessions: real processes on the other end of the real
+ * wire protocol, with real pidfds, frozen and resumed with real signals.
+ *
+ * The supervisor execs its "zygote" as `SELF --zygote-fd N`; SELF is this
+ * test binary, whose main() then becomes the fake zygote instead of running
+ * the tests.  The fake forks a fake session per W_SPAWN.  A session keeps
+ * one number of state (x) and obeys the words of each cell's code:
+ *   inc             x += 1
+ *   crash           exit(9) once the cell has started (after the words before it)
+ *   die_unstarted   exit(3) on reading the cell, before W_STARTED (not when resumed)
+ *   hang_unstarted  never say W_STARTED (not when resumed)
+ * and answers {"status": "ok", "result": "<x>", "pid", "resumed"}.  Its
+ * checkpoint is a fork that waits for SIGUSR1, then says hello as the
+ * session; while the file HOLD_RESUME exists in the workspace it waits
+ * before that hello.  Nothing here is a mock of the supervisor's side: the
+ * test drives the real supervisor through its public functions and reads
+ * what each run's events report. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../../common/log.h"
+#include "../../proto/config.h"
+#include "../../proto/wire.h"
+#include "../../supervisor/supervisor.h"
+
+#define HOLD_RESUME "hold-resume"
+
+/* ------------------------------------------------------------ the fake processes */
+
+static char ws_dir[4096];
+static int ctrl_fd = -1;      /* a session's control socket */
+static long x;                /* a session's state */
+static bool resumed;          /* this process is a resumed checkpoint */
+static pid_t zygote_pid, session_pid;
+
+static void send_json(int fd, uint32_t type, cJSON *j, const int *fds, int nfds)
+{
+	char *txt = cJSON_PrintUnformatted(j);
+	if (!txt || wire_send(fd, type, txt, strlen(txt), fds, nfds) < 0)
+		_exit(80);
+	free(txt);
+	cJSON_Delete(j);
+}
+
+static void hello(void)
+{
+	cJSON *j = cJSON_CreateObject();
+	cJSON_AddNumberToObject(j, "pid", getpid());
+	if (resumed)
+		cJSON_AddBoolToObject(j, "resumed", 1);
+	send_json(ctrl_fd, W_HELLO, j, NULL, 0);
+}
+
+static bool held(void)
+{
+	char p[4200];
+	snprintf(p, sizeof p, "%s/%s", ws_dir, HOLD_RESUME);
+	return access(p, F_OK) == 0;
+}
+
+/* Forks the frozen copy; the parent announces it.  The copy returns once
+ * resumed, as the session. */
+static void checkpoint(void)
+{
+	sigset_t usr1;
+	sigemptyset(&usr1);
+	sigaddset(&usr1, SIGUSR1);
+	sigprocmask(SIG_BLOCK, &usr1, NULL);
+	pid_t me = getpid();
+	pid_t pid = fork();
+	if (pid == 0) {
+		for (;;) {
+			struct timespec t = { 0, 50 * 1000 * 1000 };
+			if (sigtimedwait(&usr1, NULL, &t) == SIGUSR1)
+				break;
+			pid_t pp = getppid();
+			if (pp != me && pp != zygote_pid)
+				_exit(0); /* everything above is gone */
+		}
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		resumed = true;
+		while (held())
+			usleep(20 * 1000);
+		char junk[4096];
+		while (recv(ctrl_fd, junk, sizeof junk, MSG_DONTWAIT) > 0)
+			;
+		hello();
+		checkpoint();
+		return;
+	}
+	int pidfd = pid > 0 ? (int)syscall(SYS_pidfd_open, pid, 0) : -1;
+	cJSON *j = cJSON_CreateObject();
+	cJSON_AddNumberToObject(j, "pid", pid);
+	send_json(ctrl_fd, W_CHECKPOINT, j, pidfd >= 0 ? &pidfd : NULL, pidfd >= 0 ? 1 : 0);
+	if (pidfd >= 0)
+		close(pidfd);
+}
+
+static bool has_word(const char *code, const char *w)
+{
+	size_t n = strlen(w);
+	for (const char *p = code; (p = strstr(p, w)); p += n)
+		if ((p == code || p[-1] == ' ') && (p[n] == ' ' || p[n] == '\0'))
+			return true;
+	return false;
+}
+
+static __attribute__((noreturn)) void session_main(void)
+{
+	hello();
+	for (;;) {
+		struct wire_msg m;
+		if (wire_recv(ctrl_fd, &m, WIRE_MAX_PAYLOAD) < 0)
+			_exit(0);
+		if (m.type == W_TAKE_CHECKPOINT) {
+			checkpoint();
+		} else if (m.type == W_THUMB) {
+			wire_send(ctrl_fd, W_THUMB_DATA, "", 0, NULL, 0);
+		} else if (m.type == W_EXEC) {
+			cJSON *cell = cJSON_ParseWithLength((const char *)m.data, m.len);
+			const char *code = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cell, "code"));
+			code = code ? code : "";
+			if (!resumed && has_word(code, "die_unstarted"))
+				_exit(3);
+			if (!resumed && has_word(code, "hang_unstarted"))
+				for (;;)
+					pause();
+			wire_send(ctrl_fd, W_STARTED, "", 0, NULL, 0);
+			if (has_word(code, "inc"))
+				x++;
+			if (has_word(code, "crash"))
+				_exit(9);
+			cJSON *r = cJSON_CreateObject();
+			cJSON_AddStringToObject(r, "status", "ok");
+			char v[32];
+			snprintf(v, sizeof v, "%ld", x);
+			cJSON_AddStringToObject(r, "result", v);
+			cJSON_AddNumberToObject(r, "pid", getpid());
+			cJSON_AddBoolToObject(r, "resumed", resumed);
+			send_json(ctrl_fd, W_RESULT, r, NULL, 0);
+			cJSON_Delete(cell);
+		}
+		wire_msg_free(&m);
+	}
+}
+
+/* The fake zygote: W_CONFIG, W_READY, then sessions on W_SPAWN, their
+ * exits as W_EXITED, and W_SETTLED for each W_SETTLE. */
+static __attribute__((noreturn)) void zygote_main(int zfd)
+{
+	struct wire_msg m;
+	struct zconfig cfg;
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	prctl(PR_SET_CHILD_SUBREAPER, 1); /* orphaned checkpoints come here, as in the real one */
+	zygote_pid = getpid();
+	if (wire_recv(zfd, &m, 4u << 20) < 0 || m.type != W_CONFIG || zconfig_decode(m.data, m.len, &cfg) < 0)
+		_exit(81);
+	wire_msg_free(&m);
+	snprintf(ws_dir, sizeof ws_dir, "%s", cfg.workspace);
+	cJSON *ready = cJSON_CreateObject();
+	cJSON_AddBoolToObject(ready, "enforceable", 1);
+	cJSON_AddNumberToObject(ready, "start_ms", 1);
+	send_json(zfd, W_READY, ready, NULL, 0);
+	unsigned long long exits = 0;
+	for (;;) {
+		int status;
+		pid_t dead;
+		while ((dead = waitpid(-1, &status, WNOHANG)) > 0) {
+			cJSON *j = cJSON_CreateObject();
+			cJSON_AddNumberToObject(j, "pid", dead);
+			cJSON_AddNumberToObject(j, "status", status);
+			cJSON_AddNumberToObject(j, "epoch", (double)++exits);
+			send_json(zfd, W_EXITED, j, NULL, 0);
+		}
+		struct pollfd p = { .fd = zfd, .events = POLLIN };
+		if (poll(&p, 1, 10) <= 0)
+			continue;
+		if (wire_recv(zfd, &m, 1 << 20) < 0)
+			_exit(0);
+		cJSON *j = cJSON_ParseWithLength((const char *)m.data, m.len);
+		if (m.type == W_SPAWN && m.nfds == 3) {
+			pid_t pid = fork();
+			if (pid == 0) {
+				prctl(PR_SET_PDEATHSIG, SIGKILL);
+				close(zfd);
+				ctrl_fd = m.fds[0];
+				dup2(m.fds[1], 1);
+				dup2(m.fds[2], 2);
+				session_pid = getpid();
+				session_main();
+			}
+			int pidfd = pid > 0 ? (int)syscall(SYS_pidfd_open, pid, 0) : -1;
+			cJSON *rep = cJSON_CreateObject();
+			cJSON_AddItemToObject(rep, "id", cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(j, "id"), 1));
+			cJSON_AddNumberToObject(rep, "pid", pid);
+			send_json(zfd, W_SPAWNED, rep, pidfd >= 0 ? &pidfd : NULL, pidfd >= 0 ? 1 : 0);
+			if (pidfd >= 0)
+				close(pidfd);
+		} else if (m.type == W_SETTLE) {
+			cJSON *rep = cJSON_CreateObject();
+			cJSON_AddItemToObject(rep, "pid", cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(j, "pid"), 1));
+			cJSON_AddNumberToObject(rep, "ended", 0);
+			send_json(zfd, W_SETTLED, rep, NULL, 0);
+		}
+		cJSON_Delete(j);
+		wire_msg_free(&m);
+	}
+}
+
+/* ------------------------------------------------------------ the test's side */
+
+struct trun {
+	struct run run;          /* first */
+	bool done, dropped;
+	long x;                  /* the result: the session's state */
+	pid_t pid;               /* the process that answered */
+	bool resumed;
+};
+
+static struct loop *loop;
+static struct policy *pol;
+static struct workspace ws;
+static struct sup *sup;
+static char tmpdir[] = "/tmp/psm-sup-XXXXXX";
+static char self[4096];
+static bool timed_out;
+
+static void ev_ready(struct run *r, void (*ready)(struct run *r, void *arg), void *arg)
+{
+	ready(r, arg);
+}
+
+static bool ev_no_thumb(struct run *r, char *rel, size_t size)
+{
+	return false;
+}
+
+static void ev_thumb(struct run *r, const unsigned char *data, size_t len)
+{
+}
+
+static void ev_progress(struct run *r, double progress, double elapsed_s, const char *line)
+{
+}
+
+static void ev_done(struct run *r)
+{
+	struct trun *t = (struct trun *)r;
+	t->done = true;
+	const char *v = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(r->py, "result"));
+	const cJSON *pid = cJSON_GetObjectItemCaseSensitive(r->py, "pid");
+	t->x = v ? atol(v) : -1;
+	t->pid = cJSON_IsNumber(pid) ? (pid_t)pid->valueint : 0;
+	t->resumed = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r->py, "resumed"));
+	loop_stop(loop);
+}
+
+static void ev_drop(struct run *r)
+{
+	((struct trun *)r)->dropped = true;
+}
+
+static const struct run_events events = {
+	.prepare = ev_ready,
+	.collect = ev_ready,
+	.next_thumb = ev_no_thumb,
+	.thumb = ev_thumb,
+	.progress = ev_progress,
+	.done = ev_done,
+	.drop = ev_drop,
+};
+
+static struct trun *submit(const char *code, double timeout_ms)
+{
+	struct trun *t = calloc(1, sizeof *t);
+	assert_non_null(t);
+	t->run.ev = &events;
+	t->run.code = strdup(code);
+	snprintf(t->run.session, sizeof t->run.session, "default");
+	t->run.timeout_ms = timeout_ms;
+	sup_submit(sup, &t->run);
+	return t;
+}
+
+static void trun_free(struct trun *t)
+{
+	struct run *r = &t->run;
+	cJSON_Delete(r->py);
+	free(r->code);
+	free(r->out_text);
+	free(r->err_text);
+	free(r->out_log);
+	free(r->err_log);
+	free(r->note);
+	free(t);
+}
+
+static void stop_waiting(void *arg)
+{
+	timed_out = true;
+	loop_stop(loop);
+}
+
+/* Runs the loop until t is done (at most 60 s: a loaded machine). */
+static void wait_done(struct trun *t)
+{
+	timed_out = false;
+	uint64_t guard = loop_timer(loop, 60000.0, stop_waiting, NULL);
+	while (!t->done && !timed_out)
+		loop_run(loop);
+	loop_timer_cancel(loop, guard);
+	assert_false(timed_out);
+	assert_true(t->done);
+}
+
+/* Runs the loop for ms (what is in flight goes on). */
+static void spin(double ms)
+{
+	timed_out = false;
+	loop_timer(loop, ms, stop_waiting, NULL);
+	while (!timed_out)
+		loop_run(loop);
+}
+
+static void hold_resume(bool on)
+{
+	char p[4200];
+	snprintf(p, sizeof p, "%s/%s", ws.abs, HOLD_RESUME);
+	if (on) {
+		int fd = open(p, O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+		assert_true(fd >= 0);
+		close(fd);
+	} else {
+		unlink(p);
+	}
+}
+
+static struct trun *run_ok(const char *code)
+{
+	struct trun *t = submit(code, 30000.0);
+	wait_done(t);
+	assert_int_equal(t->run.status, CALL_OK);
+	return t;
+}
+
+static int setup(void **state)
+{
+	struct err e = { 0 };
+	assert_true(mkdtemp(tmpdir) != NULL);
+	char wsd[256];
+	snprintf(wsd, sizeof wsd, "%s/workspace", tmpdir);
+	assert_int_equal(policy_builtin(&pol, &e), 0);
+	assert_int_equal(policy_resolve(pol, tmpdir, &e), 0);
+	pol->limits.persist = false; /* nothing written outside tmpdir */
+	assert_int_equal(ws_open(&ws, tmpdir, wsd, &e), 0);
+	loop = loop_new();
+	ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+	assert_true(n > 0);
+	self[n] = '\0';
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	loop_free(loop);
+	ws_close(&ws);
+	policy_free(pol);
+	char cmd[300];
+	snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
+	return system(cmd) == 0 ? 0 : -1;
+}
+
+/* A supervisor and its fake zygote for each test. */
+static int sup_up(void **state)
+{
+	struct sup_config cfg = { .loop = loop, .policy = pol, .ws = &ws, .self_exe = self };
+	struct err e = { 0 };
+	hold_resume(false);
+	sup = sup_new(&cfg);
+	assert_non_null(sup);
+	assert_int_equal(sup_start(sup, &e), 0);
+	return 0;
+}
+
+static int sup_down(void **state)
+{
+	sup_free(sup);
+	sup = NULL;
+	return 0;
+}
+
+/* A crash during a call: the state is the one before it (the checkpoint
+ * resumed), and the next call runs in that resumed copy. */
+static void test_roll_back(void **state)
+{
+	struct trun *a = run_ok("inc");
+	assert_int_equal(a->x, 1);
+	assert_true(a->run.new_session);
+	assert_int_equal(a->run.state, STATE_KEPT);
+	struct trun *b = submit("inc crash", 30000.0);
+	wait_done(b);
+	assert_int_equal(b->run.status, CALL_CRASHED);
+	assert_int_equal(b->run.state, STATE_ROLLED_BACK);
+	assert_int_equal(b->run.exit_code, 9); /* the process's own exit status */
+	struct trun *c = run_ok("");
+	assert_int_equal(c->x, 1); /* not 2: the crashed call's inc was dropped */
+	assert_true(c->resumed);
+	assert_int_not_equal(c->pid, a->pid);
+	assert_int_equal(c->run.state, STATE_KEPT);
+	assert_false(c->run.new_session);
+	assert_int_equal(c->run.cell, 3); /* every cell sent counts, rolled back or not */
+	trun_free(a);
+	trun_free(b);
+	trun_free(c);
+}
+
+/* The resumed copy takes its own checkpoint: a second crash rolls back to
+ * the same state again, and the state goes on from there. */
+static void test_resume_twice(void **state)
+{
+	trun_free(run_ok("inc"));
+	for (int i = 0; i < 2; i++) {
+		struct trun *b = submit("inc crash", 30000.0);
+		wait_done(b);
+		assert_int_equal(b->run.state, STATE_ROLLED_BACK);
+		trun_free(b);
+	}
+	struct trun *c = run_ok("inc");
+	assert_int_equal(c->x, 2);
+	assert_true(c->resumed);
+	trun_free(c);
+}
+
+/* The process died before it received the cell: the cell never ran, so
+ * it is sent again to the resumed checkpoint, and answered from there as
+ * if nothing had happened. */
+static void test_requeue_unstarted(void **state)
+{
+	struct trun *a = run_ok("inc");
+	struct trun *b = submit("die_unstarted inc", 30000.0);
+	wait_done(b);
+	assert_int_equal(b->run.status, CALL_OK);
+	assert_int_equal(b->run.resends, 1);
+	assert_int_equal(b->x, 2); /* ran once, on the state of after a */
+	assert_true(b->resumed);
+	assert_int_not_equal(b->pid, a->pid);
+	assert_int_equal(b->run.state, STATE_KEPT);
+	assert_null(b->run.note);
+	trun_free(a);
+	trun_free(b);
+}
+
+static bool same_run(const struct run *r, const void *key)
+{
+	return r == key;
+}
+
+/* A call cancelled while the session resumes: it is dropped (no reply),
+ * and the session goes on once resumed. */
+static void test_cancel_while_resuming(void **state)
+{
+	trun_free(run_ok("inc"));
+	hold_resume(true);
+	struct trun *b = submit("inc crash", 30000.0);
+	wait_done(b);
+	assert_int_equal(b->run.state, STATE_ROLLED_BACK);
+	/* The resumed copy has not said hello: c waits in the queue. */
+	struct trun *c = submit("inc", 30000.0);
+	spin(300);
+	assert_false(c->done);
+	assert_true(sup_busy(sup));
+	assert_true(sup_cancel(sup, same_run, &c->run));
+	assert_true(c->dropped);
+	assert_false(c->done);
+	assert_false(sup_cancel(sup, same_run, &c->run)); /* gone from the queue */
+	hold_resume(false);
+	struct trun *d = run_ok("");
+	assert_int_equal(d->x, 1); /* c never ran */
+	assert_true(d->resumed);
+	trun_free(b);
+	trun_free(c);
+	trun_free(d);
+}
+
+/* The cell's time ran out before the session said it had started it: a
+ * timeout (never sent again), rolled back. */
+static void test_timeout_while_starting(void **state)
+{
+	struct trun *a = run_ok("inc");
+	struct trun *b = submit("hang_unstarted inc", 300.0);
+	wait_done(b);
+	assert_int_equal(b->run.status, CALL_TIMEOUT);
+	assert_int_equal(b->run.exit_code, 124);
+	assert_int_equal(b->run.resends, 0);
+	assert_int_equal(b->run.state, STATE_ROLLED_BACK);
+	struct trun *c = run_ok("");
+	assert_int_equal(c->x, 1);
+	assert_true(c->resumed);
+	trun_free(a);
+	trun_free(b);
+	trun_free(c);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 3 && strcmp(argv[1], "--zygote-fd") == 0)
+		zygote_main(atoi(argv[2]));
+	log_threshold = LOG_ERROR;
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_roll_back, sup_up, sup_down),
+		cmocka_unit_test_setup_teardown(test_resume_twice, sup_up, sup_down),
+		cmocka_unit_test_setup_teardown(test_requeue_unstarted, sup_up, sup_down),
+		cmocka_unit_test_setup_teardown(test_cancel_while_resuming, sup_up, sup_down),
+		cmocka_unit_test_setup_teardown(test_timeout_while_starting, sup_up, sup_down),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
