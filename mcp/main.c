@@ -160,6 +160,23 @@ static void remove_standin(void)
 		jail_scratch_remove(standin);
 }
 
+/* Workspace trust: an unapproved project policy gets no more than the
+ * built-in one; then the flags may tighten further.  -1 (said on stderr,
+ * the trust state freed) when the policy cannot be used. */
+static int policy_settle(struct server *srv, bool from_file, const char *root, const char *ws)
+{
+	struct err e = { 0 };
+	int r = trust_decide(&srv->trust, srv->policy, from_file, root, ws, srv->opts.skill != NULL, &e);
+	if (r == 0)
+		r = policy_tighten(srv->policy, srv->opts.timeout_s, srv->opts.memory_mb, &e);
+	if (r < 0) {
+		fprintf(stderr, "python-sandbox-mcp: policy error: %s\n", e.msg);
+		trust_state_free(&srv->trust);
+		return -1;
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -411,14 +428,8 @@ int main(int argc, char **argv)
 			snprintf(wsabs, sizeof wsabs, "%.2000s/%.2000s", root_abs, wsp);
 		const char *ws_final = realpath(wsabs, real) ? real : wsabs;
 		char *requested = policy_describe(srv.policy);
-		r = trust_decide(&srv.trust, srv.policy, skill_file != NULL, root_abs, ws_final,
-				 srv.opts.skill != NULL, &e);
-		if (r == 0)
-			r = policy_tighten(srv.policy, srv.opts.timeout_s, srv.opts.memory_mb, &e);
-		if (r < 0) {
-			fprintf(stderr, "python-sandbox-mcp: policy error: %s\n", e.msg);
+		if (policy_settle(&srv, skill_file != NULL, root_abs, ws_final) < 0) {
 			free(requested);
-			trust_state_free(&srv.trust);
 			policy_free(srv.policy);
 			return 2;
 		}
@@ -454,22 +465,11 @@ int main(int argc, char **argv)
 		policy_free(srv.policy);
 		return st;
 	}
-	/* Workspace trust: an unapproved project policy gets no more than the
-	 * built-in one; then the flags may tighten further. */
-	char *requested = policy_describe(srv.policy);
-	r = trust_decide(&srv.trust, srv.policy, skill_file != NULL, srv.ws.root, srv.ws.abs,
-			 srv.opts.skill != NULL, &e);
-	if (r == 0)
-		r = policy_tighten(srv.policy, srv.opts.timeout_s, srv.opts.memory_mb, &e);
-	if (r < 0) {
-		fprintf(stderr, "python-sandbox-mcp: policy error: %s\n", e.msg);
-		free(requested);
-		trust_state_free(&srv.trust);
+	if (policy_settle(&srv, skill_file != NULL, srv.ws.root, srv.ws.abs) < 0) {
 		ws_close(&srv.ws);
 		policy_free(srv.policy);
 		return 2;
 	}
-	free(requested);
 
 	char *desc = policy_describe(srv.policy);
 	log_info("root %s, workspace %s, %spolicy:\n%s", srv.ws.root, srv.ws.abs, venv_line, desc ? desc : "");

@@ -69,110 +69,156 @@ static cJSON *nullable(cJSON *props, const char *name, const char *type, const c
 	return p;
 }
 
-static cJSON *exec_output_schema(void)
+/* The fields of an object in a schema: one table per object, so that what
+ * a reply holds is written once, as data. */
+enum { F_REQ = 1, F_NULL = 2 }; /* required; may be null */
+struct field {
+	const char *name, *type;
+	int flags;
+	const char *desc;
+};
+
+/* Adds the fields to obj's properties, and the required ones to its
+ * "required"; returns the properties. */
+static cJSON *add_fields(cJSON *obj, const struct field *f, size_t n)
 {
-	cJSON *props, *s = schema(&props);
-	cJSON *st = prop(props, "status", "string", "ok, error, timeout, cancelled, crashed, memory or limits (the workspace outgrew max_workspace_mb)");
-	cJSON *sv = cJSON_AddArrayToObject(st, "enum");
-	for (int i = CALL_OK; i < CALL_STATUS_COUNT; i++)
-		cJSON_AddItemToArray(sv, cJSON_CreateString(call_status_name((enum call_status)i)));
-	prop(props, "exit_code", "integer", "0 ok, 1 exception, 124 timeout, 130 cancelled, 128+signal crash, 137 memory, 153 limits (128 + SIGXFSZ)");
-	prop(props, "session", "string", "the session name");
-	prop(props, "execution_count", "integer", "the cell number in this session");
-	cJSON *state = prop(props, "state", "string", "kept, rolled_back, new or restored (loaded from the saved state after a restart)");
-	cJSON *stv = cJSON_AddArrayToObject(state, "enum");
-	for (int i = STATE_KEPT; i < CALL_STATE_COUNT; i++)
-		cJSON_AddItemToArray(stv, cJSON_CreateString(call_state_name((enum call_state)i)));
-	prop(props, "duration_ms", "number", "wall-clock time of the call");
-	nullable(props, "cpu_ms", "number", "CPU time of the session's processes during the call (null when they ended before it could be read)");
-	nullable(props, "peak_mb", "number", "peak resident memory of the session's processes during the call, MB");
-	prop(props, "stdout", "string", "captured standard output (head and tail when long)");
-	prop(props, "stderr", "string", "captured standard error (head and tail when long)");
-	prop(props, "output_truncated", "boolean", "true when output was cut");
-	nullable(props, "full_output", "string", "the file under workspace/.logs/ that holds the whole output");
-	nullable(props, "result", "string", "repr of the final expression");
-	cJSON *err = nullable(props, "error", "object", "the exception, or why the call was stopped");
-	cJSON *eprops = cJSON_AddObjectToObject(err, "properties");
-	prop(eprops, "type", "string", "exception type");
-	prop(eprops, "message", "string", "exception message");
-	prop(eprops, "traceback", "string", "the user's own frames");
-	nullable(eprops, "denied_by", "string", "the policy permission that refused the operation");
-	prop(eprops, "hint", "string", "when the sandbox refused something: what to do instead");
-	prop(eprops, "limit", "string", "the limit that stopped the call and its value, e.g. timeout_s: 30");
-	prop(eprops, "withheld", "string", "present when the refused permission is one the project's policy asks for but is not approved for on this machine");
-	prop(props, "note", "string", "first call of a session: what the project's policy asked for and was withheld, and how the user approves it");
-	cJSON *arts = prop(props, "artifacts", "array", "files created or modified by this call");
-	cJSON *item = cJSON_AddObjectToObject(arts, "items");
-	cJSON_AddStringToObject(item, "type", "object");
-	cJSON *iprops = cJSON_AddObjectToObject(item, "properties");
-	prop(iprops, "path", "string", "as Python sees it");
-	prop(iprops, "bytes", "integer", "size");
-	prop(iprops, "mime", "string", "MIME type");
-	prop(iprops, "change", "string", "created or modified");
-	prop(props, "artifacts_truncated", "boolean", "present and true when the workspace held more entries than the comparison walks: the list may be incomplete");
-	const char *const req[] = { "status", "exit_code", "session", "execution_count", "state", "duration_ms",
-				    "stdout", "stderr", "output_truncated", "full_output", "result", "error", "artifacts",
-				    "cpu_ms", "peak_mb" };
-	cJSON_AddItemToObject(s, "required", cJSON_CreateStringArray(req, 15));
-	return s;
+	cJSON *props = cJSON_GetObjectItemCaseSensitive(obj, "properties");
+	if (!props)
+		props = cJSON_AddObjectToObject(obj, "properties");
+	for (size_t i = 0; i < n; i++) {
+		if (f[i].flags & F_NULL)
+			nullable(props, f[i].name, f[i].type, f[i].desc);
+		else
+			prop(props, f[i].name, f[i].type, f[i].desc);
+		if (f[i].flags & F_REQ)
+			required(obj, f[i].name);
+	}
+	return props;
 }
 
-/* An array property whose items are objects; returns the items' properties. */
-static cJSON *object_items(cJSON *props, const char *name, const char *desc)
+/* An array property whose items are objects with these fields. */
+static void object_items(cJSON *props, const char *name, const struct field *f, size_t n)
 {
-	cJSON *arr = prop(props, name, "array", desc);
-	cJSON *item = cJSON_AddObjectToObject(arr, "items");
+	cJSON *item = cJSON_AddObjectToObject(cJSON_GetObjectItemCaseSensitive(props, name), "items");
 	cJSON_AddStringToObject(item, "type", "object");
-	return cJSON_AddObjectToObject(item, "properties");
+	add_fields(item, f, n);
+}
+
+static void string_enum(cJSON *props, const char *name, const char *(*name_of)(int), int from, int to)
+{
+	cJSON *e = cJSON_AddArrayToObject(cJSON_GetObjectItemCaseSensitive(props, name), "enum");
+	for (int i = from; i < to; i++)
+		cJSON_AddItemToArray(e, cJSON_CreateString(name_of(i)));
+}
+
+static const char *status_name(int i)
+{
+	return call_status_name((enum call_status)i);
+}
+
+static const char *state_name(int i)
+{
+	return call_state_name((enum call_state)i);
+}
+
+static const char *verify_status_name(int i)
+{
+	return i == 0 ? "completed" : "failed";
+}
+
+static cJSON *exec_output_schema(void)
+{
+	static const struct field f[] = {
+		{ "status", "string", F_REQ, "ok, error, timeout, cancelled, crashed, memory or limits (the workspace outgrew max_workspace_mb)" },
+		{ "exit_code", "integer", F_REQ, "0 ok, 1 exception, 124 timeout, 130 cancelled, 128+signal crash, 137 memory, 153 limits (128 + SIGXFSZ)" },
+		{ "session", "string", F_REQ, "the session name" },
+		{ "execution_count", "integer", F_REQ, "the cell number in this session" },
+		{ "state", "string", F_REQ, "kept, rolled_back, new or restored (loaded from the saved state after a restart)" },
+		{ "duration_ms", "number", F_REQ, "wall-clock time of the call" },
+		{ "cpu_ms", "number", F_REQ | F_NULL, "CPU time of the session's processes during the call (null when they ended before it could be read)" },
+		{ "peak_mb", "number", F_REQ | F_NULL, "peak resident memory of the session's processes during the call, MB" },
+		{ "stdout", "string", F_REQ, "captured standard output (head and tail when long)" },
+		{ "stderr", "string", F_REQ, "captured standard error (head and tail when long)" },
+		{ "output_truncated", "boolean", F_REQ, "true when output was cut" },
+		{ "full_output", "string", F_REQ | F_NULL, "the file under workspace/.logs/ that holds the whole output" },
+		{ "result", "string", F_REQ | F_NULL, "repr of the final expression" },
+		{ "error", "object", F_REQ | F_NULL, "the exception, or why the call was stopped" },
+		{ "note", "string", 0, "first call of a session: what the project's policy asked for and was withheld, and how the user approves it" },
+		{ "artifacts", "array", F_REQ, "files created or modified by this call" },
+		{ "artifacts_truncated", "boolean", 0, "present and true when the workspace held more entries than the comparison walks: the list may be incomplete" },
+	};
+	static const struct field err[] = {
+		{ "type", "string", 0, "exception type" },
+		{ "message", "string", 0, "exception message" },
+		{ "traceback", "string", 0, "the user's own frames" },
+		{ "denied_by", "string", F_NULL, "the policy permission that refused the operation" },
+		{ "hint", "string", 0, "when the sandbox refused something: what to do instead" },
+		{ "limit", "string", 0, "the limit that stopped the call and its value, e.g. timeout_s: 30" },
+		{ "withheld", "string", 0, "present when the refused permission is one the project's policy asks for but is not approved for on this machine" },
+	};
+	static const struct field art[] = {
+		{ "path", "string", 0, "as Python sees it" },
+		{ "bytes", "integer", 0, "size" },
+		{ "mime", "string", 0, "MIME type" },
+		{ "change", "string", 0, "created or modified" },
+	};
+	cJSON *props, *s = schema(&props);
+	add_fields(s, f, N_ELEMENTS(f));
+	string_enum(props, "status", status_name, CALL_OK, CALL_STATUS_COUNT);
+	string_enum(props, "state", state_name, STATE_KEPT, CALL_STATE_COUNT);
+	add_fields(cJSON_GetObjectItemCaseSensitive(props, "error"), err, N_ELEMENTS(err));
+	object_items(props, "artifacts", art, N_ELEMENTS(art));
+	return s;
 }
 
 static cJSON *list_output_schema(void)
 {
+	static const struct field f[] = {
+		{ "artifacts", "array", F_REQ, "the files, sorted by path" },
+		{ "count", "integer", F_REQ, "number of files listed" },
+		{ "total_bytes", "integer", F_REQ, "their total size" },
+		{ "truncated", "boolean", F_REQ, "true when the listing stopped early or files were left unhashed" },
+		{ "note", "string", 0, "present when the hashing budget ran out: how many files were not hashed" },
+	};
+	static const struct field item[] = {
+		{ "path", "string", F_REQ, "as Python sees it" },
+		{ "bytes", "integer", F_REQ, "size" },
+		{ "mime", "string", F_REQ, "MIME type (inode/symlink for a link, never followed)" },
+		{ "modified", "string", F_REQ, "modification time, RFC 3339 UTC" },
+		{ "sha256", "string", F_REQ | F_NULL, "SHA-256 of the content (null for a link)" },
+		{ "symlink", "boolean", 0, "present and true for a symbolic link" },
+		{ "sha256_skipped", "string", 0, "present when the file was not hashed: the per-call hashing budget ran out" },
+	};
 	cJSON *props, *s = schema(&props);
-	cJSON *ip = object_items(props, "artifacts", "the files, sorted by path");
-	prop(ip, "path", "string", "as Python sees it");
-	prop(ip, "bytes", "integer", "size");
-	prop(ip, "mime", "string", "MIME type (inode/symlink for a link, never followed)");
-	prop(ip, "modified", "string", "modification time, RFC 3339 UTC");
-	nullable(ip, "sha256", "string", "SHA-256 of the content (null for a link)");
-	prop(ip, "symlink", "boolean", "present and true for a symbolic link");
-	prop(ip, "sha256_skipped", "string", "present when the file was not hashed: the per-call hashing budget ran out");
-	const char *const ireq[] = { "path", "bytes", "mime", "modified", "sha256" };
-	cJSON *items = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(props, "artifacts"), "items");
-	cJSON_AddItemToObject(items, "required", cJSON_CreateStringArray(ireq, 5));
-	prop(props, "count", "integer", "number of files listed");
-	prop(props, "total_bytes", "integer", "their total size");
-	prop(props, "truncated", "boolean", "true when the listing stopped early or files were left unhashed");
-	prop(props, "note", "string", "present when the hashing budget ran out: how many files were not hashed");
-	const char *const req[] = { "artifacts", "count", "total_bytes", "truncated" };
-	cJSON_AddItemToObject(s, "required", cJSON_CreateStringArray(req, 4));
+	add_fields(s, f, N_ELEMENTS(f));
+	object_items(props, "artifacts", item, N_ELEMENTS(item));
 	return s;
 }
 
 static cJSON *verify_output_schema(void)
 {
+	static const struct field f[] = {
+		{ "status", "string", F_REQ, "completed when every check passed and the last execution succeeded" },
+		{ "exit_code", "integer", F_REQ | F_NULL, "the session's last execution, or null when it has run nothing" },
+		{ "checks", "array", F_REQ, "one per file, in the order given" },
+		{ "failed", "integer", F_REQ, "number of failed checks" },
+		{ "truncated", "boolean", 0, "true when the reading budget left files unchecked" },
+		{ "summary_path", "string", F_REQ | F_NULL, "where the summary was written, or null" },
+		{ "reason", "string", 0, "present when the last execution did not succeed" },
+		{ "summary_error", "string", 0, "present when the summary could not be written" },
+	};
+	static const struct field check[] = {
+		{ "path", "string", F_REQ, "the path as given" },
+		{ "ok", "boolean", F_REQ, "the file passed" },
+		{ "kind", "string", F_REQ, "png, jpeg, svg, csv, json, text or any" },
+		{ "bytes", "integer", F_REQ | F_NULL, "size, or null when it could not be read" },
+		{ "detail", "string", F_REQ, "what was found, or what to fix" },
+		{ "skipped", "boolean", 0, "present and true when the per-call reading budget ran out before this file (it fails)" },
+	};
 	cJSON *props, *s = schema(&props);
-	cJSON *st = prop(props, "status", "string", "completed when every check passed and the last execution succeeded");
-	const char *const sv[] = { "completed", "failed" };
-	cJSON_AddItemToObject(st, "enum", cJSON_CreateStringArray(sv, 2));
-	nullable(props, "exit_code", "integer", "the session's last execution, or null when it has run nothing");
-	cJSON *cp = object_items(props, "checks", "one per file, in the order given");
-	prop(cp, "path", "string", "the path as given");
-	prop(cp, "ok", "boolean", "the file passed");
-	prop(cp, "kind", "string", "png, jpeg, svg, csv, json, text or any");
-	nullable(cp, "bytes", "integer", "size, or null when it could not be read");
-	prop(cp, "detail", "string", "what was found, or what to fix");
-	prop(cp, "skipped", "boolean", "present and true when the per-call reading budget ran out before this file (it fails)");
-	const char *const creq[] = { "path", "ok", "kind", "bytes", "detail" };
-	cJSON *items = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(props, "checks"), "items");
-	cJSON_AddItemToObject(items, "required", cJSON_CreateStringArray(creq, 5));
-	prop(props, "failed", "integer", "number of failed checks");
-	prop(props, "truncated", "boolean", "true when the reading budget left files unchecked");
-	nullable(props, "summary_path", "string", "where the summary was written, or null");
-	prop(props, "reason", "string", "present when the last execution did not succeed");
-	prop(props, "summary_error", "string", "present when the summary could not be written");
-	const char *const req[] = { "status", "exit_code", "checks", "failed", "summary_path" };
-	cJSON_AddItemToObject(s, "required", cJSON_CreateStringArray(req, 5));
+	add_fields(s, f, N_ELEMENTS(f));
+	string_enum(props, "status", verify_status_name, 0, 2);
+	object_items(props, "checks", check, N_ELEMENTS(check));
 	return s;
 }
 

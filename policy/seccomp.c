@@ -26,6 +26,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../common/util.h"
+
 #define NR_FCHMODAT2 452 /* x86_64, aarch64 and the generic table alike */
 
 #ifndef TIOCLINUX
@@ -233,37 +235,49 @@ int seccomp_apply(const struct jail_config *c, struct jail_report *r, struct err
 	 * cover the low bits. */
 	const uint64_t CHMOD_BAD = S_ISUID | S_ISGID | S_ISVTX | S_IWGRP | S_IWOTH;
 	const uint64_t CREATE_BAD = S_ISUID | S_ISGID;
-	if (!nsfree) {
-		CHECK(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(chmod), 1,
-				       SCMP_A1(SCMP_CMP_MASKED_EQ, CHMOD_BAD, 0)), "chmod");
-		CHECK(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(fchmod), 1,
-				       SCMP_A1(SCMP_CMP_MASKED_EQ, CHMOD_BAD, 0)), "fchmod");
-		CHECK(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(fchmodat), 1,
-				       SCMP_A2(SCMP_CMP_MASKED_EQ, CHMOD_BAD, 0)), "fchmodat");
-	}
+	/* Each call whose mode is checked: the argument that holds it, the
+	 * bits of it that are compared (mask) and the value they must have. */
+	struct mode_rule {
+		int nr;
+		const char *name;
+		unsigned arg;
+		uint64_t mask, value;
+	};
+	const struct mode_rule chmods[] = {
+		{ SCMP_SYS(chmod), "chmod", 1, CHMOD_BAD, 0 },
+		{ SCMP_SYS(fchmod), "fchmod", 1, CHMOD_BAD, 0 },
+		{ SCMP_SYS(fchmodat), "fchmodat", 2, CHMOD_BAD, 0 },
+	};
+	struct mode_rule creates[] = {
+		{ SCMP_SYS(open), "open", 2, CREATE_BAD, 0 },
+		{ SCMP_SYS(openat), "openat", 3, CREATE_BAD, 0 },
+		{ SCMP_SYS(creat), "creat", 1, CREATE_BAD, 0 },
+		{ SCMP_SYS(mkdir), "mkdir", 1, CREATE_BAD, 0 },
+		{ SCMP_SYS(mkdirat), "mkdirat", 2, CREATE_BAD, 0 },
+		/* mknod's mode also names the node's type: one rule per type
+		 * allowed (value filled below). */
+		{ SCMP_SYS(mknod), "mknod", 1, S_IFMT | CREATE_BAD, 0 },
+		{ SCMP_SYS(mknodat), "mknodat", 2, S_IFMT | CREATE_BAD, 0 },
+	};
+	if (!nsfree)
+		for (size_t i = 0; i < N_ELEMENTS(chmods); i++)
+			CHECK(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, chmods[i].nr, 1,
+					       SCMP_CMP(chmods[i].arg, SCMP_CMP_MASKED_EQ, chmods[i].mask, chmods[i].value)),
+			      chmods[i].name);
 	/* fchmodat2 (newer than this libseccomp's table: by number) and
 	 * openat2 (its mode is in a struct seccomp cannot read): ENOSYS, and
 	 * the C library falls back to the calls filtered here. */
 	CHECK(seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), NR_FCHMODAT2, 0), "fchmodat2");
 	CHECK(seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(openat2), 0), "openat2");
-	CHECK(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(open), 1,
-			       SCMP_A2(SCMP_CMP_MASKED_EQ, CREATE_BAD, 0)), "open");
-	CHECK(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(openat), 1,
-			       SCMP_A3(SCMP_CMP_MASKED_EQ, CREATE_BAD, 0)), "openat");
-	CHECK(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(creat), 1,
-			       SCMP_A1(SCMP_CMP_MASKED_EQ, CREATE_BAD, 0)), "creat");
-	CHECK(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(mkdir), 1,
-			       SCMP_A1(SCMP_CMP_MASKED_EQ, CREATE_BAD, 0)), "mkdir");
-	CHECK(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(mkdirat), 1,
-			       SCMP_A2(SCMP_CMP_MASKED_EQ, CREATE_BAD, 0)), "mkdirat");
 	static const uint64_t node_types[] = { 0, S_IFREG, S_IFIFO, S_IFSOCK };
-	for (size_t i = 0; i < sizeof node_types / sizeof node_types[0]; i++) {
-		CHECK(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(mknod), 1,
-				       SCMP_A1(SCMP_CMP_MASKED_EQ, S_IFMT | CREATE_BAD, node_types[i])),
-		      "mknod");
-		CHECK(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(mknodat), 1,
-				       SCMP_A2(SCMP_CMP_MASKED_EQ, S_IFMT | CREATE_BAD, node_types[i])),
-		      "mknodat");
+	for (size_t i = 0; i < N_ELEMENTS(creates); i++) {
+		bool node = creates[i].mask & S_IFMT;
+		for (size_t t = 0; t < (node ? N_ELEMENTS(node_types) : 1); t++) {
+			creates[i].value = node ? node_types[t] : 0;
+			CHECK(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, creates[i].nr, 1,
+					       SCMP_CMP(creates[i].arg, SCMP_CMP_MASKED_EQ, creates[i].mask, creates[i].value)),
+			      creates[i].name);
+		}
 	}
 	/* umask: only masks that keep group and other write off (the jail
 	 * starts with 022 added to the server's). */

@@ -42,6 +42,7 @@
 #include "../../proto/config.h"
 #include "../../proto/wire.h"
 #include "../../supervisor/supervisor.h"
+#include "tmptree.h"
 
 #define HOLD_RESUME "hold-resume"
 
@@ -385,9 +386,8 @@ static int teardown(void **state)
 	loop_free(loop);
 	ws_close(&ws);
 	policy_free(pol);
-	char cmd[300];
-	snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
-	return system(cmd) == 0 ? 0 : -1;
+	tmp_tree_remove(tmpdir);
+	return 0;
 }
 
 /* A supervisor and its fake zygote for each test. */

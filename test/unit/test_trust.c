@@ -19,6 +19,7 @@
 #include <cmocka.h>
 
 #include "../../policy/trust.h"
+#include "tmptree.h"
 
 struct t {
 	char tmp[64], root[128], ws[160], cfg[128], store[200];
@@ -55,20 +56,11 @@ static int setup(void **state)
 	return 0;
 }
 
-static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	remove(p);
-	return 0;
-}
-
 static int teardown(void **state)
 {
 	struct t *t = *state;
 	policy_free(t->ceiling);
-	nftw(t->tmp, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	tmp_tree_remove(t->tmp);
 	unsetenv("XDG_CONFIG_HOME");
 	free(t);
 	return 0;

@@ -18,6 +18,7 @@
 #include <cmocka.h>
 
 #include "../../common/userdir.h"
+#include "tmptree.h"
 
 struct t {
 	char tmp[64];
@@ -35,19 +36,10 @@ static int setup(void **state)
 	return 0;
 }
 
-static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	remove(p);
-	return 0;
-}
-
 static int teardown(void **state)
 {
 	struct t *t = *state;
-	nftw(t->tmp, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	tmp_tree_remove(t->tmp);
 	free(t);
 	return 0;
 }

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "../../files/fsafe.h"
+#include "tmptree.h"
 
 struct fx {
 	char tmp[64];          /* the temp dir: holds root/ and outside/ */
@@ -52,19 +53,10 @@ static inline struct fx *fx_new(const char *tag)
 	return f;
 }
 
-static inline int fx_rm_one(const char *p, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	remove(p);
-	return 0;
-}
-
 static inline void fx_free(struct fx *f)
 {
 	ws_close(&f->ws);
-	nftw(f->tmp, fx_rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	tmp_tree_remove(f->tmp);
 	free(f);
 }
 
