@@ -1,11 +1,15 @@
 /* The learned warm-up's list of names, per project (see warmup.h). */
 #include "warmup.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "../common/log.h"
 #include "../common/userdir.h"
@@ -20,6 +24,9 @@
  * reporting them (they stay in its sys.modules) costs one probe, not one
  * per call. */
 #define REFUSED_MAX 64
+/* Lists kept in the state directory, one per project: the least recently
+ * written go beyond this (projects deleted long ago, test directories). */
+#define FILES_MAX 256
 
 struct entry {
 	char name[WARMUP_NAME_MAX + 1];
@@ -105,6 +112,52 @@ static bool was_refused(const struct warmup *w, const char *name)
 	return false;
 }
 
+/* Keeps at most FILES_MAX lists in the state directory: removes the
+ * oldest (by the time they were last written). */
+static void prune(struct warmup *w)
+{
+	int fd = openat(w->dir.fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	struct old {
+		char name[96];
+		struct timespec t;
+	} *v = NULL;
+	size_t n = 0, cap = 0;
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		struct stat st;
+		size_t len = strlen(de->d_name);
+		if (strncmp(de->d_name, "warm-", 5) != 0 || len < 10 || len >= sizeof v->name ||
+		    strcmp(de->d_name + len - 5, ".json") != 0 ||
+		    fstatat(w->dir.fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
+			continue;
+		if (n == cap) {
+			cap = cap ? cap * 2 : 64;
+			v = xreallocarray(v, cap, sizeof *v);
+		}
+		snprintf(v[n].name, sizeof v[n].name, "%s", de->d_name);
+		v[n++].t = st.st_mtim;
+	}
+	closedir(d);
+	while (n > FILES_MAX) {
+		size_t oldest = 0;
+		for (size_t i = 1; i < n; i++)
+			if (v[i].t.tv_sec < v[oldest].t.tv_sec ||
+			    (v[i].t.tv_sec == v[oldest].t.tv_sec && v[i].t.tv_nsec < v[oldest].t.tv_nsec))
+				oldest = i;
+		struct err e = { 0 };
+		if (strcmp(v[oldest].name, w->file) != 0)
+			userdir_unlink(&w->dir, v[oldest].name, &e);
+		v[oldest] = v[--n];
+	}
+	free(v);
+}
+
 static void save(struct warmup *w)
 {
 	if (!w->store)
@@ -122,6 +175,7 @@ static void save(struct warmup *w)
 	if (txt && userdir_write(&w->dir, w->file, txt, strlen(txt), &e) < 0)
 		log_warn("warm-up: cannot save the learned modules: %s", e.msg);
 	free(txt);
+	prune(w);
 }
 
 /* Reads the saved list.  It lies in the user's own directory, checked by

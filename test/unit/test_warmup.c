@@ -201,6 +201,31 @@ static void test_bounds(void **state)
 	warmup_free(w);
 }
 
+/* One list per project, and at most 256 lists: the oldest go, never the
+ * key that lives beside them, never this project's own. */
+static void test_files_bounded(void **state)
+{
+	struct t *t = *state;
+	char dir[160];
+	snprintf(dir, sizeof dir, "%s/state/python-sandbox-mcp", t->tmp);
+	char cmd[1024];
+	snprintf(cmd, sizeof cmd, "mkdir -p %s && chmod 700 %s %s/state && cd %s && touch key && "
+		 "for i in $(seq 1 300); do echo '{}' > warm-old$i.json; touch -d '2020-01-01' warm-old$i.json; done",
+		 dir, dir, t->tmp, dir);
+	assert_int_equal(system(cmd), 0);
+	struct warmup *w = warmup_new(&t->ws, &t->pol, WARMUP_ON);
+	cJSON *r = names("[\"wave\"]");
+	warmup_note(w, r);
+	cJSON_Delete(r);
+	outcome(w, "wave", true);
+	warmup_free(w);
+	snprintf(cmd, sizeof cmd, "test $(ls %s | grep -c '^warm-.*\\.json$') -eq 256 && test -f %s/key", dir, dir);
+	assert_int_equal(system(cmd), 0);
+	w = warmup_new(&t->ws, &t->pol, WARMUP_ON);
+	assert_int_equal(warmup_count(w), 1);
+	warmup_free(w);
+}
+
 static void test_state_dir_inside_project(void **state)
 {
 	struct t *t = *state;
@@ -225,6 +250,7 @@ int main(void)
 		cmocka_unit_test(test_names),
 		cmocka_unit_test_setup_teardown(test_learn_save_load, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bounds, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_files_bounded, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_state_dir_inside_project, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
