@@ -140,7 +140,7 @@ static void prune(struct warmup *w)
 			cap = cap ? cap * 2 : 64;
 			v = xreallocarray(v, cap, sizeof *v);
 		}
-		snprintf(v[n].name, sizeof v[n].name, "%s", de->d_name);
+		memcpy(v[n].name, de->d_name, len + 1); /* len < sizeof name: checked above */
 		v[n++].t = st.st_mtim;
 	}
 	closedir(d);
