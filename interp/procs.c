@@ -175,15 +175,24 @@ int procs_end_below(pid_t parent, const pid_t *keep, size_t nkeep, bool reap)
 	/* Stop first, kill after: a stopped process cannot fork, so a fork
 	 * loop cannot outrun the scans, and nothing is reparented (which
 	 * would hide where it came from) while the tree is being read. */
+	int quiet = 0;
 	for (int round = 0; round < 1000; round++) {
 		if ((rc = scan(&t)) < 0)
 			goto out;
-		size_t fresh = 0;
+		size_t fresh = 0, running = 0;
 		for (size_t i = 0; i < t.n; i++) {
 			const struct proc *p = &t.p[i];
 			bool dead = p->state == 'Z' || p->state == 'X';
-			if ((dead && !reap) || !is_target(&t, p, parent, keep, nkeep) || is_marked(marks, nmarks, p))
+			if ((dead && !reap) || !is_target(&t, p, parent, keep, nkeep))
 				continue;
+			if (is_marked(marks, nmarks, p)) {
+				/* kill() returns before the stop takes effect: one in
+				 * the middle of fork() finishes it, and its child may
+				 * not be in this scan yet. */
+				if (!dead && p->state != 'T' && p->state != 't')
+					running++;
+				continue;
+			}
 			if (nmarks == cap) {
 				size_t ncap = cap ? cap * 2 : 16;
 				struct mark *nm = realloc(marks, ncap * sizeof *nm);
@@ -199,8 +208,20 @@ int procs_end_below(pid_t parent, const pid_t *keep, size_t nkeep, bool reap)
 				kill(p->pid, SIGSTOP);
 			fresh++;
 		}
-		if (!fresh)
+		/* Done after two scans in a row found every one stopped and
+		 * nothing new: a scan is not atomic, and a child forked just
+		 * before its parent stopped can take a pid below the scan's
+		 * position (pids wrap) and be missed by the scan that saw the
+		 * parent stopped; the next scan starts after all stopped, so
+		 * it sees everything they forked. */
+		quiet = (!fresh && !running) ? quiet + 1 : 0;
+		if (quiet == 2)
 			break;
+		if (!fresh && running) {
+			/* Only the stop of some is pending. */
+			struct timespec ms = { 0, 1000000 };
+			nanosleep(&ms, NULL);
+		}
 	}
 kill_all:
 	for (size_t i = 0; i < nmarks; i++)
