@@ -844,7 +844,7 @@ static void warm_busy(struct sup *sup)
 	warmup_busy(sup->warm, sup->zctrl, busy);
 }
 
-/* Collects the output and hands the call to exec.c. */
+/* Collects the output and hands the run back to its owner (ev->done). */
 static void finish_cur(struct sup *sup, struct session *s)
 {
 	struct run *c = s->cur;

@@ -33,7 +33,7 @@ struct run;
 struct work;
 
 /* What a run needs from the layer that submitted it.  Each is called on the
- * loop; none may call back into the supervisor. */
+ * loop; none may call sup_submit, sup_cancel or sup_free from inside. */
 struct run_events {
 	/* Before the cell is sent (and again if it is sent again to another
 	 * process): take what is needed to tell the run's files later (a

@@ -3,7 +3,7 @@
  * test/fuzz/rpc_fuzz.py.)  This target covers, in-process and under the
  * sanitizers, what is done with the bytes before dispatching and what the
  * replies are made of:
- *   - server_parse_line over a buffer that is NOT NUL-terminated (the
+ *   - rpc_parse_line over a buffer that is NOT NUL-terminated (the
  *     line buffer is exactly len bytes): trim, parse, one complete message;
  *   - the reply envelope: the request's id duplicated and printed must be
  *     one line (no raw newline) that parses again;
