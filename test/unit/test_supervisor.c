@@ -13,7 +13,8 @@
  * and answers {"status": "ok", "result": "<x>", "pid", "resumed"}.  Its
  * checkpoint is a fork that waits for SIGUSR1, then says hello as the
  * session; while the file HOLD_RESUME exists in the workspace it waits
- * before that hello.  Nothing here is a mock of the supervisor's side: the
+ * before that hello, and a new session waits before its first hello while
+ * HOLD_HELLO exists.  Nothing here is a mock of the supervisor's side: the
  * test drives the real supervisor through its public functions and reads
  * what each run's events report. */
 #include <setjmp.h>
@@ -45,6 +46,7 @@
 #include "tmptree.h"
 
 #define HOLD_RESUME "hold-resume"
+#define HOLD_HELLO "hold-hello"
 
 /* ------------------------------------------------------------ the fake processes */
 
@@ -72,10 +74,10 @@ static void hello(void)
 	send_json(ctrl_fd, W_HELLO, j, NULL, 0);
 }
 
-static bool held(void)
+static bool held(const char *name)
 {
 	char p[4200];
-	snprintf(p, sizeof p, "%s/%s", ws_dir, HOLD_RESUME);
+	snprintf(p, sizeof p, "%s/%s", ws_dir, name);
 	return access(p, F_OK) == 0;
 }
 
@@ -100,7 +102,7 @@ static void checkpoint(void)
 		}
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		resumed = true;
-		while (held())
+		while (held(HOLD_RESUME))
 			usleep(20 * 1000);
 		char junk[4096];
 		while (recv(ctrl_fd, junk, sizeof junk, MSG_DONTWAIT) > 0)
@@ -128,6 +130,8 @@ static bool has_word(const char *code, const char *w)
 
 static __attribute__((noreturn)) void session_main(void)
 {
+	while (held(HOLD_HELLO))
+		usleep(20 * 1000);
 	hello();
 	for (;;) {
 		struct wire_msg m;
@@ -251,6 +255,21 @@ static void ev_ready(struct run *r, void (*ready)(struct run *r, void *arg), voi
 	ready(r, arg);
 }
 
+/* A prepare that the test finishes when it chooses (a snapshot of a large
+ * workspace, still running on a worker). */
+static struct {
+	struct run *r;
+	void (*ready)(struct run *r, void *arg);
+	void *arg;
+} pending;
+
+static void ev_prepare_later(struct run *r, void (*ready)(struct run *r, void *arg), void *arg)
+{
+	pending.r = r;
+	pending.ready = ready;
+	pending.arg = arg;
+}
+
 static bool ev_no_thumb(struct run *r, char *rel, size_t size)
 {
 	return false;
@@ -280,6 +299,16 @@ static void ev_drop(struct run *r)
 {
 	((struct trun *)r)->dropped = true;
 }
+
+static const struct run_events events_later = {
+	.prepare = ev_prepare_later,
+	.collect = ev_ready,
+	.next_thumb = ev_no_thumb,
+	.thumb = ev_thumb,
+	.progress = ev_progress,
+	.done = ev_done,
+	.drop = ev_drop,
+};
 
 static const struct run_events events = {
 	.prepare = ev_ready,
@@ -343,10 +372,10 @@ static void spin(double ms)
 		loop_run(loop);
 }
 
-static void hold_resume(bool on)
+static void hold(const char *name, bool on)
 {
 	char p[4200];
-	snprintf(p, sizeof p, "%s/%s", ws.abs, HOLD_RESUME);
+	snprintf(p, sizeof p, "%s/%s", ws.abs, name);
 	if (on) {
 		int fd = open(p, O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
 		assert_true(fd >= 0);
@@ -395,7 +424,8 @@ static int sup_up(void **state)
 {
 	struct sup_config cfg = { .loop = loop, .policy = pol, .ws = &ws, .self_exe = self };
 	struct err e = { 0 };
-	hold_resume(false);
+	hold(HOLD_RESUME, false);
+	hold(HOLD_HELLO, false);
 	sup = sup_new(&cfg);
 	assert_non_null(sup);
 	assert_int_equal(sup_start(sup, &e), 0);
@@ -480,7 +510,7 @@ static bool same_run(const struct run *r, const void *key)
 static void test_cancel_while_resuming(void **state)
 {
 	trun_free(run_ok("inc"));
-	hold_resume(true);
+	hold(HOLD_RESUME, true);
 	struct trun *b = submit("inc crash", 30000.0);
 	wait_done(b);
 	assert_int_equal(b->run.state, STATE_ROLLED_BACK);
@@ -493,7 +523,7 @@ static void test_cancel_while_resuming(void **state)
 	assert_true(c->dropped);
 	assert_false(c->done);
 	assert_false(sup_cancel(sup, same_run, &c->run)); /* gone from the queue */
-	hold_resume(false);
+	hold(HOLD_RESUME, false);
 	struct trun *d = run_ok("");
 	assert_int_equal(d->x, 1); /* c never ran */
 	assert_true(d->resumed);
@@ -521,6 +551,56 @@ static void test_timeout_while_starting(void **state)
 	trun_free(c);
 }
 
+/* A new session's process that never says hello: the call times out on
+ * its own timer, the process is ended, and the next call gets a new one. */
+static void test_timeout_before_hello(void **state)
+{
+	hold(HOLD_HELLO, true);
+	struct trun *a = submit("inc", 300.0);
+	wait_done(a);
+	assert_int_equal(a->run.status, CALL_TIMEOUT);
+	assert_int_equal(a->run.exit_code, 124);
+	assert_int_equal(a->run.state, STATE_NEW); /* no checkpoint: the state is gone */
+	hold(HOLD_HELLO, false);
+	struct trun *b = run_ok("inc");
+	assert_int_equal(b->x, 1); /* a never ran */
+	assert_true(b->run.new_session);
+	assert_false(b->resumed);
+	trun_free(a);
+	trun_free(b);
+}
+
+/* A call cancelled while its snapshot is still being taken: its process is
+ * ended and rolled back; once the snapshot is in, the call is finished
+ * (no reply: cancelled) and the session serves the next call.  (It used to
+ * stay the session's current call for good.) */
+static void test_cancel_while_preparing(void **state)
+{
+	trun_free(run_ok("inc"));
+	struct trun *b = calloc(1, sizeof *b);
+	assert_non_null(b);
+	b->run.ev = &events_later;
+	b->run.code = strdup("inc");
+	snprintf(b->run.session, sizeof b->run.session, "default");
+	b->run.timeout_ms = 30000.0;
+	memset(&pending, 0, sizeof pending);
+	sup_submit(sup, &b->run);
+	for (int i = 0; i < 300 && !pending.r; i++)
+		spin(20); /* once a's checkpoint is in */
+	assert_ptr_equal(pending.r, &b->run);
+	assert_true(sup_cancel(sup, same_run, &b->run));
+	spin(300); /* the process is ended, its checkpoint resumes */
+	assert_false(b->done);
+	pending.ready(pending.r, pending.arg);
+	wait_done(b);
+	assert_true(b->run.cancelled);
+	assert_int_equal(b->run.status, CALL_CANCELLED);
+	struct trun *c = run_ok("");
+	assert_int_equal(c->x, 1);
+	trun_free(b);
+	trun_free(c);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 3 && strcmp(argv[1], "--zygote-fd") == 0)
@@ -532,6 +612,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_requeue_unstarted, sup_up, sup_down),
 		cmocka_unit_test_setup_teardown(test_cancel_while_resuming, sup_up, sup_down),
 		cmocka_unit_test_setup_teardown(test_timeout_while_starting, sup_up, sup_down),
+		cmocka_unit_test_setup_teardown(test_timeout_before_hello, sup_up, sup_down),
+		cmocka_unit_test_setup_teardown(test_cancel_while_preparing, sup_up, sup_down),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
