@@ -20,6 +20,7 @@
 #include "../files/artifacts.h"
 #include "../files/validate.h"
 #include "reply.h"
+#include "schema.h"
 
 #define IMAGE_MAX_BYTES (256 * 1024)
 #define MAX_IMAGES 8
@@ -753,4 +754,61 @@ static void call_free(struct call *c)
 	for (size_t i = 0; i < c->n_images; i++)
 		free(c->images[i].b64);
 	free(c);
+}
+
+/* ------------------------------------------------------------ schema */
+
+static const char *status_name(int i)
+{
+	return call_status_name((enum call_status)i);
+}
+
+static const char *state_name(int i)
+{
+	return call_state_name((enum call_state)i);
+}
+
+cJSON *exec_output_schema(void)
+{
+	static const struct field f[] = {
+		{ "status", "string", F_REQ, "ok, error, timeout, cancelled, crashed, memory or limits (the workspace outgrew max_workspace_mb)" },
+		{ "exit_code", "integer", F_REQ, "0 ok, 1 exception, 124 timeout, 130 cancelled, 128+signal crash, 137 memory, 153 limits (128 + SIGXFSZ)" },
+		{ "session", "string", F_REQ, "the session name" },
+		{ "execution_count", "integer", F_REQ, "the cell number in this session" },
+		{ "state", "string", F_REQ, "kept, rolled_back, new or restored (loaded from the saved state after a restart)" },
+		{ "duration_ms", "number", F_REQ, "wall-clock time of the call" },
+		{ "cpu_ms", "number", F_REQ | F_NULL, "CPU time of the session's processes during the call (null when they ended before it could be read)" },
+		{ "peak_mb", "number", F_REQ | F_NULL, "peak resident memory of the session's processes during the call, MB" },
+		{ "stdout", "string", F_REQ, "captured standard output (head and tail when long)" },
+		{ "stderr", "string", F_REQ, "captured standard error (head and tail when long)" },
+		{ "output_truncated", "boolean", F_REQ, "true when output was cut" },
+		{ "full_output", "string", F_REQ | F_NULL, "the file under workspace/.logs/ that holds the whole output" },
+		{ "result", "string", F_REQ | F_NULL, "repr of the final expression" },
+		{ "error", "object", F_REQ | F_NULL, "the exception, or why the call was stopped" },
+		{ "note", "string", 0, "first call of a session: what the project's policy asked for and was withheld, and how the user approves it" },
+		{ "artifacts", "array", F_REQ, "files created or modified by this call" },
+		{ "artifacts_truncated", "boolean", 0, "present and true when the workspace held more entries than the comparison walks: the list may be incomplete" },
+	};
+	static const struct field err[] = {
+		{ "type", "string", 0, "exception type" },
+		{ "message", "string", 0, "exception message" },
+		{ "traceback", "string", 0, "the user's own frames" },
+		{ "denied_by", "string", F_NULL, "the policy permission that refused the operation" },
+		{ "hint", "string", 0, "when the sandbox refused something: what to do instead" },
+		{ "limit", "string", 0, "the limit that stopped the call and its value, e.g. timeout_s: 30" },
+		{ "withheld", "string", 0, "present when the refused permission is one the project's policy asks for but is not approved for on this machine" },
+	};
+	static const struct field art[] = {
+		{ "path", "string", 0, "as Python sees it" },
+		{ "bytes", "integer", 0, "size" },
+		{ "mime", "string", 0, "MIME type" },
+		{ "change", "string", 0, "created or modified" },
+	};
+	cJSON *props, *s = schema(&props);
+	add_fields(s, f, N_ELEMENTS(f));
+	string_enum(props, "status", status_name, CALL_OK, CALL_STATUS_COUNT);
+	string_enum(props, "state", state_name, STATE_KEPT, CALL_STATE_COUNT);
+	add_fields(cJSON_GetObjectItemCaseSensitive(props, "error"), err, N_ELEMENTS(err));
+	object_items(props, "artifacts", art, N_ELEMENTS(art));
+	return s;
 }

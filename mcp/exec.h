@@ -18,4 +18,7 @@ void exec_call(struct server *s, const cJSON *id, const cJSON *args, const cJSON
  * and its session is rolled back; true when there was one. */
 bool exec_cancel(struct server *s, const cJSON *request_id);
 
+/* The outputSchema of execute_python's structuredContent. */
+cJSON *exec_output_schema(void);
+
 #endif

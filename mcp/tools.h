@@ -12,10 +12,8 @@ cJSON *tools_list(const struct server *s);
 /* Runs a tools/call.  Either replies at once (returns true) or takes over
  * the request and replies later (execute_python). */
 void tools_call(struct server *s, const cJSON *id, const cJSON *params);
-/* These two read the workspace and run on a worker thread (work.h); the
- * _submit functions queue them and reply when they are done. */
-cJSON *list_artifacts_call(const struct server *s, const cJSON *args);
-cJSON *verify_outputs_call(const struct server *s, const cJSON *args, bool has_exit, int exit_code);
+/* list_artifacts and verify_outputs read the workspace on a worker thread
+ * (work.h): these queue them and reply when they are done. */
 void list_artifacts_submit(struct server *s, const cJSON *id, const cJSON *args);
 void verify_outputs_submit(struct server *s, const cJSON *id, const cJSON *args);
 /* Both read the workspace on a worker thread and reply when done. */

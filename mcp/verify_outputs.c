@@ -1,0 +1,267 @@
+/* verify_outputs: checks that the files a task must produce exist and are
+ * well formed (docs/TOOLS.md); runs on a worker thread, reads only through
+ * fsafe, within a budget per call. */
+#include "verify_outputs.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../common/log.h"
+#include "../common/text.h"
+#include "../common/util.h"
+#include "../files/artifacts.h"
+#include "../files/validate.h"
+#include "exec.h"
+#include "reply.h"
+#include "schema.h"
+
+#define VERIFY_MAX_FILES 200
+#define VERIFY_READ_MAX (256u << 20)
+/* A budget per call, as list_artifacts's: sizes are apparent sizes (a
+ * sparse file counts by what reading it costs). */
+#define VERIFY_READ_BUDGET ((unsigned long long)VERIFY_READ_MAX)
+
+/* An optional whole number >= 0 (at most 2^53, so the double is exact and
+ * the conversion to long defined); *out is left alone when absent. */
+static bool whole_number(const cJSON *v, const char *name, const char *path, long *out, char *err, size_t errsz)
+{
+	if (!v || cJSON_IsNull(v))
+		return true;
+	double d = cJSON_IsNumber(v) ? v->valuedouble : -1;
+	if (!(d >= 0 && d <= 9007199254740992.0) || d != (double)(long)d) {
+		snprintf(err, errsz, "\"%s\" of %.200s must be a whole number >= 0", name, path);
+		return false;
+	}
+	*out = (long)d;
+	return true;
+}
+
+static cJSON *check_one(const struct server *s, const cJSON *spec_json, unsigned long long *budget, char *err, size_t errsz)
+{
+	const cJSON *path = spec_json;
+	const cJSON *kind = NULL, *min_bytes = NULL, *keys = NULL, *min_rows = NULL;
+	if (cJSON_IsObject(spec_json)) {
+		path = cJSON_GetObjectItemCaseSensitive(spec_json, "path");
+		kind = cJSON_GetObjectItemCaseSensitive(spec_json, "kind");
+		min_bytes = cJSON_GetObjectItemCaseSensitive(spec_json, "min_bytes");
+		keys = cJSON_GetObjectItemCaseSensitive(spec_json, "required_keys");
+		min_rows = cJSON_GetObjectItemCaseSensitive(spec_json, "min_rows");
+		const cJSON *it;
+		cJSON_ArrayForEach(it, spec_json)
+		{
+			if (strcmp(it->string, "path") && strcmp(it->string, "kind") && strcmp(it->string, "min_bytes") &&
+			    strcmp(it->string, "required_keys") && strcmp(it->string, "min_rows")) {
+				snprintf(err, errsz, "unknown key \"%.60s\" in a files entry: use path, kind, min_bytes, required_keys, min_rows", it->string);
+				return NULL;
+			}
+		}
+	}
+	if (!cJSON_IsString(path)) {
+		snprintf(err, errsz, "each entry of \"files\" must be a path string or an object with a \"path\" string");
+		return NULL;
+	}
+	struct vspec spec = { .kind = vkind_from_path(path->valuestring), .min_bytes = 1 };
+	if (kind && !cJSON_IsNull(kind)) {
+		int k = cJSON_IsString(kind) ? vkind_parse(kind->valuestring) : -1;
+		if (k < 0) {
+			snprintf(err, errsz, "\"kind\" of %.200s must be one of png, jpeg, svg, csv, json, text, any", path->valuestring);
+			return NULL;
+		}
+		spec.kind = (enum vkind)k;
+	}
+	if (!whole_number(min_bytes, "min_bytes", path->valuestring, &spec.min_bytes, err, errsz) ||
+	    !whole_number(min_rows, "min_rows", path->valuestring, &spec.min_rows, err, errsz))
+		return NULL;
+	const char *keyv[64];
+	if (keys && !cJSON_IsNull(keys)) {
+		if (!cJSON_IsArray(keys) || cJSON_GetArraySize(keys) > 64) {
+			snprintf(err, errsz, "\"required_keys\" of %.200s must be a list of at most 64 strings", path->valuestring);
+			return NULL;
+		}
+		const cJSON *k;
+		cJSON_ArrayForEach(k, keys)
+		{
+			if (!cJSON_IsString(k)) {
+				snprintf(err, errsz, "\"required_keys\" of %.200s must contain strings only", path->valuestring);
+				return NULL;
+			}
+			keyv[spec.n_required_keys++] = k->valuestring;
+		}
+		spec.required_keys = keyv;
+	}
+
+	cJSON *c = cJSON_CreateObject();
+	cJSON_AddStringToObject(c, "path", path->valuestring);
+	char rel[4096];
+	struct err e = { 0 };
+	struct vresult r = { 0 };
+	double bytes = -1;
+	bool skipped = false;
+	if (ws_relpath(&s->ws, path->valuestring, rel, sizeof rel, &e) < 0) {
+		snprintf(r.detail, sizeof r.detail, "%.480s", e.msg);
+	} else {
+		int fd = ws_openat(&s->ws, rel, O_RDONLY, 0);
+		struct stat st;
+		if (fd < 0) {
+			if (fd == -ENOENT)
+				snprintf(r.detail, sizeof r.detail, "does not exist: create it under %s/ (e.g. %s/outputs/)", s->ws.display, s->ws.display);
+			else if (fd == -ELOOP || fd == -EXDEV)
+				snprintf(r.detail, sizeof r.detail, "is a symbolic link (or lies behind one); links are not followed: write the file itself");
+			else
+				snprintf(r.detail, sizeof r.detail, "cannot be opened: %s", strerror(-fd));
+		} else if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+			snprintf(r.detail, sizeof r.detail, "is not a regular file");
+			close(fd);
+		} else {
+			close(fd);
+			bytes = (double)st.st_size;
+			unsigned char *buf = NULL;
+			size_t len = 0;
+			if ((size_t)st.st_size > VERIFY_READ_MAX) {
+				snprintf(r.detail, sizeof r.detail, "is %.0f bytes, over the %u MiB that verify_outputs reads",
+					 bytes, VERIFY_READ_MAX >> 20);
+			} else if ((unsigned long long)st.st_size > *budget) {
+				/* Not checked is not passed: the gate stays shut. */
+				snprintf(r.detail, sizeof r.detail,
+					 "not checked: verify_outputs reads at most %llu MiB per call (sparse files count by their size) "
+					 "and the files before this one used it; verify this file in a separate call",
+					 VERIFY_READ_BUDGET >> 20);
+				skipped = true;
+			} else if (ws_read_file(&s->ws, rel, *budget, &buf, &len, &e) < 0) {
+				snprintf(r.detail, sizeof r.detail, "cannot be read: %.480s", e.msg);
+			} else {
+				*budget -= len;
+				validate_buffer(&spec, buf, len, &r);
+				bytes = (double)len;
+			}
+			free(buf);
+		}
+	}
+	cJSON_AddBoolToObject(c, "ok", r.ok);
+	cJSON_AddStringToObject(c, "kind", vkind_name(spec.kind));
+	if (bytes >= 0)
+		cJSON_AddNumberToObject(c, "bytes", bytes);
+	else
+		cJSON_AddNullToObject(c, "bytes");
+	cJSON_AddStringToObject(c, "detail", r.detail);
+	if (skipped)
+		cJSON_AddBoolToObject(c, "skipped", 1);
+	return c;
+}
+
+cJSON *verify_outputs_call(const struct server *s, const cJSON *args, bool has_exit, int exit_code)
+{
+	const cJSON *files = cJSON_GetObjectItemCaseSensitive(args, "files");
+	const cJSON *session = cJSON_GetObjectItemCaseSensitive(args, "session");
+	const cJSON *req = cJSON_GetObjectItemCaseSensitive(args, "require_success");
+	const cJSON *ws = cJSON_GetObjectItemCaseSensitive(args, "write_summary");
+	char msg[600];
+	if (!cJSON_IsArray(files) || cJSON_GetArraySize(files) < 1 || cJSON_GetArraySize(files) > VERIFY_MAX_FILES) {
+		snprintf(msg, sizeof msg, "verify_outputs needs \"files\": a list of 1 to %d paths such as [\"%s/outputs/plot.png\"] or objects {\"path\": ..., \"kind\": ..., \"required_keys\": [...]}",
+			 VERIFY_MAX_FILES, s->ws.display);
+		return tool_text_result(msg, true);
+	}
+	if ((session && !cJSON_IsNull(session) && !cJSON_IsString(session)) || (req && !cJSON_IsNull(req) && !cJSON_IsBool(req)) ||
+	    (ws && !cJSON_IsNull(ws) && !cJSON_IsBool(ws)))
+		return tool_text_result("\"session\" must be a string; \"require_success\" and \"write_summary\" must be true or false", true);
+	const char *sname = cJSON_IsString(session) ? session->valuestring : "default";
+	if (!session_name_valid(sname))
+		return tool_text_result("\"session\" must be a string matching ^[A-Za-z0-9_-]{1,64}$ (the session whose last execution is checked)", true);
+	bool require = !cJSON_IsFalse(req);
+	bool write = !cJSON_IsFalse(ws);
+
+	cJSON *out = cJSON_CreateObject();
+	cJSON *status = cJSON_AddStringToObject(out, "status", "completed");
+	if (has_exit)
+		cJSON_AddNumberToObject(out, "exit_code", exit_code);
+	else
+		cJSON_AddNullToObject(out, "exit_code");
+	cJSON *checks = cJSON_AddArrayToObject(out, "checks");
+	int failed = 0;
+	bool skipped = false;
+	unsigned long long budget = VERIFY_READ_BUDGET;
+	const cJSON *f;
+	cJSON_ArrayForEach(f, files)
+	{
+		cJSON *c = check_one(s, f, &budget, msg, sizeof msg);
+		if (!c) {
+			cJSON_Delete(out);
+			return tool_text_result(msg, true);
+		}
+		if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "ok")))
+			failed++;
+		if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "skipped")))
+			skipped = true;
+		cJSON_AddItemToArray(checks, c);
+	}
+	cJSON_AddNumberToObject(out, "failed", failed);
+	cJSON_AddBoolToObject(out, "truncated", skipped);
+	bool exec_ok = !require || (has_exit && exit_code == 0);
+	if (!exec_ok) {
+		if (has_exit)
+			snprintf(msg, sizeof msg, "the last execution of session \"%s\" exited with %d: fix the code and run it again (or pass require_success: false)",
+				 sname, exit_code);
+		else
+			snprintf(msg, sizeof msg, "session \"%s\" has not run any code since the server started: run the code that makes these files (or pass require_success: false)",
+				 sname);
+		cJSON_AddStringToObject(out, "reason", msg);
+	}
+	if (failed || !exec_ok)
+		cJSON_SetValuestring(status, "failed");
+	if (write) {
+		char disp[4200];
+		ws_display_path(&s->ws, "outputs/output_summary.json", disp, sizeof disp);
+		cJSON_AddStringToObject(out, "summary_path", disp);
+		char *txt = cJSON_Print(out);
+		struct err e = { 0 };
+		if (!txt || ws_write_file(&s->ws, "outputs/output_summary.json", txt, strlen(txt), &e) < 0) {
+			log_warn("output_summary.json: %s", e.msg);
+			cJSON_ReplaceItemInObjectCaseSensitive(out, "summary_path", cJSON_CreateNull());
+			snprintf(msg, sizeof msg, "could not write the summary: %.500s", e.msg[0] ? e.msg : "out of memory");
+			cJSON_AddStringToObject(out, "summary_error", msg);
+		}
+		free(txt);
+	} else {
+		cJSON_AddNullToObject(out, "summary_path");
+	}
+	return tool_json_result(out, false);
+}
+
+static const char *verify_status_name(int i)
+{
+	return i == 0 ? "completed" : "failed";
+}
+
+cJSON *verify_outputs_schema(void)
+{
+	static const struct field f[] = {
+		{ "status", "string", F_REQ, "completed when every check passed and the last execution succeeded" },
+		{ "exit_code", "integer", F_REQ | F_NULL, "the session's last execution, or null when it has run nothing" },
+		{ "checks", "array", F_REQ, "one per file, in the order given" },
+		{ "failed", "integer", F_REQ, "number of failed checks" },
+		{ "truncated", "boolean", 0, "true when the reading budget left files unchecked" },
+		{ "summary_path", "string", F_REQ | F_NULL, "where the summary was written, or null" },
+		{ "reason", "string", 0, "present when the last execution did not succeed" },
+		{ "summary_error", "string", 0, "present when the summary could not be written" },
+	};
+	static const struct field check[] = {
+		{ "path", "string", F_REQ, "the path as given" },
+		{ "ok", "boolean", F_REQ, "the file passed" },
+		{ "kind", "string", F_REQ, "png, jpeg, svg, csv, json, text or any" },
+		{ "bytes", "integer", F_REQ | F_NULL, "size, or null when it could not be read" },
+		{ "detail", "string", F_REQ, "what was found, or what to fix" },
+		{ "skipped", "boolean", 0, "present and true when the per-call reading budget ran out before this file (it fails)" },
+	};
+	cJSON *props, *s = schema(&props);
+	add_fields(s, f, N_ELEMENTS(f));
+	string_enum(props, "status", verify_status_name, 0, 2);
+	object_items(props, "checks", check, N_ELEMENTS(check));
+	return s;
+}
