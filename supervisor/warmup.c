@@ -32,6 +32,7 @@ struct entry {
 	char name[WARMUP_NAME_MAX + 1];
 	bool learned; /* the zygote loaded it (else a candidate, not saved) */
 	bool sent;    /* sent to the current zygote */
+	bool answered; /* ... and it answered */
 };
 
 struct warmup {
@@ -350,13 +351,35 @@ void warmup_busy(struct warmup *w, int zctrl, bool busy)
 		w->paused = busy;
 }
 
+/* Removes entry at and remembers the name as refused for this run. */
+static void refuse(struct warmup *w, size_t at, const char *why)
+{
+	log_info("warm-up: %s refused: %.300s", w->e[at].name, why ? why : "no reason given");
+	bool was_learned = w->e[at].learned;
+	memcpy(w->refused[w->refused_next], w->e[at].name, sizeof w->refused[0]); /* same size */
+	w->refused_next = (w->refused_next + 1) % REFUSED_MAX;
+	if (w->n_refused < REFUSED_MAX)
+		w->n_refused++;
+	remove_at(w, at);
+	if (was_learned)
+		save(w);
+}
+
 void warmup_zygote_started(struct warmup *w)
 {
 	if (!w)
 		return;
 	w->paused = false;
+	/* Attack: a name whose import kills the zygote itself (not its
+	 * probe) would be sent again to every new zygote, a crash loop that
+	 * ends with the server refusing to run code.  A name the last zygote
+	 * was sent and never answered is dropped: the cost, when the zygote
+	 * died of something else, is learning it again. */
+	for (size_t i = w->n; i-- > 0;)
+		if (w->e[i].sent && !w->e[i].answered)
+			refuse(w, i, "the zygote ended before it had loaded it");
 	for (size_t i = 0; i < w->n; i++)
-		w->e[i].sent = false;
+		w->e[i].sent = w->e[i].answered = false;
 }
 
 void warmup_outcome(struct warmup *w, const cJSON *j)
@@ -373,6 +396,7 @@ void warmup_outcome(struct warmup *w, const cJSON *j)
 		log_info("warm-up: %s loaded in the zygote (%.0f ms, %d imports, the longest %.0f ms)", name,
 			 cJSON_IsNumber(ms) ? ms->valuedouble : 0.0, cJSON_IsNumber(steps) ? steps->valueint : 0,
 			 cJSON_IsNumber(longest) ? longest->valuedouble : 0.0);
+		en->answered = true;
 		if (en->learned)
 			return;
 		en->learned = true;
@@ -388,16 +412,7 @@ void warmup_outcome(struct warmup *w, const cJSON *j)
 		save(w);
 		return;
 	}
-	const char *why = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "why"));
-	log_info("warm-up: %s refused: %.300s", name, why ? why : "no reason given");
-	bool was_learned = en->learned;
-	remove_at(w, at);
-	snprintf(w->refused[w->refused_next], sizeof w->refused[0], "%s", name);
-	w->refused_next = (w->refused_next + 1) % REFUSED_MAX;
-	if (w->n_refused < REFUSED_MAX)
-		w->n_refused++;
-	if (was_learned)
-		save(w);
+	refuse(w, at, cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "why")));
 }
 
 size_t warmup_count(const struct warmup *w)

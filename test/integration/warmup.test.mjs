@@ -12,7 +12,7 @@ import os from 'node:os';
 import path from 'node:path';
 import crypto from 'node:crypto';
 
-import { startClient, execPy, newProject, writeFile, sleep, show, BIN } from './lib.mjs';
+import { startClient, execPy, newProject, writeFile, sleep, show, BIN, descendants } from './lib.mjs';
 
 // The jail without namespaces (Landlock + seccomp), as in a container.
 const DOCKERRUN = path.join(path.dirname(BIN), 'helpers', 'dockerrun');
@@ -129,6 +129,35 @@ describe('learned warm-up', () => {
 		assert.equal(r.sc.result, "'slept'", show(r.text));
 		await waitLog(h, /warm-up: sqlite3 loaded in the zygote/);
 		assert.deepEqual(await heldAtStart(h, 'fresh', ['sqlite3']), ['sqlite3']);
+		await h.close();
+	});
+
+	test('a name the zygote was loading when it died is not sent to the next zygote (no crash loop)', { timeout: 240000 }, async () => {
+		const root = newProject('warm-crash');
+		const xdg = stateHome();
+		const h = await start(root, xdg);
+		await ok(h, '1', { session: 'sleeper' });
+		// A call in flight holds the warm-up back: the name stays pending.
+		const sleeping = execPy(h, 'import time\ntime.sleep(30)', { session: 'sleeper' });
+		await sleep(500);
+		await ok(h, 'import sqlite3', { session: 'a' });
+		await sleep(500);
+		// The zygote dies with the name unanswered, as if importing it had
+		// crashed it.
+		const zygotes = descendants(h.pid).filter((p) => {
+			try { return fs.readFileSync(`/proc/${p.pid}/cmdline`, 'utf8').includes(': zygote'); } catch { return false; }
+		});
+		assert.ok(zygotes.length > 0, 'the zygote is found');
+		for (const z of zygotes) process.kill(z.pid, 'SIGKILL');
+		const r = await sleeping;
+		assert.notEqual(r.sc.status, 'ok', show(r.text));
+		await ok(h, '1', { session: 'after' });
+		await waitLog(h, /warm-up: sqlite3 refused: the zygote ended before it had loaded it/);
+		// Reported again, it is not tried again in this run.
+		await ok(h, 'import sqlite3', { session: 'a2' });
+		await sleep(2000);
+		assert.deepEqual(await heldAtStart(h, 'fresh', ['sqlite3']), []);
+		assert.doesNotMatch(h.stderr(), /warm-up: sqlite3 loaded/);
 		await h.close();
 	});
 
