@@ -38,7 +38,10 @@ struct entry {
 struct warmup {
 	bool on;
 	bool store;                       /* the list is saved */
-	struct userdir dir;               /* the state directory, when store */
+	char dirpath[PATH_MAX];           /* the state directory, when store */
+	struct userdir dir;               /* ... open (-1 until it exists) */
+	const struct workspace *ws;
+	const struct policy *pol;
 	char file[96];                    /* warm-<sha256 of ROOT>.json */
 	char root[PATH_MAX];
 	struct entry e[WARMUP_MAX + WARMUP_REPORT_MAX];
@@ -159,9 +162,11 @@ static void prune(struct warmup *w)
 	free(v);
 }
 
+static bool open_dir(struct warmup *w, bool create);
+
 static void save(struct warmup *w)
 {
-	if (!w->store)
+	if (!w->store || (w->dir.fd < 0 && !open_dir(w, true)))
 		return;
 	cJSON *j = cJSON_CreateObject();
 	cJSON_AddNumberToObject(j, "version", 1);
@@ -230,6 +235,27 @@ static bool project_holds(const struct workspace *ws, const struct policy *p, co
 	return false;
 }
 
+/* Opens (with create, makes) the state directory; false when it does not
+ * exist or cannot be used, which turns saving off (with a log line). */
+static bool open_dir(struct warmup *w, bool create)
+{
+	struct err e = { 0 };
+	char real[PATH_MAX];
+	int r = userdir_open(&w->dir, w->dirpath, create, &e);
+	if (r == 1)
+		return false;
+	if (r == 0 && realpath(w->dirpath, real) && project_holds(w->ws, w->pol, real))
+		r = err_set(&e, -EPERM, "the state directory %s lies inside the project; set XDG_STATE_HOME to a directory outside it",
+			    real);
+	if (r < 0) {
+		log_warn("warm-up: learned modules are kept for this run only: %s", e.msg);
+		userdir_close(&w->dir);
+		w->store = false;
+		return false;
+	}
+	return true;
+}
+
 struct warmup *warmup_new(const struct workspace *ws, const struct policy *p, enum warmup_mode mode)
 {
 	struct warmup *w = xcalloc(1, sizeof *w);
@@ -242,7 +268,7 @@ struct warmup *warmup_new(const struct workspace *ws, const struct policy *p, en
 	trust_hash(ws->root, strlen(ws->root), hex);
 	snprintf(w->file, sizeof w->file, "warm-%s.json", hex);
 	struct err e = { 0 };
-	char dir[PATH_MAX], real[PATH_MAX];
+	char dir[PATH_MAX];
 	if (userdir_state_path(dir, sizeof dir, &e) < 0) {
 		log_warn("warm-up: learned modules are kept for this run only: %s", e.msg);
 		return w;
@@ -252,22 +278,20 @@ struct warmup *warmup_new(const struct workspace *ws, const struct policy *p, en
 	 * sandboxed code: a list of its choosing.  Only a directory outside
 	 * ROOT, the workspace and every fs_write path is believed: judged as
 	 * written (nothing is created inside the project), then as resolved. */
-	bool inside = project_holds(ws, p, dir);
-	if (!inside && userdir_open(&w->dir, dir, true, &e) < 0) {
-		log_warn("warm-up: learned modules are kept for this run only: %s", e.msg);
-		userdir_close(&w->dir);
-		return w;
-	}
-	if (!inside && realpath(dir, real))
-		inside = project_holds(ws, p, real);
-	if (inside) {
+	w->ws = ws;
+	w->pol = p;
+	snprintf(w->dirpath, sizeof w->dirpath, "%s", dir);
+	if (project_holds(ws, p, dir)) {
 		log_warn("warm-up: learned modules are kept for this run only: the state directory %s lies inside the project; "
 			 "set XDG_STATE_HOME to a directory outside it",
 			 dir);
-		userdir_close(&w->dir);
 		return w;
 	}
 	w->store = true;
+	/* Not made until there is something to save (a server that never
+	 * learns anything leaves no trace). */
+	if (!open_dir(w, false))
+		return w;
 	if (mode == WARMUP_CLEAR) {
 		if (userdir_unlink(&w->dir, w->file, &e) < 0)
 			log_warn("warm-up: %s", e.msg);

@@ -174,6 +174,11 @@ static void test_bounds(void **state)
 	cJSON_Delete(r);
 	outcome(w, "m0", true);
 	assert_int_equal(warmup_count(w), 0);
+	/* Nothing learned, nothing made in the user's state directory. */
+	char dir[160];
+	struct stat st;
+	snprintf(dir, sizeof dir, "%s/state", t->tmp);
+	assert_int_equal(stat(dir, &st), -1);
 	/* At most WARMUP_MAX learned: the least recently used goes. */
 	for (int i = 0; i < WARMUP_MAX + 5; i++) {
 		char n[16], js[40];
