@@ -795,8 +795,10 @@ void zygote_main(const struct zygote_config *zc)
 	struct pollfd pf[3] = { { .fd = ctrl, .events = POLLIN }, { .fd = sfd, .events = POLLIN }, { .fd = -1, .events = POLLIN } };
 	for (;;) {
 		/* The learned warm-up works only while nothing else waits: its
-		 * timeout is 0 while it has a step to do, and each step is one
-		 * module, so a spawn request waits for one module at most. */
+		 * timeout is 0 while it has a step to do, each step is one
+		 * module, and while the server has a call running (W_WARM
+		 * pause) no step starts; so a request waits at most for what
+		 * is left of the one step under way. */
 		pf[2].fd = warm_fd();
 		pf[2].revents = 0;
 		if (poll(pf, 3, warm_timeout()) < 0) {
