@@ -61,7 +61,7 @@ describe('artifacts of execute_python', () => {
 
 	test('a large PNG is downscaled below 256 KiB in the reply; the file keeps its size', { timeout: 180000 }, async () => {
 		const code = 'import numpy as np, matplotlib.pyplot as plt\nfig = plt.figure(figsize=(20, 20), dpi=150)\nplt.imshow(np.random.rand(600, 600), interpolation="nearest")\nfig.savefig("workspace/outputs/big.png")\nplt.close(fig)\nimport os\nos.path.getsize("workspace/outputs/big.png")';
-		const r = await execPy(h, code, {}, { timeout: 170000 }); // rendering 3000x3000 is slow on a loaded machine
+		const r = await execPy(h, code, { timeout_s: 160 }, { timeout: 170000 }); // rendering 3000x3000 is slow on a loaded machine
 		assert.equal(r.sc.status, 'ok', show(r.sc));
 		const size = Number(r.sc.result);
 		assert.ok(size > 256 * 1024, `the test image should be large: ${size}`);
