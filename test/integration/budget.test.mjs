@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 
-import { startClient, newProject, execPy, callTool, jsonResult, writeFile, show, sleep } from './lib.mjs';
+import { startClient, newProject, execPy, callTool, jsonResult, writeFile, show, sleep, projectWith } from './lib.mjs';
 
 const MiB = 1024 * 1024;
 
@@ -116,18 +116,6 @@ describe('budgets of the server\'s own work', () => {
 	});
 });
 
-const SKILL = fs.readFileSync(new URL('../../SKILL.md', import.meta.url), 'utf8');
-
-/** A project whose SKILL.md has some limits changed; returns [root, skillPath]. */
-function projectWith(tag, replacements) {
-	const root = newProject(tag);
-	let text = SKILL;
-	for (const [from, to] of replacements) {
-		assert.ok(text.includes(from), `SKILL.md has ${from}`);
-		text = text.replace(from, to);
-	}
-	return [root, writeFile(root, 'policy/SKILL.md', text)];
-}
 
 describe('the server\'s own logs on disk', () => {
 	test('printing 40 MiB with max_file_mb 4: the log file stays within 4 MiB, keeps head and tail, and says what it left out', { timeout: 120000 }, async () => {

@@ -7,20 +7,8 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 
-import { startClient, newProject, execPy, callTool, writeFile, descendants, waitGone, sleep, show, BIN } from './lib.mjs';
+import { startClient, newProject, execPy, callTool, writeFile, descendants, waitGone, sleep, show, BIN, projectWith } from './lib.mjs';
 
-const SKILL = fs.readFileSync(new URL('../../SKILL.md', import.meta.url), 'utf8');
-
-/** A project whose SKILL.md has some limits changed; returns [root, skillPath]. */
-function projectWith(tag, replacements) {
-	const root = newProject(tag);
-	let text = SKILL;
-	for (const [from, to] of replacements) {
-		assert.ok(text.includes(from), `SKILL.md has ${from}`);
-		text = text.replace(from, to);
-	}
-	return [root, writeFile(root, 'policy/SKILL.md', text)];
-}
 
 /** Host pid of the sandboxed process whose pid inside the jail is nsPid. */
 function hostPid(serverPid, nsPid) {

@@ -64,6 +64,20 @@ export function writeFile(root, rel, data) {
 	return p;
 }
 
+export const SKILL = fs.readFileSync(new URL('../../SKILL.md', import.meta.url), 'utf8');
+
+/** A project whose SKILL.md has some text replaced (each `from` must be
+ * there); returns [root, skillPath]. */
+export function projectWith(tag, replacements) {
+	const root = newProject(tag);
+	let text = SKILL;
+	for (const [from, to] of replacements) {
+		if (!text.includes(from)) throw new Error(`SKILL.md has no ${from}`);
+		text = text.replace(from, to);
+	}
+	return [root, writeFile(root, 'policy/SKILL.md', text)];
+}
+
 export function fileUri(absPath) {
 	return 'file://' + absPath.split('/').map(encodeURIComponent).join('/');
 }

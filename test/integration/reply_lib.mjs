@@ -1,22 +1,9 @@
-// What the reply tests share: the project's own SKILL.md, a project with
-// a variant of it, and the lines of a reply's error section.
+// What the reply tests share: the lines of a reply's error section (and,
+// from lib.mjs, the project's own SKILL.md and a project with a variant).
 import assert from 'node:assert/strict';
-import fs from 'node:fs';
+import { show } from './lib.mjs';
 
-import { newProject, writeFile, show } from './lib.mjs';
-
-export const SKILL = fs.readFileSync(new URL('../../SKILL.md', import.meta.url), 'utf8');
-
-/** A project whose SKILL.md has some text replaced; returns [root, skillPath]. */
-export function projectWith(tag, replacements) {
-	const root = newProject(tag);
-	let text = SKILL;
-	for (const [from, to] of replacements) {
-		assert.ok(text.includes(from), `SKILL.md has ${from}`);
-		text = text.replace(from, to);
-	}
-	return [root, writeFile(root, 'policy/SKILL.md', text)];
-}
+export { SKILL, projectWith } from './lib.mjs';
 
 /** The lines of the error section, without trailing blank lines. */
 export function errorLines(r) {
