@@ -448,6 +448,12 @@ static __attribute__((noreturn)) void session_main(const char *init_json, int fd
 			/* After the reply went out and the server froze and swept
 			 * us: taken while the agent reads the reply. */
 			wire_msg_free(&m);
+			/* The zombies of what the sweep ended first: they still
+			 * count against RLIMIT_NPROC, and a cell that filled it
+			 * (a fork bomb that caught its EAGAIN and ended ok) would
+			 * leave no room for the checkpoint's fork; without one the
+			 * server rolls the session back, losing that call. */
+			reap_ended();
 			if (checkpoints)
 				make_checkpoint();
 			continue;
