@@ -93,6 +93,10 @@ def main(argv):
             for f in sorted(os.listdir(d)):
                 if not f.endswith('.o'):
                     continue
+                # An object whose source is gone (moved to another folder)
+                # is a stale build output, not part of the program.
+                if not any(os.path.exists(os.path.join(layer, f[:-2] + ext)) for ext in ('.c', '.S')):
+                    continue
                 me = module(os.path.join(layer, f))
                 out = subprocess.run(['nm', '-P', os.path.join(d, f)], capture_output=True, text=True, check=True).stdout
                 used[me] = set()
