@@ -31,6 +31,11 @@ AGENT_ARGS ?=
 bench-agent: setup bench-setup $(BIN)
 	$(BENCH_PY) bench/agent.py --server $(BIN) $(AGENT_ARGS)
 
+## bench-policies: the agent tasks in one session under four policies (checkpoints, saved sessions on or off): what each costs
+.PHONY: bench-policies
+bench-policies: setup $(BIN)
+	$(BENCH_PY) bench/agent_policies.py --server $(BIN)
+
 ## bench-persist: what saving and restoring a session costs (1 GiB array, 100 MB DataFrame); writes bench/PERSIST.md
 .PHONY: bench-persist
 bench-persist: setup $(BIN)
