@@ -132,19 +132,28 @@ static void run_timers(struct loop *l)
 void loop_run(struct loop *l)
 {
 	while (!l->stop) {
-		int timeout = -1;
+		/* To the microsecond (ppoll): the supervisor looks again at a
+		 * session 0.1 ms later, which poll's milliseconds would make 1. */
+		double timeout = -1;
 		double now = loop_now_ms();
 		for (size_t i = 0; i < l->nt; i++) {
 			double d = l->t[i].at - now;
-			int ms = d <= 0 ? 0 : (int)d + 1;
-			if (timeout < 0 || ms < timeout)
-				timeout = ms;
+			if (d < 0)
+				d = 0;
+			if (timeout < 0 || d < timeout)
+				timeout = d;
+		}
+		struct timespec ts = { 0 };
+		if (timeout >= 0) {
+			long long us = (long long)(timeout * 1000.0) + 1;
+			ts.tv_sec = (time_t)(us / 1000000);
+			ts.tv_nsec = (long)(us % 1000000) * 1000;
 		}
 		grow((void **)&l->pfd, &l->cappfd, l->nw + 1, sizeof *l->pfd);
 		size_t n = l->nw;
 		for (size_t i = 0; i < n; i++)
 			l->pfd[i] = (struct pollfd){ .fd = l->w[i].fd, .events = l->w[i].events };
-		int r = poll(l->pfd, n, timeout);
+		int r = ppoll(l->pfd, n, timeout >= 0 ? &ts : NULL, NULL);
 		if (r < 0 && errno != EINTR)
 			return;
 		for (size_t i = 0; r > 0 && i < n && !l->stop; i++) {

@@ -35,6 +35,9 @@
  * timer, so a session that never answers is ended. */
 #define THUMBS_MS 60000.0
 #define WATCH_MS ((double)WATCH_INTERVAL_MS)
+/* What a session may use of CPU while thawed to take its checkpoint (a
+ * fork takes a few ms, also of a process of gigabytes). */
+#define SETTLE_CPU_MS 2000
 
 /* Where a session's process is in its exchange with the server, which says
  * what it may send next (expect_for).  The session is hostile: anything else
@@ -70,6 +73,8 @@ struct session {
 	bool checkpointing;  /* after a reply: its checkpoint is being taken */
 	uint64_t resume_timer, watch_timer, idle_timer;
 	int idle_tries;
+	struct watch_look look; /* the previous look while freezing */
+	long thaw_cpu0;         /* its CPU time when thawed for a checkpoint */
 	struct wire_expect expect[3];
 	struct wire_reader rd;
 	struct outbuf out, err;
@@ -1182,6 +1187,17 @@ static void watch_fired(void *arg)
 	if (!s->alive || s->hpid <= 0 || s->phase == P_IDLE || s->phase == P_NONE)
 		return;
 	const struct policy_limits *L = &sup->cfg.policy->limits;
+	if (s->phase == P_SETTLING) {
+		/* Taking a checkpoint is a fork: milliseconds of CPU even for
+		 * gigabytes (page tables), no user code but at-fork hooks. */
+		long cpu = watch_cpu_ms(s->hpid);
+		if (cpu >= 0 && s->thaw_cpu0 >= 0 && cpu - s->thaw_cpu0 > SETTLE_CPU_MS) {
+			log_warn("session %s: %ld ms of CPU while taking its checkpoint: ended", s->name, cpu - s->thaw_cpu0);
+			snprintf(s->broke, sizeof s->broke, "it used %ld ms of CPU while taking its checkpoint", cpu - s->thaw_cpu0);
+			kill_session(s);
+			return;
+		}
+	}
 	struct footprint u;
 	/* The jail's own procfs lists its processes only (cheap); the host's
 	 * lists every process of the machine. */
@@ -1190,6 +1206,15 @@ static void watch_fired(void *arg)
 	if (wr == 0) {
 		struct run *c = s->cur;
 		uint64_t limit = (uint64_t)L->memory_mb << 20;
+		long max_tasks = L->max_processes;
+		if (s->phase == P_SETTLING) {
+			/* The checkpoint is a fork, counted until the server has
+			 * it: its pages are the session's, shared, and show in
+			 * both RSS.  So the sum may count the session twice here,
+			 * and the checkpoint and its saver are two more tasks. */
+			limit *= 2;
+			max_tasks += 2;
+		}
 		if (u.total > limit) {
 			log_info("session %s: %.0f MB in use (anon %.0f, shared %.0f, memfd %.0f, tmpfs %.0f) over memory_mb %ld: ended",
 				 s->name, u.total / 1048576.0, u.anon / 1048576.0, u.shmem / 1048576.0, u.memfd / 1048576.0,
@@ -1208,10 +1233,13 @@ static void watch_fired(void *arg)
 					c->note = strdup(note);
 				}
 			}
+			if (!c)
+				snprintf(s->broke, sizeof s->broke, "its processes used %.0f MB while taking its checkpoint, over memory_mb",
+					 u.total / 1048576.0);
 			kill_session(s);
 			return;
 		}
-		if (u.tasks > L->max_processes) {
+		if (u.tasks > max_tasks) {
 			log_info("session %s: %ld processes and threads, over max_processes %ld: ended", s->name, u.tasks, L->max_processes);
 			if (c && (c->status == CALL_PENDING || status_from_result(c))) {
 				drop_result(c);
@@ -1224,6 +1252,9 @@ static void watch_fired(void *arg)
 					c->note = strdup(note);
 				}
 			}
+			if (!c)
+				snprintf(s->broke, sizeof s->broke, "%ld processes and threads while taking its checkpoint, over max_processes",
+					 u.tasks);
 			kill_session(s);
 			return;
 		}
@@ -1242,12 +1273,14 @@ static void try_freeze(void *arg);
 /* All the session had to say is in: freeze it, then have the zygote end
  * what the call left running below it.  Only then is the call over (the
  * call's timer, or the resume timer, runs meanwhile).  The process must be
- * seen asleep first (every thread blocked in the kernel), so a cell that
- * sends a made-up result and keeps computing runs out its time instead. */
+ * seen asleep first, at two looks with no CPU time used in between (every
+ * thread blocked in the kernel), so a cell that sends a made-up result and
+ * keeps computing runs out its time instead. */
 static void begin_freeze(struct sup *sup, struct session *s)
 {
 	set_expect(sup, s, P_FREEZING);
 	s->idle_tries = 0;
+	s->look = (struct watch_look){ 0 };
 	try_freeze(s);
 }
 
@@ -1258,11 +1291,12 @@ static void try_freeze(void *arg)
 	s->idle_timer = 0;
 	if (s->phase != P_FREEZING)
 		return;
-	int idle = s->hpid > 0 ? watch_idle(s->hpid) : -ESRCH;
+	int idle = s->hpid > 0 ? watch_idle(s->hpid, &s->look) : -ESRCH;
 	if (idle < 0)
 		return; /* gone: its exit report follows */
 	if (idle == 0) {
-		/* Busy: look again soon (0.1 ms, doubling up to 20 ms). */
+		/* Busy, or asleep at one look only: look again soon (0.1 ms,
+		 * doubling up to 20 ms). */
 		double ms = 0.1 * (double)(1 << (s->idle_tries < 8 ? s->idle_tries : 8));
 		s->idle_tries++;
 		s->idle_timer = loop_timer(sup->cfg.loop, ms < WATCH_MS ? ms : WATCH_MS, try_freeze, s);
@@ -1310,9 +1344,16 @@ static void checkpoint_expired(void *arg)
  * timer; it is frozen and swept again once the checkpoint is in. */
 static void take_checkpoint(struct sup *sup, struct session *s)
 {
+	s->thaw_cpu0 = s->hpid > 0 ? watch_cpu_ms(s->hpid) : 0;
 	if (s->pidfd >= 0)
 		pidfd_signal(s->pidfd, SIGCONT);
 	set_expect(sup, s, P_SETTLING);
+	/* The limits hold while it runs for its checkpoint, too.
+	 * Attack: a cell that sent a made-up result and slept through the
+	 * looks (it is believed: a sleeping process looks idle) runs again
+	 * here, after its reply; without the watchdog it could hold shared
+	 * memory over memory_mb, or compute, until the checkpoint timer. */
+	start_watch(sup, s);
 	cancel_resume_timer(sup, s);
 	s->resume_timer = loop_timer(sup->cfg.loop, RESUME_MS, checkpoint_expired, s);
 	if (wire_send(s->ctrl, W_TAKE_CHECKPOINT, "", 0, NULL, 0) < 0)
@@ -2027,7 +2068,10 @@ void sup_free(struct sup *sup)
 	struct session *s = sup->sessions;
 	while (s) {
 		struct session *next = s->next;
-		wswatch_stop(s->watch);
+		/* The loop may outlive this supervisor (the unit tests run
+		 * several on one): no timer of ours may fire after it. */
+		cancel_timers(sup, s);
+		cancel_resume_timer(sup, s);
 		session_close_fds(sup, s);
 		if (s->cur)
 			s->cur->ev->drop(s->cur);

@@ -81,26 +81,73 @@ pid_t watch_ppid(pid_t pid)
 	return (pid_t)ppid;
 }
 
-int watch_idle(pid_t pid)
+/* The CPU time a thread has used: the scheduler's nanoseconds
+ * (schedstat, readable by anyone, also for a process that is not
+ * dumpable) plus utime and stime in ticks, so that a kernel without
+ * schedstat still shows a thread that ran. */
+static uint64_t thread_run(pid_t pid, const char *tid, const char *stat_f)
+{
+	char path[96], buf[128];
+	unsigned long long ns = 0;
+	unsigned long ut = 0, st = 0;
+	snprintf(path, sizeof path, "/proc/%d/task/%.16s/schedstat", (int)pid, tid);
+	if (read_small(path, buf, sizeof buf) > 0)
+		sscanf(buf, "%llu", &ns);
+	sscanf(stat_f, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st);
+	return (uint64_t)ns + ut + st;
+}
+
+int watch_idle(pid_t pid, struct watch_look *last)
 {
 	char path[96], buf[1024];
 	snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
 	DIR *d = opendir(path);
-	if (!d)
+	if (!d) {
+		last->valid = false;
 		return -errno;
-	int idle = 1;
+	}
+	bool asleep = true;
+	struct watch_look now = { .valid = true };
 	struct dirent *de;
-	while (idle && (de = readdir(d))) {
+	while (asleep && (de = readdir(d))) {
 		if (de->d_name[0] < '1' || de->d_name[0] > '9')
 			continue;
 		snprintf(path, sizeof path, "/proc/%d/task/%.16s/stat", (int)pid, de->d_name);
 		const char *f = stat_fields(path, buf, sizeof buf);
-		/* R running, anything but sleeping or stopped counts as busy. */
-		if (f && !(f[0] == 'S' || f[0] == 'D' || f[0] == 'T' || f[0] == 't'))
-			idle = 0;
+		if (!f)
+			continue; /* a thread that ended meanwhile */
+		/* Asleep means S (an interruptible wait, as in recvmsg on the
+		 * control socket) or stopped.  R runs; D counts as busy too.
+		 * Attack: a cell that sent a made-up result and went on
+		 * appending to a file was seen in D (waiting on the disk or
+		 * on writeback throttling) often enough to be frozen as if
+		 * idle, after 1.8 s of a 3 s timeout, and its result was
+		 * believed. */
+		if (!(f[0] == 'S' || f[0] == 'T' || f[0] == 't'))
+			asleep = false;
+		now.n++;
+		now.tids += strtoull(de->d_name, NULL, 10) * 2654435761u;
+		now.run += thread_run(pid, de->d_name, f);
 	}
 	closedir(d);
-	return idle;
+	/* And none of its threads ran since the previous look: a busy thread
+	 * caught between two steps of its work in S has used CPU time by the
+	 * next look; one blocked for the whole interval has not. */
+	bool same = last->valid && asleep && now.n == last->n && now.tids == last->tids && now.run == last->run;
+	*last = asleep ? now : (struct watch_look){ 0 };
+	return same;
+}
+
+long watch_cpu_ms(pid_t pid)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+	const char *f = stat_fields(path, buf, sizeof buf);
+	unsigned long ut, st;
+	if (!f || sscanf(f, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
+		return -ESRCH;
+	long hz = sysconf(_SC_CLK_TCK);
+	return (long)((ut + st) * 1000 / (unsigned long)(hz > 0 ? hz : 100));
 }
 
 static uint64_t status_kb(const char *status, const char *key)

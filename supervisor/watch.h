@@ -19,9 +19,21 @@ int watch_pidfd(int pidfd, pid_t *host, pid_t *ns);
 /* The parent of pid, or -errno. */
 pid_t watch_ppid(pid_t pid);
 
-/* 1 when every thread of pid sleeps in the kernel (or is stopped), 0 when
- * one runs, -errno when pid is gone. */
-int watch_idle(pid_t pid);
+/* What a look at a process's threads saw, to compare with the next look. */
+struct watch_look {
+	bool valid;          /* false: no earlier look (or it saw one busy) */
+	long n;              /* threads */
+	uint64_t tids, run;  /* their ids and their CPU time, summed */
+};
+
+/* 1 when every thread of pid sleeps (S) or is stopped, now and at the
+ * previous look *last, and none of them has run in between; 0 otherwise
+ * (the first look after *last is zeroed never says 1); -errno when pid is
+ * gone.  *last becomes this look. */
+int watch_idle(pid_t pid, struct watch_look *last);
+
+/* CPU time (user and system, ms) used so far by pid's threads, or -errno. */
+long watch_cpu_ms(pid_t pid);
 
 /* How often the supervisor measures a running call's processes. */
 #define WATCH_INTERVAL_MS 20

@@ -91,6 +91,28 @@ describe('a forged reply on the control socket', () => {
 		assert.deepEqual([n.sc.status, n.sc.result], ['ok', '42'], show(n.sc));
 	});
 
+	// A process waiting on the disk (D), or caught between two steps of its
+	// work, looks asleep at one look: it must be seen asleep twice, with no
+	// CPU time used in between.
+	test('a result frame, then a loop that mostly waits on the disk (fsync): still not believed', { timeout: 60000 }, async () => {
+		const r = await execPy(h, [
+			'kept = 8',
+			'b = json.dumps({"status": "ok", "result": "\'forged\'", "error": None, "figures": []}).encode()',
+			`os.write(3, ${frame(W_RESULT, 'b')})`,
+			'fd = os.open("workspace/sync.beat", os.O_WRONLY | os.O_CREAT | os.O_APPEND)',
+			'while True:',
+			'    os.write(fd, b"x" * 4096); os.fsync(fd)',
+		].join('\n'), { timeout_s: 3 });
+		assert.notEqual(r.sc.result, "'forged'", show(r.sc));
+		assert.ok(['timeout', 'crashed'].includes(r.sc.status), show(r.sc));
+		assert.equal(r.sc.state, 'rolled_back', show(r.sc));
+		const beat = fs.statSync(path.join(root, 'workspace/sync.beat')).size;
+		await sleep(300);
+		assert.equal(fs.statSync(path.join(root, 'workspace/sync.beat')).size, beat, 'the loop stopped');
+		const n = await execPy(h, 'kept * 6');
+		assert.deepEqual([n.sc.status, n.sc.result], ['ok', '42'], show(n.sc));
+	});
+
 	test('a 16 MB result frame: the session is ended and the server\'s memory stays small', { timeout: 60000 }, async () => {
 		const before_ = serverRssMb(h.pid);
 		const r = await execPy(h, [
@@ -106,6 +128,73 @@ describe('a forged reply on the control socket', () => {
 		const n = await execPy(h, 'kept');
 		assert.deepEqual([n.sc.status, n.sc.result], ['ok', '7'], show(n.sc));
 	});
+});
+
+// A cell that sends a result of its own and then sleeps looks idle (no look
+// from outside tells its sleep from a wait for the next cell), so its result
+// is believed.  What must hold is what follows: thawed to take its
+// checkpoint, it is still under the watchdog and a CPU budget, and the next
+// call says the session was rolled back.
+describe('a made-up result, then asleep through the looks', () => {
+	const forge = (lines) => [
+		'import os, struct, json, time',
+		'kept = 8',
+		'b = json.dumps({"status": "ok", "result": "\'forged\'", "error": None, "figures": []}).encode()',
+		`os.write(3, ${frame(W_RESULT, 'b')})`,
+		'time.sleep(1.5)',
+		...lines,
+	].join('\n');
+	const cases = [
+		// Filling shared pages costs CPU too: whichever limit comes first.
+		['4 GB of shared memory once thawed', /over memory_mb|ms of CPU while taking its checkpoint/, [
+			'import mmap',
+			'm = mmap.mmap(-1, 4 << 30, mmap.MAP_SHARED | mmap.MAP_ANONYMOUS)',
+			'chunk = b"x" * (1 << 20)',
+			'for i in range(4096): m.write(chunk)',
+			'time.sleep(60)',
+		]],
+		['a busy loop once thawed', /ms of CPU while taking its checkpoint/, [
+			'while True:',
+			'    with open("workspace/thaw.beat", "a") as f: f.write("x")',
+		]],
+	];
+	for (const [what, why, lines] of cases) {
+		test(`${what}: ended within seconds, and the next call is rolled back`, { timeout: 90000 }, async () => {
+			const mb = 512;
+			const root = newProject('thaw');
+			const h = await startClient(root, { structured: true, args: ['--memory', String(mb)] });
+			try {
+				assert.equal((await execPy(h, 'kept = 7')).sc.status, 'ok');
+				await execPy(h, 'kept');
+				const base = sandboxMemMb(h.pid);
+				await execPy(h, forge(lines), { timeout_s: 60 });
+				let peak = 0;
+				const t0 = Date.now();
+				// Ended when nothing of it is left but the zygote's other
+				// processes: the sandbox's CPU stops.
+				for (;;) {
+					peak = Math.max(peak, sandboxMemMb(h.pid));
+					if (Date.now() - t0 > 4000 && (await cpuOver(h, 500)) < 100) break;
+					assert.ok(Date.now() - t0 < 25000, 'still running 25 s after its reply');
+					await sleep(20);
+				}
+				// While it takes its checkpoint the limit is twice memory_mb: the
+				// checkpoint is a fork, and its shared pages count in both.
+				if (!SANITIZED) assert.ok(peak - base <= 2 * mb + Math.max(mb / 10, 64), `peak ${peak.toFixed(0)} MB, idle ${base.toFixed(0)} MB, limit ${mb} MB`);
+				if (fs.existsSync(path.join(root, 'workspace/thaw.beat'))) {
+					const beat = fs.statSync(path.join(root, 'workspace/thaw.beat')).size;
+					await sleep(300);
+					assert.equal(fs.statSync(path.join(root, 'workspace/thaw.beat')).size, beat, 'the loop stopped');
+				}
+				const n = await execPy(h, 'kept');
+				assert.deepEqual([n.sc.status, n.sc.result], ['ok', '7'], show(n.sc));
+				assert.match(show(n.sc), why);
+				assert.match(show(n.sc), /rolled back/);
+			} finally {
+				await h.close();
+			}
+		});
+	}
 });
 
 describe('a forged checkpoint', () => {
