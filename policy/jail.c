@@ -390,6 +390,8 @@ int jail_enter(const struct jail_config *c, struct jail_report *r, struct err *e
 		int idm = 0;
 		if (root && (idm = rc = jail_ns_prepare(c, uid, gid, e)) < 0)
 			goto fail;
+		if (root && userns)
+			jail_ns_ipc_early(r);
 		if ((rc = jail_uid_apply(c, idm == 0, r, e)) < 0)
 			goto fail;
 		if ((rc = jail_ns_apply(c, userns, r, e)) < 0)

@@ -640,6 +640,31 @@ static void unavailable(struct jail_layer *l, const char *why)
 	snprintf(l->detail, sizeof l->detail, "%s", why);
 }
 
+/* The jail's IPC namespace is new: its System V shared memory rule.
+ * A segment that no process has attached any more keeps its pages, and no
+ * RSS shows them.  shm_rmid_forced, a setting of the IPC namespace, removes
+ * a segment at its last detach, so what exists is mapped and counted.  Only
+ * the root of the namespace's owning user namespace may set it: a root
+ * server makes the namespace before it gives root up (jail_ns_ipc_early);
+ * elsewhere the filter refuses shared memory (seccomp.c).
+ * Attack: six segments of 200 MB, each filled and detached, held 1.2 GB
+ * outside memory_mb until the server exited. */
+static void ipc_shm_rule(struct jail_report *r)
+{
+	r->sysv_shm = write_file("/proc/sys/kernel/shm_rmid_forced", "1") == 0;
+	snprintf(r->layer[JL_IPCNS].detail, sizeof r->layer[0].detail,
+		 "private System V IPC and POSIX message queues; shared memory %s",
+		 r->sysv_shm ? "removed at its last detach" : "refused (shm_rmid_forced is root's)");
+}
+
+void jail_ns_ipc_early(struct jail_report *r)
+{
+	if (geteuid() != 0 || jail_disabled("ipcns") || unshare(CLONE_NEWIPC) < 0)
+		return; /* jail_ns_apply tries again, and says why */
+	r->layer[JL_IPCNS].state = JS_APPLIED;
+	ipc_shm_rule(r);
+}
+
 int jail_ns_apply(const struct jail_config *c, bool with_userns, struct jail_report *r,
 		  struct err *e)
 {
@@ -688,6 +713,8 @@ int jail_ns_apply(const struct jail_config *c, bool with_userns, struct jail_rep
 			snprintf(l->detail, sizeof l->detail, "net_access is true: host network");
 			continue;
 		}
+		if (l->state == JS_APPLIED)
+			continue; /* made earlier, as root (jail_ns_ipc_early) */
 		if (jail_disabled(d->name)) {
 			unavailable(l, "disabled by PSM_JAIL_DISABLE");
 			continue;
@@ -703,13 +730,12 @@ int jail_ns_apply(const struct jail_config *c, bool with_userns, struct jail_rep
 			continue;
 		}
 		l->state = JS_APPLIED;
+		if (d->id == JL_IPCNS)
+			ipc_shm_rule(r);
 	}
 	if (r->layer[JL_NETNS].state == JS_APPLIED)
 		snprintf(r->layer[JL_NETNS].detail, sizeof r->layer[0].detail,
 			 "empty network namespace (loopback down)");
-	if (r->layer[JL_IPCNS].state == JS_APPLIED)
-		snprintf(r->layer[JL_IPCNS].detail, sizeof r->layer[0].detail,
-			 "private System V IPC and POSIX message queues");
 	if (r->layer[JL_UTSNS].state == JS_APPLIED) {
 		/* The host's name is not the sandbox's business. */
 		(void)!sethostname("sandbox", 7);

@@ -50,6 +50,10 @@ struct jail_report {
 	 * server removes it when it exits.  Empty in the namespace mode
 	 * (/tmp is a private tmpfs there). */
 	char scratch[256];
+	/* System V shared memory is allowed: the jail has its own IPC
+	 * namespace and a segment goes when its last process detaches
+	 * (jail_ns.c). */
+	bool sysv_shm;
 	char remedy[512];   /* what the user can do to get the missing layers */
 };
 
@@ -102,6 +106,9 @@ bool jail_userns_probe(uid_t uid, gid_t gid);
 /* As root, before the uid switch: clones the mount sources, ID-mapped to
  * the sandbox uid when it is 65534 (see jail_ns.c).  1 when ID-mapped. */
 int jail_ns_prepare(const struct jail_config *c, uid_t uid, gid_t gid, struct err *e);
+/* As root, before the uid switch: the IPC namespace, made here so that its
+ * shared memory rule can be set (see jail_ns.c). */
+void jail_ns_ipc_early(struct jail_report *r);
 /* Namespaces, then a fork (pid 1 of the new pid namespace; the intermediate
  * never returns), then the mount tree and pivot_root. */
 int jail_ns_apply(const struct jail_config *c, bool with_userns,

@@ -117,11 +117,16 @@ static const char *const metadata[] = {
 	NULL,
 };
 
-/* System V IPC: in the jail's own ipc namespace (multiprocessing); without
- * one, the host's segments and semaphores (another program's shared memory,
- * same uid) would be there to attach: refused. */
-static const char *const sysv_ipc[] = {
-	"shmget", "shmat", "shmdt", "shmctl", "semget", "semop", "semctl", "semtimedop", NULL,
+/* System V IPC: in the jail's own ipc namespace only; without one, the
+ * host's segments and semaphores (another program's shared memory, same
+ * uid) would be there to attach: refused.  Shared memory also needs its
+ * segments removed at their last detach (layer.h: sysv_shm), or it would be
+ * memory the watchdog cannot see. */
+static const char *const sysv_sem[] = {
+	"semget", "semop", "semctl", "semtimedop", NULL,
+};
+static const char *const sysv_shm[] = {
+	"shmget", "shmat", "shmdt", "shmctl", NULL,
 };
 
 /* Not in the list, so EPERM, and named here because each is an escape or
@@ -203,7 +208,8 @@ int seccomp_apply(const struct jail_config *c, struct jail_report *r, struct err
 	/* The mode: with the mount tree or without (jail.c: judge). */
 	bool nsfree = r->layer[JL_MOUNTNS].state != JS_APPLIED;
 	bool ipcns = r->layer[JL_IPCNS].state == JS_APPLIED;
-	const char *const *lists[] = { allow, nsfree ? NULL : metadata, ipcns ? sysv_ipc : NULL };
+	const char *const *lists[] = { allow, nsfree ? NULL : metadata, ipcns ? sysv_sem : NULL,
+				       ipcns && r->sysv_shm ? sysv_shm : NULL };
 	for (size_t li = 0; li < sizeof lists / sizeof lists[0]; li++)
 		for (const char *const *s = lists[li]; s && *s; s++) {
 			/* A memfd is memory no RSS shows until it is mapped:
@@ -385,7 +391,8 @@ int seccomp_apply(const struct jail_config *c, struct jail_report *r, struct err
 				  : "none",
 		 nsfree ? ", no chattr" : "", p->shell_exec ? "allowed" : "refused",
 		 nsfree ? "; no chmod/chown/utime" : "",
-		 ipcns ? "" : "; no SysV IPC", c->no_memfd ? "; no memfd_create" : "");
+		 !ipcns ? "; no SysV IPC" : r->sysv_shm ? "" : "; no SysV shared memory",
+		 c->no_memfd ? "; no memfd_create" : "");
 	return 0;
 }
 

@@ -7,6 +7,7 @@ import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
+import { execFileSync } from 'node:child_process';
 
 import { SANITIZED, startClient, newProject, execPy, callTool, descendants, sleep, show } from './lib.mjs';
 
@@ -383,6 +384,44 @@ describe('memory_mb bounds the session as a whole', () => {
 			}
 		});
 	}
+});
+
+// A System V segment that no process has attached keeps its pages, and no
+// RSS shows them: the jail's IPC namespace removes a segment at its last
+// detach.  Checked from outside: the segments of the jail's IPC namespace
+// (nsenter into it, /proc/sysvipc/shm).
+describe('System V shared memory', () => {
+	test('six segments of 200 MB, each filled and detached: none is left, and shared memory still works', { timeout: 120000 }, async () => {
+		const h = await startClient(newProject('shm'), { structured: true, args: ['--memory', '768'] });
+		try {
+			const r = await execPy(h, [
+				'import ctypes',
+				'libc = ctypes.CDLL(None, use_errno=True)',
+				'libc.shmat.restype = ctypes.c_void_p',
+				'libc.shmat.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int]',
+				'libc.shmdt.argtypes = [ctypes.c_void_p]',
+				'seen = []',
+				'for i in range(6):',
+				'    sid = libc.shmget(0, 200 << 20, 0o1600)',  // IPC_PRIVATE, IPC_CREAT | 0600
+				'    assert sid >= 0, ctypes.get_errno()',
+				'    p = libc.shmat(sid, None, 0)',
+				'    ctypes.memset(p, 7, 200 << 20)',
+				'    seen.append(ctypes.c_char.from_address(p + (100 << 20)).value)',
+				'    assert libc.shmdt(ctypes.c_void_p(p)) == 0',
+				'seen',
+			].join('\n'), { timeout_s: 60 }, { timeout: 90000 });
+			assert.deepEqual([r.sc.status, r.sc.result], ['ok', "[b'\\x07', b'\\x07', b'\\x07', b'\\x07', b'\\x07', b'\\x07']"], show(r.sc));
+			const ns = descendants(h.pid).map((p) => { try { return fs.readlinkSync(`/proc/${p.pid}/ns/ipc`); } catch { return null; } })
+				.find((l) => l && l !== fs.readlinkSync('/proc/self/ns/ipc'));
+			assert.ok(ns, 'the sandbox has an IPC namespace of its own');
+			const pid = descendants(h.pid).find((p) => { try { return fs.readlinkSync(`/proc/${p.pid}/ns/ipc`) === ns; } catch { return false; } }).pid;
+			const out = execFileSync('nsenter', [`--ipc=/proc/${pid}/ns/ipc`, 'cat', '/proc/sysvipc/shm'], { encoding: 'utf8' });
+			const segments = out.trim().split('\n').slice(1);
+			assert.deepEqual(segments, [], `segments left in the jail's IPC namespace:\n${out}`);
+		} finally {
+			await h.close();
+		}
+	});
 });
 
 describe('a protocol fuzzer inside the sandbox', () => {
