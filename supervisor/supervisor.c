@@ -1184,8 +1184,16 @@ static void watch_fired(void *arg)
 	struct session *s = arg;
 	struct sup *sup = s->sup;
 	s->watch_timer = 0;
-	if (!s->alive || s->hpid <= 0 || s->phase == P_IDLE || s->phase == P_NONE)
+	if (!s->alive || s->phase == P_IDLE || s->phase == P_NONE)
 		return;
+	/* A new process is measured once the zygote's report of it is in.
+	 * Attack: the first look came before that report (a spawn slower than
+	 * 20 ms, on a loaded machine) and the watchdog stopped for the whole
+	 * call: a fresh session filled 2.2 GB of memfds under memory_mb 256. */
+	if (s->hpid <= 0) {
+		s->watch_timer = loop_timer(sup->cfg.loop, WATCH_MS, watch_fired, s);
+		return;
+	}
 	const struct policy_limits *L = &sup->cfg.policy->limits;
 	if (s->phase == P_SETTLING) {
 		/* Taking a checkpoint is a fork: milliseconds of CPU even for

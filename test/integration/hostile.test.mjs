@@ -341,7 +341,9 @@ describe('memory_mb bounds the session as a whole', () => {
 	];
 	for (const [what, mb, lines] of cases) {
 		test(`${what} with memory_mb ${mb}: stopped with status memory, rolled back`, { timeout: 120000 }, async () => {
-			const h = await startClient(newProject('mem'), { structured: true, args: ['--memory', String(mb)] });
+			// Under AddressSanitizer an idle session already takes about 280 MB
+			// (shadow memory and quarantine): the limit leaves room for that.
+			const h = await startClient(newProject('mem'), { structured: true, args: ['--memory', String(SANITIZED ? mb + 512 : mb)] });
 			try {
 				assert.equal((await execPy(h, 'import time\nkept = 7')).sc.status, 'ok');
 				await execPy(h, 'kept');
@@ -352,12 +354,11 @@ describe('memory_mb bounds the session as a whole', () => {
 				stop = true;
 				await poll;
 				if (SANITIZED) {
-					// Under AddressSanitizer the session's own shadow memory and
-					// quarantine already fill a 256 MB budget (277 MB idle), so what
-					// is measured is the sanitizer, not the code: this run is for
-					// the server's memory errors on the watchdog and rollback paths;
-					// the behaviour is asserted in the plain build's run.
-					assert.ok(['memory', 'error'].includes(r.sc.status), show(r.sc));
+					// What is measured there is mostly the sanitizer: this run is
+					// for the server's memory errors on the watchdog and rollback
+					// paths; the behaviour is asserted in the plain build's run (with
+					// the larger limit, a case may also fit).
+					assert.ok(['memory', 'error', 'ok'].includes(r.sc.status), show(r.sc));
 					await h.client.ping();
 					return;
 				}
@@ -384,6 +385,28 @@ describe('memory_mb bounds the session as a whole', () => {
 			}
 		});
 	}
+});
+
+// The first call of a new process: the watchdog starts before the zygote's
+// report of the process is in, and must keep looking until it is.
+describe('memory_mb from the first call of a new session', () => {
+	test('4 GB of MAP_SHARED in the first call of a session: stopped with status memory', { timeout: 120000 }, async () => {
+		const mb = SANITIZED ? 768 : 256;
+		const h = await startClient(newProject('fresh'), { structured: true, args: ['--memory', String(mb)] });
+		try {
+			for (const session of ['first', 'second']) {
+				const r = await execPy(h, [
+					'import mmap',
+					'm = mmap.mmap(-1, 4 << 30, mmap.MAP_SHARED | mmap.MAP_ANONYMOUS)',
+					'chunk = b"x" * (1 << 20)',
+					'for i in range(4096): m.write(chunk)',
+				].join('\n'), { session, timeout_s: 60 }, { timeout: 90000 });
+				assert.equal(r.sc.status, 'memory', show(r.sc));
+			}
+		} finally {
+			await h.close();
+		}
+	});
 });
 
 // A System V segment that no process has attached keeps its pages, and no
