@@ -9,6 +9,7 @@
  * the per-session jail step, then serves W_EXEC/W_THUMB until its control
  * socket closes.  User code runs here, so nothing it sends back is trusted. */
 #include "zygote.h"
+#include "precopy.h"
 #include "procs.h"
 #include "warm.h"
 
@@ -188,6 +189,14 @@ static pid_t checkpoint_pid, zygote_pid;
 static unsigned long long persist_cap;
 static pid_t saver_pid;
 
+/* The pre-copy after each checkpoint's fork (precopy.h): at most this many
+ * bytes (set from memory_mb by the zygote), and these bounds in time, well
+ * inside the server's 2 s CPU budget for taking a checkpoint. */
+static size_t precopy_cap;
+#define PRECOPY_MAX_BYTES ((size_t)64 << 20)
+#define PRECOPY_SCAN_MS 50.0
+#define PRECOPY_RUN_MS 100.0
+
 /* What the last call left below this process was ended by the zygote while
  * the server held us frozen (zygote.c: settle); its zombies are reaped here,
  * the retired checkpoints among them.  Only a courtesy: a session that does
@@ -285,6 +294,12 @@ static void make_checkpoint(void)
 		sp[0] = sp[1] = -1;
 	}
 	abandon_save();
+	/* What the last call wrote is known only while the previous checkpoint
+	 * still shares the rest: the first checkpoint of a session, or the
+	 * first after a rollback, has none to compare with (everything would
+	 * look written), so it pre-copies nothing. */
+	if (checkpoint_pid > 0 && precopy_cap)
+		precopy_scan(precopy_cap, PRECOPY_SCAN_MS);
 	fflush(NULL);
 	PyOS_BeforeFork();
 	/* The copy is born with its title: the server may freeze it before it
@@ -295,6 +310,9 @@ static void make_checkpoint(void)
 		title_session();
 	if (pid == 0) {
 		PyOS_AfterFork_Child();
+		/* Its pagemap descriptor is the session's map, not its own: a
+		 * resumed checkpoint goes without the pre-copy. */
+		precopy_close();
 		/* A group of its own: a kill of the session's group (by the
 		 * code, with os.killpg) must not end it. */
 		setpgid(0, 0);
@@ -359,6 +377,14 @@ static void make_checkpoint(void)
 	sigprocmask(SIG_SETMASK, &old, NULL);
 	if (pid < 0)
 		log_warn("checkpoint: fork failed: %s", strerror(errno));
+	/* The copies the next call would make one fault at a time, made now,
+	 * before the report: the server waits for it either way before the
+	 * next call, and it counts this time against the checkpoint's CPU
+	 * budget (bounded far below it here). */
+	if (pid > 0)
+		precopy_run(PRECOPY_RUN_MS);
+	else
+		precopy_forget();
 	int save_fd = -1;
 	if (sp[1] >= 0) {
 		close(sp[1]);
@@ -420,6 +446,10 @@ static __attribute__((noreturn)) void session_main(const char *init_json, int fd
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
 	zygote_pid = getppid();
 
+	/* Before the session makes itself non-dumpable, which makes its
+	 * pagemap unreadable to itself (precopy.h). */
+	if (checkpoints && precopy_cap && precopy_open() < 0)
+		log_debug("session: no pagemap: the pages a call writes after a checkpoint are copied as it writes them");
 	struct err e = { 0 };
 	if (jail_session_enter(&e) < 0) {
 		log_error("session jail: %s", e.msg);
@@ -768,6 +798,10 @@ void zygote_main(const struct zygote_config *zc)
 	free(cfg);
 	if (r < 0)
 		fatal(ctrl, e.msg);
+	/* A sixteenth of memory_mb, at most 64 MB: the pre-copied pages are
+	 * the session's own memory on top of its checkpoint's. */
+	long mb = zc->policy->limits.memory_mb;
+	precopy_cap = mb > 0 && ((size_t)mb << 20) / 16 < PRECOPY_MAX_BYTES ? ((size_t)mb << 20) / 16 : PRECOPY_MAX_BYTES;
 	/* Objects that exist now stay shared copy-on-write with every session:
 	 * the collector must not touch (and so copy) their pages. */
 	PyRun_SimpleString("import gc; gc.collect(); gc.freeze()");

@@ -1,0 +1,301 @@
+/* Pre-copying the pages a call is likely to write (precopy.h). */
+#include "precopy.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
+#endif
+
+/* /proc/PID/pagemap: one 64-bit entry per page (Documentation/admin-guide/
+ * mm/pagemap.rst). */
+#define PM_PRESENT (1ULL << 63)
+#define PM_FILE (1ULL << 61)      /* page cache or shared anonymous */
+#define PM_EXCLUSIVE (1ULL << 56) /* mapped by this process alone */
+#define PM_PFN ((1ULL << 55) - 1)  /* page frame number: 0 unless privileged */
+
+/* At most this many ranges: page runs are coalesced, and a budget of tens
+ * of megabytes in scattered single pages would be thousands of runs; the
+ * rest is left to the faults, as without a pre-copy. */
+#define MAX_RANGES 8192
+
+/* The pre-copied pages are exclusively mapped at the next scan whether
+ * the call wrote them or not, so the set would only ever grow.  Each round
+ * leaves out one page in SAMPLE (by address): after the next fork those
+ * are shared again unless the call writes them, and the following scan
+ * tells which; a page no call writes any more leaves the set within SAMPLE
+ * rounds, at the price of 1/SAMPLE of the faults. */
+#define SAMPLE 16
+static unsigned rounds;
+
+static struct range {
+	uintptr_t start;
+	size_t len;
+} ranges[MAX_RANGES];
+static size_t n_ranges;
+static struct precopy_stats last;
+
+static int pagemap_fd = -1;
+
+int precopy_open(void)
+{
+	precopy_close();
+	int pm = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+	if (pm < 0)
+		return -errno;
+	/* A page that is surely present: this stack's. */
+	volatile char probe = 1;
+	uintptr_t a = (uintptr_t)&probe;
+	long ps = sysconf(_SC_PAGESIZE);
+	uint64_t ent = 0;
+	if (ps <= 0 || pread(pm, &ent, sizeof ent, (off_t)(a / (uintptr_t)ps * sizeof ent)) != (ssize_t)sizeof ent ||
+	    !(ent & PM_PRESENT) || (ent & PM_PFN) != 0) {
+		close(pm);
+		return -EPERM;
+	}
+	/* Out of the way of the low numbers the code opens. */
+	int high = fcntl(pm, F_DUPFD_CLOEXEC, 64);
+	close(pm);
+	if (high < 0)
+		return -errno;
+	pagemap_fd = high;
+	return high;
+}
+
+void precopy_close(void)
+{
+	if (pagemap_fd >= 0)
+		close(pagemap_fd);
+	pagemap_fd = -1;
+	n_ranges = 0;
+}
+
+/* CPU time, as the server's budget for taking a checkpoint is. */
+static double cpu_ms(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+	return (double)t.tv_sec * 1000.0 + (double)t.tv_nsec / 1e6;
+}
+
+/* Appends [start, start + len) to the notes, merged with the last range
+ * when adjacent; false when the table is full. */
+static bool note(uintptr_t start, size_t len)
+{
+	if (n_ranges && ranges[n_ranges - 1].start + ranges[n_ranges - 1].len == start) {
+		ranges[n_ranges - 1].len += len;
+		return true;
+	}
+	if (n_ranges == MAX_RANGES)
+		return false;
+	ranges[n_ranges++] = (struct range){ start, len };
+	return true;
+}
+
+/* One line of /proc/self/maps: "start-end perms offset dev inode [path]".
+ * Private writable mappings only: a shared one has no copy-on-write, a
+ * read-only one is never written. */
+static bool parse_map(const char *line, uintptr_t *start, uintptr_t *end)
+{
+	char *p;
+	unsigned long long s = strtoull(line, &p, 16), e;
+	if (*p != '-')
+		return false;
+	e = strtoull(p + 1, &p, 16);
+	if (*p != ' ' || e <= s)
+		return false;
+	if (strncmp(p + 1, "rw-p", 4) != 0)
+		return false;
+	*start = (uintptr_t)s;
+	*end = (uintptr_t)e;
+	return true;
+}
+
+/* Walks the pagemap entries of [start, end); false once a bound is hit. */
+static bool scan_range(int pm, uintptr_t start, uintptr_t end, size_t ps, size_t budget, double deadline)
+{
+	static uint64_t ent[4096];
+	uintptr_t run = 0;
+	size_t run_len = 0;
+	bool more = true;
+	for (uintptr_t a = start; a < end && more;) {
+		size_t n = (end - a) / ps;
+		if (n > sizeof ent / sizeof ent[0])
+			n = sizeof ent / sizeof ent[0];
+		ssize_t got = pread(pm, ent, n * sizeof ent[0], (off_t)(a / ps * sizeof ent[0]));
+		if (got <= 0)
+			break; /* gone meanwhile, or no pagemap: do less */
+		n = (size_t)got / sizeof ent[0];
+		for (size_t i = 0; i < n; i++, a += ps) {
+			bool want = (ent[i] & (PM_PRESENT | PM_FILE | PM_EXCLUSIVE)) == (PM_PRESENT | PM_EXCLUSIVE) &&
+				    (a / ps) % SAMPLE != rounds % SAMPLE;
+			if (want) {
+				if (!run_len)
+					run = a;
+				run_len += ps;
+				if (last.bytes + run_len >= budget) {
+					more = false;
+					break;
+				}
+				continue;
+			}
+			if (run_len) {
+				if (!note(run, run_len)) {
+					run_len = 0;
+					return false;
+				}
+				last.bytes += run_len;
+				run_len = 0;
+			}
+		}
+		if (more && cpu_ms() > deadline)
+			more = false;
+	}
+	if (run_len && note(run, run_len))
+		last.bytes += run_len;
+	return more && last.bytes < budget;
+}
+
+size_t precopy_scan(size_t budget, double max_ms)
+{
+	double t0 = cpu_ms(), deadline = t0 + max_ms;
+	n_ranges = 0;
+	memset(&last, 0, sizeof last);
+	long psl = sysconf(_SC_PAGESIZE);
+	if (budget == 0 || psl <= 0)
+		return 0;
+	size_t ps = (size_t)psl;
+	rounds++;
+	int pm = pagemap_fd;
+	int maps = pm >= 0 ? open("/proc/self/maps", O_RDONLY | O_CLOEXEC) : -1;
+	if (maps < 0)
+		goto out;
+	/* Lines are read whole into buf; one longer than buf (a long file
+	 * name) is skipped to its end. */
+	static char buf[16384];
+	size_t have = 0;
+	bool skipping = false, more = true;
+	while (more) {
+		ssize_t r = read(maps, buf + have, sizeof buf - 1 - have);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		have += (size_t)r;
+		buf[have] = '\0';
+		char *line = buf, *nl;
+		while (more && (nl = memchr(line, '\n', have - (size_t)(line - buf)))) {
+			*nl = '\0';
+			uintptr_t s, e;
+			/* A reservation of a terabyte or more (a sanitizer's
+			 * shadow, an allocator's arena space) cannot be resident
+			 * under any memory limit, and walking it would take the
+			 * whole time bound. */
+			if (!skipping && parse_map(line, &s, &e) && e - s < ((uintptr_t)1 << 40))
+				more = scan_range(pm, s, e, ps, budget, deadline);
+			skipping = false;
+			line = nl + 1;
+		}
+		have -= (size_t)(line - buf);
+		memmove(buf, line, have);
+		if (have == sizeof buf - 1) {
+			have = 0;
+			skipping = true;
+		}
+	}
+out:
+	if (maps >= 0)
+		close(maps);
+	last.ranges = n_ranges;
+	last.scan_ms = cpu_ms() - t0;
+	return last.bytes;
+}
+
+/* True when this process has one thread: then nothing but the caller can
+ * change its mappings while it runs. */
+static bool single_threaded(void)
+{
+	char st[1024];
+	int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	ssize_t n = read(fd, st, sizeof st - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	st[n] = '\0';
+	/* After the command name (which may hold anything, ')' too): state,
+	 * then 17 more fields before num_threads. */
+	char *p = strrchr(st, ')');
+	for (int field = 0; p && field < 18; field++)
+		p = strchr(p + 1, ' ');
+	return p && strtol(p + 1, NULL, 10) == 1;
+}
+
+/* A write to each page of [a, a + len) that leaves its bytes as they are
+ * (a locked OR of 0: atomic, so a value is never written back stale). */
+static void touch(uintptr_t a, size_t len, size_t ps)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	for (uintptr_t p = a; p < a + len; p += ps)
+		__asm__ volatile("lock orb $0, %0" : "+m"(*(unsigned char *)p));
+#else
+	(void)a, (void)len, (void)ps;
+#endif
+}
+
+void precopy_run(double max_ms)
+{
+	double t0 = cpu_ms(), deadline = t0 + max_ms;
+	long psl = sysconf(_SC_PAGESIZE);
+	size_t ps = psl > 0 ? (size_t)psl : 4096;
+	/* Under a hypervisor that shadows the guest's page tables, the first
+	 * write to a page the kernel has just populated still traps to the
+	 * hypervisor (about 7 us here, no fault the guest counts): a write
+	 * from here moves that cost off the next call too.  Only with one
+	 * thread: the madvise that succeeded just before it proves the piece
+	 * mapped and writable, and no other thread can unmap or protect it
+	 * in between (a write to such a page would be a SIGSEGV). */
+	bool write_too = single_threaded();
+	/* In pieces of 1 MB, so the clock is looked at every few ms. */
+	const size_t piece = 1 << 20;
+	for (size_t i = 0; i < n_ranges; i++) {
+		for (size_t off = 0; off < ranges[i].len; off += piece) {
+			if (cpu_ms() > deadline)
+				goto out;
+			size_t len = ranges[i].len - off < piece ? ranges[i].len - off : piece;
+			/* EINTR, ENOMEM (unmapped meanwhile by another thread),
+			 * EFAULT, EINVAL (a kernel without it): that piece stays
+			 * shared and the next call faults it in, as before. */
+			if (madvise((void *)(ranges[i].start + off), len, MADV_POPULATE_WRITE) < 0) {
+				if (errno == EINVAL)
+					goto out;
+				break;
+			}
+			if (write_too)
+				touch(ranges[i].start + off, len, ps);
+			last.copied += len;
+		}
+	}
+out:
+	last.run_ms = cpu_ms() - t0;
+	n_ranges = 0;
+}
+
+void precopy_forget(void)
+{
+	n_ranges = 0;
+}
+
+void precopy_last(struct precopy_stats *out)
+{
+	*out = last;
+}

@@ -1,0 +1,70 @@
+/* Pre-copying the pages a call is likely to write, right after a fork.
+ *
+ * A checkpoint is a fork: from then on every page of the session is shared
+ * copy-on-write with the frozen copy, and the next call takes a page fault
+ * on each page it writes (Python writes the reference counts of every
+ * object it touches, so even `1+1` writes a few hundred pages).  On a
+ * virtual machine a write fault costs about 20 us; the same copy made in
+ * one madvise(MADV_POPULATE_WRITE) costs a third of that, and can be made
+ * while the agent reads the reply instead of on the next call's path.
+ *
+ * Which pages: those the last call wrote.  While the previous checkpoint
+ * is alive, every anonymous page the session has not written since that
+ * fork is still shared with it; a page the session wrote (or allocated)
+ * since is mapped by the session alone, which /proc/self/pagemap tells
+ * (bit 56, "exclusively mapped", readable without privilege).  So:
+ * precopy_scan() before the new fork notes those pages, precopy_run()
+ * after it, in the session only, makes them the session's own again.
+ *
+ * Everything here is an optimisation: on any error it does less or
+ * nothing, never fails the caller.  Both steps are bounded in bytes and
+ * in time, and the copies are real memory, counted by the server's
+ * watchdog like any other. */
+#ifndef PSM_PRECOPY_H
+#define PSM_PRECOPY_H
+
+#include <stddef.h>
+
+struct precopy_stats {
+	size_t ranges;    /* coalesced address ranges noted */
+	size_t bytes;     /* bytes noted by the scan */
+	size_t copied;    /* bytes the run made private again */
+	double scan_ms, run_ms;
+};
+
+/* Opens this process's /proc/self/pagemap and keeps it (close-on-exec,
+ * at a descriptor number of 64 or more).  Call before the process makes itself
+ * non-dumpable: the file is then root's, mode 0400, and cannot be opened
+ * by the process itself any more.  The descriptor must never show page
+ * frame numbers (physical addresses, the ground work of a Rowhammer
+ * attack on the host); the kernel hides them from an opener without
+ * CAP_SYS_ADMIN, and this checks it rather than trusts it: a descriptor
+ * that shows one is closed.  Returns the descriptor or -errno; without
+ * one, nothing is pre-copied. */
+int precopy_open(void);
+
+/* Closes the descriptor: a forked child (a checkpoint) must not hold a
+ * handle on its parent's memory map. */
+void precopy_close(void);
+
+/* Notes the present, anonymous, exclusively mapped pages of this process's
+ * private writable mappings, up to `budget` bytes and `max_ms` of scanning
+ * (CPU time of the calling thread, as for every bound here: a loaded
+ * machine makes no step do less).
+ * The notes live in static storage of this module (one scan at a time, no
+ * allocation: the caller is about to fork).  Returns the bytes noted, 0
+ * when /proc cannot be read or nothing qualifies. */
+size_t precopy_scan(size_t budget, double max_ms);
+
+/* Write-faults in, in one call per range, the pages the last scan noted,
+ * stopping after `max_ms`; forgets the notes.  Call in the process that
+ * keeps running (the copy-on-write break of a page the fork left shared). */
+void precopy_run(double max_ms);
+
+/* Forgets the notes without copying (the forked child). */
+void precopy_forget(void);
+
+/* What the last scan and run did. */
+void precopy_last(struct precopy_stats *out);
+
+#endif
