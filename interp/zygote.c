@@ -447,9 +447,13 @@ static __attribute__((noreturn)) void session_main(const char *init_json, int fd
 	zygote_pid = getppid();
 
 	/* Before the session makes itself non-dumpable, which makes its
-	 * pagemap unreadable to itself (precopy.h). */
-	if (checkpoints && precopy_cap && precopy_open() < 0)
-		log_debug("session: no pagemap: the pages a call writes after a checkpoint are copied as it writes them");
+	 * pagemap unreadable to itself (precopy.h).  Without it, the pages
+	 * are copied as the next call writes them, as without a pre-copy.
+	 * The code can read the descriptor too: the flags of its own pages,
+	 * which it could learn anyway; never page frame numbers (refused in
+	 * precopy_open). */
+	if (checkpoints && precopy_cap)
+		(void)precopy_open();
 	struct err e = { 0 };
 	if (jail_session_enter(&e) < 0) {
 		log_error("session jail: %s", e.msg);
