@@ -2,7 +2,7 @@
 # call and the floors, in one run; prints the table and writes
 # bench/RESULTS.md.  Not part of `make test`: nothing here asserts a time.
 #   make bench BENCH_ARGS=--quick      a short smoke run
-#   make bench BENCH_ARGS=--skip=jupyter,output,rewrite,cold
+#   make bench BENCH_ARGS=--skip=jupyter,output,rewrite,strings,cold
 BENCH_BUILD := $(BUILD)/bench
 BENCH_FLOORS := $(BENCH_BUILD)/floor_pipe $(BENCH_BUILD)/floor_pyrun $(BENCH_BUILD)/floor_echo
 BENCH_PY := /usr/bin/python3
@@ -14,7 +14,7 @@ BENCH_CFLAGS := -std=gnu11 -O2 -g -Wall -Wextra -Werror
 bench: setup bench-setup $(BIN) $(BENCH_FLOORS) $(BUILD)/helpers/dockerrun
 	$(BENCH_PY) bench/run.py --server $(BIN) --floors $(BENCH_BUILD) --results bench/RESULTS.md $(BENCH_ARGS)
 	$(BENCH_PY) bench/run.py --server $(BIN) --floors $(BENCH_BUILD) --results bench/RESULTS.md --append \
-		--wrap $(BUILD)/helpers/dockerrun --skip=jupyter,output,rewrite $(BENCH_ARGS)
+		--wrap $(BUILD)/helpers/dockerrun --skip=jupyter,output,rewrite,strings $(BENCH_ARGS)
 	$(BENCH_PY) bench/agent.py --server $(BIN) --results bench/RESULTS.md $(AGENT_ARGS)
 	$(BENCH_PY) bench/warmup.py --server $(BIN) --results bench/RESULTS.md $(WARMUP_ARGS)
 

@@ -369,7 +369,7 @@ def main():
     ap.add_argument("--floors", required=True, help="directory with floor_pipe and floor_pyrun")
     ap.add_argument("--results", help="write the table (markdown) here too")
     ap.add_argument("--quick", action="store_true", help="few iterations (a smoke run)")
-    ap.add_argument("--skip", default="", help="comma-separated: jupyter,cold,output,rewrite")
+    ap.add_argument("--skip", default="", help="comma-separated: jupyter,cold,output,rewrite,strings")
     ap.add_argument("--wrap", help="start the server under this launcher (e.g. build/helpers/dockerrun: "
                     "the jail's namespace-free mode)")
     ap.add_argument("--append", action="store_true", help="append to --results instead of replacing it")
@@ -574,6 +574,43 @@ def main():
             R.rows.append(("2 warm", "alt: `python3 -c` per call (see 1 cold)", len(R.stats["py_bare"]),
                            R.m("py_bare"), pct(R.stats["py_bare"], 99), "ms", "bare; with the stack see 1 cold"))
 
+        # -------------------------------------------------- 2. page faults per call
+        # The session's own minor-fault counter (/proc/PID/stat) around a
+        # `1+1` after think time: with checkpoints on, each page the call
+        # writes is shared with the checkpoint forked after the previous
+        # call, unless the session copied it in the meantime.
+        def session_pid(srv, name):
+            for p in descendants(srv.pid):
+                try:
+                    with open("/proc/%d/cmdline" % p, "rb") as f:
+                        if (": session %s" % name).encode() in f.read():
+                            return p
+                except OSError:
+                    pass
+            return None
+
+        def minflt(pid):
+            with open("/proc/%d/stat" % pid) as f:
+                st = f.read()
+            return int(st[st.rindex(")") + 2:].split()[7])
+
+        for key, srv, label in (("faults_think", A, "checkpoints on"), ("faults_think_off", B, "checkpoints off")):
+            pid = session_pid(srv, "default")
+            if pid is None:
+                R.fail("page faults per call (%s)" % label, "no session process found")
+                continue
+            fl = []
+            try:
+                for _ in range(5 if Q else 20):
+                    time.sleep(0.1)
+                    f0 = minflt(pid)
+                    srv.execute("1+1")
+                    fl.append(minflt(pid) - f0)
+            except (ServerError, OSError, ValueError) as e:
+                R.fail("page faults per call (%s)" % label, e)
+            R.add(key, "2 warm", "minor faults of the session during a `1+1` after 100 ms think (%s)" % label, fl,
+                  unit="faults", scale=1.0)
+
         # -------------------------------------------------- 3. new session, 7. PSS
         log("new sessions, PSS of an idle session")
         ns_on, ns_off, pss, pss_tree = [], [], [], []
@@ -724,6 +761,39 @@ def main():
             R.add("rw_off_in", "6 checkpoint", "inside the interpreter, checkpoints off", rw["off_in"])
             R.add("rw_on_b2b", "6 checkpoint", "back to back (no think time), checkpoints on", rw["on_b2b"])
             R.add("rw_off_b2b", "6 checkpoint", "back to back, checkpoints off", rw["off_b2b"])
+        # -------------------------------------------------- 8. string-heavy pandas
+        # An object column of millions of Python strings: `str.len()`
+        # touches every string, so writes the reference count of each, and
+        # with checkpoints on every page that holds one is copied on write.
+        if "strings" not in skip:
+            nrows = 500000 if Q else 5000000
+            log("string-heavy pandas: %d-row object column, checkpoints on and off" % nrows)
+            st_setup = ("import numpy as np, pandas as pd, time\n"
+                        "sdf = pd.DataFrame({'s': pd.Series(np.arange(%d)).astype(str)})\n"
+                        "None" % nrows)
+            st_code = ("_t0 = time.perf_counter()\n"
+                       "_n = int(sdf['s'].str.len().sum())\n"
+                       "time.perf_counter() - _t0")
+            sr = {"on": [], "off": [], "on_in": [], "off_in": []}
+            try:
+                A.execute(st_setup, session="str", timeout_s=600, timeout=900)
+                B.execute(st_setup, session="str", timeout_s=600, timeout=900)
+                for _ in range(2 if Q else 5):
+                    for name, srv in (("on", A), ("off", B)):
+                        time.sleep(1.0)  # think time: the checkpoint is forked after the reply
+                        t0 = now()
+                        text = srv.execute(st_code, session="str", timeout_s=600, timeout=900)
+                        sr[name].append(now() - t0)
+                        sr[name + "_in"].append(float(result_of(text)))
+                A.execute("del sdf", session="str")
+                B.execute("del sdf", session="str")
+            except (ServerError, TypeError, ValueError) as e:
+                R.fail("string-heavy pandas", e)
+            what = "`df['s'].str.len().sum()` over %s rows of strings" % ("{:,}".format(nrows))
+            R.add("str_on", "8 strings", what + ", checkpoints on (1 s think time)", sr["on"])
+            R.add("str_off", "8 strings", "same, checkpoints off", sr["off"])
+            R.add("str_on_in", "8 strings", "inside the interpreter, checkpoints on", sr["on_in"])
+            R.add("str_off_in", "8 strings", "inside the interpreter, checkpoints off", sr["off_in"])
     except Exception as e:  # keep what was measured
         import traceback
 
@@ -758,6 +828,7 @@ def main():
     r_ckt = rat("checkpoints on / off, `1+1` after think", "warm_think", "warm_think_off")
     r_rw = rat("checkpoints on / off, 1 GiB rewrite (think)", "rw_on", "rw_off")
     rat("checkpoints on / off, 1 GiB rewrite (back to back)", "rw_on_b2b", "rw_off_b2b")
+    r_str = rat("checkpoints on / off, string-heavy pandas (think)", "str_on", "str_off")
     rat("output throughput: ours / python3 into a pipe", "out_thr", "out_floor")
     R.rows = [r for r in R.rows if r[0] != "ratio"] + [r for r in R.rows if r[0] == "ratio"]
 
@@ -792,6 +863,8 @@ def main():
         None if r_ck is None else r_ck <= 1.10)
     tgt("checkpoints on/off, trivial call after think", fm(r_ckt, "%.2f×"), "no measurable cost (≤ 1.10×)",
         None if r_ckt is None else r_ckt <= 1.10)
+    tgt("checkpoints on/off, string-heavy pandas after think", fm(r_str, "%.2f×"), "reported (≤ 1.3×)",
+        None if r_str is None else r_str <= 1.3)
 
     cpu = "?"
     try:
