@@ -164,7 +164,7 @@ static bool scan_range(int pm, uintptr_t start, uintptr_t end, size_t ps, size_t
 	return more && last.bytes < budget;
 }
 
-size_t precopy_scan(size_t budget, double max_ms)
+size_t precopy_scan(size_t budget, size_t max_map, double max_ms)
 {
 	double t0 = cpu_ms(), deadline = t0 + max_ms;
 	n_ranges = 0;
@@ -195,11 +195,12 @@ size_t precopy_scan(size_t budget, double max_ms)
 		while (more && (nl = memchr(line, '\n', have - (size_t)(line - buf)))) {
 			*nl = '\0';
 			uintptr_t s, e;
-			/* A reservation of a terabyte or more (a sanitizer's
-			 * shadow, an allocator's arena space) cannot be resident
-			 * under any memory limit, and walking it would take the
-			 * whole time bound. */
-			if (!skipping && parse_map(line, &s, &e) && e - s < ((uintptr_t)1 << 40))
+			/* A mapping larger than max_map (a sanitizer's shadow,
+			 * an allocator's reserved space: tens of gigabytes, mostly
+			 * never touched) cannot be resident under the memory
+			 * limit, and walking its entries would take the whole
+			 * time bound. */
+			if (!skipping && parse_map(line, &s, &e) && e - s <= max_map)
 				more = scan_range(pm, s, e, ps, budget, deadline);
 			skipping = false;
 			line = nl + 1;

@@ -48,13 +48,14 @@ int precopy_open(void);
 void precopy_close(void);
 
 /* Notes the present, anonymous, exclusively mapped pages of this process's
- * private writable mappings, up to `budget` bytes and `max_ms` of scanning
+ * private writable mappings no larger than `max_map` bytes each, up to
+ * `budget` bytes and `max_ms` of scanning
  * (CPU time of the calling thread, as for every bound here: a loaded
  * machine makes no step do less).
  * The notes live in static storage of this module (one scan at a time, no
  * allocation: the caller is about to fork).  Returns the bytes noted, 0
  * when /proc cannot be read or nothing qualifies. */
-size_t precopy_scan(size_t budget, double max_ms);
+size_t precopy_scan(size_t budget, size_t max_map, double max_ms);
 
 /* Write-faults in, in one call per range, the pages the last scan noted,
  * stopping after `max_ms`; forgets the notes.  Call in the process that

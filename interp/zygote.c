@@ -192,7 +192,7 @@ static pid_t saver_pid;
 /* The pre-copy after each checkpoint's fork (precopy.h): at most this many
  * bytes (set from memory_mb by the zygote), and these bounds in time, well
  * inside the server's 2 s CPU budget for taking a checkpoint. */
-static size_t precopy_cap;
+static size_t precopy_cap, precopy_max_map;
 #define PRECOPY_MAX_BYTES ((size_t)64 << 20)
 #define PRECOPY_SCAN_MS 50.0
 #define PRECOPY_RUN_MS 100.0
@@ -299,7 +299,7 @@ static void make_checkpoint(void)
 	 * first after a rollback, has none to compare with (everything would
 	 * look written), so it pre-copies nothing. */
 	if (checkpoint_pid > 0 && precopy_cap)
-		precopy_scan(precopy_cap, PRECOPY_SCAN_MS);
+		precopy_scan(precopy_cap, precopy_max_map, PRECOPY_SCAN_MS);
 	fflush(NULL);
 	PyOS_BeforeFork();
 	/* The copy is born with its title: the server may freeze it before it
@@ -806,6 +806,9 @@ void zygote_main(const struct zygote_config *zc)
 	 * the session's own memory on top of its checkpoint's. */
 	long mb = zc->policy->limits.memory_mb;
 	precopy_cap = mb > 0 && ((size_t)mb << 20) / 16 < PRECOPY_MAX_BYTES ? ((size_t)mb << 20) / 16 : PRECOPY_MAX_BYTES;
+	/* A mapping larger than twice memory_mb is never all resident: a
+	 * reservation, not worth walking page by page. */
+	precopy_max_map = mb > 0 ? (size_t)mb << 21 : (size_t)1 << 36;
 	/* Objects that exist now stay shared copy-on-write with every session:
 	 * the collector must not touch (and so copy) their pages. */
 	PyRun_SimpleString("import gc; gc.collect(); gc.freeze()");

@@ -106,7 +106,7 @@ static void test_copies_what_was_written_since_the_last_fork(void **state)
 	/* The call: writes every third page. */
 	for (size_t i = 0; i < NPAGES; i += 3)
 		m[i * ps] = 2;
-	assert_true(precopy_scan((size_t)64 << 20, 1000) >= NPAGES / 3 * ps - NPAGES / 3 * ps / 8);
+	assert_true(precopy_scan((size_t)64 << 20, (size_t)4 << 30, 1000) >= NPAGES / 3 * ps - NPAGES / 3 * ps / 8);
 	/* The new checkpoint, then the pre-copy in this process. */
 	pid_t after = fork_sleeper();
 	for (size_t i = 0; i < NPAGES; i++)
@@ -149,7 +149,7 @@ static void test_budget_holds(void **state)
 	pid_t before = fork_sleeper();
 	memset(m, 2, NPAGES * ps); /* all of them written */
 	size_t budget = 8 * ps;
-	size_t noted = precopy_scan(budget, 1000);
+	size_t noted = precopy_scan(budget, (size_t)4 << 30, 1000);
 	assert_true(noted > 0);
 	assert_true(noted <= budget);
 	pid_t after = fork_sleeper();
@@ -172,7 +172,7 @@ static void test_without_pagemap_nothing(void **state)
 {
 	(void)state;
 	precopy_close();
-	assert_int_equal(precopy_scan((size_t)64 << 20, 1000), 0);
+	assert_int_equal(precopy_scan((size_t)64 << 20, (size_t)4 << 30, 1000), 0);
 	precopy_run(1000);
 	struct precopy_stats st;
 	precopy_last(&st);
