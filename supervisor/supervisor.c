@@ -75,6 +75,7 @@ struct session {
 	int idle_tries;
 	struct watch_look look; /* the previous look while freezing */
 	long thaw_cpu0;         /* its CPU time when thawed for a checkpoint */
+	int quiet_tries;        /* looks for its threads stopped (check_quiet) */
 	struct wire_expect expect[3];
 	struct wire_reader rd;
 	struct outbuf out, err;
@@ -1277,6 +1278,8 @@ static void start_watch(struct sup *sup, struct session *s)
 }
 
 static void try_freeze(void *arg);
+static void check_quiet(void *arg);
+static void send_settle(struct sup *sup, struct session *s);
 
 /* All the session had to say is in: freeze it, then have the zygote end
  * what the call left running below it.  Only then is the call over (the
@@ -1288,7 +1291,6 @@ static void begin_freeze(struct sup *sup, struct session *s)
 {
 	set_expect(sup, s, P_FREEZING);
 	s->idle_tries = 0;
-	s->look = (struct watch_look){ 0 };
 	try_freeze(s);
 }
 
@@ -1303,15 +1305,66 @@ static void try_freeze(void *arg)
 	if (idle < 0)
 		return; /* gone: its exit report follows */
 	if (idle == 0) {
-		/* Busy, or asleep at one look only: look again soon (0.1 ms,
-		 * doubling up to 20 ms). */
-		double ms = 0.1 * (double)(1 << (s->idle_tries < 8 ? s->idle_tries : 8));
+		/* Asleep at one look only: look again at once (the next turn
+		 * of the loop), which is enough to tell a thread that ran in
+		 * between; busy: soon (0.1 ms, doubling up to 20 ms). */
+		double ms = s->look.valid && s->idle_tries == 0
+				    ? 0
+				    : 0.1 * (double)(1 << (s->idle_tries < 8 ? s->idle_tries : 8));
 		s->idle_tries++;
 		s->idle_timer = loop_timer(sup->cfg.loop, ms < WATCH_MS ? ms : WATCH_MS, try_freeze, s);
 		return;
 	}
 	if (pidfd_signal(s->pidfd, SIGSTOP) < 0)
 		return;
+	s->quiet_tries = 0;
+	check_quiet(s);
+}
+
+/* Frozen: the sweep ends what the call left below the session and what
+ * was orphaned to the zygote.  When the kernel's lists of children say
+ * there is nothing of either (the cell started no process: most calls),
+ * the call is over without the zygote's round trip.  Judged only once
+ * every thread of the session is stopped, so no fork is under way; any
+ * doubt (a child, an orphan, a spawn not yet reported, a kernel without
+ * the lists) sends the sweep. */
+static void check_quiet(void *arg)
+{
+	struct session *s = arg;
+	struct sup *sup = s->sup;
+	s->idle_timer = 0;
+	if (s->phase != P_FREEZING)
+		return;
+	pid_t known[2 * 512];
+	size_t n = 0;
+	bool doubt = sup->zhpid <= 0 || s->hpid <= 0;
+	for (struct session *o = sup->sessions; o && !doubt; o = o->next) {
+		if (!o->alive)
+			continue;
+		if (!o->spawn_known || n + 2 > sizeof known / sizeof known[0])
+			doubt = true;
+		if (o->hpid > 0)
+			known[n++] = o->hpid;
+		if (o->ckpt_hpid > 0)
+			known[n++] = o->ckpt_hpid;
+	}
+	int q = doubt ? -EEXIST : watch_quiet(s->hpid, s->ckpt_hpid, sup->zhpid, known, n);
+	if (q == 1) {
+		settled(sup, s);
+		return;
+	}
+	if (q == 0 && s->quiet_tries < 6) {
+		/* Still stopping (it needs a CPU for that): 30 us, doubling. */
+		s->idle_timer = loop_timer(sup->cfg.loop, 0.03 * (double)(1 << s->quiet_tries++), check_quiet, s);
+		return;
+	}
+	send_settle(sup, s);
+}
+
+/* Asks the zygote to end what is below the frozen session (W_SETTLED
+ * answers). */
+static void send_settle(struct sup *sup, struct session *s)
+{
 	cJSON *j = cJSON_CreateObject();
 	cJSON_AddNumberToObject(j, "pid", s->pid);
 	cJSON_AddNumberToObject(j, "keep", s->ckpt_pid);
@@ -1399,6 +1452,8 @@ static void settled(struct sup *sup, struct session *s)
 static void on_message(struct sup *sup, struct session *s, struct wire_msg *m)
 {
 	struct run *c = s->cur;
+	/* It ran to send this: an earlier look says nothing about it now. */
+	s->look = (struct watch_look){ 0 };
 	switch (m->type) {
 	case W_HELLO:
 		if (s->phase == P_RESUMING) {
@@ -1458,6 +1513,11 @@ static void on_message(struct sup *sup, struct session *s, struct wire_msg *m)
 		}
 		return;
 	case W_RESULT: {
+		/* The first of the two looks that must find it asleep before it
+		 * is frozen (begin_freeze), taken now: the scan of what the call
+		 * made runs in between, so the second look needs no wait. */
+		if (s->hpid > 0)
+			watch_idle(s->hpid, &s->look);
 		/* Measured now: thumbnails made after the cell are the server's
 		 * work, not the call's. */
 		usage_end(&c->usage, s->pidfd, s->ckpt_pidfd);

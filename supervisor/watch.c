@@ -138,6 +138,77 @@ int watch_idle(pid_t pid, struct watch_look *last)
 	return same;
 }
 
+static bool listed(pid_t p, const pid_t *set, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (set[i] == p)
+			return true;
+	return false;
+}
+
+/* Every child of every thread of pid, from /proc/PID/task/TID/children:
+ * 1 when each is in ok[] or has exited (a zombie), 0 when one is not,
+ * -errno when the kernel does not say (no such file: CONFIG_PROC_CHILDREN
+ * off).  With stopped set, also 0 when a thread of pid is not stopped. */
+static int children_within(pid_t pid, const pid_t *ok, size_t n_ok, bool stopped, bool *all_stopped)
+{
+	char path[96], buf[4096];
+	snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+	DIR *d = opendir(path);
+	if (!d)
+		return -errno;
+	int r = 1;
+	struct dirent *de;
+	while (r == 1 && (de = readdir(d))) {
+		if (de->d_name[0] < '1' || de->d_name[0] > '9')
+			continue;
+		if (stopped) {
+			snprintf(path, sizeof path, "/proc/%d/task/%.16s/stat", (int)pid, de->d_name);
+			const char *f = stat_fields(path, buf, sizeof buf);
+			if (f && f[0] != 'T' && f[0] != 't') {
+				*all_stopped = false;
+				r = 0;
+				break;
+			}
+		}
+		snprintf(path, sizeof path, "/proc/%d/task/%.16s/children", (int)pid, de->d_name);
+		ssize_t len = read_small(path, buf, sizeof buf);
+		if (len < 0) {
+			r = (int)len;
+			break;
+		}
+		if ((size_t)len >= sizeof buf - 1) {
+			r = 0; /* more than we read: not judged here */
+			break;
+		}
+		for (char *q = buf, *end; r == 1; q = end) {
+			long c = strtol(q, &end, 10);
+			if (end == q)
+				break;
+			if (listed((pid_t)c, ok, n_ok))
+				continue;
+			char cst[1024];
+			snprintf(path, sizeof path, "/proc/%ld/stat", c);
+			const char *f = stat_fields(path, cst, sizeof cst);
+			if (f && (f[0] == 'Z' || f[0] == 'X'))
+				continue;
+			r = 0;
+		}
+	}
+	closedir(d);
+	return r;
+}
+
+int watch_quiet(pid_t pid, pid_t keep, pid_t zygote, const pid_t *known, size_t n_known)
+{
+	bool all_stopped = true;
+	int r = children_within(pid, &keep, keep > 0 ? 1 : 0, true, &all_stopped);
+	if (r <= 0)
+		return r < 0 ? r : all_stopped ? -EEXIST : 0;
+	r = children_within(zygote, known, n_known, false, &all_stopped);
+	return r < 0 ? r : r == 0 ? -EEXIST : 1;
+}
+
 long watch_cpu_ms(pid_t pid)
 {
 	char path[64], buf[1024];

@@ -32,6 +32,15 @@ struct watch_look {
  * gone.  *last becomes this look. */
 int watch_idle(pid_t pid, struct watch_look *last);
 
+/* Whether the zygote's sweep can be spared after pid was sent SIGSTOP,
+ * from the kernel's lists of children: 1 when every thread of pid is
+ * stopped, pid's only children are keep (its checkpoint, spared with what
+ * is below it, as the sweep spares it) or zombies, and every child of the
+ * zygote is one of known[] (the sessions and checkpoints) or a zombie;
+ * 0 when a thread of pid is not stopped yet; -EEXIST when something else is
+ * there; -errno when the kernel does not say. */
+int watch_quiet(pid_t pid, pid_t keep, pid_t zygote, const pid_t *known, size_t n_known);
+
 /* CPU time (user and system, ms) used so far by pid's threads, or -errno. */
 long watch_cpu_ms(pid_t pid);
 

@@ -283,6 +283,20 @@ describe('clean-up the cell cannot stop', () => {
 			assert.deepEqual([n.sc.status, n.sc.result], ['ok', '7'], show(n.sc));
 		});
 	}
+
+	// Orphans then go to the zygote, not to the session: the end of the call
+	// must find them there too.
+	test('a setsid child survives no call when the session first stops being its subreaper', { timeout: 30000 }, async () => {
+		const r = await execPy(h, 'import ctypes, os, time\nctypes.CDLL(None).prctl(36, 0, 0, 0, 0)\n' + escapee('unreaped'), { session: 'unreaped' });
+		assert.equal(r.sc.status, 'ok', show(r.sc));
+		await sleep(300);
+		const b = size('unreaped.beat');
+		assert.ok(b > 0, 'the child ran during the call');
+		await sleep(600);
+		assert.equal(size('unreaped.beat'), b, 'the heartbeat stopped after the call');
+		const n = await execPy(h, 'kept');
+		assert.deepEqual([n.sc.status, n.sc.result], ['ok', '7'], show(n.sc));
+	});
 });
 
 describe('memory_mb bounds the session as a whole', () => {
