@@ -63,6 +63,7 @@ struct session {
 	int pidfd, ctrl, out_r, err_r;
 	pid_t ckpt_pid;      /* the frozen copy to roll back to, 0 when none */
 	int ckpt_pidfd;
+	int dropped_pidfd;   /* the checkpoint it replaced (SIGKILLed), or -1 */
 	/* Host pids (this server's pid namespace), from the pidfds: the kernel's
 	 * word, never the session's. */
 	pid_t hpid, ckpt_hpid;
@@ -632,7 +633,7 @@ static void session_close_fds(struct sup *sup, struct session *s)
 	if (s->ckpt_pidfd >= 0)
 		pidfd_signal(s->ckpt_pidfd, SIGKILL);
 	s->ckpt_pid = s->ckpt_hpid = 0;
-	int *fds[] = { &s->ctrl, &s->out_r, &s->err_r, &s->pidfd, &s->ckpt_pidfd };
+	int *fds[] = { &s->ctrl, &s->out_r, &s->err_r, &s->pidfd, &s->ckpt_pidfd, &s->dropped_pidfd };
 	for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
 		if (*fds[i] >= 0) {
 			loop_unwatch(l, *fds[i]);
@@ -1147,7 +1148,11 @@ static void drop_checkpoint(struct session *s)
 {
 	if (s->ckpt_pidfd >= 0) {
 		pidfd_signal(s->ckpt_pidfd, SIGKILL);
-		close(s->ckpt_pidfd);
+		/* Kept until the next one: the end of the call tells the dying
+		 * copy from a live child by it (check_quiet). */
+		if (s->dropped_pidfd >= 0)
+			close(s->dropped_pidfd);
+		s->dropped_pidfd = s->ckpt_pidfd;
 	}
 	s->ckpt_pidfd = -1;
 	s->ckpt_pid = s->ckpt_hpid = 0;
@@ -1348,7 +1353,13 @@ static void check_quiet(void *arg)
 		if (o->ckpt_hpid > 0)
 			known[n++] = o->ckpt_hpid;
 	}
-	int q = doubt ? -EEXIST : watch_quiet(s->hpid, s->ckpt_hpid, sup->zhpid, known, n);
+	/* The checkpoint it replaced, killed through its pidfd, may still be
+	 * exiting (unmapping a large process takes milliseconds): the pidfd
+	 * says which process that is, the kernel whether it still is. */
+	pid_t dying = 0, ns;
+	if (s->dropped_pidfd >= 0 && watch_pidfd(s->dropped_pidfd, &dying, &ns) < 0)
+		dying = 0;
+	int q = doubt ? -EEXIST : watch_quiet(s->hpid, s->ckpt_hpid, dying, sup->zhpid, known, n);
 	if (q == 1) {
 		settled(sup, s);
 		return;
@@ -2057,7 +2068,7 @@ void sup_submit(struct sup *sup, struct run *c)
 		}
 		snprintf(s->name, sizeof s->name, "%s", c->session);
 		s->sup = sup;
-		s->pidfd = s->ctrl = s->out_r = s->err_r = s->ckpt_pidfd = -1;
+		s->pidfd = s->ctrl = s->out_r = s->err_r = s->ckpt_pidfd = s->dropped_pidfd = -1;
 		s->next = sup->sessions;
 		sup->sessions = s;
 	}

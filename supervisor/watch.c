@@ -199,10 +199,21 @@ static int children_within(pid_t pid, const pid_t *ok, size_t n_ok, bool stopped
 	return r;
 }
 
-int watch_quiet(pid_t pid, pid_t keep, pid_t zygote, const pid_t *known, size_t n_known)
+int watch_quiet(pid_t pid, pid_t keep, pid_t dying, pid_t zygote, const pid_t *known, size_t n_known)
 {
 	bool all_stopped = true;
-	int r = children_within(pid, &keep, keep > 0 ? 1 : 0, true, &all_stopped);
+	/* What the dying child holds first: it cannot fork any more (a fork
+	 * fails once SIGKILL is pending), and its children, when it exits,
+	 * go to pid, whose list is read after. */
+	if (dying > 0) {
+		int d = children_within(dying, NULL, 0, false, &all_stopped);
+		if (d == 0)
+			return -EEXIST;
+		if (d < 0 && d != -ENOENT)
+			return d;
+	}
+	pid_t ok[2] = { keep, dying };
+	int r = children_within(pid, ok, 2, true, &all_stopped);
 	if (r <= 0)
 		return r < 0 ? r : all_stopped ? -EEXIST : 0;
 	r = children_within(zygote, known, n_known, false, &all_stopped);

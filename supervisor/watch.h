@@ -35,11 +35,13 @@ int watch_idle(pid_t pid, struct watch_look *last);
 /* Whether the zygote's sweep can be spared after pid was sent SIGSTOP,
  * from the kernel's lists of children: 1 when every thread of pid is
  * stopped, pid's only children are keep (its checkpoint, spared with what
- * is below it, as the sweep spares it) or zombies, and every child of the
- * zygote is one of known[] (the sessions and checkpoints) or a zombie;
- * 0 when a thread of pid is not stopped yet; -EEXIST when something else is
- * there; -errno when the kernel does not say. */
-int watch_quiet(pid_t pid, pid_t keep, pid_t zygote, const pid_t *known, size_t n_known);
+ * is below it, as the sweep spares it), dying (a child the server sent
+ * SIGKILL, 0 for none; it must have no child of its own) or zombies, and
+ * every child of the zygote is one of known[] (the sessions and
+ * checkpoints) or a zombie; 0 when a thread of pid is not stopped yet;
+ * -EEXIST when something else is there; -errno when the kernel does not
+ * say.  Pids are host pids; 0 in keep or dying matches nothing. */
+int watch_quiet(pid_t pid, pid_t keep, pid_t dying, pid_t zygote, const pid_t *known, size_t n_known);
 
 /* CPU time (user and system, ms) used so far by pid's threads, or -errno. */
 long watch_cpu_ms(pid_t pid);

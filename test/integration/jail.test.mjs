@@ -11,7 +11,7 @@ import os from 'node:os';
 import { spawnSync } from 'node:child_process';
 import net from 'node:net';
 
-import { BIN, startClient, newProject, execPy, callTool, jsonResult, writeFile, show, sleep } from './lib.mjs';
+import { BIN, SANITIZED, startClient, newProject, execPy, callTool, jsonResult, writeFile, show, sleep } from './lib.mjs';
 
 const isLink = (p) => { try { return fs.lstatSync(p).isSymbolicLink(); } catch { return false; } };
 
@@ -229,6 +229,13 @@ describe('jail through MCP', () => {
 			const r = await execPy(b, 'import os\nn = 0\ntry:\n    while True:\n        if os.fork() == 0:\n            import time; time.sleep(30); os._exit(0)\n        n += 1\nexcept OSError as e:\n    err = e.errno\nn', { timeout_s: 60 });
 			// Either the shared RLIMIT_NPROC refused the forks first (EAGAIN), or
 			// the server's per-session count (more than max_processes) ended it.
+			// Under AddressSanitizer each child also counts the sanitizer's
+			// memory it shares with its parent (about 280 MB): the watchdog's sum
+			// errs on the strict side, and eight of them pass memory_mb first.
+			if (SANITIZED && r.sc.status === 'memory') {
+				await b.client.ping();
+				return;
+			}
 			assert.ok(['ok', 'crashed'].includes(r.sc.status), show(r.sc));
 			await b.client.ping();
 			if (r.sc.status === 'ok') {
