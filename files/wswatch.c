@@ -83,7 +83,11 @@ struct wswatch *wswatch_start(struct loop *loop, struct work *work, const struct
 	w->limit = limit_bytes;
 	w->over = over;
 	w->arg = arg;
-	walk_start(w);
+	/* The first walk (the baseline) after WSWATCH_MIN_MS, not at once: a
+	 * short call walks nothing (the end of every call is judged against
+	 * the snapshot taken before it), and a long one loses at most what it
+	 * wrote in that time to the baseline, which only delays its stop. */
+	w->timer = loop_timer(loop, WSWATCH_MIN_MS, walk_start, w);
 	return w;
 }
 

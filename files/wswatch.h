@@ -3,12 +3,15 @@
  * in one call: RLIMIT_FSIZE bounds each file, not their number.
  *
  * A walk of the workspace's allocated blocks (artifacts.c: art_disk_usage)
- * runs on a worker thread, never on the loop; the first walk of a call is
- * its baseline, then one runs every WSWATCH_MIN_MS or four times as long as
- * the last walk took, whichever is longer, so a huge tree costs at most a
- * fifth of one worker.  The call is over the limit when the workspace takes
- * more than the limit and more than its baseline: files that were there
- * before the call never stop it by themselves. */
+ * runs on a worker thread, never on the loop; the first walk, WSWATCH_MIN_MS
+ * into the call, is its baseline, then one runs every WSWATCH_MIN_MS or four
+ * times as long as the last walk took, whichever is longer, so a huge tree
+ * costs at most a fifth of one worker and a short call none.  The call is
+ * over the limit when the workspace takes more than the limit and more than
+ * its baseline: files that were there before (or written in the call's
+ * first WSWATCH_MIN_MS) never stop it by themselves while it runs; the end
+ * of the call is judged against the snapshot taken before it
+ * (supervisor.c). */
 #ifndef FILES_WSWATCH_H
 #define FILES_WSWATCH_H
 
