@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -253,7 +254,7 @@ static void touch(uintptr_t a, size_t len, size_t ps)
 #endif
 }
 
-void precopy_run(double max_ms)
+void precopy_run(double max_ms, int stop_fd)
 {
 	double t0 = cpu_ms(), deadline = t0 + max_ms;
 	long psl = sysconf(_SC_PAGESIZE);
@@ -266,11 +267,13 @@ void precopy_run(double max_ms)
 	 * mapped and writable, and no other thread can unmap or protect it
 	 * in between (a write to such a page would be a SIGSEGV). */
 	bool write_too = single_threaded();
-	/* In pieces of 1 MB, so the clock is looked at every few ms. */
-	const size_t piece = 1 << 20;
+	/* In pieces of 256 kB (a few ms at most), so the clock and stop_fd
+	 * are looked at often. */
+	const size_t piece = 256 << 10;
 	for (size_t i = 0; i < n_ranges; i++) {
 		for (size_t off = 0; off < ranges[i].len; off += piece) {
-			if (cpu_ms() > deadline)
+			struct pollfd pf = { .fd = stop_fd, .events = POLLIN };
+			if (cpu_ms() > deadline || (stop_fd >= 0 && poll(&pf, 1, 0) != 0))
 				goto out;
 			size_t len = ranges[i].len - off < piece ? ranges[i].len - off : piece;
 			/* EINTR, ENOMEM (unmapped meanwhile by another thread),

@@ -58,9 +58,10 @@ void precopy_close(void);
 size_t precopy_scan(size_t budget, size_t max_map, double max_ms);
 
 /* Write-faults in, in one call per range, the pages the last scan noted,
- * stopping after `max_ms`; forgets the notes.  Call in the process that
- * keeps running (the copy-on-write break of a page the fork left shared). */
-void precopy_run(double max_ms);
+ * stopping after `max_ms`, or as soon as `stop_fd` (when not -1) has
+ * something to read; forgets the notes.  Call in the process that keeps
+ * running (the copy-on-write break of a page the fork left shared). */
+void precopy_run(double max_ms, int stop_fd);
 
 /* Forgets the notes without copying (the forked child). */
 void precopy_forget(void);

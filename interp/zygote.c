@@ -380,9 +380,11 @@ static void make_checkpoint(void)
 	/* The copies the next call would make one fault at a time, made now,
 	 * before the report: the server waits for it either way before the
 	 * next call, and it counts this time against the checkpoint's CPU
-	 * budget (bounded far below it here). */
+	 * budget (bounded far below it here).  A call that comes meanwhile
+	 * (W_HURRY on the control socket) cuts it short: back to back, the
+	 * copies would only delay it. */
 	if (pid > 0)
-		precopy_run(PRECOPY_RUN_MS);
+		precopy_run(PRECOPY_RUN_MS, SESSION_CTRL_FD);
 	else
 		precopy_forget();
 	int save_fd = -1;
@@ -478,6 +480,11 @@ static __attribute__((noreturn)) void session_main(const char *init_json, int fd
 		int r = wire_recv(SESSION_CTRL_FD, &m, WIRE_MAX_PAYLOAD);
 		if (r < 0)
 			_exit(r == -EPIPE ? 0 : 74);
+		if (m.type == W_HURRY) {
+			/* Late: the checkpoint it was about is in already. */
+			wire_msg_free(&m);
+			continue;
+		}
 		if (m.type == W_TAKE_CHECKPOINT) {
 			/* After the reply went out and the server froze and swept
 			 * us: taken while the agent reads the reply. */

@@ -49,6 +49,8 @@ enum wire_type {
 			    {pause: bool}: a call runs, start nothing new */
 	/* zygote -> server */
 	W_WARMED,        /* JSON {name, ok, why?, ms}: the outcome for one name */
+	/* server -> session */
+	W_HURRY,         /* empty: a call waits for the checkpoint under way: cut its pre-copy short */
 };
 
 /* What an untrusted peer may send next: the types accepted in the current

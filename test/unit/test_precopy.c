@@ -111,7 +111,7 @@ static void test_copies_what_was_written_since_the_last_fork(void **state)
 	pid_t after = fork_sleeper();
 	for (size_t i = 0; i < NPAGES; i++)
 		assert_false(exclusive(m + i * ps));
-	precopy_run(1000);
+	precopy_run(1000, -1);
 	size_t written = 0, copied = 0;
 	for (size_t i = 0; i < NPAGES; i++) {
 		if (i % 3 == 0) {
@@ -153,7 +153,7 @@ static void test_budget_holds(void **state)
 	assert_true(noted > 0);
 	assert_true(noted <= budget);
 	pid_t after = fork_sleeper();
-	precopy_run(1000);
+	precopy_run(1000, -1);
 	struct precopy_stats st;
 	precopy_last(&st);
 	assert_true(st.copied <= budget);
@@ -166,6 +166,39 @@ static void test_budget_holds(void **state)
 	munmap(m, NPAGES * ps);
 }
 
+/* A call waiting (something to read on stop_fd): nothing is copied, and
+ * the notes are forgotten. */
+static void test_stops_when_a_call_waits(void **state)
+{
+	(void)state;
+	assert_true(precopy_open() >= 0);
+	unsigned char *m = mmap(NULL, NPAGES * ps, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	assert_true(m != MAP_FAILED);
+	memset(m, 1, NPAGES * ps);
+	pid_t before = fork_sleeper();
+	memset(m, 2, NPAGES * ps);
+	assert_true(precopy_scan((size_t)64 << 20, (size_t)4 << 30, 1000) > 0);
+	pid_t after = fork_sleeper();
+	int p[2];
+	assert_int_equal(pipe(p), 0);
+	assert_int_equal(write(p[1], "x", 1), 1);
+	precopy_run(1000, p[0]);
+	struct precopy_stats st;
+	precopy_last(&st);
+	assert_int_equal(st.copied, 0);
+	for (size_t i = 0; i < NPAGES; i++)
+		assert_false(exclusive(m + i * ps));
+	/* The notes are gone: a later run has nothing to copy. */
+	precopy_run(1000, -1);
+	precopy_last(&st);
+	assert_int_equal(st.copied, 0);
+	close(p[0]);
+	close(p[1]);
+	end(before);
+	end(after);
+	munmap(m, NPAGES * ps);
+}
+
 /* No descriptor (a checkpoint's copy of the session, or a jail without
  * /proc): nothing is noted, nothing copied, nothing fails. */
 static void test_without_pagemap_nothing(void **state)
@@ -173,7 +206,7 @@ static void test_without_pagemap_nothing(void **state)
 	(void)state;
 	precopy_close();
 	assert_int_equal(precopy_scan((size_t)64 << 20, (size_t)4 << 30, 1000), 0);
-	precopy_run(1000);
+	precopy_run(1000, -1);
 	struct precopy_stats st;
 	precopy_last(&st);
 	assert_int_equal(st.copied, 0);
@@ -186,6 +219,7 @@ int main(void)
 		cmocka_unit_test(test_refused_where_page_frames_show),
 		cmocka_unit_test(test_copies_what_was_written_since_the_last_fork),
 		cmocka_unit_test(test_budget_holds),
+		cmocka_unit_test(test_stops_when_a_call_waits),
 		cmocka_unit_test(test_without_pagemap_nothing),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
