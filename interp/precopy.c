@@ -34,7 +34,7 @@
  * are shared again unless the call writes them, and the following scan
  * tells which; a page no call writes any more leaves the set within SAMPLE
  * rounds, at the price of 1/SAMPLE of the faults. */
-#define SAMPLE 16
+#define SAMPLE 64
 static unsigned rounds;
 
 static struct range {

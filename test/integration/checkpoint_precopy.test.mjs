@@ -77,7 +77,7 @@ describe('the pages a call writes are copied after its checkpoint, not during th
 		}
 		// Without the pre-copy each of these calls takes about 250 faults
 		// (every page it writes is shared with the checkpoint); with it, the
-		// few pages the last call did not write, and one in sixteen of those
+		// few pages the last call did not write, and one in 64 of those
 		// it did (left out so that the set follows what the calls write).
 		assert.ok(median(faults) < 120, `minor faults per call: ${faults.join(', ')}`);
 	});
