@@ -297,8 +297,10 @@ static void make_checkpoint(void)
 	/* What the last call wrote is known only while the previous checkpoint
 	 * still shares the rest: the first checkpoint of a session, or the
 	 * first after a rollback, has none to compare with (everything would
-	 * look written), so it pre-copies nothing. */
-	if (checkpoint_pid > 0 && precopy_cap)
+	 * look written), so it pre-copies nothing; nor when a call waits
+	 * already (W_HURRY). */
+	struct pollfd hurry = { .fd = SESSION_CTRL_FD, .events = POLLIN };
+	if (checkpoint_pid > 0 && precopy_cap && poll(&hurry, 1, 0) == 0)
 		precopy_scan(precopy_cap, precopy_max_map, PRECOPY_SCAN_MS);
 	fflush(NULL);
 	PyOS_BeforeFork();
