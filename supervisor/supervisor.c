@@ -1222,12 +1222,16 @@ static void watch_fired(void *arg)
 		uint64_t limit = (uint64_t)L->memory_mb << 20;
 		long max_tasks = L->max_processes;
 		if (s->phase == P_SETTLING) {
-			/* The checkpoint is a fork, counted until the server has
-			 * it: its pages are the session's, shared, and show in
-			 * both RSS.  So the sum may count the session twice here,
-			 * and the checkpoint and its saver are two more tasks. */
-			limit *= 2;
-			max_tasks += 2;
+			/* The new checkpoint is a fork, counted until the server
+			 * has it, and so is its saver (saved sessions), a fork of
+			 * it; once it is in, the one it replaced is counted until
+			 * it has exited.  Each shows the session's shared pages in
+			 * its RSS: the sum may count the session three times here
+			 * (a session of 128 MB under memory_mb 256 showed 561 MB
+			 * and was ended with a limit of twice), and those are
+			 * three more tasks. */
+			limit *= 3;
+			max_tasks += 3;
 		}
 		if (u.total > limit) {
 			log_info("session %s: %.0f MB in use (anon %.0f, shared %.0f, memfd %.0f, tmpfs %.0f) over memory_mb %ld: ended",
