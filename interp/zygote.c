@@ -282,11 +282,18 @@ static void make_checkpoint(void)
 	sigaddset(&usr1, SIGUSR1);
 	/* Blocked before the fork, so a resume signal cannot be lost. */
 	sigprocmask(SIG_BLOCK, &usr1, &old);
+	/* A call that waits already (the server's W_HURRY is in) makes this
+	 * state one its next cell replaces at once: a save of it would be
+	 * abandoned when that cell is read, and forking its saver would only
+	 * delay the call (the session waits for the saver's pid).  None is
+	 * started; the next checkpoint with time to spare saves. */
+	struct pollfd hurry = { .fd = SESSION_CTRL_FD, .events = POLLIN };
+	bool waited = poll(&hurry, 1, 0) == 1;
 	/* Saved sessions: sp carries the state to the server, sync the
 	 * saver's pid back to the session (which kills it when a call comes:
 	 * the server freezes the checkpoint as soon as it has it). */
 	int sp[2] = { -1, -1 }, sync[2] = { -1, -1 };
-	if (persist_cap && (pipe2(sp, O_CLOEXEC) < 0 || pipe2(sync, O_CLOEXEC) < 0)) {
+	if (persist_cap && !waited && (pipe2(sp, O_CLOEXEC) < 0 || pipe2(sync, O_CLOEXEC) < 0)) {
 		if (sp[0] >= 0) {
 			close(sp[0]);
 			close(sp[1]);
@@ -299,8 +306,7 @@ static void make_checkpoint(void)
 	 * first after a rollback, has none to compare with (everything would
 	 * look written), so it pre-copies nothing; nor when a call waits
 	 * already (W_HURRY). */
-	struct pollfd hurry = { .fd = SESSION_CTRL_FD, .events = POLLIN };
-	if (checkpoint_pid > 0 && precopy_cap && poll(&hurry, 1, 0) == 0)
+	if (checkpoint_pid > 0 && precopy_cap && !waited && poll(&hurry, 1, 0) == 0)
 		precopy_scan(precopy_cap, precopy_max_map, PRECOPY_SCAN_MS);
 	fflush(NULL);
 	PyOS_BeforeFork();
