@@ -1215,8 +1215,14 @@ static void watch_fired(void *arg)
 	struct footprint u;
 	/* The jail's own procfs lists its processes only (cheap); the host's
 	 * lists every process of the machine. */
-	int wr = sup->proc_jail ? watch_footprint(sup->proc, sup->zhpid, s->pid, s->ckpt_pid, &u)
-				: watch_footprint("/proc", sup->zhpid, s->hpid, s->ckpt_hpid, &u);
+	/* The checkpoint a new one replaced is killed, and counted no more
+	 * while it exits: a session of 800 MB under memory_mb 1024 was ended
+	 * as the old copy and the session summed to 1.6 GB. */
+	pid_t dying_h = 0, dying_ns = 0;
+	if (s->dropped_pidfd >= 0 && watch_pidfd(s->dropped_pidfd, &dying_h, &dying_ns) < 0)
+		dying_h = dying_ns = 0;
+	int wr = sup->proc_jail ? watch_footprint(sup->proc, sup->zhpid, s->pid, s->ckpt_pid, dying_ns, &u)
+				: watch_footprint("/proc", sup->zhpid, s->hpid, s->ckpt_hpid, dying_h, &u);
 	if (wr == 0) {
 		struct run *c = s->cur;
 		uint64_t limit = (uint64_t)L->memory_mb << 20;
@@ -1224,12 +1230,11 @@ static void watch_fired(void *arg)
 		if (s->phase == P_SETTLING) {
 			/* The new checkpoint is a fork, counted until the server
 			 * has it, and so is its saver (saved sessions), a fork of
-			 * it; once it is in, the one it replaced is counted until
-			 * it has exited.  Each shows the session's shared pages in
-			 * its RSS: the sum may count the session three times here
-			 * (a session of 128 MB under memory_mb 256 showed 561 MB
-			 * and was ended with a limit of twice), and those are
-			 * three more tasks. */
+			 * it.  Each shows the session's shared pages in its RSS:
+			 * the sum may count the session three times here (a
+			 * session of 128 MB under memory_mb 256 showed 561 MB and
+			 * was ended with a limit of twice), and those are more
+			 * tasks. */
 			limit *= 3;
 			max_tasks += 3;
 		}

@@ -327,12 +327,18 @@ bool watch_proc_root(pid_t zygote, char *buf, size_t n)
 	return false;
 }
 
-int watch_footprint(const char *proc, pid_t zygote, pid_t root, pid_t skip, struct footprint *u)
+int watch_footprint(const char *proc, pid_t zygote, pid_t root, pid_t skip, pid_t dying, struct footprint *u)
 {
 	memset(u, 0, sizeof *u);
 	pid_t *below = NULL;
 	size_t n = 0;
-	int rc = procs_list_below(proc, root, &skip, skip > 0 ? 1 : 0, &below, &n);
+	pid_t keep[2];
+	size_t nk = 0;
+	if (skip > 0)
+		keep[nk++] = skip;
+	if (dying > 0)
+		keep[nk++] = dying;
+	int rc = procs_list_below(proc, root, keep, nk, &below, &n);
 	if (rc < 0)
 		return rc;
 	struct inos *seen = calloc(1, sizeof *seen);

@@ -64,11 +64,12 @@ struct footprint {
  * that cannot be read.  Writes the path to buf; true when it is the jail's. */
 bool watch_proc_root(pid_t zygote, char *buf, size_t n);
 
-/* What the session rooted at `root` uses now, leaving out the subtree of
- * `skip` (its frozen checkpoint; 0 for none); pids as `proc` shows them.
- * The jail's /tmp and /dev/shm are found below the zygote's root.
- * 0 or -errno. */
-int watch_footprint(const char *proc, pid_t zygote, pid_t root, pid_t skip, struct footprint *u);
+/* What the session rooted at `root` uses now, leaving out the subtrees of
+ * `skip` (its frozen checkpoint) and `dying` (the one it replaced, killed
+ * and still exiting: it only gives memory back); 0 for none; pids as `proc`
+ * shows them.  The jail's /tmp and /dev/shm are found below the zygote's
+ * root.  0 or -errno. */
+int watch_footprint(const char *proc, pid_t zygote, pid_t root, pid_t skip, pid_t dying, struct footprint *u);
 
 /* Whether this process can list the descriptors of its sessions, which are
  * not dumpable: /proc/PID/fd of a non-dumpable process opens only for a
