@@ -1165,6 +1165,15 @@ static void drop_checkpoint(struct session *s)
  * Attack: a cell forks a child that ignores the resume signal, announces it
  * as the checkpoint and kills itself, so that the server resumes a process
  * that never answers and keeps it from the sweep. */
+/* The checkpoint the last one replaced (killed, maybe still exiting): its
+ * pids here and in the zygote's namespace, as its pidfd says, or 0 when it
+ * is gone or there is none. */
+static void dying_pids(const struct session *s, pid_t *host, pid_t *ns)
+{
+	if (s->dropped_pidfd < 0 || watch_pidfd(s->dropped_pidfd, host, ns) < 0)
+		*host = *ns = 0;
+}
+
 static int accept_checkpoint(struct sup *sup, struct session *s, int pidfd)
 {
 	pid_t host, ns;
@@ -1218,9 +1227,8 @@ static void watch_fired(void *arg)
 	/* The checkpoint a new one replaced is killed, and counted no more
 	 * while it exits: a session of 800 MB under memory_mb 1024 was ended
 	 * as the old copy and the session summed to 1.6 GB. */
-	pid_t dying_h = 0, dying_ns = 0;
-	if (s->dropped_pidfd >= 0 && watch_pidfd(s->dropped_pidfd, &dying_h, &dying_ns) < 0)
-		dying_h = dying_ns = 0;
+	pid_t dying_h, dying_ns;
+	dying_pids(s, &dying_h, &dying_ns);
 	int wr = sup->proc_jail ? watch_footprint(sup->proc, sup->zhpid, s->pid, s->ckpt_pid, dying_ns, &u)
 				: watch_footprint("/proc", sup->zhpid, s->hpid, s->ckpt_hpid, dying_h, &u);
 	if (wr == 0) {
@@ -1363,11 +1371,9 @@ static void check_quiet(void *arg)
 			known[n++] = o->ckpt_hpid;
 	}
 	/* The checkpoint it replaced, killed through its pidfd, may still be
-	 * exiting (unmapping a large process takes milliseconds): the pidfd
-	 * says which process that is, the kernel whether it still is. */
-	pid_t dying = 0, ns;
-	if (s->dropped_pidfd >= 0 && watch_pidfd(s->dropped_pidfd, &dying, &ns) < 0)
-		dying = 0;
+	 * exiting (unmapping a large process takes milliseconds). */
+	pid_t dying, ns;
+	dying_pids(s, &dying, &ns);
 	int q = doubt ? -EEXIST : watch_quiet(s->hpid, s->ckpt_hpid, dying, sup->zhpid, known, n);
 	if (q == 1) {
 		settled(sup, s);

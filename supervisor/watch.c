@@ -81,6 +81,16 @@ pid_t watch_ppid(pid_t pid)
 	return (pid_t)ppid;
 }
 
+/* utime + stime (ticks) from the fields after the command name of a stat
+ * file; -1 when they do not parse. */
+static long long stat_cpu_ticks(const char *f)
+{
+	unsigned long ut, st;
+	if (!f || sscanf(f, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
+		return -1;
+	return (long long)ut + (long long)st;
+}
+
 /* The CPU time a thread has used: the scheduler's nanoseconds
  * (schedstat, readable by anyone, also for a process that is not
  * dumpable) plus utime and stime in ticks, so that a kernel without
@@ -89,12 +99,11 @@ static uint64_t thread_run(pid_t pid, const char *tid, const char *stat_f)
 {
 	char path[96], buf[128];
 	unsigned long long ns = 0;
-	unsigned long ut = 0, st = 0;
 	snprintf(path, sizeof path, "/proc/%d/task/%.16s/schedstat", (int)pid, tid);
 	if (read_small(path, buf, sizeof buf) > 0)
 		sscanf(buf, "%llu", &ns);
-	sscanf(stat_f, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st);
-	return (uint64_t)ns + ut + st;
+	long long ticks = stat_cpu_ticks(stat_f);
+	return (uint64_t)ns + (uint64_t)(ticks > 0 ? ticks : 0);
 }
 
 int watch_idle(pid_t pid, struct watch_look *last)
@@ -224,12 +233,11 @@ long watch_cpu_ms(pid_t pid)
 {
 	char path[64], buf[1024];
 	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-	const char *f = stat_fields(path, buf, sizeof buf);
-	unsigned long ut, st;
-	if (!f || sscanf(f, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
+	long long ticks = stat_cpu_ticks(stat_fields(path, buf, sizeof buf));
+	if (ticks < 0)
 		return -ESRCH;
 	long hz = sysconf(_SC_CLK_TCK);
-	return (long)((ut + st) * 1000 / (unsigned long)(hz > 0 ? hz : 100));
+	return (long)(ticks * 1000 / (hz > 0 ? hz : 100));
 }
 
 static uint64_t status_kb(const char *status, const char *key)

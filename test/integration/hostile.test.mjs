@@ -9,7 +9,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { execFileSync } from 'node:child_process';
 
-import { SANITIZED, startClient, newProject, execPy, callTool, descendants, sleep, show } from './lib.mjs';
+import { SANITIZED, startClient, newProject, execPy, callTool, descendants, descendantsDown, sleep, show } from './lib.mjs';
 
 /** CPU time (ms) used so far by every process below the server (the sandbox). */
 function sandboxCpuMs(serverPid) {
@@ -501,12 +501,7 @@ describe('a protocol fuzzer inside the sandbox', () => {
 				assert.equal(n.sc.status, 'ok', `seed ${seed}: ${show(n.sc)}`);
 				assert.ok([String(seed * 1000 + 7)].includes(n.sc.result) || n.sc.state === 'new', `seed ${seed}: ${show(n.sc)}`);
 				if (n.sc.state === 'new') assert.equal((await execPy(h, 'kept = 7')).sc.status, 'ok');
-				// Savers still writing and replaced checkpoints still exiting are
-				// transient (slow under AddressSanitizer); what must not stay is
-				// anything more, so the count is given 10 s to come down.
-				let left = descendants(h.pid).length;
-				for (let t0 = Date.now(); left > idle && Date.now() - t0 < 10000; left = descendants(h.pid).length)
-					await sleep(100);
+				const left = await descendantsDown(h.pid, idle);
 				assert.ok(left <= idle, `seed ${seed}: ${left} processes below the server, ${idle} when idle`);
 			}
 		} finally {

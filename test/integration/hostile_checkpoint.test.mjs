@@ -9,7 +9,7 @@
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 
-import { startClient, newProject, execPy, descendants, sleep, show } from './lib.mjs';
+import { startClient, newProject, execPy, descendants, descendantsDown, sleep, show } from './lib.mjs';
 
 describe('a checkpoint message without its checkpoint', () => {
 	let h;
@@ -45,12 +45,7 @@ describe('a checkpoint message without its checkpoint', () => {
 			// Said once.
 			const again = await execPy(h, 'kept', { session });
 			assert.equal(again.sc.error, null, show(again.sc));
-			// Savers still writing and replaced checkpoints still exiting are
-			// transient (slow under AddressSanitizer): what must not stay is
-			// anything beyond them, so the count is given 10 s to come down.
-			let left = descendants(h.pid).length;
-			for (let t0 = Date.now(); left > idle + 2 && Date.now() - t0 < 10000; left = descendants(h.pid).length)
-				await sleep(100);
+			const left = await descendantsDown(h.pid, idle + 2);
 			assert.ok(left <= idle + 2, `${left} processes below the server, ${idle} before (plus this session's new checkpoint)`);
 		});
 	}

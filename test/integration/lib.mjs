@@ -372,6 +372,16 @@ export function descendants(pid) {
 	return out;
 }
 
+/** How many processes are below pid once the count is at most `limit`, or
+ *  after `ms`: savers still writing and replaced checkpoints still exiting
+ *  are transient (slow under AddressSanitizer), what stays longer is not. */
+export async function descendantsDown(pid, limit, ms = 10000) {
+	let n = descendants(pid).length;
+	for (const t0 = Date.now(); n > limit && Date.now() - t0 < ms; n = descendants(pid).length)
+		await sleep(100);
+	return n;
+}
+
 /** Those of `procs` (from descendants()) still alive: same pid and start time, not a zombie. */
 export function stillAlive(procs) {
 	const alive = [];
