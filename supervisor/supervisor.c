@@ -1323,17 +1323,25 @@ static void try_freeze(void *arg)
 	s->idle_timer = 0;
 	if (s->phase != P_FREEZING)
 		return;
+	bool pair = s->look.valid; /* this look completes a pair */
 	int idle = s->hpid > 0 ? watch_idle(s->hpid, &s->look) : -ESRCH;
 	if (idle < 0)
 		return; /* gone: its exit report follows */
 	if (idle == 0) {
-		/* Asleep at one look only: look again at once (the next turn
-		 * of the loop), which is enough to tell a thread that ran in
-		 * between; busy: soon (0.1 ms, doubling up to 20 ms). */
-		double ms = s->look.valid && s->idle_tries == 0
-				    ? 0
-				    : 0.1 * (double)(1 << (s->idle_tries < 8 ? s->idle_tries : 8));
-		s->idle_tries++;
+		/* Asleep at the first look of a pair: the second look at once
+		 * (the next turn of the loop), which is enough to tell a thread
+		 * that ran in between.  Busy, or a pair that saw it run: a new
+		 * pair after a wait (0.1 ms, doubling up to 20 ms).  The two
+		 * looks of a pair are never that wait apart: a thread that woke
+		 * more often than the wait (a signal timer every 4 ms) was
+		 * never seen asleep twice, and a call that had ended ran into
+		 * its timeout, losing its state. */
+		bool first = s->look.valid && !pair;
+		double ms = first ? 0 : 0.1 * (double)(1 << (s->idle_tries < 8 ? s->idle_tries : 8));
+		if (!first) {
+			s->look.valid = false;
+			s->idle_tries++;
+		}
 		s->idle_timer = loop_timer(sup->cfg.loop, ms < WATCH_MS ? ms : WATCH_MS, try_freeze, s);
 		return;
 	}
