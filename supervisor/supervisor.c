@@ -1332,10 +1332,12 @@ static void try_freeze(void *arg)
 		 * (the next turn of the loop), which is enough to tell a thread
 		 * that ran in between.  Busy, or a pair that saw it run: a new
 		 * pair after a wait (0.1 ms, doubling up to 20 ms).  The two
-		 * looks of a pair are never that wait apart: a thread that woke
-		 * more often than the wait (a signal timer every 4 ms) was
-		 * never seen asleep twice, and a call that had ended ran into
-		 * its timeout, losing its state. */
+		 * looks of a pair are never that wait apart: a process that
+		 * woke more often than the wait was never seen asleep twice,
+		 * and a call that had ended ran into its timeout, losing its
+		 * state (any Python thread left in the session does: waiting
+		 * for the interpreter's lock, it wakes every 5 ms; so does a
+		 * signal timer). */
 		bool first = s->look.valid && !pair;
 		double ms = first ? 0 : 0.1 * (double)(1 << (s->idle_tries < 8 ? s->idle_tries : 8));
 		if (!first) {

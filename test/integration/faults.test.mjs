@@ -218,28 +218,40 @@ describe('processes that try to outlive their call', () => {
 		assert.ok(size('thread.beat') > idle, 'the thread goes on in the next call');
 	});
 
-	test('a signal timer every 4 ms and a thread still hashing after the cell: the call ends ok, the state is kept', { timeout: 60000 }, async () => {
-		// The server freezes a session once two looks close together find
-		// every thread asleep with no CPU used in between.  The thread,
-		// busy at the first looks, made the looks further apart (up to
-		// 20 ms), and the timer woke the process more often than that, so
-		// it was never seen asleep twice: the call ran into its timeout
-		// and the state was lost.
-		const session = 'periodic';
-		const r = await execPy(h, [
-			'import signal, threading, hashlib',
+	for (const [what, waker] of [
+		['a thread in time.sleep (waiting for the lock of the interpreter, it wakes every 5 ms)', [
+			'def beat():',
+			'    while True: time.sleep(0.01)',
+			'threading.Thread(target=beat, daemon=True).start()',
+		]],
+		['a signal timer every 4 ms', [
 			'signal.signal(signal.SIGALRM, lambda *a: None)',
 			'signal.setitimer(signal.ITIMER_REAL, 0.004, 0.004)',
-			'data = b"x" * (64 << 20)',
-			'threading.Thread(target=lambda: hashlib.sha256(data).digest(), daemon=True).start()',
-			'v = 5',
-		].join('\n'), { session, timeout_s: 10 });
-		assert.deepEqual([r.sc.status, r.sc.state], ['ok', 'new'], show(r.sc));
-		for (let i = 0; i < 3; i++) {
-			const n = await execPy(h, 'v += 1\nv', { session, timeout_s: 10 });
-			assert.deepEqual([n.sc.status, n.sc.state, n.sc.result], ['ok', 'kept', String(6 + i)], show(n.sc));
-		}
-	});
+		]],
+	]) {
+		test(`${what}, and a thread still hashing after the cell: the call ends ok, the state is kept`, { timeout: 60000 }, async () => {
+			// The server freezes a session once two looks close together
+			// find every thread asleep with no CPU used in between.  The
+			// hashing thread, busy at the first looks, made the looks
+			// further apart (up to 20 ms), and the process woke more often
+			// than that, so it was never seen asleep twice: a call that had
+			// ended ran into its timeout (30 s by default) and lost its
+			// state, and so did a checkpoint taken after the reply.
+			const session = `periodic-${what.length}`;
+			const r = await execPy(h, [
+				'import signal, threading, hashlib, time',
+				...waker,
+				'data = b"x" * (64 << 20)',
+				'threading.Thread(target=lambda: hashlib.sha256(data).digest(), daemon=True).start()',
+				'v = 5',
+			].join('\n'), { session, timeout_s: 10 });
+			assert.deepEqual([r.sc.status, r.sc.state], ['ok', 'new'], show(r.sc));
+			for (let i = 0; i < 3; i++) {
+				const n = await execPy(h, 'v += 1\nv', { session, timeout_s: 10 });
+				assert.deepEqual([n.sc.status, n.sc.state, n.sc.result], ['ok', 'kept', String(6 + i)], show(n.sc));
+			}
+		});
+	}
 
 	test('setsid + double fork, then a timeout: ended, and the state rolled back', { timeout: 30000 }, async () => {
 		const r = await execPy(h, escapee('timeout', 'setsid') + '\nkept = 8\ntime.sleep(100)', { timeout_s: 1 });
