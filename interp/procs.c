@@ -79,7 +79,10 @@ static int scan_at(const char *proc, struct table *t)
 		t->p[t->n++] = pr;
 	}
 	closedir(d);
-	qsort(t->p, t->n, sizeof *t->p, by_pid);
+	/* An empty table has no array (the procfs of a pid namespace whose
+	 * processes all ended): qsort and bsearch must not see it. */
+	if (t->n > 1)
+		qsort(t->p, t->n, sizeof *t->p, by_pid);
 	return 0;
 }
 
@@ -91,7 +94,7 @@ static int scan(struct table *t)
 static const struct proc *find(const struct table *t, pid_t pid)
 {
 	struct proc key = { .pid = pid };
-	return bsearch(&key, t->p, t->n, sizeof *t->p, by_pid);
+	return t->n ? bsearch(&key, t->p, t->n, sizeof *t->p, by_pid) : NULL;
 }
 
 static bool kept(pid_t pid, const pid_t *keep, size_t nkeep)

@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <stdlib.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <sys/prctl.h>
@@ -157,6 +158,23 @@ static void test_without_reaping(void **state)
 	assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
 }
 
+/* The procfs of a pid namespace whose processes have all ended (the
+ * zygote died): it lists no process, which is an answer (nothing below),
+ * never a fault.  Sorting or searching the empty table crashed the server
+ * under UndefinedBehaviorSanitizer (a null array handed to qsort). */
+static void test_an_empty_procfs(void **state)
+{
+	(void)state;
+	char dir[] = "/tmp/psm-procs-XXXXXX";
+	assert_non_null(mkdtemp(dir));
+	pid_t *below = (pid_t *)1;
+	size_t n = 7;
+	assert_int_equal(procs_list_below(dir, 1, NULL, 0, &below, &n), 0);
+	assert_int_equal(n, 0);
+	assert_null(below);
+	assert_int_equal(rmdir(dir), 0);
+}
+
 int main(void)
 {
 	/* As a session: orphans below us come to us. */
@@ -168,6 +186,7 @@ int main(void)
 		cmocka_unit_test(test_kept_child_and_its_subtree_survive),
 		cmocka_unit_test(test_fork_loop_cannot_outrun),
 		cmocka_unit_test(test_without_reaping),
+		cmocka_unit_test(test_an_empty_procfs),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
