@@ -128,9 +128,11 @@ def suite(ways, names, rounds):
 # only samples /proc.
 
 # What the server's processes call themselves (setproctitle), and Jupyter's
-# kernel; "reaped" is the CPU of children that a process of the tree waited
-# for during the window (old checkpoints, savers, warm-up probes).
-CATEGORIES = ("server", "zygote", "warm-up", "session", "checkpoint", "saver", "kernel", "other")
+# kernel; "exited" is children that have ended and wait to be reaped (their
+# CPU is still in their stat file), "reaped" the CPU of children that a
+# process of the tree waited for during the window (old checkpoints, savers,
+# warm-up probes).
+CATEGORIES = ("server", "zygote", "warm-up", "session", "checkpoint", "saver", "kernel", "exited", "other")
 CPU_COLUMNS = CATEGORIES + ("reaped",)
 
 
@@ -200,13 +202,17 @@ def scale_agent(a):
 
 def categorize(pid):
     try:
+        with open("/proc/%d/stat" % pid) as f:
+            st = f.read()
+        if st[st.rindex(")") + 2] == "Z":
+            return "exited"
         with open("/proc/%d/cmdline" % pid, "rb") as f:
             cl = f.read().replace(b"\0", b" ").decode(errors="replace")
     except OSError:
         return "other"
     if cl.startswith("python-sandbox-mcp: ") or cl.startswith("-python-sandbox-mcp: "):
         w = cl.split(": ", 1)[1].split()
-        return w[0] if w and w[0] in CATEGORIES else "other"  # zombies have no command line
+        return w[0] if w and w[0] in CATEGORIES else "other"
     if "python-sandbox-mcp" in cl.split(" ", 1)[0]:
         return "server"
     if "ipykernel" in cl:
@@ -355,7 +361,7 @@ def scale_side(kind, n, a, work, pyenv):
             pass
     t_go = run.now()
     stop = t_go + a.scale_seconds
-    peak = {"pss": 0, "by": {}, "anon": {}, "procs": 0, "fds": 0}
+    peak = {"pss": 0, "by": {}, "anon": {}, "priv": {}, "procs": 0, "fds": 0}
     min_avail = mem_available_mb()
     busy = None
     waiting = list(live)
@@ -365,17 +371,18 @@ def scale_side(kind, n, a, work, pyenv):
         t = run.now()
         if t >= next_sample and t < stop + 5:
             pids = tree(roots)
-            by, anon = {}, {}
+            by, anon, priv = {}, {}, {}
             fds = 0
             for p in pids:
                 c = categorize(p)
                 sm = run.smaps_rollup(p)
                 by[c] = by.get(c, 0) + (sm.get("Pss") or 0)
                 anon[c] = anon.get(c, 0) + (sm.get("Pss_Anon") or 0)
+                priv[c] = priv.get(c, 0) + (sm.get("Private_Dirty") or 0) + (sm.get("Private_Clean") or 0)
                 fds += fd_count(p)
             total = sum(by.values())
             if total > peak["pss"]:
-                peak = {"pss": total, "by": by, "anon": anon, "procs": len(pids), "fds": fds}
+                peak = {"pss": total, "by": by, "anon": anon, "priv": priv, "procs": len(pids), "fds": fds}
             min_avail = min(min_avail, mem_available_mb())
             next_sample = run.now() + a.scale_sample
         if busy is None and run.now() >= stop:
@@ -436,6 +443,7 @@ def scale_side(kind, n, a, work, pyenv):
             "first_error": errors[0] if errors else "", "hung": hung,
             "pss_mb": peak["pss"] / 1024.0, "pss_by_mb": {k: v / 1024.0 for k, v in peak["by"].items()},
             "anon_by_mb": {k: v / 1024.0 for k, v in peak["anon"].items()},
+            "priv_by_mb": {k: v / 1024.0 for k, v in peak["priv"].items()},
             "procs": peak["procs"], "fds": peak["fds"], "busy": busy, "min_avail_mb": min_avail,
             "cpu_ms_per_task": {k: v * 1000.0 / hz / max(1, in_window) for k, v in cpu_by.items()},
             "minflt_per_task": {k: v / max(1, in_window) for k, v in flt_by.items()},
@@ -537,7 +545,8 @@ def scale_section(a, work, pyenv, jup):
                 sum(s["cpu_ms_per_task"].values()) / max(sum(j["cpu_ms_per_task"].values()), 1e-9)))
     # Where the memory and the CPU go, per kind of process.
     L.append("")
-    L.append("Per agent, by process: PSS at the peak sample (of it anonymous, `Pss_Anon`), then CPU and "
+    L.append("Per agent, by process: PSS at the peak sample (of it anonymous, `Pss_Anon`; private: "
+             "`Private_Clean` + `Private_Dirty`, pages no other process maps), then CPU and "
              "minor faults per finished task, counted over the window from /proc/PID/stat (own time; "
              "`reaped` is the children that a process of the tree waited for):")
     L.append("")
@@ -551,8 +560,9 @@ def scale_section(a, work, pyenv, jup):
                 if c not in r["pss_by_mb"] and c not in r["cpu_ms_per_task"]:
                     return ""
                 cpu = "%s ms, %.0f flt" % (fmt(r["cpu_ms_per_task"].get(c, 0)), r["minflt_per_task"].get(c, 0))
-                return cpu if c == "reaped" else "%s (anon %s), %s" % (
-                    mb(r["pss_by_mb"].get(c, 0) / n), mb(r["anon_by_mb"].get(c, 0) / n), cpu)
+                return cpu if c == "reaped" else "%s (anon %s, private %s), %s" % (
+                    mb(r["pss_by_mb"].get(c, 0) / n), mb(r["anon_by_mb"].get(c, 0) / n),
+                    mb(r["priv_by_mb"].get(c, 0) / n), cpu)
             L.append("| %d | %s | %s |" % (n, label[kind], " | ".join(cell(c) for c in CPU_COLUMNS)))
     L.append("")
     L.append("Where it breaks (first error, agents that did not answer, least memory available):")

@@ -25,11 +25,18 @@ WARMUP_ARGS ?=
 bench-warmup: setup $(BIN)
 	$(BENCH_PY) bench/warmup.py --server $(BIN) $(WARMUP_ARGS)
 
-#   make bench-agent AGENT_ARGS="--rounds 1 --skip scale"   a short run
+#   make bench-agent AGENT_ARGS="--rounds 1 --skip scale"   a short run (the scale rows take about 10 min)
 AGENT_ARGS ?=
 ## bench-agent: the agent-workload suite (40+ tasks) through the server, Jupyter and python3 -c, and N agents at once
 bench-agent: setup bench-setup $(BIN)
 	$(BENCH_PY) bench/agent.py --server $(BIN) $(AGENT_ARGS)
+
+#   make bench-scale SCALE_ARGS="--scale 1,5 --scale-seconds 10"   a short run
+SCALE_ARGS ?=
+## bench-scale: N agents at once (1, 5, 10, 25, 50), ours against N Jupyter kernels: PSS, tasks/s, p95, where it breaks (about 10 min)
+.PHONY: bench-scale
+bench-scale: setup bench-setup $(BIN)
+	$(BENCH_PY) bench/agent.py --server $(BIN) --skip suite $(SCALE_ARGS)
 
 ## bench-policies: the agent tasks in one session under four policies (checkpoints, saved sessions on or off): what each costs
 .PHONY: bench-policies
