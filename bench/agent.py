@@ -301,6 +301,25 @@ class Agent:
             pass
 
 
+def window_end(roots, ticks0, idle0, tot0):
+    """The machine's CPU busy fraction since (idle0, tot0), and the CPU ticks
+    and minor faults of the agents' processes since ticks0, by kind."""
+    idle1, tot1 = cpu_idle_total()
+    busy = 1.0 - (idle1 - idle0) / max(1, tot1 - tot0)
+    cpu_by, flt_by = {}, {}
+    for p in tree(roots):
+        v = proc_ticks(p)
+        if not v:
+            continue
+        b = ticks0.get(p) or (0, 0, 0, 0)
+        c = categorize(p)
+        cpu_by[c] = cpu_by.get(c, 0) + v[0] - b[0]
+        cpu_by["reaped"] = cpu_by.get("reaped", 0) + v[1] - b[1]
+        flt_by[c] = flt_by.get(c, 0) + v[2] - b[2]
+        flt_by["reaped"] = flt_by.get("reaped", 0) + v[3] - b[3]
+    return busy, cpu_by, flt_by
+
+
 def scale_side(kind, n, a, work, pyenv):
     """n agents of one kind at once; returns the measurements."""
     log = run.log
@@ -369,7 +388,7 @@ def scale_side(kind, n, a, work, pyenv):
     next_sample = run.now()
     while waiting and run.now() < final_deadline:
         t = run.now()
-        if t >= next_sample and t < stop + 5:
+        if t >= next_sample and (t < stop - 1 or (busy is not None and t < stop + 5)):
             pids = tree(roots)
             by, anon, priv = {}, {}, {}
             fds = 0
@@ -386,21 +405,11 @@ def scale_side(kind, n, a, work, pyenv):
             min_avail = min(min_avail, mem_available_mb())
             next_sample = run.now() + a.scale_sample
         if busy is None and run.now() >= stop:
-            idle1, tot1 = cpu_idle_total()
-            busy = 1.0 - (idle1 - idle0) / max(1, tot1 - tot0)
-            pids1 = tree(roots)
-            cpu_by, flt_by = {}, {}
-            for p in pids1:
-                v = proc_ticks(p)
-                if not v:
-                    continue
-                b = ticks0.get(p) or (0, 0, 0, 0)
-                c = categorize(p)
-                cpu_by[c] = cpu_by.get(c, 0) + v[0] - b[0]
-                cpu_by["reaped"] = cpu_by.get("reaped", 0) + v[1] - b[1]
-                flt_by[c] = flt_by.get(c, 0) + v[2] - b[2]
-                flt_by["reaped"] = flt_by.get("reaped", 0) + v[3] - b[3]
-        r, _, _ = select.select([ag.p.stdout for ag in waiting], [], [], 0.5)
+            busy, cpu_by, flt_by = window_end(roots, ticks0, idle0, tot0)
+        # Wake at the window's end: the counters are read before any driver,
+        # done with its last task, reports and closes its server or kernel.
+        wait = 0.5 if busy is not None else max(0.0, min(0.5, stop - run.now()))
+        r, _, _ = select.select([ag.p.stdout for ag in waiting], [], [], wait)
         for f in r:
             ag = next(x for x in waiting if x.p.stdout is f)
             lines, eof = ag.lines()
@@ -410,9 +419,7 @@ def scale_side(kind, n, a, work, pyenv):
             if ag.result is not None or eof:
                 waiting.remove(ag)
     if busy is None:  # every agent ended before the window did
-        idle1, tot1 = cpu_idle_total()
-        busy = 1.0 - (idle1 - idle0) / max(1, tot1 - tot0)
-        cpu_by, flt_by = {}, {}
+        busy, cpu_by, flt_by = window_end(roots, ticks0, idle0, tot0)
     for ag in waiting:
         ag.failed = "no result within %.0f s after the window (driver hung)" % (a.task_timeout + 30)
     for ag in agents:
