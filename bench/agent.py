@@ -140,6 +140,7 @@ def scale_agent(a):
     """One agent's driver process (--scale-agent server|jupyter)."""
     kind, root = a.scale_agent, a.root
     out = sys.stdout
+    actor = None
     try:
         if kind == "server":
             actor = run.Server(a.server, root, skill=a.skill, stderr_path=os.path.join(root, "server.log"))
@@ -155,6 +156,8 @@ def scale_agent(a):
     except Exception as e:  # noqa: BLE001 (reported to the parent)
         out.write("failed %s\n" % json.dumps("%s: %s" % (type(e).__name__, str(e)[:300])))
         out.flush()
+        if actor:
+            actor.close()
         return 1
     out.write("ready %d\n" % pid)
     out.flush()

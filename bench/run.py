@@ -255,7 +255,13 @@ class Kernel:
         self.km.start_kernel(env=env, stderr=subprocess.DEVNULL)
         self.kc = self.km.client()
         self.kc.start_channels()
-        self.kc.wait_for_ready(timeout=120)
+        try:
+            self.kc.wait_for_ready(timeout=120)
+        except Exception:
+            # A kernel that did not come up in time is still running, in a
+            # session of its own: end it, or it outlives the benchmark.
+            self.close()
+            raise
 
     def execute(self, code, user_expressions=None, timeout=120.0):
         """Time to the shell channel's execute_reply (the lower bound of a
