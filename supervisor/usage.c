@@ -120,19 +120,30 @@ static size_t descendants(pid_t pid, pid_t *out, size_t max)
 	return n;
 }
 
-static double tree_cpu_ms(pid_t pid, pid_t exclude)
+/* The CPU time (ms) of pid and its descendants, and with hwm_kb their
+ * summed high-water marks (kB), in one walk of the tree; exclude (the
+ * frozen checkpoint) is left out.  -1 when pid itself is gone. */
+static double tree_usage(pid_t pid, pid_t exclude, long *hwm_kb)
 {
-	double own = proc_cpu_ms(pid);
-	if (own < 0)
+	double cpu = proc_cpu_ms(pid);
+	long hwm = hwm_kb ? proc_hwm_kb(pid) : 0;
+	if (cpu < 0 || hwm < 0)
 		return -1;
 	pid_t kids[USAGE_MAX_PROCS];
 	size_t n = descendants(pid, kids, USAGE_MAX_PROCS);
 	for (size_t i = 0; i < n; i++) {
-		double c = kids[i] == exclude ? -1 : proc_cpu_ms(kids[i]);
+		if (kids[i] == exclude)
+			continue;
+		double c = proc_cpu_ms(kids[i]);
 		if (c > 0)
-			own += c;
+			cpu += c;
+		long k = hwm_kb ? proc_hwm_kb(kids[i]) : -1;
+		if (k > 0)
+			hwm += k;
 	}
-	return own;
+	if (hwm_kb)
+		*hwm_kb = hwm;
+	return cpu;
 }
 
 void usage_begin(struct usage *u, int session_pidfd)
@@ -147,7 +158,7 @@ void usage_begin(struct usage *u, int session_pidfd)
 	u->cpu_start_ms = -1;
 	if (pid <= 0)
 		return;
-	u->cpu_start_ms = tree_cpu_ms(pid, -1);
+	u->cpu_start_ms = tree_usage(pid, -1, NULL);
 	char path[64];
 	snprintf(path, sizeof path, "/proc/%d/clear_refs", (int)pid);
 	int fd = open(path, O_WRONLY | O_CLOEXEC);
@@ -166,17 +177,10 @@ void usage_end(struct usage *u, int session_pidfd, int exclude_pidfd)
 	if (pid <= 0 || u->cpu_start_ms < 0)
 		return;
 	pid_t exclude = pidfd_pid(exclude_pidfd);
-	double cpu = tree_cpu_ms(pid, exclude);
-	long hwm = proc_hwm_kb(pid);
-	if (cpu < 0 || hwm < 0)
+	long hwm = 0;
+	double cpu = tree_usage(pid, exclude, &hwm);
+	if (cpu < 0)
 		return;
-	pid_t kids[USAGE_MAX_PROCS];
-	size_t n = descendants(pid, kids, USAGE_MAX_PROCS);
-	for (size_t i = 0; i < n; i++) {
-		long k = kids[i] == exclude ? -1 : proc_hwm_kb(kids[i]);
-		if (k > 0)
-			hwm += k;
-	}
 	u->cpu_ms = cpu > u->cpu_start_ms ? cpu - u->cpu_start_ms : 0;
 	u->peak_mb = (double)hwm / 1024.0;
 	u->known = true;
