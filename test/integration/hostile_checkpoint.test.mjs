@@ -50,3 +50,45 @@ describe('a checkpoint message without its checkpoint', () => {
 		});
 	}
 });
+
+// A session that never sends its checkpoint.  The checkpoint is a fork, and
+// the interpreter's before-fork hooks run in it: a hook that sleeps holds
+// the session asleep (so no CPU budget ends it) with the checkpoint never
+// sent.  The server waits 30 s for it, then ends the session as a crash and
+// resumes the previous checkpoint; a reset meanwhile is answered at once.
+describe('a checkpoint that never comes', () => {
+	let h;
+	before(async () => {
+		h = await startClient(newProject('cknever'), { structured: true });
+	});
+	after(async () => { await h?.close(); });
+
+	const hang = 'import os, time\nos.register_at_fork(before=lambda: time.sleep(1000))\nkept = 8';
+
+	test('ended after 30 s, rolled back to the previous checkpoint, and the next reply says so', { timeout: 120000 }, async () => {
+		const session = 'never';
+		assert.equal((await execPy(h, 'kept = 7', { session })).sc.status, 'ok');
+		const r = await execPy(h, hang, { session });
+		assert.deepEqual([r.sc.status, r.sc.state], ['ok', 'kept'], show(r.sc));
+		const n = await execPy(h, 'kept', { session }, { timeout: 90000 });
+		assert.deepEqual([n.sc.status, n.sc.result], ['ok', '7'], show(n.sc));
+		assert.equal(n.sc.error?.type, 'Note', show(n.sc));
+		assert.match(n.sc.error.message, /broke its protocol with the server \(no checkpoint within 30 s\)/);
+		assert.match(n.sc.error.message, /rolled back to its state before that call/);
+		// The rolled-back session takes its checkpoints again.
+		const after_ = await execPy(h, 'kept = 9\nkept', { session });
+		assert.deepEqual([after_.sc.status, after_.sc.result], ['ok', '9'], show(after_.sc));
+		assert.equal((await execPy(h, 'kept', { session })).sc.result, '9');
+	});
+
+	test('a reset while the server waits for it is answered without the wait', { timeout: 120000 }, async () => {
+		const session = 'never-reset';
+		assert.equal((await execPy(h, 'kept = 7', { session })).sc.status, 'ok');
+		assert.equal((await execPy(h, hang, { session })).sc.status, 'ok');
+		const t0 = Date.now();
+		const r = await execPy(h, '"kept" in globals()', { session, reset: true }, { timeout: 90000 });
+		const waited = Date.now() - t0;
+		assert.deepEqual([r.sc.status, r.sc.result, r.sc.state], ['ok', 'False', 'new'], show(r.sc));
+		assert.ok(waited < 20000, `the reset waited ${waited} ms, as for the checkpoint's 30 s timer`);
+	});
+});
