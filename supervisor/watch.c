@@ -446,3 +446,16 @@ void watch_describe_memory(long memory_mb, long max_processes, FILE *out)
 	fprintf(out, "processes: max_processes (%ld) per session, counted by the same watchdog; "
 		"RLIMIT_NPROC for all sessions together\n", max_processes);
 }
+
+double watch_next_ms(const struct footprint *u, uint64_t limit, long max_tasks)
+{
+	if (u->tasks * 2 > max_tasks)
+		return WATCH_INTERVAL_MS;
+	static long cpus;
+	if (!cpus && (cpus = sysconf(_SC_NPROCESSORS_ONLN)) < 1)
+		cpus = 1;
+	uint64_t tol = limit / 10 > (64ull << 20) ? limit / 10 : 64ull << 20;
+	double room = limit + tol > u->total ? (double)(limit + tol - u->total) : 0.0;
+	double ms = room / (WATCH_FILL_BYTES_PER_S_PER_CPU * (double)cpus) * 1000.0;
+	return ms < WATCH_INTERVAL_MS ? WATCH_INTERVAL_MS : ms > WATCH_MAX_INTERVAL_MS ? WATCH_MAX_INTERVAL_MS : ms;
+}
