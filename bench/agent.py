@@ -508,6 +508,46 @@ def mb(v):
     return "%.0f MB" % v if v >= 10 else "%.1f MB" % v
 
 
+def shared_side(n, a, work):
+    """What sharing one warm interpreter between agents would give, measured
+    with what exists: n agents as n sessions of one server, all forked from
+    its one zygote (the design sketch's best case: one copy of the imported
+    stack for everyone).  Each session imports pandas and runs three tasks of
+    the suite, as an agent of the scale rows would have started; then the
+    PSS of the server's whole tree is read.  Returns total PSS in kB."""
+    env = dict(os.environ, XDG_CONFIG_HOME=os.path.join(work, "config"),
+               XDG_STATE_HOME=os.path.join(work, "state"))
+    root = os.path.join(work, "shared-%d" % n)
+    shutil.copytree(os.path.join(work, "project"), root)
+    # max_sessions: 64 (the built-in policy allows 8), otherwise the built-in policy.
+    skill = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures", "bench",
+                         "SKILL-checkpoint-on.md")
+    subprocess.run([os.path.abspath(a.server), "--trust", "--yes", "--root", root, "--skill", skill],
+                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    old = {k: os.environ.get(k) for k in ("XDG_CONFIG_HOME", "XDG_STATE_HOME")}
+    os.environ.update({k: env[k] for k in old})
+    try:
+        s = run.Server(os.path.abspath(a.server), root, skill=skill,
+                       stderr_path=os.path.join(root, "server.log"))
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    try:
+        s.initialize()
+        for i in range(n):
+            s.execute("import pandas", session="a%d" % i, timeout=a.task_timeout)
+            for k in range(3):
+                s.execute(TASKS[(i * 7 + k) % len(TASKS)][1], session="a%d" % i,
+                          timeout_s=a.task_timeout, timeout=a.task_timeout + 10)
+        time.sleep(2)  # the last checkpoint and its save
+        return sum(run.smaps_rollup(p).get("Pss", 0) for p in [s.pid] + run.descendants(s.pid))
+    finally:
+        s.close()
+
+
 def scale_section(a, work, pyenv, jup):
     """N agents at once, ours then Jupyter's, for each N; returns the markdown lines."""
     ns = [int(x) for x in a.scale.split(",") if x]
@@ -612,6 +652,28 @@ def scale_section(a, work, pyenv, jup):
                      top, s["tasks_per_s"], tr, j["tasks_per_s"], s["busy"] * 100,
                      fmt(sum(s["cpu_ms_per_task"].values())), fmt(sum(j["cpu_ms_per_task"].values())),
                      "PASS" if ok else "MISS"))
+    if "shared" not in a.skip and j:
+        # What the sketch below would give at best, measured: every agent a
+        # session of one server, so one zygote's imported stack for all.
+        L.append("")
+        L.append("The same agents as sessions of one server (one zygote shared by all, the best case of "
+                 "sharing the warm interpreter): each session imports pandas and runs three tasks of the "
+                 "suite, one session after the other, then the PSS of the server's tree is read.")
+        L.append("")
+        L.append("| agents | one server, N sessions: total PSS | per agent | N servers (above): per agent "
+                 "| N kernels: per agent | one server / Jupyter |")
+        L.append("|---:|---:|---:|---:|---:|---:|")
+        for n in ns:
+            run.log("scale: %d agents as sessions of one server" % n)
+            try:
+                kb = shared_side(n, a, work)
+            except Exception as e:  # noqa: BLE001 (reported in the table)
+                L.append("| %d | failed: %s | | | | |" % (n, str(e)[:200].replace("|", "/")))
+                continue
+            tot = kb / 1024.0
+            L.append("| %d | %s | %s | %s | %s | %.2f |" % (
+                n, mb(tot), mb(tot / n), mb(rows[(n, "server")]["pss_mb"] / n),
+                mb(rows[(n, "jupyter")]["pss_mb"] / n), tot / max(rows[(n, "jupyter")]["pss_mb"], 1e-9)))
     return L
 
 
@@ -619,7 +681,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--server", required=True)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--skip", default="", help="comma-separated: suite,jupyter,python3,scale")
+    ap.add_argument("--skip", default="", help="comma-separated: suite,jupyter,python3,scale,shared")
     ap.add_argument("--scale", default="1,5,10,25,50", help="numbers of concurrent agents")
     ap.add_argument("--scale-seconds", type=float, default=20.0, help="each side's window per N")
     ap.add_argument("--scale-sample", type=float, default=2.0, help="seconds between PSS samples")
