@@ -78,6 +78,26 @@ static void end(pid_t pid)
 	waitpid(pid, NULL, 0);
 }
 
+/* The session's pages, NPAGES of them all written, then the previous
+ * checkpoint (*before): a sleeping fork that shares every one of them. */
+static unsigned char *pages_then_checkpoint(pid_t *before)
+{
+	assert_true(precopy_open() >= 0);
+	unsigned char *m = mmap(NULL, NPAGES * ps, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	assert_true(m != MAP_FAILED);
+	memset(m, 1, NPAGES * ps);
+	*before = fork_sleeper();
+	return m;
+}
+
+/* Both checkpoints end, and the pages go. */
+static void end_all(unsigned char *m, pid_t before, pid_t after)
+{
+	end(before);
+	end(after);
+	munmap(m, NPAGES * ps);
+}
+
 static void test_refused_where_page_frames_show(void **state)
 {
 	(void)state;
@@ -95,12 +115,9 @@ static void test_refused_where_page_frames_show(void **state)
 static void test_copies_what_was_written_since_the_last_fork(void **state)
 {
 	(void)state;
-	assert_true(precopy_open() >= 0);
-	unsigned char *m = mmap(NULL, NPAGES * ps, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	assert_true(m != MAP_FAILED);
-	memset(m, 1, NPAGES * ps);
 	/* The previous checkpoint: everything is shared with it now. */
-	pid_t before = fork_sleeper();
+	pid_t before;
+	unsigned char *m = pages_then_checkpoint(&before);
 	for (size_t i = 0; i < NPAGES; i++)
 		assert_false(exclusive(m + i * ps));
 	/* The call: writes every third page. */
@@ -134,19 +151,14 @@ static void test_copies_what_was_written_since_the_last_fork(void **state)
 	struct precopy_stats st;
 	precopy_last(&st);
 	assert_true(st.copied <= st.bytes);
-	end(before);
-	end(after);
-	munmap(m, NPAGES * ps);
+	end_all(m, before, after);
 }
 
 static void test_budget_holds(void **state)
 {
 	(void)state;
-	assert_true(precopy_open() >= 0);
-	unsigned char *m = mmap(NULL, NPAGES * ps, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	assert_true(m != MAP_FAILED);
-	memset(m, 1, NPAGES * ps);
-	pid_t before = fork_sleeper();
+	pid_t before;
+	unsigned char *m = pages_then_checkpoint(&before);
 	memset(m, 2, NPAGES * ps); /* all of them written */
 	size_t budget = 8 * ps;
 	size_t noted = precopy_scan(budget, (size_t)4 << 30, 1000);
@@ -161,9 +173,7 @@ static void test_budget_holds(void **state)
 	for (size_t i = 0; i < NPAGES; i++)
 		copied += exclusive(m + i * ps);
 	assert_true(copied * ps <= budget);
-	end(before);
-	end(after);
-	munmap(m, NPAGES * ps);
+	end_all(m, before, after);
 }
 
 /* A call waiting (something to read on stop_fd): nothing is copied, and
@@ -171,11 +181,8 @@ static void test_budget_holds(void **state)
 static void test_stops_when_a_call_waits(void **state)
 {
 	(void)state;
-	assert_true(precopy_open() >= 0);
-	unsigned char *m = mmap(NULL, NPAGES * ps, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	assert_true(m != MAP_FAILED);
-	memset(m, 1, NPAGES * ps);
-	pid_t before = fork_sleeper();
+	pid_t before;
+	unsigned char *m = pages_then_checkpoint(&before);
 	memset(m, 2, NPAGES * ps);
 	assert_true(precopy_scan((size_t)64 << 20, (size_t)4 << 30, 1000) > 0);
 	pid_t after = fork_sleeper();
@@ -194,9 +201,7 @@ static void test_stops_when_a_call_waits(void **state)
 	assert_int_equal(st.copied, 0);
 	close(p[0]);
 	close(p[1]);
-	end(before);
-	end(after);
-	munmap(m, NPAGES * ps);
+	end_all(m, before, after);
 }
 
 /* No descriptor (a checkpoint's copy of the session, or a jail without
