@@ -524,17 +524,8 @@ def shared_side(n, a, work):
                          "SKILL-checkpoint-on.md")
     subprocess.run([os.path.abspath(a.server), "--trust", "--yes", "--root", root, "--skill", skill],
                    check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-    old = {k: os.environ.get(k) for k in ("XDG_CONFIG_HOME", "XDG_STATE_HOME")}
-    os.environ.update({k: env[k] for k in old})
-    try:
-        s = run.Server(os.path.abspath(a.server), root, skill=skill,
-                       stderr_path=os.path.join(root, "server.log"))
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+    s = run.Server(os.path.abspath(a.server), root, skill=skill,
+                   stderr_path=os.path.join(root, "server.log"), env=env)
     try:
         s.initialize()
         for i in range(n):

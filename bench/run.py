@@ -143,7 +143,7 @@ WRAP = []
 class Server:
     """The server as a child process; JSON-RPC lines over its stdio."""
 
-    def __init__(self, binary, root, skill=None, extra=(), stderr_path=None):
+    def __init__(self, binary, root, skill=None, extra=(), stderr_path=None, env=None):
         self.t_spawn = now()
         args = [binary] if binary.endswith("floor_echo") else WRAP + [binary, "--root", root]
         if skill:
@@ -151,7 +151,7 @@ class Server:
         args += list(extra)
         self.stderr = open(stderr_path or os.devnull, "ab")
         self.p = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                  stderr=self.stderr, bufsize=0, cwd=root)
+                                  stderr=self.stderr, bufsize=0, cwd=root, env=env)
         self.pid = self.p.pid
         self.inp = self.p.stdin.fileno()
         self.out = self.p.stdout.fileno()
