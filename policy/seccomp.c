@@ -13,6 +13,7 @@
 #include "layer.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/sched.h>
 #include <seccomp.h>
 #include <stdio.h>
@@ -55,7 +56,7 @@ static const char *const allow[] = {
 	 * workspace itself to other users) or security.capability.
 	 * shutil.copystat ignores EPERM there. */
 	"getxattr", "lgetxattr", "fgetxattr", "listxattr", "llistxattr", "flistxattr",
-	"inotify_init", "inotify_init1", "inotify_add_watch", "inotify_rm_watch",
+	"inotify_init", "inotify_init1", "inotify_rm_watch", /* inotify_add_watch: below */
 	"syncfs",
 	/* Memory.  mprotect/mmap with PROT_EXEC stay: libffi closures (ctypes
 	 * callbacks) and numpy's dispatch need them. */
@@ -117,6 +118,36 @@ static const char *const metadata[] = {
 	NULL,
 };
 
+/* inotify_add_watch: with the mount tree only.  A watch needs no more than
+ * read permission on the directory, and Landlock does not mediate it:
+ * without the tree it would report the names of what is created, opened
+ * and deleted in any directory the uid may read (~/.ssh for the user's own
+ * uid, /root for an effective uid 0). */
+static const char *const watch[] = { "inotify_add_watch", NULL };
+
+/* The ioctls allowed without the mount tree (everything else: EPERM).  With
+ * it, a modifying ioctl on a file the code may only read fails on the
+ * read-only bind (mnt_want_write_file); without it nothing but the filter
+ * stops the ones that check ownership or write permission themselves on a
+ * descriptor opened for reading: FS_IOC_SETVERSION, FS_IOC_ENABLE_VERITY
+ * (the file becomes immutable), the encryption policies, btrfs's subvolume
+ * and snapshot calls (a directory made where Landlock allows none), each
+ * filesystem's own.  The list is what the interpreter and the stack were
+ * traced using (isatty, terminal size, FIOCLEX), the terminal and socket
+ * queries around them, and the read-only file queries. */
+static const uint64_t nsfree_ioctls[] = {
+	0x5401, 0x5402, 0x5403, 0x5404, /* TCGETS, TCSETS, TCSETSW, TCSETSF */
+	0x802c542a, 0x402c542b,         /* TCGETS2, TCSETS2 */
+	0x5409, 0x540a, 0x540b,         /* TCSBRK, TCXONC, TCFLSH */
+	0x540f, 0x5411, 0x5413, 0x5414, /* TIOCGPGRP, TIOCOUTQ, TIOCGWINSZ, TIOCSWINSZ */
+	0x541b, 0x5421, 0x5429,         /* FIONREAD, FIONBIO, TIOCGSID */
+	0x5450, 0x5451, 0x5452,         /* FIONCLEX, FIOCLEX, FIOASYNC */
+	0x2, 0x80086601, 0x80087601,    /* FIGETBSZ, FS_IOC_GETFLAGS, FS_IOC_GETVERSION */
+	0xc020660b, 0x801c581f,         /* FS_IOC_FIEMAP, FS_IOC_FSGETXATTR */
+	0x40049409, 0x4020940d,         /* FICLONE, FICLONERANGE (into a writable fd) */
+	0x80045200,                     /* RNDGETENTCNT */
+};
+
 /* System V IPC: in the jail's own ipc namespace only; without one, the
  * host's segments and semaphores (another program's shared memory, same
  * uid) would be there to attach: refused.  Shared memory also needs its
@@ -172,6 +203,14 @@ static int ioctl_filter(bool nsfree)
 	for (size_t i = 0; nsfree && rc == 0 && i < 2; i++)
 		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,
 				      SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffULL, flags_ioctls[i]));
+	/* Leases, in both modes: a lease needs only to own the file (the
+	 * sandbox's uid owns the project's files, or root's own them), and
+	 * a read lease on one makes every writer on the host (the agent's
+	 * editor, the user's shell, a package upgrade) wait for it, 45 s by
+	 * default. */
+	if (rc == 0)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(fcntl), 1,
+				      SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffULL, (uint64_t)F_SETLEASE));
 	if (rc == 0)
 		rc = seccomp_load(ctx);
 	seccomp_release(ctx);
@@ -208,8 +247,8 @@ int seccomp_apply(const struct jail_config *c, struct jail_report *r, struct err
 	/* The mode: with the mount tree or without (jail.c: judge). */
 	bool nsfree = r->layer[JL_MOUNTNS].state != JS_APPLIED;
 	bool ipcns = r->layer[JL_IPCNS].state == JS_APPLIED;
-	const char *const *lists[] = { allow, nsfree ? NULL : metadata, ipcns ? sysv_sem : NULL,
-				       ipcns && r->sysv_shm ? sysv_shm : NULL };
+	const char *const *lists[] = { allow, nsfree ? NULL : metadata, nsfree ? NULL : watch,
+				       ipcns ? sysv_sem : NULL, ipcns && r->sysv_shm ? sysv_shm : NULL };
 	for (size_t li = 0; li < sizeof lists / sizeof lists[0]; li++)
 		for (const char *const *s = lists[li]; s && *s; s++) {
 			/* A memfd is memory no RSS shows until it is mapped:
@@ -345,8 +384,18 @@ int seccomp_apply(const struct jail_config *c, struct jail_report *r, struct err
 
 	/* ioctl is allowed here; TIOCSTI and TIOCLINUX are refused by the
 	 * second filter (ioctl_filter): libseccomp cannot express "allow
-	 * unless the argument is X" in a default-deny filter. */
-	CHECK(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 0), "ioctl");
+	 * unless the argument is X" in a default-deny filter.  Without the
+	 * mount tree, only the listed ones (nsfree_ioctls), and a socket's
+	 * (type 0x89: SIOC*; those that change anything need CAP_NET_ADMIN)
+	 * where sockets are allowed.  The kernel reads cmd as 32 bits. */
+	if (!nsfree)
+		CHECK(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 0), "ioctl");
+	for (size_t i = 0; nsfree && i < N_ELEMENTS(nsfree_ioctls); i++)
+		CHECK(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1,
+				       SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffULL, nsfree_ioctls[i])), "ioctl");
+	if (nsfree && p->net_access)
+		CHECK(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1,
+				       SCMP_A1(SCMP_CMP_MASKED_EQ, 0xff00ULL, 0x8900ULL)), "ioctl");
 
 	/* personality: only the query and the default.  READ_IMPLIES_EXEC,
 	 * ADDR_NO_RANDOMIZE and friends weaken the next exec.  The kernel
@@ -385,12 +434,13 @@ int seccomp_apply(const struct jail_config *c, struct jail_report *r, struct err
 	l->state = JS_APPLIED;
 	snprintf(l->detail, sizeof l->detail,
 		 "%d syscalls; filtered: clone, socket (%s), socketpair, modes (no setuid/setgid, "
-		 "g/o write), mknod, umask, ioctl (no TIOCSTI%s), personality, prlimit; execve %s; "
-		 "clone3, openat2 ENOSYS%s%s%s",
+		 "g/o write), mknod, umask, ioctl (%s), fcntl (no leases), personality, prlimit; "
+		 "execve %s; clone3, openat2 ENOSYS%s%s%s",
 		 n, p->net_access ? (nsfree ? "inet, inet6, netlink" : "unix, inet, inet6, netlink")
 				  : "none",
-		 nsfree ? ", no chattr" : "", p->shell_exec ? "allowed" : "refused",
-		 nsfree ? "; no chmod/chown/utime" : "",
+		 nsfree ? "terminal, socket and read-only file queries only" : "no TIOCSTI",
+		 p->shell_exec ? "allowed" : "refused",
+		 nsfree ? "; no chmod/chown/utime, no inotify" : "",
 		 !ipcns ? "; no SysV IPC" : r->sysv_shm ? "" : "; no SysV shared memory",
 		 c->no_memfd ? "; no memfd_create" : "");
 	return 0;

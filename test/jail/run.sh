@@ -33,9 +33,14 @@ chmod 755 "$T"
 # what it allows must not reach a project below it.
 TT=$(mktemp -d /tmp/psm-jail.XXXXXX)
 chmod 755 "$TT"
+# A host process whose command line carries the canary (tokens often ride
+# on command lines): no cell may read it.
+sh -c 'sleep 300' "psm-canary-$RANDOM" > /dev/null 2>&1 &
+HPID=$!
 cleanup() {
 	[ -n "${LPID:-}" ] && kill "$LPID" 2>/dev/null
 	[ -n "${SPID:-}" ] && kill "$SPID" 2>/dev/null
+	kill "$HPID" 2>/dev/null
 	rm -rf "$T" "$TT" ${T0:+"$T0"}
 }
 trap cleanup EXIT
@@ -249,6 +254,11 @@ else
 	run "thread bomb bounded" 0 bomb bomb.py thread
 fi
 run "session: own /proc readable, zygote not signalable" 0 default session.py
+# What the sandbox's effective uid owns: all of root's files and processes
+# for a root server without namespaces (jail_uid.c).
+mkdir -p "$T/rootonly"; chmod 700 "$T/rootonly"
+echo "$CANARY" > "$T/rootonly/secret"; chmod 600 "$T/rootonly/secret"
+run "root-only files, leases, modifying ioctls, inotify, /proc writes, host signals refused" 0 default owned.py "$MODE" "$T/rootonly/secret" "$ROOT/data.csv" "$T/rootonly" "$HPID"
 
 # --- each permission both ways
 run "fs_read true: ROOT readable" 0 default perms.py read yes "$ROOT/data.csv"
