@@ -124,9 +124,10 @@ static void remedy(struct jail_report *r, const char *what)
  *  - /tmp: a private scratch directory (TMPDIR) instead of the host's.
  * Other processes: the pid namespace hides them; without it Landlock's
  * signal scope (ABI 6) stops signals, its ptrace rule (every ABI) stops
- * ptrace and reading /proc/PID/{mem,environ,fd}, and seccomp refuses
- * ptrace and process_vm_*.  Their command lines stay readable in /proc
- * (the sweep of left-behind processes reads /proc): the report says so. */
+ * ptrace and reading /proc/PID/{mem,environ,fd}, seccomp refuses ptrace
+ * and process_vm_*, and each session's own Landlock domain grants only its
+ * own /proc entry (command lines and status of the others are refused;
+ * the zygote, which ends what sessions leave behind, still reads /proc). */
 static void judge(const struct jail_config *c, struct jail_report *r, int landlock_abi_v)
 {
 	const struct policy *p = c->policy;
@@ -224,11 +225,14 @@ char *jail_report_describe(const struct jail_report *r)
 	}
 	if (r->nsfree && n < cap && r->layer[JL_LANDLOCK].state == JS_APPLIED)
 		n += (size_t)snprintf(s + n, cap - n,
-				      "  what this mode does not give: other processes' command lines and "
-				      "status stay readable in /proc (not their environment, memory or fds); "
+				      "  what this mode does not give: /proc shows a cell only its session's own "
+				      "process (not the processes it forks, nor the session after a rollback; "
+				      "other processes' command lines and status are refused, their pids can "
+				      "still be probed); stat tells what exists outside the policy; "
 				      "chmod, chown, utime and xattr changes are refused everywhere, the "
 				      "workspace included (shutil.copy and copy2 copy the data, not the "
-				      "metadata); no unix sockets (socketpair works); no SysV IPC or POSIX "
+				      "metadata), so are leases, inotify and the ioctls the stack does not "
+				      "use; no unix sockets (socketpair works); no SysV IPC or POSIX "
 				      "message queues; /tmp is the host's and hidden: TMPDIR points at a "
 				      "private directory\n");
 	if (n < cap && r->remedy[0])
@@ -317,6 +321,10 @@ int jail_scratch_remove(const char *path)
 }
 
 /* ---- the chain ---- */
+
+/* What a session may read of /proc, decided when the jail is entered (the
+ * sessions are forks of the process that entered it). */
+static enum session_proc session_proc = SESSION_PROC_ALL;
 
 static int thread_count(void)
 {
@@ -431,6 +439,9 @@ int jail_enter(const struct jail_config *c, struct jail_report *r, struct err *e
 	if ((rc = seccomp_apply(c, r, e)) < 0)
 		goto fail;
 	judge(c, r, landlock_abi());
+	/* Without a pid namespace /proc is the host's: each session reads only
+	 * its own entry there (landlock.c). */
+	session_proc = r->nsfree ? SESSION_PROC_OWN : SESSION_PROC_ALL;
 	return 0;
 fail:
 	judge(c, r, landlock_abi());
@@ -439,7 +450,7 @@ fail:
 
 int jail_session_enter(struct err *e)
 {
-	int rc = landlock_scope_session(e);
+	int rc = landlock_scope_session(session_proc, e);
 	if (rc < 0)
 		return rc;
 	/* Not dumpable: another session (same uid) cannot read this one's

@@ -221,6 +221,24 @@ static int read_around(int rs, const char *top, uint64_t access, uint64_t handle
 	return read_around_at(rs, path, sizeof path, access, handled, n, sc, 0);
 }
 
+/* The entries of "/" but /proc, listed by landlock_apply before its domain
+ * refuses listing "/" (the sessions are forks of that process). */
+static char top[256][NAME_MAX + 1];
+static size_t n_top;
+
+static void list_top(void)
+{
+	n_top = 0;
+	DIR *d = opendir("/");
+	if (!d)
+		return;
+	struct dirent *de;
+	while (n_top < sizeof top / sizeof top[0] && (de = readdir(d)))
+		if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..") && strcmp(de->d_name, "proc"))
+			snprintf(top[n_top++], sizeof top[0], "%s", de->d_name);
+	closedir(d);
+}
+
 static const char *const dev_rw[] = { "/dev/null", "/dev/zero", "/dev/full", NULL };
 static const char *const dev_ro[] = { "/dev/random", "/dev/urandom", NULL };
 
@@ -237,6 +255,8 @@ int landlock_apply(const struct jail_config *c, bool private_tmp, struct jail_re
 						   : "the kernel has no Landlock (or it is off)");
 		return 0;
 	}
+	if (!private_tmp)
+		list_top();
 	struct psm_ruleset_attr a;
 	size_t size;
 	handled_for_abi(abi, &a, &size);
@@ -349,20 +369,93 @@ int landlock_apply(const struct jail_config *c, bool private_tmp, struct jail_re
 	return 0;
 }
 
-int landlock_scope_session(struct err *e)
+/* The system-wide files of the host's /proc a session may read: what
+ * Python, numpy, pandas and matplotlib (and psutil-like code) look at for the
+ * machine's CPUs, memory and load.  Not the lists of other processes' locks,
+ * timers, IPC objects or keys, nor kernel addresses. */
+static const char *const proc_files[] = {
+	"cpuinfo", "meminfo", "stat", "loadavg", "uptime", "version", "filesystems",
+	"swaps", "vmstat", "zoneinfo", "buddyinfo", "pressure", "sys", NULL,
+};
+
+/* The host's /proc (no pid namespace) shows every process's command line
+ * and status to anyone: not a ptrace-checked file, so neither the ptrace
+ * rule nor the uid stops it, and command lines carry tokens (an agent's
+ * --api-key, a database URL).  Mounting a /proc with hidepid is not possible
+ * without a mount namespace.  So the session's own domain handles reading
+ * too, and grants it on everything but /proc (the zygote's domain below
+ * decides what of the rest is readable) and, in /proc, on the session's own
+ * entry and a few system-wide files only.  A Landlock rule names an inode,
+ * and the kernel makes a new inode for /proc/PID whenever its dentry is
+ * looked up again: the rule's directory stays open here, which keeps the
+ * dentry (code that closes it only loses its own /proc).  The processes the
+ * session forks (and a checkpoint resumed as the session) are other pids:
+ * they read none of /proc/PID, their own included.  The zygote, outside
+ * this domain, still reads /proc: it ends what sessions leave behind.
+ * Attack: a cell reads /proc/PID/cmdline of the agent that started the
+ * server, and of every other process of the host or container. */
+static int session_reads(int rs, enum session_proc proc, int *n)
+{
+	const uint64_t R = LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR;
+	int r = 0;
+	char path[PATH_MAX];
+	for (size_t i = 0; r == 0 && i < n_top; i++) {
+		snprintf(path, sizeof path, "/%s", top[i]);
+		r = add_path(rs, path, R, R, n);
+		if (r == -ELOOP || r == -ENOTDIR)
+			r = 0; /* a dangling or odd link: nothing to read there */
+	}
+	for (const char *const *f = proc_files; r == 0 && *f; f++) {
+		if (proc == SESSION_PROC_OWN_NO_SYS && !strcmp(*f, "sys"))
+			continue;
+		snprintf(path, sizeof path, "/proc/%s", *f);
+		r = add_path(rs, path, R, R, n);
+	}
+	/* Its own entry: /proc/self resolves to /proc/PID (and thread-self
+	 * below it), the dentry kept by this descriptor. */
+	static int self = -1;
+	if (r == 0 && self < 0) {
+		int fd = open("/proc/self", O_PATH | O_DIRECTORY | O_CLOEXEC);
+		self = fd < 0 ? -1 : fcntl(fd, F_DUPFD_CLOEXEC, 64);
+		if (fd >= 0)
+			close(fd);
+		if (self < 0)
+			return -errno;
+		struct psm_path_beneath pb = { .allowed_access = R, .parent_fd = self };
+		if (syscall(__NR_landlock_add_rule, rs, LANDLOCK_RULE_PATH_BENEATH, &pb, 0) < 0)
+			return -errno;
+		(*n)++;
+	}
+	return r;
+}
+
+int landlock_scope_session(enum session_proc proc, struct err *e)
 {
 	int abi = landlock_abi();
-	if (abi < 6)
+	bool reads = proc != SESSION_PROC_ALL && abi > 0;
+	if (abi < 6 && !reads)
 		return 0;
 	/* A domain that handles no access right but the scopes: a session
 	 * cannot signal (or ptrace: the Landlock ptrace rule is by domain)
 	 * the zygote or another session, nor connect to their abstract
-	 * sockets; the zygote, outside this nested domain, still can. */
-	struct psm_ruleset_attr a = { .scoped = LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET |
-					       LANDLOCK_SCOPE_SIGNAL };
-	int rs = (int)syscall(__NR_landlock_create_ruleset, &a, sizeof a, 0);
+	 * sockets; the zygote, outside this nested domain, still can.  With
+	 * the host's /proc, reads too (session_reads). */
+	struct psm_ruleset_attr a = { 0 };
+	size_t size = sizeof a;
+	if (abi >= 6)
+		a.scoped = LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET | LANDLOCK_SCOPE_SIGNAL;
+	else
+		size = offsetof(struct psm_ruleset_attr, handled_access_net);
+	if (reads)
+		a.handled_access_fs = LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR;
+	int rs = (int)syscall(__NR_landlock_create_ruleset, &a, size, 0);
 	if (rs < 0)
 		return err_sys(e, -errno, "session: landlock_create_ruleset");
+	int n = 0, r = reads ? session_reads(rs, proc, &n) : 0;
+	if (r < 0) {
+		close(rs);
+		return err_sys(e, r, "session: landlock rules for reading");
+	}
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
 	    syscall(__NR_landlock_restrict_self, rs, 0) < 0) {
 		int x = -errno;

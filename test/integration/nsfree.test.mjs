@@ -6,7 +6,7 @@
 // demo scenario end to end; effects checked from outside.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -54,6 +54,30 @@ for (const who of AS_ROOT ? ['root', 'nobody'] : ['user']) {
 			assert.equal(r.sc.status, 'ok', show(r.text));
 			assert.equal(r.sc.result, '1');
 			assert.ok(fs.readFileSync(path.join(root, 'workspace/outputs/c.png')).subarray(1, 4).toString() === 'PNG');
+		});
+
+		test('other processes\' command lines and status are out of reach; the session\'s own /proc entry is not', { timeout: 60000 }, async () => {
+			// A host process with a token on its command line, as agents
+			// and their tools often start them.
+			const canary = `psm-token-${who}-${process.pid}`;
+			const holder = spawn('sh', ['-c', 'sleep 120', canary], { stdio: 'ignore' });
+			try {
+				const r = await execPy(h, [
+					'import os',
+					'out = {}',
+					`for pid in (${holder.pid}, ${h.pid}, 1, os.getppid()):`,
+					'    for f in ("cmdline", "status", "stat", "environ"):',
+					'        try: open("/proc/%d/%s" % (pid, f), "rb").read(); out["%d/%s" % (pid, f)] = "read"',
+					'        except OSError as e: pass',
+					'try: os.listdir("/proc"); out["list"] = "read"',
+					'except OSError: pass',
+					'own = open("/proc/self/status").read().count("\\n") > 10 and len(os.listdir("/proc/self/fd")) > 2',
+					'(out, own)',
+				].join('\n'));
+				assert.equal(r.sc.status, 'ok', show(r.sc));
+				assert.equal(r.sc.result, '({}, True)');
+				assert.ok(!JSON.stringify(r.res).includes(canary));
+			} finally { holder.kill(); }
 		});
 
 		test('shutil.copy, copy2 and tarfile work in the workspace (data, not metadata)', { timeout: 60000 }, async () => {
@@ -142,7 +166,7 @@ describe('--check under Docker\'s rules', () => {
 		assert.equal(r.status, 0, r.stdout + r.stderr);
 		assert.match(r.stdout, /mode: Landlock \+ seccomp/);
 		assert.match(r.stdout, /landlock\s+applied/);
-		assert.match(r.stdout, /what this mode does not give: .*command lines/);
+		assert.match(r.stdout, /what this mode does not give: \/proc shows a cell only its session's own process/);
 		assert.match(r.stdout, /to get the namespace mode instead: .*seccomp=unconfined.*apparmor/i);
 		assert.equal(fs.statSync(ws).uid, owner, 'the workspace keeps its owner');
 	});

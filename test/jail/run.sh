@@ -153,7 +153,7 @@ jr2 default modes.py "$WS2" "$ROOT/suid-tool" "$MODE" && ok "ROOT under /tmp: mo
 python3 "$HERE/hostcheck.py" "$WS2" "$ROOT2/out" > "$T/out" 2>&1 && ok "ROOT under /tmp: nothing left (outside)" || bad "ROOT under /tmp: nothing left (outside)"
 
 # --- secrets
-run "canary in fake HOME, environment, host processes hidden" 0 default secrets.py "$HOMED/.ssh/id_rsa" "$(echo "$CANARY" | rev)" "$MODE"
+run "canary in fake HOME, environment, host processes' command lines and status hidden" 0 default secrets.py "$HOMED/.ssh/id_rsa" "$(echo "$CANARY" | rev)" "$MODE" "$HPID"
 
 # Well-known secrets under a readable ROOT, at any depth, and the policy's
 # own fs_read_deny globs: refused; everything else still readable.
