@@ -152,23 +152,25 @@ static void judge(const struct jail_config *c, struct jail_report *r, int landlo
 	}
 	if (root_refusal[0])
 		need(r, root_refusal);
-	/* Secrets under what fs_read shows are hidden by Landlock alone (the
-	 * mount tree shows ROOT whole), in both modes. */
-	if (jail_secret_slot()->overflow)
+	/* Secrets under what fs_read shows: with the mount tree, an empty
+	 * mount covers each (jail_ns_hide) and Landlock grants around them
+	 * too; without it, Landlock alone hides them. */
+	const struct secret_scan *sc = jail_secret_slot();
+	bool covered = ok(r, JL_MOUNTNS) && secrets_covered(sc, "/");
+	if (sc->overflow)
 		need(r, "the project has too many files to look through for secrets (more than "
 			"200000 entries, or 4096 matches); list the directories the code needs "
 			"under fs_read instead of true");
-	else if (jail_secret_slot()->n > 0 && !ok(r, JL_LANDLOCK)) {
+	else if (sc->n > 0 && !ok(r, JL_LANDLOCK) && !covered) {
 		r->layer[JL_LANDLOCK].required = true;
 		need(r, "secrets under the project (.env, keys...) can only be hidden with Landlock");
-	} else if (ok(r, JL_MOUNTNS) &&
-		   (secrets_hidden_below(jail_secret_slot(), "/tmp") || secrets_hidden_below(jail_secret_slot(), "/dev/shm"))) {
+	} else if (ok(r, JL_MOUNTNS) && (!secrets_covered(sc, "/tmp") || !secrets_covered(sc, "/dev/shm"))) {
 		/* The jail's private /tmp is readable and writable as a whole,
 		 * and a Landlock rule covers what is mounted below it too: a
-		 * project there would show its secrets. */
-		need(r, "the project lies under /tmp (or /dev/shm) and holds secrets (.env, keys...), "
-			"which the jail's private /tmp would show; move the project elsewhere, or set "
-			"fs_read to a list of the directories the code needs");
+		 * project there shows a secret no mount covers. */
+		need(r, "the project lies under /tmp (or /dev/shm) and holds secrets (.env, keys...) that "
+			"could not be covered, which the jail's private /tmp would show; move the project "
+			"elsewhere, or set fs_read to a list of the directories the code needs");
 	}
 	bool ll = ok(r, JL_LANDLOCK);
 	/* The filesystem: the mount tree, or Landlock with seccomp's metadata
@@ -326,6 +328,22 @@ int jail_scratch_remove(const char *path)
  * sessions are forks of the process that entered it). */
 static enum session_proc session_proc = SESSION_PROC_ALL;
 
+/* The secrets under what fs_read shows, found once; with a mount tree each
+ * is also covered by an empty mount (jail_ns.c), so that the tree itself
+ * hides it, even where a Landlock rule covers it (a project under /tmp,
+ * below the jail's private /tmp). */
+static int scan_and_hide(const struct jail_config *c, struct jail_report *r, struct err *e)
+{
+	struct secret_scan *s = jail_secret_slot();
+	secrets_free(s);
+	int rc = secrets_scan(c, s);
+	if (rc < 0)
+		return err_sys(e, rc, "jail: looking for secrets under %s", c->root);
+	if (ok(r, JL_MOUNTNS))
+		jail_ns_hide(s, &r->layer[JL_MOUNTNS]);
+	return 0;
+}
+
 static int thread_count(void)
 {
 	DIR *d = opendir("/proc/self/task");
@@ -392,6 +410,10 @@ int jail_enter(const struct jail_config *c, struct jail_report *r, struct err *e
 	if (root && !userns) {
 		if ((rc = jail_ns_apply(c, false, r, e)) < 0)
 			goto fail;
+		/* Still root (the mount calls need it); the scan is a
+		 * superset of what the sandbox could list. */
+		if ((rc = scan_and_hide(c, r, e)) < 0)
+			goto fail;
 		if ((rc = jail_uid_apply(c, true, r, e)) < 0)
 			goto fail;
 	} else {
@@ -404,6 +426,10 @@ int jail_enter(const struct jail_config *c, struct jail_report *r, struct err *e
 			goto fail;
 		if ((rc = jail_ns_apply(c, userns, r, e)) < 0)
 			goto fail;
+		/* As the sandbox's uid and in its view of the files (with the
+		 * capabilities of its own user namespace, for the mounts). */
+		if ((rc = scan_and_hide(c, r, e)) < 0)
+			goto fail;
 	}
 	if (r->layer[JL_MOUNTNS].state != JS_APPLIED)
 		make_scratch(c, r);
@@ -411,13 +437,6 @@ int jail_enter(const struct jail_config *c, struct jail_report *r, struct err *e
 		goto fail;
 	if ((rc = jail_rlimits_apply(c, r, e)) < 0)
 		goto fail;
-	/* As the sandbox's uid and in its view of the files: what it could
-	 * list is what is searched. */
-	secrets_free(jail_secret_slot());
-	if ((rc = secrets_scan(c, jail_secret_slot())) < 0) {
-		rc = err_sys(e, rc, "jail: looking for secrets under %s", c->root);
-		goto fail;
-	}
 	if ((rc = landlock_apply(c, ok(r, JL_MOUNTNS), r, e)) < 0)
 		goto fail;
 	/* PDEATHSIG again: credential changes above may have cleared it. */

@@ -618,6 +618,53 @@ close_trees:
 	return r;
 }
 
+/* ---- secrets under the mount tree ---- */
+
+/* The mount tree shows ROOT (or the fs_read list) whole; Landlock grants
+ * reads around the secrets found below it (landlock.c).  That is one wall,
+ * and under /tmp none: the jail's private /tmp is granted as a whole, and a
+ * Landlock rule covers what is mounted below it, so a project there (a CI
+ * checkout, mktemp -d) would show its .env.  So the tree hides each secret
+ * itself, as bubblewrap's --ro-bind /dev/null does: a directory gets an
+ * empty read-only tmpfs of mode 0 over it, anything else a read-only nodev
+ * bind of /dev/null (its open is refused: EACCES, as Landlock's refusal
+ * reads).  Names stay listable.  A symlink is left to the rules where it
+ * leads, as everywhere else.  Nothing can take a mount away: the mount
+ * calls are refused from here on (no capability, seccomp), and the
+ * secret's content was never reachable by another path in this tree. */
+void jail_ns_hide(struct secret_scan *s, struct jail_layer *l)
+{
+	size_t done = 0, skipped = 0;
+	for (size_t i = 0; i < s->n; i++) {
+		struct stat st;
+		if (lstat(s->paths[i], &st) < 0 || S_ISLNK(st.st_mode)) {
+			/* Gone, or a link: nothing of the secret lies here. */
+			s->covered[i] = true;
+			skipped++;
+			continue;
+		}
+		if (S_ISDIR(st.st_mode)) {
+			s->covered[i] = mount("tmpfs", s->paths[i], "tmpfs",
+					      MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+					      "mode=0,size=4k,nr_inodes=2") == 0;
+		} else {
+			int tree = open_tree(AT_FDCWD, "/dev/null", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+			struct mount_attr a = { .attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID |
+							    MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC };
+			s->covered[i] = tree >= 0 &&
+					mount_setattr(tree, "", AT_EMPTY_PATH, &a, sizeof a) == 0 &&
+					move_mount(tree, "", AT_FDCWD, s->paths[i], MOVE_MOUNT_F_EMPTY_PATH) == 0;
+			if (tree >= 0)
+				close(tree);
+		}
+		done += s->covered[i];
+	}
+	size_t n = strlen(l->detail);
+	if (s->n > skipped && n < sizeof l->detail)
+		snprintf(l->detail + n, sizeof l->detail - n, "; %zu of %zu secrets covered by an empty mount",
+			 done, s->n - skipped);
+}
+
 /* ---- the namespaces ---- */
 
 struct nsdef {

@@ -113,6 +113,11 @@ void jail_ns_ipc_early(struct jail_report *r);
  * never returns), then the mount tree and pivot_root. */
 int jail_ns_apply(const struct jail_config *c, bool with_userns,
 		  struct jail_report *r, struct err *e);
+struct secret_scan;
+/* In the mount tree, while the mount calls are still allowed: an empty
+ * read-only mount over each secret the scan found (s->covered); the count
+ * goes into the mount layer's detail. */
+void jail_ns_hide(struct secret_scan *s, struct jail_layer *l);
 
 int jail_caps_apply(const struct jail_config *c, struct jail_report *r, struct err *e);
 int jail_rlimits_apply(const struct jail_config *c, struct jail_report *r, struct err *e);
@@ -140,6 +145,7 @@ int landlock_scope_session(enum session_proc proc, struct err *e);
 #define SECRETS_MAX_DEPTH 48
 struct secret_scan {
 	char *paths[SECRETS_MAX]; /* absolute paths of the matches; owned */
+	bool covered[SECRETS_MAX]; /* an empty mount lies over it (jail_ns_hide) */
 	size_t n;
 	size_t entries;
 	bool overflow; /* a bound was reached: the scan is incomplete */
@@ -149,6 +155,8 @@ int secrets_scan(const struct jail_config *c, struct secret_scan *s);
 void secrets_free(struct secret_scan *s);
 bool secrets_hidden_below(const struct secret_scan *s, const char *dir);
 bool secrets_is_hidden(const struct secret_scan *s, const char *path);
+/* Whether every secret at or below dir is covered by a mount. */
+bool secrets_covered(const struct secret_scan *s, const char *dir);
 /* The scan of the jail being entered (filled by jail_enter before
  * Landlock, through jail_secret_slot), or NULL before. */
 const struct secret_scan *jail_secret_scan(void);

@@ -77,6 +77,8 @@ bool secrets_match(const struct policy *p, const char *rel)
 static bool is_under(const char *path, const char *dir)
 {
 	size_t n = strlen(dir);
+	if (n == 1 && dir[0] == '/')
+		return path[0] == '/';
 	return dir[0] && strncmp(path, dir, n) == 0 && (path[n] == '/' || path[n] == '\0');
 }
 
@@ -200,8 +202,10 @@ int secrets_scan(const struct jail_config *c, struct secret_scan *s)
 
 void secrets_free(struct secret_scan *s)
 {
-	for (size_t i = 0; i < s->n; i++)
+	for (size_t i = 0; i < s->n; i++) {
 		free(s->paths[i]);
+		s->covered[i] = false;
+	}
 	s->n = 0;
 }
 
@@ -211,6 +215,14 @@ bool secrets_hidden_below(const struct secret_scan *s, const char *dir)
 		if (is_under(s->paths[i], dir))
 			return true;
 	return false;
+}
+
+bool secrets_covered(const struct secret_scan *s, const char *dir)
+{
+	for (size_t i = 0; i < s->n; i++)
+		if (!s->covered[i] && is_under(s->paths[i], dir))
+			return false;
+	return true;
 }
 
 bool secrets_is_hidden(const struct secret_scan *s, const char *path)

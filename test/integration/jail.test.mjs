@@ -162,9 +162,8 @@ describe('jail through MCP', () => {
 		} finally { await new Promise((res) => srv.close(res)); }
 	});
 
-	test('secrets under ROOT are refused with denied_by fs_read; ROOT = the home directory is refused', { timeout: 90000 }, async (t) => {
-		// Not under /tmp: there the jail's private /tmp would cover the
-		// project, and it is refused instead (checked last).
+	test('secrets under ROOT are refused with denied_by fs_read; ROOT = the home directory is refused; a project under /tmp runs with its secrets hidden', { timeout: 90000 }, async (t) => {
+		// Not under /tmp (that case is checked last).
 		const sroot = fs.realpathSync(fs.mkdtempSync('/var/tmp/psm-secrets-'));
 		fs.chmodSync(sroot, 0o755);
 		t.after(() => fs.rmSync(sroot, { recursive: true, force: true }));
@@ -190,14 +189,25 @@ describe('jail through MCP', () => {
 			assert.match(r.text, /home directory, not a project/);
 			assert.match(r.text, /--root/);
 		} finally { await hs.close(); }
-		const troot = newProject('tmpsecrets');
+		// A project under /tmp (a CI checkout, mktemp -d: mode 0700), where
+		// the jail's private /tmp covers it: it runs, the secrets hidden by
+		// the mount tree itself, the rest readable.
+		const troot = newProject('tmpsecrets', { privateDir: true });
 		writeFile(troot, '.env', 'API_KEY=TOP-SECRET-CANARY\n');
+		writeFile(troot, 'keys/server.pem', 'TOP-SECRET-CANARY\n');
+		writeFile(troot, '.aws/credentials', 'TOP-SECRET-CANARY\n');
+		writeFile(troot, 'data.csv', 'a,b\n1,2\n');
 		const ts = await startClient(troot, { structured: true });
 		try {
-			const r = await execPy(ts, 'open(".env").read()');
-			assert.equal(r.res.isError, true);
-			assert.match(r.text, /under \/tmp .*move the project/);
-			assert.ok(!JSON.stringify(r.res).includes('TOP-SECRET-CANARY'));
+			for (const f of ['.env', 'keys/server.pem', '.aws/credentials', `${troot}/.env`]) {
+				const r = await execPy(ts, `open(${JSON.stringify(f)}).read()`);
+				assert.equal(r.sc.error?.denied_by, 'fs_read', show(r.sc));
+				assert.ok(!JSON.stringify(r.res).includes('TOP-SECRET-CANARY'));
+			}
+			const r = await execPy(ts, 'import os\n(open("data.csv").read(), sorted(os.listdir(".")), open("workspace/w.txt", "w").write("ok"))');
+			assert.equal(r.sc.status, 'ok', show(r.sc));
+			assert.equal(r.sc.result, "('a,b\\n1,2\\n', ['.aws', '.env', 'data.csv', 'keys', 'workspace'], 2)");
+			assert.equal(fs.readFileSync(path.join(troot, 'workspace/w.txt'), 'utf8'), 'ok');
 		} finally { await ts.close(); }
 	});
 
