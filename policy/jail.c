@@ -395,26 +395,32 @@ int jail_enter(const struct jail_config *c, struct jail_report *r, struct err *e
 	umask(umask(0) | S_IWGRP | S_IWOTH);
 
 	/* Root without user namespaces can still build the other namespaces
-	 * and the mount tree itself, before giving root up. */
+	 * and the mount tree itself, before giving root up.  So does root
+	 * whose user namespace could not build a mount tree (AppArmor's
+	 * restriction leaves it without capabilities): giving root up first
+	 * would leave a project below a directory only root may enter out of
+	 * reach, where the root route can keep the effective uid 0. */
 	uid_t uid;
 	gid_t gid;
 	jail_uid_choose(c, &uid, &gid);
 	bool userns = !jail_disabled("userns") &&
-		      jail_userns_probe(root ? uid : getuid(), root ? gid : getgid());
+		      jail_userns_probe(root ? uid : getuid(), root ? gid : getgid(), false);
 	if (!userns) {
 		r->layer[JL_USERNS].state = JS_NOT_AVAILABLE;
 		snprintf(r->layer[JL_USERNS].detail, sizeof r->layer[0].detail, "%s",
 			 jail_disabled("userns") ? "disabled by PSM_JAIL_DISABLE"
 						 : "unshare(CLONE_NEWUSER) refused");
 	}
-	if (root && !userns) {
+	bool root_route = root && (!userns || jail_disabled("mountns") ||
+				   !jail_userns_probe(uid, gid, true));
+	if (root_route) {
 		if ((rc = jail_ns_apply(c, false, r, e)) < 0)
 			goto fail;
 		/* Still root (the mount calls need it); the scan is a
 		 * superset of what the sandbox could list. */
 		if ((rc = scan_and_hide(c, r, e)) < 0)
 			goto fail;
-		if ((rc = jail_uid_apply(c, true, r, e)) < 0)
+		if ((rc = jail_uid_apply(c, true, !ok(r, JL_MOUNTNS), r, e)) < 0)
 			goto fail;
 	} else {
 		int idm = 0;
@@ -422,7 +428,7 @@ int jail_enter(const struct jail_config *c, struct jail_report *r, struct err *e
 			goto fail;
 		if (root && userns)
 			jail_ns_ipc_early(r);
-		if ((rc = jail_uid_apply(c, idm == 0, r, e)) < 0)
+		if ((rc = jail_uid_apply(c, idm == 0, false, r, e)) < 0)
 			goto fail;
 		if ((rc = jail_ns_apply(c, userns, r, e)) < 0)
 			goto fail;
@@ -460,7 +466,8 @@ int jail_enter(const struct jail_config *c, struct jail_report *r, struct err *e
 	judge(c, r, landlock_abi());
 	/* Without a pid namespace /proc is the host's: each session reads only
 	 * its own entry there (landlock.c). */
-	session_proc = r->nsfree ? SESSION_PROC_OWN : SESSION_PROC_ALL;
+	session_proc = r->nsfree ? (r->euid0 ? SESSION_PROC_OWN_NO_SYS : SESSION_PROC_OWN)
+				 : SESSION_PROC_ALL;
 	return 0;
 fail:
 	judge(c, r, landlock_abi());

@@ -48,7 +48,7 @@ static int write_file(const char *path, const char *text)
 	return r;
 }
 
-bool jail_userns_probe(uid_t uid, gid_t gid)
+bool jail_userns_probe(uid_t uid, gid_t gid, bool mount)
 {
 	pid_t pid = fork();
 	if (pid < 0)
@@ -57,7 +57,9 @@ bool jail_userns_probe(uid_t uid, gid_t gid)
 		if (geteuid() == 0 && (setgroups(0, NULL) < 0 || setresgid(gid, gid, gid) < 0 ||
 				       setresuid(uid, uid, uid) < 0))
 			_exit(1);
-		_exit(unshare(CLONE_NEWUSER) == 0 ? 0 : 1);
+		if (unshare(CLONE_NEWUSER) < 0)
+			_exit(1);
+		_exit(!mount || unshare(CLONE_NEWNS) == 0 ? 0 : 1);
 	}
 	int st;
 	while (waitpid(pid, &st, 0) < 0)

@@ -300,10 +300,13 @@ int landlock_apply(const struct jail_config *c, bool private_tmp, struct jail_re
 		for (size_t i = 0; i < p->n_fs_write_paths; i++)
 			RULE(p->fs_write_paths[i], R_READ | R_WRITE);
 	if (p->net_access) {
+		/* /etc/ssl's certificates, not its private/ (root's server
+		 * keys: closed by their mode to any uid but 0, and the sandbox
+		 * may keep the effective uid 0, see jail_uid.c). */
 		static const char *const net_ro[] = {
 			"/etc/resolv.conf", "/etc/hosts", "/etc/host.conf", "/etc/nsswitch.conf",
-			"/etc/gai.conf", "/etc/services", "/etc/protocols", "/etc/ssl",
-			"/etc/ca-certificates", NULL,
+			"/etc/gai.conf", "/etc/services", "/etc/protocols", "/etc/ssl/certs",
+			"/etc/ssl/openssl.cnf", "/etc/ca-certificates", NULL,
 		};
 		for (const char *const *q = net_ro; *q; q++)
 			RULE(*q, R_READ);

@@ -54,6 +54,10 @@ struct jail_report {
 	 * namespace and a segment goes when its last process detaches
 	 * (jail_ns.c). */
 	bool sysv_shm;
+	/* A root server without a mount tree, the project root's: the
+	 * sandbox's effective uid is 0 (no capability), its real uid 65534
+	 * (jail_uid.c). */
+	bool euid0;
 	char remedy[512];   /* what the user can do to get the missing layers */
 };
 
@@ -98,11 +102,16 @@ int jail_fds_apply(const struct jail_config *c, struct jail_report *r, struct er
 /* The unprivileged ids the sandbox runs as when the server is root. */
 void jail_uid_choose(const struct jail_config *c, uid_t *uid, gid_t *gid);
 /* chown: whether root-owned writable directories must be chowned to the
- * sandbox uid (not when jail_ns_prepare ID-mapped them). */
-int jail_uid_apply(const struct jail_config *c, bool chown, struct jail_report *r,
+ * sandbox uid (not when jail_ns_prepare ID-mapped them).  no_tree: no mount
+ * tree shows the project (it was refused already): a root-owned project is
+ * then reached with the effective uid 0 kept (see jail_uid.c). */
+int jail_uid_apply(const struct jail_config *c, bool chown, bool no_tree, struct jail_report *r,
 		   struct err *e);
 
-bool jail_userns_probe(uid_t uid, gid_t gid);
+/* Whether a user namespace can be made as (uid, gid); with mount, also
+ * whether that namespace can then make a mount namespace (an AppArmor
+ * restriction leaves a new user namespace without capabilities). */
+bool jail_userns_probe(uid_t uid, gid_t gid, bool mount);
 /* As root, before the uid switch: clones the mount sources, ID-mapped to
  * the sandbox uid when it is 65534 (see jail_ns.c).  1 when ID-mapped. */
 int jail_ns_prepare(const struct jail_config *c, uid_t uid, gid_t gid, struct err *e);

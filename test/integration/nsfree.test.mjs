@@ -17,12 +17,17 @@ const DOCKERRUN = path.join(path.dirname(BIN), 'helpers', 'dockerrun');
 const AS_ROOT = process.getuid() === 0;
 const NOBODY = ['--reuid=65534', '--regid=65534', '--clear-groups'];
 
-/** A project owned by `uid` (nobody's for the unprivileged runs). */
+/** A project owned by `uid` (nobody's for the unprivileged runs), below a
+ * directory only that uid may enter (mode 0700, as mktemp -d makes it, as
+ * /root is), which holds a file of that mode too. */
 function project(tag, uid) {
-	const root = newProject(tag);
+	const parent = newProject(tag, { privateDir: true });
+	writeFile(parent, 'secret.txt', 'TOP-SECRET-CANARY\n');
+	fs.chmodSync(path.join(parent, 'secret.txt'), 0o600);
+	const root = path.join(parent, 'proj');
 	writeFile(root, 'data.csv', 'a,b\n1,2\n');
 	fs.mkdirSync(path.join(root, 'workspace', 'outputs'), { recursive: true });
-	if (uid !== undefined) spawnSync('chown', ['-R', `${uid}:${uid}`, root]);
+	if (uid !== undefined) spawnSync('chown', ['-R', `${uid}:${uid}`, parent]);
 	return root;
 }
 
@@ -54,6 +59,17 @@ for (const who of AS_ROOT ? ['root', 'nobody'] : ['user']) {
 			assert.equal(r.sc.status, 'ok', show(r.text));
 			assert.equal(r.sc.result, '1');
 			assert.ok(fs.readFileSync(path.join(root, 'workspace/outputs/c.png')).subarray(1, 4).toString() === 'PNG');
+		});
+
+		test('beside the project, a file only its owner may read stays out of reach; what the code writes is the owner\'s', { timeout: 60000 }, async () => {
+			const secret = path.join(path.dirname(root), 'secret.txt');
+			const r = await execPy(h, `open(${JSON.stringify(secret)}).read()`);
+			assert.equal(r.sc.error?.type, 'PermissionError', show(r.sc));
+			assert.equal(r.sc.error.denied_by, 'fs_read', show(r.sc.error));
+			assert.ok(!JSON.stringify(r.res).includes('TOP-SECRET-CANARY'));
+			const w = await execPy(h, `open(${JSON.stringify(path.join(root, 'workspace/owned.txt'))}, "w").write("x")`);
+			assert.equal(w.sc.status, 'ok', show(w.sc));
+			assert.equal(fs.statSync(path.join(root, 'workspace/owned.txt')).uid, fs.statSync(root).uid);
 		});
 
 		test('other processes\' command lines and status are out of reach; the session\'s own /proc entry is not', { timeout: 60000 }, async () => {

@@ -50,7 +50,21 @@ if st["Seccomp"].strip() != "2": bad.append("Seccomp")
 nsfree_user = len(sys.argv) > 1 and sys.argv[1] == "nsfree" and os.getuid() != 0
 if int(st["CapEff"], 16) != 0 or int(st["CapPrm"], 16) != 0 or int(st["CapInh"], 16) != 0 or int(st["CapAmb"], 16) != 0: bad.append("caps")
 if int(st["CapBnd"], 16) != 0 and not nsfree_user: bad.append("bounding set")
-if os.getuid() == 0 or os.geteuid() == 0: bad.append("uid 0")
+# Never root by the real or saved uid (RLIMIT_NPROC would not count it, the
+# kernel exempts the real uid 0).  The effective uid is 0 only for a root
+# server without namespaces whose project is root's (jail_uid.c): no
+# capability, and no way to change any of the ids back.
+ru, eu, su = os.getresuid()
+if ru == 0 or su == 0: bad.append("real or saved uid 0")
+if eu == 0 and not (len(sys.argv) > 1 and sys.argv[1] == "nsfree" and ru == 65534): bad.append("uid 0")
+for name, fn in (("setresuid", lambda: os.setresuid(0, 0, 0)), ("setuid", lambda: os.setuid(0)),
+                 ("setreuid", lambda: os.setreuid(0, 0)), ("setreuid-real", lambda: os.setreuid(eu, -1)),
+                 ("setresgid", lambda: os.setresgid(0, 0, 0)), ("setgroups", lambda: os.setgroups([0]))):
+    try:
+        fn(); bad.append(name)
+    except OSError:
+        pass
+if os.getresuid() != (ru, eu, su): bad.append("ids changed: %s" % (os.getresuid(),))
 if bad:
     print("ESCAPED:", bad); sys.exit(1)
 print("kernel surface refused")

@@ -47,7 +47,7 @@ tmp = tempfile.gettempdir()
 if tmp in ("/tmp", "/var/tmp") or not os.path.isdir(tmp):
     bad.append("TMPDIR is %s" % tmp)
 st = os.stat(tmp)
-if st.st_mode & 0o777 != 0o700 or st.st_uid != os.getuid():
+if st.st_mode & 0o777 != 0o700 or st.st_uid != os.geteuid():
     bad.append("TMPDIR mode %o owner %d" % (st.st_mode & 0o777, st.st_uid))
 fd, p = tempfile.mkstemp()
 os.write(fd, b"x"); os.close(fd)

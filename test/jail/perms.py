@@ -17,7 +17,7 @@ elif what == "exec":
     got = can(lambda: subprocess.run(["/usr/bin/true"], check=True))
 elif what == "exec-jailed":   # programs run, still inside: no secret, same uid
     r = subprocess.run(["/bin/sh", "-c", "cat %s; id -u" % args[0]], capture_output=True, text=True)
-    got = r.stdout.strip() == str(os.getuid()) and "CANARY" not in r.stdout
+    got = r.stdout.strip() == str(os.geteuid()) and "CANARY" not in r.stdout
 elif what == "net":
     def conn():
         s = socket.socket(); s.settimeout(3); s.connect(("127.0.0.1", int(args[0]))); s.close()
