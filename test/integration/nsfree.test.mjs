@@ -77,22 +77,31 @@ for (const who of AS_ROOT ? ['root', 'nobody'] : ['user']) {
 			// and their tools often start them.
 			const canary = `psm-token-${who}-${process.pid}`;
 			const holder = spawn('sh', ['-c', 'sleep 120', canary], { stdio: 'ignore' });
+			// What of /proc the cell reads: the holder's, the server's, pid 1's
+			// and the zygote's entries, the list of pids; then `last`.
+			const probe = (last) => [
+				'import os',
+				'out = {}',
+				`for pid in (${holder.pid}, ${h.pid}, 1, os.getppid()):`,
+				'    for f in ("cmdline", "status", "stat", "environ"):',
+				'        try: open("/proc/%d/%s" % (pid, f), "rb").read(); out["%d/%s" % (pid, f)] = "read"',
+				'        except OSError as e: pass',
+				'try: os.listdir("/proc"); out["list"] = "read"',
+				'except OSError: pass',
+				last,
+			].join('\n');
 			try {
-				const r = await execPy(h, [
-					'import os',
-					'out = {}',
-					`for pid in (${holder.pid}, ${h.pid}, 1, os.getppid()):`,
-					'    for f in ("cmdline", "status", "stat", "environ"):',
-					'        try: open("/proc/%d/%s" % (pid, f), "rb").read(); out["%d/%s" % (pid, f)] = "read"',
-					'        except OSError as e: pass',
-					'try: os.listdir("/proc"); out["list"] = "read"',
-					'except OSError: pass',
-					'own = open("/proc/self/status").read().count("\\n") > 10 and len(os.listdir("/proc/self/fd")) > 2',
-					'(out, own)',
-				].join('\n'));
+				const r = await execPy(h, probe('own = open("/proc/self/status").read().count("\\n") > 10 and len(os.listdir("/proc/self/fd")) > 2\n(out, own)'));
 				assert.equal(r.sc.status, 'ok', show(r.sc));
 				assert.equal(r.sc.result, '({}, True)');
 				assert.ok(!JSON.stringify(r.res).includes(canary));
+				// After a rollback the session is its checkpoint, another
+				// process: still nothing of the others (and, documented, not
+				// its own entry either).
+				const t = await execPy(h, 'import time\ntime.sleep(10)', { timeout_s: 1 });
+				assert.equal(t.sc.state, 'rolled_back', show(t.sc));
+				const a = await execPy(h, probe('out'));
+				assert.equal(a.sc.result, '{}', show(a.sc));
 			} finally { holder.kill(); }
 		});
 
