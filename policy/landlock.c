@@ -414,21 +414,22 @@ static int session_reads(int rs, enum session_proc proc, int *n)
 		snprintf(path, sizeof path, "/proc/%s", *f);
 		r = add_path(rs, path, R, R, n);
 	}
+	if (r < 0)
+		return r;
 	/* Its own entry: /proc/self resolves to /proc/PID (and thread-self
-	 * below it), the dentry kept by this descriptor. */
-	static int self = -1;
-	if (r == 0 && self < 0) {
-		int fd = open("/proc/self", O_PATH | O_DIRECTORY | O_CLOEXEC);
-		self = fd < 0 ? -1 : fcntl(fd, F_DUPFD_CLOEXEC, 64);
-		if (fd >= 0)
-			close(fd);
-		if (self < 0)
-			return -errno;
-		struct psm_path_beneath pb = { .allowed_access = R, .parent_fd = self };
-		if (syscall(__NR_landlock_add_rule, rs, LANDLOCK_RULE_PATH_BENEATH, &pb, 0) < 0)
-			return -errno;
-		(*n)++;
-	}
+	 * below it), the dentry kept by this descriptor, which stays open for
+	 * the life of the process.  No /proc at all: nothing to grant. */
+	int fd = open("/proc/self", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT || errno == EACCES ? 0 : -errno;
+	int self = fcntl(fd, F_DUPFD_CLOEXEC, 64);
+	close(fd);
+	if (self < 0)
+		return -errno;
+	struct psm_path_beneath pb = { .allowed_access = R, .parent_fd = self };
+	if (syscall(__NR_landlock_add_rule, rs, LANDLOCK_RULE_PATH_BENEATH, &pb, 0) < 0)
+		return -errno;
+	(*n)++;
 	return r;
 }
 
