@@ -414,13 +414,16 @@ int jail_enter(const struct jail_config *c, struct jail_report *r, struct err *e
 	bool root_route = root && (!userns || jail_disabled("mountns") ||
 				   !jail_userns_probe(uid, gid, true));
 	if (root_route) {
+		int idm = rc = jail_ns_prepare(c, uid, gid, e);
+		if (rc < 0)
+			goto fail;
 		if ((rc = jail_ns_apply(c, false, r, e)) < 0)
 			goto fail;
 		/* Still root (the mount calls need it); the scan is a
 		 * superset of what the sandbox could list. */
 		if ((rc = scan_and_hide(c, r, e)) < 0)
 			goto fail;
-		if ((rc = jail_uid_apply(c, true, !ok(r, JL_MOUNTNS), r, e)) < 0)
+		if ((rc = jail_uid_apply(c, idm == 0, !ok(r, JL_MOUNTNS), r, e)) < 0)
 			goto fail;
 	} else {
 		int idm = 0;
