@@ -246,6 +246,8 @@ char *jail_report_describe(const struct jail_report *r)
 
 /* ---- the namespace-free mode's scratch directory ---- */
 
+#define NOBODY_GID 65534
+
 /* Without a mount namespace there is no private tmpfs for /tmp: the host's
  * /tmp is shared with every other user and stays closed (Landlock grants
  * nothing there).  Python, tempfile and matplotlib get a fresh directory
@@ -268,7 +270,22 @@ static void make_scratch(const struct jail_config *c, struct jail_report *r)
 	setenv("TMPDIR", r->scratch, 1);
 	setenv("HOME", r->scratch, 1);
 	const char *mpl = getenv("MPLCONFIGDIR");
-	if (!mpl || strncmp(mpl, "/tmp/", 5) == 0) {
+	if (r->euid0) {
+		/* The effective uid 0 (jail_uid.c) writes here as its owner;
+		 * access(2) answers for the real ids, 65534's, and sqlite picks
+		 * its directory for temporary files by access(W_OK|X_OK) (its
+		 * temporary tables failed with "unable to open database file"),
+		 * matplotlib its cache the same way: the group is the real
+		 * gid's.  What else may enter is what could enter the scratch
+		 * directory 65534 owned before: uid 65534's processes, here
+		 * group 65534's. */
+		if (chown(r->scratch, 0, NOBODY_GID) < 0 || chmod(r->scratch, 0770) < 0) {
+			rmdir(r->scratch);
+			r->scratch[0] = '\0';
+			return;
+		}
+		setenv("MPLCONFIGDIR", r->scratch, 1);
+	} else if (!mpl || strncmp(mpl, "/tmp/", 5) == 0) {
 		char m[sizeof r->scratch + 16];
 		snprintf(m, sizeof m, "%s/matplotlib", r->scratch);
 		setenv("MPLCONFIGDIR", m, 1);

@@ -47,8 +47,19 @@ tmp = tempfile.gettempdir()
 if tmp in ("/tmp", "/var/tmp") or not os.path.isdir(tmp):
     bad.append("TMPDIR is %s" % tmp)
 st = os.stat(tmp)
-if st.st_mode & 0o777 != 0o700 or st.st_uid != os.geteuid():
-    bad.append("TMPDIR mode %o owner %d" % (st.st_mode & 0o777, st.st_uid))
+# Its owner's alone; with the effective uid 0 (a root server's sandbox of a
+# root-owned project) also its real gid's, which access(2) answers for.
+euid0 = os.geteuid() == 0 and os.getuid() != 0
+if (st.st_mode & 0o777 != (0o770 if euid0 else 0o700) or st.st_uid != os.geteuid()
+        or (euid0 and st.st_gid != os.getgid())):
+    bad.append("TMPDIR mode %o owner %d:%d" % (st.st_mode & 0o777, st.st_uid, st.st_gid))
+# sqlite's temporary files go where access(2) (real ids) allows writing.
+import sqlite3
+db = sqlite3.connect(os.path.join(ws, "t.sqlite"))
+db.execute("pragma temp_store=file")
+db.execute("create table t(x)"); db.executemany("insert into t values (?)", [(i,) for i in range(1000)])
+db.execute("create temp table u as select * from t order by x desc"); db.commit(); db.close()
+os.unlink(os.path.join(ws, "t.sqlite"))
 fd, p = tempfile.mkstemp()
 os.write(fd, b"x"); os.close(fd)
 refused("host /tmp", lambda: open("/tmp/psm-nsfree-probe", "w"))
