@@ -29,7 +29,9 @@ int jail_enter(const struct jail_config *c, struct jail_report *r, struct err *e
 
 /* Called in each session process right after it forks from the zygote:
  * per-session tightening (its own Landlock domain scoping signals and
- * abstract sockets, not dumpable) so sessions cannot touch each other. */
+ * abstract sockets, not dumpable) so sessions cannot touch each other;
+ * without a pid namespace that domain also limits /proc to the session's
+ * own entry (landlock.c). */
 int jail_session_enter(struct err *e);
 
 

@@ -6,7 +6,10 @@
  * net_access is false (ABI >= 4); signals and abstract unix sockets scoped to
  * the domain (ABI >= 6), so the code cannot signal the server or reach a
  * host daemon's abstract socket.  Every access right the running kernel
- * knows is handled, so whatever is not granted is denied.
+ * knows is handled, so whatever is not granted is denied.  Each session
+ * adds a domain of its own (landlock_scope_session): the scopes again, so
+ * sessions cannot reach one another, and, on the host's /proc, reads of
+ * the session's own entry only (session_reads).
  *
  * Debian 12's <linux/landlock.h> stops at ABI 1 or 2: the newer constants
  * and the grown ruleset attribute are defined here. */
