@@ -12,12 +12,22 @@ def read_all(p):
                 open(os.path.join(d, f)).read()
     else:
         open(p).read()
-for p in hidden:
+def reopened(p):
+    # An O_PATH descriptor reopened through /proc: checked as an open.
+    fd = os.open(p, os.O_PATH)
     try:
-        read_all(p)
-        bad.append("readable: " + p)
-    except OSError as e:
-        if e.errno != errno.EACCES: bad.append("%s: errno %d" % (p, e.errno))
+        open("/proc/self/fd/%d" % fd).read()
+    finally:
+        os.close(fd)
+for p in hidden:
+    # By its path, through /proc/self/root, and reopened from O_PATH.
+    for how, fn in (("", read_all), ("/proc/self/root ", lambda q: read_all("/proc/self/root" + os.path.abspath(q))),
+                    ("reopened ", reopened)):
+        try:
+            fn(p)
+            bad.append("readable %s: %s" % (how, p))
+        except OSError as e:
+            if e.errno != errno.EACCES: bad.append("%s%s: errno %d" % (how, p, e.errno))
 for p in readable:
     try: read_all(p)
     except OSError as e: bad.append("refused: %s (%s)" % (p, e))
