@@ -438,7 +438,7 @@ int seccomp_apply(const struct jail_config *c, struct jail_report *r, struct err
 		 "execve %s; clone3, openat2 ENOSYS%s%s%s",
 		 n, p->net_access ? (nsfree ? "inet, inet6, netlink" : "unix, inet, inet6, netlink")
 				  : "none",
-		 nsfree ? "terminal, socket and read-only file queries only" : "no TIOCSTI",
+		 nsfree ? "queries only" : "no TIOCSTI",
 		 p->shell_exec ? "allowed" : "refused",
 		 nsfree ? "; no chmod/chown/utime, no inotify" : "",
 		 !ipcns ? "; no SysV IPC" : r->sysv_shm ? "" : "; no SysV shared memory",
