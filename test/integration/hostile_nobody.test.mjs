@@ -73,6 +73,8 @@ for (const mode of ['namespaces', 'no namespaces']) {
 			root = newProject(`hn-${mode.replace(' ', '')}`);
 			const skill = writeFile(root, 'policy/SKILL.md', SKILL);
 			fs.mkdirSync(path.join(root, 'workspace'));
+			// A project under /tmp holding a secret, as a CI checkout does.
+			writeFile(root, '.env', 'API_KEY=TOP-SECRET-CANARY\n');
 			home = openDir('hn-home');
 			if (AS_ROOT) spawnSync('chown', ['-R', `${NOBODY}:${NOBODY}`, root, home]);
 			const server = mode === 'namespaces' ? [bin] : [dockerrun, bin];
@@ -87,6 +89,12 @@ for (const mode of ['namespaces', 'no namespaces']) {
 			if (AS_ROOT) assert.equal(u.sc.result, String(NOBODY), 'the sandbox runs as nobody');
 		});
 		after(async () => { await h?.close(); });
+
+		test('the project under /tmp holds a .env: the server runs, the .env is refused', { timeout: 60000 }, async () => {
+			const r = await execPy(h, 'open(".env").read()');
+			assert.equal(r.sc.error?.denied_by, 'fs_read', show(r.sc));
+			assert.ok(!JSON.stringify(r.res).includes('TOP-SECRET-CANARY'));
+		});
 
 		test('a forged result frame: the call times out, nothing of it runs afterwards', { timeout: 60000 }, async () => {
 			const r = await execPy(h, [
