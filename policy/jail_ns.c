@@ -630,10 +630,13 @@ close_trees:
  * itself, as bubblewrap's --ro-bind /dev/null does: a directory gets an
  * empty read-only tmpfs of mode 0 over it, anything else a read-only nodev
  * bind of /dev/null (its open is refused: EACCES, as Landlock's refusal
- * reads).  Names stay listable.  A symlink is left to the rules where it
- * leads, as everywhere else.  Nothing can take a mount away: the mount
- * calls are refused from here on (no capability, seccomp), and the
- * secret's content was never reachable by another path in this tree. */
+ * reads).  A secret's own name stays listable, not what a secret directory
+ * holds.  A symlink is left to the rules where it leads, as everywhere
+ * else.  Nothing can take a mount away: the mount calls are refused from
+ * here on (no capability, seccomp).  The walk ran in this tree, so every
+ * path that shows a secret here was found (a bind on top of another hides
+ * the one below; the workspace and the venv are not searched, as in the
+ * other mode). */
 void jail_ns_hide(struct secret_scan *s, struct jail_layer *l)
 {
 	size_t done = 0, skipped = 0;
