@@ -37,6 +37,7 @@ struct call {
 	struct run run;          /* first: a run is its call */
 	struct server *srv;
 	cJSON *id;               /* owned copy of the request id */
+	struct req q;            /* how to answer: q.id is id */
 	cJSON *progress_token;   /* owned copy, or NULL */
 	struct art_list before;
 	bool before_taken;       /* the snapshot is in `before` */
@@ -71,20 +72,20 @@ bool session_name_valid(const char *s)
 	return true;
 }
 
-static void input_error(struct server *s, const cJSON *id, const char *fmt, ...)
+static void input_error(struct server *s, const struct req *q, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
-static void input_error(struct server *s, const cJSON *id, const char *fmt, ...)
+static void input_error(struct server *s, const struct req *q, const char *fmt, ...)
 {
 	char msg[600];
 	va_list ap;
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
-	tool_reply(s, id, tool_text_result(msg, true));
+	tool_reply(s, q, tool_text_result(msg, true));
 }
 
-void exec_call(struct server *s, const cJSON *id, const cJSON *args, const cJSON *progress_token)
+void exec_call(struct server *s, const struct req *q, const cJSON *args, const cJSON *progress_token)
 {
 	const struct policy_limits *lim = &s->policy->limits;
 	const cJSON *code = cJSON_GetObjectItemCaseSensitive(args, "code");
@@ -93,22 +94,22 @@ void exec_call(struct server *s, const cJSON *id, const cJSON *args, const cJSON
 	const cJSON *reset = cJSON_GetObjectItemCaseSensitive(args, "reset");
 
 	if (s->opts.not_project) {
-		input_error(s, id, "%s", s->opts.not_project);
+		input_error(s, q, "%s", s->opts.not_project);
 		return;
 	}
 	if (!cJSON_IsString(code)) {
-		input_error(s, id, "execute_python needs \"code\": a string of Python source");
+		input_error(s, q, "execute_python needs \"code\": a string of Python source");
 		return;
 	}
 	if (strlen(code->valuestring) > MCP_MAX_CODE) {
-		input_error(s, id, "code is %zu bytes; the limit is %u bytes (%u MiB): put large data in a file under %s/ and read it from the code",
+		input_error(s, q, "code is %zu bytes; the limit is %u bytes (%u MiB): put large data in a file under %s/ and read it from the code",
 			    strlen(code->valuestring), MCP_MAX_CODE, MCP_MAX_CODE >> 20, s->ws.display);
 		return;
 	}
 	const char *name = "default";
 	if (session && !cJSON_IsNull(session)) {
 		if (!cJSON_IsString(session) || !session_name_valid(session->valuestring)) {
-			input_error(s, id, "\"session\" must be a string matching ^[A-Za-z0-9_-]{1,64}$ (for example \"default\" or \"analysis-2\")");
+			input_error(s, q, "\"session\" must be a string matching ^[A-Za-z0-9_-]{1,64}$ (for example \"default\" or \"analysis-2\")");
 			return;
 		}
 		name = session->valuestring;
@@ -116,22 +117,22 @@ void exec_call(struct server *s, const cJSON *id, const cJSON *args, const cJSON
 	double t = lim->timeout_s;
 	if (timeout && !cJSON_IsNull(timeout)) {
 		if (!cJSON_IsNumber(timeout) || !(timeout->valuedouble > 0) || !isfinite(timeout->valuedouble)) {
-			input_error(s, id, "\"timeout_s\" must be a number of seconds greater than 0 (at most %g)", lim->max_timeout_s);
+			input_error(s, q, "\"timeout_s\" must be a number of seconds greater than 0 (at most %g)", lim->max_timeout_s);
 			return;
 		}
 		if (timeout->valuedouble > lim->max_timeout_s) {
-			input_error(s, id, "\"timeout_s\" %g is above the policy's max_timeout_s (%g): ask for at most %g seconds",
+			input_error(s, q, "\"timeout_s\" %g is above the policy's max_timeout_s (%g): ask for at most %g seconds",
 				    timeout->valuedouble, lim->max_timeout_s, lim->max_timeout_s);
 			return;
 		}
 		t = timeout->valuedouble;
 	}
 	if (reset && !cJSON_IsNull(reset) && !cJSON_IsBool(reset)) {
-		input_error(s, id, "\"reset\" must be true or false");
+		input_error(s, q, "\"reset\" must be true or false");
 		return;
 	}
 	if (!sup_session_exists(s->sup, name) && sup_count_sessions(s->sup) >= lim->max_sessions) {
-		input_error(s, id, "cannot start session \"%s\": the policy allows at most %ld sessions (limits.max_sessions); reuse an existing session or reset one",
+		input_error(s, q, "cannot start session \"%s\": the policy allows at most %ld sessions (limits.max_sessions); reuse an existing session or reset one",
 			    name, lim->max_sessions);
 		return;
 	}
@@ -139,11 +140,13 @@ void exec_call(struct server *s, const cJSON *id, const cJSON *args, const cJSON
 	char *code_copy = c ? strdup(code->valuestring) : NULL;
 	if (!code_copy) {
 		free(c);
-		rpc_error(id, RPC_INTERNAL_ERROR, "out of memory", NULL);
+		answer_error(s, q, RPC_INTERNAL_ERROR, "out of memory", NULL);
 		return;
 	}
 	c->srv = s;
-	c->id = cJSON_Duplicate(id, 1);
+	c->id = cJSON_Duplicate(q->id, 1);
+	c->q = *q;
+	c->q.id = c->id;
 	c->progress_token = progress_token ? cJSON_Duplicate(progress_token, 1) : NULL;
 	struct run *r = &c->run;
 	r->ev = &call_events;
@@ -365,6 +368,12 @@ static void ev_thumb(struct run *r, const unsigned char *data, size_t len)
 static void ev_progress(struct run *r, double progress, double elapsed_s, const char *last_line)
 {
 	struct call *c = call_of(r);
+	/* A cancelled request's token is forgotten by the client: Claude Code
+	 * drops the whole stdio connection on a progress notification it
+	 * cannot match.  (One after the response cannot happen: the call is
+	 * freed when it is answered.) */
+	if (r->cancelled)
+		return;
 	cJSON *p = cJSON_CreateObject();
 	cJSON_AddItemToObject(p, "progressToken", cJSON_Duplicate(c->progress_token, 1));
 	cJSON_AddNumberToObject(p, "progress", (double)(long)progress);
@@ -722,7 +731,7 @@ static void exec_finish(struct call *c)
 		add_usage(sc, c, limit);
 		cJSON_AddItemToObject(r, "structuredContent", sc);
 	}
-	tool_reply(s, c->id, r);
+	tool_reply(s, &c->q, r);
 	free(first_note);
 	free(result);
 	free(etype);

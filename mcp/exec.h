@@ -6,13 +6,14 @@
 #include <cjson/cJSON.h>
 #include <stdbool.h>
 
+#include "reply.h"
 #include "state.h"
 
 /* ^[A-Za-z0-9_-]{1,64}$ */
 bool session_name_valid(const char *name);
 
 /* Checks the arguments and queues the call: it is answered when done. */
-void exec_call(struct server *s, const cJSON *id, const cJSON *args, const cJSON *progress_token);
+void exec_call(struct server *s, const struct req *q, const cJSON *args, const cJSON *progress_token);
 
 /* notifications/cancelled: the call with this request id gets no reply
  * and its session is rolled back; true when there was one. */

@@ -31,11 +31,52 @@ cJSON *tool_json_result(cJSON *obj, bool is_error)
 	return r;
 }
 
-bool reply_version_at_least(const struct server *s, const char *version)
+enum mcp_version reply_legacy_version(const struct server *s)
 {
-	/* Versions are dates (YYYY-MM-DD): they order as strings.  Before
-	 * initialize, the latest applies. */
-	return !s->protocol_version[0] || strcmp(s->protocol_version, version) >= 0;
+	return s->version_chosen ? s->legacy_version : MCP_LEGACY_LATEST;
+}
+
+cJSON *reply_server_info(enum mcp_version v)
+{
+	cJSON *info = cJSON_CreateObject();
+	cJSON_AddStringToObject(info, "name", "python-sandbox-mcp");
+	if (v >= MCP_V_STRUCTURED)
+		cJSON_AddStringToObject(info, "title", "Python sandbox");
+	cJSON_AddStringToObject(info, "version", PSM_VERSION);
+	return info;
+}
+
+void answer(const struct server *s, const struct req *q, cJSON *result)
+{
+	(void)s;
+	if (!result)
+		result = cJSON_CreateObject();
+	if (mcp_modern(q->v)) {
+		if (!cJSON_HasObjectItem(result, "resultType"))
+			cJSON_AddStringToObject(result, "resultType", "complete");
+		if (q->ttl_ms >= 0 && !cJSON_HasObjectItem(result, "ttlMs")) {
+			cJSON_AddNumberToObject(result, "ttlMs", (double)q->ttl_ms);
+			/* Every list names the user's own files and paths. */
+			cJSON_AddStringToObject(result, "cacheScope", "private");
+		}
+		cJSON *meta = cJSON_GetObjectItemCaseSensitive(result, "_meta");
+		if (!cJSON_IsObject(meta)) {
+			cJSON_DeleteItemFromObjectCaseSensitive(result, "_meta");
+			meta = cJSON_AddObjectToObject(result, "_meta");
+		}
+		cJSON_AddItemToObject(meta, META_SERVER_INFO, reply_server_info(q->v));
+	}
+	rpc_result(q->id, result);
+}
+
+void answer_error(const struct server *s, const struct req *q, int code, const char *msg, cJSON *data)
+{
+	(void)s;
+	/* 2026-07-28 retired -32002: a resource that is not there is invalid
+	 * params. */
+	if (mcp_modern(q->v) && code == MCP_RESOURCE_NOT_FOUND)
+		code = RPC_INVALID_PARAMS;
+	rpc_error(q->id, code, msg, data);
 }
 
 /* A resource_link block as a line of text, for versions that lack it. */
@@ -51,9 +92,9 @@ static void link_as_line(const cJSON *l, char *out, size_t n)
 		snprintf(out, n, "- %s: %s (%s)\n", name ? name : "", uri ? uri : "", mime ? mime : "");
 }
 
-void tool_reply(struct server *s, const cJSON *id, cJSON *result)
+void tool_reply(struct server *s, const struct req *q, cJSON *result)
 {
-	if (result && !reply_version_at_least(s, MCP_V_STRUCTURED)) {
+	if (result && q->v < MCP_V_STRUCTURED) {
 		/* Before structuredContent and resource_link existed: the JSON
 		 * is already in the text block; each link becomes a line of it. */
 		cJSON_DeleteItemFromObjectCaseSensitive(result, "structuredContent");
@@ -91,7 +132,7 @@ void tool_reply(struct server *s, const cJSON *id, cJSON *result)
 		}
 		free(lines);
 	}
-	rpc_result(id, result);
+	answer(s, q, result);
 }
 
 void reply_call_done(struct server *s)

@@ -23,64 +23,208 @@
 #include "../rpc/work.h"
 #include "../supervisor/supervisor.h"
 #include "exec.h"
+#include "protocol.h"
 #include "reply.h"
 #include "tools.h"
 
-static const char *const versions[] = { "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05" };
-#define LATEST_VERSION "2025-11-25"
+/* ------------------------------------------------------------ methods */
 
-static const char *negotiate(const cJSON *params)
+/* The legacy handshake: the client's version when it is a legacy one this
+ * server speaks, else the latest legacy one (a 2026-07-28 client never
+ * sends initialize: that era has no handshake). */
+static void on_initialize(struct server *s, const struct req *q, const cJSON *params)
 {
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(params, "protocolVersion");
-	if (cJSON_IsString(v))
-		for (size_t i = 0; i < sizeof versions / sizeof versions[0]; i++)
-			if (strcmp(v->valuestring, versions[i]) == 0)
-				return versions[i];
-	return LATEST_VERSION;
-}
-
-static void on_initialize(struct server *s, const cJSON *id, const cJSON *params)
-{
-	const char *v = negotiate(params);
+	const cJSON *pv = cJSON_GetObjectItemCaseSensitive(params, "protocolVersion");
+	int v = cJSON_IsString(pv) ? mcp_version_parse(pv->valuestring) : -1;
+	if (v < 0 || mcp_modern((enum mcp_version)v))
+		v = MCP_LEGACY_LATEST;
 	const cJSON *ccaps = cJSON_GetObjectItemCaseSensitive(params, "capabilities");
 	if (s->opts.root_from_cwd && cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(ccaps, "roots")))
 		s->roots_wanted = true;
-	snprintf(s->protocol_version, sizeof s->protocol_version, "%s", v);
-	cJSON *r = cJSON_CreateObject();
-	cJSON_AddStringToObject(r, "protocolVersion", v);
-	cJSON *caps = cJSON_AddObjectToObject(r, "capabilities");
+	s->legacy_version = (enum mcp_version)v;
+	s->version_chosen = true;
+	struct req r = *q;
+	r.v = (enum mcp_version)v;
+	cJSON *res = cJSON_CreateObject();
+	cJSON_AddStringToObject(res, "protocolVersion", mcp_version_name(r.v));
+	cJSON *caps = cJSON_AddObjectToObject(res, "capabilities");
 	cJSON *tools = cJSON_AddObjectToObject(caps, "tools");
 	cJSON_AddBoolToObject(tools, "listChanged", 0);
-	cJSON *res = cJSON_AddObjectToObject(caps, "resources");
-	cJSON_AddBoolToObject(res, "listChanged", 0);
-	cJSON_AddBoolToObject(res, "subscribe", 0);
+	cJSON *rc = cJSON_AddObjectToObject(caps, "resources");
+	cJSON_AddBoolToObject(rc, "listChanged", 0);
+	cJSON_AddBoolToObject(rc, "subscribe", 0);
 	cJSON_AddObjectToObject(caps, "logging");
-	cJSON *info = cJSON_AddObjectToObject(r, "serverInfo");
-	cJSON_AddStringToObject(info, "name", "python-sandbox-mcp");
-	if (reply_version_at_least(s, MCP_V_STRUCTURED))
-		cJSON_AddStringToObject(info, "title", "Python sandbox");
-	cJSON_AddStringToObject(info, "version", PSM_VERSION);
-	cJSON_AddStringToObject(r, "instructions",
-		"A stateful Python interpreter (numpy, pandas, matplotlib) in a sandbox. "
-		"Compute numbers, statistics and charts with execute_python instead of in your head; "
-		"state persists per session. Read inputs from the project or workspace/, write files "
-		"under workspace/outputs/ (no network, no programs). Call verify_outputs on the files "
-		"a task must produce before reporting it done.");
-	rpc_result(id, r);
+	cJSON_AddItemToObject(res, "serverInfo", reply_server_info(r.v));
+	char *instructions = tools_instructions(s);
+	cJSON_AddStringToObject(res, "instructions", instructions);
+	free(instructions);
+	answer(s, &r, res);
 }
 
-static void on_set_level(struct server *s, const cJSON *id, const cJSON *params)
+/* The modern era's description of the server: every version it speaks,
+ * what it serves, and the instructions.  (Logging is not offered: it is
+ * deprecated there, and the server logs to stderr.)  Answered with or
+ * without _meta: it is what a client probes with. */
+static void on_discover(struct server *s, const struct req *q, const cJSON *params)
+{
+	(void)params;
+	struct req r = *q;
+	r.v = MCP_MODERN_FIRST > q->v ? MCP_MODERN_FIRST : q->v;
+	cJSON *res = cJSON_CreateObject();
+	cJSON_AddItemToObject(res, "supportedVersions", mcp_versions_json());
+	cJSON *caps = cJSON_AddObjectToObject(res, "capabilities");
+	cJSON *tools = cJSON_AddObjectToObject(caps, "tools");
+	cJSON_AddBoolToObject(tools, "listChanged", 0);
+	cJSON *rc = cJSON_AddObjectToObject(caps, "resources");
+	cJSON_AddBoolToObject(rc, "listChanged", 0);
+	cJSON_AddBoolToObject(rc, "subscribe", 0);
+	char *instructions = tools_instructions(s);
+	cJSON_AddStringToObject(res, "instructions", instructions);
+	free(instructions);
+	answer(s, &r, res);
+}
+
+static void on_ping(struct server *s, const struct req *q, const cJSON *params)
+{
+	(void)params;
+	answer(s, q, NULL);
+}
+
+static void on_tools_list(struct server *s, const struct req *q, const cJSON *params)
+{
+	(void)params;
+	cJSON *r = cJSON_CreateObject();
+	cJSON_AddItemToObject(r, "tools", tools_list(s, q->v));
+	answer(s, q, r);
+}
+
+static void on_templates_list(struct server *s, const struct req *q, const cJSON *params)
+{
+	(void)params;
+	cJSON *r = cJSON_CreateObject();
+	cJSON_AddArrayToObject(r, "resourceTemplates");
+	answer(s, q, r);
+}
+
+static void on_set_level(struct server *s, const struct req *q, const cJSON *params)
 {
 	const cJSON *lv = cJSON_GetObjectItemCaseSensitive(params, "level");
 	int l = cJSON_IsString(lv) ? log_level_parse(lv->valuestring) : -1;
 	if (l < 0) {
-		rpc_error(id, RPC_INVALID_PARAMS,
-			  "level must be one of debug, info, notice, warning, error, critical, alert, emergency",
-			  NULL);
+		answer_error(s, q, RPC_INVALID_PARAMS,
+			     "level must be one of debug, info, notice, warning, error, critical, alert, emergency", NULL);
 		return;
 	}
 	log_threshold = (enum log_level)l;
-	rpc_result(id, NULL);
+	answer(s, q, NULL);
+}
+
+enum { ERA_LEGACY = 1, ERA_MODERN = 2, ERA_BOTH = 3 };
+
+/* How long a client may keep a result: the tool list is fixed for the
+ * server's life (5 minutes bounds what a client keeps across a restart
+ * with other flags); the workspace's files change with every call. */
+#define TTL_FIXED_MS 300000L
+#define TTL_NONE -1L
+
+/* The method table: each method once, with its handler, the eras that
+ * have it (and what to say to the other), whether it is answered while
+ * the client's roots are awaited, and its result's cache hint. */
+static const struct method {
+	const char *name;
+	void (*handle)(struct server *s, const struct req *q, const cJSON *params);
+	int eras;
+	const char *elsewhere; /* why the other era does not have it */
+	bool while_roots;
+	long ttl_ms;
+} methods[] = {
+	{ "initialize", on_initialize, ERA_LEGACY,
+	  "2026-07-28 has no handshake: send each request with params._meta naming " META_PROTOCOL_VERSION " and " META_CLIENT_CAPABILITIES,
+	  false, TTL_NONE },
+	{ "ping", on_ping, ERA_LEGACY, "2026-07-28 removed ping", true, TTL_NONE },
+	{ "logging/setLevel", on_set_level, ERA_LEGACY,
+	  "2026-07-28 removed logging/setLevel (the server logs to its stderr)", false, TTL_NONE },
+	{ "server/discover", on_discover, ERA_BOTH, NULL, false, TTL_FIXED_MS },
+	{ "tools/list", on_tools_list, ERA_BOTH, NULL, false, TTL_FIXED_MS },
+	{ "tools/call", tools_call, ERA_BOTH, NULL, false, TTL_NONE },
+	{ "resources/list", resources_list, ERA_BOTH, NULL, false, 0 },
+	{ "resources/templates/list", on_templates_list, ERA_BOTH, NULL, false, TTL_FIXED_MS },
+	{ "resources/read", resources_read, ERA_BOTH, NULL, false, 0 },
+};
+
+static const struct method *method_find(const char *name)
+{
+	for (size_t i = 0; i < N_ELEMENTS(methods); i++)
+		if (strcmp(methods[i].name, name) == 0)
+			return &methods[i];
+	return NULL;
+}
+
+/* The protocol version a request follows: the one its _meta names (the
+ * modern era: checked here, with the client's capabilities beside it), else
+ * the one initialize chose.  False when the request was answered with an
+ * error: -32022 for a version this server does not serve per request,
+ * -32602 for a malformed _meta. */
+static bool request_version(struct server *s, const cJSON *id, const cJSON *params, struct req *q)
+{
+	const cJSON *meta = cJSON_GetObjectItemCaseSensitive(params, "_meta");
+	const cJSON *pv = cJSON_IsObject(meta) ? cJSON_GetObjectItemCaseSensitive(meta, META_PROTOCOL_VERSION) : NULL;
+	q->id = id;
+	q->v = reply_legacy_version(s);
+	if (!pv)
+		return true;
+	char msg[600];
+	if (!cJSON_IsString(pv)) {
+		snprintf(msg, sizeof msg, "params._meta[\"%s\"] must be a string naming the protocol version, such as \"%s\"",
+			 META_PROTOCOL_VERSION, mcp_version_name(MCP_MODERN_FIRST));
+		rpc_error(id, RPC_INVALID_PARAMS, msg, NULL);
+		return false;
+	}
+	int v = mcp_version_parse(pv->valuestring);
+	if (v < 0 || !mcp_modern((enum mcp_version)v)) {
+		snprintf(msg, sizeof msg, "unsupported protocol version \"%.40s\": this server speaks %s", pv->valuestring, mcp_versions_text());
+		cJSON *data = cJSON_CreateObject();
+		cJSON_AddItemToObject(data, "supported", mcp_versions_json());
+		cJSON_AddStringToObject(data, "requested", pv->valuestring);
+		rpc_error(id, MCP_UNSUPPORTED_VERSION, msg, data);
+		return false;
+	}
+	if (!cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(meta, META_CLIENT_CAPABILITIES))) {
+		snprintf(msg, sizeof msg, "params._meta[\"%s\"] must be an object (the client's capabilities for this request; {} for none)",
+			 META_CLIENT_CAPABILITIES);
+		rpc_error(id, RPC_INVALID_PARAMS, msg, NULL);
+		return false;
+	}
+	q->v = (enum mcp_version)v;
+	return true;
+}
+
+static void dispatch_request(struct server *s, const cJSON *msg, const cJSON *id, const char *name, const cJSON *params)
+{
+	struct req q;
+	if (!request_version(s, id, params, &q))
+		return;
+	const struct method *m = method_find(name);
+	/* Waiting for the client's roots: requests wait too (bounded by the
+	 * line limit and ROOTS_WAIT_MS), ping excepted. */
+	if (s->roots_pending && !(m && m->while_roots)) {
+		cJSON_AddItemToArray(s->held, cJSON_Duplicate(msg, 1));
+		return;
+	}
+	char text[400];
+	int era = mcp_modern(q.v) ? ERA_MODERN : ERA_LEGACY;
+	if (!m) {
+		snprintf(text, sizeof text, "method not found: %.200s", name);
+		answer_error(s, &q, RPC_METHOD_NOT_FOUND, text, NULL);
+		return;
+	}
+	if (!(m->eras & era)) {
+		snprintf(text, sizeof text, "method not found in protocol %s: %s (%s)", mcp_version_name(q.v), name, m->elsewhere);
+		answer_error(s, &q, RPC_METHOD_NOT_FOUND, text, NULL);
+		return;
+	}
+	q.ttl_ms = m->ttl_ms;
+	m->handle(s, &q, params);
 }
 
 /* ---- ROOT from the client's roots ----
@@ -186,7 +330,7 @@ static void restart_on_root(struct server *s, const char *dir)
 	for (size_t i = 1; i < n; i++)
 		av[k++] = xstrdup(s->opts.argv[i]);
 	av[k++] = xstrdup("--resume-mcp");
-	av[k++] = xstrdup(s->protocol_version);
+	av[k++] = xstrdup(mcp_version_name(reply_legacy_version(s)));
 	av[k++] = xstrdup("--resume-input");
 	av[k++] = xstrdup(fdbuf);
 	av[k] = NULL;
@@ -246,24 +390,43 @@ static void maybe_restart(struct server *s)
 	release_held(s);
 }
 
+/* The legacy handshake is over: when the client has roots and nothing
+ * else named the project, ask for them. */
+static void on_initialized(struct server *s, const cJSON *params)
+{
+	(void)params;
+	s->initialized = true;
+	if (s->roots_wanted && !s->roots_pending) {
+		s->roots_wanted = false;
+		s->roots_pending = true;
+		s->held = cJSON_CreateArray();
+		rpc_request(ROOTS_ID, "roots/list", NULL);
+		loop_timer(s->loop, ROOTS_WAIT_MS, roots_timeout, s);
+	}
+}
+
+static void on_cancelled(struct server *s, const cJSON *params)
+{
+	const cJSON *rid = cJSON_GetObjectItemCaseSensitive(params, "requestId");
+	if (rid)
+		exec_cancel(s, rid);
+}
+
+/* The notifications the server acts on, in both eras.  Any other is
+ * ignored: a notification never gets a reply, not even an error. */
+static const struct notification {
+	const char *name;
+	void (*handle)(struct server *s, const cJSON *params);
+} notifications[] = {
+	{ "notifications/initialized", on_initialized },
+	{ "notifications/cancelled", on_cancelled },
+};
+
 static void on_notification(struct server *s, const char *method, const cJSON *params)
 {
-	if (strcmp(method, "notifications/initialized") == 0) {
-		s->initialized = true;
-		if (s->roots_wanted && !s->roots_pending) {
-			s->roots_wanted = false;
-			s->roots_pending = true;
-			s->held = cJSON_CreateArray();
-			rpc_request(ROOTS_ID, "roots/list", NULL);
-			loop_timer(s->loop, ROOTS_WAIT_MS, roots_timeout, s);
-		}
-	} else if (strcmp(method, "notifications/cancelled") == 0) {
-		const cJSON *rid = cJSON_GetObjectItemCaseSensitive(params, "requestId");
-		if (rid)
-			exec_cancel(s, rid);
-	}
-	/* Any other notification is ignored: a notification never gets a
-	 * reply, not even an error. */
+	for (size_t i = 0; i < N_ELEMENTS(notifications); i++)
+		if (strcmp(notifications[i].name, method) == 0)
+			notifications[i].handle(s, params);
 }
 
 static void dispatch(struct server *s, const cJSON *msg)
@@ -299,42 +462,11 @@ static void dispatch(struct server *s, const cJSON *msg)
 				  NULL);
 		return;
 	}
-	const char *m = method->valuestring;
 	if (!id) {
-		on_notification(s, m, params);
+		on_notification(s, method->valuestring, params);
 		return;
 	}
-	/* Waiting for the client's roots: requests wait too (bounded by the
-	 * line limit and ROOTS_WAIT_MS), ping excepted. */
-	if (s->roots_pending && strcmp(m, "ping") != 0) {
-		cJSON_AddItemToArray(s->held, cJSON_Duplicate(msg, 1));
-		return;
-	}
-	if (strcmp(m, "initialize") == 0)
-		on_initialize(s, id, params);
-	else if (strcmp(m, "ping") == 0)
-		rpc_result(id, NULL);
-	else if (strcmp(m, "tools/list") == 0) {
-		cJSON *r = cJSON_CreateObject();
-		cJSON_AddItemToObject(r, "tools", tools_list(s));
-		rpc_result(id, r);
-	} else if (strcmp(m, "tools/call") == 0)
-		tools_call(s, id, params);
-	else if (strcmp(m, "resources/list") == 0)
-		resources_list(s, id, params);
-	else if (strcmp(m, "resources/templates/list") == 0) {
-		cJSON *r = cJSON_CreateObject();
-		cJSON_AddArrayToObject(r, "resourceTemplates");
-		rpc_result(id, r);
-	} else if (strcmp(m, "resources/read") == 0)
-		resources_read(s, id, params);
-	else if (strcmp(m, "logging/setLevel") == 0)
-		on_set_level(s, id, params);
-	else {
-		char msg2[300];
-		snprintf(msg2, sizeof msg2, "method not found: %.200s", m);
-		rpc_error(id, RPC_METHOD_NOT_FOUND, msg2, NULL);
-	}
+	dispatch_request(s, msg, id, method->valuestring, params);
 }
 
 void server_handle_line(struct server *s, char *line, size_t len)
@@ -479,7 +611,9 @@ int server_run(struct server *s)
 	if (s->opts.resume_version) {
 		/* Started again on the client's root: initialize was answered
 		 * by the process this one replaced. */
-		snprintf(s->protocol_version, sizeof s->protocol_version, "%s", s->opts.resume_version);
+		int v = mcp_version_parse(s->opts.resume_version);
+		s->legacy_version = v >= 0 && !mcp_modern((enum mcp_version)v) ? (enum mcp_version)v : MCP_LEGACY_LATEST;
+		s->version_chosen = true;
 		s->initialized = true;
 	}
 	if (s->opts.resume_fd >= 0) {

@@ -15,6 +15,7 @@
 #include "../rpc/rpc.h"
 #include "../supervisor/warmup.h"
 #include "../files/fsafe.h"
+#include "protocol.h"
 
 #define MCP_MAX_LINE (8u << 20)   /* one JSON-RPC message */
 #define MCP_MAX_CODE (2u << 20)   /* execute_python's code argument */
@@ -67,7 +68,10 @@ struct server {
 	struct work *work;     /* worker threads for reads of the workspace */
 	int jobs;              /* tool replies a worker is still preparing */
 	bool initialized;
-	char protocol_version[32];
+	/* The legacy era's version, once initialize chose it (reply.h:
+	 * reply_legacy_version); a modern request names its own. */
+	bool version_chosen;
+	enum mcp_version legacy_version;
 	int exit_status;
 	struct lines in;       /* stdin line assembly */
 	bool eof;              /* stdin ended: finish what was asked, then exit */
@@ -78,11 +82,5 @@ struct server {
 	cJSON *held;           /* requests received while roots_pending */
 	char *restart_root;    /* the client's root, once the bytes read are handled */
 };
-
-/* Protocol versions that changed what a reply may hold: tool annotations
- * came with 2025-03-26; structuredContent, outputSchema, resource_link and
- * the title fields with 2025-06-18. */
-#define MCP_V_ANNOTATIONS "2025-03-26"
-#define MCP_V_STRUCTURED "2025-06-18"
 
 #endif

@@ -46,11 +46,11 @@ describe('raw JSON-RPC over stdio', () => {
 		s.kill();
 	});
 
-	test('server/discover before initialize gets -32601 (method not found)', async () => {
+	test('server/discover before initialize is answered (a client probing for the 2026-07-28 era)', async () => {
 		const r = await s.request('server/discover', {}, { id: 1 });
 		assert.equal(r.id, 1);
-		assert.equal(r.error?.code, -32601, show(r));
-		assert.equal(typeof r.error.message, 'string');
+		assert.ok(r.result?.supportedVersions?.includes('2026-07-28'), show(r));
+		assert.ok(r.result.supportedVersions.includes(LATEST_VERSION), show(r));
 	});
 
 	test('malformed JSON gets -32700 with id null, and the server keeps serving', async () => {
@@ -90,8 +90,8 @@ describe('raw JSON-RPC over stdio', () => {
 		assert.deepEqual(r.result, {});
 	});
 
-	test('an unknown method after initialize gets -32601, server/discover too', async () => {
-		for (const [id, method] of [[6, 'server/discover'], [7, 'no/such/method'], [8, 'prompts/list'], [9, 'tools/lisst']]) {
+	test('an unknown method after initialize gets -32601', async () => {
+		for (const [id, method] of [[7, 'no/such/method'], [8, 'prompts/list'], [9, 'tools/lisst']]) {
 			const r = await s.request(method, {}, { id });
 			assert.equal(r.error?.code, -32601, `${method}: ${show(r)}`);
 		}

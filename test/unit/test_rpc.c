@@ -99,12 +99,7 @@ static void test_versions(void **state)
 
 static void test_errors(void **state)
 {
-	cJSON *r = roundtrip("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"server/discover\"}");
-	assert_int_equal(error_code(r), -32601);
-	assert_int_equal(cJSON_GetObjectItem(r, "id")->valueint, 1);
-	cJSON_Delete(r);
-
-	r = roundtrip("{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":");
+	cJSON *r = roundtrip("{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":");
 	assert_int_equal(error_code(r), -32700);
 	assert_true(cJSON_IsNull(cJSON_GetObjectItem(r, "id")));
 	cJSON_Delete(r);
@@ -205,6 +200,117 @@ static void test_verify_and_resources(void **state)
 	cJSON_Delete(r);
 }
 
+#define META "\"_meta\":{\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\",\"io.modelcontextprotocol/clientCapabilities\":{}}"
+
+static const char *str(const cJSON *o, const char *k)
+{
+	const cJSON *v = k ? cJSON_GetObjectItem(o, k) : o;
+	assert_true(cJSON_IsString(v));
+	return v->valuestring;
+}
+
+static const cJSON *result_of(const cJSON *r)
+{
+	const cJSON *res = cJSON_GetObjectItem(r, "result");
+	assert_non_null(res);
+	return res;
+}
+
+/* A 2026-07-28 result: resultType, the server's identity in _meta. */
+static void assert_modern_result(const cJSON *res)
+{
+	assert_string_equal(str(res, "resultType"), "complete");
+	const cJSON *info = cJSON_GetObjectItem(cJSON_GetObjectItem(res, "_meta"), "io.modelcontextprotocol/serverInfo");
+	assert_string_equal(str(info, "name"), "python-sandbox-mcp");
+	assert_non_null(cJSON_GetObjectItem(info, "version"));
+}
+
+/* The 2026-07-28 era: chosen by each request's _meta, whatever initialize
+ * chose before (test_versions ran it). */
+static void test_modern(void **state)
+{
+	cJSON *r = roundtrip("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"server/discover\",\"params\":{" META "}}");
+	const cJSON *res = result_of(r);
+	const cJSON *sv = cJSON_GetObjectItem(res, "supportedVersions");
+	assert_int_equal(cJSON_GetArraySize(sv), 5);
+	assert_string_equal(str(cJSON_GetArrayItem(sv, 0), NULL), "2026-07-28");
+	assert_string_equal(str(cJSON_GetArrayItem(sv, 4), NULL), "2024-11-05");
+	assert_non_null(cJSON_GetObjectItem(cJSON_GetObjectItem(res, "capabilities"), "tools"));
+	assert_null(cJSON_GetObjectItem(cJSON_GetObjectItem(res, "capabilities"), "logging"));
+	assert_non_null(strstr(str(res, "instructions"), "workspace/outputs/"));
+	assert_modern_result(res);
+	cJSON_Delete(r);
+
+	/* Lists are cacheable results: ttlMs and cacheScope. */
+	r = roundtrip("{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/list\",\"params\":{" META "}}");
+	res = result_of(r);
+	assert_modern_result(res);
+	assert_true(cJSON_GetObjectItem(res, "ttlMs")->valuedouble > 0);
+	assert_string_equal(str(res, "cacheScope"), "private");
+	assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(res, "tools")), 3);
+	cJSON_Delete(r);
+	r = roundtrip("{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"resources/list\",\"params\":{" META "}}");
+	res = result_of(r);
+	assert_modern_result(res);
+	assert_int_equal(cJSON_GetObjectItem(res, "ttlMs")->valueint, 0);
+	cJSON_Delete(r);
+
+	/* A tool result: resultType, no cache hint. */
+	r = roundtrip("{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"tools/call\",\"params\":{\"name\":\"list_artifacts\",\"arguments\":{}," META "}}");
+	res = result_of(r);
+	assert_modern_result(res);
+	assert_null(cJSON_GetObjectItem(res, "ttlMs"));
+	cJSON_Delete(r);
+
+	/* A version this server does not serve per request: -32022 naming
+	 * every version it speaks.  A legacy version in _meta too: those go
+	 * through initialize. */
+	const char *bad[] = { "2099-01-01", "2025-11-25" };
+	for (size_t i = 0; i < 2; i++) {
+		char line[400];
+		snprintf(line, sizeof line, "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"tools/list\",\"params\":{\"_meta\":"
+			 "{\"io.modelcontextprotocol/protocolVersion\":\"%s\",\"io.modelcontextprotocol/clientCapabilities\":{}}}}", bad[i]);
+		r = roundtrip(line);
+		assert_int_equal(error_code(r), -32022);
+		const cJSON *data = cJSON_GetObjectItem(cJSON_GetObjectItem(r, "error"), "data");
+		assert_string_equal(str(data, "requested"), bad[i]);
+		assert_string_equal(str(cJSON_GetArrayItem(cJSON_GetObjectItem(data, "supported"), 0), NULL), "2026-07-28");
+		cJSON_Delete(r);
+	}
+	/* The client's capabilities are required beside the version. */
+	r = roundtrip("{\"jsonrpc\":\"2.0\",\"id\":6,\"method\":\"tools/list\",\"params\":{\"_meta\":{\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\"}}}");
+	assert_int_equal(error_code(r), -32602);
+	assert_non_null(strstr(str(cJSON_GetObjectItem(r, "error"), "message"), "clientCapabilities"));
+	cJSON_Delete(r);
+	/* What 2026-07-28 removed is not found there, and says why. */
+	const char *gone[] = { "ping", "logging/setLevel", "initialize" };
+	for (size_t i = 0; i < 3; i++) {
+		char line[400];
+		snprintf(line, sizeof line, "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"%s\",\"params\":{\"level\":\"info\"," META "}}", gone[i]);
+		r = roundtrip(line);
+		assert_int_equal(error_code(r), -32601);
+		assert_non_null(strstr(str(cJSON_GetObjectItem(r, "error"), "message"), "2026-07-28"));
+		cJSON_Delete(r);
+	}
+	/* Resource not found is -32602 in this era, -32002 in the legacy one. */
+	r = roundtrip("{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"resources/read\",\"params\":{\"uri\":\"file:///etc/passwd\"," META "}}");
+	assert_int_equal(error_code(r), -32602);
+	cJSON_Delete(r);
+	r = roundtrip("{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"resources/read\",\"params\":{\"uri\":\"file:///etc/passwd\"}}");
+	assert_int_equal(error_code(r), -32002);
+	cJSON_Delete(r);
+	/* A legacy request after modern ones: no modern fields. */
+	r = roundtrip("{\"jsonrpc\":\"2.0\",\"id\":10,\"method\":\"tools/list\"}");
+	res = result_of(r);
+	assert_null(cJSON_GetObjectItem(res, "resultType"));
+	assert_null(cJSON_GetObjectItem(res, "ttlMs"));
+	cJSON_Delete(r);
+	/* initialize never answers 2026-07-28: that era has no handshake. */
+	r = roundtrip("{\"jsonrpc\":\"2.0\",\"id\":11,\"method\":\"initialize\",\"params\":{\"protocolVersion\":\"2026-07-28\"}}");
+	assert_string_equal(str(result_of(r), "protocolVersion"), "2025-11-25");
+	cJSON_Delete(r);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -213,6 +319,7 @@ int main(void)
 		cmocka_unit_test(test_tools_list),
 		cmocka_unit_test(test_input_errors),
 		cmocka_unit_test(test_verify_and_resources),
+		cmocka_unit_test(test_modern),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
