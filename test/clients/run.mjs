@@ -1,6 +1,6 @@
 // Runs the client suites against a built server and prints the closing line
 // "N passed, N failed". Usage: node run.mjs BIN [suite ...]
-// Suites: claude codex gemini opencode inspector conformance venv (default: all).
+// Suites: sdk claude codex gemini opencode inspector conformance venv (default: all).
 import fs from "node:fs";
 import path from "node:path";
 import { Harness, REPO, TMPDIRS, strayProcesses } from "./lib.mjs";
@@ -11,8 +11,9 @@ import { runConformance } from "./conformance.mjs";
 import { runVenv } from "./venv.mjs";
 import { runGemini } from "./gemini.mjs";
 import { runOpencode } from "./opencode.mjs";
+import { runSdk } from "./sdk.mjs";
 
-const SUITES = { claude: runClaude, codex: runCodex, gemini: runGemini, opencode: runOpencode,
+const SUITES = { sdk: runSdk, claude: runClaude, codex: runCodex, gemini: runGemini, opencode: runOpencode,
                  inspector: runInspector, conformance: runConformance, venv: runVenv };
 
 const [binArg, ...wanted] = process.argv.slice(2);
