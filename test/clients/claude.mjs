@@ -9,8 +9,12 @@ import { installSkill, run, tmpdir, cleanEnv, jsonLines, describeResult, checkMo
 
 const NAME = "python-sandbox"; // the name the README registers
 
-async function oneRun(h, bin, { structured }) {
-  const who = structured ? "claude (--structured-content)" : "claude";
+// MCP_PROTOCOL_NEGOTIATION: "auto" probes with server/discover and speaks
+// 2026-07-28 to a server that answers it; "legacy" only initializes.
+// (Unset, 2.1.332 probes stdio servers too, behind a feature flag that is
+// on by default.)
+async function oneRun(h, bin, { structured, negotiation, era, version }) {
+  const who = `claude${structured ? " (--structured-content)" : ""} (MCP_PROTOCOL_NEGOTIATION=${negotiation})`;
   const base = tmpdir("claude");
   const home = path.join(base, "home");
   const proj = path.join(base, "project");
@@ -25,6 +29,7 @@ async function oneRun(h, bin, { structured }) {
     ANTHROPIC_API_KEY: "dummy",
     CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1",
     DISABLE_AUTOUPDATER: "1",
+    MCP_PROTOCOL_NEGOTIATION: negotiation,
   });
   try {
     // 1. Install the skill and register the server as the README says.
@@ -102,7 +107,9 @@ async function oneRun(h, bin, { structured }) {
     try { caps = JSON.parse(JSON.parse(`"${est?.[1]}"`)); } catch {}
     h.check(`${who}: Claude Code's MCP log shows the connection (tools and resources)`, caps?.hasTools === true && caps?.hasResources === true,
       agentLog.slice(0, 800));
-    if (caps) h.note(`${who}: protocolEra ${caps.protocolEra}, negotiated protocol version ${caps.negotiatedProtocolVersion}`);
+    h.check(`${who}: Claude Code speaks ${version} (${era} era)`, caps?.protocolEra === era && caps?.negotiatedProtocolVersion === version,
+      `protocolEra ${caps?.protocolEra}, negotiated protocol version ${caps?.negotiatedProtocolVersion}`);
+    seen.protocol = `${caps?.protocolEra} ${caps?.negotiatedProtocolVersion}`;
     // Claude Code ends a server with SIGINT, polling every 50 ms for its exit
     // ("MCP server process exited cleanly"); a server still running after
     // 100 ms gets "SIGINT failed, sending SIGTERM", after 400 ms more
@@ -127,10 +134,13 @@ async function oneRun(h, bin, { structured }) {
 
 export async function runClaude(h, { bin }) {
   const out = {};
-  for (const structured of [false, true]) {
-    const { seen, ms } = await oneRun(h, bin, { structured });
-    out[structured ? "with --structured-content" : "default"] = seen;
-    h.note(`claude${structured ? " (--structured-content)" : ""}: agent run took ${ms} ms`);
+  for (const [mode, opts] of [
+    ["default, MCP_PROTOCOL_NEGOTIATION=auto", { structured: false, negotiation: "auto", era: "modern", version: "2026-07-28" }],
+    ["with --structured-content, MCP_PROTOCOL_NEGOTIATION=legacy", { structured: true, negotiation: "legacy", era: "legacy", version: "2025-11-25" }],
+  ]) {
+    const { seen, ms } = await oneRun(h, bin, opts);
+    out[mode] = seen;
+    h.note(`claude (${mode}): agent run took ${ms} ms`);
   }
   h.report.claude = out;
 }

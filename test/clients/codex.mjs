@@ -5,7 +5,7 @@
 import fs from "node:fs";
 import path from "node:path";
 import { startMock, readLog } from "./mock-model.mjs";
-import { installSkill, run, tmpdir, cleanEnv, jsonLines, describeResult, checkModelSaw, SCRIPT, FINAL_TEXT, TOOLS, BIN_DIR } from "./lib.mjs";
+import { installSkill, run, tmpdir, cleanEnv, jsonLines, describeResult, checkModelSaw, readTap, wireEra, SCRIPT, FINAL_TEXT, TOOLS, BIN_DIR, HERE } from "./lib.mjs";
 
 const NAME = "python-sandbox"; // the name the README registers
 // A model from Codex's own catalog that takes images, so that Codex hands
@@ -14,8 +14,13 @@ const MODEL = "gpt-5.5";
 
 const toml = (s) => JSON.stringify(s); // a TOML basic string is a JSON string
 
-async function oneRun(h, bin, { structured }) {
-  const who = structured ? "codex (--structured-content)" : "codex";
+// Codex 0.171 speaks 2026-07-28 to a stdio server only with both its
+// feature flag and the server's CODEX_MCP_PROTOCOL_VERSION; else the
+// legacy initialize (2025-06-18).
+const MODERN_FEATURE = "mcp_2026_07_28";
+
+async function oneRun(h, bin, { structured, modern = false }) {
+  const who = `codex${structured ? " (--structured-content)" : ""}${modern ? " (2026-07-28 opt-in)" : ""}`;
   const base = tmpdir("codex");
   const home = path.join(base, "home");
   const codexHome = path.join(home, ".codex");
@@ -34,6 +39,7 @@ async function oneRun(h, bin, { structured }) {
       `model_provider = "mock"`,
       `check_for_update_on_startup = false`,
       ``,
+      ...(modern ? [`[features]`, `${MODERN_FEATURE} = true`, ``] : []),
       `[model_providers.mock]`,
       `name = "Mock model API"`,
       `base_url = ${toml(mock.url + "/v1")}`,
@@ -42,14 +48,19 @@ async function oneRun(h, bin, { structured }) {
       ``,
     ].join("\n");
     const cfg = path.join(codexHome, "config.toml");
-    if (structured) {
+    // In the 2026-07-28 run the server is started through tap.mjs, which
+    // records the wire: Codex's own output does not say which era it spoke.
+    const tapLog = path.join(base, "wire.jsonl");
+    const [command, args] = modern ? [process.execPath, [path.join(HERE, "tap.mjs"), tapLog, "--", bin, ...serverArgs]] : [bin, serverArgs];
+    if (structured || modern) {
       // The README's form: config.toml written by hand, all tools approved.
       fs.writeFileSync(cfg, provider + [
         `[mcp_servers.${NAME}]`,
-        `command = ${toml(bin)}`,
-        `args = [${serverArgs.map(toml).join(", ")}]`,
+        `command = ${toml(command)}`,
+        `args = [${args.map(toml).join(", ")}]`,
         `tool_timeout_sec = 660`,
         `default_tools_approval_mode = "approve"`,
+        ...(modern ? [`env = { CODEX_MCP_PROTOCOL_VERSION = "2026-07-28" }`] : []),
         ``,
       ].join("\n"));
     } else {
@@ -117,6 +128,12 @@ async function oneRun(h, bin, { structured }) {
     });
     h.check(`${who}: every tool call came from the scripted turn`, results.filter((x) => x.step === -1).length === 0,
       JSON.stringify(results.filter((x) => x.step === -1)));
+    if (modern) {
+      const era = wireEra(readTap(tapLog));
+      h.check(`${who}: Codex spoke 2026-07-28 (server/discover, _meta on every request, resultType on every result)`,
+        era.era === "modern" && era.first === "server/discover", era.describe);
+      seen.protocol = `${era.era} ${era.version} (${era.describe})`;
+    }
     return { seen, ms: r.ms };
   } finally {
     await mock.close();
@@ -125,10 +142,11 @@ async function oneRun(h, bin, { structured }) {
 
 export async function runCodex(h, { bin }) {
   const out = {};
-  for (const structured of [false, true]) {
-    const { seen, ms } = await oneRun(h, bin, { structured });
-    out[structured ? "with --structured-content" : "default"] = seen;
-    h.note(`codex${structured ? " (--structured-content)" : ""}: agent run took ${ms} ms`);
+  for (const [mode, opts] of [["default", { structured: false }], ["with --structured-content", { structured: true }],
+                               ["2026-07-28 opt-in", { structured: false, modern: true }]]) {
+    const { seen, ms } = await oneRun(h, bin, opts);
+    out[mode] = seen;
+    h.note(`codex (${mode}): agent run took ${ms} ms`);
   }
   h.report.codex = out;
 }

@@ -277,3 +277,36 @@ export function checkModelSaw(h, who, byStep, root, { structured = false, imageE
   }
   return seen;
 }
+
+// ---- the protocol on the wire (sdk.mjs records it; tap.mjs for a client
+// that starts the server itself) ----
+
+// What tap.mjs wrote: [{ dir: "out" (from the client) | "in", msg }].
+export function readTap(file) {
+  if (!fs.existsSync(file)) return [];
+  return fs.readFileSync(file, "utf8").split("\n").filter(Boolean).map((l) => JSON.parse(l));
+}
+
+// The era a client spoke, from its messages: "modern" when every request
+// named 2026-07-28 in its _meta (server/discover first, no initialize),
+// "legacy" when initialize came first and no request named a version, and
+// whatever it was otherwise, spelled out.
+export function wireEra(wire) {
+  const requests = wire.filter((m) => m.dir === "out" && m.msg.id !== undefined && m.msg.method);
+  const results = wire.filter((m) => m.dir === "in" && m.msg.result);
+  const named = requests.filter((m) => m.msg.params?._meta?.["io.modelcontextprotocol/protocolVersion"] === "2026-07-28" &&
+    typeof m.msg.params._meta["io.modelcontextprotocol/clientCapabilities"] === "object");
+  const init = requests.find((m) => m.msg.method === "initialize");
+  const modern = requests.length > 0 && named.length === requests.length && !init &&
+    results.length > 0 && results.every((m) => m.msg.result.resultType === "complete");
+  const legacy = init && requests[0] === init && named.length === 0 &&
+    results.every((m) => m.msg.result.resultType === undefined && m.msg.result.ttlMs === undefined);
+  const version = modern ? "2026-07-28" : wire.find((m) => m.dir === "in" && m.msg.id === init?.msg.id)?.msg.result?.protocolVersion;
+  return {
+    era: modern ? "modern" : legacy ? "legacy" : "mixed",
+    version,
+    first: requests[0]?.msg.method,
+    describe: `${requests.length} requests (${named.length} with 2026-07-28 _meta), first ${requests[0]?.msg.method}; ` +
+      `${results.length} results (${results.filter((m) => m.msg.result.resultType).length} with resultType)`,
+  };
+}
