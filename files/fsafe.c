@@ -519,6 +519,35 @@ static int write_all(int fd, const void *buf, size_t len)
 	return 0;
 }
 
+int ws_create_new(const struct workspace *ws, char *rel, size_t relsz, struct err *e)
+{
+	char dir[PATH_MAX], base[PATH_MAX], ext[32] = "";
+	snprintf(dir, sizeof dir, "%s", rel);
+	char *slash = strrchr(dir, '/');
+	if (slash) {
+		*slash = 0;
+		int rc = ws_mkdirs(ws, dir, e);
+		if (rc < 0)
+			return rc;
+	}
+	/* base is the name without its extension: name.log, name.1.log ... */
+	snprintf(base, sizeof base, "%s", rel);
+	char *dot = strrchr(base, '.');
+	if (dot && (!slash || dot > base + (slash - dir)) && strlen(dot) < sizeof ext) {
+		snprintf(ext, sizeof ext, "%s", dot);
+		*dot = 0;
+	}
+	int fd = -EEXIST;
+	for (int i = 0; i < 100 && fd == -EEXIST; i++) {
+		if (i == 0)
+			snprintf(rel, relsz, "%s%s", base, ext);
+		else
+			snprintf(rel, relsz, "%s.%d%s", base, i, ext);
+		fd = ws_openat(ws, rel, O_WRONLY | O_CREAT | O_EXCL, 0644);
+	}
+	return fd < 0 ? ws_openat_err(e, fd, rel) : fd;
+}
+
 int ws_write_file(const struct workspace *ws, const char *rel, const void *buf, size_t len, struct err *e)
 {
 	char dir[PATH_MAX], tmp[64];

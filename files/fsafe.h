@@ -66,6 +66,14 @@ void ws_set_openat2(bool on);
 /* mkdir -p of rel beneath the workspace, no symlinks followed. */
 int ws_mkdirs(const struct workspace *ws, const char *rel, struct err *e);
 
+/* Creates a new file for writing under rel (".logs/default-3.stdout.log")
+ * or, when that name is taken, under the first free one of NAME.1.log ...
+ * NAME.99.log; parent directories are made.  rel is updated to the name
+ * used.  An existing file is never written through, whatever it is (a
+ * symlink the code planted, a hard link): O_CREAT|O_EXCL.  Returns the fd
+ * or -errno. */
+int ws_create_new(const struct workspace *ws, char *rel, size_t relsz, struct err *e);
+
 /* Writes a whole file beneath the workspace, atomically (temp file then
  * rename), creating parent directories. */
 int ws_write_file(const struct workspace *ws, const char *rel, const void *buf, size_t len, struct err *e);

@@ -152,32 +152,9 @@ static void log_open(struct outbuf *ob)
 	if (ob->log_fd >= 0 || ob->log_failed)
 		return;
 	struct err e = { 0 };
-	char dir[sizeof ob->log_rel], base[sizeof ob->log_rel];
-	snprintf(dir, sizeof dir, "%s", ob->log_rel);
-	char *slash = strrchr(dir, '/');
-	if (slash) {
-		*slash = 0;
-		if (ws_mkdirs(ob->ws, dir, &e) < 0) {
-			log_warn("output log directory %s: %s", dir, e.msg);
-			ob->log_failed = true;
-			return;
-		}
-	}
-	/* base is the name without its ".log" suffix: name.log, name.1.log ... */
-	snprintf(base, sizeof base, "%s", ob->log_rel);
-	char *dot = strrchr(base, '.');
-	if (dot && strcmp(dot, ".log") == 0)
-		*dot = 0;
-	int fd = -EEXIST;
-	for (int i = 0; i < 100 && fd == -EEXIST; i++) {
-		if (i == 0)
-			snprintf(ob->log_rel, sizeof ob->log_rel, "%.180s.log", base);
-		else
-			snprintf(ob->log_rel, sizeof ob->log_rel, "%.170s.%d.log", base, i);
-		fd = ws_openat(ob->ws, ob->log_rel, O_WRONLY | O_CREAT | O_EXCL, 0644);
-	}
+	int fd = ws_create_new(ob->ws, ob->log_rel, sizeof ob->log_rel, &e);
 	if (fd < 0) {
-		log_warn("output log %s: %s", ob->log_rel, strerror(-fd));
+		log_warn("output log %s: %s", ob->log_rel, e.msg);
 		ob->log_failed = true;
 		return;
 	}
