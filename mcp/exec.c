@@ -19,12 +19,15 @@
 #include "../supervisor/supervisor.h"
 #include "../files/artifacts.h"
 #include "../files/validate.h"
+#include "budget.h"
 #include "reply.h"
 #include "schema.h"
 
 #define IMAGE_MAX_BYTES (256 * 1024)
 #define MAX_IMAGES 8
-#define MAX_LINKS 50
+/* Files the reply names (the text, the links and structuredContent):
+ * list_artifacts lists the rest. */
+#define ARTIFACTS_LISTED 25
 
 struct image {
 	char *b64;
@@ -465,8 +468,31 @@ static const char *json_str(const cJSON *o, const char *key)
 
 #define WITHHELD_MSG "the project's policy is not approved on this machine"
 
-static cJSON *structured(struct call *c, char *result, char *etype, char *emsg, char *etb, const char *denied, const char *hint,
-			 const char *trust_note, bool withheld)
+/* What the reply of a call says, gathered once for the text and the
+ * structuredContent.  The strings are owned (first_note too). */
+struct view {
+	char *result, *etype, *emsg, *etb, *hint;
+	char *errtext;          /* the error section: the traceback, else "Type: message" */
+	const char *denied;     /* the permission that refused, or NULL */
+	char limit[80];         /* "timeout_s: 30", or "" */
+	const char *trust_note; /* the first reply of a session: what was withheld */
+	char *first_note;
+	bool withheld;
+	size_t listed;          /* artifacts named in the text (the first ones) */
+};
+
+static void view_free(struct view *v)
+{
+	free(v->result);
+	free(v->etype);
+	free(v->emsg);
+	free(v->etb);
+	free(v->hint);
+	free(v->errtext);
+	free(v->first_note);
+}
+
+static cJSON *structured(const struct call *c, const struct view *v)
 {
 	cJSON *o = cJSON_CreateObject();
 	cJSON_AddStringToObject(o, "status", call_status_name(c->run.status));
@@ -485,31 +511,41 @@ static cJSON *structured(struct call *c, char *result, char *etype, char *emsg, 
 		cJSON_AddNullToObject(o, "full_output");
 	if (c->run.err_log && c->run.out_log)
 		cJSON_AddStringToObject(o, "full_stderr", c->run.err_log);
-	if (result)
-		cJSON_AddStringToObject(o, "result", result);
+	if (v->result)
+		cJSON_AddStringToObject(o, "result", v->result);
 	else
 		cJSON_AddNullToObject(o, "result");
-	if (etype || c->run.note) {
+	if (v->etype || c->run.note) {
 		cJSON *e = cJSON_AddObjectToObject(o, "error");
-		cJSON_AddStringToObject(e, "type", etype ? etype : call_status_table[c->run.status].error_type);
-		cJSON_AddStringToObject(e, "message", emsg ? emsg : c->run.note ? c->run.note : "");
-		cJSON_AddStringToObject(e, "traceback", etb ? etb : "");
-		if (denied)
-			cJSON_AddStringToObject(e, "denied_by", denied);
+		cJSON_AddStringToObject(e, "type", v->etype ? v->etype : call_status_table[c->run.status].error_type);
+		cJSON_AddStringToObject(e, "message", v->emsg ? v->emsg : c->run.note ? c->run.note : "");
+		cJSON_AddStringToObject(e, "traceback", v->etb && *v->etb && v->errtext ? v->errtext : "");
+		if (v->denied)
+			cJSON_AddStringToObject(e, "denied_by", v->denied);
 		else
 			cJSON_AddNullToObject(e, "denied_by");
-		if (hint && *hint)
-			cJSON_AddStringToObject(e, "hint", hint); /* what to do instead */
-		if (withheld)
+		if (v->hint && *v->hint)
+			cJSON_AddStringToObject(e, "hint", v->hint); /* what to do instead */
+		if (v->withheld)
 			cJSON_AddStringToObject(e, "withheld", WITHHELD_MSG);
 	} else {
 		cJSON_AddNullToObject(o, "error");
 	}
-	cJSON_AddItemToObject(o, "artifacts", c->artifacts ? cJSON_Duplicate(c->artifacts, 1) : cJSON_CreateArray());
+	/* The same artifacts as the text names: the JSON is what Claude Code
+	 * and Codex show the model in place of the text, within the same
+	 * budget. */
+	cJSON *arts = cJSON_AddArrayToObject(o, "artifacts");
+	size_t i = 0;
+	const cJSON *a;
+	cJSON_ArrayForEach(a, c->artifacts)
+		if (i++ < v->listed)
+			cJSON_AddItemToArray(arts, cJSON_Duplicate(a, 1));
+	if (i > v->listed)
+		cJSON_AddNumberToObject(o, "artifacts_omitted", (double)(i - v->listed));
 	if (c->artifacts_truncated)
 		cJSON_AddBoolToObject(o, "artifacts_truncated", 1);
-	if (trust_note)
-		cJSON_AddStringToObject(o, "note", trust_note);
+	if (v->trust_note)
+		cJSON_AddStringToObject(o, "note", v->trust_note);
 	return o;
 }
 
@@ -537,92 +573,91 @@ static void add_usage(cJSON *sc, const struct call *c, const char *limit)
 		cJSON_AddStringToObject(e, "limit", limit);
 }
 
-static void exec_finish(struct call *c)
+/* The error, the permission that refused and the limit that stopped the
+ * call, from the session's (untrusted) result and the supervisor's
+ * outcome. */
+static void view_error(const struct call *c, const cJSON *err, struct view *v)
 {
-	struct server *s = c->srv;
-	if (c->run.cancelled) {
-		/* The spec: no response for a cancelled request. */
-		call_free(c);
-		return;
-	}
-	if (c->run.status == CALL_PENDING) {
-		c->run.status = CALL_ERROR;
-		c->run.exit_code = call_status_exit_code(CALL_ERROR, 0, false);
-	}
-	if (c->run.state == STATE_PENDING || (c->run.new_session && c->run.state == STATE_KEPT))
-		c->run.state = c->run.new_session ? STATE_NEW : STATE_KEPT;
-
-	const cJSON *err = cJSON_GetObjectItemCaseSensitive(c->run.py, "error");
-	size_t lim = (size_t)s->policy->limits.max_output_chars;
-	/* The session's strings are untrusted: re-sanitised and bounded. */
-	char *result = utf8_clip(json_str(c->run.py, "result"), lim + 200, false);
-	char *etype = utf8_clip(json_str(err, "type"), 200, false);
-	char *emsg = utf8_clip(json_str(err, "message"), lim, false);
-	char *etb = utf8_clip(json_str(err, "traceback"), lim + 200, true);
-	char *hint = utf8_clip(json_str(err, "hint"), 1000, false);
-	const char *denied = NULL;
+	const struct policy_limits *l = &c->srv->policy->limits;
 	const char *d = json_str(err, "denied_by");
 	static const char *const perms[] = { "net_access", "fs_write", "fs_read", "shell_exec", "limits" };
 	for (size_t i = 0; d && i < sizeof perms / sizeof perms[0]; i++)
 		if (strcmp(d, perms[i]) == 0)
-			denied = perms[i];
+			v->denied = perms[i];
 
-	if (c->run.over_limit && !denied)
-		denied = "limits";
-	if (c->run.status == CALL_TIMEOUT && !emsg) {
-		char m[300];
-		snprintf(m, sizeof m, "the cell ran longer than its timeout (%g s) and was stopped; make it cheaper or pass a larger timeout_s (at most %g)",
-			 c->run.timeout_ms / 1000.0, s->policy->limits.max_timeout_s);
-		emsg = strdup(m);
-		etype = strdup("Timeout");
-		denied = "limits";
+	if (c->run.over_limit && !v->denied)
+		v->denied = "limits";
+	if (c->run.status == CALL_TIMEOUT && !v->emsg) {
+		v->emsg = xasprintf("the cell ran longer than its timeout (%g s) and was stopped; make it cheaper or pass a larger timeout_s (at most %g)",
+				    c->run.timeout_ms / 1000.0, l->max_timeout_s);
+		free(v->etype);
+		v->etype = xstrdup("Timeout");
+		v->denied = "limits";
 	}
-	if (c->run.status == CALL_LIMITS && c->run.ws_bytes && !emsg) {
-		char m[500];
-		snprintf(m, sizeof m,
-			 "the workspace grew to %llu MB during this call, past limits.max_workspace_mb (%ld MB): the call was stopped "
-			 "and the session rolled back; the files it wrote stay (the server deletes nothing): delete what is not needed "
-			 "or raise max_workspace_mb in the policy",
-			 c->run.ws_bytes >> 20, s->policy->limits.max_workspace_mb);
-		free(emsg);
-		free(etype);
-		emsg = strdup(m);
-		etype = strdup("WorkspaceLimit");
-		denied = "limits";
+	if (c->run.status == CALL_LIMITS && c->run.ws_bytes && !v->emsg) {
+		v->emsg = xasprintf("the workspace grew to %llu MB during this call, past limits.max_workspace_mb (%ld MB): the call was stopped "
+				    "and the session rolled back; the files it wrote stay (the server deletes nothing): delete what is not needed "
+				    "or raise max_workspace_mb in the policy",
+				    c->run.ws_bytes >> 20, l->max_workspace_mb);
+		free(v->etype);
+		v->etype = xstrdup("WorkspaceLimit");
+		v->denied = "limits";
 	}
 
 	/* A call stopped by a limit names the limit and its value, so the
 	 * agent knows what to ask for or to make cheaper.  The session's own
 	 * word (max_file_mb, max_processes) is taken only in the shape
 	 * "key: number". */
-	char limit[80] = "";
 	if (c->run.status == CALL_TIMEOUT)
-		snprintf(limit, sizeof limit, "timeout_s: %g", c->run.timeout_ms / 1000.0);
+		snprintf(v->limit, sizeof v->limit, "timeout_s: %g", c->run.timeout_ms / 1000.0);
 	else if (c->run.status == CALL_MEMORY)
-		snprintf(limit, sizeof limit, "memory_mb: %ld", s->policy->limits.memory_mb);
+		snprintf(v->limit, sizeof v->limit, "memory_mb: %ld", l->memory_mb);
 	else if (c->run.status == CALL_LIMITS && c->run.ws_bytes)
-		snprintf(limit, sizeof limit, "max_workspace_mb: %ld", s->policy->limits.max_workspace_mb);
-	else if (denied && strcmp(denied, "limits") == 0 && limit_text_valid(json_str(err, "limit")))
-		snprintf(limit, sizeof limit, "%s", json_str(err, "limit"));
-	if (limit[0] && !denied)
-		denied = "limits";
+		snprintf(v->limit, sizeof v->limit, "max_workspace_mb: %ld", l->max_workspace_mb);
+	else if (v->denied && strcmp(v->denied, "limits") == 0 && limit_text_valid(json_str(err, "limit")))
+		snprintf(v->limit, sizeof v->limit, "%s", json_str(err, "limit"));
+	if (v->limit[0] && !v->denied)
+		v->denied = "limits";
+}
+
+static void view_of(struct call *c, struct view *v)
+{
+	struct server *s = c->srv;
+	const cJSON *err = cJSON_GetObjectItemCaseSensitive(c->run.py, "error");
+	size_t lim = (size_t)s->policy->limits.max_output_chars;
+	/* The session's strings are untrusted: re-sanitised and bounded. */
+	v->result = utf8_clip(json_str(c->run.py, "result"), lim + 200, false);
+	v->etype = utf8_clip(json_str(err, "type"), 200, false);
+	v->emsg = utf8_clip(json_str(err, "message"), lim, false);
+	v->etb = utf8_clip(json_str(err, "traceback"), lim + 200, true);
+	v->hint = utf8_clip(json_str(err, "hint"), 1000, false);
+	view_error(c, err, v);
 
 	/* Workspace trust: the first reply of each session says what the
 	 * project's policy asked for and did not get, so that the agent can
 	 * tell the user instead of working around a refusal it cannot explain;
 	 * a refusal of a withheld key says so. */
-	const char *trust_note = c->run.new_session ? s->trust.note : NULL;
+	v->trust_note = c->run.new_session ? s->trust.note : NULL;
 	/* Where the project is, when the client's roots chose it: once. */
-	char *first_note = NULL;
 	if (s->root_note) {
-		first_note = trust_note ? xasprintf("%s\n%s", s->root_note, trust_note) : s->root_note;
-		if (trust_note)
+		v->first_note = v->trust_note ? xasprintf("%s\n%s", s->root_note, v->trust_note) : s->root_note;
+		if (v->trust_note)
 			free(s->root_note);
 		s->root_note = NULL;
-		trust_note = first_note;
+		v->trust_note = v->first_note;
 	}
-	bool withheld = denied && trust_key_withheld(s->trust.withheld, denied);
+	v->withheld = v->denied && trust_key_withheld(s->trust.withheld, v->denied);
+	if (v->etype || v->emsg)
+		v->errtext = v->etb && *v->etb ? xstrdup(v->etb)
+					       : xasprintf("%s: %s\n", v->etype ? v->etype : "Error", v->emsg ? v->emsg : "");
+	size_t n = (size_t)cJSON_GetArraySize(c->artifacts);
+	v->listed = n < ARTIFACTS_LISTED ? n : ARTIFACTS_LISTED;
+}
 
+
+/* The text block: the status line, then the sections that are not empty. */
+static char *render_text(const struct call *c, const struct view *v)
+{
 	struct sbuf b = { 0 };
 	sb_fmt(&b, "%s · exit %d · %.0f ms · session %s · cell %d", call_status_name(c->run.status), c->run.exit_code, c->run.duration_ms,
 	       c->run.session, c->run.cell);
@@ -631,49 +666,51 @@ static void exec_finish(struct call *c)
 	if (c->run.usage.known)
 		sb_fmt(&b, " · cpu %.0f ms · peak %.0f MB", c->run.usage.cpu_ms, c->run.usage.peak_mb);
 	sb_str(&b, "\n");
-	if (c->run.note || trust_note) {
+	if (c->run.note || v->trust_note) {
 		struct sbuf nb = { 0 };
 		if (c->run.note) {
 			sb_str(&nb, c->run.note);
 			sb_str(&nb, "\n");
 		}
-		if (trust_note)
-			sb_str(&nb, trust_note);
+		if (v->trust_note)
+			sb_str(&nb, v->trust_note);
 		sb_section(&b, "note", nb.p);
 		free(nb.p);
 	}
 	sb_section(&b, "stdout", c->run.out_text);
 	sb_section(&b, "stderr", c->run.err_text);
-	sb_section(&b, "result", result);
-	if (etype || emsg) {
+	sb_section(&b, "result", v->result);
+	if (v->etype || v->emsg) {
 		struct sbuf eb = { 0 };
-		if (etb && *etb)
-			sb_str(&eb, etb);
-		else
-			sb_fmt(&eb, "%s: %s\n", etype ? etype : "Error", emsg ? emsg : "");
-		if (denied && limit[0])
-			sb_fmt(&eb, "denied_by: %s (%s)\n", denied, limit);
-		else if (denied)
-			sb_fmt(&eb, "denied_by: %s\n", denied);
-		if (withheld)
+		sb_str(&eb, v->errtext ? v->errtext : "");
+		if (v->denied && v->limit[0])
+			sb_fmt(&eb, "denied_by: %s (%s)\n", v->denied, v->limit);
+		else if (v->denied)
+			sb_fmt(&eb, "denied_by: %s\n", v->denied);
+		if (v->withheld)
 			sb_str(&eb, "withheld: " WITHHELD_MSG "\n");
-		if (hint && *hint) {
-			sb_str(&eb, hint);
+		if (v->hint && *v->hint) {
+			sb_str(&eb, v->hint);
 			sb_str(&eb, "\n");
 		}
 		sb_section(&b, "error", eb.p);
 		free(eb.p);
 	}
-	int na = cJSON_GetArraySize(c->artifacts);
+	size_t na = (size_t)cJSON_GetArraySize(c->artifacts);
 	if (na > 0 || c->artifacts_truncated) {
 		struct sbuf ab = { 0 };
+		size_t i = 0;
 		const cJSON *a;
 		cJSON_ArrayForEach(a, c->artifacts)
 		{
+			if (i++ >= v->listed)
+				break;
 			const cJSON *bytes = cJSON_GetObjectItemCaseSensitive(a, "bytes");
 			sb_fmt(&ab, "- %s (%.0f bytes, %s, %s)\n", json_str(a, "path"),
 			       cJSON_IsNumber(bytes) ? bytes->valuedouble : 0.0, json_str(a, "mime"), json_str(a, "change"));
 		}
+		if (na > v->listed)
+			sb_fmt(&ab, "- ... and %zu more (list_artifacts lists them all)\n", na - v->listed);
 		if (c->artifacts_truncated)
 			sb_str(&ab, "(the workspace holds too many entries to compare them all: this list may be incomplete; "
 				    "list_artifacts on a narrower path shows the rest)\n");
@@ -688,25 +725,24 @@ static void exec_finish(struct call *c)
 			sb_fmt(&b, " %s", c->run.err_log);
 		sb_str(&b, "\n");
 	}
+	return b.p ? b.p : xstrdup("");
+}
 
-	bool is_error = c->run.status != CALL_OK;
-	cJSON *r = tool_text_result(b.p ? b.p : "", is_error);
-	free(b.p);
-	cJSON *content = cJSON_GetObjectItemCaseSensitive(r, "content");
-	for (size_t i = 0; i < c->n_images; i++) {
-		cJSON *im = cJSON_CreateObject();
-		cJSON_AddStringToObject(im, "type", "image");
-		cJSON_AddStringToObject(im, "data", c->images[i].b64);
-		cJSON_AddStringToObject(im, "mimeType", c->images[i].mime);
-		cJSON_AddItemToArray(content, im);
-	}
-	int links = 0;
+/* A resource_link for each file the text names that is not returned as
+ * an image: every link has its line in the artifacts: section, for the
+ * clients that drop links or show them only as a name. */
+static void add_links(const struct call *c, const struct view *v, cJSON *content)
+{
+	const struct server *s = c->srv;
+	size_t i = 0;
 	const cJSON *a;
 	cJSON_ArrayForEach(a, c->artifacts)
 	{
+		if (i++ >= v->listed)
+			break;
 		const char *mime = json_str(a, "mime");
 		bool image = mime && (strcmp(mime, "image/png") == 0 || strcmp(mime, "image/jpeg") == 0);
-		if (!mime || (image && !s->opts.images_link) || links >= MAX_LINKS)
+		if (!mime || (image && !s->opts.images_link))
 			continue;
 		const char *path = json_str(a, "path");
 		char rel[4200], uri[4300];
@@ -723,21 +759,181 @@ static void exec_finish(struct call *c)
 		if (cJSON_IsNumber(bytes))
 			cJSON_AddNumberToObject(l, "size", bytes->valuedouble);
 		cJSON_AddItemToArray(content, l);
-		links++;
 	}
-	if (s->opts.structured_content)
-	{
-		cJSON *sc = structured(c, result, etype, emsg, etb, denied, hint, trust_note, withheld);
-		add_usage(sc, c, limit);
+}
+
+/* A part the budget cuts is saved whole first, under workspace/.logs/, and
+ * the cut names the file: nothing is lost.  Returns its display path, or
+ * NULL when it cannot be written (the cut then says so). */
+static char *save_whole(const struct call *c, const char *what, const char *text)
+{
+	char rel[192], disp[300];
+	snprintf(rel, sizeof rel, ".logs/%s-%d.%s.log", c->run.session, c->run.cell, what);
+	struct err e = { 0 };
+	int fd = ws_create_new(&c->srv->ws, rel, sizeof rel, &e);
+	if (fd < 0) {
+		log_warn("session %s: cannot save the whole %s: %s", c->run.session, what, e.msg);
+		return NULL;
+	}
+	/* The session's strings are untrusted: what goes to the file is
+	 * valid UTF-8, as the reply is. */
+	size_t len;
+	char *clean = utf8_sanitize((const unsigned char *)text, strlen(text), &len);
+	bool ok = clean != NULL;
+	for (const char *p = clean; ok && len;) {
+		ssize_t n = write(fd, p, len);
+		ok = n > 0;
+		if (ok) {
+			p += n;
+			len -= (size_t)n;
+		}
+	}
+	close(fd);
+	free(clean);
+	if (!ok || ws_display_path(&c->srv->ws, rel, disp, sizeof disp) < 0) {
+		log_warn("session %s: cannot save the whole %s in %s", c->run.session, what, rel);
+		return NULL;
+	}
+	return xstrdup(disp);
+}
+
+/* Where part i was cut before, and how long it was: the budget's cut then
+ * says what the two left out together, in one marker.  A stream is cut by
+ * the supervisor ("[... N characters omitted (M in all); ...]"), a value or
+ * a traceback by the session, to max_output_chars ("[... N characters
+ * omitted ...]": the session's word, only a number to show). */
+static void earlier_cut(const struct call *c, size_t i, const char *text, struct clip_spec *cs)
+{
+	static const char *const markers[] = { " characters omitted (", " characters omitted ...]", " characters of traceback omitted ...]" };
+	bool stream = i < 2;
+	if (stream && !(i == 0 ? c->run.out_truncated : c->run.err_truncated))
+		return;
+	for (size_t k = stream ? 0 : 1; k < (stream ? 1 : N_ELEMENTS(markers)); k++) {
+		if (!budget_find_cut(text, markers[k], &cs->gap_from, &cs->gap_to))
+			continue;
+		const char *line = text + cs->gap_from, *num = strstr(line, "[... ");
+		unsigned long long n, all;
+		if (stream && num && sscanf(strstr(line, markers[k]) + strlen(markers[k]), "%llu in all", &all) == 1)
+			cs->total_chars = all;
+		else if (!stream && num && sscanf(num + 5, "%llu", &n) == 1)
+			cs->total_chars = utf8_chars(text, strlen(text)) - utf8_chars(line, cs->gap_to - cs->gap_from) + n;
+		return;
+	}
+	cs->gap_from = cs->gap_to = 0;
+}
+
+/* What save_whole keeps of part i: a stream as it came (the supervisor
+ * logs one it cut itself), a traceback as the session sent it, before the
+ * server's own cut. */
+static const char *whole_text(const struct call *c, const struct view *v, size_t i, const char *part)
+{
+	const cJSON *err = cJSON_GetObjectItemCaseSensitive(c->run.py, "error");
+	const char *raw = i == 3 && v->etb && *v->etb ? json_str(err, "traceback") : NULL;
+	return raw ? raw : part;
+}
+
+/* The reply within its budget (--max-reply-kb): what the call printed,
+ * its value and its traceback share what the rest of the text and the
+ * links leave, and each longer than its share keeps its head and tail. */
+static void fit_budget(struct call *c, struct view *v, size_t links_bytes)
+{
+	long kb = c->srv->opts.max_reply_kb > 0 ? c->srv->opts.max_reply_kb : REPLY_DEFAULT_KB;
+	size_t total = (size_t)kb * 1024, lines = (size_t)kb * REPLY_LINES_PER_KB;
+	char **part[4] = { &c->run.out_text, &c->run.err_text, &v->result, &v->errtext };
+	static const char *const what[4] = { "stdout", "stderr", "value", "error" };
+	/* What is left once everything else is counted. */
+	char *saved[4];
+	for (size_t i = 0; i < 4; i++) {
+		saved[i] = *part[i];
+		*part[i] = NULL;
+	}
+	char *fixed = render_text(c, v);
+	size_t fixed_b = strlen(fixed) + links_bytes, fixed_l = text_lines(fixed);
+	free(fixed);
+	size_t want_b[4], want_l[4], got_b[4], got_l[4];
+	for (size_t i = 0; i < 4; i++) {
+		*part[i] = saved[i];
+		/* The section's blank line and title are the part's too. */
+		want_b[i] = saved[i] ? strlen(saved[i]) + 12 : 0;
+		want_l[i] = saved[i] ? text_lines(saved[i]) + 2 : 0;
+	}
+	budget_share(want_b, 4, total > fixed_b ? total - fixed_b : 0, got_b);
+	budget_share(want_l, 4, lines > fixed_l ? lines - fixed_l : 0, got_l);
+	for (size_t i = 0; i < 4; i++) {
+		if (!saved[i] || (want_b[i] <= got_b[i] && want_l[i] <= got_l[i]))
+			continue;
+		/* Never less than a few lines of each: a budget too small for the
+		 * rest still shows where everything is. */
+		size_t b = got_b[i] > 12 + 300 ? got_b[i] - 12 : 300, l = got_l[i] > 2 + 4 ? got_l[i] - 2 : 4;
+		char **log = i == 0 ? &c->run.out_log : i == 1 ? &c->run.err_log : NULL;
+		/* The value is still in the session: the server only ever gets
+		 * its repr cut to max_output_chars. */
+		char *whole = i == 2 ? NULL : log && *log ? xstrdup(*log) : save_whole(c, what[i], whole_text(c, v, i, saved[i]));
+		if (log && !*log && whole)
+			*log = xstrdup(whole);
+		char *where = i == 2 ? xstrdup("the value is _ in the session until the next one: print parts of it")
+			      : whole ? xasprintf("the whole %s is in %s", i < 2 ? "output" : what[i], whole)
+				      : xstrdup("the whole text could not be saved");
+		bool clipped;
+		struct clip_spec cs = { .max_bytes = b, .max_lines = l, .where = where };
+		earlier_cut(c, i, saved[i], &cs);
+		*part[i] = budget_clip(saved[i], &cs, &clipped);
+		free(saved[i]);
+		free(where);
+		free(whole);
+		if (i == 0)
+			c->run.out_truncated = true;
+		if (i == 1)
+			c->run.err_truncated = true;
+	}
+}
+
+static void exec_finish(struct call *c)
+{
+	struct server *s = c->srv;
+	if (c->run.cancelled) {
+		/* The spec: no response for a cancelled request. */
+		call_free(c);
+		return;
+	}
+	if (c->run.status == CALL_PENDING) {
+		c->run.status = CALL_ERROR;
+		c->run.exit_code = call_status_exit_code(CALL_ERROR, 0, false);
+	}
+	if (c->run.state == STATE_PENDING || (c->run.new_session && c->run.state == STATE_KEPT))
+		c->run.state = c->run.new_session ? STATE_NEW : STATE_KEPT;
+
+	struct view v = { 0 };
+	view_of(c, &v);
+	/* The links first: Codex shows each as its JSON, inside the same
+	 * budget as the text. */
+	cJSON *links = cJSON_CreateArray();
+	add_links(c, &v, links);
+	char *lj = cJSON_PrintUnformatted(links);
+	fit_budget(c, &v, lj ? strlen(lj) : 0);
+	free(lj);
+
+	char *text = render_text(c, &v);
+	cJSON *r = tool_text_result(text, c->run.status != CALL_OK);
+	free(text);
+	cJSON *content = cJSON_GetObjectItemCaseSensitive(r, "content");
+	for (size_t i = 0; i < c->n_images; i++) {
+		cJSON *im = cJSON_CreateObject();
+		cJSON_AddStringToObject(im, "type", "image");
+		cJSON_AddStringToObject(im, "data", c->images[i].b64);
+		cJSON_AddStringToObject(im, "mimeType", c->images[i].mime);
+		cJSON_AddItemToArray(content, im);
+	}
+	while (cJSON_GetArraySize(links) > 0)
+		cJSON_AddItemToArray(content, cJSON_DetachItemFromArray(links, 0));
+	cJSON_Delete(links);
+	if (s->opts.structured_content) {
+		cJSON *sc = structured(c, &v);
+		add_usage(sc, c, v.limit);
 		cJSON_AddItemToObject(r, "structuredContent", sc);
 	}
 	tool_reply(s, &c->q, r);
-	free(first_note);
-	free(result);
-	free(etype);
-	free(emsg);
-	free(etb);
-	free(hint);
+	view_free(&v);
 	call_free(c);
 }
 

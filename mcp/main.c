@@ -17,6 +17,7 @@
 #include "../common/util.h"
 #include "../interp/zygote.h"
 #include "../policy/jail.h"
+#include "budget.h"
 #include "check.h"
 #include "server.h"
 #include "trust_cli.h"
@@ -36,6 +37,7 @@ const char *__asan_default_options(void)
 static const char usage[] =
 	"usage: python-sandbox-mcp [--root DIR] [--workspace DIR] [--skill FILE] [--venv DIR]\n"
 	"                          [--timeout S] [--memory MB] [--structured-content] [--images inline|link]\n"
+	"                          [--resource-links block|text] [--max-reply-kb KB]\n"
 	"                          [--log-level LEVEL] [--warmup on|off|clear]\n"
 	"       python-sandbox-mcp --check [same options]\n"
 	"       python-sandbox-mcp --trust [--root DIR] [--skill FILE] [--yes]\n"
@@ -59,6 +61,14 @@ static const char usage[] =
 	"  --images inline|link  inline (default): images the code made come back as image\n"
 	"                        blocks; link: as their path and a resource_link only (for\n"
 	"                        clients that drop images or send them to the model as text)\n"
+	"  --resource-links block|text\n"
+	"                        block (default): the files a call made come back as\n"
+	"                        resource_link blocks too; text: named in the text only (for\n"
+	"                        clients that reject a result holding one: the Codex app)\n"
+	"  --max-reply-kb KB     what one reply's text may take (default 9: Codex shows about\n"
+	"                        10,000 bytes or 256 lines of a result); longer output keeps\n"
+	"                        its head and tail, the whole of it is saved under\n"
+	"                        workspace/.logs/ (Claude Code takes 25,000 tokens: 80 fits)\n"
 	"  --log-level LEVEL     debug, info, notice, warning, error (stderr; default info)\n"
 	"  --warmup on|off|clear on (default): sessions start with the modules this project's\n"
 	"                        sessions imported before (learned, kept in the user's state\n"
@@ -188,6 +198,8 @@ int main(int argc, char **argv)
 		{ "memory", required_argument, NULL, 'm' },
 		{ "structured-content", no_argument, NULL, 'S' },
 		{ "images", required_argument, NULL, 'I' },
+		{ "resource-links", required_argument, NULL, 'L' },
+		{ "max-reply-kb", required_argument, NULL, 'K' },
 		{ "warmup", required_argument, NULL, 'W' },
 		{ "log-level", required_argument, NULL, 'l' },
 		{ "check", no_argument, NULL, 'c' },
@@ -240,6 +252,21 @@ int main(int argc, char **argv)
 			else
 				die_usage("--images must be inline or link, not '%s'", optarg);
 			break;
+		case 'L':
+			if (strcmp(optarg, "block") == 0)
+				srv.opts.links_text = false;
+			else if (strcmp(optarg, "text") == 0)
+				srv.opts.links_text = true;
+			else
+				die_usage("--resource-links must be block or text, not '%s'", optarg);
+			break;
+		case 'K': {
+			double kb = parse_number("--max-reply-kb", optarg);
+			if (kb < 2 || kb > 4096 || kb != (double)(long)kb)
+				die_usage("--max-reply-kb needs a whole number of KiB from 2 to 4096 (default %d), not '%s'", REPLY_DEFAULT_KB, optarg);
+			srv.opts.max_reply_kb = (long)kb;
+			break;
+		}
 		case 'W':
 			if (strcmp(optarg, "on") == 0)
 				srv.opts.warmup = WARMUP_ON;

@@ -94,10 +94,13 @@ static void link_as_line(const cJSON *l, char *out, size_t n)
 
 void tool_reply(struct server *s, const struct req *q, cJSON *result)
 {
-	if (result && q->v < MCP_V_STRUCTURED) {
+	if (result && (q->v < MCP_V_STRUCTURED || s->opts.links_text)) {
 		/* Before structuredContent and resource_link existed: the JSON
-		 * is already in the text block; each link becomes a line of it. */
-		cJSON_DeleteItemFromObjectCaseSensitive(result, "structuredContent");
+		 * is already in the text block; each link becomes a line of it.
+		 * The same lines with --resource-links text, for the clients that
+		 * reject a whole result that holds a resource_link. */
+		if (q->v < MCP_V_STRUCTURED)
+			cJSON_DeleteItemFromObjectCaseSensitive(result, "structuredContent");
 		cJSON *content = cJSON_GetObjectItemCaseSensitive(result, "content");
 		cJSON *text = NULL;
 		char *lines = NULL;

@@ -35,6 +35,8 @@ struct server_opts {
 	long memory_mb;        /* < 0: not given */
 	bool structured_content;
 	bool images_link;      /* --images link: images as resource_links only */
+	bool links_text;       /* --resource-links text: files named in the text only */
+	long max_reply_kb;     /* --max-reply-kb (budget.h); <= 0: the default */
 	enum warmup_mode warmup; /* --warmup (supervisor/warmup.h) */
 	/* --check's own server (the hidden --check-session): the zygote
 	 * changes nothing on the host, and the jail's report goes to stderr

@@ -15,6 +15,7 @@
 #include "../common/util.h"
 #include "../rpc/work.h"
 #include "../supervisor/supervisor.h"
+#include "budget.h"
 #include "exec.h"
 #include "list_artifacts.h"
 #include "offload.h"
@@ -170,11 +171,12 @@ static void exec_describe(const struct server *s, char *out, size_t n)
 		 "Use it for any arithmetic, statistics, data parsing or chart instead of computing in your head. "
 		 "State persists per session. Sandbox: %s. "
 		 "plt.show() saves figures to %s/outputs/ and returns them as %s. "
-		 "Limits: %g s per call by default (timeout_s up to %g), %ld MB of memory, output over %ld characters per stream "
-		 "keeps its head and tail (the whole text goes to %s/.logs/). "
+		 "Limits: %g s per call by default (timeout_s up to %g), %ld MB of memory; a reply shows at most %ld KiB of output "
+		 "(%ld characters per stream), longer output keeps its head and tail and the whole text is saved under %s/.logs/. "
 		 "On a timeout, crash or the memory limit the session rolls back to its state before the call.",
 		 stack, l->seed, perms, s->ws.display, s->opts.images_link ? "links (their paths)" : "images",
-		 l->timeout_s, l->max_timeout_s, l->memory_mb, l->max_output_chars, s->ws.display);
+		 l->timeout_s, l->max_timeout_s, l->memory_mb, s->opts.max_reply_kb > 0 ? s->opts.max_reply_kb : (long)REPLY_DEFAULT_KB,
+		 l->max_output_chars, s->ws.display);
 }
 
 static void exec_row_call(struct server *s, const struct req *q, const cJSON *args, const cJSON *progress_token)

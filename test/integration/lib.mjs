@@ -457,6 +457,11 @@ export function pngInfo(buf) {
 	return { width: buf.readUInt32BE(16), height: buf.readUInt32BE(20) };
 }
 
+/** Lines of a text as a client counts them (a last line without its newline counts). */
+export function lineCount(text) {
+	return text === '' ? 0 : text.split('\n').length - (text.endsWith('\n') ? 1 : 0);
+}
+
 /** Describes a value for an assertion message (truncated). */
 export function show(x, n = 1500) {
 	let s;

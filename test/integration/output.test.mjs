@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 
-import { RawServer, newProject, show } from './lib.mjs';
+import { RawServer, newProject, lineCount, show } from './lib.mjs';
 
 function textOf(resp) { return resp.result?.content?.find((b) => b.type === 'text')?.text || ''; }
 
@@ -39,8 +39,9 @@ describe('output capture on raw stdio', () => {
 		assert.ok(out.startsWith('line 00000\nline 00001\n'), `the head is kept: ${JSON.stringify(out.slice(0, 60))}`);
 		assert.ok(out.trimEnd().endsWith('line 04999'), `the tail is kept: ${JSON.stringify(out.slice(-60))}`);
 		assert.ok(!out.includes('line 02500'), 'the middle is left out');
-		assert.ok(out.length <= 8000 + 300, `the kept text is about max_output_chars (8000): ${out.length}`);
-		assert.ok(out.length >= 4000, `the kept text is about max_output_chars (8000): ${out.length}`);
+		// 5,000 short lines: the reply's budget (9 KiB, 225 lines) cuts
+		// more than max_output_chars (8000) would.
+		assert.ok(lineCount(out) <= 225 && out.length >= 1500, `the kept text fits the reply's budget: ${out.length} chars, ${lineCount(out)} lines`);
 		const numbers = [...out.matchAll(/\d[\d,_]*/g)].map((m) => Number(m[0].replace(/[,_]/g, ''))).filter((n) => n > 5000);
 		assert.ok(numbers.some((n) => n >= total - 9000 && n <= total), `the marker must say how many characters were left out: ${numbers} in ${JSON.stringify(out.slice(3000, 5000))}`);
 		assert.match(sc.full_output ?? '', /^workspace\/\.logs\/[^/]+/, show(sc.full_output));
@@ -49,7 +50,7 @@ describe('output capture on raw stdio', () => {
 		assert.ok(full.length >= total, `${sc.full_output} holds ${full.length} chars, less than ${total}`);
 		const text = textOf(r);
 		assert.ok(text.includes(sc.full_output), `the text block must give the full output's path: ${text.slice(0, 300)}`);
-		assert.ok(text.length < 8000 * 2 + 2000, `the text block is bounded: ${text.length}`);
+		assert.ok(Buffer.byteLength(text) <= 9 * 1024 && lineCount(text) <= 225, `the text block fits the reply's budget: ${Buffer.byteLength(text)} bytes`);
 		assert.ok(!r.result.content.some((b) => b.type === 'resource_link' && /\.logs/.test(b.uri)), 'the log file is not an artifact');
 	});
 
@@ -76,6 +77,28 @@ describe('output capture on raw stdio', () => {
 		assert.equal(sc.output_truncated, true);
 		const p = await s.request('ping');
 		assert.deepEqual(p.result, {});
+	});
+
+	test('a reply fits 9 KiB and 225 lines by default, every part cut says where its whole text is', { timeout: 60000 }, async () => {
+		const code = 'import sys\nfor i in range(3000): print("line", i)\nsys.stderr.write("E" * 20000 + "\\nEND\\n")\n"r" * 20000';
+		const r = await s.callTool('execute_python', { code });
+		const sc = r.result?.structuredContent;
+		assert.equal(sc?.status, 'ok', show(r));
+		const text = textOf(r);
+		assert.ok(Buffer.byteLength(text) <= 9 * 1024, `${Buffer.byteLength(text)} bytes`);
+		assert.ok(lineCount(text) <= 225, `${lineCount(text)} lines`);
+		// structuredContent, which Claude Code and Codex show in place of
+		// the text, is within the same budget.
+		assert.ok(Buffer.byteLength(JSON.stringify(sc)) <= 10 * 1024, `${Buffer.byteLength(JSON.stringify(sc))} bytes of JSON`);
+		const markers = [...text.matchAll(/\[\.\.\. (\d+) characters omitted \((\d+) in all\); (the whole output is in (workspace\/\.logs\/\S+)|the value is _ in the session[^\]]*) \.\.\.\]/g)];
+		assert.equal(markers.length, 3, `one marker each for stdout, stderr and the value: ${JSON.stringify(markers.map((m) => m[0]))}`);
+		const wholeOut = fs.readFileSync(path.join(root, markers[0][4]), 'utf8');
+		assert.ok(wholeOut.includes('line 0\n') && wholeOut.includes('line 1500\n') && wholeOut.includes('line 2999\n'), markers[0][4]);
+		assert.equal(Number(markers[0][2]), wholeOut.length, 'stdout: the marker counts the whole output');
+		assert.ok(fs.readFileSync(path.join(root, markers[1][4]), 'utf8').includes('E'.repeat(20000) + '\nEND\n'), markers[1][4]);
+		assert.equal(Number(markers[2][2]), 20002, 'the value: the marker counts the whole repr');
+		assert.equal(markers[2][4], undefined, 'the value is not saved (the server has only its head and tail)');
+		assert.ok(text.includes('line 2999\n') && /stderr:\nEEEE/.test(text) && text.includes('\nEND\n'), 'heads and tails are kept');
 	});
 
 	test('invalid UTF-8 printed by Python arrives inside the result as valid text', async () => {
