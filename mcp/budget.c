@@ -54,26 +54,32 @@ static size_t char_start(const char *s, size_t p)
 	return p;
 }
 
+/* A line longer than what is left of a budget is cut inside when enough
+ * is left to be worth showing; else the budget stops before it. */
+#define PARTIAL_MIN 80
+
 /* Where a head of at most max_bytes and max_lines ends: after the last
- * whole line that fits, or inside the first line when not even it does. */
+ * whole line that fits, or inside the next one. */
 static size_t head_end(const char *s, size_t len, size_t max_bytes, size_t max_lines)
 {
 	size_t end = 0, lines = 0;
 	while (end < len && lines < max_lines) {
 		const char *nl = memchr(s + end, '\n', len - end);
 		size_t next = nl ? (size_t)(nl - s) + 1 : len;
-		if (next > max_bytes)
+		if (next > max_bytes) {
+			if (max_bytes - end >= PARTIAL_MIN || end == 0)
+				end = char_start(s, max_bytes < len ? max_bytes : len);
 			break;
+		}
 		end = next;
 		lines++;
 	}
-	if (end == 0 && max_lines > 0)
-		end = char_start(s, max_bytes < len ? max_bytes : len);
 	return end;
 }
 
 /* Where a tail of at most max_bytes and max_lines begins, not before
- * `from`. */
+ * `from`: before the first whole line that fits, or inside the one
+ * before it. */
 static size_t tail_start(const char *s, size_t len, size_t from, size_t max_bytes, size_t max_lines)
 {
 	size_t start = len, lines = 0;
@@ -83,19 +89,20 @@ static size_t tail_start(const char *s, size_t len, size_t from, size_t max_byte
 		size_t prev = scan;
 		while (prev > from && s[prev - 1] != '\n')
 			prev--;
-		if (len - prev > max_bytes)
+		if (len - prev > max_bytes) {
+			if (max_bytes - (len - start) >= PARTIAL_MIN || start == len) {
+				size_t p = len - max_bytes;
+				while (p < len && ((unsigned char)s[p] & 0xC0) == 0x80)
+					p++;
+				start = p < from ? from : p;
+			}
 			break;
+		}
 		start = prev;
 		lines++;
 		if (prev == from)
 			break;
 		scan = prev - 1;
-	}
-	if (start == len && max_lines > 0 && max_bytes > 0) {
-		size_t p = len > max_bytes ? len - max_bytes : 0;
-		while (p < len && ((unsigned char)s[p] & 0xC0) == 0x80)
-			p++;
-		start = p < from ? from : p;
 	}
 	return start;
 }

@@ -857,8 +857,22 @@ static void fit_budget(struct call *c, struct view *v, size_t links_bytes)
 		want_b[i] = saved[i] ? strlen(saved[i]) + 12 : 0;
 		want_l[i] = saved[i] ? text_lines(saved[i]) + 2 : 0;
 	}
-	budget_share(want_b, 4, total > fixed_b ? total - fixed_b : 0, got_b);
+	/* Lines first: a part cut to its share of lines (many short lines)
+	 * needs fewer bytes than its length, and leaves the rest to the
+	 * others (a long line of stderr). */
 	budget_share(want_l, 4, lines > fixed_l ? lines - fixed_l : 0, got_l);
+	for (size_t i = 0; i < 4; i++) {
+		if (!saved[i] || want_l[i] <= got_l[i])
+			continue;
+		struct clip_spec probe = { .max_bytes = (size_t)-1 / 2, .max_lines = got_l[i] > 2 + 4 ? got_l[i] - 2 : 4,
+					   .where = "the whole output is in workspace/.logs/SESSION-CELL.stream.1.log" };
+		bool cut;
+		char *t = budget_clip(saved[i], &probe, &cut);
+		if (strlen(t) + 12 < want_b[i])
+			want_b[i] = strlen(t) + 12;
+		free(t);
+	}
+	budget_share(want_b, 4, total > fixed_b ? total - fixed_b : 0, got_b);
 	for (size_t i = 0; i < 4; i++) {
 		if (!saved[i] || (want_b[i] <= got_b[i] && want_l[i] <= got_l[i]))
 			continue;
@@ -992,6 +1006,7 @@ cJSON *exec_output_schema(void)
 		{ "error", "object", F_REQ | F_NULL, "the exception, or why the call was stopped" },
 		{ "note", "string", 0, "first call of a session: what the project's policy asked for and was withheld, and how the user approves it" },
 		{ "artifacts", "array", F_REQ, "files created or modified by this call" },
+		{ "artifacts_omitted", "integer", 0, "present when the call made more files than the reply names: how many more (list_artifacts lists them)" },
 		{ "artifacts_truncated", "boolean", 0, "present and true when the workspace held more entries than the comparison walks: the list may be incomplete" },
 	};
 	static const struct field err[] = {
