@@ -212,6 +212,11 @@ export const SCRIPT = [
   { tool: "verify_outputs", label: "verify_outputs",
     input: { files: ["workspace/outputs/data.csv", { path: "workspace/outputs/summary.json", required_keys: ["mean"] }] } },
   { tool: "execute_python", label: "error", input: { code: "1/0" } },
+  // Longer than any client passes on whole: the server's reply budget cuts
+  // it first, so that the model sees our head, tail and marker, not the
+  // client's own cut.
+  { tool: "execute_python", label: "long output",
+    input: { code: "import sys\nfor i in range(3000): print('line', i)\nsys.stderr.write('E' * 30000 + '\\nEND\\n')" } },
 ];
 export const FINAL_TEXT = "MOCK-FINAL: all tool results received.";
 export const TOOLS = ["execute_python", "list_artifacts", "verify_outputs"];
@@ -274,6 +279,18 @@ export function checkModelSaw(h, who, byStep, root, { structured = false, imageE
     if (!s4.d.json) h.check(`${who}: the error's status line reaches the model`, /^error · exit 1 · /.test(s4.d.text), s4.d.text.slice(0, 300));
     errorFlag(s4);
     seen["execute_python (1/0)"] = summarize(s4.d, s4.isError);
+  }
+  const s5 = at(5);
+  if (h.check(`${who}: the long output's result reached the model`, s5, "no tool result recorded for step 5")) {
+    const t = s5.d.json ? `${s5.d.json.stdout}\n${s5.d.json.stderr}` : s5.d.text;
+    // Codex: "…N tokens truncated…", "Total output lines", "[... omitted N of M lines ...]";
+    // Claude Code writes an over-long result to a file and says so.
+    const clientCut = /tokens truncated|chars truncated|Total output lines|omitted \d+ of \d+ lines|output truncated|exceeds maximum allowed tokens|Output too large/i.exec(t);
+    h.check(`${who}: the long output reaches the model as the server cut it (head, tail, marker), not cut again by the client`,
+      !clientCut && /line 0\n/.test(t) && /line 2999\n/.test(t) && /\nEND\n/.test(t) &&
+      /\[\.\.\. \d+ characters omitted \(\d+ in all\); the whole output is in workspace\/\.logs\//.test(t),
+      clientCut ? `the client cut it: ${clientCut[0]}` : t.slice(0, 300));
+    seen["execute_python (long output)"] = `${summarize(s5.d, s5.isError)}, ${Buffer.byteLength(t)} bytes`;
   }
   return seen;
 }
