@@ -51,6 +51,16 @@ describe('annotations, links and images (--structured-content)', () => {
 		assert.equal(r.images[0].mimeType, 'image/png');
 		assert.ok(r.sc.artifacts.some((a) => a.mime === 'image/png'), show(r.sc.artifacts));
 	});
+
+	test('a reply names 25 files and says how many more list_artifacts lists', { timeout: 60000 }, async () => {
+		const r = await execPy(h, 'for i in range(30):\n    open(f"workspace/outputs/f{i:02d}.txt", "w").write("x")');
+		assert.equal(r.sc?.status, 'ok', show(r.sc));
+		assert.equal(r.sc.artifacts.length, 25, show(r.sc.artifacts.length));
+		assert.equal(r.sc.artifacts_omitted, 5, show(r.sc));
+		assert.equal(r.links.length, 25);
+		assert.match(r.sections.artifacts, /\n- \.\.\. and 5 more \(list_artifacts lists them all\)\n?$/, r.sections.artifacts);
+		for (const l of r.links) assert.ok(r.sections.artifacts.includes(`/${l.name} (`), l.name);
+	});
 });
 
 describe('--resource-links text (clients that reject a result holding a resource_link)', () => {
