@@ -29,6 +29,23 @@
 
 /* ------------------------------------------------------------ methods */
 
+/* What the server offers (the same in both eras, logging aside) and its
+ * instructions. */
+static void add_capabilities(const struct server *s, cJSON *res, bool logging)
+{
+	cJSON *caps = cJSON_AddObjectToObject(res, "capabilities");
+	cJSON *tools = cJSON_AddObjectToObject(caps, "tools");
+	cJSON_AddBoolToObject(tools, "listChanged", 0);
+	cJSON *rc = cJSON_AddObjectToObject(caps, "resources");
+	cJSON_AddBoolToObject(rc, "listChanged", 0);
+	cJSON_AddBoolToObject(rc, "subscribe", 0);
+	if (logging)
+		cJSON_AddObjectToObject(caps, "logging");
+	char *instructions = tools_instructions(s);
+	cJSON_AddStringToObject(res, "instructions", instructions);
+	free(instructions);
+}
+
 /* The legacy handshake: the client's version when it is a legacy one this
  * server speaks, else the latest legacy one (a 2026-07-28 client never
  * sends initialize: that era has no handshake). */
@@ -47,17 +64,8 @@ static void on_initialize(struct server *s, const struct req *q, const cJSON *pa
 	r.v = (enum mcp_version)v;
 	cJSON *res = cJSON_CreateObject();
 	cJSON_AddStringToObject(res, "protocolVersion", mcp_version_name(r.v));
-	cJSON *caps = cJSON_AddObjectToObject(res, "capabilities");
-	cJSON *tools = cJSON_AddObjectToObject(caps, "tools");
-	cJSON_AddBoolToObject(tools, "listChanged", 0);
-	cJSON *rc = cJSON_AddObjectToObject(caps, "resources");
-	cJSON_AddBoolToObject(rc, "listChanged", 0);
-	cJSON_AddBoolToObject(rc, "subscribe", 0);
-	cJSON_AddObjectToObject(caps, "logging");
+	add_capabilities(s, res, true);
 	cJSON_AddItemToObject(res, "serverInfo", reply_server_info(r.v));
-	char *instructions = tools_instructions(s);
-	cJSON_AddStringToObject(res, "instructions", instructions);
-	free(instructions);
 	answer(s, &r, res);
 }
 
@@ -72,15 +80,7 @@ static void on_discover(struct server *s, const struct req *q, const cJSON *para
 	r.v = MCP_MODERN_FIRST > q->v ? MCP_MODERN_FIRST : q->v;
 	cJSON *res = cJSON_CreateObject();
 	cJSON_AddItemToObject(res, "supportedVersions", mcp_versions_json());
-	cJSON *caps = cJSON_AddObjectToObject(res, "capabilities");
-	cJSON *tools = cJSON_AddObjectToObject(caps, "tools");
-	cJSON_AddBoolToObject(tools, "listChanged", 0);
-	cJSON *rc = cJSON_AddObjectToObject(caps, "resources");
-	cJSON_AddBoolToObject(rc, "listChanged", 0);
-	cJSON_AddBoolToObject(rc, "subscribe", 0);
-	char *instructions = tools_instructions(s);
-	cJSON_AddStringToObject(res, "instructions", instructions);
-	free(instructions);
+	add_capabilities(s, res, false);
 	answer(s, &r, res);
 }
 
