@@ -5,6 +5,7 @@
 import { test, describe } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
+import { spawn } from 'node:child_process';
 import { pathToFileURL } from 'node:url';
 
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -74,6 +75,31 @@ describe('ROOT from the client\'s roots', () => {
 			assert.equal(r.structuredContent.result, `'${fs.realpathSync(here)}'`, show(r));
 			assert.match(h2.stderr(), /not an existing directory/);
 		} finally { await h2.client.close(); }
+	});
+
+	test('2026-07-28 has no roots: a modern client that declares them is never asked, ROOT is the current directory', { timeout: 60000 }, async () => {
+		const here = newProject('roots-modern');
+		const env = {};
+		for (const k of ['HOME', 'PATH', 'LANG']) if (process.env[k] !== undefined) env[k] = process.env[k];
+		const p = spawn(BIN, [], { cwd: here, env, stdio: ['pipe', 'pipe', 'ignore'] });
+		const seen = [];
+		let buf = '';
+		p.stdout.on('data', (c) => {
+			buf += c;
+			for (let nl; (nl = buf.indexOf('\n')) >= 0; buf = buf.slice(nl + 1)) seen.push(JSON.parse(buf.slice(0, nl)));
+		});
+		const meta = { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': { roots: { listChanged: false } } };
+		const ask = (id, method, params) => p.stdin.write(JSON.stringify({ jsonrpc: '2.0', id, method, params: { ...params, _meta: meta } }) + '\n');
+		const answer = async (id) => { for (let t = 0; t < 600 && !seen.some((m) => m.id === id); t++) await new Promise((r) => setTimeout(r, 100)); return seen.find((m) => m.id === id); };
+		try {
+			ask(1, 'tools/list', {});
+			p.stdin.write(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }) + '\n');
+			assert.equal((await answer(1))?.result?.tools?.length, 3);
+			ask(2, 'tools/call', { name: 'execute_python', arguments: { code: 'import os\nos.getcwd()' } });
+			const r = await answer(2);
+			assert.match(r?.result?.content?.[0]?.text ?? '', new RegExp(`\nresult:\n'${fs.realpathSync(here)}'\n`), show(r));
+			assert.deepEqual(seen.filter((m) => m.method === 'roots/list'), [], 'no roots/list asked of a modern client');
+		} finally { p.kill('SIGTERM'); }
 	});
 
 	test('a client without roots is not asked', { timeout: 60000 }, async () => {
