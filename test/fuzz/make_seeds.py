@@ -74,6 +74,9 @@ put("wire", "roundtrip-fds", bytes([3 | 4 | 96, 24, 0]) + b"payload")
 put("wire", "roundtrip-over", bytes([3, 2, 0]) + b"more than four bytes")
 
 # ---- jsonrpc: one line each -----------------------------------------------
+MODERN = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+          "io.modelcontextprotocol/clientCapabilities": {"roots": {}},
+          "io.modelcontextprotocol/clientInfo": {"name": "fuzz", "version": "1"}}
 lines = {
     "initialize": {"jsonrpc": "2.0", "id": 1, "method": "initialize",
                    "params": {"protocolVersion": "2025-06-18", "capabilities": {},
@@ -103,6 +106,19 @@ lines = {
     "response": {"jsonrpc": "2.0", "id": 10, "result": {}},
     "float-id": {"jsonrpc": "2.0", "id": 1.5e300, "method": "ping"},
     "null-id": {"jsonrpc": "2.0", "id": None, "method": "ping"},
+    # The 2026-07-28 era: the version and capabilities in each request's _meta.
+    "modern-discover": {"jsonrpc": "2.0", "id": 11, "method": "server/discover",
+                        "params": {"_meta": MODERN}},
+    "modern-list": {"jsonrpc": "2.0", "id": 12, "method": "tools/list", "params": {"_meta": MODERN}},
+    "modern-exec": {"jsonrpc": "2.0", "id": 13, "method": "tools/call",
+                    "params": {"name": "execute_python", "arguments": {"code": "1"},
+                               "_meta": dict(MODERN, progressToken="t")}},
+    "modern-read": {"jsonrpc": "2.0", "id": 14, "method": "resources/read",
+                    "params": {"uri": "file:///etc/passwd", "_meta": MODERN}},
+    "modern-badversion": {"jsonrpc": "2.0", "id": 15, "method": "tools/list",
+                          "params": {"_meta": dict(MODERN, **{"io.modelcontextprotocol/protocolVersion": "2099-01-01"})}},
+    "modern-nocaps": {"jsonrpc": "2.0", "id": 16, "method": "ping",
+                      "params": {"_meta": {"io.modelcontextprotocol/protocolVersion": 2026}}},
 }
 for name, obj in lines.items():
     put("jsonrpc", name, json.dumps(obj, ensure_ascii=False))
