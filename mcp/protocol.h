@@ -5,7 +5,8 @@
  *  - modern (2026-07-28): no handshake; every request names its version and
  *    the client's capabilities in params._meta, and every result says its
  *    resultType.
- * A request is modern exactly when its _meta names a protocol version. */
+ * A request follows the version its _meta names (a legacy one named there
+ * too), else the one initialize chose. */
 #ifndef MCP_PROTOCOL_H
 #define MCP_PROTOCOL_H
 
@@ -33,8 +34,8 @@ enum mcp_version {
 #define META_CLIENT_CAPABILITIES "io.modelcontextprotocol/clientCapabilities"
 #define META_SERVER_INFO "io.modelcontextprotocol/serverInfo"
 
-/* UnsupportedProtocolVersion (2026-07-28): the request's version is not
- * one this server serves per request. */
+/* UnsupportedProtocolVersion (2026-07-28): the request's _meta names a
+ * version this server does not know. */
 enum { MCP_UNSUPPORTED_VERSION = -32022 };
 
 const char *mcp_version_name(enum mcp_version v);

@@ -161,10 +161,11 @@ static const struct method *method_find(const char *name)
 }
 
 /* The protocol version a request follows: the one its _meta names (the
- * modern era: checked here, with the client's capabilities beside it), else
- * the one initialize chose.  False when the request was answered with an
- * error: -32022 for a version this server does not serve per request,
- * -32602 for a malformed _meta. */
+ * modern era: checked here, with the client's capabilities beside it; a
+ * legacy version named there is followed too, since the server speaks it),
+ * else the one initialize chose.  False when the request was answered with
+ * an error: -32022 for a version this server does not know, -32602 for a
+ * malformed _meta. */
 static bool request_version(struct server *s, const cJSON *id, const cJSON *params, struct req *q)
 {
 	const cJSON *meta = cJSON_GetObjectItemCaseSensitive(params, "_meta");
@@ -181,7 +182,7 @@ static bool request_version(struct server *s, const cJSON *id, const cJSON *para
 		return false;
 	}
 	int v = mcp_version_parse(pv->valuestring);
-	if (v < 0 || !mcp_modern((enum mcp_version)v)) {
+	if (v < 0) {
 		snprintf(msg, sizeof msg, "unsupported protocol version \"%.40s\": this server speaks %s", pv->valuestring, mcp_versions_text());
 		cJSON *data = cJSON_CreateObject();
 		cJSON_AddItemToObject(data, "supported", mcp_versions_json());
@@ -189,7 +190,7 @@ static bool request_version(struct server *s, const cJSON *id, const cJSON *para
 		rpc_error(id, MCP_UNSUPPORTED_VERSION, msg, data);
 		return false;
 	}
-	if (!cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(meta, META_CLIENT_CAPABILITIES))) {
+	if (mcp_modern((enum mcp_version)v) && !cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(meta, META_CLIENT_CAPABILITIES))) {
 		snprintf(msg, sizeof msg, "params._meta[\"%s\"] must be an object (the client's capabilities for this request; {} for none)",
 			 META_CLIENT_CAPABILITIES);
 		rpc_error(id, RPC_INVALID_PARAMS, msg, NULL);

@@ -50,14 +50,18 @@ describe('2026-07-28 on raw stdio, no handshake', () => {
 		assert.equal(r.result?.ttlMs, 0, `the workspace changes with every call: ${show(r)}`);
 	});
 
-	test('a version not served per request is -32022 naming the supported ones; missing capabilities are -32602', async () => {
-		for (const v of ['2099-01-01', LATEST_VERSION, '']) {
+	test('an unknown version is -32022 naming the supported ones; missing capabilities are -32602', async () => {
+		for (const v of ['2099-01-01', '2026-07-29', '']) {
 			const r = await s.request('tools/list', { _meta: { ...meta(), 'io.modelcontextprotocol/protocolVersion': v } });
 			assert.equal(r.error?.code, -32022, `${v}: ${show(r)}`);
 			assert.equal(r.error.data?.requested, v);
 			assert.ok(r.error.data.supported.includes(MODERN) && r.error.data.supported.includes(LATEST_VERSION), show(r.error.data));
 			assert.match(r.error.message, /2026-07-28 per request; .*through initialize/);
 		}
+		// A legacy version this server speaks, named in _meta, is followed.
+		const old = await s.request('tools/list', { _meta: { 'io.modelcontextprotocol/protocolVersion': '2024-11-05' } });
+		assert.equal(old.result?.tools?.[0]?.annotations, undefined, `2024-11-05 has no annotations: ${show(old)}`);
+		assert.equal(old.result.resultType, undefined);
 		const m = { ...meta() };
 		delete m['io.modelcontextprotocol/clientCapabilities'];
 		const r = await s.request('tools/list', { _meta: m });

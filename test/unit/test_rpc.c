@@ -262,10 +262,9 @@ static void test_modern(void **state)
 	assert_null(cJSON_GetObjectItem(res, "ttlMs"));
 	cJSON_Delete(r);
 
-	/* A version this server does not serve per request: -32022 naming
-	 * every version it speaks.  A legacy version in _meta too: those go
-	 * through initialize. */
-	const char *bad[] = { "2099-01-01", "2025-11-25" };
+	/* A version this server does not know: -32022 naming every version
+	 * it speaks. */
+	const char *bad[] = { "2099-01-01", "2026-07-29" };
 	for (size_t i = 0; i < 2; i++) {
 		char line[400];
 		snprintf(line, sizeof line, "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"tools/list\",\"params\":{\"_meta\":"
@@ -277,7 +276,14 @@ static void test_modern(void **state)
 		assert_string_equal(str(cJSON_GetArrayItem(cJSON_GetObjectItem(data, "supported"), 0), NULL), "2026-07-28");
 		cJSON_Delete(r);
 	}
-	/* The client's capabilities are required beside the version. */
+	/* A legacy version named in _meta is followed, for that request:
+	 * 2024-11-05 has no tool annotations, and no resultType. */
+	r = roundtrip("{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"tools/list\",\"params\":{\"_meta\":{\"io.modelcontextprotocol/protocolVersion\":\"2024-11-05\"}}}");
+	res = result_of(r);
+	assert_null(cJSON_GetObjectItem(res, "resultType"));
+	assert_null(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(res, "tools"), 0), "annotations"));
+	cJSON_Delete(r);
+	/* The client's capabilities are required beside a modern version. */
 	r = roundtrip("{\"jsonrpc\":\"2.0\",\"id\":6,\"method\":\"tools/list\",\"params\":{\"_meta\":{\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\"}}}");
 	assert_int_equal(error_code(r), -32602);
 	assert_non_null(strstr(str(cJSON_GetObjectItem(r, "error"), "message"), "clientCapabilities"));
