@@ -123,9 +123,9 @@ describe('instructions and descriptions say what this server holds and allows', 
 			const s = new RawServer(root, { args: ['--skill', skill, '--workspace', ws] });
 			try {
 				const meta = era === 'modern' ? { _meta: { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': {} } } : {};
-				const intro = era === 'modern' ? await s.request('server/discover', meta) : await s.initialize();
+				const intro = era === 'modern' ? await s.request('server/discover', meta, { timeout: 30000 }) : await s.initialize();
 				const instructions = intro.result?.instructions ?? '';
-				const tools = byName((await s.request('tools/list', meta)).result.tools);
+				const tools = byName((await s.request('tools/list', meta, { timeout: 30000 })).result.tools);
 				const exec = tools.execute_python.description;
 				for (const [what, text] of [['instructions', instructions], ['execute_python', exec]]) {
 					assert.ok(text.includes(`${ws}/outputs/`), `${what} names the workspace given: ${text}`);

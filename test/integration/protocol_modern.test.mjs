@@ -27,7 +27,7 @@ describe('2026-07-28 on raw stdio, no handshake', () => {
 	});
 
 	test('server/discover names every version, the capabilities and the instructions', async () => {
-		const r = await s.request('server/discover', { _meta: meta() });
+		const r = await s.request('server/discover', { _meta: meta() }, { timeout: 30000 });
 		assert.deepEqual(r.result?.supportedVersions, [MODERN, LATEST_VERSION, '2025-06-18', '2025-03-26', '2024-11-05'], show(r));
 		assert.equal(r.result.resultType, 'complete');
 		assert.ok(r.result.capabilities?.tools && r.result.capabilities.resources, show(r.result.capabilities));
@@ -38,7 +38,7 @@ describe('2026-07-28 on raw stdio, no handshake', () => {
 	});
 
 	test('tools/list and a call are served with no initialize; every result says resultType', { timeout: 60000 }, async () => {
-		const l = await s.request('tools/list', { _meta: meta() });
+		const l = await s.request('tools/list', { _meta: meta() }, { timeout: 30000 });
 		assert.deepEqual(l.result?.tools?.map((t) => t.name), TOOL_NAMES, show(l));
 		assert.equal(l.result.resultType, 'complete');
 		assert.ok(l.result.ttlMs > 0 && l.result.cacheScope === 'private', show({ ttlMs: l.result.ttlMs, cacheScope: l.result.cacheScope }));
@@ -46,36 +46,36 @@ describe('2026-07-28 on raw stdio, no handshake', () => {
 		assert.equal(c.result?.resultType, 'complete', show(c));
 		assert.match(c.result.content[0].text, /^ok · exit 0 ·[^\n]*\n[\s\S]*\nresult:\n42\n/, show(c));
 		assert.equal(c.result.ttlMs, undefined, 'a tool result is not a cacheable result');
-		const r = await s.request('resources/list', { _meta: meta() });
+		const r = await s.request('resources/list', { _meta: meta() }, { timeout: 30000 });
 		assert.equal(r.result?.ttlMs, 0, `the workspace changes with every call: ${show(r)}`);
 	});
 
 	test('an unknown version is -32022 naming the supported ones; missing capabilities are -32602', async () => {
 		for (const v of ['2099-01-01', '2026-07-29', '']) {
-			const r = await s.request('tools/list', { _meta: { ...meta(), 'io.modelcontextprotocol/protocolVersion': v } });
+			const r = await s.request('tools/list', { _meta: { ...meta(), 'io.modelcontextprotocol/protocolVersion': v } }, { timeout: 30000 });
 			assert.equal(r.error?.code, -32022, `${v}: ${show(r)}`);
 			assert.equal(r.error.data?.requested, v);
 			assert.ok(r.error.data.supported.includes(MODERN) && r.error.data.supported.includes(LATEST_VERSION), show(r.error.data));
 			assert.match(r.error.message, /2026-07-28 per request; .*through initialize/);
 		}
 		// A legacy version this server speaks, named in _meta, is followed.
-		const old = await s.request('tools/list', { _meta: { 'io.modelcontextprotocol/protocolVersion': '2024-11-05' } });
+		const old = await s.request('tools/list', { _meta: { 'io.modelcontextprotocol/protocolVersion': '2024-11-05' } }, { timeout: 30000 });
 		assert.equal(old.result?.tools?.[0]?.annotations, undefined, `2024-11-05 has no annotations: ${show(old)}`);
 		assert.equal(old.result.resultType, undefined);
 		const m = { ...meta() };
 		delete m['io.modelcontextprotocol/clientCapabilities'];
-		const r = await s.request('tools/list', { _meta: m });
+		const r = await s.request('tools/list', { _meta: m }, { timeout: 30000 });
 		assert.equal(r.error?.code, -32602, show(r));
 		assert.match(r.error.message, /clientCapabilities/);
 	});
 
 	test('what 2026-07-28 removed is method-not-found there, and says why', async () => {
 		for (const method of ['ping', 'logging/setLevel', 'initialize']) {
-			const r = await s.request(method, { level: 'info', protocolVersion: MODERN, _meta: meta() });
+			const r = await s.request(method, { level: 'info', protocolVersion: MODERN, _meta: meta() }, { timeout: 30000 });
 			assert.equal(r.error?.code, -32601, `${method}: ${show(r)}`);
 			assert.match(r.error.message, /2026-07-28/, show(r));
 		}
-		const nf = await s.request('resources/read', { uri: 'file:///etc/passwd', _meta: meta() });
+		const nf = await s.request('resources/read', { uri: 'file:///etc/passwd', _meta: meta() }, { timeout: 30000 });
 		assert.equal(nf.error?.code, -32602, `resource not found is -32602 in 2026-07-28: ${show(nf)}`);
 	});
 
@@ -121,15 +121,15 @@ describe('both eras from one process', () => {
 	test('a legacy session and modern requests interleave, each answered in its own era', async () => {
 		const init = await s.initialize('2024-11-05');
 		assert.equal(init.result?.protocolVersion, '2024-11-05', show(init));
-		const legacy = await s.request('tools/list', {});
+		const legacy = await s.request('tools/list', {}, { timeout: 30000 });
 		assert.equal(legacy.result.resultType, undefined);
 		assert.equal(legacy.result.tools[0].annotations, undefined, '2024-11-05 has no tool annotations');
-		const modern = await s.request('tools/list', { _meta: meta() });
+		const modern = await s.request('tools/list', { _meta: meta() }, { timeout: 30000 });
 		assert.equal(modern.result.resultType, 'complete');
 		assert.equal(modern.result.tools[0].annotations?.readOnlyHint, false, '2026-07-28 gets everything');
-		const again = await s.request('tools/list', {});
+		const again = await s.request('tools/list', {}, { timeout: 30000 });
 		assert.equal(again.result.tools[0].annotations, undefined, 'the legacy session keeps its version');
-		const ping = await s.request('ping');
+		const ping = await s.request('ping', undefined, { timeout: 30000 });
 		assert.deepEqual(ping.result, {});
 	});
 });
