@@ -42,7 +42,7 @@ static const char usage[] =
 	"       python-sandbox-mcp --check [same options]\n"
 	"       python-sandbox-mcp --trust [--root DIR] [--skill FILE] [--yes]\n"
 	"       python-sandbox-mcp --untrust [--root DIR] [--skill FILE]\n"
-	"       python-sandbox-mcp --version | --help\n"
+	"       python-sandbox-mcp --version | --help | -h\n"
 	"\n"
 	"A stdio MCP server: a stateful, sandboxed Python interpreter (numpy, pandas,\n"
 	"matplotlib) with the tools execute_python, list_artifacts and verify_outputs.\n"
@@ -235,7 +235,7 @@ int main(int argc, char **argv)
 	bool check = false, trust = false, untrust = false, yes = false;
 	int c;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'r': srv.opts.root = optarg; break;
 		case 'w': srv.opts.workspace = optarg; break;

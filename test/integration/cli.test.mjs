@@ -28,6 +28,16 @@ describe('command line', () => {
 		}
 	});
 
+	test('-h is --help: the same text, exit 0; any other short option is a usage error', () => {
+		const h = run(['-h']), help = run(['--help']);
+		assert.equal(h.status, 0, h.stderr);
+		assert.equal(h.stdout, help.stdout);
+		const x = run(['-x']);
+		assert.equal(x.status, 2, `status ${x.status}: ${x.stderr}`);
+		assert.equal(x.stdout, '');
+		assert.match(x.stderr, /unknown or incomplete option '-x'/);
+	});
+
 	test('an unknown option is a usage error: exit 2, one line on stderr, nothing on stdout', () => {
 		const r = run(['--root', newProject('cli'), '--no-such-option']);
 		assert.equal(r.status, 2, `status ${r.status}: ${r.stderr}`);
