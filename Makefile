@@ -134,19 +134,55 @@ demo: setup
 	$(MAKE) all
 	demo/run.sh $(BIN)
 
-## install: install the binary to PREFIX/bin (default /usr/local)
+# What make install and the Debian package install (PREFIX/...):
+#   bin/python-sandbox-mcp, bin/python-sandbox-mcp-install-skill,
+#   share/man/man1/python-sandbox-mcp.1 (and the installer's page, a link),
+#   share/python-sandbox-mcp/ (SKILL.md, the AppArmor profile and its script),
+#   share/doc/python-sandbox-mcp/ (README.md, docs/, SKILL.md as a link).
+DATADIR = $(PREFIX)/share/python-sandbox-mcp
+DOCDIR = $(PREFIX)/share/doc/python-sandbox-mcp
+MAN1DIR = $(PREFIX)/share/man/man1
+DOCS := $(wildcard docs/*.md)
+# The man page's date: the newest release's, from the package changelog.
+RELEASE_DATE = $(shell date -u -d "$$(sed -n 's/^ -- .*>  //p;T;q' packaging/debian/changelog)" +%Y-%m-%d)
+$(BUILD)/man/python-sandbox-mcp.1: docs/python-sandbox-mcp.1 VERSION packaging/debian/changelog
+	@mkdir -p $(dir $@)
+	sed -e 's|@VERSION@|$(VERSION)|g' -e 's|@DATE@|$(RELEASE_DATE)|g' $< > $@
+$(BUILD)/python-sandbox-mcp-install-skill: scripts/install-skill.in FORCE
+	@mkdir -p $(dir $@)
+	sed 's|@SKILL@|$(DATADIR)/SKILL.md|' $< > $@.tmp && cmp -s $@.tmp $@ || mv -f $@.tmp $@; rm -f $@.tmp
+.PHONY: FORCE
+
+## install: install the binary, its man page, SKILL.md and the docs under PREFIX (default /usr/local)
 # Where AppArmor restricts unprivileged user namespaces (Ubuntu 23.10 and
 # later), a profile granting them to the installed binary is installed and
-# loaded too; elsewhere nothing more happens (scripts/apparmor.sh).
-install: $(BIN)
+# loaded too; elsewhere nothing more happens (scripts/apparmor.sh).  With
+# DESTDIR (a staged install, as the package makes) that is not decided here:
+# the package decides where it is installed.
+install: $(BIN) $(BUILD)/man/python-sandbox-mcp.1 $(BUILD)/python-sandbox-mcp-install-skill
 	install -D -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/python-sandbox-mcp
-	scripts/apparmor.sh install $(PREFIX)/bin/python-sandbox-mcp
+	install -D -m 0755 $(BUILD)/python-sandbox-mcp-install-skill $(DESTDIR)$(PREFIX)/bin/python-sandbox-mcp-install-skill
+	install -D -m 0644 $(BUILD)/man/python-sandbox-mcp.1 $(DESTDIR)$(MAN1DIR)/python-sandbox-mcp.1
+	ln -sf python-sandbox-mcp.1 $(DESTDIR)$(MAN1DIR)/python-sandbox-mcp-install-skill.1
+	install -D -m 0644 SKILL.md $(DESTDIR)$(DATADIR)/SKILL.md
+	install -D -m 0755 scripts/apparmor.sh $(DESTDIR)$(DATADIR)/apparmor.sh
+	install -D -m 0644 scripts/apparmor/python-sandbox-mcp.in $(DESTDIR)$(DATADIR)/apparmor/python-sandbox-mcp.in
+	install -D -m 0644 README.md $(DESTDIR)$(DOCDIR)/README.md
+	install -d $(DESTDIR)$(DOCDIR)/docs
+	install -m 0644 $(DOCS) $(DESTDIR)$(DOCDIR)/docs/
+	ln -sf ../../python-sandbox-mcp/SKILL.md $(DESTDIR)$(DOCDIR)/SKILL.md
+	@if [ -z "$(DESTDIR)" ]; then $(DATADIR)/apparmor.sh install $(PREFIX)/bin/python-sandbox-mcp; \
+	else echo "apparmor: not decided for a staged install (DESTDIR): the package decides on the host it is installed on"; fi
 
+## uninstall: remove what make install installed (and the AppArmor profile, if any)
 uninstall:
-	rm -f $(DESTDIR)$(PREFIX)/bin/python-sandbox-mcp
 	scripts/apparmor.sh uninstall
+	rm -f $(DESTDIR)$(PREFIX)/bin/python-sandbox-mcp $(DESTDIR)$(PREFIX)/bin/python-sandbox-mcp-install-skill
+	rm -f $(DESTDIR)$(MAN1DIR)/python-sandbox-mcp.1 $(DESTDIR)$(MAN1DIR)/python-sandbox-mcp-install-skill.1
+	rm -rf $(DESTDIR)$(DATADIR) $(DESTDIR)$(DOCDIR)
 
 # The AppArmor profile's syntax, parsed by apparmor_parser without loading it.
+## apparmor-check: parse the AppArmor profile with apparmor_parser (loads nothing)
 apparmor-check:
 	scripts/apparmor.sh check
 
@@ -188,5 +224,6 @@ help:
 -include $(OBJS:.o=.d) $(UNIT_BINS:=.d) $(HELPER_BINS:=.d)
 
 # Each area may bring its own targets (bench/bench.mk, test/fuzz/fuzz.mk,
-# test/clients/clients.mk): they build on the variables above.
--include $(wildcard bench/*.mk test/*/*.mk)
+# test/clients/clients.mk, packaging/packaging.mk): they build on the
+# variables above.
+-include $(wildcard bench/*.mk test/*/*.mk packaging/*.mk)

@@ -7,11 +7,15 @@
 #   scripts/apparmor.sh uninstall     unload and remove it (when present)
 #   scripts/apparmor.sh check         check the profile's syntax; loads nothing
 #
-# DESTDIR (packaging): the profile is written under $DESTDIR and not loaded.
+# `make install` runs `install` on the host it installs on, and the Debian
+# package's postinst runs the installed copy
+# (/usr/share/python-sandbox-mcp/apparmor.sh) on the host the package is
+# installed on: a package built where no profile is needed still brings it
+# where one is.  Nothing here runs for a staged install (DESTDIR).
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 template=$here/apparmor/python-sandbox-mcp.in
-dest=${DESTDIR:-}/etc/apparmor.d/python-sandbox-mcp
+dest=/etc/apparmor.d/python-sandbox-mcp
 restrict=/proc/sys/kernel/apparmor_restrict_unprivileged_userns
 
 render() { sed "s|@BIN@|$1|" "$template"; }
@@ -24,22 +28,18 @@ install)
 		exit 0
 	fi
 	if ! command -v apparmor_parser >/dev/null 2>&1; then
-		echo "apparmor: user namespaces are restricted but apparmor_parser is missing: install the apparmor package, then run make install again (until then the jail runs without namespaces: Landlock + seccomp)" >&2
+		echo "apparmor: user namespaces are restricted but apparmor_parser is missing: install the apparmor package, then run make install again (or dpkg-reconfigure python-sandbox-mcp); until then the jail runs without namespaces: Landlock + seccomp" >&2
 		exit 0
 	fi
 	mkdir -p "$(dirname "$dest")"
 	render "$bin" > "$dest"
 	chmod 644 "$dest"
-	if [ -z "${DESTDIR:-}" ]; then
-		apparmor_parser -r -W "$dest"
-		echo "apparmor: loaded $dest (user namespaces allowed for $bin)"
-	else
-		echo "apparmor: wrote $dest (not loaded: DESTDIR is set)"
-	fi
+	apparmor_parser -r -W "$dest"
+	echo "apparmor: loaded $dest (user namespaces allowed for $bin)"
 	;;
 uninstall)
 	if [ -e "$dest" ]; then
-		if [ -z "${DESTDIR:-}" ] && command -v apparmor_parser >/dev/null 2>&1 && [ -d /sys/kernel/security/apparmor ]; then
+		if command -v apparmor_parser >/dev/null 2>&1 && [ -d /sys/kernel/security/apparmor ]; then
 			apparmor_parser -R "$dest" 2>/dev/null || true
 		fi
 		rm -f "$dest"

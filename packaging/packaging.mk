@@ -1,0 +1,40 @@
+# The Debian package, the OCI image built from it, and their tests.
+#   make deb          build/python-sandbox-mcp_VERSION_ARCH.deb
+#   make deb-check    lintian and the package's file list (part of make test)
+#   make image        localhost/python-sandbox-mcp:VERSION (podman)
+#   make test-packages  the package in a clean Debian 12 container, the image
+#                     under podman's defaults, the pod under podman kube play
+
+DEB_ARCH := $(shell dpkg --print-architecture 2>/dev/null)
+DEB := build/python-sandbox-mcp_$(VERSION)_$(DEB_ARCH).deb
+IMAGE := localhost/python-sandbox-mcp:$(VERSION)
+.PHONY: deb deb-check man-check image test-packages test-deb test-image test-pod
+
+## deb: build build/python-sandbox-mcp_VERSION_ARCH.deb (dpkg-shlibdeps, dpkg-gencontrol, dpkg-deb)
+deb: $(DEB)
+# From the optimised build only: a sanitizer build is no package.
+$(DEB): $(BIN) $(BUILD)/man/python-sandbox-mcp.1 $(BUILD)/python-sandbox-mcp-install-skill \
+		SKILL.md README.md $(DOCS) scripts/apparmor.sh scripts/apparmor/python-sandbox-mcp.in \
+		$(wildcard packaging/debian/*) packaging/mkdeb.sh
+	@[ -z "$(SANITIZE)" ] || { echo "deb: build the package without SANITIZE" >&2; exit 2; }
+	rm -rf build/deb
+	$(MAKE) --no-print-directory install DESTDIR=$(abspath build/deb/root) PREFIX=/usr
+	packaging/mkdeb.sh build/deb $(VERSION) $@
+
+# Quick (a few seconds): part of make test.  lintian finds nothing, not even
+# at the pedantic level (each override in packaging/debian/lintian-overrides
+# says why); the package holds what it promises; the man page names every
+# flag of --help.
+## deb-check: build the package, run lintian on it and check its file list and the man page
+deb-check: $(DEB) man-check
+	lintian --fail-on error,warning,info,pedantic -I --pedantic $(DEB)
+	packaging/check-contents.sh $(DEB)
+
+## man-check: fail when a flag of --help is missing from the man page
+man-check: $(BIN) $(BUILD)/man/python-sandbox-mcp.1
+	@missing=$$($(BIN) --help | grep -o -- '--[a-z][a-z-]*' | sort -u | while read -r f; do \
+		grep -q -- "$$(printf '%s' "$$f" | sed 's/-/\\\\-/g')" $(BUILD)/man/python-sandbox-mcp.1 || echo "$$f"; done); \
+	[ -z "$$missing" ] || { echo "man-check: docs/python-sandbox-mcp.1 lacks:" $$missing >&2; exit 1; }
+	@LC_ALL=C.UTF-8 MANWIDTH=80 man --warnings -E UTF-8 -l -Tutf8 $(BUILD)/man/python-sandbox-mcp.1 2>&1 >/dev/null | \
+		{ ! grep . >&2; } || { echo "man-check: groff warns about the man page" >&2; exit 1; }
+	@echo "man-check: the man page names every flag of --help"
