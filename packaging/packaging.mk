@@ -38,3 +38,37 @@ man-check: $(BIN) $(BUILD)/man/python-sandbox-mcp.1
 	@LC_ALL=C.UTF-8 MANWIDTH=80 man --warnings -E UTF-8 -l -Tutf8 $(BUILD)/man/python-sandbox-mcp.1 2>&1 >/dev/null | \
 		{ ! grep . >&2; } || { echo "man-check: groff warns about the man page" >&2; exit 1; }
 	@echo "man-check: the man page names every flag of --help"
+
+# The image builds from a context of its own (build/image/: the package
+# only).  IMAGE_BASE: the base image; the tests pass their offline Debian 12
+# (packaging/debian-base.sh) and podman build's network is the host's.
+IMAGE_BASE ?= docker.io/library/debian:12-slim
+IMAGE_FLAGS ?=
+## image: build the OCI image localhost/python-sandbox-mcp:VERSION from the package (podman; IMAGE_BASE=... to change the base)
+image: $(DEB)
+	@command -v podman >/dev/null || { echo "image: podman is missing: scripts/setup.sh podman runc" >&2; exit 2; }
+	rm -rf build/image && mkdir -p build/image && cp $(DEB) build/image/
+	@old=$$(podman image inspect -f '{{.Id}}' $(IMAGE) 2>/dev/null || true); \
+	podman build --network=host $(IMAGE_FLAGS) -f packaging/Containerfile --build-arg BASE=$(IMAGE_BASE) \
+		--build-arg DEB=$(notdir $(DEB)) --build-arg VERSION=$(VERSION) -t $(IMAGE) build/image && \
+	new=$$(podman image inspect -f '{{.Id}}' $(IMAGE)) && \
+	if [ -n "$$old" ] && [ "$$old" != "$$new" ]; then podman rmi "$$old" >/dev/null 2>&1 || true; fi
+
+# The container tests: minutes, root and podman; not part of make test.
+PODMAN_PKGS := podman runc debootstrap catatonit containernetworking-plugins
+## test-packages: test-deb, test-image and test-pod (podman; a few minutes, the first run downloads the Debian base)
+test-packages: $(DEB)
+	scripts/setup.sh $(PODMAN_PKGS)
+	test/packages/run.sh deb image pod
+## test-deb: the package installed with dpkg in a clean Debian 12 container without network, driven by the MCP SDK as a user
+test-deb: $(DEB)
+	scripts/setup.sh $(PODMAN_PKGS)
+	test/packages/run.sh deb
+## test-image: make image on an offline Debian 12 base, then the image under podman's defaults through the MCP SDK
+test-image: $(DEB)
+	scripts/setup.sh $(PODMAN_PKGS)
+	test/packages/run.sh image
+## test-pod: deploy/kubernetes/agent-pod.yaml under podman kube play: the server answers with the policy enforced
+test-pod: $(DEB)
+	scripts/setup.sh $(PODMAN_PKGS)
+	test/packages/run.sh pod

@@ -19,8 +19,11 @@ done
 
 PKGS="gcc make pkg-config libc6-dev libcjson-dev libseccomp-dev libbsd-dev libmd-dev
 libexpat1-dev libyaml-dev libssl-dev libpython3-dev python3 python3-numpy python3-pandas python3-matplotlib
-python3-pil libcmocka-dev apparmor"
+python3-pil libcmocka-dev apparmor dpkg-dev lintian"
 # apparmor: its parser checks the AppArmor profile's syntax (make test).
+# dpkg-dev, lintian: make deb builds the Debian package, make test lints it.
+# The container tests (make test-packages) pass podman, runc, debootstrap,
+# catatonit and containernetworking-plugins as extra packages.
 # The test clients (the official MCP TypeScript SDK) run on Node.js.
 command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || PKGS="$PKGS nodejs npm"
 PKGS="$PKGS $extra"
