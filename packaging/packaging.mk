@@ -56,8 +56,10 @@ image: $(DEB)
 
 # The container tests: minutes, root and podman; not part of make test.
 PODMAN_PKGS := podman runc debootstrap catatonit containernetworking-plugins
+# The image and pod tests run the escape suite inside the containers.
+JAIL_HELPERS := $(BUILD)/helpers/jailrun $(BUILD)/helpers/dockerrun
 ## test-packages: test-deb, test-image and test-pod (podman; a few minutes, the first run downloads the Debian base)
-test-packages: $(DEB)
+test-packages: $(DEB) $(JAIL_HELPERS)
 	scripts/setup.sh $(PODMAN_PKGS)
 	test/packages/run.sh deb image pod
 ## test-deb: the package installed with dpkg in a clean Debian 12 container without network, driven by the MCP SDK as a user
@@ -65,10 +67,10 @@ test-deb: $(DEB)
 	scripts/setup.sh $(PODMAN_PKGS)
 	test/packages/run.sh deb
 ## test-image: make image on an offline Debian 12 base, then the image under podman's defaults through the MCP SDK
-test-image: $(DEB)
+test-image: $(DEB) $(JAIL_HELPERS)
 	scripts/setup.sh $(PODMAN_PKGS)
 	test/packages/run.sh image
 ## test-pod: deploy/kubernetes/agent-pod.yaml under podman kube play: the server answers with the policy enforced
-test-pod: $(DEB)
+test-pod: $(DEB) $(JAIL_HELPERS)
 	scripts/setup.sh $(PODMAN_PKGS)
 	test/packages/run.sh pod

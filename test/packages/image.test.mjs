@@ -8,7 +8,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 
 import { writeFile } from '../integration/lib.mjs';
-import { podman, project, outsideDir, startInContainer, assertCheck, assertServes, VERSION, CANARY } from './lib.mjs';
+import { podman, project, outsideDir, startInContainer, assertCheck, assertServes, VERSION, CANARY, REPO } from './lib.mjs';
 
 const IMAGE = process.env.PSM_IMAGE || `localhost/python-sandbox-mcp:${VERSION}`;
 
@@ -29,6 +29,18 @@ describe(`the image under podman's defaults (${IMAGE})`, () => {
 		const { mode, text } = assertCheck(podman(['run', '--rm', '-v', `${root}:/project`, IMAGE, '--check'], { ok: false }));
 		assert.match(text, /^root: \/project$/m, 'the working directory is the project');
 		console.log(`# image, podman defaults: mode ${mode}`);
+	});
+
+	test('the escape suite passes in the image, as its user (both jail modes)', { timeout: 600000 }, () => {
+		// test/jail/run.sh with its helpers, built from this tree (the same
+		// code as the package), mounted read-only.
+		const r = podman(['run', '--rm', '-v', `${path.join(REPO, 'build/helpers')}:/psm/helpers:ro`,
+			'-v', `${path.join(REPO, 'test/jail')}:/psm/jail:ro`, '--entrypoint', 'bash', IMAGE,
+			'/psm/jail/run.sh', '/psm/helpers'], { ok: false, timeout: 600000 });
+		const last = r.stdout.trim().split('\n').pop();
+		console.log(`# image: escape suite ${last}`);
+		assert.equal(r.status, 0, r.stdout.split('\n').filter((l) => /^FAIL|^     \|/.test(l)).join('\n') + r.stderr);
+		assert.match(last, /^\d+ passed, 0 failed$/);
 	});
 
 	describe('an MCP session through the official SDK', () => {

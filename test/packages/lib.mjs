@@ -25,7 +25,7 @@ export const SKILL_TEXT = fs.readFileSync(path.join(REPO, 'SKILL.md'), 'utf8');
 /** podman ARGS; returns { status, stdout, stderr }; throws with both streams when
  * `ok` and the status is not 0. */
 export function podman(args, { input = '', ok = true, timeout = 120000 } = {}) {
-	const r = spawnSync('podman', args, { encoding: 'utf8', input, timeout, env: { ...process.env, ...PODMAN_ENV } });
+	const r = spawnSync('podman', args, { encoding: 'utf8', input, timeout, maxBuffer: 64 << 20, env: { ...process.env, ...PODMAN_ENV } });
 	if (ok && r.status !== 0)
 		throw new Error(`podman ${args.join(' ')}: status ${r.status}\n${r.stdout}\n${r.stderr}`);
 	return r;
