@@ -118,11 +118,12 @@ valgrind: $(BIN)
 	chmod +x $(VG_WRAPPER)
 	test/integration/run.sh $(VG_WRAPPER)
 
-## test: set up, then every test (about 4 minutes on 2 cores)
+## test: set up, then every test (about 17 minutes on 2 cores; the container tests are test-packages)
 test: setup
 	$(MAKE) all
 	$(MAKE) unit
 	$(MAKE) apparmor-check
+	$(MAKE) deb-check
 	$(MAKE) jail
 	$(MAKE) integration
 	$(MAKE) fuzz-replay fuzz-rpc hostile soak-short kill-race
