@@ -47,7 +47,7 @@ else
 fi
 {
 	printf 'python-sandbox-mcp (%s) bookworm; urgency=medium\n\n' "$new"
-	for line in "$@"; do printf '%s\n' "$line" | fold -s -w 74 | sed '1s/^/  * /; 2,$s/^/    /'; done
+	for line in "$@"; do printf '%s\n' "$line" | fold -s -w 74 | sed -e 's/ *$//' -e '1s/^/  * /' -e '2,$s/^/    /'; done
 	printf '\n -- %s  %s\n\n' "$who" "$(date -R -u)"
 	cat packaging/debian/changelog
 } > packaging/debian/changelog.new
