@@ -27,6 +27,17 @@ describe(`the package in Debian 12 without network (${IMAGE})`, () => {
 		assert.match(r.stdout, /No such file or directory/);
 	});
 
+	test('dpkg-reconfigure decides about the AppArmor profile again; dpkg --purge leaves nothing behind', () => {
+		const r = run([IMAGE, 'sh', '-c', [
+			'DEBIAN_FRONTEND=noninteractive dpkg-reconfigure python-sandbox-mcp',
+			'dpkg --purge python-sandbox-mcp >/dev/null',
+			'ls -d /usr/bin/python-sandbox-mcp* /usr/share/python-sandbox-mcp /usr/share/doc/python-sandbox-mcp /etc/apparmor.d/python-sandbox-mcp 2>/dev/null',
+			'dpkg-query -W python-sandbox-mcp 2>&1 || true'].join('; ')]);
+		assert.match(r.stdout, /^apparmor: this host does not restrict user namespaces; no profile needed$/m, r.stdout + r.stderr);
+		assert.doesNotMatch(r.stdout, /^\//m, `nothing of the package is left: ${r.stdout}`);
+		assert.match(r.stdout, /no packages found matching python-sandbox-mcp/);
+	});
+
 	test('-h, --help and --version as a user; the man page is the installed version\'s', () => {
 		const h = asAgent([IMAGE, 'python-sandbox-mcp', '-h']);
 		assert.match(h.stdout, /^usage: python-sandbox-mcp /);
