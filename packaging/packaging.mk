@@ -55,7 +55,9 @@ image: $(DEB)
 	if [ -n "$$old" ] && [ "$$old" != "$$new" ]; then podman rmi "$$old" >/dev/null 2>&1 || true; fi
 
 # The container tests: minutes, root and podman; not part of make test.
-PODMAN_PKGS := podman runc debootstrap catatonit containernetworking-plugins
+# python3-openpyxl: the pod test writes bench/'s agent-workload data (an
+# Excel file among it) on the host before copying it into the pod.
+PODMAN_PKGS := podman runc debootstrap catatonit containernetworking-plugins python3-openpyxl
 # The image and pod tests run the escape suite inside the containers.
 JAIL_HELPERS := $(BUILD)/helpers/jailrun $(BUILD)/helpers/dockerrun
 ## test-packages: test-deb, test-image and test-pod (podman; a few minutes, the first run downloads the Debian base)
