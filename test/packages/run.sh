@@ -6,9 +6,9 @@
 #   image  make image on the offline Debian 12 base, run under podman's defaults
 #   pod    deploy/kubernetes/agent-pod.yaml under podman kube play
 # Needs root and podman (scripts/setup.sh podman runc debootstrap catatonit
-# containernetworking-plugins, which the make targets run).  The Debian base
-# (debootstrap) and the package's dependencies are cached in build/base/: a
-# second run downloads nothing.
+# containernetworking-plugins python3-openpyxl, which the make targets run).
+# The Debian base (debootstrap) and the package's dependencies are cached in
+# build/base/: a second run downloads nothing.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
