@@ -43,12 +43,19 @@ for p in pids:
         if b"bash" in cmd or b"run.sh" in cmd or b"psm-canary" in cmd: found.append("host process " + p)
     except OSError:
         pass
-# Its own entry stays readable (threads, memory, descriptors).
+# Its own entry stays readable (threads, memory, descriptors), where the jail
+# has a /proc: inside a container the namespace mode may have none (see
+# session.py), and then nothing of any process is there.
 try:
-    open("/proc/self/status").read(); os.listdir("/proc/self/fd"); open("/proc/self/maps").read()
-    open("/proc/thread-self/stat").read()
-except OSError as e:
-    found.append("own /proc entry refused: %s" % e)
+    no_proc = os.path.isdir("/proc") and not os.listdir("/proc")
+except OSError:  # the namespace-free mode: /proc is there, its list refused
+    no_proc = False
+if not no_proc:
+    try:
+        open("/proc/self/status").read(); os.listdir("/proc/self/fd"); open("/proc/self/maps").read()
+        open("/proc/thread-self/stat").read()
+    except OSError as e:
+        found.append("own /proc entry refused: %s" % e)
 try:
     if "root:" in open("/etc/passwd").read(): found.append("host /etc/passwd")
 except OSError:
