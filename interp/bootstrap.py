@@ -46,10 +46,10 @@ def zygote_init(cfg_json):
     global _cfg
     _cfg = json.loads(cfg_json)
     t0 = time.monotonic()
-    for site_dir in _cfg.get("site_dirs", []):
-        import site
-
-        site.addsitedir(site_dir)
+    # The venv's site-packages are not added here: whatever a .pth file
+    # runs would run in the zygote, the parent of every later session (its
+    # messages to the server, and what survives reset: true).  Each session
+    # adds them after its fork (_add_venv).
     missing = []
     for mod in ("numpy", "pandas", "matplotlib"):
         try:
@@ -481,6 +481,26 @@ def warm_step(_arg):
 # ---------------------------------------------------------------- session
 
 
+def _add_venv():
+    """The venv's site-packages, in this session only: site.addsitedir runs
+    its .pth files here, inside the session's jail, after the fork from the
+    zygote.  A venv where the sandboxed code can write (the workspace) is
+    only put on the path: a .pth a cell planted there would otherwise run in
+    every later session, reset ones included."""
+    dirs = _cfg.get("site_dirs", [])
+    if not dirs:
+        return
+    if _cfg.get("venv_pth", True):
+        import site
+
+        for d in dirs:
+            site.addsitedir(d)
+    else:
+        for d in dirs:
+            if d not in sys.path:
+                sys.path.append(d)
+
+
 def session_init(init_json):
     init = json.loads(init_json)
     _session["name"] = init.get("name", "default")
@@ -488,6 +508,7 @@ def session_init(init_json):
         _session["root"] = os.getcwd()  # ROOT, before any code can chdir
     except OSError:
         pass
+    _add_venv()
     seed = int(init.get("seed", 0))
     import random
 
@@ -992,9 +1013,18 @@ def _missing_module_hint(e):
     if deb:
         how.append("install the Debian package %s on the machine that runs the server "
                    "(scripts/setup.sh --full installs the usual data stack)" % deb)
-    how.append("or start the server with --venv DIR (or create %s/.interpreter-venv) "
-               "holding a virtual environment where %s is installed (pip install %s)" % (
-                   _session.get("root") or "ROOT", name, pip_name))
+    root = _session.get("root") or "ROOT"
+    if _cfg.get("venv_withheld"):
+        # The project's venv exists but is not approved, so it is not on
+        # the path: creating it again would not help.
+        how.append("or install %s (pip install %s) in the project's venv %s/.interpreter-venv, which "
+                   "exists but is not used until the user approves it by running, in a terminal, "
+                   "python-sandbox-mcp --trust --root '%s' (then restarts the server)" % (
+                       name, pip_name, root, root))
+    else:
+        how.append("or start the server with --venv DIR (or create %s/.interpreter-venv) "
+                   "holding a virtual environment where %s is installed (pip install %s)" % (
+                       root, name, pip_name))
     return ("%s is not installed on this machine, and code in the sandbox cannot install it "
             "(no network, no programs). Installed here: %s%s. To add it: %s." % (
                 name, ", ".join(have) or "none of the usual stack",

@@ -133,6 +133,13 @@ static char *bootstrap_config(const struct zygote_config *zc, const struct jail_
 		cJSON_AddItemToArray(wr, cJSON_CreateString(*a));
 	if (rep->scratch[0])
 		cJSON_AddItemToArray(wr, cJSON_CreateString(rep->scratch));
+	/* The venv's site-packages: added by each session after its fork
+	 * (bootstrap session_init), never by the zygote, which every later
+	 * session is forked from.  Attack: a project's .pth that ran in the
+	 * zygote wrote forged messages on the zygote's socket, and survived
+	 * reset: true. */
+	cJSON_AddBoolToObject(j, "venv_pth", !zc->venv_pth_off);
+	cJSON_AddBoolToObject(j, "venv_withheld", zc->venv_withheld);
 	cJSON *sites = cJSON_AddArrayToObject(j, "site_dirs");
 	if (zc->venv) {
 		glob_t g;
@@ -949,6 +956,8 @@ int zygote_exec_main(int ctrl)
 		.workspace = ws,
 		.workspace_display = cfg.workspace_display,
 		.venv = cfg.venv,
+		.venv_pth_off = cfg.venv_pth_off,
+		.venv_withheld = cfg.venv_withheld,
 		.ctrl = ctrl,
 		.check = cfg.check,
 		.no_memfd = cfg.no_memfd,

@@ -11,7 +11,9 @@ struct zygote_config {
 	const char *root;              /* canonical ROOT (Python's cwd) */
 	const char *workspace;         /* canonical workspace */
 	const char *workspace_display; /* "workspace" or the absolute path */
-	const char *venv;              /* --venv, or NULL */
+	const char *venv;              /* the venv each session adds, or NULL */
+	bool venv_pth_off;             /* sessions add it without running its .pth files */
+	bool venv_withheld;            /* the project's venv exists, not approved (for hints) */
 	int ctrl;                      /* stream socket to the server */
 	bool check;                    /* for --check: change nothing on the host */
 	bool no_memfd;                 /* refuse memfd_create (jail_config) */

@@ -54,7 +54,7 @@ static const char usage[] =
 	"                        code-interpreter-sandbox-executor/SKILL.md, then the .claude one,\n"
 	"                        then the built-in policy)\n"
 	"  --venv DIR            add a virtual environment's site-packages (read-only; default:\n"
-	"                        ROOT/.interpreter-venv when it exists)\n"
+	"                        ROOT/.interpreter-venv when it exists and is approved with --trust)\n"
 	"  --timeout S           lower the policy's timeout_s\n"
 	"  --memory MB           lower the policy's memory_mb\n"
 	"  --structured-content  also return structuredContent from execute_python\n"
@@ -76,10 +76,11 @@ static const char usage[] =
 	"                        was learned for this project, then learn again\n"
 	"  --check               print the policy and the jail's layers, run live probes\n"
 	"                        (exit 1 when the project's policy is cut down, unapproved)\n"
-	"  --trust               approve this exact project policy file on this machine: until\n"
-	"                        then it gets no more than the built-in policy allows\n"
+	"  --trust               approve this exact project policy file and the project's venv\n"
+	"                        on this machine: until then the policy gets no more than the\n"
+	"                        built-in one allows, and the venv is not used\n"
 	"  --yes                 with --trust: approve without asking (for scripts)\n"
-	"  --untrust             withdraw the approval of the project's policy file\n";
+	"  --untrust             withdraw the approvals of the project's policy file and venv\n";
 
 static __attribute__((noreturn, format(printf, 1, 2))) void die_usage(const char *fmt, ...)
 {
@@ -170,13 +171,35 @@ static void remove_standin(void)
 		jail_scratch_remove(standin);
 }
 
+/* Where the sandboxed code can write under policy p: the workspace and the
+ * fs_write directories.  A venv below one of them runs no .pth file
+ * (trust.h).  Caller frees the array (not the strings). */
+static const char **writable_dirs(const struct policy *p, const char *ws)
+{
+	size_t n = p->fs_write == FS_WRITE_LIST ? p->n_fs_write_paths : 0;
+	const char **v = xreallocarray(NULL, n + 2, sizeof *v);
+	v[0] = ws;
+	for (size_t i = 0; i < n; i++)
+		v[i + 1] = p->fs_write_paths[i];
+	v[n + 1] = NULL;
+	return v;
+}
+
 /* Workspace trust: an unapproved project policy gets no more than the
- * built-in one; then the flags may tighten further.  -1 (said on stderr,
- * the trust state freed) when the policy cannot be used. */
-static int policy_settle(struct server *srv, bool from_file, const char *root, const char *ws)
+ * built-in one, an unapproved project venv is not used; then the flags may
+ * tighten further.  -1 (said on stderr, the trust state freed) when the
+ * policy cannot be used. */
+static int policy_settle(struct server *srv, bool from_file, const char *root, const char *ws,
+			 const char *venv, bool venv_given)
 {
 	struct err e = { 0 };
-	int r = trust_decide(&srv->trust, srv->policy, from_file, root, ws, srv->opts.skill != NULL, &e);
+	bool skill_given = srv->opts.skill != NULL;
+	int r = trust_decide(&srv->trust, srv->policy, from_file, root, ws, skill_given, &e);
+	if (r == 0) {
+		const char **w = writable_dirs(srv->policy, ws);
+		r = trust_decide_venv(&srv->trust, venv, venv_given, root, ws, w, skill_given, &e);
+		free(w);
+	}
 	if (r == 0)
 		r = policy_tighten(srv->policy, srv->opts.timeout_s, srv->opts.memory_mb, &e);
 	if (r < 0) {
@@ -184,7 +207,27 @@ static int policy_settle(struct server *srv, bool from_file, const char *root, c
 		trust_state_free(&srv->trust);
 		return -1;
 	}
+	/* The interpreter sees the venv only when it is used. */
+	const struct trust_venv *v = &srv->trust.venv;
+	srv->opts.venv = trust_venv_used(&srv->trust) ? v->path : NULL;
+	srv->opts.venv_pth_off = v->pth_off;
+	srv->opts.venv_withheld = v->path && !trust_venv_used(&srv->trust);
 	return 0;
+}
+
+/* The venv line of the log and of --check. */
+static void venv_describe(const struct server *srv, char *out, size_t n)
+{
+	const struct trust_venv *v = &srv->trust.venv;
+	out[0] = '\0';
+	if (!v->path)
+		return;
+	if (!trust_venv_used(&srv->trust))
+		snprintf(out, n, "venv: %s (ROOT/.interpreter-venv: NOT approved on this machine, not used)\n", v->path);
+	else
+		snprintf(out, n, "venv: %s (%s, read-only, Python %d.%d%s)\n", v->path,
+			 v->given ? "--venv" : "ROOT/.interpreter-venv, approved", PY_MAJOR_VERSION, PY_MINOR_VERSION,
+			 v->pth_off ? "; its .pth files are not run: the sandboxed code can write there" : "");
 }
 
 int main(int argc, char **argv)
@@ -421,28 +464,30 @@ int main(int argc, char **argv)
 		snprintf(ws_buf, sizeof ws_buf, "%s/workspace", root_abs);
 		wsp = ws_buf;
 	}
-	char venv_abs[PATH_MAX], venv_default[PATH_MAX + 32], venv_line[PATH_MAX + 200] = "";
-	bool venv_given = srv.opts.venv != NULL;
+	/* The venv: --venv DIR (the user's own word), else the project's
+	 * ROOT/.interpreter-venv (the skill's own guide tells users to make
+	 * it), which is the project's code: used only once approved
+	 * (policy_settle). */
+	char venv_abs[PATH_MAX], venv_default[PATH_MAX + 32], venv_line[PATH_MAX + 300] = "";
+	const char *venv = srv.opts.venv;
+	bool venv_given = venv != NULL;
 	if (!venv_given) {
-		/* The skill's own guide tells users to create this venv in the
-		 * project: use it, read-only, when it is there. */
 		snprintf(venv_default, sizeof venv_default, "%s/.interpreter-venv", root_abs);
 		if (is_dir(venv_default))
-			srv.opts.venv = venv_default;
+			venv = venv_default;
 	}
-	if (srv.opts.venv) {
+	srv.opts.venv = NULL;
+	if (venv) {
 		const char *flag = venv_given ? "--venv" : "the project's venv";
-		if (!realpath(srv.opts.venv, venv_abs) || !is_dir(venv_abs))
-			die_usage("--venv '%s' is not an existing directory", srv.opts.venv);
+		if (!realpath(venv, venv_abs) || !is_dir(venv_abs))
+			die_usage("--venv '%s' is not an existing directory", venv);
 		char why[PATH_MAX + 600];
 		if (venv_check(venv_abs, why, sizeof why) < 0) {
 			fprintf(stderr, "python-sandbox-mcp: %s %s: %s\n", flag, venv_abs, why);
 			policy_free(srv.policy);
 			return 2;
 		}
-		srv.opts.venv = venv_abs;
-		snprintf(venv_line, sizeof venv_line, "venv: %s (%s, read-only, Python %d.%d)\n", venv_abs,
-			 venv_given ? "--venv" : "default: ROOT/.interpreter-venv exists", PY_MAJOR_VERSION, PY_MINOR_VERSION);
+		venv = venv_abs;
 	}
 	if (check) {
 		/* Before ws_open, which would create a missing workspace: a
@@ -455,11 +500,12 @@ int main(int argc, char **argv)
 			snprintf(wsabs, sizeof wsabs, "%.2000s/%.2000s", root_abs, wsp);
 		const char *ws_final = realpath(wsabs, real) ? real : wsabs;
 		char *requested = policy_describe(srv.policy);
-		if (policy_settle(&srv, skill_file != NULL, root_abs, ws_final) < 0) {
+		if (policy_settle(&srv, skill_file != NULL, root_abs, ws_final, venv, venv_given) < 0) {
 			free(requested);
 			policy_free(srv.policy);
 			return 2;
 		}
+		venv_describe(&srv, venv_line, sizeof venv_line);
 		char *desc = policy_describe(srv.policy);
 		printf("python-sandbox-mcp %s\nroot: %s\nworkspace: %s\n%s%s", PSM_VERSION, root_abs, ws_final,
 		       venv_line, desc ? desc : "");
@@ -474,7 +520,7 @@ int main(int argc, char **argv)
 			.self_exe = srv.opts.self_exe,
 		};
 		int st = check_run(&co, stdout);
-		if (st == 0 && srv.trust.withheld)
+		if (st == 0 && (srv.trust.withheld || srv.opts.venv_withheld))
 			st = 1; /* the project does not get what it asks for */
 		trust_state_free(&srv.trust);
 		policy_free(srv.policy);
@@ -486,17 +532,24 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	if (trust) {
-		int st = trust_cli_approve(srv.policy, skill_file != NULL, srv.ws.root, srv.ws.abs,
-					   srv.opts.skill != NULL, yes);
+		const char **w = writable_dirs(srv.policy, srv.ws.abs);
+		struct trust_cli_args ta = {
+			.project = skill_file != NULL, .root = srv.ws.root, .workspace = srv.ws.abs,
+			.skill_given = srv.opts.skill != NULL, .venv = venv, .venv_given = venv_given,
+			.writable = w, .yes = yes,
+		};
+		int st = trust_cli_approve(srv.policy, &ta);
+		free(w);
 		ws_close(&srv.ws);
 		policy_free(srv.policy);
 		return st;
 	}
-	if (policy_settle(&srv, skill_file != NULL, srv.ws.root, srv.ws.abs) < 0) {
+	if (policy_settle(&srv, skill_file != NULL, srv.ws.root, srv.ws.abs, venv, venv_given) < 0) {
 		ws_close(&srv.ws);
 		policy_free(srv.policy);
 		return 2;
 	}
+	venv_describe(&srv, venv_line, sizeof venv_line);
 
 	char *desc = policy_describe(srv.policy);
 	log_info("root %s, workspace %s, %spolicy:\n%s", srv.ws.root, srv.ws.abs, venv_line, desc ? desc : "");

@@ -561,6 +561,8 @@ struct sup *server_sup_new(struct server *s)
 		.ws = &s->ws,
 		.approved = s->trust.approved,
 		.venv = s->opts.venv,
+		.venv_pth_off = s->opts.venv_pth_off,
+		.venv_withheld = s->opts.venv_withheld,
 		.timeout_s = s->opts.timeout_s,
 		.memory_mb = s->opts.memory_mb,
 		.check_session = s->opts.check_session,

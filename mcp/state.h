@@ -30,7 +30,9 @@ struct server_opts {
 	const char *root;
 	const char *workspace;
 	const char *skill;
-	const char *venv;
+	const char *venv;      /* the venv the interpreter uses, or NULL */
+	bool venv_pth_off;     /* it lies where the code can write: no .pth runs */
+	bool venv_withheld;    /* ROOT/.interpreter-venv exists, not approved */
 	double timeout_s;      /* < 0: not given */
 	long memory_mb;        /* < 0: not given */
 	bool structured_content;

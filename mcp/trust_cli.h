@@ -8,13 +8,25 @@
 
 #include "../policy/trust.h"
 
-/* Shows the policy p (resolved; from a file when project) and what it
- * grants beyond the built-in policy, asks on the terminal unless yes, and
- * records the file's path and SHA-256 in the user's store. */
-int trust_cli_approve(struct policy *p, bool project, const char *root, const char *workspace,
-		      bool skill_given, bool yes);
+/* What --trust approves. */
+struct trust_cli_args {
+	bool project;            /* the policy comes from a file */
+	const char *root, *workspace;
+	bool skill_given;        /* --skill: the approval command names it */
+	const char *venv;        /* ROOT/.interpreter-venv (or --venv DIR), or NULL */
+	bool venv_given;         /* --venv: nothing to approve */
+	const char *const *writable; /* where the sandboxed code can write */
+	bool yes;                /* --yes: approve without asking */
+};
 
-/* Removes every approval of the file at skill_path (NULL: none found). */
+/* Shows the policy p (resolved) and what it grants beyond the built-in
+ * policy, and the project's venv with its fingerprint, asks on the
+ * terminal unless yes, and records what needs it: the file's real path and
+ * SHA-256, the venv's real path and fingerprint, for ROOT. */
+int trust_cli_approve(struct policy *p, const struct trust_cli_args *a);
+
+/* Removes the approvals of ROOT: of the file at skill_path (NULL: none
+ * found) and of the project's venv. */
 int trust_cli_revoke(const char *skill_path, const char *root, const char *workspace);
 
 #endif

@@ -17,9 +17,10 @@
 #define STORE_NAME "trusted"
 #define STORE_MAX (1u << 20) /* thousands of approvals */
 #define STORE_HEADER \
-	"# python-sandbox-mcp: project policies approved on this machine, one per line:\n" \
-	"# the SHA-256 of the file, a space, its absolute path.  Change it with\n" \
-	"# python-sandbox-mcp --trust / --untrust.\n"
+	"# python-sandbox-mcp: what the user approved on this machine, one per line:\n" \
+	"# a SHA-256, a space, the project's root, a tab, \"skill\" (its policy file) or\n" \
+	"# \"venv\" (its virtual environment), a tab, the real path of that file or\n" \
+	"# directory.  Change it with python-sandbox-mcp --trust / --untrust.\n"
 
 void trust_report_free(struct trust_report *r)
 {
@@ -507,12 +508,46 @@ static int store_open(struct userdir *ud, const char *root, const char *ws, bool
 	return rc;
 }
 
+/* One line of the store.  A line written by an earlier version, "HEX
+ * PATH", names a policy file only, for no root in particular: it is still
+ * believed where it is still right, for a ROOT that holds the file (see
+ * matches).  Every line written now is "HEX ROOT\tKIND\tPATH". */
 struct entry {
 	char hex[65];
-	const char *path; /* into the buffer */
+	const char *root;    /* NULL: a line of the earlier form */
+	enum trust_kind kind;
+	const char *path;    /* into the buffer */
 };
 
-/* Parses the store: "HEX PATH" lines; comments and malformed lines are
+static const char *const kind_names[] = { [TRUST_KIND_SKILL] = "skill", [TRUST_KIND_VENV] = "venv" };
+
+/* Splits "ROOT\tKIND\tPATH" (or the earlier "PATH") into e; false for a
+ * line that approves nothing. */
+static bool parse_fields(char *s, struct entry *en)
+{
+	char *t1 = strchr(s, '\t');
+	en->root = NULL;
+	en->kind = TRUST_KIND_SKILL;
+	en->path = s;
+	if (!t1)
+		return true;
+	char *t2 = strchr(t1 + 1, '\t');
+	if (!t2)
+		return false;
+	*t1 = *t2 = '\0';
+	if (t2[1] != '/')
+		return false;
+	for (size_t k = 0; k < N_ELEMENTS(kind_names); k++)
+		if (strcmp(t1 + 1, kind_names[k]) == 0) {
+			en->root = s;
+			en->kind = (enum trust_kind)k;
+			en->path = t2 + 1;
+			return true;
+		}
+	return false;
+}
+
+/* Parses the store: "HEX FIELDS" lines; comments and malformed lines are
  * skipped (they were not written by this program, and approve nothing). */
 static size_t parse_store(char *buf, struct entry **out)
 {
@@ -537,8 +572,8 @@ static size_t parse_store(char *buf, struct entry **out)
 			}
 			memcpy(v[n].hex, line, 64);
 			v[n].hex[64] = '\0';
-			v[n].path = line + 65;
-			n++;
+			if (parse_fields(line + 65, &v[n]))
+				n++;
 		}
 		line = nl ? nl + 1 : NULL;
 	}
@@ -562,7 +597,22 @@ static int store_load(struct userdir *ud, char **buf, struct entry **v, size_t *
 	return 0;
 }
 
-int trust_lookup(const char *path, const char *hex, const char *root,
+/* Whether the entry names (kind, root, path).  A line of the earlier form
+ * approved a policy file by its real path alone; it stays right for a ROOT
+ * that holds that file, and only there.  Attack: project B, never
+ * approved, makes its SKILL.md a symlink to project A's approved one (which
+ * grants network and programs); its real path is A's, and the earlier
+ * store approved it for B too. */
+static bool matches(const struct entry *en, enum trust_kind kind, const char *root, const char *path)
+{
+	if (en->kind != kind || strcmp(en->path, path) != 0)
+		return false;
+	if (en->root)
+		return strcmp(en->root, root) == 0;
+	return kind == TRUST_KIND_SKILL && under(path, root);
+}
+
+int trust_lookup(enum trust_kind kind, const char *root, const char *path, const char *hex,
 		 const char *workspace, struct err *e)
 {
 	struct userdir ud;
@@ -579,16 +629,29 @@ int trust_lookup(const char *path, const char *hex, const char *root,
 	if (rc < 0)
 		return rc;
 	for (size_t i = 0; i < n && rc == 0; i++)
-		if (strcmp(v[i].path, path) == 0 && strcmp(v[i].hex, hex) == 0)
+		if (matches(&v[i], kind, root, path) && strcmp(v[i].hex, hex) == 0)
 			rc = 1;
 	free(v);
 	free(buf);
 	return rc;
 }
 
-/* Rewrites the store without the entries for path, plus (path, hex) when
- * hex is given.  Returns the number of entries removed. */
-static int store_update(const char *path, const char *hex, const char *root,
+static int check_path(const char *what, const char *path, struct err *e)
+{
+	/* One line per entry, tabs between fields: a path with a newline
+	 * or a tab would forge a line or a field. */
+	for (const char *s = path; *s; s++)
+		if ((unsigned char)*s < 0x20 || *s == 0x7f)
+			return err_set(e, -EINVAL, "the path of the %s contains a control character; rename it first", what);
+	if (path[0] != '/')
+		return err_set(e, -EINVAL, "the path of the %s must be absolute", what);
+	return 0;
+}
+
+/* Rewrites the store without the entries for (kind, root, path), any path
+ * when path is NULL, plus (kind, root, path, hex) when hex is given.
+ * Returns the number of entries removed. */
+static int store_update(enum trust_kind kind, const char *root, const char *path, const char *hex,
 			const char *workspace, struct err *e)
 {
 	struct userdir ud;
@@ -598,12 +661,9 @@ static int store_update(const char *path, const char *hex, const char *root,
 	int removed = 0, rc;
 	FILE *f;
 
-	/* One line per entry: a path with a newline would split into two. */
-	for (const char *s = path; *s; s++)
-		if ((unsigned char)*s < 0x20 || *s == 0x7f)
-			return err_set(e, -EINVAL, "the path of the policy file contains a control character; rename it first");
-	if (path[0] != '/')
-		return err_set(e, -EINVAL, "the policy file's path must be absolute");
+	if ((rc = check_path("project root", root, e)) < 0 ||
+	    (path && (rc = check_path(kind == TRUST_KIND_VENV ? "virtual environment" : "policy file", path, e)) < 0))
+		return rc;
 	rc = store_open(&ud, root, workspace, hex != NULL, e);
 	if (rc == 1)
 		return 0; /* nothing to remove */
@@ -619,14 +679,21 @@ static int store_update(const char *path, const char *hex, const char *root,
 	}
 	fputs(STORE_HEADER, f);
 	for (size_t i = 0; i < n; i++) {
-		if (strcmp(v[i].path, path) == 0) {
+		const struct entry *en = &v[i];
+		if (matches(en, kind, root, path ? path : en->path)) {
+			/* An earlier line for this path goes too, even when
+			 * a new approval replaces it: it could still approve
+			 * another version of the file. */
 			removed++;
 			continue;
 		}
-		fprintf(f, "%s %s\n", v[i].hex, v[i].path);
+		if (en->root)
+			fprintf(f, "%s %s\t%s\t%s\n", en->hex, en->root, kind_names[en->kind], en->path);
+		else
+			fprintf(f, "%s %s\n", en->hex, en->path);
 	}
 	if (hex)
-		fprintf(f, "%s %s\n", hex, path);
+		fprintf(f, "%s %s\t%s\t%s\n", hex, root, kind_names[kind], path);
 	if (fclose(f) != 0) {
 		rc = err_set(e, -ENOMEM, "out of memory");
 		goto out;
@@ -642,35 +709,72 @@ out:
 	return rc;
 }
 
-int trust_approve(const char *path, const char *hex, const char *root,
+int trust_approve(enum trust_kind kind, const char *root, const char *path, const char *hex,
 		  const char *workspace, struct err *e)
 {
-	int rc = store_update(path, hex, root, workspace, e);
+	int rc = store_update(kind, root, path, hex, workspace, e);
 	return rc < 0 ? rc : 0;
 }
 
-int trust_revoke(const char *path, const char *root, const char *workspace, struct err *e)
+int trust_revoke(enum trust_kind kind, const char *root, const char *path, const char *workspace, struct err *e)
 {
-	return store_update(path, NULL, root, workspace, e);
+	return store_update(kind, root, path, NULL, workspace, e);
 }
 
 /* ---- the decision at start-up ------------------------------------------ */
+
+/* The policy's part of the note: what was withheld and how to approve. */
+static void note_policy(const struct trust_state *t, FILE *f)
+{
+	const char *source = t->source ? t->source : t->path;
+	fputs("this project's policy (", f);
+	put_clean(f, source);
+	if (strcmp(source, t->path) != 0) {
+		/* A symlink: the approval is for this project and the file it
+		 * leads to, never for another project's approval of it. */
+		fputs(", a symlink to ", f);
+		put_clean(f, t->path);
+	}
+	fputs(") asks for more than the built-in policy allows and is not approved on this machine "
+	      "for this project, so the sandbox withholds these and keeps the built-in policy's values for them:\n", f);
+	fputs(t->asked.text, f);
+	fputs("The rest of the project's policy applies.\n", f);
+}
+
+/* The venv's part: the interpreter runs without it. */
+static void note_venv(const struct trust_state *t, FILE *f)
+{
+	fputs("this project's virtual environment (", f);
+	put_clean(f, t->venv.path);
+	fputs(") is not approved on this machine, so the interpreter runs without it: its packages cannot be "
+	      "imported and none of its start-up files (*.pth, sitecustomize) run. A project's venv is the "
+	      "project's code.", f);
+	if (t->venv.why[0]) {
+		fputc(' ', f);
+		put_clean(f, t->venv.why);
+	}
+	fputc('\n', f);
+}
 
 static char *make_note(const struct trust_state *t)
 {
 	char *out = NULL;
 	size_t size = 0;
+	bool venv = t->venv.path && !t->venv.approved;
 	FILE *f = open_memstream(&out, &size);
 	if (!f)
 		return NULL;
-	fputs("this project's policy (", f);
-	put_clean(f, t->path);
-	fputs(") asks for more than the built-in policy allows and is not approved on this machine, "
-	      "so the sandbox withholds these and keeps the built-in policy's values for them:\n", f);
-	fputs(t->asked.text, f);
-	fputs("The rest of the project's policy applies. To grant them, the user reviews and approves this exact file by running, in a terminal:\n  ", f);
+	if (t->withheld)
+		note_policy(t, f);
+	if (venv)
+		note_venv(t, f);
+	fprintf(f, "To %s, the user reviews and approves %s by running, in a terminal:\n  ",
+		t->withheld && venv ? "grant them and use the venv" : t->withheld ? "grant them" : "use it",
+		t->withheld && venv ? "the policy file and the venv" : t->withheld ? "this exact file" : "the venv");
 	put_clean(f, t->command);
-	fputs("\nthen restarts this server. Any change to the file withdraws the approval.\n", f);
+	fputs("\nthen restarts this server. Any change to ", f);
+	fputs(t->withheld && venv ? "either" : t->withheld ? "the file" : "the venv's pyvenv.cfg or start-up files", f);
+	fputs(" withdraws the approval.\n", f);
 	if (t->store_err[0]) {
 		fputs("The approval store was refused: ", f);
 		put_clean(f, t->store_err);
@@ -683,6 +787,17 @@ static char *make_note(const struct trust_state *t)
 	return out;
 }
 
+/* Rebuilds t->note from what is withheld now (NULL when nothing is). */
+static int renote(struct trust_state *t, struct err *e)
+{
+	free(t->note);
+	t->note = NULL;
+	if (!t->withheld && !(t->venv.path && !t->venv.approved))
+		return 0;
+	t->note = make_note(t);
+	return t->note ? 0 : err_set(e, -ENOMEM, "out of memory");
+}
+
 int trust_decide(struct trust_state *t, struct policy *p, bool project, const char *root,
 		 const char *workspace, bool skill_given, struct err *e)
 {
@@ -691,6 +806,8 @@ int trust_decide(struct trust_state *t, struct policy *p, bool project, const ch
 	int rc;
 
 	memset(t, 0, sizeof *t);
+	if (trust_store_path(t->store, sizeof t->store, &se) < 0)
+		snprintf(t->store, sizeof t->store, "(none: %s)", se.msg);
 	if (!project)
 		return 0;
 	t->project = true;
@@ -699,7 +816,15 @@ int trust_decide(struct trust_state *t, struct policy *p, bool project, const ch
 		rc = policy_resolve(t->ceiling, root, e);
 	if (rc < 0)
 		return rc;
+	/* The real path, after every symlink: what is approved is the file
+	 * that is read, for this project. */
 	t->path = realpath(p->source, NULL);
+	t->source = strdup(p->source);
+	if (!t->source) {
+		free(t->path);
+		t->path = NULL;
+		return err_set(e, -ENOMEM, "out of memory");
+	}
 	if (!t->path)
 		return err_sys(e, -errno, "%s: cannot resolve the policy file's path", p->source);
 	/* The hash of the bytes that were parsed, not a second read of the
@@ -708,12 +833,10 @@ int trust_decide(struct trust_state *t, struct policy *p, bool project, const ch
 	t->command = trust_command(root, t->path, skill_given);
 	if (!t->command)
 		return err_set(e, -ENOMEM, "out of memory");
-	if (trust_store_path(t->store, sizeof t->store, &se) < 0)
-		snprintf(t->store, sizeof t->store, "(none: %s)", se.msg);
 	rc = trust_ceiling(p, t->ceiling, root, workspace, false, &t->asked, e);
 	if (rc < 0 || t->asked.keys == 0)
 		return rc;
-	rc = trust_lookup(t->path, t->hex, root, workspace, &se);
+	rc = trust_lookup(TRUST_KIND_SKILL, root, t->path, t->hex, workspace, &se);
 	if (rc == 1) {
 		t->approved = true;
 		return 0;
@@ -727,10 +850,49 @@ int trust_decide(struct trust_state *t, struct policy *p, bool project, const ch
 		return rc;
 	t->withheld = cut.keys;
 	trust_report_free(&cut);
-	t->note = make_note(t);
-	if (!t->note)
+	return renote(t, e);
+}
+
+bool trust_venv_used(const struct trust_state *t)
+{
+	return t->venv.path && t->venv.approved;
+}
+
+int trust_decide_venv(struct trust_state *t, const char *venv, bool given, const char *root,
+		      const char *workspace, const char *const *writable, bool skill_given, struct err *e)
+{
+	struct trust_venv *v = &t->venv;
+	struct err se = { 0 };
+	int rc;
+
+	if (!venv)
+		return 0;
+	v->path = realpath(venv, NULL);
+	if (!v->path)
+		return err_sys(e, -errno, "%s: cannot resolve the venv's path", venv);
+	v->given = given;
+	for (const char *const *w = writable; w && *w; w++)
+		if (under(v->path, *w))
+			v->pth_off = true;
+	if (!t->command && !(t->command = trust_command(root, NULL, skill_given)))
 		return err_set(e, -ENOMEM, "out of memory");
-	return 0;
+	rc = trust_venv_fingerprint(v->path, v->hex, &v->files, &se);
+	if (given) {
+		/* --venv DIR is the user's own word: nothing to approve.  Its
+		 * fingerprint is only shown. */
+		v->approved = true;
+		return 0;
+	}
+	if (rc < 0) {
+		snprintf(v->why, sizeof v->why, "It cannot be approved as it is: %s.", se.msg);
+	} else {
+		rc = trust_lookup(TRUST_KIND_VENV, root, v->path, v->hex, workspace, &se);
+		if (rc == 1)
+			v->approved = true;
+		else if (rc < 0 && !t->store_err[0])
+			snprintf(t->store_err, sizeof t->store_err, "%s", se.msg);
+	}
+	return renote(t, e);
 }
 
 static void indent(FILE *out, const char *text, const char *pre)
@@ -743,18 +905,20 @@ static void indent(FILE *out, const char *text, const char *pre)
 	}
 }
 
-void trust_print(const struct trust_state *t, const char *requested, FILE *out)
+static void print_policy(const struct trust_state *t, const char *requested, FILE *out)
 {
-	fputs("workspace trust:\n", out);
 	if (!t->project) {
 		fputs("  the built-in policy is in use: nothing to approve\n", out);
 		return;
 	}
 	fputs("  project policy: ", out);
-	put_clean(out, t->path);
-	fprintf(out, "\n  sha256: %s\n  approval store: ", t->hex);
-	put_clean(out, t->store);
-	fputc('\n', out);
+	put_clean(out, t->source ? t->source : t->path);
+	if (t->source && strcmp(t->source, t->path) != 0) {
+		fputs(" (a symlink to ", out);
+		put_clean(out, t->path);
+		fputc(')', out);
+	}
+	fprintf(out, "\n  sha256: %s\n", t->hex);
 	if (!t->asked.keys) {
 		fputs("  state: nothing beyond the built-in policy, no approval needed\n", out);
 		return;
@@ -762,14 +926,9 @@ void trust_print(const struct trust_state *t, const char *requested, FILE *out)
 	fputs("  asks for, beyond the built-in policy:\n", out);
 	indent(out, t->asked.text, "  ");
 	if (t->approved) {
-		fputs("  state: approved on this machine (this exact file): all of it applies\n", out);
+		fputs("  state: approved on this machine (this exact file, for this project): all of it applies\n", out);
 	} else {
-		fputs("  state: NOT approved on this machine: the grants above are withheld\n", out);
-		if (t->store_err[0]) {
-			fputs("  the approval store was refused: ", out);
-			put_clean(out, t->store_err);
-			fputc('\n', out);
-		}
+		fputs("  state: NOT approved on this machine (for this project): the grants above are withheld\n", out);
 		fputs("  approve with: ", out);
 		put_clean(out, t->command);
 		fputc('\n', out);
@@ -782,12 +941,63 @@ void trust_print(const struct trust_state *t, const char *requested, FILE *out)
 	indent(out, requested, "    ");
 }
 
+static void print_venv(const struct trust_state *t, FILE *out)
+{
+	const struct trust_venv *v = &t->venv;
+	if (!v->path)
+		return;
+	fputs("  venv: ", out);
+	put_clean(out, v->path);
+	fputs(v->given ? " (--venv)\n" : " (ROOT/.interpreter-venv)\n", out);
+	if (v->files) {
+		fprintf(out, "  fingerprint: %s, of:\n", v->hex);
+		fputs(v->files, out);
+	}
+	if (v->given)
+		fputs("  state: named with --venv, the user's own word: used, no approval needed\n", out);
+	else if (v->approved)
+		fputs("  state: approved on this machine (this exact fingerprint, for this project): used\n", out);
+	else
+		fputs("  state: NOT approved on this machine (for this project): the interpreter runs without it\n", out);
+	if (v->why[0]) {
+		fputs("  ", out);
+		put_clean(out, v->why);
+		fputc('\n', out);
+	}
+	if (trust_venv_used(t))
+		fputs(v->pth_off ? "  its .pth files are not run: it lies where the sandboxed code can write\n"
+				 : "  its site-packages are added, and its .pth files run, in each session (never in the zygote)\n", out);
+	else if (!v->given) {
+		fputs("  approve with: ", out);
+		put_clean(out, t->command);
+		fputc('\n', out);
+	}
+}
+
+void trust_print(const struct trust_state *t, const char *requested, FILE *out)
+{
+	fputs("workspace trust:\n", out);
+	print_policy(t, requested, out);
+	print_venv(t, out);
+	fputs("  approval store: ", out);
+	put_clean(out, t->store);
+	fputc('\n', out);
+	if (t->store_err[0]) {
+		fputs("  the approval store was refused: ", out);
+		put_clean(out, t->store_err);
+		fputc('\n', out);
+	}
+}
+
 void trust_state_free(struct trust_state *t)
 {
 	if (!t)
 		return;
 	trust_report_free(&t->asked);
 	free(t->path);
+	free(t->source);
+	free(t->venv.path);
+	free(t->venv.files);
 	free(t->command);
 	free(t->note);
 	policy_free(t->ceiling);

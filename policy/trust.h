@@ -42,6 +42,7 @@
 
 #include "../common/err.h"
 #include "policy.h"
+#include "trust_venv.h"
 
 /* The keys that can be withheld, as bits (names as in denied_by). */
 enum trust_key {
@@ -77,18 +78,28 @@ void trust_hash(const char *text, size_t len, char hex[65]);
  * the workspace, where the sandboxed code or the project could write it. */
 int trust_store_path(char *out, size_t size, struct err *e);
 
-/* 1 when the file `path` (absolute, canonical) is approved with exactly
- * this hash, 0 when not, a negative errno when the store is refused. */
-int trust_lookup(const char *path, const char *hex, const char *root,
+/* What an approval names: a project's policy file, or its virtual
+ * environment.  Either is recorded for the project's ROOT and the real path
+ * of the file or directory (after every symlink), so that one project's
+ * approval never stands for another's. */
+enum trust_kind { TRUST_KIND_SKILL, TRUST_KIND_VENV };
+
+/* 1 when `path` (absolute, canonical) is approved for ROOT `root` with
+ * exactly this hash, 0 when not, a negative errno when the store is
+ * refused.  An approval of a policy file recorded by an earlier version
+ * (its path and hash only) counts for a ROOT that holds the file. */
+int trust_lookup(enum trust_kind kind, const char *root, const char *path, const char *hex,
 		 const char *workspace, struct err *e);
 
-/* Records (path, hex), replacing any other approval of the same path. */
-int trust_approve(const char *path, const char *hex, const char *root,
+/* Records (root, path, hex), replacing any other approval of the same
+ * kind, root and path. */
+int trust_approve(enum trust_kind kind, const char *root, const char *path, const char *hex,
 		  const char *workspace, struct err *e);
 
-/* Removes every approval of path.  Returns how many were removed (0 or
- * more) or a negative errno. */
-int trust_revoke(const char *path, const char *root, const char *workspace, struct err *e);
+/* Removes every approval of (kind, root, path), of any path when path is
+ * NULL.  Returns how many were removed (0 or more) or a negative errno. */
+int trust_revoke(enum trust_kind kind, const char *root, const char *path, const char *workspace,
+		 struct err *e);
 
 /* The shell command that approves the file, for messages: single-quoted
  * paths.  skill_given: whether --skill must be part of it.  Caller frees. */
@@ -105,6 +116,21 @@ bool trust_key_withheld(unsigned keys, const char *name);
 
 /* ---- the decision at start-up ------------------------------------------ */
 
+/* What the server decided about the project's venv (ROOT/.interpreter-venv,
+ * or --venv DIR). */
+struct trust_venv {
+	char *path;         /* its real path; NULL: no venv; owned */
+	bool given;         /* --venv: the user's own word, nothing to approve */
+	bool approved;      /* given, or approved with this fingerprint */
+	bool pth_off;       /* it lies where the sandboxed code can write: its
+	                     * site-packages are importable, its .pth files are
+	                     * not run (what a cell planted there would run in
+	                     * every later session) */
+	char hex[65];       /* the fingerprint (trust_venv_fingerprint) */
+	char *files;        /* the files it covers, for --trust and --check; owned */
+	char why[900];      /* why it cannot be approved, or "" */
+};
+
 /* What the server decided about a project policy. */
 struct trust_state {
 	bool project;       /* the policy came from a file, not the built-in one */
@@ -113,12 +139,14 @@ struct trust_state {
 	struct trust_report asked; /* what the file asks beyond the ceiling */
 	char hex[65];       /* the file's SHA-256 (of the very bytes parsed) */
 	char *path;         /* its canonical path; owned */
+	char *source;       /* its path as found (ROOT/.agents/...); owned */
 	char *command;      /* the command that approves it; owned */
 	char store[PATH_MAX + 16];  /* the approval store, for messages */
 	char store_err[768];/* why the store was refused, or "" */
 	char *note;         /* for the agent and the log; NULL when nothing
 	                     * is withheld; owned */
 	struct policy *ceiling; /* the built-in policy, resolved; owned */
+	struct trust_venv venv; /* the project's venv (trust_decide_venv) */
 };
 
 /* Decides: when p comes from a file (project) and asks for more than the
@@ -128,6 +156,20 @@ struct trust_state {
  * file was named with --skill (the approval command then names it too). */
 int trust_decide(struct trust_state *t, struct policy *p, bool project, const char *root,
 		 const char *workspace, bool skill_given, struct err *e);
+
+/* Decides about a venv, after trust_decide: `venv` is --venv DIR (given)
+ * or ROOT/.interpreter-venv when that exists, canonical; NULL for none.
+ * The default venv is the project's code: it is used only when approved
+ * (ROOT, its real path, its fingerprint); unapproved, t->venv.path stays
+ * set, t->venv.approved false, and t->note says so.  `writable` lists the
+ * directories the sandboxed code can write (NULL-terminated): a venv below
+ * one of them is used without its .pth files.  Sets t->command when
+ * trust_decide did not. */
+int trust_decide_venv(struct trust_state *t, const char *venv, bool given, const char *root,
+		      const char *workspace, const char *const *writable, bool skill_given, struct err *e);
+
+/* Whether the interpreter uses the venv t->venv.path. */
+bool trust_venv_used(const struct trust_state *t);
 
 /* Prints the ceiling, the project's request and the approval state (for
  * --check).  `requested` is the description of the file as written. */

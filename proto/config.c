@@ -21,6 +21,10 @@ char *zconfig_encode(const struct zconfig *c)
 	cJSON_AddStringToObject(j, "workspace_display", c->workspace_display);
 	if (c->venv)
 		cJSON_AddStringToObject(j, "venv", c->venv);
+	if (c->venv_pth_off)
+		cJSON_AddBoolToObject(j, "venv_pth_off", 1);
+	if (c->venv_withheld)
+		cJSON_AddBoolToObject(j, "venv_withheld", 1);
 	if (c->timeout_s > 0)
 		cJSON_AddNumberToObject(j, "timeout_s", c->timeout_s);
 	if (c->memory_mb > 0)
@@ -63,6 +67,8 @@ int zconfig_decode(const void *data, size_t len, struct zconfig *c)
 	c->log_level = cJSON_IsNumber(lvl) ? lvl->valueint : -1;
 	c->approved = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "approved"));
 	c->check = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "check"));
+	c->venv_pth_off = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "venv_pth_off"));
+	c->venv_withheld = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "venv_withheld"));
 	c->no_memfd = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "no_memfd"));
 	if (!c->skill_text || !c->skill_source || !c->root || !c->workspace || !c->workspace_display) {
 		zconfig_free(c);

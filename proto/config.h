@@ -12,7 +12,9 @@ struct zconfig {
 	const char *skill_source; /* where it came from, for messages */
 	bool approved;           /* an approved project policy: not capped at the built-in one */
 	const char *root, *workspace, *workspace_display;
-	const char *venv;        /* or NULL */
+	const char *venv;        /* or NULL: added by each session, never the zygote */
+	bool venv_pth_off;       /* its .pth files are not run (the code can write there) */
+	bool venv_withheld;      /* ROOT/.interpreter-venv exists and is not approved */
 	double timeout_s;        /* --timeout, or <= 0 */
 	long memory_mb;          /* --memory, or <= 0 */
 	int log_level;           /* or -1: unchanged */

@@ -284,6 +284,8 @@ static int send_config(struct sup *sup, int sock)
 		.workspace = cfg->ws->abs,
 		.workspace_display = cfg->ws->display,
 		.venv = cfg->venv,
+		.venv_pth_off = cfg->venv_pth_off,
+		.venv_withheld = cfg->venv_withheld,
 		.timeout_s = cfg->timeout_s,
 		.memory_mb = cfg->memory_mb,
 		.log_level = (int)log_threshold,

@@ -108,6 +108,8 @@ struct sup_config {
 	const struct workspace *ws;
 	bool approved;           /* the project's policy is approved (workspace trust) */
 	const char *venv;        /* or NULL */
+	bool venv_pth_off;       /* the venv's .pth files are not run (zconfig) */
+	bool venv_withheld;      /* the project's venv is not approved (zconfig) */
 	double timeout_s;        /* --timeout, or <= 0 */
 	long memory_mb;          /* --memory, or <= 0 */
 	bool check_session;      /* --check's own server: the jail report to stderr */

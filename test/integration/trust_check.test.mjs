@@ -36,7 +36,7 @@ describe('workspace trust: --check, and tightening', () => {
 		assert.equal(cli(['--trust', '--yes', '--root', root]).status, 0);
 		const ok = cli(['--check', '--root', root]);
 		assert.equal(ok.status, 0, ok.stdout + ok.stderr);
-		assert.match(ok.stdout, /approved on this machine \(this exact file\)/);
+		assert.match(ok.stdout, /approved on this machine \(this exact file, for this project\)/);
 	});
 
 	test('a project policy that only tightens applies without approval and without a note', { timeout: 120000 }, async () => {

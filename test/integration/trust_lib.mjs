@@ -35,7 +35,7 @@ Body.
 `;
 
 // A TCP listener on 127.0.0.1 that records every connection and byte.
-async function listener() {
+export async function listener() {
 	const heard = [];
 	const server = net.createServer((sock) => {
 		const rec = { data: '' };
@@ -176,7 +176,7 @@ export function trustCycle(who) {
 			assert.equal(st.mode & 0o7777, 0o600);
 			assert.equal(dst.mode & 0o7777, 0o700);
 			assert.equal(st.uid, asNobody ? NOBODY : 0);
-			assert.ok(fs.readFileSync(store, 'utf8').includes(`${sha256(LOOSE)} ${skill}\n`), 'the path and SHA-256 of the bytes');
+			assert.ok(fs.readFileSync(store, 'utf8').includes(`${sha256(LOOSE)} ${root}\tskill\t${skill}\n`), 'the project, the path and SHA-256 of the bytes');
 			// One server for both (each start costs seconds under the
 			// sanitizers): the grants work, and even with them the store
 			// stays out of the code's reach.

@@ -41,18 +41,30 @@ describe('the project venv (ROOT/.interpreter-venv)', () => {
 
 	test('python3 -m venv worked', () => { assert.equal(made.status, 0, made.stderr); });
 
-	test('used without --venv (said in --check and the log); its package imports next to the system stack; read-only', async () => {
-		const chk = spawnSync(BIN, ['--root', root, '--check'], { encoding: 'utf8', timeout: 120000 });
-		assert.match(chk.stdout, new RegExp(`^venv: ${venv} \\(default: ROOT/\\.interpreter-venv exists, read-only, Python 3\\.\\d+\\)$`, 'm'), chk.stdout);
-		const h = await startClient(root, { structured: true });
+	test('used without --venv once approved (said in --check and the log); its package imports next to the system stack; read-only', { timeout: 240000 }, async () => {
+		// A real venv (pip, setuptools' distutils-precedence.pth) is the
+		// project's code: unapproved, not used.
+		const cfg = fs.mkdtempSync(path.join(os.tmpdir(), 'psm-pvenv-cfg-'));
+		const env = { XDG_CONFIG_HOME: cfg };
+		const run = (args) => spawnSync(BIN, args, { encoding: 'utf8', timeout: 120000, input: '', env: { PATH: process.env.PATH, ...env } });
 		try {
-			const r = await execPy(h, 'import psm_local_probe, numpy\npsm_local_probe.MAGIC');
-			assert.equal(r.sc.result, "'local-probe-ok'", show(r.text));
-			const w = await execPy(h, `open(${JSON.stringify(path.join(venv, 'pyvenv.cfg'))}, "a").write("x")`);
-			assert.equal(w.sc.status, 'error', show(w.text));
-			assert.ok(!fs.readFileSync(path.join(venv, 'pyvenv.cfg'), 'utf8').endsWith('x'), 'the venv is read-only');
-			assert.match(h.stderr(), new RegExp(`venv: ${venv} \\(default`), 'the log says which venv');
-		} finally { await h.close(); }
+			const before = run(['--root', root, '--check']);
+			assert.match(before.stdout, new RegExp(`^venv: ${venv} \\(ROOT/\\.interpreter-venv: NOT approved on this machine, not used\\)$`, 'm'), before.stdout);
+			assert.equal(before.status, 1, 'something is withheld');
+			const t = run(['--root', root, '--trust', '--yes']);
+			assert.equal(t.status, 0, t.stdout + t.stderr);
+			const chk = run(['--root', root, '--check']);
+			assert.match(chk.stdout, new RegExp(`^venv: ${venv} \\(ROOT/\\.interpreter-venv, approved, read-only, Python 3\\.\\d+\\)$`, 'm'), chk.stdout);
+			const h = await startClient(root, { structured: true, env });
+			try {
+				const r = await execPy(h, 'import psm_local_probe, numpy\npsm_local_probe.MAGIC');
+				assert.equal(r.sc.result, "'local-probe-ok'", show(r.text));
+				const w = await execPy(h, `open(${JSON.stringify(path.join(venv, 'pyvenv.cfg'))}, "a").write("x")`);
+				assert.equal(w.sc.status, 'error', show(w.text));
+				assert.ok(!fs.readFileSync(path.join(venv, 'pyvenv.cfg'), 'utf8').endsWith('x'), 'the venv is read-only');
+				assert.match(h.stderr(), new RegExp(`venv: ${venv} \\(ROOT/\\.interpreter-venv, approved`), 'the log says which venv');
+			} finally { await h.close(); }
+		} finally { fs.rmSync(cfg, { recursive: true, force: true }); }
 	});
 
 	test('a venv made by another Python version is refused at start (exit 2) with what to do', () => {

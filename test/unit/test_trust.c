@@ -312,34 +312,34 @@ static void test_store(void **state)
 	trust_hash("b", 1, b);
 	snprintf(path, sizeof path, "%s/S.md", t->root);
 
-	assert_int_equal(trust_lookup(path, a, t->root, t->ws, &e), 0); /* no store yet */
-	assert_int_equal(trust_approve(path, a, t->root, t->ws, &e), 0);
+	assert_int_equal(trust_lookup(TRUST_KIND_SKILL, t->root, path, a, t->ws, &e), 0); /* no store yet */
+	assert_int_equal(trust_approve(TRUST_KIND_SKILL, t->root, path, a, t->ws, &e), 0);
 	assert_int_equal(stat(t->store, &st), 0);
 	assert_int_equal(st.st_mode & 07777, 0600);
 	snprintf(dir, sizeof dir, "%s/python-sandbox-mcp", t->cfg);
 	assert_int_equal(stat(dir, &st), 0);
 	assert_int_equal(st.st_mode & 07777, 0700);
-	assert_int_equal(trust_lookup(path, a, t->root, t->ws, &e), 1);
-	assert_int_equal(trust_lookup(path, b, t->root, t->ws, &e), 0);  /* the file changed */
-	assert_int_equal(trust_lookup("/other", a, t->root, t->ws, &e), 0);
+	assert_int_equal(trust_lookup(TRUST_KIND_SKILL, t->root, path, a, t->ws, &e), 1);
+	assert_int_equal(trust_lookup(TRUST_KIND_SKILL, t->root, path, b, t->ws, &e), 0);  /* the file changed */
+	assert_int_equal(trust_lookup(TRUST_KIND_SKILL, t->root, "/other", a, t->ws, &e), 0);
 	/* A new approval of the same path replaces the old one. */
-	assert_int_equal(trust_approve(path, b, t->root, t->ws, &e), 0);
-	assert_int_equal(trust_lookup(path, a, t->root, t->ws, &e), 0);
-	assert_int_equal(trust_lookup(path, b, t->root, t->ws, &e), 1);
-	assert_int_equal(trust_approve("/other", a, t->root, t->ws, &e), 0);
-	assert_int_equal(trust_revoke(path, t->root, t->ws, &e), 1);
-	assert_int_equal(trust_lookup(path, b, t->root, t->ws, &e), 0);
-	assert_int_equal(trust_lookup("/other", a, t->root, t->ws, &e), 1);
-	assert_int_equal(trust_revoke(path, t->root, t->ws, &e), 0);
+	assert_int_equal(trust_approve(TRUST_KIND_SKILL, t->root, path, b, t->ws, &e), 0);
+	assert_int_equal(trust_lookup(TRUST_KIND_SKILL, t->root, path, a, t->ws, &e), 0);
+	assert_int_equal(trust_lookup(TRUST_KIND_SKILL, t->root, path, b, t->ws, &e), 1);
+	assert_int_equal(trust_approve(TRUST_KIND_SKILL, t->root, "/other", a, t->ws, &e), 0);
+	assert_int_equal(trust_revoke(TRUST_KIND_SKILL, t->root, path, t->ws, &e), 1);
+	assert_int_equal(trust_lookup(TRUST_KIND_SKILL, t->root, path, b, t->ws, &e), 0);
+	assert_int_equal(trust_lookup(TRUST_KIND_SKILL, t->root, "/other", a, t->ws, &e), 1);
+	assert_int_equal(trust_revoke(TRUST_KIND_SKILL, t->root, path, t->ws, &e), 0);
 
 	/* A path with a newline would make two lines. */
-	assert_int_equal(trust_approve("/x\n/y", a, t->root, t->ws, &e), -EINVAL);
+	assert_int_equal(trust_approve(TRUST_KIND_SKILL, t->root, "/x\n/y", a, t->ws, &e), -EINVAL);
 
 	/* Writable by others: refused, and so approves nothing. */
 	assert_int_equal(chmod(t->store, 0622), 0);
-	assert_true(trust_lookup("/other", a, t->root, t->ws, &e) < 0);
+	assert_true(trust_lookup(TRUST_KIND_SKILL, t->root, "/other", a, t->ws, &e) < 0);
 	assert_non_null(strstr(e.msg, "writable by other users"));
-	assert_true(trust_approve(path, a, t->root, t->ws, &e) < 0);
+	assert_true(trust_approve(TRUST_KIND_SKILL, t->root, path, a, t->ws, &e) < 0);
 	assert_int_equal(chmod(t->store, 0600), 0);
 
 	/* A symlink planted in its place, to a file that approves: refused. */
@@ -352,7 +352,7 @@ static void test_store(void **state)
 	chmod(planted, 0600);
 	assert_int_equal(unlink(t->store), 0);
 	assert_int_equal(symlink(planted, t->store), 0);
-	assert_int_equal(trust_lookup(path, a, t->root, t->ws, &e), -ELOOP);
+	assert_int_equal(trust_lookup(TRUST_KIND_SKILL, t->root, path, a, t->ws, &e), -ELOOP);
 	assert_non_null(strstr(e.msg, "symlink"));
 	assert_int_equal(unlink(t->store), 0);
 
@@ -360,7 +360,7 @@ static void test_store(void **state)
 	char inside[256];
 	snprintf(inside, sizeof inside, "%s/.config", t->root);
 	setenv("XDG_CONFIG_HOME", inside, 1);
-	assert_int_equal(trust_approve(path, a, t->root, t->ws, &e), -EPERM);
+	assert_int_equal(trust_approve(TRUST_KIND_SKILL, t->root, path, a, t->ws, &e), -EPERM);
 	assert_non_null(strstr(e.msg, "inside the project"));
 	assert_int_equal(stat(inside, &st), -1); /* and nothing was created there */
 	assert_int_equal(mkdir(inside, 0700), 0);
@@ -371,7 +371,7 @@ static void test_store(void **state)
 	fputs(line, f);
 	fclose(f);
 	chmod(planted, 0600);
-	assert_int_equal(trust_lookup(path, a, t->root, t->ws, &e), -EPERM);
+	assert_int_equal(trust_lookup(TRUST_KIND_SKILL, t->root, path, a, t->ws, &e), -EPERM);
 	setenv("XDG_CONFIG_HOME", t->cfg, 1);
 }
 
@@ -398,7 +398,7 @@ static void test_decide(void **state)
 	assert_non_null(strstr(s.note, "- net_access: true\n"));
 	assert_non_null(strstr(s.note, "python-sandbox-mcp --trust --root '"));
 	assert_non_null(strstr(s.note, skill));
-	assert_int_equal(trust_approve(s.path, s.hex, t->root, t->ws, &e), 0);
+	assert_int_equal(trust_approve(TRUST_KIND_SKILL, t->root, s.path, s.hex, t->ws, &e), 0);
 	trust_state_free(&s);
 	policy_free(p);
 
@@ -422,6 +422,169 @@ static void test_decide(void **state)
 	policy_free(p);
 }
 
+/* Approvals name their project: one project's approval of a file, or a
+ * line of the earlier form ("HEX PATH"), never approves it for another. */
+static void test_store_names_root(void **state)
+{
+	struct t *t = *state;
+	struct err e = { 0 };
+	char a[65], other[200], path[256], line[1200];
+	trust_hash("a", 1, a);
+	snprintf(path, sizeof path, "%s/S.md", t->root);
+	snprintf(other, sizeof other, "%s/other", t->tmp);
+	assert_int_equal(mkdir(other, 0755), 0);
+
+	assert_int_equal(trust_approve(TRUST_KIND_SKILL, t->root, path, a, t->ws, &e), 0);
+	assert_int_equal(trust_lookup(TRUST_KIND_SKILL, t->root, path, a, t->ws, &e), 1);
+	/* Project B whose SKILL.md is a symlink to this file: its real path
+	 * is the same, its ROOT is not. */
+	assert_int_equal(trust_lookup(TRUST_KIND_SKILL, other, path, a, t->ws, &e), 0);
+	/* A venv is not a policy file. */
+	assert_int_equal(trust_lookup(TRUST_KIND_VENV, t->root, path, a, t->ws, &e), 0);
+	assert_int_equal(trust_revoke(TRUST_KIND_SKILL, t->root, path, t->ws, &e), 1);
+
+	/* The earlier form: still right for a ROOT that holds the file, and
+	 * only there; --untrust removes it; other lines survive a rewrite. */
+	FILE *f = fopen(t->store, "a");
+	snprintf(line, sizeof line, "%s %s\n%s %s\tskill\t%s/x.md\n# a comment\n", a, path, a, other, other);
+	fputs(line, f);
+	fclose(f);
+	assert_int_equal(trust_lookup(TRUST_KIND_SKILL, t->root, path, a, t->ws, &e), 1);
+	assert_int_equal(trust_lookup(TRUST_KIND_SKILL, other, path, a, t->ws, &e), 0);
+	assert_int_equal(trust_lookup(TRUST_KIND_VENV, t->root, path, a, t->ws, &e), 0);
+	char ox[256];
+	snprintf(ox, sizeof ox, "%s/x.md", other);
+	assert_int_equal(trust_lookup(TRUST_KIND_SKILL, other, ox, a, t->ws, &e), 1);
+	assert_int_equal(trust_approve(TRUST_KIND_VENV, t->root, "/v", a, t->ws, &e), 0);
+	assert_int_equal(trust_revoke(TRUST_KIND_SKILL, t->root, path, t->ws, &e), 1);
+	assert_int_equal(trust_lookup(TRUST_KIND_SKILL, t->root, path, a, t->ws, &e), 0);
+	assert_int_equal(trust_lookup(TRUST_KIND_SKILL, other, ox, a, t->ws, &e), 1);
+	assert_int_equal(trust_lookup(TRUST_KIND_VENV, t->root, "/v", a, t->ws, &e), 1);
+	/* A venv's approvals of a root go at once, whatever their path. */
+	assert_int_equal(trust_revoke(TRUST_KIND_VENV, t->root, NULL, t->ws, &e), 1);
+	assert_int_equal(trust_lookup(TRUST_KIND_VENV, t->root, "/v", a, t->ws, &e), 0);
+	/* A tab would forge a field. */
+	assert_int_equal(trust_approve(TRUST_KIND_SKILL, t->root, "/x\t/y", a, t->ws, &e), -EINVAL);
+}
+
+static void put(const char *dir, const char *rel, const char *text)
+{
+	char p[1200];
+	snprintf(p, sizeof p, "%s/%s", dir, rel);
+	mkdir(dir, 0755);
+	for (char *s = strchr(p + strlen(dir) + 1, '/'); s; s = strchr(s + 1, '/')) {
+		*s = '\0';
+		mkdir(p, 0755);
+		*s = '/';
+	}
+	FILE *f = fopen(p, "w");
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+}
+
+/* The venv's fingerprint covers pyvenv.cfg, the .pth files, sitecustomize
+ * and the venv's modules that a .pth line imports, and nothing else. */
+static void test_venv_fingerprint(void **state)
+{
+	struct t *t = *state;
+	struct err e = { 0 };
+	char venv[200], h1[65], h2[65], *files = NULL;
+	snprintf(venv, sizeof venv, "%s/venv", t->tmp);
+	const char *sp = "lib/python3.11/site-packages";
+	char rel[300];
+	put(venv, "pyvenv.cfg", "version = 3.11.2\n");
+#define SP(x) (snprintf(rel, sizeof rel, "%s/%s", sp, x), rel)
+	put(venv, SP("a.pth"), "# comment\nimport mod_a, pkg_b as x; from mod_c import y; __import__('mod_d').z()\n./extra\n");
+	put(venv, SP("mod_a.py"), "A = 1\n");
+	put(venv, SP("pkg_b/__init__.py"), "B = 1\n");
+	put(venv, SP("mod_c.py"), "y = 1\n");
+	put(venv, SP("mod_d.py"), "def z(): pass\n");
+	put(venv, SP("x.py"), "# the alias of pkg_b: not a module of the .pth\n");
+	put(venv, SP("unrelated.py"), "U = 1\n");
+	put(venv, SP("sitecustomize.py"), "S = 1\n");
+	assert_int_equal(trust_venv_fingerprint(venv, h1, &files, &e), 0);
+	assert_string_equal(files, "  - pyvenv.cfg\n"
+			    "  - lib/python3.11/site-packages/sitecustomize.py\n"
+			    "  - lib/python3.11/site-packages/a.pth\n"
+			    "  - lib/python3.11/site-packages/mod_a.py\n"
+			    "  - lib/python3.11/site-packages/pkg_b/__init__.py\n"
+			    "  - lib/python3.11/site-packages/mod_c.py\n"
+			    "  - lib/python3.11/site-packages/mod_d.py\n");
+	free(files);
+	/* What does not run at start changes nothing. */
+	put(venv, SP("unrelated.py"), "U = 2\n");
+	assert_int_equal(trust_venv_fingerprint(venv, h2, NULL, &e), 0);
+	assert_string_equal(h1, h2);
+	/* A module a .pth imports, a .pth, pyvenv.cfg: each changes it. */
+	const char *changes[] = { "mod_d.py", "a.pth", "sitecustomize.py", NULL };
+	for (const char **c = changes; *c; c++) {
+		put(venv, SP(*c), "changed\n");
+		assert_int_equal(trust_venv_fingerprint(venv, h2, NULL, &e), 0);
+		assert_string_not_equal(h1, h2);
+		memcpy(h1, h2, sizeof h1);
+	}
+	put(venv, SP("b.pth"), "import os\n"); /* a new .pth */
+	assert_int_equal(trust_venv_fingerprint(venv, h2, NULL, &e), 0);
+	assert_string_not_equal(h1, h2);
+	/* A FIFO planted as a .pth cannot be approved (and does not hang). */
+	char fifo[800];
+	snprintf(fifo, sizeof fifo, "%s/%s", venv, SP("c.pth"));
+	assert_int_equal(mkfifo(fifo, 0644), 0);
+	assert_int_equal(trust_venv_fingerprint(venv, h2, NULL, &e), -EINVAL);
+	assert_non_null(strstr(e.msg, "not a regular file"));
+	unlink(fifo);
+	snprintf(fifo, sizeof fifo, "%s/pyvenv.cfg", venv);
+	unlink(fifo);
+	assert_true(trust_venv_fingerprint(venv, h2, NULL, &e) < 0);
+#undef SP
+}
+
+static void test_decide_venv(void **state)
+{
+	struct t *t = *state;
+	struct trust_state s;
+	struct err e = { 0 };
+	struct policy *p = NULL;
+	char venv[200];
+	snprintf(venv, sizeof venv, "%s/.interpreter-venv", t->root);
+	put(venv, "pyvenv.cfg", "version = 3.11.2\n");
+	put(venv, "lib/python3.11/site-packages/v.pth", "import os\n");
+	const char *writable[] = { t->ws, NULL };
+
+	assert_int_equal(policy_builtin(&p, &e), 0);
+	assert_int_equal(trust_decide(&s, p, false, t->root, t->ws, false, &e), 0);
+	assert_int_equal(trust_decide_venv(&s, venv, false, t->root, t->ws, writable, false, &e), 0);
+	assert_false(trust_venv_used(&s));
+	assert_false(s.venv.pth_off);
+	assert_non_null(s.note);
+	assert_non_null(strstr(s.note, "virtual environment ("));
+	assert_non_null(strstr(s.note, "is not approved on this machine, so the interpreter runs without it"));
+	assert_non_null(strstr(s.note, "python-sandbox-mcp --trust --root '"));
+	assert_null(strstr(s.note, "policy ("));
+	assert_int_equal(trust_approve(TRUST_KIND_VENV, t->root, s.venv.path, s.venv.hex, t->ws, &e), 0);
+	trust_state_free(&s);
+
+	assert_int_equal(trust_decide(&s, p, false, t->root, t->ws, false, &e), 0);
+	assert_int_equal(trust_decide_venv(&s, venv, false, t->root, t->ws, writable, false, &e), 0);
+	assert_true(trust_venv_used(&s));
+	assert_null(s.note);
+	trust_state_free(&s);
+
+	/* --venv: used without approval; below a writable directory, without
+	 * its .pth files. */
+	char inws[300];
+	snprintf(inws, sizeof inws, "%s/venv", t->ws);
+	put(inws, "pyvenv.cfg", "version = 3.11.2\n");
+	assert_int_equal(trust_decide(&s, p, false, t->root, t->ws, false, &e), 0);
+	assert_int_equal(trust_decide_venv(&s, inws, true, t->root, t->ws, writable, false, &e), 0);
+	assert_true(trust_venv_used(&s));
+	assert_true(s.venv.pth_off);
+	assert_null(s.note);
+	trust_state_free(&s);
+	policy_free(p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -435,6 +598,9 @@ int main(void)
 		cmocka_unit_test(test_keys_and_command),
 		cmocka_unit_test_setup_teardown(test_store, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_decide, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_store_names_root, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_venv_fingerprint, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_decide_venv, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
