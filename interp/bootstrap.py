@@ -41,6 +41,34 @@ def _memfd_refused(name, flags=0):
         "file under /tmp, or mmap.mmap(-1, size)")
 
 
+def _patch_own_pid():
+    """The kernel lets a cell change the affinity and priority of itself
+    only: pid 0 (policy/seccomp.c).  os.getpid() means the same process,
+    so it is passed as 0; another pid gets an error that says why."""
+    import functools
+
+    def own(fn, pos, name):
+        @functools.wraps(fn)
+        def inner(*args):
+            args = list(args)
+            if len(args) > pos and args[pos] == os.getpid():
+                args[pos] = 0
+            try:
+                return fn(*args)
+            except PermissionError as e:
+                if len(args) > pos and args[pos] != 0:
+                    raise PermissionError(
+                        errno.EPERM, "%s of another process is refused in this sandbox: "
+                        "a cell may change only its own process's (pid 0 or os.getpid())" % name) from e
+                raise
+        return inner
+
+    if hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity = own(os.sched_setaffinity, 0, "sched_setaffinity")
+    if hasattr(os, "setpriority"):
+        os.setpriority = own(os.setpriority, 1, "setpriority")
+
+
 def zygote_init(cfg_json):
     """Imports the scientific stack once, so every session is a fork away."""
     global _cfg
@@ -75,6 +103,7 @@ def zygote_init(cfg_json):
         _patch_shutil()
     if _cfg.get("no_memfd") and hasattr(os, "memfd_create"):
         os.memfd_create = _memfd_refused
+    _patch_own_pid()
     _warm_setup()
     sys.addaudithook(_audit)
     return json.dumps(

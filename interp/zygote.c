@@ -9,6 +9,7 @@
  * the per-session jail step, then serves W_EXEC/W_THUMB until its control
  * socket closes.  User code runs here, so nothing it sends back is trusted. */
 #include "zygote.h"
+#include "forkfd.h"
 #include "precopy.h"
 #include "procs.h"
 #include "warm.h"
@@ -320,7 +321,8 @@ static void make_checkpoint(void)
 	/* The copy is born with its title: the server may freeze it before it
 	 * runs a single line of its own. */
 	setproctitle("-python-sandbox-mcp: checkpoint %s cell %ld", session_name, last_cell);
-	pid_t pid = fork();
+	int pidfd = -1;
+	pid_t pid = fork_pidfd(&pidfd);
 	if (pid != 0)
 		title_session();
 	if (pid == 0) {
@@ -425,7 +427,6 @@ static void make_checkpoint(void)
 	 * this process and resumes the previous checkpoint. */
 	if (pid > 0)
 		checkpoint_pid = pid;
-	int pidfd = pid > 0 ? (int)syscall(SYS_pidfd_open, pid, 0) : -1;
 	cJSON *j = cJSON_CreateObject();
 	cJSON_AddNumberToObject(j, "pid", pid);
 	/* The saver's pipe rides with the checkpoint (never without it). */
@@ -598,7 +599,8 @@ static void spawn_session(int ctrl, struct wire_msg *m, int sfd)
 	test_kill_point("spawn");
 	fflush(NULL);
 	PyOS_BeforeFork();
-	pid_t pid = fork();
+	int pidfd = -1;
+	pid_t pid = fork_pidfd(&pidfd);
 	if (pid == 0) {
 		PyOS_AfterFork_Child();
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -619,7 +621,6 @@ static void spawn_session(int ctrl, struct wire_msg *m, int sfd)
 	cJSON_AddNumberToObject(rep, "pid", pid < 0 ? -1 : pid);
 	if (pid < 0)
 		cJSON_AddStringToObject(rep, "error", strerror(errno));
-	int pidfd = pid > 0 ? (int)syscall(SYS_pidfd_open, pid, 0) : -1;
 	send_json(ctrl, W_SPAWNED, rep, pidfd >= 0 ? &pidfd : NULL, pidfd >= 0 ? 1 : 0);
 	if (pidfd >= 0)
 		close(pidfd);
@@ -795,6 +796,9 @@ void zygote_main(const struct zygote_config *zc)
 	struct jail_report rep;
 	struct err e = { 0 };
 	memset(&rep, 0, sizeof rep);
+	/* Before seccomp, which refuses pidfd_open: the children's pidfds
+	 * come from clone (forkfd.h). */
+	forkfd_init();
 	if (jail_enter(&jc, &rep, &e) < 0)
 		fatal(ctrl, e.msg);
 	test_kill_point("jail");

@@ -70,7 +70,7 @@ static const char *const allow[] = {
 	"set_tid_address", "set_robust_list", "rseq", "arch_prctl",
 	"prctl", /* PR_SET_NAME, PDEATHSIG, NO_NEW_PRIVS; the dangerous ones need capabilities */
 	"futex", "futex_waitv", "sched_yield", "sched_getaffinity",
-	"sched_setaffinity", /* OpenBLAS pins its threads; only same-uid tasks in the pid ns */
+	/* sched_setaffinity: its own thread only (below) */
 	"sched_getparam", "sched_getscheduler", "sched_get_priority_max",
 	"sched_get_priority_min", "sched_getattr", "getpriority", "getcpu",
 	"getrlimit", "setrlimit", /* itself only; hard limits can only go down */
@@ -81,7 +81,12 @@ static const char *const allow[] = {
 	"rt_sigaction", "rt_sigprocmask", "rt_sigreturn", "rt_sigpending",
 	"rt_sigtimedwait", "rt_sigsuspend", "sigaltstack", "pause", "signalfd",
 	"signalfd4", "restart_syscall",
-	"pidfd_open", "pidfd_send_signal", /* the zygote hands session pidfds to the server */
+	/* pidfd_open is not listed: the zygote and the sessions get their
+	 * children's pidfds from clone(CLONE_PIDFD) (interp/forkfd.c).
+	 * Attack: without a pid namespace, os.pidfd_open(pid) opened any
+	 * process of the host (as nobody), and a pidfd written up to the
+	 * server is an identity it acts on. */
+	"pidfd_send_signal", /* Landlock's signal scope confines the target */
 	/* Time */
 	"nanosleep", "clock_nanosleep", "clock_gettime", "clock_getres", "gettimeofday",
 	"time", "alarm", "setitimer", "getitimer", "timer_create", "timer_settime",
@@ -170,7 +175,28 @@ static const char *const sysv_shm[] = {
  * mount_setattr, chroot, unshare, setns (rebuilding the jail);
  * open_by_handle_at (reads any file of a filesystem: "shocker"); kcmp,
  * setuid/setgid and friends, capset, reboot, swapon, init_module, kexec_*,
- * acct, quotactl, syslog, vhangup, sched_setscheduler/sched_setattr. */
+ * acct, quotactl, syslog, vhangup.
+ *
+ * The scheduling family acts on other processes by pid, and the kernel lets
+ * any process of the same uid use it: without a pid namespace that is every
+ * host process of the sandbox's uid and the server itself (the server run
+ * by nobody, or by the user), with one it is the zygote and the other
+ * sessions.  Attack: os.sched_setaffinity(server_pid, {0}) pinned the
+ * server to one CPU (taskset -p: mask 3 -> 1); a nice or I/O priority, a
+ * NUMA page migration, would slow it the same way.  Not listed, so never:
+ * sched_setscheduler, sched_setparam, sched_setattr (a policy of their own
+ * is nothing a cell needs, and SCHED_FIFO under a raised RLIMIT_RTPRIO
+ * would starve the host), ioprio_set, migrate_pages, move_pages,
+ * process_madvise, pidfd_open (above), kcmp, get_robust_list.  Filtered to
+ * the caller itself (pid 0): sched_setaffinity, setpriority, prlimit64
+ * (below).  A process cannot be named by a pid the filter could compare
+ * with its own (seccomp sees the argument, not who the caller is), so
+ * another process of the same session is refused too: each one sets its
+ * own with pid 0 (the bootstrap maps os.getpid() to 0).  Their siblings:
+ * prctl(PR_SCHED_CORE), refused by the second filter; the writable
+ * /proc/PID files (oom_score_adj, autogroup, timerslack_ns), which
+ * Landlock does not let the sandbox write; ptrace-checked files and
+ * calls, Landlock's ptrace rule. */
 
 /* A second filter, stacked on the allow-list (the kernel runs both and the
  * strictest answer wins): TIOCSTI pushes characters into a terminal's input
@@ -186,7 +212,9 @@ static const char *const sysv_shm[] = {
 
 /* nsfree: also FS_IOC_SETFLAGS and FS_IOC_FSSETXATTR (chattr: the
  * append-only, no-dump, no-atime... flags of a file the uid owns) - more
- * metadata that a read-only bind would have refused (EROFS). */
+ * metadata that a read-only bind would have refused (EROFS).
+ * Both modes: prctl(PR_SCHED_CORE), which shares a core-scheduling cookie
+ * with another process by pid (a sibling of sched_setaffinity). */
 static int ioctl_filter(bool nsfree)
 {
 	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
@@ -211,6 +239,9 @@ static int ioctl_filter(bool nsfree)
 	if (rc == 0)
 		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(fcntl), 1,
 				      SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffULL, (uint64_t)F_SETLEASE));
+	if (rc == 0)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(prctl), 1,
+				      SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffffULL, (uint64_t)PR_SCHED_CORE));
 	if (rc == 0)
 		rc = seccomp_load(ctx);
 	seccomp_release(ctx);
@@ -405,8 +436,13 @@ int seccomp_apply(const struct jail_config *c, struct jail_report *r, struct err
 	CHECK(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(personality), 1,
 			       SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffffULL, (uint64_t)PER_LINUX)), "personality");
 
-	/* Resource limits and priority of itself only (pid/who 0): not the
-	 * zygote's, not another session's. */
+	/* Resource limits, priority and CPU affinity of itself only (pid/who
+	 * 0): not the zygote's, not another session's, not the server's (see
+	 * the scheduling family above).  sched_setaffinity with pid 0 sets the
+	 * calling thread's (OpenBLAS pins its own threads so); the kernel reads
+	 * a pid_t: the mask covers the low 32 bits. */
+	CHECK(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(sched_setaffinity), 1,
+			       SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffffULL, 0)), "sched_setaffinity");
 	CHECK(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(prlimit64), 1,
 			       SCMP_A0(SCMP_CMP_EQ, 0)), "prlimit64");
 	CHECK(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(setpriority), 2,
@@ -434,8 +470,8 @@ int seccomp_apply(const struct jail_config *c, struct jail_report *r, struct err
 	l->state = JS_APPLIED;
 	snprintf(l->detail, sizeof l->detail,
 		 "%d syscalls; filtered: clone, socket (%s), socketpair, modes (no setuid/setgid, "
-		 "g/o write), mknod, umask, ioctl (%s), fcntl (no leases), personality, prlimit; "
-		 "execve %s; clone3, openat2 ENOSYS%s%s%s",
+		 "g/o write), mknod, umask, ioctl (%s), fcntl (no leases), personality, prlimit, "
+		 "sched_setaffinity, setpriority (itself only); no pidfd_open; execve %s; clone3, openat2 ENOSYS%s%s%s",
 		 n, p->net_access ? (nsfree ? "inet, inet6, netlink" : "unix, inet, inet6, netlink")
 				  : "none",
 		 nsfree ? "queries only" : "no TIOCSTI",

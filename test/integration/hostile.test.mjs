@@ -212,13 +212,20 @@ describe('a forged checkpoint', () => {
 	test('a child that ignores the resume signal, announced as the checkpoint, then the session kills itself: the child ends, every later call answers', { timeout: 90000 }, async () => {
 		const r = await execPy(h, [
 			'kept = 8',
-			'pid = os.fork()',
+			// pidfd_open is refused in the sandbox: a real pidfd of its own
+			// child comes from clone(CLONE_PIDFD), which the code can call.
+			'import ctypes',
+			'libc = ctypes.CDLL(None, use_errno=True)',
+			'libc.syscall.restype = ctypes.c_long',
+			'fd = ctypes.c_int(-1)',
+			'pid = libc.syscall(56, 0x1000 | 17, 0, ctypes.byref(fd), 0, 0)',
+			'assert pid >= 0, ctypes.get_errno()',
 			'if pid == 0:',
 			'    signal.signal(signal.SIGUSR1, signal.SIG_IGN)',
 			'    while True:',
 			'        with open("workspace/ck.beat", "a") as f: f.write("x")',
 			'        time.sleep(0.02)',
-			'pfd = os.pidfd_open(pid)',
+			'pfd = fd.value',
 			'b = json.dumps({"pid": pid}).encode()',
 			'sk = socket.socket(fileno=os.dup(3))',
 			`sk.sendmsg([${frame(W_CHECKPOINT, 'b')}], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack("i", pfd))])`,
@@ -514,9 +521,13 @@ describe('a protocol fuzzer inside the sandbox', () => {
  *  some carrying descriptors, to fds 0-3 and to every socket it can find. */
 export function fuzzCell(seed, secs) {
 	return `
-import os, random, struct, json, socket, time
+import os, random, struct, json, socket, time, ctypes
 rnd = random.Random(${seed})
-kid = os.fork()
+# A child with a pidfd (clone(CLONE_PIDFD): the sandbox refuses pidfd_open).
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+kidfd = ctypes.c_int(-1)
+kid = libc.syscall(56, 0x1000 | 17, 0, ctypes.byref(kidfd), 0, 0)
 if kid == 0:
     time.sleep(60)
     os._exit(0)
@@ -549,7 +560,7 @@ while time.monotonic() < end:
     try:
         if rnd.random() < 0.3:
             d = os.dup(fd)
-            extra = [os.pidfd_open(rnd.choice([kid, os.getpid()]))]
+            extra = [os.dup(kidfd.value)]
             if rnd.random() < 0.5: extra += list(os.pipe())
             try:
                 sk = socket.socket(fileno=d)

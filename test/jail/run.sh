@@ -271,6 +271,24 @@ mkdir -p "$T/rootonly"; chmod 700 "$T/rootonly"
 echo "$CANARY" > "$T/rootonly/secret"; chmod 600 "$T/rootonly/secret"
 run "root-only files, leases, modifying ioctls, inotify, /proc writes, host signals refused" 0 default owned.py "$MODE" "$T/rootonly/secret" "$ROOT/data.csv" "$T/rootonly" "$HPID"
 
+# A host process of the sandbox's own uid (nobody's when root runs the
+# suite), and the jail's zygote: the cell may not change their scheduling,
+# priority, placement or identity (seccomp: pid 0 only, no pidfd_open).
+# Checked from outside on the host process afterwards.
+if [ "$(id -u)" = 0 ]; then
+	setpriv --reuid=65534 --regid=65534 --clear-groups sleep 600 &
+else
+	sleep 600 &
+fi
+HPID=$!
+sleep 0.2
+sched_state() { echo "$(taskset -p "$HPID" | sed 's/.*: //') $(ps -o ni= -p "$HPID") $(ionice -p "$HPID") $(chrt -p "$HPID" | tr '\n' ' ') $(cat /proc/"$HPID"/oom_score_adj)"; }
+SCHED_BEFORE=$(sched_state)
+run "scheduling, priority, placement and pidfds of other processes refused" 0 default sched.py "$MODE" "$HPID"
+[ "$(sched_state)" = "$SCHED_BEFORE" ] && ok "host process's affinity, nice, ionice, policy, oom_score_adj unchanged (outside: $SCHED_BEFORE)" ||
+	{ echo "before: $SCHED_BEFORE after: $(sched_state)" > "$T/out"; bad "host process's scheduling unchanged (outside)"; }
+kill "$HPID" 2>/dev/null; wait "$HPID" 2>/dev/null
+
 # --- each permission both ways
 run "fs_read true: ROOT readable" 0 default perms.py read yes "$ROOT/data.csv"
 run "fs_read false: ROOT hidden" 0 noread perms.py read no "$ROOT/data.csv"

@@ -74,10 +74,13 @@ HOSTILE = [
     # a made-up result, then it keeps running
     (FRAME + "os.write(3, frame(27, json.dumps({'status': 'ok', 'result': '1'}).encode()))\nwhile True: pass", True),
     # a child announced as the checkpoint, then the session kills itself
-    (FRAME + ("import signal\nk = os.fork()\nif k == 0:\n    signal.signal(signal.SIGUSR1, signal.SIG_IGN)\n"
+    # (its pidfd from clone(CLONE_PIDFD): the sandbox refuses pidfd_open)
+    (FRAME + ("import signal, ctypes\nlibc = ctypes.CDLL(None)\nlibc.syscall.restype = ctypes.c_long\n"
+             "fd = ctypes.c_int(-1)\nk = libc.syscall(56, 0x1000 | 17, 0, ctypes.byref(fd), 0, 0)\nif k == 0:\n"
+             "    signal.signal(signal.SIGUSR1, signal.SIG_IGN)\n"
              "    time.sleep(1000)\nsk = socket.socket(fileno=os.dup(3))\n"
              "sk.sendmsg([frame(30, b'{\"pid\": 1}')], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, "
-             "struct.pack('i', os.pidfd_open(k)))])\ntime.sleep(0.1)\nos.kill(os.getpid(), 9)"), True),
+             "struct.pack('i', fd.value))])\ntime.sleep(0.1)\nos.kill(os.getpid(), 9)"), True),
     # a setsid'd escapee, then its descriptors used up so it cannot clean up
     (ESCAPEE + "\nimport resource\nresource.setrlimit(resource.RLIMIT_NOFILE, (4, 4))", False),
     # memory the per-process limit does not see: children of 500 MB each

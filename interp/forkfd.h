@@ -1,0 +1,37 @@
+/* fork() that also hands back a pidfd of the child, without pidfd_open.
+ *
+ * The sandbox refuses pidfd_open (policy/seccomp.c): without a pid
+ * namespace it opens a pidfd of any process of the host, and a pidfd handed
+ * up to the server is an identity the server acts on.  The zygote and the
+ * sessions still need pidfds of their own children (a new session, a
+ * checkpoint) for the server, so they fork with clone(CLONE_PIDFD), which
+ * can name nothing but the child it creates.
+ *
+ * The C library's fork() cannot ask for CLONE_PIDFD (glibc 2.36), and a raw
+ * clone skips what fork() does for the child: the thread's id in its
+ * descriptor, the robust-futex list, pthread_atfork handlers, and, in a
+ * process with several threads, the locks other threads may hold (malloc's,
+ * stdio's).  So:
+ *   - one thread: a raw clone, with the thread id and the robust list set as
+ *     fork() sets them (learned once by forkfd_init, checked with a real
+ *     fork());
+ *   - several threads: fork() first (locks and handlers as usual), and that
+ *     single-threaded child makes the real one with a raw clone and
+ *     CLONE_PARENT, so that it is the caller's child, then hands the pidfd
+ *     back and exits.  One more copy of the page tables, only then. */
+#ifndef INTERP_FORKFD_H
+#define INTERP_FORKFD_H
+
+#include <sys/types.h>
+
+/* Learns where the C library keeps the calling thread's id and robust list
+ * (see above).  Once, single-threaded, before seccomp: it forks a child to
+ * check what it found. */
+void forkfd_init(void);
+
+/* Like fork(), with *pidfd a pidfd of the child (close-on-exec) in the
+ * parent; -1 with errno on failure.  The caller brackets it with
+ * PyOS_BeforeFork / PyOS_AfterFork_*, as for fork(). */
+pid_t fork_pidfd(int *pidfd);
+
+#endif
