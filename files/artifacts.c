@@ -350,6 +350,20 @@ static void usage_dir(struct usage *u, int dfd, int depth)
 	closedir(d);
 }
 
+int art_dir_usage(const char *dir, size_t max_entries, unsigned long long *bytes, bool *complete)
+{
+	struct usage u = { .max = max_entries ? max_entries : 1000000 };
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+	*bytes = 0;
+	*complete = false;
+	if (fd < 0)
+		return -errno;
+	usage_dir(&u, fd, 0);
+	*bytes = u.bytes;
+	*complete = !u.stop;
+	return 0;
+}
+
 int art_disk_usage(const struct workspace *ws, size_t max_entries, unsigned long long *bytes, bool *complete,
 		   struct err *e)
 {

@@ -86,4 +86,10 @@ int art_sha256(const struct workspace *ws, const char *rel, off_t max, char hex[
 int art_disk_usage(const struct workspace *ws, size_t max_entries, unsigned long long *bytes, bool *complete,
 		   struct err *e);
 
+/* The same for a directory outside the workspace that the sandbox writes
+ * (the namespace-free mode's private temp directory): `dir` is opened
+ * with no symlink in its last component.  0, or -errno when it cannot be
+ * opened (*bytes 0). */
+int art_dir_usage(const char *dir, size_t max_entries, unsigned long long *bytes, bool *complete);
+
 #endif

@@ -11,7 +11,8 @@ struct wswatch {
 	struct loop *loop;
 	struct work *work;
 	const struct workspace *ws;
-	unsigned long long limit, base;
+	char *scratch;           /* or NULL */
+	unsigned long long limit, base, scratch_bytes;
 	bool have_base;
 	void (*over)(void *arg, unsigned long long bytes);
 	void *arg;
@@ -22,8 +23,9 @@ struct wswatch {
 struct ws_job {
 	struct job j;
 	const struct workspace *ws;
+	char *scratch;           /* a copy: the job may outlive the watch */
 	struct wswatch *w;       /* not touched off the loop, nor once abandoned */
-	unsigned long long bytes;
+	unsigned long long bytes, scratch_bytes;
 	bool complete;
 	double ms;
 };
@@ -34,6 +36,9 @@ static void walk_run(struct job *j)
 	double t0 = loop_now_ms();
 	if (art_disk_usage(wj->ws, 0, &wj->bytes, &wj->complete, NULL) < 0)
 		wj->bytes = 0;
+	bool complete;
+	if (wj->scratch && art_dir_usage(wj->scratch, 0, &wj->scratch_bytes, &complete) < 0)
+		wj->scratch_bytes = 0;
 	wj->ms = loop_now_ms() - t0;
 }
 
@@ -47,6 +52,7 @@ static void walk_start(void *arg)
 	wj->j.run = walk_run;
 	wj->j.done = walk_done;
 	wj->ws = w->ws;
+	wj->scratch = w->scratch ? xstrdup(w->scratch) : NULL;
 	wj->w = w;
 	w->job = wj;
 	work_submit(w->work, &wj->j);
@@ -56,12 +62,14 @@ static void walk_done(struct job *j, bool abandoned)
 {
 	struct ws_job *wj = (struct ws_job *)j;
 	struct wswatch *w = wj->w;
-	unsigned long long bytes = wj->bytes;
+	unsigned long long bytes = wj->bytes + wj->scratch_bytes, scratch = wj->scratch_bytes;
 	double ms = wj->ms;
+	free(wj->scratch);
 	free(wj);
 	if (abandoned)
 		return;
 	w->job = NULL;
+	w->scratch_bytes = scratch;
 	if (!w->have_base) {
 		w->base = bytes;
 		w->have_base = true;
@@ -73,13 +81,14 @@ static void walk_done(struct job *j, bool abandoned)
 	w->timer = loop_timer(w->loop, next, walk_start, w);
 }
 
-struct wswatch *wswatch_start(struct loop *loop, struct work *work, const struct workspace *ws,
+struct wswatch *wswatch_start(struct loop *loop, struct work *work, const struct workspace *ws, const char *scratch,
 			      unsigned long long limit_bytes, void (*over)(void *arg, unsigned long long bytes), void *arg)
 {
 	struct wswatch *w = xcalloc(1, sizeof *w);
 	w->loop = loop;
 	w->work = work;
 	w->ws = ws;
+	w->scratch = scratch && *scratch ? xstrdup(scratch) : NULL;
 	w->limit = limit_bytes;
 	w->over = over;
 	w->arg = arg;
@@ -99,5 +108,11 @@ void wswatch_stop(struct wswatch *w)
 		loop_timer_cancel(w->loop, w->timer);
 	if (w->job)
 		work_abandon(&w->job->j);
+	free(w->scratch);
 	free(w);
+}
+
+unsigned long long wswatch_scratch_bytes(const struct wswatch *w)
+{
+	return w ? w->scratch_bytes : 0;
 }

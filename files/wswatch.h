@@ -11,7 +11,14 @@
  * its baseline: files that were there before (or written in the call's
  * first WSWATCH_MIN_MS) never stop it by themselves while it runs; the end
  * of the call is judged against the snapshot taken before it
- * (supervisor.c). */
+ * (supervisor.c).
+ *
+ * Without namespaces the sandbox's private temp directory (TMPDIR, a
+ * directory of the host's /tmp) is disk, or memory where /tmp is a tmpfs,
+ * that no mount caps: when one is given it is walked too, and the two
+ * count together against the limit.
+ * Attack: with max_workspace_mb 20, a cell wrote 400 MB to TMPDIR and the
+ * call said ok; on a tmpfs /tmp, host memory held until the server ended. */
 #ifndef FILES_WSWATCH_H
 #define FILES_WSWATCH_H
 
@@ -24,9 +31,12 @@
 struct wswatch;
 
 /* Starts watching for one call; over(arg, bytes) is called (once, on the
- * loop) when the workspace grew past limit_bytes. */
-struct wswatch *wswatch_start(struct loop *loop, struct work *work, const struct workspace *ws,
+ * loop) when the workspace (plus scratch, a directory or NULL) grew past
+ * limit_bytes. */
+struct wswatch *wswatch_start(struct loop *loop, struct work *work, const struct workspace *ws, const char *scratch,
 			      unsigned long long limit_bytes, void (*over)(void *arg, unsigned long long bytes), void *arg);
+/* What the scratch directory took at the last walk (0 before the first). */
+unsigned long long wswatch_scratch_bytes(const struct wswatch *w);
 /* Stops watching and frees w (NULL-safe); a walk in progress is abandoned. */
 void wswatch_stop(struct wswatch *w);
 

@@ -25,7 +25,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -60,6 +62,17 @@ static double now_ms(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* Without namespaces no mount caps the private temp directory: what the
+ * server counts it against instead (supervisor.c, files/wswatch.h). */
+static void scratch_line(const struct policy *p, FILE *f)
+{
+	struct statfs fs;
+	bool tmpfs = statfs("/tmp", &fs) == 0 && fs.f_type == TMPFS_MAGIC;
+	fprintf(f, "  scratch   counted       TMPDIR (a private directory under /tmp) counts with the workspace against "
+		"max_workspace_mb (%ld MB)%s\n", p->limits.max_workspace_mb,
+		tmpfs ? "; /tmp is a tmpfs here, so it also counts toward memory_mb" : "");
 }
 
 /* The probes, as Python run in the session.  Each prints errno (0 when the
@@ -305,6 +318,11 @@ int check_run(const struct check_opts *o, FILE *f)
 		b += strlen(CHECK_JAIL_BEGIN "\n");
 		fprintf(f, "%.*s", (int)(e - b), b);
 		enforceable = strncmp(b, "jail: enforceable", 17) == 0;
+		const char *nsfree = strstr(b, "\nmode: Landlock + seccomp");
+		if (nsfree && nsfree < e)
+			scratch_line(o->policy, f);
+		if (strstr(b, "\nmode: Landlock + seccomp") && strstr(b, "\nmode: Landlock + seccomp") < e)
+			scratch_line(o->policy, f);
 	} else {
 		fprintf(f, "jail: no report: the interpreter did not start\n");
 	}

@@ -44,6 +44,7 @@ struct call {
 	cJSON *progress_token;   /* owned copy, or NULL */
 	struct art_list before;
 	bool before_taken;       /* the snapshot is in `before` */
+	unsigned long long scratch_before; /* the private temp directory then */
 	struct job *scan_job;    /* a walk of the workspace for this call, or NULL */
 	cJSON *artifacts;        /* array of {path, bytes, mime, change} */
 	bool artifacts_truncated; /* a walk stopped at its entry budget */
@@ -181,6 +182,8 @@ struct scan_job {
 	char **thumb_rel;
 	size_t n_thumbs;
 	unsigned long long ws_before, ws_after; /* the after scan: art_list_bytes */
+	char *scratch;               /* sup_scratch's copy, or NULL */
+	unsigned long long scratch_bytes; /* what it takes now */
 };
 
 static void on_change(const struct art_entry *en, enum art_change ch, void *arg)
@@ -232,6 +235,11 @@ static void scan_run(struct job *j)
 	struct scan_job *sj = (struct scan_job *)j;
 	struct art_scan_opts o = { .subdir = "", .include_hidden = true, .exclude = art_server_dirs };
 	struct err e = { 0 };
+	bool complete;
+	/* Without namespaces the private temp directory counts with the
+	 * workspace against max_workspace_mb (files/wswatch.h). */
+	if (sj->scratch && art_dir_usage(sj->scratch, 0, &sj->scratch_bytes, &complete) < 0)
+		sj->scratch_bytes = 0;
 	if (art_scan(sj->ws, &o, &sj->list, &e) < 0) {
 		log_warn("workspace %s: %s", sj->after ? "scan" : "snapshot", e.msg);
 		return;
@@ -242,7 +250,7 @@ static void scan_run(struct job *j)
 		/* Summed here, off the loop: the supervisor's end-of-call
 		 * check of max_workspace_mb walks nothing of its own. */
 		sj->ws_before = art_list_bytes(&sj->before);
-		sj->ws_after = art_list_bytes(&sj->list);
+		sj->ws_after = art_list_bytes(&sj->list) + sj->scratch_bytes;
 	}
 }
 
@@ -256,6 +264,7 @@ static void scan_free(struct scan_job *sj)
 	for (size_t i = 0; i < sj->n_thumbs; i++)
 		free(sj->thumb_rel[i]);
 	free(sj->thumb_rel);
+	free(sj->scratch);
 	free(sj);
 }
 
@@ -270,8 +279,9 @@ static void scan_done(struct job *j, bool abandoned)
 	c->scan_job = NULL;
 	if (sj->after) {
 		c->artifacts_truncated = sj->before.truncated || sj->list.truncated;
-		c->run.ws_before = sj->ws_before;
+		c->run.ws_before = sj->ws_before + c->scratch_before;
 		c->run.ws_after = sj->ws_after;
+		c->run.scratch_after = sj->scratch_bytes;
 		c->artifacts = sj->artifacts;
 		sj->artifacts = NULL;
 		for (size_t i = 0; i < sj->n_images && c->n_images < MAX_IMAGES; i++) {
@@ -287,6 +297,7 @@ static void scan_done(struct job *j, bool abandoned)
 		c->before = sj->list;
 		memset(&sj->list, 0, sizeof sj->list);
 		c->before_taken = true;
+		c->scratch_before = sj->scratch_bytes;
 	}
 	void (*then)(struct run *, void *) = sj->then;
 	void *arg = sj->arg;
@@ -303,6 +314,8 @@ static void scan_submit(struct call *c, bool after, void (*then)(struct run *r, 
 	sj->ws = &c->srv->ws;
 	sj->after = after;
 	sj->images_link = c->srv->opts.images_link;
+	const char *scratch = sup_scratch(c->srv->sup);
+	sj->scratch = scratch ? xstrdup(scratch) : NULL;
 	sj->then = then;
 	sj->arg = arg;
 	if (after) {
@@ -595,10 +608,15 @@ static void view_error(const struct call *c, const cJSON *err, struct view *v)
 		v->denied = "limits";
 	}
 	if (c->run.status == CALL_LIMITS && c->run.ws_bytes && !v->emsg) {
-		v->emsg = xasprintf("the workspace grew to %llu MB during this call, past limits.max_workspace_mb (%ld MB): the call was stopped "
+		char tmp[200] = "";
+		/* Without namespaces: TMPDIR is the host's disk (or memory). */
+		if (c->run.scratch_bytes)
+			snprintf(tmp, sizeof tmp, " (with the sandbox's private temporary directory, TMPDIR, which counts too: "
+				 "%llu MB of it)", c->run.scratch_bytes >> 20);
+		v->emsg = xasprintf("the workspace grew to %llu MB%s during this call, past limits.max_workspace_mb (%ld MB): the call was stopped "
 				    "and the session rolled back; the files it wrote stay (the server deletes nothing): delete what is not needed "
 				    "or raise max_workspace_mb in the policy",
-				    c->run.ws_bytes >> 20, l->max_workspace_mb);
+				    c->run.ws_bytes >> 20, tmp, l->max_workspace_mb);
 		free(v->etype);
 		v->etype = xstrdup("WorkspaceLimit");
 		v->denied = "limits";

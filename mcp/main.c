@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -33,6 +34,32 @@ const char *__asan_default_options(void)
 	return "handle_segv=0:handle_sigbus=0:handle_abort=0:allocator_may_return_null=1:detect_leaks=1";
 }
 #endif
+
+#ifdef __SANITIZE_ADDRESS__
+/* LeakSanitizer checks the process at exit from a helper that ptraces it,
+ * which a process that is not dumpable refuses to a caller without
+ * CAP_SYS_PTRACE (a server run by nobody): sanitizer builds, tests only,
+ * become dumpable again for that, once every session has ended. */
+static void dumpable_for_lsan(void)
+{
+	prctl(PR_SET_DUMPABLE, 1);
+}
+#endif
+
+/* The server is not dumpable: its /proc/PID files then belong to root, so
+ * a process of the same uid cannot list its descriptors (/proc/PID/fd,
+ * fdinfo) or read what the ptrace rule does not already guard.
+ * Attack: without namespaces, a cell of a server run by nobody listed
+ * /proc/<server>/fd (the building blocks of forged pidfds and sockets).
+ * The zygote is a fresh exec, dumpable again: the server reads its /proc. */
+static void server_not_dumpable(void)
+{
+	if (prctl(PR_SET_DUMPABLE, 0) < 0)
+		log_warn("cannot make the server non-dumpable: %s", strerror(errno));
+#ifdef __SANITIZE_ADDRESS__
+	atexit(dumpable_for_lsan);
+#endif
+}
 
 static const char usage[] =
 	"usage: python-sandbox-mcp [--root DIR] [--workspace DIR] [--skill FILE] [--venv DIR]\n"
@@ -361,6 +388,7 @@ int main(int argc, char **argv)
 	}
 	if (optind < argc)
 		die_usage("unexpected argument '%s'", argv[optind]);
+	server_not_dumpable();
 	if (check + trust + untrust > 1)
 		die_usage("--check, --trust and --untrust are separate commands: give one of them");
 	if (yes && !trust)

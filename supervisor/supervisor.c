@@ -1,6 +1,7 @@
 #include "supervisor.h"
 
 #include <errno.h>
+#include <linux/magic.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -9,6 +10,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/vfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -120,6 +122,10 @@ struct sup {
 	/* The zygote's scratch directory in the namespace-free mode (TMPDIR
 	 * on the host): removed when that zygote ends. */
 	char scratch[256];
+	/* That directory lies on a tmpfs: what it holds is memory, counted
+	 * toward each running call's memory_mb (see watch_fired). */
+	bool scratch_tmpfs;
+	unsigned long long scratch_bytes; /* at the last walk (files/wswatch.h) */
 	int restarts;
 	double last_restart;     /* loop_now_ms() of the last restart */
 	int next_id;
@@ -524,6 +530,9 @@ static void zygote_event(void *arg, int fd, short revents)
 		const cJSON *scratch = cJSON_GetObjectItemCaseSensitive(j, "scratch");
 		if (cJSON_IsString(scratch))
 			snprintf(sup->scratch, sizeof sup->scratch, "%s", scratch->valuestring);
+		struct statfs sfs;
+		sup->scratch_tmpfs = sup->scratch[0] && statfs(sup->scratch, &sfs) == 0 && sfs.f_type == TMPFS_MAGIC;
+		sup->scratch_bytes = 0;
 		if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "nsfree")))
 			log_info("jail mode: Landlock + seccomp (no namespaces on this machine; "
 				 "python-sandbox-mcp --check says what that changes and how to get them)");
@@ -801,9 +810,8 @@ static void cancel_resume_timer(struct sup *sup, struct session *s)
 /* The call grew the workspace past limits.max_workspace_mb: stopped like a
  * timeout, so the session rolls back.  Its files stay: the server never
  * deletes what the code wrote (it cannot tell the user's from the code's). */
-static void workspace_over(void *arg, unsigned long long bytes)
+static void over_limit_stop(struct session *s, unsigned long long bytes, unsigned long long scratch)
 {
-	struct session *s = arg;
 	wswatch_stop(s->watch);
 	s->watch = NULL;
 	if (!s->cur || (s->cur->status != CALL_PENDING && !status_from_result(s->cur)))
@@ -812,7 +820,14 @@ static void workspace_over(void *arg, unsigned long long bytes)
 	s->cur->status = CALL_LIMITS;
 	s->cur->exit_code = call_status_exit_code(CALL_LIMITS, 0, false);
 	s->cur->ws_bytes = bytes;
+	s->cur->scratch_bytes = scratch;
 	kill_session(s);
+}
+
+static void workspace_over(void *arg, unsigned long long bytes)
+{
+	struct session *s = arg;
+	over_limit_stop(s, bytes, wswatch_scratch_bytes(s->watch));
 }
 
 /* Asks the layer above to find what the run made (once). */
@@ -838,7 +853,7 @@ static void collected(struct run *c, void *arg)
 		 * looks, which then ended ok. */
 		unsigned long long limit = (unsigned long long)s->sup->cfg.policy->limits.max_workspace_mb << 20;
 		if (c->ws_after > limit && c->ws_after > c->ws_before)
-			workspace_over(s, c->ws_after);
+			over_limit_stop(s, c->ws_after, c->scratch_after);
 		else
 			send_thumb_or_finish(s->sup, s);
 	}
@@ -1233,6 +1248,18 @@ static void watch_fired(void *arg)
 	dying_pids(s, &dying_h, &dying_ns);
 	int wr = sup->proc_jail ? watch_footprint(sup->proc, sup->zhpid, s->pid, s->ckpt_pid, dying_ns, &u)
 				: watch_footprint("/proc", sup->zhpid, s->hpid, s->ckpt_hpid, dying_h, &u);
+	/* Without namespaces the private temp directory is no tmpfs of the
+	 * jail's that watch_footprint could count: where it lies on the
+	 * host's tmpfs, its size at the workspace watch's last walk is memory
+	 * too (as /tmp is with namespaces).
+	 * Attack: 400 MB written there under memory_mb 128 took host Shmem
+	 * from 9 to 419 MB until the server ended. */
+	if (s->watch)
+		sup->scratch_bytes = wswatch_scratch_bytes(s->watch);
+	if (wr == 0 && sup->scratch_tmpfs) {
+		u.tmpfs += sup->scratch_bytes;
+		u.total += sup->scratch_bytes;
+	}
 	double next = WATCH_MS;
 	if (wr == 0) {
 		struct run *c = s->cur;
@@ -1984,8 +2011,8 @@ static void send_exec(struct sup *sup, struct session *s)
 	start_watch(sup, s);
 	s->timeout_timer = loop_timer(sup->cfg.loop, timeout_ms, timeout_fired, s);
 	wswatch_stop(s->watch);
-	s->watch = wswatch_start(sup->cfg.loop, sup->work, sup->cfg.ws, (unsigned long long)sup->cfg.policy->limits.max_workspace_mb << 20,
-				 workspace_over, s);
+	s->watch = wswatch_start(sup->cfg.loop, sup->work, sup->cfg.ws, sup->scratch,
+				 (unsigned long long)sup->cfg.policy->limits.max_workspace_mb << 20, workspace_over, s);
 	if (c->wants_progress)
 		s->progress_timer = loop_timer(sup->cfg.loop, PROGRESS_MS, progress_fired, s);
 	int r = txt ? wire_send(s->ctrl, W_EXEC, txt, strlen(txt), restore_fd >= 0 ? &restore_fd : NULL, restore_fd >= 0 ? 1 : 0) : -ENOMEM;
@@ -2213,4 +2240,9 @@ void sup_free(struct sup *sup)
 	if (sup->zctrl >= 0)
 		close(sup->zctrl);
 	free(sup);
+}
+
+const char *sup_scratch(const struct sup *sup)
+{
+	return sup && sup->scratch[0] ? sup->scratch : NULL;
 }

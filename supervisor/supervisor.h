@@ -84,8 +84,10 @@ struct run {
 	char *note;              /* extra line for the model, or NULL */
 	unsigned long long ws_bytes; /* CALL_LIMITS: the workspace's size then */
 	/* The workspace's files before and after the run (ev->collect fills
-	 * them from its snapshots): the end-of-call workspace check. */
-	unsigned long long ws_before, ws_after;
+	 * them from its snapshots): the end-of-call workspace check.  Without
+	 * namespaces they include the private temp directory (sup_scratch),
+	 * scratch_bytes of ws_bytes at the stop. */
+	unsigned long long ws_before, ws_after, scratch_after, scratch_bytes;
 	struct usage usage;      /* CPU time and peak memory of this run */
 	bool cancelled;          /* no reply may be sent */
 	bool over_limit;         /* ended by the server's watchdog (denied_by limits) */
@@ -146,5 +148,10 @@ int sup_count_sessions(struct sup *sup);
 /* Whether any run is running or queued (or a save is being written). */
 bool sup_busy(struct sup *sup);
 bool sup_session_exists(struct sup *sup, const char *session);
+/* The namespace-free mode's private temp directory (TMPDIR on the host),
+ * which counts against max_workspace_mb with the workspace; NULL with
+ * namespaces (the jail's /tmp is a capped tmpfs of its own) or before the
+ * zygote is ready. */
+const char *sup_scratch(const struct sup *sup);
 
 #endif

@@ -1,0 +1,234 @@
+// What a cell can reach of other processes and of the host's /tmp, through
+// the real server, with namespaces and without them (dockerrun), the server
+// run by root and by nobody.  Every effect is read from outside:
+//   - the CPU affinity and nice value of a host process of the sandbox's
+//     uid, of the server, of the zygote and of another session (before: a
+//     cell pinned the server and a host process without namespaces, taskset
+//     -p 3 -> 1, and the zygote and session B with them);
+//   - the pidfds a session holds (before: os.pidfd_open(host_pid) worked
+//     on any host process as nobody without namespaces);
+//   - the listing of the server's /proc/PID/fd (before: listed from a cell
+//     of a server run by nobody without namespaces);
+//   - du of the private temp directory, and a tmpfs /tmp's use (before:
+//     with max_workspace_mb 20, 400 MB written there and the call ok; on a
+//     tmpfs /tmp, host memory held until the server ended).
+import { test, describe, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+
+import { BIN, SANITIZED, startClient, newProject, writeFile, execPy, descendants, sleep, show, SKILL } from './lib.mjs';
+
+const AS_ROOT = process.getuid() === 0;
+const NOBODY = 65534;
+const NOBODY_ARGS = [`--reuid=${NOBODY}`, `--regid=${NOBODY}`, '--clear-groups'];
+const DOCKERRUN = path.join(path.dirname(BIN), 'helpers', 'dockerrun');
+// Under AddressSanitizer an idle session takes about 280 MB.
+const MEM = SANITIZED ? 1024 : 128;
+const POLICY = SKILL.replace('max_workspace_mb: 4096', 'max_workspace_mb: 20').replace('memory_mb: 2048', `memory_mb: ${MEM}`);
+
+/** Cpus_allowed_list and nice of pid, as the host sees them. */
+function sched(pid) {
+	const st = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
+	const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+	const nice = stat.slice(stat.lastIndexOf(')') + 2).split(' ')[16];
+	return `cpus ${/Cpus_allowed_list:\s*(\S+)/.exec(st)[1]} nice ${nice}`;
+}
+
+const cmdline = (pid) => { try { return fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' ').trim(); } catch { return ''; } };
+const below = (h, re) => descendants(h.pid).map((p) => p.pid).find((p) => re.test(cmdline(p)));
+/** The host pid of the process below the server that the sandbox sees as
+ *  pid (its innermost NSpid): a title would race with a checkpoint's fork,
+ *  which carries the session's title for a moment. */
+function hostPid(h, pid) {
+	for (const p of descendants(h.pid)) {
+		try {
+			const ns = /^NSpid:\s*(.*)$/m.exec(fs.readFileSync(`/proc/${p.pid}/status`, 'utf8'))[1].trim().split(/\s+/);
+			if (Number(ns[ns.length - 1]) === pid) return p.pid;
+		} catch { /* gone */ }
+	}
+	return undefined;
+}
+
+/** The processes that the pidfds process pid holds name (root reads any
+ *  process's descriptors): host pids, from fdinfo. */
+function pidfdTargets(pid) {
+	const out = [];
+	for (const fd of fs.readdirSync(`/proc/${pid}/fd`)) {
+		try {
+			if (fs.readlinkSync(`/proc/${pid}/fd/${fd}`) !== 'anon_inode:[pidfd]') continue;
+			out.push(Number(/^Pid:\s*(-?\d+)/m.exec(fs.readFileSync(`/proc/${pid}/fdinfo/${fd}`, 'utf8'))[1]));
+		} catch { /* closed meanwhile */ }
+	}
+	return out;
+}
+
+/** du -sk of dir, in MB (0 when it is gone). */
+function duMb(dir) {
+	const r = spawnSync('du', ['-sk', dir], { encoding: 'utf8' });
+	return r.status === 0 ? Number(r.stdout.split('\t')[0]) / 1024 : 0;
+}
+
+// Writes `mb` MB to TMPDIR in chunks, slowly enough that the server's
+// watch (every 250 ms) stops it long before the end.
+const fillTmp = (mb, chunk = 4) => [
+	'import os, tempfile, time',
+	'd = tempfile.gettempdir()',
+	`for i in range(${Math.ceil(mb / chunk)}):`,
+	'    with open(os.path.join(d, "fill%d" % i), "wb") as f:',
+	`        f.write(b"x" * (${chunk} << 20))`,
+	'    time.sleep(0.05)',
+	'd',
+].join('\n');
+
+for (const [mode, pre] of [['namespaces', []], ['no namespaces', [DOCKERRUN]]]) {
+	for (const who of AS_ROOT ? ['root', 'nobody'] : ['user']) {
+		describe(`other processes and the host's /tmp, ${mode}, the server run by ${who}`, () => {
+			const nsfree = mode === 'no namespaces';
+			let h, root, hostSleep, zyg, sessB, pidB;
+			before(async () => {
+				root = newProject(`reach-${nsfree ? 'nsfree' : 'ns'}-${who}`);
+				const skill = writeFile(root, 'policy/SKILL.md', POLICY);
+				fs.mkdirSync(path.join(root, 'workspace'));
+				if (who === 'nobody') spawnSync('chown', ['-R', `${NOBODY}:${NOBODY}`, root]);
+				// A host process of the sandbox's own uid.
+				hostSleep = AS_ROOT ? spawn('setpriv', [...NOBODY_ARGS, 'sleep', '600']) : spawn('sleep', ['600']);
+				const argv = [...pre, BIN];
+				const launch = who === 'nobody' ? { command: 'setpriv', commandArgs: [...NOBODY_ARGS, ...argv] }
+					: { command: argv[0], commandArgs: argv.slice(1) };
+				h = await startClient(root, { structured: true, args: ['--skill', skill], ...launch });
+				const b = await execPy(h, 'import os\nos.getpid()', { session: 'b' }, { timeout: 120000 });
+				assert.equal(b.sc.status, 'ok', show(b.sc));
+				pidB = Number(b.sc.result);
+				zyg = below(h, /^python-sandbox-mcp: zygote/);
+				sessB = hostPid(h, pidB);
+				assert.ok(zyg && sessB, `the zygote ${zyg} and session b ${sessB} among ${JSON.stringify(descendants(h.pid))}`);
+				if (nsfree) assert.match(h.stderr(), /jail mode: Landlock \+ seccomp/);
+			});
+			after(async () => { await h?.close(); hostSleep?.kill(); });
+
+			test('no cell changes the affinity or priority of the server, the zygote, another session or a host process; its own it may', { timeout: 60000 }, async () => {
+				const targets = { host: hostSleep.pid, server: h.pid, zygote: nsfree ? zyg : 1, session_b: pidB };
+				const outside = [hostSleep.pid, h.pid, zyg, sessB];
+				const beforeState = outside.map(sched);
+				const r = await execPy(h, [
+					'import os',
+					`targets = ${JSON.stringify(targets)}`,
+					'out = {}',
+					'for name, pid in targets.items():',
+					'    for what, fn in (("affinity", lambda: os.sched_setaffinity(pid, {0})), ("nice", lambda: os.setpriority(os.PRIO_PROCESS, pid, 19))):',
+					'        try:',
+					'            fn(); out[name + " " + what] = "CHANGED"',
+					'        except OSError as e:',
+					'            out[name + " " + what] = type(e).__name__',
+					'cpus = os.sched_getaffinity(0)',
+					'os.sched_setaffinity(0, {min(cpus)}); os.sched_setaffinity(os.getpid(), cpus)',
+					'out["own"] = os.sched_getaffinity(0) == cpus',
+					'out',
+				].join('\n'), { session: 'a' });
+				assert.equal(r.sc.status, 'ok', show(r.sc));
+				assert.doesNotMatch(r.sc.result, /CHANGED/, r.sc.result);
+				assert.match(r.sc.result, /'own': True/);
+				assert.deepEqual(outside.map(sched), beforeState, 'seen from outside: nothing changed');
+				const e = await execPy(h, `import os\nos.sched_setaffinity(${nsfree ? h.pid : 1}, {0})`, { session: 'a' });
+				assert.match(e.sc.error?.message || '', /of another process is refused in this sandbox/, show(e.sc));
+			});
+
+			test('pidfd_open of any process is refused; the session holds no pidfd', { timeout: 60000 }, async () => {
+				const r = await execPy(h, [
+					'import os',
+					'held, out = [], []',
+					`for pid in (${hostSleep.pid}, ${nsfree ? zyg : 1}, ${pidB}, os.getpid()):`,
+					'    try:',
+					'        held.append(os.pidfd_open(pid)); out.append("OPENED")',
+					'    except OSError as e:',
+					'        out.append(type(e).__name__)',
+					'out, os.getpid()',
+				].join('\n'), { session: 'a' });
+				const [out, me] = JSON.parse(r.sc.result.replace(/'/g, '"').replace(/^\(/, '[').replace(/\)$/, ']'));
+				assert.deepEqual(out, ['PermissionError', 'PermissionError', 'PermissionError', 'PermissionError'], show(r.sc));
+				if (AS_ROOT) {
+					// The only pidfd a session may hold is its new
+					// checkpoint's (a child, from clone(CLONE_PIDFD)), while
+					// it takes it after the reply.
+					const sa = hostPid(h, me);
+					assert.ok(sa, `session a (${me}) below the server`);
+					const held = pidfdTargets(sa);
+					for (const p of held) assert.ok(p === -1 || ![hostSleep.pid, zyg, sessB, h.pid].includes(p), `the session holds a pidfd of ${p}: ${cmdline(p)}`);
+				}
+			});
+
+			test('the server\'s /proc/PID/fd cannot be listed from a cell', { timeout: 60000 }, async () => {
+				const r = await execPy(h, [
+					'import os',
+					'out = []',
+					`for p in ("/proc/${h.pid}/fd", "/proc/${h.pid}/fdinfo", "/proc/${h.pid}/task/${h.pid}/fd"):`,
+					'    try:',
+					'        out.append(len(os.listdir(p)))',
+					'    except OSError as e:',
+					'        out.append(type(e).__name__)',
+					'out',
+				].join('\n'), { session: 'a' });
+				assert.doesNotMatch(r.sc.result, /\d/, `listed: ${r.sc.result}`);
+			});
+
+			test('the private temp directory is bounded: 400 MB there is stopped (max_workspace_mb 20 without namespaces, the tmpfs cap with them)', { timeout: 120000 }, async () => {
+				// Where TMPDIR is (the jail sets it after the exec: not in environ).
+				const tmpdir = (await execPy(h, 'import tempfile\ntempfile.gettempdir()', { session: 'fill' })).sc.result.slice(1, -1);
+				if (nsfree) assert.match(tmpdir, /^\/(var\/)?tmp\/psm-scratch-/);
+				const r = await execPy(h, fillTmp(400), { session: 'fill' });
+				assert.notEqual(r.sc.status, 'ok', show(r.sc));
+				if (nsfree) {
+					assert.deepEqual([r.sc.status, r.sc.exit_code, r.sc.state, r.sc.error?.denied_by], ['limits', 153, 'rolled_back', 'limits'], show(r.sc));
+					assert.match(r.sc.error.message, /TMPDIR, which counts too/);
+					const du = duMb(tmpdir);
+					assert.ok(du > 20 && du < 400, `du of ${tmpdir}: ${du} MB (stopped before the end)`);
+				} else {
+					assert.match(r.sc.error?.message || '', /No space left on device/, show(r.sc));
+				}
+				await h.close();
+				h = null;
+				if (nsfree) assert.equal(fs.existsSync(tmpdir), false, 'removed with the server');
+			});
+		});
+	}
+}
+
+// A host whose /tmp is a tmpfs (Debian 13, Fedora, Arch): the private temp
+// directory is memory there, counted toward memory_mb.  The server runs in
+// a mount namespace of its own with a tmpfs on /tmp (as root, then nobody).
+if (AS_ROOT) {
+	for (const who of ['root', 'nobody']) {
+		describe(`a tmpfs /tmp without namespaces, the server run by ${who}`, () => {
+			let h, root;
+			before(async () => {
+				root = fs.realpathSync(fs.mkdtempSync('/var/tmp/psm-reach-tmpfs-'));
+				fs.chmodSync(root, 0o755);
+				process.on('exit', () => fs.rmSync(root, { recursive: true, force: true }));
+				const skill = writeFile(root, 'policy/SKILL.md', SKILL.replace('memory_mb: 2048', `memory_mb: ${MEM}`));
+				fs.mkdirSync(path.join(root, 'workspace'));
+				if (who === 'nobody') spawnSync('chown', ['-R', `${NOBODY}:${NOBODY}`, root]);
+				const server = who === 'nobody' ? ['setpriv', ...NOBODY_ARGS, DOCKERRUN, BIN] : [DOCKERRUN, BIN];
+				h = await startClient(root, {
+					structured: true, args: ['--skill', skill], command: 'unshare',
+					commandArgs: ['-m', '--propagation', 'private', 'sh', '-c', 'mount -t tmpfs -o size=4g,mode=1777 psm-test /tmp && exec "$@"', 'sh', ...server],
+				});
+			});
+			after(async () => { await h?.close(); });
+
+			test(`${MEM + 300} MB written to TMPDIR under memory_mb ${MEM}: stopped with status memory`, { timeout: 120000 }, async () => {
+				assert.equal((await execPy(h, 'kept = 7', {}, { timeout: 100000 })).sc.status, 'ok');
+				const r = await execPy(h, fillTmp(MEM + 300, 16), {}, { timeout: 100000 });
+				assert.deepEqual([r.sc.status, r.sc.exit_code, r.sc.state], ['memory', 137, 'rolled_back'], show(r.sc));
+				assert.match(r.sc.error.message, /files in \/tmp/);
+				assert.equal((await execPy(h, 'kept')).sc.result, '7');
+				const zyg = below(h, /^python-sandbox-mcp: zygote/);
+				const tmpdir = (await execPy(h, 'import tempfile\ntempfile.gettempdir()', { session: 'x' })).sc.result.slice(1, -1);
+				const du = duMb(`/proc/${zyg}/root${tmpdir}`);
+				assert.ok(du < MEM + 300, `the tmpfs holds ${du} MB (stopped before the end)`);
+			});
+		});
+	}
+}
