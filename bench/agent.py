@@ -28,6 +28,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import run  # noqa: E402  (the bench's MCP client, Jupyter client and /proc helpers)
+import targets  # noqa: E402
 from agent_tasks import TASKS, make_data  # noqa: E402
 
 PY = "/usr/bin/python3"
@@ -490,6 +491,11 @@ def suite_section(a, root, pyenv, jup, skip):
         lines.append("| %s | %s ms | %s ms | %s ms |" % (labels[n], fmt(tot[n]), fmt(run.med(xs)),
                                                        fmt(run.pct(xs, 95))))
     lines.append("")
+    if a.targets and "jupyter_reset" in tot:
+        targets.record(a.targets, "suite", {
+            "tasks": len(TASKS),
+            "fresh": {"ours_ms": tot["server_fresh"], "jupyter_ms": tot["jupyter_reset"]},
+            "one": {"ours_ms": tot["server_one"], "jupyter_ms": tot["jupyter_one"]}})
     pairs = [("server_fresh", "jupyter_reset"), ("server_one", "jupyter_one"),
              ("server_fresh", "python3")]
     for num, den in pairs:
@@ -636,6 +642,8 @@ def scale_section(a, work, pyenv, jup):
                  "worst over all N %.2f | ≤ 0.25 | %s |" % (pr, top, mb(s["pss_mb"]), mb(j["pss_mb"]), worst,
                                                            "PASS" if worst <= 0.25 else "MISS"))
         tr = s["tasks_per_s"] / max(j["tasks_per_s"], 1e-9)
+        if a.targets:
+            targets.record(a.targets, "scale", {"n": top, "tasks_ratio": tr, "pss_ratio": pr})
         ok = tr >= 0.8 and s["busy"] >= 0.9
         L.append("| throughput limited by CPU, not our overhead | at N=%d: ours %.2f tasks/s, %.2f× Jupyter's "
                  "(%.2f); CPU busy %.0f %% while ours ran; CPU per task %s ms against %s ms | ≥ 0.8× Jupyter's "
@@ -684,6 +692,8 @@ def main():
     ap.add_argument("--scale-skill", help="run our servers under this SKILL.md (approved in the run's own "
                     "configuration directory), e.g. fixtures/bench/SKILL-checkpoint-off.md")
     ap.add_argument("--results", help="append the tables (markdown) to this file")
+    ap.add_argument("--targets", help="record the suite's and the scale rows' ratios in this JSON file "
+                    "(bench/targets.py)")
     ap.add_argument("--quick", action="store_true",
                     help="a smoke run: the first 6 tasks, one round, no scale rows")
     # One agent's driver process (started by the scale rows, not by hand).

@@ -9,14 +9,35 @@ BENCH_PY := /usr/bin/python3
 BENCH_ARGS ?=
 BENCH_CFLAGS := -std=gnu11 -O2 -g -Wall -Wextra -Werror
 
+# What each part measured against the protection targets, for the table at
+# the end (bench/targets.py); removed at the start of each run.
+BENCH_TARGETS := $(BENCH_BUILD)/targets.json
+# --quick in BENCH_ARGS makes every part a smoke run, unless its own
+# *_ARGS say otherwise.
+BENCH_QUICK := $(filter --quick,$(BENCH_ARGS))
+
 .PHONY: bench bench-setup bench-agent
-## bench: the server against Jupyter and python3 -c, then the agent workload; writes bench/RESULTS.md
+## bench: the server against Jupyter and python3 -c, the agent workload, the agent loop, then every protection target; writes bench/RESULTS.md
 bench: setup bench-setup $(BIN) $(BENCH_FLOORS) $(BUILD)/helpers/dockerrun
-	$(BENCH_PY) bench/run.py --server $(BIN) --floors $(BENCH_BUILD) --results bench/RESULTS.md $(BENCH_ARGS)
+	rm -f $(BENCH_TARGETS)
+	$(BENCH_PY) bench/run.py --server $(BIN) --floors $(BENCH_BUILD) --results bench/RESULTS.md \
+		--targets $(BENCH_TARGETS) $(BENCH_ARGS)
 	$(BENCH_PY) bench/run.py --server $(BIN) --floors $(BENCH_BUILD) --results bench/RESULTS.md --append \
 		--wrap $(BUILD)/helpers/dockerrun --skip=jupyter,output,rewrite,strings $(BENCH_ARGS)
-	$(BENCH_PY) bench/agent.py --server $(BIN) --results bench/RESULTS.md $(AGENT_ARGS)
-	$(BENCH_PY) bench/warmup.py --server $(BIN) --results bench/RESULTS.md $(WARMUP_ARGS)
+	$(BENCH_PY) bench/agent.py --server $(BIN) --results bench/RESULTS.md --targets $(BENCH_TARGETS) \
+		$(or $(AGENT_ARGS),$(BENCH_QUICK))
+	$(BENCH_PY) bench/loop.py --server $(BIN) --results bench/RESULTS.md --targets $(BENCH_TARGETS) \
+		$(or $(LOOP_ARGS),$(BENCH_QUICK))
+	$(BENCH_PY) bench/warmup.py --server $(BIN) --results bench/RESULTS.md $(or $(WARMUP_ARGS),$(BENCH_QUICK))
+	$(BENCH_PY) bench/targets.py --targets $(BENCH_TARGETS) --results bench/RESULTS.md
+
+#   make bench-loop LOOP_ARGS=--quick                 one round, each kind of cell once (about 3 min)
+#   make bench-loop LOOP_ARGS="--sizes 400000 --sides ours,jupyter"
+LOOP_ARGS ?=
+## bench-loop: one agent's loop over one DataFrame (400k and 4M rows, 28 calls, 1 s think and back to back) against Jupyter (about 15 min)
+.PHONY: bench-loop
+bench-loop: setup bench-setup $(BIN)
+	$(BENCH_PY) bench/loop.py --server $(BIN) $(LOOP_ARGS)
 
 #   make bench-warmup WARMUP_ARGS=--quick
 WARMUP_ARGS ?=

@@ -379,6 +379,7 @@ def main():
     ap.add_argument("--wrap", help="start the server under this launcher (e.g. build/helpers/dockerrun: "
                     "the jail's namespace-free mode)")
     ap.add_argument("--append", action="store_true", help="append to --results instead of replacing it")
+    ap.add_argument("--targets", help="record the 1 GiB rewrite's ratios in this JSON file (bench/targets.py)")
     a = ap.parse_args()
     if a.wrap:
         WRAP[:] = [os.path.abspath(a.wrap)]
@@ -833,7 +834,10 @@ def main():
     r_ck = rat("checkpoints on / off, `1+1` back to back", "warm", "warm_off")
     r_ckt = rat("checkpoints on / off, `1+1` after think", "warm_think", "warm_think_off")
     r_rw = rat("checkpoints on / off, 1 GiB rewrite (think)", "rw_on", "rw_off")
-    rat("checkpoints on / off, 1 GiB rewrite (back to back)", "rw_on_b2b", "rw_off_b2b")
+    r_rw_b2b = rat("checkpoints on / off, 1 GiB rewrite (back to back)", "rw_on_b2b", "rw_off_b2b")
+    if a.targets and r_rw is not None and r_rw_b2b is not None:
+        import targets
+        targets.record(a.targets, "rewrite", {"think": r_rw, "b2b": r_rw_b2b})
     r_str = rat("checkpoints on / off, string-heavy pandas (think)", "str_on", "str_off")
     rat("output throughput: ours / python3 into a pipe", "out_thr", "out_floor")
     R.rows = [r for r in R.rows if r[0] != "ratio"] + [r for r in R.rows if r[0] == "ratio"]

@@ -1,0 +1,332 @@
+#!/usr/bin/python3
+"""make bench-loop: one agent working one DataFrame, call after call.
+
+An agent that analyses data keeps one frame in its session and sends cell
+after cell against it: describe it, group it, resample it, add a column,
+draw a chart, merge a lookup table in, run a test, fit a model, clean a
+string column.  This runs that loop (LOOP_CELLS: 14 kinds of cell, twice
+over, 28 calls) on a frame of 400,000 and of 4,000,000 rows, with 1 s of
+think time before each call and back to back, through:
+
+  ours       the server with its built-in policy: checkpoints, saved
+             sessions and the jail all on
+  off        the same server and policy with `checkpoint: false` (what
+             the checkpoint costs; left out by --quick)
+  Jupyter    a warm kernel (jupyter_client), the same cells
+
+all in one run, each sequence whole (a call of one side between two calls
+of another would be think time the sequence did not ask for), the sides
+taking turns in each round and the order reversed every other round.
+Prints, per size and mode, each side's sum of call latencies and median
+call, the ratios Jupyter / ours of both (above 1: ours faster), a table
+per cell, and the loop's targets with PASS or MISS.
+
+Nothing here asserts a time.  --targets FILE records the ratios for
+bench/targets.py, which prints every target of `make bench` in one table.
+"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import run  # noqa: E402  (the bench's MCP client, Jupyter client, stats)
+import targets  # noqa: E402
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# The frame: a timestamp, an integer key, three string (object) columns and
+# two float columns; 7 columns, about 60 bytes a row before the cells add
+# two more.  Deterministic (seeded).
+SETUP = """\
+import numpy as np, pandas as pd, matplotlib
+matplotlib.use('Agg')
+import matplotlib.pyplot as plt
+rng = np.random.default_rng(0)
+N = {n}
+_cats = np.array(['c%02d' % i for i in range(40)], dtype=object)
+_regions = np.array(['north', 'south', 'east', 'west'], dtype=object)
+_cities = np.array(['san jose', 'austin', 'boston', 'san diego', 'denver', 'seattle',
+                    'miami', 'santa fe', 'chicago', 'portland'], dtype=object)
+df = pd.DataFrame({{
+    'ts': pd.date_range('2025-01-01', periods=N, freq='10s'),
+    'key': rng.integers(0, 1000, N),
+    'cat': _cats[rng.integers(0, 40, N)],
+    'region': _regions[rng.integers(0, 4, N)],
+    'city': _cities[rng.integers(0, 10, N)],
+    'value': rng.normal(0, 1, N),
+    'amount': rng.gamma(2.0, 30.0, N),
+}})
+len(df)"""
+
+# (kind, code): what an agent sends about its frame.  Each cell is
+# idempotent on the state (a column it adds is assigned again the second
+# time), so the sequence can run again on the same session.
+LOOP_CELLS = [
+    ("describe", "df.describe().round(3)"),
+    ("groupby", "df.groupby('key')['value'].agg(['mean', 'sum', 'count']).head()"),
+    ("resample", "df.set_index('ts')['value'].resample('1h').mean().describe()"),
+    ("pivot", "df.pivot_table(index='cat', columns='region', values='amount', aggfunc='mean').round(2).head()"),
+    ("z-scores", "df['z'] = (df['value'] - df['value'].mean()) / df['value'].std()\n"
+                 "int((df['z'].abs() > 3).sum())"),
+    ("new column", "df['hour'] = df['ts'].dt.hour\n"
+                   "int(df.groupby('hour')['amount'].sum().idxmax())"),
+    ("chart", "fig, ax = plt.subplots(figsize=(6, 3))\n"
+              "df.set_index('ts')['amount'].resample('1D').mean().plot(ax=ax)\n"
+              "fig.savefig('workspace/loop_chart.png', dpi=80)\nplt.close(fig)\n'saved'"),
+    ("merge", "seg = pd.DataFrame({'key': np.arange(1000), "
+              "'segment': np.array(['a', 'b', 'c', 'd'])[np.arange(1000) % 4]})\n"
+              "df.merge(seg, on='key', how='left').groupby('segment')['amount'].sum().round(1)"),
+    ("scipy test", "from scipy import stats\n"
+                   "r = stats.ttest_ind(df.loc[df['region'] == 'north', 'value'], "
+                   "df.loc[df['region'] == 'south', 'value'])\nround(float(r.pvalue), 6)"),
+    ("sklearn fit", "from sklearn.linear_model import LinearRegression\n"
+                    "X = df[['amount', 'key']].to_numpy()\n"
+                    "LinearRegression().fit(X, df['value'].to_numpy()).coef_.round(6)"),
+    ("strings", "float(df['city'].str.upper().str.startswith('SAN').mean().round(4))"),
+    ("value counts", "df['cat'].value_counts().head()"),
+    ("rolling", "df['value'].rolling(1000).mean().iloc[-3:]"),
+    ("quantile bins", "pd.qcut(df['amount'], 10, labels=False).value_counts().sort_index().tolist()"),
+]
+
+SIDES = {"ours": "ours (built-in policy)", "off": "ours, `checkpoint: false`", "jupyter": "Jupyter"}
+
+
+def fmt(ms):
+    return "%.1f" % ms if ms < 100 else "%.0f" % ms
+
+
+class Ours:
+    """One session of one server; code -> latency in s."""
+
+    def __init__(self, server_bin, root, skill, stderr_path):
+        self.s = run.Server(server_bin, root, skill, stderr_path=stderr_path)
+        self.s.initialize()
+        self.s.execute("1+1", session="loop")
+
+    def reset(self, code):
+        r = self.s.request("tools/call", {"name": "execute_python", "arguments": {
+            "code": code, "session": "loop", "reset": True, "timeout_s": 300}}, timeout=400)
+        text = r.get("content", [{}])[0].get("text", "")
+        if r.get("isError") or not text.startswith("ok"):
+            raise run.ServerError("setup -> %s" % text[:600])
+
+    def call(self, code):
+        t0 = run.now()
+        self.s.execute(code, session="loop", timeout_s=300, timeout=400)
+        return run.now() - t0
+
+    def close(self):
+        self.s.close()
+
+
+class Jup:
+    def __init__(self, pyenv, root):
+        self.k = run.Kernel(dict(pyenv, PWD=root))
+        self.k.execute("import os; os.chdir(%r)" % root)
+
+    def reset(self, code):
+        self.k.execute("%reset -f")
+        self.k.execute(code, timeout=400)
+        self.k.drain()
+
+    def call(self, code):
+        t0 = run.now()
+        self.k.execute(code, timeout=400)
+        dt = run.now() - t0
+        self.k.drain()
+        return dt
+
+    def close(self):
+        self.k.close()
+
+
+def sequence(side, cells, think):
+    """The cells one after the other on one side; their latencies (s)."""
+    out = []
+    for _, code in cells:
+        if think:
+            time.sleep(think)
+        out.append(side.call(code))
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--server", required=True)
+    ap.add_argument("--sizes", default="400000,4000000", help="rows of the frame, comma-separated")
+    ap.add_argument("--rounds", type=int, default=3, help="timed sequences per side, size and mode")
+    ap.add_argument("--think", type=float, default=1.0, help="seconds of think time before each call")
+    ap.add_argument("--sides", default="ours,off,jupyter", help="comma-separated: ours,off,jupyter")
+    ap.add_argument("--repeat", type=int, default=2, help="times the 14 kinds of cell run in a sequence")
+    ap.add_argument("--skill", help="run `ours` under this SKILL.md instead of the built-in policy "
+                    "(approved in the run's own configuration directory)")
+    ap.add_argument("--quick", action="store_true", help="one round, each kind once, no `off` side")
+    ap.add_argument("--results", help="append the tables (markdown) to this file")
+    ap.add_argument("--targets", help="record the ratios in this JSON file (bench/targets.py)")
+    a = ap.parse_args()
+    if a.quick:
+        a.rounds, a.repeat = 1, 1
+        a.sides = ",".join(s for s in a.sides.split(",") if s != "off")
+    sides = [s for s in a.sides.split(",") if s]
+    for s in sides:
+        if s not in SIDES:
+            sys.exit("loop.py: unknown side %r (ours, off, jupyter)" % s)
+    sizes = [int(x) for x in a.sizes.split(",") if x]
+    cells = LOOP_CELLS * a.repeat
+    modes = [("think", a.think), ("b2b", 0.0)]
+    server_bin = os.path.abspath(a.server)
+    if "jupyter" in sides:
+        try:
+            import jupyter_client  # noqa: F401
+        except ImportError:
+            sys.exit("loop.py: jupyter_client missing (make bench-setup)")
+    import importlib.util
+    missing = [m for m in ("scipy", "sklearn") if importlib.util.find_spec(m) is None]
+    if missing:
+        sys.exit("loop.py: %s not installed (scripts/setup.sh --full)" % ", ".join(missing))
+
+    work = tempfile.mkdtemp(prefix="psm-bench-loop-")
+    os.chmod(work, 0o755)
+    os.environ["XDG_CONFIG_HOME"] = os.path.join(work, "config")
+    os.environ["XDG_STATE_HOME"] = os.path.join(work, "state")
+    mplcfg = os.path.join(work, "mplconfig")
+    os.makedirs(mplcfg)
+    pyenv = {"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/root"), "LANG": "C.UTF-8",
+             "MPLBACKEND": "Agg", "MPLCONFIGDIR": mplcfg, "OPENBLAS_NUM_THREADS": "1",
+             "OMP_NUM_THREADS": "1", "PYTHONNOUSERSITE": "1"}
+    skill_text = open(os.path.join(REPO, "SKILL.md"), encoding="utf-8").read()
+    t_start, started = run.now(), time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+    load0 = os.getloadavg()
+    actors = {}
+    # res[size][mode][side] = list over rounds of lists over cells (s)
+    res = {n: {m: {s: [] for s in sides} for m, _ in modes} for n in sizes}
+    setup_s = {n: {} for n in sizes}
+    loads = []
+    try:
+        for s in sides:
+            root = os.path.join(work, s)
+            os.makedirs(os.path.join(root, "workspace"))
+            if s == "jupyter":
+                actors[s] = Jup(pyenv, root)
+                continue
+            skill = None
+            if s == "off":
+                # The built-in policy with checkpoints off: it only
+                # tightens, so it needs no approval.
+                if "checkpoint: true" not in skill_text:
+                    sys.exit("loop.py: SKILL.md has no `checkpoint: true`")
+                skill = os.path.join(root, "SKILL.md")
+                with open(skill, "w", encoding="utf-8") as f:
+                    f.write(skill_text.replace("checkpoint: true", "checkpoint: false"))
+            elif a.skill:
+                skill = os.path.abspath(a.skill)
+                subprocess.run([server_bin, "--trust", "--yes", "--root", root, "--skill", skill],
+                               check=True, stdout=subprocess.DEVNULL)
+            actors[s] = Ours(server_bin, root, skill, os.path.join(work, s + ".err"))
+        for n in sizes:
+            run.log("agent loop: %d rows, sides %s" % (n, ", ".join(sides)))
+            for s in sides:
+                t0 = run.now()
+                actors[s].reset(SETUP.format(n=n))
+                setup_s[n][s] = run.now() - t0
+                # Not timed: the first imports (scipy, sklearn) and the
+                # first run of each cell, on every side.
+                sequence(actors[s], LOOP_CELLS, 0.0)
+            for r in range(a.rounds):
+                order = sides if r % 2 == 0 else sides[::-1]
+                for mode, think in modes:
+                    for s in order:
+                        res[n][mode][s].append(sequence(actors[s], cells, think))
+                    loads.append(os.getloadavg()[0])
+                run.log("agent loop: %d rows, round %d of %d done (load %.2f)" % (n, r + 1, a.rounds,
+                                                                                    os.getloadavg()[0]))
+    finally:
+        for x in actors.values():
+            try:
+                x.close()
+            except Exception:  # noqa: BLE001 (the run's results still print)
+                pass
+        shutil.rmtree(work, ignore_errors=True)
+
+    # ------------------------------------------------ report
+    L = []
+    load1 = os.getloadavg()
+    L.append("### Agent loop: one session, one DataFrame, %d calls of %d kinds" % (len(cells), len(LOOP_CELLS)))
+    L.append("")
+    L.append("%s; nproc %d; load average before %s, during (1 min, after each round) %s, after %s; "
+             "%d timed round%s per side, size and mode, sides in turn (order reversed every other "
+             "round); think time %.1f s before each call, or back to back; run took %.0f s%s." % (
+                 started, os.cpu_count(), " ".join("%.2f" % x for x in load0),
+                 "%.1f to %.1f" % (min(loads), max(loads)) if loads else "-",
+                 " ".join("%.2f" % x for x in load1), a.rounds, "" if a.rounds == 1 else "s",
+                 a.think, run.now() - t_start, " (--quick)" if a.quick else ""))
+    L.append("Sum: the sum of the %d call latencies of a sequence (median over rounds); median: the median "
+             "call over every call of every round. Ratios are Jupyter's time over ours: above 1, ours is "
+             "faster." % len(cells))
+    L.append("")
+    head = "| rows | mode | " + " | ".join("%s: sum, median call" % SIDES[s] for s in sides)
+    ratio_cols = [s for s in sides if s != "jupyter"] if "jupyter" in sides else []
+    head += "".join(" | Jupyter / %s: sums, medians" % SIDES[s] for s in ratio_cols) + " |"
+    L.append(head)
+    L.append("|---:|---|" + "---:|" * (len(sides) + len(ratio_cols)))
+    measured = {}
+    for n in sizes:
+        for mode, think in modes:
+            sums, meds = {}, {}
+            for s in sides:
+                rounds_ = res[n][mode][s]
+                sums[s] = run.med([sum(x) for x in rounds_]) * 1000 if rounds_ else float("nan")
+                meds[s] = run.med([v for x in rounds_ for v in x]) * 1000 if rounds_ else float("nan")
+            row = "| %s | %s | " % ("{:,}".format(n), "think %.1f s" % think if think else "back to back")
+            row += " | ".join("%s ms, %s ms" % (fmt(sums[s]), fmt(meds[s])) for s in sides)
+            for s in ratio_cols:
+                rs, rm = sums["jupyter"] / sums[s], meds["jupyter"] / meds[s]
+                row += " | %.2f×, %.2f×" % (rs, rm)
+                if s == "ours":
+                    measured["%d/%s" % (n, mode)] = {"sum_ratio": rs, "median_ratio": rm,
+                                                     "ours_sum_ms": sums[s], "jupyter_sum_ms": sums["jupyter"],
+                                                     "ours_median_ms": meds[s],
+                                                     "jupyter_median_ms": meds["jupyter"]}
+            L.append(row + " |")
+    L.append("")
+    L.append("Per cell, median over rounds and over both runs of each kind in a sequence (ms), think time "
+             "then back to back; the setup (building the frame, not timed above) last:")
+    L.append("")
+    L.append("| rows | cell | " + " | ".join("%s, think / b2b" % SIDES[s] for s in sides) + " |")
+    L.append("|---:|---|" + "---:|" * len(sides))
+    for n in sizes:
+        for i, (kind, _) in enumerate(LOOP_CELLS):
+            idx = [j for j in range(len(cells)) if j % len(LOOP_CELLS) == i]
+            bits = []
+            for s in sides:
+                v = []
+                for mode, _ in modes:
+                    xs = [x[j] * 1000 for x in res[n][mode][s] for j in idx]
+                    v.append(fmt(run.med(xs)) if xs else "-")
+                bits.append(" / ".join(v))
+            L.append("| %s | %s | %s |" % ("{:,}".format(n), kind, " | ".join(bits)))
+        L.append("| %s | (setup) | %s |" % ("{:,}".format(n), " | ".join(
+            fmt(setup_s[n].get(s, float("nan")) * 1000) for s in sides)))
+    if measured:
+        load_note = "load %.1f to %.1f" % (min(loads), max(loads)) if loads else ""
+        measured["load"] = load_note
+        measured["think_s"] = a.think
+        if a.targets:
+            targets.record(a.targets, "loop", measured)
+        L.append("")
+        L += targets.table(targets.loop_rows({"loop": measured}))
+    text = "\n".join(L) + "\n"
+    print(text, flush=True)
+    if a.results:
+        with open(a.results, "a") as f:
+            f.write("\n" + text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,140 @@
+#!/usr/bin/python3
+"""The protection targets of `make bench` in one table, PASS or MISS.
+
+Every protection on by default (checkpoints, saved sessions, the jail), each
+target a ratio measured side by side in one run:
+
+- the agent loop (bench/loop.py) at least 1.1x Jupyter with 1 s of think
+  time and 1.0x back to back, at 400k and 4M rows (sums of call latencies);
+- the 4M-row median call at least 1.0x Jupyter's;
+- the 44 agent tasks (bench/agent.py) at least 1.0x Jupyter;
+- the 1 GiB rewrite (bench/run.py, section 6) within 2x of checkpoints off;
+- 50 agents at once (bench/agent.py's scale rows) at least 0.8x Jupyter's
+  tasks per second, with a total PSS at most half of Jupyter's.
+
+Each script records what it measured with `--targets FILE` (one JSON object,
+a key per script, rewritten whole each time); `make bench` removes the file
+first and ends with `bench/targets.py --targets FILE`, which prints the
+table (and appends it to --results).  A target whose script did not run,
+or ran too small (the scale rows below 50 agents), says so: n/a.
+"""
+import argparse
+import json
+import os
+import sys
+import time
+
+
+def record(path, key, value):
+    """Sets data[key] = value in the JSON file at path."""
+    data = load(path)
+    data[key] = value
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(data, f, indent=1, sort_keys=True)
+    os.replace(tmp, path)
+
+
+def load(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {}
+
+
+def _x(v):
+    return "%.2f×" % v
+
+
+def loop_rows(data):
+    """(target, measured, wanted, ok) for the agent loop."""
+    rows = []
+    lp = data.get("loop") or {}
+    note = (" (%s)" % lp["load"]) if lp.get("load") else ""
+    think = "%g s think" % lp.get("think_s", 1.0)
+    for n, label in (("400000", "400k"), ("4000000", "4M")):
+        for mode, want, wl in (("think", 1.1, think), ("b2b", 1.0, "back to back")):
+            m = lp.get("%s/%s" % (n, mode))
+            what = "agent loop, %s rows, %s: Jupyter's sum / ours" % (label, wl)
+            if not m:
+                rows.append((what, "not measured (make bench-loop)", "≥ %.1f×" % want, None))
+                continue
+            rows.append((what, "%s (ours %.0f ms, Jupyter %.0f ms)%s" % (
+                _x(m["sum_ratio"]), m["ours_sum_ms"], m["jupyter_sum_ms"], note),
+                "≥ %.1f×" % want, m["sum_ratio"] >= want))
+    ms = [lp.get("4000000/think"), lp.get("4000000/b2b")]
+    what = "agent loop, 4M rows: Jupyter's median call / ours (think, back to back)"
+    if all(ms):
+        rows.append((what, "%s, %s (ours %.0f / %.0f ms, Jupyter %.0f / %.0f ms)" % (
+            _x(ms[0]["median_ratio"]), _x(ms[1]["median_ratio"]), ms[0]["ours_median_ms"],
+            ms[1]["ours_median_ms"], ms[0]["jupyter_median_ms"], ms[1]["jupyter_median_ms"]),
+            "≥ 1.0×", min(m["median_ratio"] for m in ms) >= 1.0))
+    else:
+        rows.append((what, "not measured (make bench-loop)", "≥ 1.0×", None))
+    return rows
+
+
+def other_rows(data):
+    rows = []
+    su = data.get("suite")
+    for key, label in (("fresh", "fresh session per task against `%reset -f`"),
+                       ("one", "one session against one kernel")):
+        what = "the %s agent tasks, %s: Jupyter's time / ours" % (su.get("tasks", 44) if su else 44, label)
+        if not su or key not in su:
+            rows.append((what, "not measured (make bench-agent)", "≥ 1.0×", None))
+            continue
+        r = su[key]
+        rows.append((what, "%s (ours %.0f ms, Jupyter %.0f ms)" % (_x(r["jupyter_ms"] / r["ours_ms"]),
+                                                                  r["ours_ms"], r["jupyter_ms"]),
+                     "≥ 1.0×", r["jupyter_ms"] / r["ours_ms"] >= 1.0))
+    rw = data.get("rewrite")
+    what = "1 GiB rewritten (`a += 1`): checkpoints on / off (1 s think, back to back)"
+    if rw:
+        worst = max(rw["think"], rw["b2b"])
+        rows.append((what, "%s, %s" % (_x(rw["think"]), _x(rw["b2b"])), "≤ 2.0×", worst <= 2.0))
+    else:
+        rows.append((what, "not measured (make bench)", "≤ 2.0×", None))
+    sc = data.get("scale")
+    for key, label, want, cmp in (("tasks_ratio", "tasks per second: ours / Jupyter's", "≥ 0.8×",
+                                   lambda v: v >= 0.8),
+                                  ("pss_ratio", "total PSS: ours / Jupyter's", "≤ 0.5×", lambda v: v <= 0.5)):
+        what = "50 agents at once, %s" % label
+        if not sc:
+            rows.append((what, "not measured (make bench-scale)", want, None))
+        elif sc["n"] < 50:
+            rows.append((what, "%s at N=%d only" % (_x(sc[key]), sc["n"]), want, None))
+        else:
+            rows.append((what, _x(sc[key]), want, cmp(sc[key])))
+    return rows
+
+
+def table(rows):
+    out = ["| target (every protection on) | measured | target | |", "|---|---|---|---|"]
+    for label, measured, want, ok in rows:
+        out.append("| %s | %s | %s | %s |" % (label, measured, want,
+                                              "n/a" if ok is None else "PASS" if ok else "MISS"))
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--targets", required=True, help="the JSON file the bench scripts recorded into")
+    ap.add_argument("--results", help="append the table (markdown) here too")
+    a = ap.parse_args()
+    data = load(a.targets)
+    load1 = os.getloadavg()
+    L = ["### Protection that costs nothing: the targets of this run", "",
+         "%s; load average at the end %s; each ratio measured side by side in its own section above." % (
+             time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), " ".join("%.2f" % x for x in load1)), ""]
+    L += table(loop_rows(data) + other_rows(data))
+    text = "\n".join(L) + "\n"
+    print(text)
+    if a.results:
+        with open(a.results, "a") as f:
+            f.write("\n" + text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
