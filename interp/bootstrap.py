@@ -180,7 +180,7 @@ _WARM_DENY = frozenset((
     "idlelib", "tkinter", "turtle", "turtledemo", "test", "pip", "ensurepip",
     "venv", "site", "sitecustomize", "usercustomize", "pydoc", "pdb", "code",
     "readline", "rlcompleter"))
-_WARM_MAX_MS = 30000.0     # an import slower than this (in the probe) is dropped
+_WARM_MAX_MS = 30000.0     # an import slower than this (CPU time, in the probe) is dropped
 _WARM_MAX_GROWTH = 256 << 20  # ... and one that adds more memory than this
 _warm = {"trusted": [], "writable": [], "base": frozenset(), "plan": [], "name": None,
          "t0": 0.0, "probe_ms": 0.0}
@@ -408,7 +408,9 @@ def warm_probe(name):
     # Only in this fork, which exits after the answer: records the order
     # in which imports complete (dependencies first).
     boot._find_and_load = find_and_load
-    rss0, t0 = _rss(), time.monotonic()
+    # CPU time, not the clock: the zygote stops its probe (SIGSTOP) while
+    # a call runs, and a probe stopped for a long call is not slow.
+    rss0, t0 = _rss(), time.process_time()
     try:
         with _TrustedPath():
             why = _resolve_checked(name)
@@ -418,7 +420,7 @@ def warm_probe(name):
         why = "importing %s failed: %s" % (name, _reason(e))
     finally:
         boot._find_and_load = real_find_and_load
-    ms = (time.monotonic() - t0) * 1000
+    ms = (time.process_time() - t0) * 1000
     if why is None:
         for n in list(sys.modules):
             if n not in before:

@@ -132,6 +132,63 @@ describe('learned warm-up', () => {
 		await h.close();
 	});
 
+	test('a probe under way is stopped while a call runs, and goes on after it', { timeout: 240000 }, async () => {
+		// A probe that went on importing beside a call took the CPU the
+		// call waited for (a fresh session's first import of a large
+		// package, 1.4x as long).  Many names, so that the zygote probes
+		// them one after the other for a second or more after the reply;
+		// a call that comes meanwhile must find the probe stopped.
+		// As many as one call may teach (the server keeps 16 candidates);
+		// the last ones are probed first, and take 100 ms or more each.
+		const names = ['asyncio', 'unittest.mock', 'http.server', 'xmlrpc.server', 'email.mime.multipart',
+			'sqlite3', 'xml.dom.minidom', 'wave', 'ftplib', 'imaplib', 'smtplib', 'poplib', 'mailbox',
+			'dbm', 'matplotlib.backends.backend_pdf', 'numpy.distutils'];
+		const probes = (pid) => descendants(pid).filter((p) => {
+			try { return fs.readFileSync(`/proc/${p.pid}/cmdline`, 'utf8').includes('warm-up probe'); } catch { return false; }
+		});
+		const cpu = (pid) => {
+			try {
+				const s = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+				const f = s.slice(s.lastIndexOf(')') + 2).split(' ');
+				return { state: f[0], ticks: Number(f[11]) + Number(f[12]) };
+			} catch { return null; }
+		};
+		let seen = 0;
+		for (let attempt = 0; attempt < 4 && !seen; attempt++) {
+			const root = newProject('warm-stop');
+			const xdg = stateHome();
+			const h = await start(root, xdg);
+			await ok(h, '1', { session: 'b' });
+			await ok(h, names.map((n) => `import ${n}`).join('\n'), { session: 'a' });
+			// The reply is out; the zygote starts its first probe.
+			await sleep(50);
+			const call = execPy(h, 'import time\ntime.sleep(2.5)\n"slept"', { session: 'b' });
+			await sleep(100);
+			const during = probes(h.pid).map((p) => ({ pid: p.pid, a: cpu(p.pid) }));
+			await sleep(1000);
+			for (const p of during) {
+				const b = cpu(p.pid);
+				if (!p.a || !b) continue; // ended before the call came
+				seen++;
+				assert.equal(p.a.state, 'T', `probe ${p.pid} runs beside a call (state ${p.a.state})`);
+				assert.equal(b.state, 'T', `probe ${p.pid} runs beside a call (state ${b.state})`);
+				assert.equal(b.ticks, p.a.ticks, `probe ${p.pid} used CPU while the call ran`);
+			}
+			const r = await call;
+			assert.equal(r.sc.result, "'slept'", show(r.text));
+			if (seen) {
+				// Behaviour unchanged: the probes go on after the call,
+				// and every name is learned, none refused as slow.
+				for (const n of names)
+					await waitLog(h, new RegExp(`warm-up: learned ${n.replace(/\./g, '\\.')}\n`));
+				assert.doesNotMatch(h.stderr(), /refused: importing it took/);
+				assert.deepEqual(await heldAtStart(h, 'fresh', ['asyncio', 'numpy.distutils']), ['asyncio', 'numpy.distutils']);
+			}
+			await h.close();
+		}
+		assert.ok(seen > 0, 'no probe under way was found while the next call ran, in 4 attempts (one that runs on beside the call is over by then)');
+	});
+
 	test('a name the zygote was loading when it died is not sent to the next zygote (no crash loop)', { timeout: 240000 }, async () => {
 		const root = newProject('warm-crash');
 		const xdg = stateHome();
