@@ -165,6 +165,9 @@ def main():
     ap.add_argument("--repeat", type=int, default=2, help="times the 14 kinds of cell run in a sequence")
     ap.add_argument("--skill", help="run `ours` under this SKILL.md instead of the built-in policy "
                     "(approved in the run's own configuration directory)")
+    ap.add_argument("--also", action="append", default=[], metavar="LABEL=BINARY",
+                    help="one more side: another build of the server (or a script that starts one), "
+                    "under the built-in policy, compared in the same run (repeatable)")
     ap.add_argument("--quick", action="store_true", help="one round, each kind once, no `off` side")
     ap.add_argument("--results", help="append the tables (markdown) to this file")
     ap.add_argument("--targets", help="record the ratios in this JSON file (bench/targets.py)")
@@ -176,6 +179,15 @@ def main():
     for s in sides:
         if s not in SIDES:
             sys.exit("loop.py: unknown side %r (ours, off, jupyter)" % s)
+    also = {}
+    for x in a.also:
+        label, sep, binary = x.partition("=")
+        if not sep or not label or label in SIDES or not os.access(binary, os.X_OK):
+            sys.exit("loop.py: --also wants LABEL=BINARY, a new label and an executable (got %r)" % x)
+        also[label] = os.path.abspath(binary)
+        SIDES[label] = label
+    # Jupyter last, so that the ratio columns follow the servers.
+    sides = [s for s in sides if s != "jupyter"] + list(also) + [s for s in sides if s == "jupyter"]
     sizes = [int(x) for x in a.sizes.split(",") if x]
     cells = LOOP_CELLS * a.repeat
     modes = [("think", a.think), ("b2b", 0.0)]
@@ -227,7 +239,7 @@ def main():
                 skill = os.path.abspath(a.skill)
                 subprocess.run([server_bin, "--trust", "--yes", "--root", root, "--skill", skill],
                                check=True, stdout=subprocess.DEVNULL)
-            actors[s] = Ours(server_bin, root, skill, os.path.join(work, s + ".err"))
+            actors[s] = Ours(also.get(s, server_bin), root, skill, os.path.join(work, s + ".err"))
         for n in sizes:
             run.log("agent loop: %d rows, sides %s" % (n, ", ".join(sides)))
             for s in sides:
