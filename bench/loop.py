@@ -155,6 +155,19 @@ def sequence(side, cells, think):
     return out
 
 
+def interleaved(actors, order, cells, think):
+    """With think time: call by call, each side in turn (rotating) sleeps
+    `think` s and runs the cell, so every side sees the same load at each
+    cell; a side is idle at least `think` s before each of its calls."""
+    out = {s: [] for s in order}
+    for i, (_, code) in enumerate(cells):
+        k = i % len(order)
+        for s in order[k:] + order[:k]:
+            time.sleep(think)
+            out[s].append(actors[s].call(code))
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--server", required=True)
@@ -252,8 +265,13 @@ def main():
             for r in range(a.rounds):
                 order = sides if r % 2 == 0 else sides[::-1]
                 for mode, think in modes:
-                    for s in order:
-                        res[n][mode][s].append(sequence(actors[s], cells, think))
+                    if think:
+                        res_r = interleaved(actors, order, cells, think)
+                        for s in order:
+                            res[n][mode][s].append(res_r[s])
+                    else:
+                        for s in order:
+                            res[n][mode][s].append(sequence(actors[s], cells, 0.0))
                     loads.append(os.getloadavg()[0])
                 run.log("agent loop: %d rows, round %d of %d done (load %.2f)" % (n, r + 1, a.rounds,
                                                                                     os.getloadavg()[0]))
@@ -271,8 +289,9 @@ def main():
     L.append("### Agent loop: one session, one DataFrame, %d calls of %d kinds" % (len(cells), len(LOOP_CELLS)))
     L.append("")
     L.append("%s; nproc %d; load average before %s, during (1 min, after each round) %s, after %s; "
-             "%d timed round%s per side, size and mode, sides in turn (order reversed every other "
-             "round); think time %.1f s before each call, or back to back; run took %.0f s%s." % (
+             "%d timed round%s per side, size and mode; with think time the sides take turns call by call "
+             "(each idle at least %.1f s before each call), back to back each side runs its whole sequence "
+             "(order reversed every other round); run took %.0f s%s." % (
                  started, os.cpu_count(), " ".join("%.2f" % x for x in load0),
                  "%.1f to %.1f" % (min(loads), max(loads)) if loads else "-",
                  " ".join("%.2f" % x for x in load1), a.rounds, "" if a.rounds == 1 else "s",
