@@ -100,6 +100,25 @@ def fmt(ms):
     return "%.1f" % ms if ms < 100 else "%.0f" % ms
 
 
+def tree_cpu_ms(root):
+    """CPU time (user + system, ms) of root and everything below it, the
+    children they reaped included: each process's own time plus that of
+    the children it waited for, summed over the live tree, counts a process
+    that ended in between once, in its reaper's (checkpoints, savers,
+    replaced sessions)."""
+    hz = os.sysconf("SC_CLK_TCK")
+    t = 0
+    for p in [root] + run.descendants(root):
+        try:
+            with open("/proc/%d/stat" % p) as f:
+                st = f.read()
+        except OSError:
+            continue
+        x = st[st.rindex(")") + 2:].split()
+        t += int(x[11]) + int(x[12]) + int(x[13]) + int(x[14])
+    return t * 1000.0 / hz
+
+
 class Ours:
     """One session of one server; code -> latency in s."""
 
@@ -107,6 +126,7 @@ class Ours:
         self.s = run.Server(server_bin, root, skill, stderr_path=stderr_path)
         self.s.initialize()
         self.s.execute("1+1", session="loop")
+        self.pid = self.s.pid
 
     def reset(self, code):
         r = self.s.request("tools/call", {"name": "execute_python", "arguments": {
@@ -128,6 +148,7 @@ class Jup:
     def __init__(self, pyenv, root):
         self.k = run.Kernel(dict(pyenv, PWD=root))
         self.k.execute("import os; os.chdir(%r)" % root)
+        self.pid = self.k.km.provisioner.process.pid
 
     def reset(self, code):
         self.k.execute("%reset -f")
@@ -153,6 +174,18 @@ def sequence(side, cells, think):
             time.sleep(think)
         out.append(side.call(code))
     return out
+
+
+def settle(pid, most=60.0):
+    """Waits until the tree below pid uses under 20 ms of CPU in 1 s."""
+    end = run.now() + most
+    last = tree_cpu_ms(pid)
+    while run.now() < end:
+        time.sleep(1.0)
+        cur = tree_cpu_ms(pid)
+        if cur - last < 20:
+            return
+        last = cur
 
 
 def interleaved(actors, order, cells, think):
@@ -231,6 +264,7 @@ def main():
     # res[size][mode][side] = list over rounds of lists over cells (s)
     res = {n: {m: {s: [] for s in sides} for m, _ in modes} for n in sizes}
     setup_s = {n: {} for n in sizes}
+    cpu = {n: {m: {s: [] for s in sides} for m, _ in modes} for n in sizes}
     loads = []
     try:
         for s in sides:
@@ -262,9 +296,15 @@ def main():
                 # Not timed: the first imports (scipy, sklearn) and the
                 # first run of each cell, on every side.
                 sequence(actors[s], LOOP_CELLS, 0.0)
+            for s in sides:
+                # What the zygote learned from those imports, it loads in
+                # the background after the replies: let it finish before
+                # the timed rounds, whose CPU time it would join.
+                settle(actors[s].pid)
             for r in range(a.rounds):
                 order = sides if r % 2 == 0 else sides[::-1]
                 for mode, think in modes:
+                    cpu0 = {s: tree_cpu_ms(actors[s].pid) for s in order}
                     if think:
                         res_r = interleaved(actors, order, cells, think)
                         for s in order:
@@ -272,6 +312,11 @@ def main():
                     else:
                         for s in order:
                             res[n][mode][s].append(sequence(actors[s], cells, 0.0))
+                    # Work after the last reply (its checkpoint, its save)
+                    # belongs to the sequence too.
+                    time.sleep(think or 0.5)
+                    for s in order:
+                        cpu[n][mode][s].append(tree_cpu_ms(actors[s].pid) - cpu0[s])
                     loads.append(os.getloadavg()[0])
                 run.log("agent loop: %d rows, round %d of %d done (load %.2f)" % (n, r + 1, a.rounds,
                                                                                     os.getloadavg()[0]))
@@ -324,6 +369,18 @@ def main():
                                                      "ours_median_ms": meds[s],
                                                      "jupyter_median_ms": meds["jupyter"]}
             L.append(row + " |")
+    L.append("")
+    L.append("CPU time per call, all processes of each side (the server, zygote, session, checkpoints, savers; "
+             "the kernel and its children), median over rounds, ms: it moves less with the machine's load "
+             "than the latencies, and says where the time goes:")
+    L.append("")
+    L.append("| rows | mode | " + " | ".join(SIDES[s] for s in sides) + " |")
+    L.append("|---:|---|" + "---:|" * len(sides))
+    for n in sizes:
+        for mode, think in modes:
+            L.append("| %s | %s | %s |" % ("{:,}".format(n), "think %.1f s" % think if think else "back to back",
+                                           " | ".join(fmt(run.med(cpu[n][mode][s]) / len(cells))
+                                                      if cpu[n][mode][s] else "-" for s in sides)))
     L.append("")
     L.append("Per cell, median over rounds and over both runs of each kind in a sequence (ms), think time "
              "then back to back; the setup (building the frame, not timed above) last:")
