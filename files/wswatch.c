@@ -13,6 +13,9 @@ struct wswatch {
 	const struct workspace *ws;
 	char *scratch;           /* or NULL */
 	unsigned long long limit, base, scratch_bytes;
+	/* Bytes the server itself adds meanwhile (a snapshot it writes), now
+	 * and when the baseline was taken (wswatch_allow). */
+	unsigned long long extra, extra_at_base;
 	bool have_base;
 	void (*over)(void *arg, unsigned long long bytes);
 	void *arg;
@@ -72,8 +75,9 @@ static void walk_done(struct job *j, bool abandoned)
 	w->scratch_bytes = scratch;
 	if (!w->have_base) {
 		w->base = bytes;
+		w->extra_at_base = w->extra;
 		w->have_base = true;
-	} else if (bytes > w->limit && bytes > w->base) {
+	} else if (bytes > w->limit + w->extra && bytes > w->base + (w->extra - w->extra_at_base)) {
 		w->over(w->arg, bytes); /* may call wswatch_stop(w) */
 		return;
 	}
@@ -98,6 +102,12 @@ struct wswatch *wswatch_start(struct loop *loop, struct work *work, const struct
 	 * wrote in that time to the baseline, which only delays its stop. */
 	w->timer = loop_timer(loop, WSWATCH_MIN_MS, walk_start, w);
 	return w;
+}
+
+void wswatch_allow(struct wswatch *w, unsigned long long extra)
+{
+	if (w && extra > w->extra)
+		w->extra = extra;
 }
 
 void wswatch_stop(struct wswatch *w)

@@ -37,6 +37,10 @@ struct wswatch *wswatch_start(struct loop *loop, struct work *work, const struct
 			      unsigned long long limit_bytes, void (*over)(void *arg, unsigned long long bytes), void *arg);
 /* What the scratch directory took at the last walk (0 before the first). */
 unsigned long long wswatch_scratch_bytes(const struct wswatch *w);
+/* The server itself has added `extra` bytes to the workspace since the
+ * watch started (a session's snapshot it is writing): they count neither
+ * against the limit nor as growth.  It only grows; NULL-safe. */
+void wswatch_allow(struct wswatch *w, unsigned long long extra);
 /* Stops watching and frees w (NULL-safe); a walk in progress is abandoned. */
 void wswatch_stop(struct wswatch *w);
 
