@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <sys/vfs.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../interp/procs.h"
@@ -229,6 +230,26 @@ int watch_quiet(pid_t pid, pid_t keep, pid_t dying, pid_t zygote, const pid_t *k
 	return r < 0 ? r : r == 0 ? -EEXIST : 1;
 }
 
+long long watch_start_ticks(pid_t pid)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+	const char *f = stat_fields(path, buf, sizeof buf);
+	unsigned long long start;
+	if (!f || sscanf(f, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu", &start) != 1)
+		return -ESRCH;
+	return (long long)start;
+}
+
+long long watch_now_ticks(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_BOOTTIME, &ts);
+	long hz = sysconf(_SC_CLK_TCK);
+	hz = hz > 0 ? hz : 100;
+	return (long long)ts.tv_sec * hz + (long long)ts.tv_nsec / (1000000000LL / hz);
+}
+
 long watch_cpu_ms(pid_t pid)
 {
 	char path[64], buf[1024];
@@ -335,7 +356,101 @@ bool watch_proc_root(pid_t zygote, char *buf, size_t n)
 	return false;
 }
 
+static int footprint_seen(const char *proc, pid_t zygote, pid_t root, pid_t skip, pid_t dying, struct footprint *u,
+			  struct inos *seen);
+
 int watch_footprint(const char *proc, pid_t zygote, pid_t root, pid_t skip, pid_t dying, struct footprint *u)
+{
+	struct inos *seen = calloc(1, sizeof *seen);
+	if (!seen)
+		return -ENOMEM;
+	int rc = footprint_seen(proc, zygote, root, skip, dying, u, seen);
+	free(seen);
+	return rc;
+}
+
+/* A process's proportional share of the anonymous pages it maps (Pss_Anon
+ * of smaps_rollup, Linux 5.9+; Pss before that), in bytes; -errno when it
+ * cannot be read (the process is not dumpable and this server has no
+ * CAP_SYS_PTRACE over it). */
+static int64_t pss_anon(const char *proc, pid_t pid)
+{
+	char path[256], buf[4096];
+	snprintf(path, sizeof path, "%s/%d/smaps_rollup", proc, (int)pid);
+	ssize_t n = read_small(path, buf, sizeof buf);
+	if (n <= 0)
+		return n < 0 ? n : -EIO;
+	const char *p = strstr(buf, "\nPss_Anon:");
+	if (p)
+		return (int64_t)strtoull(p + 10, NULL, 10) * 1024;
+	p = strstr(buf, "\nPss:");
+	return p ? (int64_t)strtoull(p + 5, NULL, 10) * 1024 : -EIO;
+}
+
+/* CPU time (ms) of pid and of the children it has waited for. */
+static long cpu_with_children_ms(const char *proc, pid_t pid)
+{
+	char path[256], buf[1024];
+	snprintf(path, sizeof path, "%s/%d/stat", proc, (int)pid);
+	const char *f = stat_fields(path, buf, sizeof buf);
+	unsigned long ut, st;
+	long cut, cst;
+	if (!f || sscanf(f, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu %ld %ld", &ut, &st, &cut, &cst) != 4)
+		return 0;
+	long hz = sysconf(_SC_CLK_TCK);
+	long long ticks = (long long)ut + (long long)st + (cut > 0 ? cut : 0) + (cst > 0 ? cst : 0);
+	return (long)(ticks * 1000 / (hz > 0 ? hz : 100));
+}
+
+int watch_save_footprint(const char *proc, pid_t zygote, pid_t session, pid_t ckpt, pid_t dying, struct footprint *u,
+			 struct save_footprint *v)
+{
+	memset(v, 0, sizeof *v);
+	struct inos *seen = calloc(1, sizeof *seen);
+	if (!seen)
+		return -ENOMEM;
+	int rc = footprint_seen(proc, zygote, session, ckpt, dying, u, seen);
+	pid_t *below = NULL;
+	size_t n = 0;
+	if (rc == 0)
+		rc = procs_list_below(proc, ckpt, NULL, 0, &below, &n);
+	v->pss = true;
+	for (size_t i = 0; rc == 0 && i < n; i++) {
+		char path[256], buf[4096];
+		snprintf(path, sizeof path, "%s/%d/status", proc, (int)below[i]);
+		if (read_small(path, buf, sizeof buf) < 0)
+			continue; /* gone meanwhile */
+		uint64_t threads = status_kb(buf, "\nThreads:");
+		v->tasks += threads ? (long)threads : 1;
+		v->shmem += status_kb(buf, "\nRssShmem:") * 1024;
+		v->memfd += memfd_bytes(proc, below[i], seen);
+		v->cpu_ms += cpu_with_children_ms(proc, below[i]);
+		int64_t pa = v->pss ? pss_anon(proc, below[i]) : -1;
+		if (pa < 0) {
+			/* One unreadable: all by RssAnon (the caller compares
+			 * like with like). */
+			if (v->pss) {
+				v->pss = false;
+				v->anon = 0;
+				for (size_t k = 0; k < i; k++) {
+					snprintf(path, sizeof path, "%s/%d/status", proc, (int)below[k]);
+					char b2[4096];
+					if (read_small(path, b2, sizeof b2) >= 0)
+						v->anon += status_kb(b2, "\nRssAnon:") * 1024;
+				}
+			}
+			v->anon += status_kb(buf, "\nRssAnon:") * 1024;
+		} else {
+			v->anon += (uint64_t)pa;
+		}
+	}
+	free(below);
+	free(seen);
+	return rc;
+}
+
+static int footprint_seen(const char *proc, pid_t zygote, pid_t root, pid_t skip, pid_t dying, struct footprint *u,
+			  struct inos *seen)
 {
 	memset(u, 0, sizeof *u);
 	pid_t *below = NULL;
@@ -349,11 +464,6 @@ int watch_footprint(const char *proc, pid_t zygote, pid_t root, pid_t skip, pid_
 	int rc = procs_list_below(proc, root, keep, nk, &below, &n);
 	if (rc < 0)
 		return rc;
-	struct inos *seen = calloc(1, sizeof *seen);
-	if (!seen) {
-		free(below);
-		return -ENOMEM;
-	}
 	add_proc(proc, root, u, seen);
 	for (size_t i = 0; i < n; i++)
 		add_proc(proc, below[i], u, seen);
@@ -361,7 +471,6 @@ int watch_footprint(const char *proc, pid_t zygote, pid_t root, pid_t skip, pid_
 	/* Counted as the sum: pages of a memfd or tmpfs file that are also
 	 * mapped count twice, which errs on the side of the limit. */
 	u->total = u->anon + u->shmem + u->memfd + u->tmpfs;
-	free(seen);
 	free(below);
 	return 0;
 }

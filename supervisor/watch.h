@@ -43,6 +43,11 @@ int watch_idle(pid_t pid, struct watch_look *last);
  * say.  Pids are host pids; 0 in keep or dying matches nothing. */
 int watch_quiet(pid_t pid, pid_t keep, pid_t dying, pid_t zygote, const pid_t *known, size_t n_known);
 
+/* When pid started, in clock ticks since boot (the kernel's word), or
+ * -errno; and the time now in the same unit. */
+long long watch_start_ticks(pid_t pid);
+long long watch_now_ticks(void);
+
 /* CPU time (user and system, ms) used so far by pid's threads, or -errno. */
 long watch_cpu_ms(pid_t pid);
 
@@ -85,6 +90,23 @@ bool watch_proc_root(pid_t zygote, char *buf, size_t n);
  * shows them.  The jail's /tmp and /dev/shm are found below the zygote's
  * root.  0 or -errno. */
 int watch_footprint(const char *proc, pid_t zygote, pid_t root, pid_t skip, pid_t dying, struct footprint *u);
+
+/* What a session's save uses (the processes below its frozen checkpoint:
+ * the saver and whatever the code run by pickling started). */
+struct save_footprint {
+	long tasks;        /* processes and threads */
+	uint64_t anon;     /* Pss_Anon summed when pss, else RssAnon summed */
+	uint64_t shmem;    /* RssShmem summed */
+	uint64_t memfd;    /* memfds they hold that the session does not */
+	long cpu_ms;       /* their CPU time and that of the children they waited for */
+	bool pss;          /* every one's proportional share could be read */
+};
+
+/* The session's footprint as watch_footprint (its checkpoint's subtree
+ * left out) in *u, and that subtree's, the checkpoint itself left out, in
+ * *v; memfds held by both count once.  0 or -errno. */
+int watch_save_footprint(const char *proc, pid_t zygote, pid_t session, pid_t ckpt, pid_t dying, struct footprint *u,
+			 struct save_footprint *v);
 
 /* Whether this process can list the descriptors of its sessions, which are
  * not dumpable: /proc/PID/fd of a non-dumpable process opens only for a
