@@ -83,7 +83,6 @@ bool art_path_under(const char *rel, const char *const *dirs)
 }
 
 const char *const art_server_dirs[] = { ".logs", ".cache", ".sessions", NULL };
-const char *const art_cache_dirs[] = { ".cache", NULL };
 
 static bool excluded(const struct art_scan_opts *o, const char *rel)
 {

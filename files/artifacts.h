@@ -42,11 +42,11 @@ struct art_scan_opts {
 bool art_path_under(const char *rel, const char *const *dirs);
 
 /* What the server and the zygote write in the workspace for themselves:
- * .logs (whole outputs, named in replies and served as resources) and
- * .cache (matplotlib's font cache).  Neither is a call's artifact; the
- * cache is not a resource either. */
+ * .logs (whole outputs, named in replies and readable as resources by
+ * URI), .cache (matplotlib's font cache) and .sessions (saved sessions).
+ * None is a call's artifact, and none is listed as a resource, nor by
+ * list_artifacts unless hidden files are asked for. */
 extern const char *const art_server_dirs[];
-extern const char *const art_cache_dirs[];
 
 /* Directories deeper than this below the scanned one are not entered (and
  * the list is marked truncated). */

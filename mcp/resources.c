@@ -84,7 +84,11 @@ void resources_list_run(const struct server *s, struct reply *out, const cJSON *
 			return;
 		}
 	}
-	struct art_scan_opts o = { .subdir = "", .include_hidden = true, .max_entries = 100000 };
+	/* The server's own files (saved sessions, full output logs, caches)
+	 * are no resources: a client that lists them offers the model
+	 * snapshots it has no use for.  They can still be read by URI (a
+	 * reply names its log). */
+	struct art_scan_opts o = { .subdir = "", .include_hidden = true, .max_entries = 100000, .exclude = art_server_dirs };
 	struct art_list l = { 0 };
 	struct err e = { 0 };
 	if (art_scan(&s->ws, &o, &l, &e) < 0) {
@@ -97,7 +101,7 @@ void resources_list_run(const struct server *s, struct reply *out, const cJSON *
 	size_t i;
 	for (i = (size_t)start; i < l.n && shown < RESOURCES_PAGE; i++) {
 		const struct art_entry *en = &l.v[i];
-		if (en->is_symlink || art_path_under(en->rel, art_cache_dirs))
+		if (en->is_symlink || art_path_under(en->rel, art_server_dirs))
 			continue;
 		char *uri = workspace_uri(&s->ws, en->rel);
 		char disp[4200];

@@ -16,6 +16,12 @@ describe('resources', () => {
 		writeFile(root, 'workspace/data/values.csv', 'a,b\n1,2\n');
 		writeFile(root, 'workspace/bin.dat', Buffer.from([0, 1, 2, 254, 255]));
 		writeFile(root, 'secret.txt', 'outside the workspace');
+		// What the server keeps there for itself (a saved session, a full
+		// output log, a cache) and a hidden file of the user's own.
+		writeFile(root, 'workspace/.sessions/default/state.snap', 'snapshot');
+		writeFile(root, 'workspace/.logs/default-1.stdout.log', 'log');
+		writeFile(root, 'workspace/.cache/matplotlib/fontlist.json', '{}');
+		writeFile(root, 'workspace/.notes.txt', 'mine');
 		fs.symlinkSync('/etc/passwd', path.join(root, 'workspace/outputs/passwd_link'));
 		h = await startClient(root);
 	});
@@ -33,6 +39,9 @@ describe('resources', () => {
 			assert.ok(decodeURIComponent(r.uri.slice(7)).startsWith(path.join(root, 'workspace') + '/'), `${r.uri} is not under the workspace`);
 		}
 		assert.ok(!uris.some((u) => u.includes('secret.txt')), 'files outside the workspace are not resources');
+		for (const dir of ['.sessions', '.logs', '.cache'])
+			assert.ok(!uris.some((u) => u.includes(`/workspace/${dir}/`)), `the server's own ${dir} is no resource: ${show(uris)}`);
+		assert.ok(uris.includes(fileUri(path.join(root, 'workspace/.notes.txt'))), 'a hidden file of the user is');
 		const png_ = resources.find((r) => r.uri.endsWith('chart.png'));
 		if (png_.mimeType) assert.equal(png_.mimeType, 'image/png');
 	});
