@@ -581,14 +581,25 @@ def after_rollback(_arg):
     return ""
 
 
+def fork_init(arg_json):
+    """In a copy of a session (fork_from), before its first cell: its own
+    name (figures carry it), and the parent's random sequence."""
+    _session["name"] = json.loads(arg_json).get("name", _session.get("name"))
+    after_rollback("")
+    return ""
+
+
 def handle(msg_json):
     msg = json.loads(msg_json)
     kind = msg.get("op")
     if kind == "exec":
         restored = None
+        cell = int(msg.get("cell", 1))
         if msg.get("restore") and _restore_fd[0] >= 0 and not _history:
-            restored = _restore(_restore_fd[0], int(msg["restore"]))
-        out = _run_cell(msg["code"], int(msg.get("cell", 1)))
+            restored = _restore(_restore_fd[0], int(msg["restore"]), int(msg.get("restore_format", 1)))
+            if not restored.get("verified"):
+                cell = 1  # nothing came back: a new session counts from 1
+        out = _run_cell(msg["code"], cell)
         if restored is not None:
             out["restore"] = restored
         return json.dumps(out)
@@ -1357,11 +1368,14 @@ def save_state(arg_json):
         "version": 1, "history": _history, "imports": imports, "defs": defs,
         "unsaved": unsaved, "vars": names, "figures": _session["figures"],
     }).encode("utf-8")
-    total = 8 + len(meta) + sum(memoryview(c).nbytes for c in chunks)
+    # First, what the server reads for the next reply (it parses nothing
+    # else of the state): what could not be saved, at most 30 names.
+    summary = json.dumps({"unsaved": unsaved[:_MAX_LISTED], "unsaved_count": len(unsaved)}).encode("utf-8")
+    total = 16 + len(summary) + len(meta) + sum(memoryview(c).nbytes for c in chunks)
     _write_all(fd, _SAVE_MAGIC + _le64(total))
     if total > cap:
         return ""  # the server reads the length and says why
-    _write_all(fd, _le64(len(meta)) + meta)
+    _write_all(fd, _le64(len(summary)) + summary + _le64(len(meta)) + meta)
     for c in chunks:
         _write_all(fd, c)
     return ""
@@ -1398,15 +1412,19 @@ class _Stream:
         return b or b"N"
 
 
-def _restore(fd, total):
+def _restore(fd, total, layout=1):
     """Reads the snapshot the server streams, and loads it only when the
-    server's verdict after the last byte says it wrote those bytes."""
+    server's verdict after the last byte says it wrote those bytes.  Layout
+    2 starts with the saver's summary record (for the server's note), which
+    layout 1 (an older server's) did not have."""
     import importlib
     import pickle
 
     stream = _Stream(fd, total)
     meta, blobs, problem = None, [], None
     try:
+        if layout >= 2:
+            stream.read(int.from_bytes(stream.read(8), "little"))
         meta = json.loads(bytes(stream.read(int.from_bytes(stream.read(8), "little"))))
         for name, lengths in meta["vars"]:
             blobs.append((str(name), [stream.read(int(n)) for n in lengths]))

@@ -266,9 +266,11 @@ static pid_t fork_saver(int wfd, const sigset_t *mask)
 	return pid;
 }
 
-/* A new call came: a save still running is abandoned, never waited for
- * (the server has stopped reading it already).  The checkpoint, frozen by
- * the server, cannot do it: the session kills its grandchild itself. */
+/* A new checkpoint replaces the one a save still runs from: that save is
+ * abandoned (the server has stopped reading it already, and ends whatever
+ * it started).  The checkpoint, frozen by the server, cannot do it: the
+ * session kills its grandchild itself.  A save goes on while the next call
+ * runs: it is a fork of the frozen copy, not of this process. */
 static void abandon_save(void)
 {
 	if (saver_pid > 0)
@@ -439,6 +441,137 @@ static void make_checkpoint(void)
 		close(save_fd);
 }
 
+/* The copy, in its own process (fork_copy): it becomes session `name` on
+ * the descriptors fds[3], with the state it was forked with.  Returns into
+ * the session's loop. */
+static void become_copy(const char *name, int fds[3], bool checkpoints)
+{
+	PyOS_AfterFork_Child();
+	/* Its parent (the intermediate fork) exits at once: wait until the
+	 * copy is the zygote's child, then die with the zygote. */
+	for (int i = 0; i < 2000 && getppid() != zygote_pid; i++)
+		usleep(500);
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() != zygote_pid)
+		_exit(0);
+	/* Its pagemap descriptor describes the parent's pages (and could not
+	 * be opened again: the process is not dumpable): no pre-copy. */
+	precopy_close();
+	int c = lift_fd(fds[0]), o = lift_fd(fds[1]), er = lift_fd(fds[2]);
+	if (c < 0 || o < 0 || er < 0 || dup2(o, 1) < 0 || dup2(er, 2) < 0 || dup2(c, SESSION_CTRL_FD) < 0)
+		_exit(71);
+	/* Nothing of the parent's: its control socket and pipes go. */
+	if (syscall(SYS_close_range, SESSION_CTRL_FD + 1, ~0U, 0) < 0)
+		for (int fd = SESSION_CTRL_FD + 1; fd < 1024; fd++)
+			close(fd);
+	checkpoint_pid = 0;
+	saver_pid = 0;
+	snprintf(session_name, sizeof session_name, "%s", name);
+	title_session();
+	setpgid(0, 0);
+	prctl(PR_SET_CHILD_SUBREAPER, 1);
+	cJSON *arg = cJSON_CreateObject();
+	cJSON_AddStringToObject(arg, "name", name);
+	char *txt = cJSON_PrintUnformatted(arg);
+	cJSON_Delete(arg);
+	char *out;
+	size_t len;
+	int is_bytes;
+	struct err e = { 0 };
+	if (txt && py_call("fork_init", txt, &out, &len, &is_bytes, &e) == 0)
+		free(out);
+	free(txt);
+	cJSON *hello = cJSON_CreateObject();
+	cJSON_AddNumberToObject(hello, "pid", getpid());
+	cJSON_AddBoolToObject(hello, "resumed", 1);
+	send_json(SESSION_CTRL_FD, W_HELLO, hello, NULL, 0);
+	cJSON_Delete(hello);
+	/* Its first cell may fail: a copy of the forked state to go back to
+	 * (and, saved sessions, the save of it under its own name). */
+	if (checkpoints)
+		make_checkpoint();
+}
+
+/* W_FORK (fork_from): a copy of this session for another session, which
+ * must be a child of the zygote like every session (the sweep, the exit
+ * reports and the clean-up all rest on that).  The session is a
+ * subreaper, so a plain double fork would leave the copy below it: the
+ * flag is dropped for the moment of the fork, the intermediate process
+ * exits, and the copy is reparented to the zygote.  The session is idle
+ * (the server froze and swept it), so no other orphan can slip out then.
+ * Returns true in the copy, which carries on as the new session. */
+static bool fork_copy(struct wire_msg *m, bool checkpoints)
+{
+	cJSON *req = cJSON_ParseWithLength((const char *)m->data, m->len);
+	const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(req, "name"));
+	char nm[65];
+	snprintf(nm, sizeof nm, "%s", name ? name : "");
+	cJSON_Delete(req);
+	int sync[2] = { -1, -1 };
+	cJSON *rep = cJSON_CreateObject();
+	if (m->nfds != 3 || !nm[0] || pipe2(sync, O_CLOEXEC) < 0) {
+		cJSON_AddStringToObject(rep, "error", m->nfds != 3 || !nm[0] ? "malformed request" : strerror(errno));
+		goto answer;
+	}
+	char *out;
+	size_t len;
+	int is_bytes;
+	struct err e = { 0 };
+	/* random reseeds itself in a forked child: the copy goes on with the
+	 * parent's sequence, as a checkpoint does. */
+	if (py_call("before_checkpoint", "", &out, &len, &is_bytes, &e) == 0)
+		free(out);
+	prctl(PR_SET_CHILD_SUBREAPER, 0);
+	fflush(NULL);
+	PyOS_BeforeFork();
+	pid_t mid = fork();
+	if (mid == 0) {
+		pid_t copy = fork();
+		if (copy == 0) {
+			close(sync[0]);
+			close(sync[1]);
+			int fds[3] = { m->fds[0], m->fds[1], m->fds[2] };
+			m->nfds = 0;
+			become_copy(nm, fds, checkpoints);
+			return true;
+		}
+		int32_t v = copy;
+		if (write(sync[1], &v, sizeof v) != (ssize_t)sizeof v)
+			_exit(1);
+		_exit(0);
+	}
+	PyOS_AfterFork_Parent();
+	close(sync[1]);
+	int32_t v = -1;
+	ssize_t n = -1;
+	if (mid > 0) {
+		do
+			n = read(sync[0], &v, sizeof v);
+		while (n < 0 && errno == EINTR);
+		/* Only once the intermediate is gone (the copy reparented to
+		 * the zygote) is this process a subreaper again. */
+		while (waitpid(mid, NULL, 0) < 0 && errno == EINTR)
+			;
+	}
+	prctl(PR_SET_CHILD_SUBREAPER, 1);
+	close(sync[0]);
+	if (mid < 0 || n != (ssize_t)sizeof v || v <= 0) {
+		cJSON_AddStringToObject(rep, "error", mid < 0 ? strerror(errno) : "the copy could not be forked");
+		goto answer;
+	}
+	int pidfd = (int)syscall(SYS_pidfd_open, (pid_t)v, 0);
+	cJSON_AddNumberToObject(rep, "pid", v);
+	send_json(SESSION_CTRL_FD, W_FORKED, rep, pidfd >= 0 ? &pidfd : NULL, pidfd >= 0 ? 1 : 0);
+	if (pidfd >= 0)
+		close(pidfd);
+	cJSON_Delete(rep);
+	return false;
+answer:
+	send_json(SESSION_CTRL_FD, W_FORKED, rep, NULL, 0);
+	cJSON_Delete(rep);
+	return false;
+}
+
 static __attribute__((noreturn)) void session_main(const char *init_json, int fds[3], bool checkpoints)
 {
 	int c = lift_fd(fds[0]), o = lift_fd(fds[1]), er = lift_fd(fds[2]);
@@ -501,6 +634,13 @@ static __attribute__((noreturn)) void session_main(const char *init_json, int fd
 			wire_msg_free(&m);
 			continue;
 		}
+		if (m.type == W_FORK) {
+			/* In the parent: its descriptors for the copy go (they
+			 * were handed over); in the copy: they are its own now. */
+			fork_copy(&m, checkpoints);
+			wire_msg_free(&m);
+			continue;
+		}
 		if (m.type == W_TAKE_CHECKPOINT) {
 			/* After the reply went out and the server froze and swept
 			 * us: taken while the agent reads the reply. */
@@ -524,7 +664,6 @@ static __attribute__((noreturn)) void session_main(const char *init_json, int fd
 		if (m.type == W_EXEC && wire_send(SESSION_CTRL_FD, W_STARTED, "", 0, NULL, 0) < 0)
 			_exit(0);
 		if (m.type == W_EXEC) {
-			abandon_save();
 			cJSON *cell = cJSON_ParseWithLength((const char *)m.data, m.len);
 			const cJSON *n = cJSON_GetObjectItemCaseSensitive(cell, "cell");
 			if (cJSON_IsNumber(n))

@@ -96,6 +96,7 @@ void exec_call(struct server *s, const struct req *q, const cJSON *args, const c
 	const cJSON *session = cJSON_GetObjectItemCaseSensitive(args, "session");
 	const cJSON *timeout = cJSON_GetObjectItemCaseSensitive(args, "timeout_s");
 	const cJSON *reset = cJSON_GetObjectItemCaseSensitive(args, "reset");
+	const cJSON *fork = cJSON_GetObjectItemCaseSensitive(args, "fork_from");
 
 	if (s->opts.not_project) {
 		input_error(s, q, "%s", s->opts.not_project);
@@ -135,6 +136,19 @@ void exec_call(struct server *s, const struct req *q, const cJSON *args, const c
 		input_error(s, q, "\"reset\" must be true or false");
 		return;
 	}
+	const char *parent = NULL;
+	if (fork && !cJSON_IsNull(fork)) {
+		if (!cJSON_IsString(fork) || !session_name_valid(fork->valuestring)) {
+			input_error(s, q, "\"fork_from\" must be the name of an existing session (a string matching ^[A-Za-z0-9_-]{1,64}$)");
+			return;
+		}
+		char why[400];
+		if (sup_fork_check(s->sup, fork->valuestring, name, cJSON_IsTrue(reset), why, sizeof why) < 0) {
+			input_error(s, q, "%s", why);
+			return;
+		}
+		parent = fork->valuestring;
+	}
 	if (!sup_session_exists(s->sup, name) && sup_count_sessions(s->sup) >= lim->max_sessions) {
 		input_error(s, q, "cannot start session \"%s\": the policy allows at most %ld sessions (limits.max_sessions); reuse an existing session or reset one",
 			    name, lim->max_sessions);
@@ -158,6 +172,8 @@ void exec_call(struct server *s, const struct req *q, const cJSON *args, const c
 	snprintf(r->session, sizeof r->session, "%s", name);
 	r->timeout_ms = t * 1000.0;
 	r->reset = cJSON_IsTrue(reset);
+	if (parent)
+		snprintf(r->fork_from, sizeof r->fork_from, "%s", parent);
 	r->wants_progress = c->progress_token != NULL;
 	sup_submit(s->sup, r);
 }
@@ -1012,7 +1028,7 @@ cJSON *exec_output_schema(void)
 		{ "exit_code", "integer", F_REQ, "0 ok, 1 exception, 124 timeout, 130 cancelled, 128+signal crash, 137 memory, 153 limits (128 + SIGXFSZ)" },
 		{ "session", "string", F_REQ, "the session name" },
 		{ "execution_count", "integer", F_REQ, "the cell number in this session" },
-		{ "state", "string", F_REQ, "kept, rolled_back, new or restored (loaded from the saved state after a restart)" },
+		{ "state", "string", F_REQ, "kept, rolled_back, new, restored (loaded from the saved state after a restart) or forked (the first call of a copy made with fork_from)" },
 		{ "duration_ms", "number", F_REQ, "wall-clock time of the call" },
 		{ "cpu_ms", "number", F_REQ | F_NULL, "CPU time of the session's processes during the call (null when they ended before it could be read)" },
 		{ "peak_mb", "number", F_REQ | F_NULL, "peak resident memory of the session's processes during the call, MB" },

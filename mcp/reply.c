@@ -140,8 +140,8 @@ void tool_reply(struct server *s, const struct req *q, cJSON *result)
 
 void reply_call_done(struct server *s)
 {
-	if (s->eof && !sup_busy(s->sup) && s->jobs == 0) {
-		log_info("end of input: all calls answered, shutting down");
-		loop_stop(s->loop);
-	}
+	if (!s->stopping || (s->wait_calls && (sup_busy(s->sup) || s->jobs > 0)) || sup_saving(s->sup))
+		return;
+	log_info("%s, shutting down", s->wait_calls ? "all calls answered and every state saved" : "every state saved");
+	loop_stop(s->loop);
 }

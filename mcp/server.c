@@ -488,12 +488,53 @@ void server_handle_line(struct server *s, char *line, size_t len)
 /* How long requests already read may still run after stdin ends.  Short:
  * clients close stdin to shut a server down and wait for it to exit. */
 #define EOF_GRACE_S 3
+/* How long the server waits, in all, for the states of the calls that
+ * ended to reach the disk (saves in progress, and the ones it starts). */
+#define SAVE_GRACE_S 10
 
-static void grace_over(void *arg)
+static void calls_over(void *arg)
 {
 	struct server *s = arg;
-	log_info("end of input: grace period over, shutting down");
+	if (s->wait_calls && (sup_busy(s->sup) || s->jobs > 0))
+		log_info("end of input: %d s are over, the calls still running are not waited for", EOF_GRACE_S);
+	s->wait_calls = false;
+	reply_call_done(s);
+}
+
+static void saves_over(void *arg)
+{
+	struct server *s = arg;
+	if (sup_saving(s->sup))
+		sup_report_unsaved(s->sup);
+	log_info("%d s are over, shutting down", SAVE_GRACE_S);
 	loop_stop(s->loop);
+}
+
+/* End of input or a signal: the state of every call that ended goes to
+ * disk before the exit (the supervisor starts the saves that were cut
+ * short or never started), within SAVE_GRACE_S; after end of input the
+ * calls already read are answered too, within EOF_GRACE_S.  A later signal
+ * only stops the wait for calls: the saves still get their time (a client
+ * that closes stdin and then sends SIGTERM is the usual case).
+ * Measured before: ended right after the last reply, by end of input or
+ * SIGTERM, the next server restored nothing at all. */
+static void begin_stop(struct server *s, bool wait_calls)
+{
+	if (s->stopping) {
+		s->wait_calls = s->wait_calls && wait_calls;
+		reply_call_done(s);
+		return;
+	}
+	s->stopping = true;
+	s->wait_calls = wait_calls;
+	sup_shutdown(s->sup);
+	if (wait_calls && (sup_busy(s->sup) || s->jobs > 0))
+		log_info("end of input: finishing the calls in progress before exit (at most %d s)", EOF_GRACE_S);
+	if (sup_saving(s->sup))
+		log_info("saving the sessions' states before exit (at most %d s)", SAVE_GRACE_S);
+	loop_timer(s->loop, EOF_GRACE_S * 1000.0, calls_over, s);
+	loop_timer(s->loop, SAVE_GRACE_S * 1000.0, saves_over, s);
+	reply_call_done(s);
 }
 
 static void on_line(void *arg, char *line, size_t len)
@@ -521,15 +562,9 @@ static void stdin_event(void *arg, int fd, short revents)
 		loop_unwatch(s->loop, fd);
 		s->eof = true;
 		/* Requests already read are answered (a client that pipes its
-		 * requests and closes stdin gets every reply), within a grace
-		 * period; SIGTERM and SIGINT stop at once. */
-		if (sup_busy(s->sup) || s->jobs > 0) {
-			log_info("end of input: finishing %s before exit (at most %d s)", "the calls in progress", EOF_GRACE_S);
-			loop_timer(s->loop, EOF_GRACE_S * 1000.0, grace_over, s);
-		} else {
-			log_info("end of input: shutting down");
-			loop_stop(s->loop);
-		}
+		 * requests and closes stdin gets every reply). */
+		log_info("end of input");
+		begin_stop(s, true);
 		return;
 	}
 	lines_feed(&s->in, buf, (size_t)n);
@@ -543,7 +578,13 @@ static void signal_event(void *arg, int fd, short revents)
 	while (read(fd, &si, sizeof si) == (ssize_t)sizeof si) {
 		if (si.ssi_signo == SIGINT || si.ssi_signo == SIGTERM || si.ssi_signo == SIGHUP) {
 			log_info("signal %u: shutting down", si.ssi_signo);
-			loop_stop(s->loop);
+			/* No new requests: what runs may still end, its state
+			 * is saved. */
+			if (!s->eof) {
+				loop_unwatch(s->loop, STDIN_FILENO);
+				s->eof = true;
+			}
+			begin_stop(s, false);
 		}
 	}
 }

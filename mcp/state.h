@@ -79,6 +79,11 @@ struct server {
 	int exit_status;
 	struct lines in;       /* stdin line assembly */
 	bool eof;              /* stdin ended: finish what was asked, then exit */
+	/* Exiting (end of input, or SIGTERM, SIGINT, SIGHUP): the sessions'
+	 * states go to disk first (sup_saving), and with wait_calls the calls
+	 * already read are answered too; both within their grace periods. */
+	bool stopping;
+	bool wait_calls;
 	/* roots/list: asked after initialized when the client has roots and
 	 * ROOT came from the current directory; requests wait meanwhile. */
 	bool roots_wanted;

@@ -155,6 +155,10 @@ static cJSON *exec_input(const struct server *s)
 	cJSON_AddNumberToObject(to, "maximum", l->max_timeout_s);
 	cJSON *rs = prop(props, "reset", "boolean", "Discard the session's state first (its saved copy too).");
 	cJSON_AddBoolToObject(rs, "default", 0);
+	cJSON *fk = prop(props, "fork_from", "string",
+			 "Start `session` (a new name) as a copy of this session's state, to try an alternative without touching it. "
+			 "The copy has its own limits and counts against max_sessions.");
+	cJSON_AddStringToObject(fk, "pattern", "^[A-Za-z0-9_-]{1,64}$");
 	required(in, "code");
 	cJSON_AddBoolToObject(in, "additionalProperties", 0);
 	return in;

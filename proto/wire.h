@@ -51,6 +51,10 @@ enum wire_type {
 	W_WARMED,        /* JSON {name, ok, why?, ms}: the outcome for one name */
 	/* server -> session */
 	W_HURRY,         /* empty: a call waits for the checkpoint under way: cut its pre-copy short */
+	W_FORK,          /* JSON {name}; fds: ctrl, stdout w, stderr w of a new session that starts as a
+			    copy of this one (fork_from) */
+	/* session -> server */
+	W_FORKED,        /* JSON {pid} or {error}; fd: the copy's pidfd (a child of the zygote) */
 };
 
 /* What an untrusted peer may send next: the types accepted in the current

@@ -24,6 +24,7 @@ const char *const call_state_names[CALL_STATE_COUNT] = {
 	[STATE_ROLLED_BACK] = "rolled_back",
 	[STATE_NEW] = "new",
 	[STATE_RESTORED] = "restored",
+	[STATE_FORKED] = "forked",
 };
 
 enum call_status call_status_parse(const char *name)

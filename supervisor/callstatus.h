@@ -25,6 +25,7 @@ enum call_state {
 	STATE_ROLLED_BACK,
 	STATE_NEW,
 	STATE_RESTORED, /* the first call after a restart loaded the saved state */
+	STATE_FORKED,   /* the first call of a copy of another session (fork_from) */
 	CALL_STATE_COUNT
 };
 

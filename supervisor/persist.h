@@ -2,15 +2,17 @@
  *
  * After each call a fork of the session's checkpoint (inside the jail)
  * pickles the state and streams it over a pipe to the server, which writes
- * it under workspace/.sessions/NAME/state.snap and appends an HMAC-SHA256
- * tag made with a key that only the server can read
+ * it under workspace/.sessions/NAME/state.snap and appends a trailer: the
+ * length, the time, the execution count, an id of the key and an
+ * HMAC-SHA256 tag made with a key that only the server can read
  * ($XDG_STATE_HOME/python-sandbox-mcp/key).  To restore, the server streams
  * the file into a fresh session over a pipe while it checks the tag, and
  * sends its verdict after the last byte: the session unpickles only bytes
  * the server has just authenticated, never a file it opened itself.
  *
- * The bytes are the session's own business (the server never parses them):
- * what the tag proves is that this server wrote them for this workspace and
+ * The bytes are the session's own business (the server parses only the
+ * short summary the saver puts first, for the reply's note, as untrusted
+ * text): what the tag proves is that this server wrote them for this workspace and
  * this session name, not that they are harmless, which is why they are only
  * ever loaded inside the jail. */
 #ifndef SUPERVISOR_PERSIST_H
@@ -47,7 +49,10 @@ struct psave_result {
 	int status;       /* 0 saved; -EFBIG over persist_mb; other -errno failed */
 	uint64_t bytes;   /* the state's size (announced when over the cap) */
 	double ms;        /* from the start of the stream to the rename */
-	char msg[300];    /* why it failed, for the logs */
+	char msg[300];    /* why it failed, in words for the reply and the logs */
+	/* The saver's summary record (JSON, untrusted, NUL-terminated), valid
+	 * during the callback only; NULL when it sent none or a long one. */
+	const char *summary;
 };
 
 typedef void (*psave_done_fn)(void *arg, const struct psave_result *r);
@@ -58,15 +63,23 @@ struct psave;
  * .sessions/NAME/.state.tmp; renamed to state.snap once whole.  cells is
  * the execution count the state belongs to (kept in the authenticated
  * trailer).  done is called once, unless the save is abandoned first.
- * NULL when the save cannot even start (then done is not called). */
+ * NULL when the save cannot even start (then done is not called, and e
+ * says why). */
 struct psave *psave_start(struct persist *p, struct loop *l, const char *name, uint32_t cells, int fd,
-			  psave_done_fn done, void *arg);
+			  psave_done_fn done, void *arg, struct err *e);
+/* Bytes of the state written so far (the workspace grows by as much while
+ * the save runs).  0 for NULL. */
+uint64_t psave_written(const struct psave *s);
+/* The size the saver announced (0 until its header is in, or for NULL). */
+uint64_t psave_total(const struct psave *s);
 /* Stops reading, removes the temporary file; state.snap keeps the last
  * complete save.  NULL-safe. */
 void psave_abandon(struct psave *s);
 
 /* Removes the session's saved state (reset: true).  0 or -errno. */
 int persist_discard(struct persist *p, const char *name);
+/* Whether the session has a snapshot on disk (not checked). */
+bool persist_has(struct persist *p, const char *name);
 
 /* ---------------------------------------------------------------- restoring */
 
@@ -74,11 +87,19 @@ struct prestore;
 
 /* Opens the session's snapshot: 0 with *out NULL when there is none; 1 with
  * *out ready to stream; -errno when one exists but is refused (e says why,
- * in words for the reply; the file is removed). */
+ * in words for the reply).  The file is removed, unless the code is
+ * -EKEYREJECTED (written with another key) or -EFBIG (over persist_mb,
+ * judged by its size before anything is read): those are left for the
+ * next save to replace. */
 int prestore_open(struct persist *p, const char *name, struct prestore **out, struct err *e);
 uint64_t prestore_bytes(const struct prestore *r);
 uint32_t prestore_cells(const struct prestore *r);
 double prestore_age_s(const struct prestore *r);
+/* The layout of the body (1: an older server's, without the summary
+ * record; 2), for the session that loads it. */
+int prestore_format(const struct prestore *r);
+/* Milliseconds since the stream started. */
+double prestore_ms(const struct prestore *r);
 
 /* verdict: 1 the bytes matched their tag (the session was told to load
  * them); 0 they did not (the session was told to drop them, the file is

@@ -67,6 +67,9 @@ struct run {
 	char *code;              /* owned: freed by the owner */
 	double timeout_ms;
 	bool reset;              /* discard the session's state first */
+	/* fork_from: a new session starts as a copy of this one's state, or
+	 * "" (the caller checked sup_fork_check). */
+	char fork_from[SESSION_NAME_MAX + 1];
 	bool wants_progress;
 	const struct run_events *ev;
 
@@ -99,6 +102,8 @@ struct run {
 	bool collected;          /* ev->collect is done */
 	bool waiting;            /* an ev->prepare or ev->collect is running */
 	bool finish_pending;     /* finishing waits for ev->collect */
+	bool fork_done;          /* fork_from: the copy is made (or to be restored) */
+	bool forked;             /* the first call of a copy: its state is "forked" */
 	struct run *next;
 };
 
@@ -145,13 +150,30 @@ bool sup_cancel(struct sup *sup, bool (*match)(const struct run *r, const void *
 /* The exit code of the session's last execution; false when none. */
 bool sup_last_exit(struct sup *sup, const char *session, int *exit_code);
 int sup_count_sessions(struct sup *sup);
-/* Whether any run is running or queued (or a save is being written). */
+/* Whether any run is running or queued. */
 bool sup_busy(struct sup *sup);
+/* Whether the state of a call that ended is not on disk yet but is on its
+ * way there: a save running, a checkpoint (which starts one) being taken,
+ * or a save sup_shutdown would start.  The server waits for these before
+ * it exits. */
+bool sup_saving(struct sup *sup);
+/* The server is exiting: starts the saves that were cut short or never
+ * started (each session's state after its last call), so that sup_saving
+ * turns false once every state is on disk.  Calls still run. */
+void sup_shutdown(struct sup *sup);
+/* Logs at warn level, for each session, the state that could not be saved
+ * before exit (called when the time for saving is over). */
+void sup_report_unsaved(struct sup *sup);
 bool sup_session_exists(struct sup *sup, const char *session);
 /* The namespace-free mode's private temp directory (TMPDIR on the host),
  * which counts against max_workspace_mb with the workspace; NULL with
  * namespaces (the jail's /tmp is a capped tmpfs of its own) or before the
  * zygote is ready. */
 const char *sup_scratch(const struct sup *sup);
+/* Whether `session` may start as a copy of `parent` (fork_from): the parent
+ * is a live session of this server or has a saved state, and the session
+ * does not exist (neither live nor saved, unless reset discards it).  0, or
+ * -1 with the reason, in words for the reply, in why. */
+int sup_fork_check(struct sup *sup, const char *parent, const char *session, bool reset, char *why, size_t n);
 
 #endif

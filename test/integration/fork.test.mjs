@@ -1,0 +1,155 @@
+// Branching: execute_python with fork_from starts a new session as a copy of
+// another session's state.  The copy sees the parent's variables, imports
+// and functions; what it changes never reaches the parent (checked by value,
+// and from outside: the copy is a process of its own, a child of the
+// zygote, with its own checkpoint); it counts against max_sessions, has its
+// own limits, and is saved and restored like any session.  A parent that
+// lives only on disk (after a restart) is copied from its saved state.
+import { test, describe } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+
+import { execPy, newProject, writeFile, procTable, descendants, sleep, show } from './lib.mjs';
+import { stateHome, start, snapPath, waitSaved } from './persist_lib.mjs';
+
+const PARENT = `
+import numpy as np
+x = [1, 2, 3]
+arr = np.arange(5)
+def total():
+    return sum(x) + int(arr.sum())
+class Box:
+    def __init__(self, v):
+        self.v = v
+box = Box("parent")
+`;
+
+function skill(root, limits) {
+	writeFile(root, '.agents/skills/code-interpreter-sandbox-executor/SKILL.md',
+		`---\nname: t\ndescription: fork limits\nlimits:\n${limits}---\n`);
+}
+
+describe('fork_from', () => {
+	test('the copy sees the parent, changes it without touching the parent, and is a process of its own', { timeout: 180000 }, async () => {
+		const root = newProject('fork');
+		const h = await start(root, stateHome());
+		let r = await execPy(h, PARENT);
+		assert.equal(r.sc.status, 'ok', show(r.text));
+		r = await execPy(h, 'import os\nos.getpid()');
+		const parentPid = r.sc.result;
+		r = await execPy(h, 'x.append(4); arr[0] = 100; box.v = "copy"\n(total(), list(map(int, arr)), box.v, isinstance(box, Box))',
+			{ session: 'branch', fork_from: 'default' });
+		assert.equal(r.sc.status, 'ok', show(r.text));
+		assert.equal(r.sc.state, 'forked', show(r.text));
+		assert.match(r.head.rest, /state forked/);
+		assert.match(r.text, /note:\n.*forked from session default: this session started as a copy of its state after cell 2/);
+		assert.equal(r.sc.result, "(120, [100, 1, 2, 3, 4], 'copy', True)");
+		assert.equal(r.sc.execution_count, 3, 'the copy counts on from the parent');
+		// The parent is untouched.
+		r = await execPy(h, '(total(), list(map(int, arr)), box.v)');
+		assert.equal(r.sc.result, "(16, [0, 1, 2, 3, 4], 'parent')", show(r.text));
+		assert.equal(r.sc.state, 'kept');
+		// The copy goes on as an ordinary session.
+		r = await execPy(h, 'import os\n(total(), os.getpid())', { session: 'branch' });
+		assert.equal(r.sc.state, 'kept', show(r.text));
+		assert.match(r.sc.result, /^\(120, \d+\)$/);
+		assert.notEqual(r.sc.result.split(', ')[1], parentPid);
+		// From outside: a session process of its own, whose parent is the
+		// zygote (not the parent session), with a checkpoint of its own.
+		await sleep(300);
+		const t = procTable();
+		const below = descendants(h.pid).map((p) => t.get(p.pid)).filter(Boolean);
+		const cmd = (p) => { try { return fs.readFileSync(`/proc/${p.pid}/cmdline`, 'utf8').replace(/\0/g, ' ').trim(); } catch { return ''; } };
+		const parent = below.find((p) => /python-sandbox-mcp: session default/.test(cmd(p)));
+		const branch = below.find((p) => /python-sandbox-mcp: session branch/.test(cmd(p)));
+		assert.ok(parent && branch, show(below.map((p) => `${p.pid} ${p.ppid} ${cmd(p)}`)));
+		assert.equal(branch.ppid, parent.ppid, 'the copy is a child of the zygote, as every session');
+		assert.match(cmd(t.get(branch.ppid)), /python-sandbox-mcp: zygote/);
+		assert.ok(below.some((p) => p.ppid === branch.pid && /checkpoint branch/.test(cmd(p))), 'the copy has its own checkpoint');
+		await h.close();
+	});
+
+	test('a crash in the copy rolls back to the forked state, the parent unharmed', { timeout: 120000 }, async () => {
+		const root = newProject('fork-crash');
+		const h = await start(root, stateHome());
+		await execPy(h, PARENT);
+		let r = await execPy(h, 'x.append(9)\nimport os, signal\nos.kill(os.getpid(), signal.SIGSEGV)', { session: 'b', fork_from: 'default' });
+		assert.equal(r.sc.status, 'crashed', show(r.text));
+		assert.equal(r.sc.state, 'rolled_back', show(r.text));
+		r = await execPy(h, 'x', { session: 'b' });
+		assert.equal(r.sc.result, '[1, 2, 3]', 'back to the forked state');
+		r = await execPy(h, 'x');
+		assert.equal(r.sc.result, '[1, 2, 3]');
+		await h.close();
+	});
+
+	test('errors: an unknown parent, an existing session, the session itself', { timeout: 120000 }, async () => {
+		const root = newProject('fork-errors');
+		const h = await start(root, stateHome());
+		await execPy(h, 'v = 1');
+		await execPy(h, 'w = 2', { session: 'other' });
+		let r = await execPy(h, '1', { session: 'new', fork_from: 'nosuch' });
+		assert.equal(r.res.isError, true);
+		assert.match(r.text, /fork_from.*session "nosuch" does not exist/);
+		r = await execPy(h, '1', { session: 'other', fork_from: 'default' });
+		assert.equal(r.res.isError, true);
+		assert.match(r.text, /cannot fork into session "other": it already exists; choose a new session name, or pass reset: true/);
+		r = await execPy(h, '1', { session: 'default', fork_from: 'default' });
+		assert.equal(r.res.isError, true);
+		assert.match(r.text, /names the session itself/);
+		r = await execPy(h, '1', { session: 'x', fork_from: 5 });
+		assert.equal(r.res.isError, true);
+		// reset: true replaces an existing session with the copy.
+		r = await execPy(h, '(v, "w" in globals())', { session: 'other', fork_from: 'default', reset: true });
+		assert.equal(r.sc.state, 'forked', show(r.text));
+		assert.equal(r.sc.result, '(1, False)');
+		await h.close();
+	});
+
+	test('a copy counts against max_sessions and has its own memory limit', { timeout: 180000 }, async () => {
+		const root = newProject('fork-limits');
+		skill(root, '  max_sessions: 2\n  memory_mb: 512\n');
+		const h = await start(root, stateHome());
+		await execPy(h, 'import numpy as np\nkeep = np.ones(10)');
+		let r = await execPy(h, 'keep.sum()', { session: 'b', fork_from: 'default' });
+		assert.equal(r.sc.state, 'forked', show(r.text));
+		r = await execPy(h, '1', { session: 'c', fork_from: 'default' });
+		assert.equal(r.res.isError, true);
+		assert.match(r.text, /at most 2 sessions/);
+		// Over memory_mb in the copy: the copy is stopped and rolled back to
+		// the forked state; the parent does not notice.
+		r = await execPy(h, 'big = np.ones(100_000_000)\nbig.sum()', { session: 'b' });
+		assert.equal(r.sc.status, 'memory', show(r.text));
+		r = await execPy(h, '("big" in globals(), float(keep.sum()))', { session: 'b' });
+		assert.equal(r.sc.result, '(False, 10.0)', show(r.text));
+		r = await execPy(h, 'float(keep.sum())');
+		assert.equal(r.sc.state, 'kept');
+		await h.close();
+	});
+
+	test('the copy is saved under its own name; a parent that is only on disk is copied from its saved state', { timeout: 180000 }, async () => {
+		const root = newProject('fork-saved');
+		const xdg = stateHome();
+		let h = await start(root, xdg);
+		await execPy(h, PARENT);
+		await waitSaved(h, 1);
+		let r = await execPy(h, 'x.append(7)\nlen(x)', { session: 'b', fork_from: 'default' });
+		assert.equal(r.sc.state, 'forked', show(r.text));
+		await waitSaved(h, 2);
+		await h.close();
+		assert.ok(fs.existsSync(snapPath(root, 'b')), 'the copy has a snapshot of its own');
+		h = await start(root, xdg);
+		r = await execPy(h, 'x', { session: 'b' });
+		assert.equal(r.sc.state, 'restored', show(r.text));
+		assert.equal(r.sc.result, '[1, 2, 3, 7]');
+		// default is on disk only: its copy is restored from its snapshot.
+		r = await execPy(h, 'x.append(8)\n(total(), box.v)', { session: 'c', fork_from: 'default' });
+		assert.equal(r.sc.state, 'forked', show(r.text));
+		assert.match(r.text, /forked from session default: this session started as a copy of its state saved \d+ s ago \(after cell 1\)/);
+		assert.equal(r.sc.result, "(24, 'parent')");
+		r = await execPy(h, 'x');
+		assert.equal(r.sc.state, 'restored', 'the parent is restored untouched');
+		assert.equal(r.sc.result, '[1, 2, 3]');
+		await h.close();
+	});
+});

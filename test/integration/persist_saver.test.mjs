@@ -1,0 +1,210 @@
+// The background save inside the session's limits.  Pickling runs user code
+// (__reduce__, __getstate__) in the saver, a fork of the frozen checkpoint;
+// whatever it starts counts with the session against memory_mb,
+// max_processes and max_workspace_mb, the save has a time and CPU budget,
+// and when the save ends whatever it started ends with it: between calls
+// nothing of the session runs.  Checked from outside: heartbeat files, the
+// processes below the server (/proc), du of the workspace.  As root, and
+// with the server run by nobody with namespaces and without them
+// (build/helpers/dockerrun), as hostile_nobody.test.mjs does.
+//
+// Measured before: a __reduce__ that forked a child kept that child running
+// between calls (a heartbeat file grew 23 times in 8 idle seconds), four
+// such children held 4 x 300 MB under --memory 128 while the next call said
+// ok, and the workspace reached 301 MB under max_workspace_mb: 20.
+import { test, describe, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+
+import { BIN, SANITIZED, startClient, newProject, writeFile, execPy, descendants, sleep, show } from './lib.mjs';
+
+const AS_ROOT = process.getuid() === 0;
+const NOBODY = 65534;
+// Under AddressSanitizer an idle session already takes about 280 MB.
+const MEM = SANITIZED ? 1024 : 256;
+const SKILL = fs.readFileSync(new URL('../../SKILL.md', import.meta.url), 'utf8')
+	.replace('max_workspace_mb: 4096', 'max_workspace_mb: 20')
+	.replace('memory_mb: 2048', `memory_mb: ${MEM}`);
+
+function openDir(tag) {
+	const d = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), `psm-${tag}-`)));
+	fs.chmodSync(d, 0o755);
+	process.on('exit', () => fs.rmSync(d, { recursive: true, force: true }));
+	return d;
+}
+
+/** Copies of the server and of dockerrun that nobody can run. */
+function stage() {
+	const d = openDir('sv-bin');
+	const bin = path.join(d, 'python-sandbox-mcp');
+	const dockerrun = path.join(d, 'dockerrun');
+	fs.copyFileSync(BIN, bin);
+	fs.copyFileSync(path.join(path.dirname(BIN), 'helpers', 'dockerrun'), dockerrun);
+	fs.chmodSync(bin, 0o755);
+	fs.chmodSync(dockerrun, 0o755);
+	return { bin, dockerrun };
+}
+
+const cmdline = (pid) => { try { return fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' ').trim(); } catch { return ''; } };
+
+/** Processes below the server that are no zygote, session or checkpoint. */
+function strays(serverPid) {
+	return descendants(serverPid).map((p) => ({ pid: p.pid, cmd: cmdline(p.pid) }))
+		.filter((p) => p.cmd && !/python-sandbox-mcp: (zygote|session |checkpoint )/.test(p.cmd) && !/^\S*python-sandbox-mcp --zygote-fd/.test(p.cmd));
+}
+
+// A pickling hook that forks a child, which writes a heartbeat and forks a
+// grandchild that leaves its session (setsid), writing one too.
+const HEARTBEAT = `
+import os, time
+class Beat:
+    def __reduce__(self):
+        if os.fork() == 0:
+            if os.fork() == 0:
+                os.setsid()
+                while True:
+                    with open("workspace/grand.beat", "a") as f: f.write("x")
+                    time.sleep(0.05)
+            while True:
+                with open("workspace/child.beat", "a") as f: f.write("x")
+                time.sleep(0.05)
+        time.sleep(0.5)
+        return (int, (1,))
+beat = Beat()
+kept = 1
+`;
+
+// Children that each hold memory the saver's checkpoint does not share.
+const MEMORY = `
+import os, time, mmap
+class Hog:
+    def __reduce__(self):
+        for i in range(2):
+            if os.fork() == 0:
+                m = mmap.mmap(-1, ${MEM} << 20, mmap.MAP_SHARED | mmap.MAP_ANONYMOUS)
+                for off in range(0, ${MEM} << 20, 4096): m[off] = 1
+                with open("workspace/hog%d.pid" % i, "w") as f: f.write(str(os.getpid()))
+                time.sleep(120)
+        time.sleep(120)
+        return (int, (1,))
+hog = Hog()
+kept = 2
+`;
+
+// The saver itself fills the workspace, 5 MB at a time.
+const DISK = `
+import os, time
+class Fill:
+    def __reduce__(self):
+        for i in range(60):
+            with open("workspace/fill%02d.bin" % i, "wb") as f: f.write(os.urandom(5 << 20))
+            time.sleep(0.05)
+        return (int, (1,))
+fill = Fill()
+kept = 3
+`;
+
+const SPIN = `
+class Spin:
+    def __reduce__(self):
+        while True:
+            pass
+spin = Spin()
+kept = 4
+`;
+
+async function waitFor(pred, ms, what) {
+	const t0 = Date.now();
+	while (!pred()) {
+		if (Date.now() - t0 > ms) throw new Error(`timed out waiting for ${what}`);
+		await sleep(100);
+	}
+}
+
+const variants = [['root', 'namespaces'], ['nobody', 'namespaces'], ['nobody', 'no namespaces']];
+if (!AS_ROOT) variants.splice(0, 1, ['the current user', 'namespaces']);
+
+for (const [who, mode] of variants) {
+	describe(`the save inside the limits, the server run by ${who}, ${mode}`, () => {
+		let h, root;
+		const size = (f) => { try { return fs.statSync(path.join(root, 'workspace', f)).size; } catch { return -1; } };
+		before(async () => {
+			const { bin, dockerrun } = stage();
+			root = newProject(`sv-${who.replace(' ', '')}-${mode.replace(' ', '')}`);
+			const skill = writeFile(root, 'policy/SKILL.md', SKILL);
+			fs.mkdirSync(path.join(root, 'workspace'));
+			const home = openDir('sv-home');
+			const asNobody = who === 'nobody';
+			if (asNobody) spawnSync('chown', ['-R', `${NOBODY}:${NOBODY}`, root, home]);
+			const server = mode === 'namespaces' ? [bin] : [dockerrun, bin];
+			const launch = asNobody
+				? { command: 'setpriv', commandArgs: [`--reuid=${NOBODY}`, `--regid=${NOBODY}`, '--clear-groups', '--', ...server] }
+				: { command: server[0], commandArgs: server.slice(1) };
+			h = await startClient(root, {
+				structured: true, args: ['--skill', skill, '--log-level', 'info'],
+				env: { HOME: home, PSM_TEST_SAVE_MS: '1500' }, ...launch,
+			});
+			const r = await execPy(h, 'import os\nos.getuid()', {}, { timeout: 120000 });
+			assert.equal(r.sc.status, 'ok', show(r.text));
+			if (asNobody) assert.equal(r.sc.result, String(NOBODY));
+		});
+		after(async () => { await h?.close(); });
+
+		test('what a pickling hook forks ends with the save: no heartbeat between calls', { timeout: 90000 }, async () => {
+			const r = await execPy(h, HEARTBEAT, { session: 'beat' });
+			assert.equal(r.sc.status, 'ok', show(r.text));
+			await waitFor(() => /session beat: state saved \(/.test(h.stderr()), 30000, 'the save');
+			assert.ok(size('child.beat') > 0 && size('grand.beat') > 0, 'the hook ran, and its processes beat');
+			await sleep(300);
+			const b = [size('child.beat'), size('grand.beat')];
+			await sleep(1500);
+			assert.deepEqual([size('child.beat'), size('grand.beat')], b, 'nothing beats between calls');
+			assert.deepEqual(strays(h.pid), [], 'no process of the save is left');
+			const n = await execPy(h, 'del beat\nkept', { session: 'beat' });
+			assert.deepEqual([n.sc.status, n.sc.result], ['ok', '1'], show(n.sc));
+		});
+
+		test(`processes a pickling hook starts count against memory_mb ${MEM}: the save is stopped, and the next reply says so`, { timeout: 90000 }, async () => {
+			const r = await execPy(h, MEMORY, { session: 'hog' });
+			assert.equal(r.sc.status, 'ok', show(r.text));
+			await waitFor(() => /session hog: the state after cell \d+ was not saved: .*over memory_mb/.test(h.stderr()), 30000, 'the stop');
+			await sleep(200);
+			assert.deepEqual(strays(h.pid), [], 'the hooks\' processes are gone');
+			for (const i of [0, 1]) {
+				const f = path.join(root, 'workspace', `hog${i}.pid`);
+				if (fs.existsSync(f)) assert.equal(fs.existsSync(`/proc/${fs.readFileSync(f, 'utf8').trim()}`), false, `hog ${i} ended`);
+			}
+			const n = await execPy(h, 'del hog\nkept', { session: 'hog' });
+			assert.equal(n.sc.result, '2');
+			assert.match(n.text, new RegExp(`note:\\n.*the state after cell 1 was not saved: while it was being saved, the session with the code run by pickling .* used \\d+ MB, over memory_mb \\(${MEM} MB\\)`), show(n.text));
+		});
+
+		test('a pickling hook that fills the workspace is stopped at max_workspace_mb', { timeout: 90000 }, async () => {
+			const r = await execPy(h, DISK, { session: 'disk' });
+			assert.equal(r.sc.status, 'ok', show(r.text));
+			await waitFor(() => /session disk: the state after cell \d+ was not saved: .*max_workspace_mb/.test(h.stderr()), 30000, 'the stop');
+			await sleep(500);
+			const du = Number(spawnSync('du', ['-sm', path.join(root, 'workspace')], { encoding: 'utf8' }).stdout.split('\t')[0]);
+			assert.ok(du < 60, `the workspace holds ${du} MB under max_workspace_mb 20 (301 MB before)`);
+			assert.deepEqual(strays(h.pid), []);
+			const n = await execPy(h, 'del fill\nkept', { session: 'disk' });
+			assert.match(n.text, /note:\n.*grew the workspace to \d+ MB, past limits\.max_workspace_mb \(20 MB\); the files it wrote stay/, show(n.text));
+			for (const f of fs.readdirSync(path.join(root, 'workspace')).filter((x) => x.startsWith('fill')))
+				fs.unlinkSync(path.join(root, 'workspace', f));
+		});
+
+		test('a pickling hook that never ends runs out of the save\'s budget', { timeout: 90000 }, async () => {
+			const r = await execPy(h, SPIN, { session: 'spin' });
+			assert.equal(r.sc.status, 'ok', show(r.text));
+			await waitFor(() => /session spin: the state after cell \d+ was not saved: saving it (used \d+ ms of CPU, over the save's budget|took longer than)/.test(h.stderr()), 30000, 'the stop');
+			await sleep(300);
+			assert.deepEqual(strays(h.pid), []);
+			const n = await execPy(h, 'del spin\nkept', { session: 'spin' });
+			assert.equal(n.sc.result, '4');
+			assert.match(n.text, /note:\n.*was not saved: saving it/, show(n.text));
+		});
+	});
+}
