@@ -492,6 +492,10 @@ static void become_copy(const char *name, int fds[3], bool checkpoints)
 		make_checkpoint();
 }
 
+/* The copy's pid, written by the intermediate process of fork_copy, which
+ * shares this process's memory (vfork) until it exits. */
+static volatile pid_t copy_pid;
+
 /* W_FORK (fork_from): a copy of this session for another session, which
  * must be a child of the zygote like every session (the sweep, the exit
  * reports and the clean-up all rest on that).  The session is a
@@ -499,6 +503,10 @@ static void become_copy(const char *name, int fds[3], bool checkpoints)
  * flag is dropped for the moment of the fork, the intermediate process
  * exits, and the copy is reparented to the zygote.  The session is idle
  * (the server froze and swept it), so no other orphan can slip out then.
+ * The intermediate is a vfork: it shares this process's memory, so the
+ * state's page tables are copied once (by its fork of the copy) and its
+ * exit tears nothing down; measured on a 1 GiB state, a plain fork there
+ * made the copy 113 ms.  It only forks, stores the pid and exits.
  * Returns true in the copy, which carries on as the new session. */
 static bool fork_copy(struct wire_msg *m, bool checkpoints)
 {
@@ -507,11 +515,12 @@ static bool fork_copy(struct wire_msg *m, bool checkpoints)
 	char nm[65];
 	snprintf(nm, sizeof nm, "%s", name ? name : "");
 	cJSON_Delete(req);
-	int sync[2] = { -1, -1 };
 	cJSON *rep = cJSON_CreateObject();
-	if (m->nfds != 3 || !nm[0] || pipe2(sync, O_CLOEXEC) < 0) {
-		cJSON_AddStringToObject(rep, "error", m->nfds != 3 || !nm[0] ? "malformed request" : strerror(errno));
-		goto answer;
+	if (m->nfds != 3 || !nm[0]) {
+		cJSON_AddStringToObject(rep, "error", "malformed request");
+		send_json(SESSION_CTRL_FD, W_FORKED, rep, NULL, 0);
+		cJSON_Delete(rep);
+		return false;
 	}
 	char *out;
 	size_t len;
@@ -524,50 +533,42 @@ static bool fork_copy(struct wire_msg *m, bool checkpoints)
 	prctl(PR_SET_CHILD_SUBREAPER, 0);
 	fflush(NULL);
 	PyOS_BeforeFork();
-	pid_t mid = fork();
+	copy_pid = -1;
+	pid_t mid = vfork();
 	if (mid == 0) {
 		pid_t copy = fork();
 		if (copy == 0) {
-			close(sync[0]);
-			close(sync[1]);
+			/* The copy: its memory is a copy of the intermediate's,
+			 * which was this process's. */
 			int fds[3] = { m->fds[0], m->fds[1], m->fds[2] };
 			m->nfds = 0;
+			cJSON_Delete(rep);
 			become_copy(nm, fds, checkpoints);
 			return true;
 		}
-		int32_t v = copy;
-		if (write(sync[1], &v, sizeof v) != (ssize_t)sizeof v)
-			_exit(1);
+		copy_pid = copy;
 		_exit(0);
 	}
+	int err = errno;
 	PyOS_AfterFork_Parent();
-	close(sync[1]);
-	int32_t v = -1;
-	ssize_t n = -1;
-	if (mid > 0) {
-		do
-			n = read(sync[0], &v, sizeof v);
-		while (n < 0 && errno == EINTR);
-		/* Only once the intermediate is gone (the copy reparented to
-		 * the zygote) is this process a subreaper again. */
+	/* Only once the intermediate is gone (the copy reparented to the
+	 * zygote) is this process a subreaper again: vfork returns then. */
+	if (mid > 0)
 		while (waitpid(mid, NULL, 0) < 0 && errno == EINTR)
 			;
-	}
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
-	close(sync[0]);
-	if (mid < 0 || n != (ssize_t)sizeof v || v <= 0) {
-		cJSON_AddStringToObject(rep, "error", mid < 0 ? strerror(errno) : "the copy could not be forked");
-		goto answer;
+	pid_t v = copy_pid;
+	if (mid < 0 || v <= 0) {
+		cJSON_AddStringToObject(rep, "error", mid < 0 ? strerror(err) : "the copy could not be forked");
+		send_json(SESSION_CTRL_FD, W_FORKED, rep, NULL, 0);
+		cJSON_Delete(rep);
+		return false;
 	}
-	int pidfd = (int)syscall(SYS_pidfd_open, (pid_t)v, 0);
+	int pidfd = (int)syscall(SYS_pidfd_open, v, 0);
 	cJSON_AddNumberToObject(rep, "pid", v);
 	send_json(SESSION_CTRL_FD, W_FORKED, rep, pidfd >= 0 ? &pidfd : NULL, pidfd >= 0 ? 1 : 0);
 	if (pidfd >= 0)
 		close(pidfd);
-	cJSON_Delete(rep);
-	return false;
-answer:
-	send_json(SESSION_CTRL_FD, W_FORKED, rep, NULL, 0);
 	cJSON_Delete(rep);
 	return false;
 }
