@@ -204,12 +204,14 @@ class Server:
         self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
         return r
 
-    def execute(self, code, session=None, timeout_s=None, timeout=120.0, check=True):
+    def execute(self, code, session=None, timeout_s=None, timeout=120.0, check=True, fork_from=None):
         args = {"code": code}
         if session:
             args["session"] = session
         if timeout_s:
             args["timeout_s"] = timeout_s
+        if fork_from:
+            args["fork_from"] = fork_from
         r = self.request("tools/call", {"name": "execute_python", "arguments": args},
                          timeout=timeout)
         text = r.get("content", [{}])[0].get("text", "")

@@ -126,6 +126,7 @@ struct session {
 	 * copy is being made, and in the parent the copy it is making. */
 	struct session *fork_parent, *fork_child;
 	long long fork_asked;      /* when the copy was asked for (clock ticks since boot) */
+	double fork_t0;            /* and in loop_now_ms(), for the log */
 	char fork_of[SESSION_NAME_MAX + 1]; /* the first call of a copy names its parent */
 	uint32_t fork_of_cells;
 	bool fork_wait;            /* its first call waits for the parent to rest */
@@ -2554,6 +2555,7 @@ static int fork_session(struct sup *sup, struct session *s, struct session *p)
 	s->resume_timer = loop_timer(sup->cfg.loop, RESUME_MS, resume_expired, s);
 	s->fork_parent = p;
 	s->fork_asked = watch_now_ticks();
+	s->fork_t0 = loop_now_ms();
 	snprintf(s->fork_of, sizeof s->fork_of, "%s", p->name);
 	s->fork_of_cells = (uint32_t)p->cells;
 	p->fork_child = s;
@@ -2662,7 +2664,7 @@ static void forked(struct sup *sup, struct session *p, struct wire_msg *m)
 	/* Its name has nothing on disk yet: its first checkpoint saves it. */
 	s->dirty = persist_on(sup->persist);
 	s->unsaved_since = loop_now_ms();
-	log_info("session %s: forked from session %s (cell %d)", s->name, p->name, p->cells);
+	log_info("session %s: forked from session %s (cell %d) in %.1f ms", s->name, p->name, p->cells, loop_now_ms() - s->fork_t0);
 	/* The parent rests again (frozen, swept: the copy is known now). */
 	begin_freeze(sup, p);
 	if (sup->sweep_held && !fork_in_flight(sup)) {
