@@ -85,7 +85,8 @@ class Hog:
         for i in range(2):
             if os.fork() == 0:
                 m = mmap.mmap(-1, ${MEM} << 20, mmap.MAP_SHARED | mmap.MAP_ANONYMOUS)
-                for off in range(0, ${MEM} << 20, 4096): m[off] = 1
+                mb = b"x" * (1 << 20)
+                for i in range(${MEM}): m.write(mb)
                 with open("workspace/hog%d.pid" % i, "w") as f: f.write(str(os.getpid()))
                 time.sleep(120)
         time.sleep(120)
