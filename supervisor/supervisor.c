@@ -138,6 +138,7 @@ struct session {
 	/* Why the process was ended between calls (a protocol break while
 	 * taking its checkpoint), for the next reply; "" when it was not. */
 	char broke[96];
+	bool broke_kept;     /* ... and its checkpoint held its last state */
 	struct sup *sup;
 	struct session *next;
 };
@@ -989,7 +990,8 @@ static void collected(struct run *c, void *arg)
 /* The learned warm-up works in the zygote only while no call runs. */
 static void warm_busy(struct sup *sup)
 {
-	bool busy = false;
+	/* No probe is forked either while a copy is (see forked). */
+	bool busy = fork_in_flight(sup);
 	for (struct session *o = sup->sessions; o && !busy; o = o->next)
 		busy = o->cur || o->qhead;
 	warmup_busy(sup->warm, sup->zctrl, busy);
@@ -1134,6 +1136,24 @@ static bool roll_back(struct sup *sup, struct session *s, int wstatus, bool stat
 	loop_watch(sup->cfg.loop, s->ctrl, POLLIN, ctrl_event, s);
 	loop_watch(sup->cfg.loop, s->out_r, POLLIN, pipe_event, s);
 	loop_watch(sup->cfg.loop, s->err_r, POLLIN, pipe_event, s);
+	if (s->broke[0] && !(c && c->started)) {
+		/* Ended between calls, while taking the checkpoint of the
+		 * previous call's state (or a copy of it): that call's reply
+		 * said the state was kept, so the next one says it was not
+		 * (the call that is sent again, if one was on its way). */
+		char note[400];
+		if (s->broke_kept)
+			snprintf(note, sizeof note,
+				 "after the previous call the session's process broke its protocol with the server (%s), so it was "
+				 "ended as a crash and resumed from its copy of the state after that call: nothing was lost", s->broke);
+		else
+			snprintf(note, sizeof note,
+				 "after the previous call the session's process broke its protocol with the server (%s), so it was "
+				 "ended as a crash and rolled back to its state before that call: what that call did to variables "
+				 "was lost (files it wrote stay)", s->broke);
+		note_next(s, note);
+		s->broke[0] = '\0';
+	}
 	if (requeue_unstarted(sup, s))
 		return true; /* sent again after the resumed copy's hello */
 	if (c) {
@@ -1147,16 +1167,6 @@ static bool roll_back(struct sup *sup, struct session *s, int wstatus, bool stat
 		free(c->note);
 		c->note = strdup(note);
 		finish_cur(sup, s);
-	} else if (s->broke[0]) {
-		/* Ended between calls, while taking the checkpoint of the
-		 * previous call's state: that call's reply said the state was
-		 * kept, so the next one says it was not. */
-		char note[400];
-		snprintf(note, sizeof note,
-			 "after the previous call the session's process broke its protocol with the server (%s), so it was "
-			 "ended as a crash and rolled back to its state before that call: what that call did to variables "
-			 "was lost (files it wrote stay)", s->broke);
-		note_next(s, note);
 	}
 	s->broke[0] = '\0';
 	return true;
@@ -1295,6 +1305,9 @@ static void violation(struct sup *sup, struct session *s, const char *what)
 		drop_result(c);
 	else
 		snprintf(s->broke, sizeof s->broke, "%s", what); /* said by the next reply */
+	/* Thawed to make a copy, its checkpoint holds the state after its
+	 * last call already: the rollback loses nothing. */
+	s->broke_kept = !c && s->phase == P_FORKING;
 	set_expect(sup, s, P_NONE);
 	loop_unwatch(sup->cfg.loop, s->ctrl);
 	kill_session(s);
@@ -2559,6 +2572,7 @@ static int fork_session(struct sup *sup, struct session *s, struct session *p)
 	snprintf(s->fork_of, sizeof s->fork_of, "%s", p->name);
 	s->fork_of_cells = (uint32_t)p->cells;
 	p->fork_child = s;
+	warm_busy(sup);
 	p->thaw_cpu0 = p->hpid > 0 ? watch_cpu_ms(p->hpid) : 0;
 	set_expect(sup, p, P_FORKING);
 	pidfd_signal(p->pidfd, SIGCONT);
@@ -2569,6 +2583,25 @@ static int fork_session(struct sup *sup, struct session *s, struct session *p)
 }
 
 static void send_sweep(struct sup *sup, const cJSON *epoch);
+
+static void spawn_pending(struct sup *sup);
+static void warm_busy(struct sup *sup);
+
+/* What waited while a copy was being forked, now that none is: the held
+ * sweep, the sessions to spawn, the warm-up. */
+static void release_sweep(struct sup *sup)
+{
+	if (fork_in_flight(sup))
+		return;
+	if (sup->sweep_held) {
+		sup->sweep_held = false;
+		cJSON *ep = cJSON_CreateNumber(sup->held_epoch);
+		send_sweep(sup, ep);
+		cJSON_Delete(ep);
+	}
+	spawn_pending(sup);
+	warm_busy(sup);
+}
 
 /* The copy did not come (the parent refused, failed or lied): its call
  * hears why; the parent goes back to rest. */
@@ -2585,16 +2618,21 @@ static void fork_failed(struct sup *sup, struct session *p, const char *why)
 		cancel_resume_timer(sup, s);
 		s->alive = s->resuming = false;
 		s->phase = P_NONE;
+		s->fork_of[0] = '\0';
+		/* The copy's first call waits at the head of its queue. */
+		struct run *c = s->qhead;
+		if (!s->cur && c && c->fork_from[0]) {
+			s->qhead = c->next;
+			if (!s->qhead)
+				s->qtail = NULL;
+			c->next = NULL;
+			s->cur = c;
+		}
 		if (s->cur)
 			fail_call_now(sup, s, m);
 		start_next(sup, s);
 	}
-	if (sup->sweep_held && !fork_in_flight(sup)) {
-		sup->sweep_held = false;
-		cJSON *ep = cJSON_CreateNumber(sup->held_epoch);
-		send_sweep(sup, ep);
-		cJSON_Delete(ep);
-	}
+	release_sweep(sup);
 }
 
 /* The parent did not answer in time: ended as a crash (rolled back), and
@@ -2613,10 +2651,14 @@ static void fork_expired(void *arg)
 
 /* W_FORKED from the parent: the copy's pidfd, acted on only once the kernel
  * says it names a new child of the zygote, started after the request, that
- * is no process the server knows.
+ * is no process the server knows.  While a copy is being made nothing else
+ * becomes a child of the zygote (spawns wait, and so does the warm-up's
+ * probe), so such a pidfd names the copy, or a process the parent's own
+ * code made, which is no more than the parent.
  * Attack: a parent that answers with the pidfd of another session, of the
- * zygote's warm-up probe, or of an old process of its own, to have the
- * server freeze, watch or end it as the new session. */
+ * zygote's warm-up probe, or of an old process of its own (sessions may
+ * pidfd_open), to have the server freeze, watch or end it as the new
+ * session. */
 static void forked(struct sup *sup, struct session *p, struct wire_msg *m)
 {
 	struct session *s = p->fork_child;
@@ -2667,12 +2709,7 @@ static void forked(struct sup *sup, struct session *p, struct wire_msg *m)
 	log_info("session %s: forked from session %s (cell %d) in %.1f ms", s->name, p->name, p->cells, loop_now_ms() - s->fork_t0);
 	/* The parent rests again (frozen, swept: the copy is known now). */
 	begin_freeze(sup, p);
-	if (sup->sweep_held && !fork_in_flight(sup)) {
-		sup->sweep_held = false;
-		cJSON *ep = cJSON_CreateNumber(sup->held_epoch);
-		send_sweep(sup, ep);
-		cJSON_Delete(ep);
-	}
+	release_sweep(sup);
 	if (s->ctrl >= 0)
 		ctrl_event(s, s->ctrl, POLLIN); /* its hello may be in already */
 }
@@ -2894,7 +2931,9 @@ static void start_next(struct sup *sup, struct session *s)
 				fail_call_now(sup, s, sup->zerror);
 				continue;
 			}
-			if (sup->z != Z_READY) {
+			/* While a copy is being forked no other process is added
+			 * below the zygote (see forked). */
+			if (sup->z != Z_READY || fork_in_flight(sup)) {
 				s->want_spawn = true;
 				return;
 			}
@@ -2919,9 +2958,20 @@ static void start_next(struct sup *sup, struct session *s)
 
 static void spawn_pending(struct sup *sup)
 {
-	for (struct session *s = sup->sessions; s; s = s->next)
+	for (struct session *s = sup->sessions; s && !fork_in_flight(sup); s = s->next)
 		if (s->want_spawn) {
 			s->want_spawn = false;
+			struct run *c = s->cur;
+			if (c && c->fork_from[0] && !c->fork_done) {
+				/* A copy to make: start_next decides how. */
+				s->cur = NULL;
+				c->next = s->qhead;
+				s->qhead = c;
+				if (!s->qtail)
+					s->qtail = c;
+				start_next(sup, s);
+				continue;
+			}
 			int r = spawn_session(sup, s);
 			if (r < 0) {
 				char msg[300];
