@@ -441,6 +441,18 @@ static void make_checkpoint(void)
 		close(save_fd);
 }
 
+/* A session's control socket (fds[0]) and output pipes (fds[1], fds[2])
+ * moved to 3, 1 and 2; every other descriptor above 3 is closed. */
+static void fds_into_place(int fds[3])
+{
+	int c = lift_fd(fds[0]), o = lift_fd(fds[1]), er = lift_fd(fds[2]);
+	if (c < 0 || o < 0 || er < 0 || dup2(o, 1) < 0 || dup2(er, 2) < 0 || dup2(c, SESSION_CTRL_FD) < 0)
+		_exit(71);
+	if (syscall(SYS_close_range, SESSION_CTRL_FD + 1, ~0U, 0) < 0)
+		for (int fd = SESSION_CTRL_FD + 1; fd < 1024; fd++)
+			close(fd);
+}
+
 /* The copy, in its own process (fork_copy): it becomes session `name` on
  * the descriptors fds[3], with the state it was forked with.  Returns into
  * the session's loop. */
@@ -457,13 +469,8 @@ static void become_copy(const char *name, int fds[3], bool checkpoints)
 	/* Its pagemap descriptor describes the parent's pages (and could not
 	 * be opened again: the process is not dumpable): no pre-copy. */
 	precopy_close();
-	int c = lift_fd(fds[0]), o = lift_fd(fds[1]), er = lift_fd(fds[2]);
-	if (c < 0 || o < 0 || er < 0 || dup2(o, 1) < 0 || dup2(er, 2) < 0 || dup2(c, SESSION_CTRL_FD) < 0)
-		_exit(71);
 	/* Nothing of the parent's: its control socket and pipes go. */
-	if (syscall(SYS_close_range, SESSION_CTRL_FD + 1, ~0U, 0) < 0)
-		for (int fd = SESSION_CTRL_FD + 1; fd < 1024; fd++)
-			close(fd);
+	fds_into_place(fds);
 	checkpoint_pid = 0;
 	saver_pid = 0;
 	snprintf(session_name, sizeof session_name, "%s", name);
@@ -575,14 +582,9 @@ static bool fork_copy(struct wire_msg *m, bool checkpoints)
 
 static __attribute__((noreturn)) void session_main(const char *init_json, int fds[3], bool checkpoints)
 {
-	int c = lift_fd(fds[0]), o = lift_fd(fds[1]), er = lift_fd(fds[2]);
-	if (c < 0 || o < 0 || er < 0 || dup2(o, 1) < 0 || dup2(er, 2) < 0 || dup2(c, SESSION_CTRL_FD) < 0)
-		_exit(71);
 	/* Only stdin, stdout, stderr and the control socket survive: user code
 	 * must not inherit the zygote's socket (it could ask for sessions). */
-	if (syscall(SYS_close_range, SESSION_CTRL_FD + 1, ~0U, 0) < 0)
-		for (int fd = SESSION_CTRL_FD + 1; fd < 1024; fd++)
-			close(fd);
+	fds_into_place(fds);
 	log_set_prefix("session");
 	cJSON *init = cJSON_Parse(init_json);
 	snprintf(session_name, sizeof session_name, "%s",
