@@ -127,6 +127,47 @@ describe('fork_from', () => {
 		await h.close();
 	});
 
+	test('a parent that answers with a forged copy (its own pidfd) is refused and ended as a protocol break', { timeout: 120000 }, async () => {
+		const root = newProject('fork-forged');
+		const h = await start(root, stateHome());
+		let r = await execPy(h, 'kept = 7');
+		assert.equal(r.sc.status, 'ok', show(r.text));
+		// A thread that waits for the session to be thawed after a long
+		// rest (frozen between calls; the thaw for the checkpoint comes
+		// within milliseconds of the call's end), which is the thaw for the
+		// copy, and then answers W_FORKED itself, with a pidfd of its own
+		// process: a child of the zygote, but no new one.
+		r = await execPy(h, `
+import threading, time, os, socket, struct, json
+W_FORKED = 40
+def forge():
+    last, jumps = time.monotonic(), 0
+    while True:
+        time.sleep(0.005)
+        now = time.monotonic()
+        if now - last > 0.8:
+            jumps += 1
+            if jumps == 1:
+                fd = os.pidfd_open(os.getpid())
+                b = json.dumps({"pid": 2}).encode()
+                s = socket.socket(fileno=os.dup(3))
+                s.sendmsg([struct.pack("<III", 0x50534d31, W_FORKED, len(b)) + b],
+                          [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack("i", fd))])
+                return
+        last = now
+threading.Thread(target=forge, daemon=True).start()
+kept = 8`);
+		assert.equal(r.sc.status, 'ok', show(r.text));
+		await sleep(2000);
+		r = await execPy(h, 'kept', { session: 'copy', fork_from: 'default' });
+		assert.equal(r.res.isError, true, show(r.text));
+		assert.match(r.text, /could not fork session default: its process answered with something that is not its copy/);
+		r = await execPy(h, 'kept');
+		assert.match(r.text, /broke its protocol with the server \(a copy that is no new child of the zygote\), so it was ended as a crash and resumed from its copy of the state after that call: nothing was lost/, show(r.text));
+		assert.equal(r.sc.result, '8', 'the checkpoint of the last state resumed');
+		await h.close();
+	});
+
 	test('the copy is saved under its own name; a parent that is only on disk is copied from its saved state', { timeout: 180000 }, async () => {
 		const root = newProject('fork-saved');
 		const xdg = stateHome();

@@ -14,34 +14,14 @@ import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 
-import { BIN, SANITIZED, startClient, newProject, writeFile, execPy, descendants, sleep, show } from './lib.mjs';
+import { SANITIZED, startClient, newProject, writeFile, execPy, descendants, sleep, show, openDir, stageBinaries } from './lib.mjs';
 
 const AS_ROOT = process.getuid() === 0;
 const NOBODY = 65534;
 const W_RESULT = 27;
 
-/** A directory nobody can read, removed at exit. */
-function openDir(tag) {
-	const d = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), `psm-${tag}-`)));
-	fs.chmodSync(d, 0o755);
-	process.on('exit', () => fs.rmSync(d, { recursive: true, force: true }));
-	return d;
-}
-
-/** Copies of the server and of dockerrun that the unprivileged user can run. */
-function stage() {
-	const d = openDir('hn-bin');
-	const bin = path.join(d, 'python-sandbox-mcp');
-	const dockerrun = path.join(d, 'dockerrun');
-	fs.copyFileSync(BIN, bin);
-	fs.copyFileSync(path.join(path.dirname(BIN), 'helpers', 'dockerrun'), dockerrun);
-	fs.chmodSync(bin, 0o755);
-	fs.chmodSync(dockerrun, 0o755);
-	return { bin, dockerrun };
-}
 
 /** CPU time (ms) used so far by every process below the server. */
 function sandboxCpuMs(serverPid) {
@@ -69,7 +49,7 @@ for (const mode of ['namespaces', 'no namespaces']) {
 		const beat = (f) => { try { return fs.statSync(path.join(root, 'workspace', f)).size; } catch { return -1; } };
 
 		before(async () => {
-			const { bin, dockerrun } = stage();
+			const { bin, dockerrun } = stageBinaries('hn-bin');
 			root = newProject(`hn-${mode.replace(' ', '')}`);
 			const skill = writeFile(root, 'policy/SKILL.md', SKILL);
 			fs.mkdirSync(path.join(root, 'workspace'));

@@ -338,6 +338,29 @@ export class RawServer {
 	kill() { if (!this.exitInfo) { try { this.proc.kill('SIGKILL'); } catch { /* gone */ } } }
 }
 
+// ---------------------------------------------------------------- another user
+
+/** A directory anyone can enter (mode 755), removed at exit: for a server run
+ *  by another user (nobody) when the checkout sits below a private one. */
+export function openDir(tag) {
+	const d = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), `psm-${tag}-`)));
+	fs.chmodSync(d, 0o755);
+	process.on('exit', () => fs.rmSync(d, { recursive: true, force: true }));
+	return d;
+}
+
+/** Copies of the server and of build/helpers/dockerrun that another user can run. */
+export function stageBinaries(tag) {
+	const d = openDir(tag);
+	const bin = path.join(d, 'python-sandbox-mcp');
+	const dockerrun = path.join(d, 'dockerrun');
+	fs.copyFileSync(BIN, bin);
+	fs.copyFileSync(path.join(path.dirname(BIN), 'helpers', 'dockerrun'), dockerrun);
+	fs.chmodSync(bin, 0o755);
+	fs.chmodSync(dockerrun, 0o755);
+	return { bin, dockerrun };
+}
+
 // ---------------------------------------------------------------- processes
 
 /** Reads /proc/<pid>/stat of every process: Map pid -> { pid, ppid, state, start, comm }. */

@@ -16,10 +16,9 @@ import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 
-import { BIN, SANITIZED, startClient, newProject, writeFile, execPy, descendants, sleep, show } from './lib.mjs';
+import { SANITIZED, startClient, newProject, writeFile, execPy, descendants, sleep, show, openDir, stageBinaries } from './lib.mjs';
 
 const AS_ROOT = process.getuid() === 0;
 const NOBODY = 65534;
@@ -29,24 +28,6 @@ const SKILL = fs.readFileSync(new URL('../../SKILL.md', import.meta.url), 'utf8'
 	.replace('max_workspace_mb: 4096', 'max_workspace_mb: 20')
 	.replace('memory_mb: 2048', `memory_mb: ${MEM}`);
 
-function openDir(tag) {
-	const d = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), `psm-${tag}-`)));
-	fs.chmodSync(d, 0o755);
-	process.on('exit', () => fs.rmSync(d, { recursive: true, force: true }));
-	return d;
-}
-
-/** Copies of the server and of dockerrun that nobody can run. */
-function stage() {
-	const d = openDir('sv-bin');
-	const bin = path.join(d, 'python-sandbox-mcp');
-	const dockerrun = path.join(d, 'dockerrun');
-	fs.copyFileSync(BIN, bin);
-	fs.copyFileSync(path.join(path.dirname(BIN), 'helpers', 'dockerrun'), dockerrun);
-	fs.chmodSync(bin, 0o755);
-	fs.chmodSync(dockerrun, 0o755);
-	return { bin, dockerrun };
-}
 
 const cmdline = (pid) => { try { return fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' ').trim(); } catch { return ''; } };
 
@@ -133,7 +114,7 @@ for (const [who, mode] of variants) {
 		let h, root;
 		const size = (f) => { try { return fs.statSync(path.join(root, 'workspace', f)).size; } catch { return -1; } };
 		before(async () => {
-			const { bin, dockerrun } = stage();
+			const { bin, dockerrun } = stageBinaries('sv-bin');
 			root = newProject(`sv-${who.replace(' ', '')}-${mode.replace(' ', '')}`);
 			const skill = writeFile(root, 'policy/SKILL.md', SKILL);
 			fs.mkdirSync(path.join(root, 'workspace'));
