@@ -64,7 +64,7 @@ bench-scale: setup bench-setup $(BIN)
 bench-policies: setup $(BIN)
 	$(BENCH_PY) bench/agent_policies.py --server $(BIN)
 
-## bench-persist: what saving and restoring a session costs (1 GiB array, 100 MB DataFrame); writes bench/PERSIST.md
+## bench-persist: what saving, restoring and forking a session cost (10 MB to 1 GiB, beside the disk's read time); writes bench/PERSIST.md
 .PHONY: bench-persist
 bench-persist: setup $(BIN)
 	$(BENCH_PY) bench/persist.py --server $(BIN) --results bench/PERSIST.md $(BENCH_ARGS)

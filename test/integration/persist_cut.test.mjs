@@ -57,7 +57,7 @@ kept = "second"
 		await h.close();
 	});
 
-	test('a new call abandons a running save (never waits for it)', { timeout: 180000 }, async () => {
+	test('a new call never waits for a running save', { timeout: 180000 }, async () => {
 		const root = newProject('persist-abandon');
 		const xdg = stateHome();
 		const h = await start(root, xdg);
