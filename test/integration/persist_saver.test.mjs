@@ -24,6 +24,9 @@ const AS_ROOT = process.getuid() === 0;
 const NOBODY = 65534;
 // Under AddressSanitizer an idle session already takes about 280 MB.
 const MEM = SANITIZED ? 1024 : 256;
+// The save's budgets, tightened for the test (CPU this, wall-clock twice
+// this): room for the hooks to fill memory first, more under sanitizers.
+const SAVE_MS = SANITIZED ? '5000' : '1500';
 const SKILL = fs.readFileSync(new URL('../../SKILL.md', import.meta.url), 'utf8')
 	.replace('max_workspace_mb: 4096', 'max_workspace_mb: 20')
 	.replace('memory_mb: 2048', `memory_mb: ${MEM}`);
@@ -127,7 +130,7 @@ for (const [who, mode] of variants) {
 				: { command: server[0], commandArgs: server.slice(1) };
 			h = await startClient(root, {
 				structured: true, args: ['--skill', skill, '--log-level', 'info'],
-				env: { HOME: home, PSM_TEST_SAVE_MS: '1500' }, ...launch,
+				env: { HOME: home, PSM_TEST_SAVE_MS: SAVE_MS }, ...launch,
 			});
 			const r = await execPy(h, 'import os\nos.getuid()', {}, { timeout: 120000 });
 			assert.equal(r.sc.status, 'ok', show(r.text));
