@@ -189,3 +189,43 @@ pid_t fork_pidfd(int *pidfd)
 	errno = c > 0 ? 0 : err ? err : EAGAIN;
 	return c > 0 ? c : -1;
 }
+
+pid_t fork_pidfd_sibling(int *pidfd)
+{
+	*pidfd = -1;
+	if (threads() == 1)
+		return clone_pidfd(CLONE_PARENT, pidfd);
+	/* Several threads: fork() makes a consistent single-threaded copy,
+	 * whose own child is the real one; once the copy exits, the real one
+	 * is reparented above the caller (which must not be a subreaper
+	 * then). */
+	int sv[2];
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+		return -1;
+	pid_t mid = fork();
+	if (mid < 0) {
+		int err = errno;
+		close(sv[0]);
+		close(sv[1]);
+		errno = err;
+		return -1;
+	}
+	if (mid == 0) {
+		close(sv[0]);
+		int fd = -1;
+		pid_t c = clone_pidfd(0, &fd);
+		if (c == 0) {
+			close(sv[1]);
+			return 0;
+		}
+		_exit(c > 0 && send_fd(sv[1], c, fd) == 0 ? 0 : 1);
+	}
+	close(sv[1]);
+	pid_t c = recv_fd(sv[0], pidfd);
+	int err = errno;
+	close(sv[0]);
+	while (waitpid(mid, NULL, 0) < 0 && errno == EINTR)
+		;
+	errno = c > 0 ? 0 : err ? err : EAGAIN;
+	return c > 0 ? c : -1;
+}

@@ -34,4 +34,11 @@ void forkfd_init(void);
  * PyOS_BeforeFork / PyOS_AfterFork_*, as for fork(). */
 pid_t fork_pidfd(int *pidfd);
 
+/* The same, but the child is a child of the caller's parent (a session's
+ * copy for fork_from is a child of the zygote): CLONE_PARENT, one copy of
+ * the page tables.  With several threads, fork() then a plain clone from
+ * that copy, which exits: the child is then reparented to the nearest
+ * subreaper above the caller, so the caller must not be one itself. */
+pid_t fork_pidfd_sibling(int *pidfd);
+
 #endif

@@ -499,22 +499,15 @@ static void become_copy(const char *name, int fds[3], bool checkpoints)
 		make_checkpoint();
 }
 
-/* The copy's pid, written by the intermediate process of fork_copy, which
- * shares this process's memory (vfork) until it exits. */
-static volatile pid_t copy_pid;
-
 /* W_FORK (fork_from): a copy of this session for another session, which
  * must be a child of the zygote like every session (the sweep, the exit
- * reports and the clean-up all rest on that).  The session is a
- * subreaper, so a plain double fork would leave the copy below it: the
- * flag is dropped for the moment of the fork, the intermediate process
- * exits, and the copy is reparented to the zygote.  The session is idle
- * (the server froze and swept it), so no other orphan can slip out then.
- * The intermediate is a vfork: it shares this process's memory, so the
- * state's page tables are copied once (by its fork of the copy) and its
- * exit tears nothing down; measured on a 1 GiB state, a plain fork there
- * made the copy 113 ms.  It only forks, stores the pid and exits.
- * Returns true in the copy, which carries on as the new session. */
+ * reports and the clean-up all rest on that): a clone with CLONE_PARENT,
+ * which also gives this process the copy's pidfd (the sandbox has no
+ * pidfd_open).  With several threads the copy is made one level down and
+ * reparented (forkfd.h): the subreaper flag is dropped for that moment.
+ * The session is idle (the server froze and swept it), so no other orphan
+ * can slip out then.  Returns true in the copy, which carries on as the
+ * new session. */
 static bool fork_copy(struct wire_msg *m, bool checkpoints)
 {
 	cJSON *req = cJSON_ParseWithLength((const char *)m->data, m->len);
@@ -540,42 +533,29 @@ static bool fork_copy(struct wire_msg *m, bool checkpoints)
 	prctl(PR_SET_CHILD_SUBREAPER, 0);
 	fflush(NULL);
 	PyOS_BeforeFork();
-	copy_pid = -1;
-	pid_t mid = vfork();
-	if (mid == 0) {
-		pid_t copy = fork();
-		if (copy == 0) {
-			/* The copy: its memory is a copy of the intermediate's,
-			 * which was this process's. */
-			int fds[3] = { m->fds[0], m->fds[1], m->fds[2] };
-			m->nfds = 0;
-			cJSON_Delete(rep);
-			become_copy(nm, fds, checkpoints);
-			return true;
-		}
-		copy_pid = copy;
-		_exit(0);
+	int pidfd = -1;
+	pid_t copy = fork_pidfd_sibling(&pidfd);
+	if (copy == 0) {
+		int fds[3] = { m->fds[0], m->fds[1], m->fds[2] };
+		m->nfds = 0;
+		cJSON_Delete(rep);
+		become_copy(nm, fds, checkpoints);
+		return true;
 	}
 	int err = errno;
 	PyOS_AfterFork_Parent();
-	/* Only once the intermediate is gone (the copy reparented to the
-	 * zygote) is this process a subreaper again: vfork returns then. */
-	if (mid > 0)
-		while (waitpid(mid, NULL, 0) < 0 && errno == EINTR)
-			;
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
-	pid_t v = copy_pid;
-	if (mid < 0 || v <= 0) {
-		cJSON_AddStringToObject(rep, "error", mid < 0 ? strerror(err) : "the copy could not be forked");
+	if (copy < 0 || pidfd < 0) {
+		cJSON_AddStringToObject(rep, "error", copy < 0 ? strerror(err) : "no pidfd for the copy");
 		send_json(SESSION_CTRL_FD, W_FORKED, rep, NULL, 0);
 		cJSON_Delete(rep);
+		if (pidfd >= 0)
+			close(pidfd);
 		return false;
 	}
-	int pidfd = (int)syscall(SYS_pidfd_open, v, 0);
-	cJSON_AddNumberToObject(rep, "pid", v);
-	send_json(SESSION_CTRL_FD, W_FORKED, rep, pidfd >= 0 ? &pidfd : NULL, pidfd >= 0 ? 1 : 0);
-	if (pidfd >= 0)
-		close(pidfd);
+	cJSON_AddNumberToObject(rep, "pid", copy);
+	send_json(SESSION_CTRL_FD, W_FORKED, rep, &pidfd, 1);
+	close(pidfd);
 	cJSON_Delete(rep);
 	return false;
 }

@@ -127,38 +127,41 @@ describe('fork_from', () => {
 		await h.close();
 	});
 
-	test('a parent that answers with a forged copy (its own pidfd) is refused and ended as a protocol break', { timeout: 120000 }, async () => {
+	test('a parent that answers with a forged copy (a pidfd of its own child) is refused and ended as a protocol break', { timeout: 120000 }, async () => {
 		const root = newProject('fork-forged');
 		const h = await start(root, stateHome());
 		let r = await execPy(h, 'kept = 7');
 		assert.equal(r.sc.status, 'ok', show(r.text));
-		// A thread that waits for the session to be thawed after a long
-		// rest (frozen between calls; the thaw for the checkpoint comes
-		// within milliseconds of the call's end), which is the thaw for the
-		// copy, and then answers W_FORKED itself, with a pidfd of its own
-		// process: a child of the zygote, but no new one.
+		// A hook that runs before each fork of the session's process:
+		// the first after this call is its checkpoint's, the second the
+		// copy's, where it answers W_FORKED itself, before the real answer,
+		// with a pidfd of a child of its own (clone(CLONE_PIDFD): the
+		// sandbox refuses pidfd_open): a new process, but no child of the
+		// zygote.
 		r = await execPy(h, `
-import threading, time, os, socket, struct, json
+import os, socket, struct, json, ctypes, time
 W_FORKED = 40
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+calls, me = [0], os.getpid()
 def forge():
-    last, jumps = time.monotonic(), 0
-    while True:
-        time.sleep(0.005)
-        now = time.monotonic()
-        if now - last > 2.5:
-            jumps += 1
-            if jumps == 1:
-                fd = os.pidfd_open(os.getpid())
-                b = json.dumps({"pid": 2}).encode()
-                s = socket.socket(fileno=os.dup(3))
-                s.sendmsg([struct.pack("<III", 0x50534d31, W_FORKED, len(b)) + b],
-                          [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack("i", fd))])
-                return
-        last = now
-threading.Thread(target=forge, daemon=True).start()
+    if os.getpid() != me:
+        return  # the checkpoint's own fork of its saver
+    calls[0] += 1
+    if calls[0] == 2:
+        fdv = ctypes.c_int(-1)
+        kid = libc.syscall(56, 0x1000 | 17, 0, ctypes.byref(fdv), 0, 0)
+        if kid == 0:
+            while True:
+                time.sleep(1)
+        b = json.dumps({"pid": kid}).encode()
+        s = socket.socket(fileno=os.dup(3))
+        s.sendmsg([struct.pack("<III", 0x50534d31, W_FORKED, len(b)) + b],
+                  [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack("i", fdv.value))])
+os.register_at_fork(before=forge)
 kept = 8`);
 		assert.equal(r.sc.status, 'ok', show(r.text));
-		await sleep(4000);
+		await sleep(500);
 		r = await execPy(h, 'kept', { session: 'copy', fork_from: 'default' });
 		assert.equal(r.res.isError, true, show(r.text));
 		assert.match(r.text, /could not fork session default: its process answered with something that is not its copy/);
