@@ -152,13 +152,12 @@ static pid_t recv_fd(int sock, int *fd)
 	return pid;
 }
 
-pid_t fork_pidfd(int *pidfd)
+/* Several threads: fork() makes a consistent single-threaded copy, which
+ * clones the real child (with `extra`: CLONE_PARENT makes it the caller's
+ * child; 0 leaves it the copy's, reparented when the copy exits) and hands
+ * its pidfd back. */
+static pid_t fork_via_copy(unsigned long extra, int *pidfd)
 {
-	*pidfd = -1;
-	if (threads() == 1)
-		return clone_pidfd(0, pidfd);
-	/* Several threads: fork() makes a consistent single-threaded copy,
-	 * which makes the real child beside itself. */
 	int sv[2];
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
 		return -1;
@@ -173,10 +172,10 @@ pid_t fork_pidfd(int *pidfd)
 	if (mid == 0) {
 		close(sv[0]);
 		int fd = -1;
-		pid_t c = clone_pidfd(CLONE_PARENT, &fd);
+		pid_t c = clone_pidfd(extra, &fd);
 		if (c == 0) {
 			close(sv[1]);
-			return 0; /* the child, a child of the caller */
+			return 0; /* the child */
 		}
 		_exit(c > 0 && send_fd(sv[1], c, fd) == 0 ? 0 : 1);
 	}
@@ -190,42 +189,17 @@ pid_t fork_pidfd(int *pidfd)
 	return c > 0 ? c : -1;
 }
 
+pid_t fork_pidfd(int *pidfd)
+{
+	*pidfd = -1;
+	return threads() == 1 ? clone_pidfd(0, pidfd) : fork_via_copy(CLONE_PARENT, pidfd);
+}
+
 pid_t fork_pidfd_sibling(int *pidfd)
 {
 	*pidfd = -1;
-	if (threads() == 1)
-		return clone_pidfd(CLONE_PARENT, pidfd);
-	/* Several threads: fork() makes a consistent single-threaded copy,
-	 * whose own child is the real one; once the copy exits, the real one
-	 * is reparented above the caller (which must not be a subreaper
-	 * then). */
-	int sv[2];
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
-		return -1;
-	pid_t mid = fork();
-	if (mid < 0) {
-		int err = errno;
-		close(sv[0]);
-		close(sv[1]);
-		errno = err;
-		return -1;
-	}
-	if (mid == 0) {
-		close(sv[0]);
-		int fd = -1;
-		pid_t c = clone_pidfd(0, &fd);
-		if (c == 0) {
-			close(sv[1]);
-			return 0;
-		}
-		_exit(c > 0 && send_fd(sv[1], c, fd) == 0 ? 0 : 1);
-	}
-	close(sv[1]);
-	pid_t c = recv_fd(sv[0], pidfd);
-	int err = errno;
-	close(sv[0]);
-	while (waitpid(mid, NULL, 0) < 0 && errno == EINTR)
-		;
-	errno = c > 0 ? 0 : err ? err : EAGAIN;
-	return c > 0 ? c : -1;
+	/* With several threads the child is the copy's, and is reparented
+	 * above the caller (which must not be a subreaper then) once the copy
+	 * exits. */
+	return threads() == 1 ? clone_pidfd(CLONE_PARENT, pidfd) : fork_via_copy(0, pidfd);
 }
