@@ -57,7 +57,7 @@ struct policy {
 	unsigned *fs_write_lines; /* as fs_read_lines */
 
 	/* Globs relative to ROOT that the code can never read, on top of the
-	 * built-in list of well-known secrets (policy/secrets.c); owned. */
+	 * built-in list of well-known secrets (secret_names.c); owned. */
 	char **fs_read_deny;
 	size_t n_fs_read_deny;
 
@@ -71,7 +71,7 @@ struct policy {
 	char *description;
 };
 
-/* The built-in list of well-known secrets (policy/secrets.c), NULL-terminated,
+/* The built-in list of well-known secrets (secret_names.c), NULL-terminated,
  * and whether a path relative to ROOT matches it or p->fs_read_deny. */
 const char *const *secrets_builtin(void);
 bool secrets_match(const struct policy *p, const char *rel);

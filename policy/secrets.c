@@ -8,71 +8,20 @@
  * once, when the jail is built (a bounded walk that never follows a symlink),
  * and Landlock then grants reads around every match (landlock.c): the
  * directories on the way stay listable, the matches and everything below them
- * are not readable.
- *
- * Matching: a pattern without a slash is matched against each name at any
- * depth ("*.pem", ".env"); a built-in pattern with a slash against the path's
- * last components at any depth (".config/gcloud" also hides
- * "sub/.config/gcloud"); a policy pattern with a slash against the whole path
- * relative to ROOT ("data/private/" then a star).  fnmatch without FNM_PERIOD: "*.key"
- * also matches ".hidden.key".  The workspace and the fs_write directories are
- * not searched: what the code may write is its own. */
+ * are not readable.  Which names are secrets: secret_names.c.  The workspace
+ * and the fs_write directories are not searched: what the code may write is
+ * its own. */
 #include "layer.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <fnmatch.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-static const char *const builtin[] = {
-	".ssh", ".gnupg", ".aws", ".azure", ".config/gcloud", ".kube", ".docker/config.json",
-	".netrc", ".git-credentials", ".npmrc", ".pypirc", ".env", ".env.*", "*.pem", "*.key",
-	"id_rsa*", "id_ed25519*", NULL,
-};
-
-const char *const *secrets_builtin(void)
-{
-	return builtin;
-}
-
-/* pat against rel (relative to ROOT, no leading slash). */
-static bool match1(const char *pat, const char *rel, bool anywhere)
-{
-	if (pat[0] == '/') { /* "/x": anchored, same as "x/..." forms */
-		pat++;
-		anywhere = false;
-	}
-	if (!strchr(pat, '/')) {
-		const char *base = strrchr(rel, '/');
-		return fnmatch(pat, base ? base + 1 : rel, 0) == 0;
-	}
-	if (!anywhere)
-		return fnmatch(pat, rel, FNM_PATHNAME) == 0;
-	for (const char *s = rel; s; s = strchr(s, '/')) {
-		if (*s == '/')
-			s++;
-		if (fnmatch(pat, s, FNM_PATHNAME) == 0)
-			return true;
-	}
-	return false;
-}
-
-bool secrets_match(const struct policy *p, const char *rel)
-{
-	for (const char *const *q = builtin; *q; q++)
-		if (match1(*q, rel, true))
-			return true;
-	for (size_t i = 0; p && i < p->n_fs_read_deny; i++)
-		if (match1(p->fs_read_deny[i], rel, false))
-			return true;
-	return false;
-}
 
 static bool is_under(const char *path, const char *dir)
 {
