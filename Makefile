@@ -34,7 +34,7 @@ ALL_LDFLAGS := $(LDFLAGS) -pie -Wl,-z,relro,-z,now -Wl,--as-needed $(SANFLAGS)
 LIBS := $(PKG_LIBS) -lmd -lpthread -lresolv
 
 # One folder per layer, lowest first (docs/ARCHITECTURE.md; make layers).
-LAYERS := common policy proto interp rpc files supervisor mcp
+LAYERS := common policy jail proto interp rpc files supervisor mcp
 SRCS := $(wildcard $(LAYERS:%=%/*.c))
 ASMS := $(wildcard interp/*.S policy/*.S)
 OBJS := $(SRCS:%.c=$(BUILD)/obj/%.o) $(ASMS:%.S=$(BUILD)/obj/%.o)

@@ -37,7 +37,7 @@
 #include <unistd.h>
 
 #include "../common/log.h"
-#include "../policy/jail.h"
+#include "../jail/jail.h"
 #include "../policy/trust.h"
 #include "pyembed.h"
 #include "../proto/config.h"

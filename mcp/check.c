@@ -32,7 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../policy/jail.h"
+#include "../jail/jail.h"
 #include "../supervisor/supervisor.h"
 #include "../supervisor/watch.h"
 

@@ -17,7 +17,7 @@
 #include "../common/log.h"
 #include "../common/util.h"
 #include "../interp/zygote.h"
-#include "../policy/jail.h"
+#include "../jail/jail.h"
 #include "budget.h"
 #include "check.h"
 #include "server.h"

@@ -22,7 +22,7 @@
 #include "../proto/wire.h"
 #include "../interp/procs.h"
 #include "../interp/zygote.h"
-#include "../policy/jail.h"
+#include "../jail/jail.h"
 #include "outbuf.h"
 #include "persist.h"
 #include "usage.h"

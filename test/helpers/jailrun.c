@@ -23,7 +23,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../../policy/jail.h"
+#include "../../jail/jail.h"
 #include "../../policy/policy.h"
 
 static char *slurp(const char *path)

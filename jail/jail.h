@@ -17,7 +17,7 @@
 
 #include "../common/err.h"
 #include "layer.h"
-#include "policy.h"
+#include "../policy/policy.h"
 
 /* Called in the zygote process right after fork from the server.  May fork
  * internally (to become pid 1 of a new pid namespace): on return the calling

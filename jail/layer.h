@@ -11,7 +11,7 @@
 #include <sys/types.h>
 
 #include "../common/err.h"
-#include "policy.h"
+#include "../policy/policy.h"
 
 enum jail_layer_id {
 	JL_FDS,        /* fds closed, stdin /dev/null, minimal environment */
