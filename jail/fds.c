@@ -5,7 +5,7 @@
  * /dev/null; the environment is replaced by the caller's minimal one.  fds 1
  * and 2 are left as the caller set them (the zygote points both at its log;
  * each session at its pipes): the caller must not leave the MCP stdout there. */
-#include "layer.h"
+#include "fds.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -9,6 +9,15 @@
  * not, why. */
 #include "jail.h"
 
+#include "caps.h"
+#include "fds.h"
+#include "landlock.h"
+#include "ns.h"
+#include "rlimits.h"
+#include "seccomp.h"
+#include "secrets.h"
+#include "uid.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -155,7 +164,7 @@ static void judge(const struct jail_config *c, struct jail_report *r, int landlo
 	/* Secrets under what fs_read shows: with the mount tree, an empty
 	 * mount covers each (jail_ns_hide) and Landlock grants around them
 	 * too; without it, Landlock alone hides them. */
-	const struct secret_scan *sc = jail_secret_slot();
+	const struct secret_scan *sc = secrets_slot();
 	bool covered = ok(r, JL_MOUNTNS) && secrets_covered(sc, "/");
 	if (sc->overflow)
 		need(r, "the project has too many files to look through for secrets (more than "
@@ -271,7 +280,7 @@ static void make_scratch(const struct jail_config *c, struct jail_report *r)
 	setenv("HOME", r->scratch, 1);
 	const char *mpl = getenv("MPLCONFIGDIR");
 	if (r->euid0) {
-		/* The effective uid 0 (jail_uid.c) writes here as its owner;
+		/* The effective uid 0 (uid.c) writes here as its owner;
 		 * access(2) answers for the real ids, 65534's, and sqlite picks
 		 * its directory for temporary files by access(W_OK|X_OK) (its
 		 * temporary tables failed with "unable to open database file"),
@@ -346,12 +355,12 @@ int jail_scratch_remove(const char *path)
 static enum session_proc session_proc = SESSION_PROC_ALL;
 
 /* The secrets under what fs_read shows, found once; with a mount tree each
- * is also covered by an empty mount (jail_ns.c), so that the tree itself
+ * is also covered by an empty mount (ns.c), so that the tree itself
  * hides it, even where a Landlock rule covers it (a project under /tmp,
  * below the jail's private /tmp). */
 static int scan_and_hide(const struct jail_config *c, struct jail_report *r, struct err *e)
 {
-	struct secret_scan *s = jail_secret_slot();
+	struct secret_scan *s = secrets_slot();
 	secrets_free(s);
 	int rc = secrets_scan(c, s);
 	if (rc < 0)

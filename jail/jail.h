@@ -1,23 +1,26 @@
 /* The jail: the layers that enforce a policy around the interpreter
- * (docs/SECURITY.md).
+ * (docs/SECURITY.md).  What the rest of the program calls; the layers'
+ * own headers are the jail's business.
  *
  * The server computes a jail_config; the freshly forked zygote calls
  * jail_enter() while it is still single-threaded and before Python starts.
- * Layers, in order, each in its own file with its own probe:
- *   fds + environment -> unprivileged uid when root -> namespaces and mount
- *   tree -> capabilities, securebits, no_new_privs, rlimits -> Landlock ->
- *   seccomp (last).
+ * Layers, in order, each in its own file with its own header:
+ *   fds + environment (fds.c) -> unprivileged uid when root (uid.c) ->
+ *   namespaces and mount tree (ns.c) -> capabilities, securebits,
+ *   no_new_privs (caps.c) -> rlimits (rlimits.c) -> Landlock (landlock.c)
+ *   -> seccomp, last (seccomp.c).
  * Layers only tighten; a layer the kernel lacks is reported, never widened
  * around. */
-#ifndef POLICY_JAIL_H
-#define POLICY_JAIL_H
+#ifndef JAIL_JAIL_H
+#define JAIL_JAIL_H
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 
 #include "../common/err.h"
-#include "layer.h"
 #include "../policy/policy.h"
+#include "layer.h"
 
 /* Called in the zygote process right after fork from the server.  May fork
  * internally (to become pid 1 of a new pid namespace): on return the calling

@@ -13,7 +13,9 @@
  *
  * Debian 12's <linux/landlock.h> stops at ABI 1 or 2: the newer constants
  * and the grown ruleset attribute are defined here. */
-#include "layer.h"
+#include "landlock.h"
+
+#include "secrets.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -291,7 +293,7 @@ int landlock_apply(const struct jail_config *c, bool private_tmp, struct jail_re
 	if (c->venv)
 		RULE(c->venv, R_READ | X);
 	/* What fs_read shows, minus the secrets found below it. */
-	const struct secret_scan *sc = jail_secret_scan();
+	const struct secret_scan *sc = secrets_current();
 	if (p->fs_read == FS_READ_ROOT)
 		READ_AROUND(c->root, R_READ | X);
 	else if (p->fs_read == FS_READ_LIST)
@@ -305,7 +307,7 @@ int landlock_apply(const struct jail_config *c, bool private_tmp, struct jail_re
 	if (p->net_access) {
 		/* /etc/ssl's certificates, not its private/ (root's server
 		 * keys: closed by their mode to any uid but 0, and the sandbox
-		 * may keep the effective uid 0, see jail_uid.c). */
+		 * may keep the effective uid 0, see uid.c). */
 		static const char *const net_ro[] = {
 			"/etc/resolv.conf", "/etc/hosts", "/etc/host.conf", "/etc/nsswitch.conf",
 			"/etc/gai.conf", "/etc/services", "/etc/protocols", "/etc/ssl/certs",

@@ -1,4 +1,5 @@
-/* What the jail's layer files share (layer.h). */
+/* What every layer of the jail shares (layer.h): the test hook and the
+ * runtime paths. */
 #include "layer.h"
 
 #include <stdio.h>
@@ -47,18 +48,4 @@ const char *const *jail_default_runtime_paths(void)
 		NULL,
 	};
 	return paths;
-}
-
-/* ---- the secrets' scan ---- */
-
-static struct secret_scan scan; /* large; the zygote is single-threaded */
-
-struct secret_scan *jail_secret_slot(void)
-{
-	return &scan;
-}
-
-const struct secret_scan *jail_secret_scan(void)
-{
-	return scan.done ? &scan : NULL;
 }

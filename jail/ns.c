@@ -13,7 +13,9 @@
  * the host's, before anything is mounted: a path under /tmp stays reachable
  * after the base tmpfs covers /tmp, and a symlink in a source path resolves
  * against the host root, not the half-built one. */
-#include "layer.h"
+#include "ns.h"
+
+#include "secrets.h"
 
 #include <errno.h>
 #include <fcntl.h>

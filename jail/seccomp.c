@@ -10,7 +10,9 @@
  * and PDF, threads, fork, multiprocessing.Pool, ctypes callbacks, tempfile,
  * shutil, signals and timers) plus the zygote's own needs, grouped by
  * purpose; entries that need a reason have one. */
-#include "layer.h"
+#include "seccomp.h"
+
+#include "landlock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -156,7 +158,7 @@ static const uint64_t nsfree_ioctls[] = {
 /* System V IPC: in the jail's own ipc namespace only; without one, the
  * host's segments and semaphores (another program's shared memory, same
  * uid) would be there to attach: refused.  Shared memory also needs its
- * segments removed at their last detach (layer.h: sysv_shm), or it would be
+ * segments removed at their last detach (jail_report.sysv_shm), or it would be
  * memory the watchdog cannot see. */
 static const char *const sysv_sem[] = {
 	"semget", "semop", "semctl", "semtimedop", NULL,
@@ -480,11 +482,4 @@ int seccomp_apply(const struct jail_config *c, struct jail_report *r, struct err
 		 !ipcns ? "; no SysV IPC" : r->sysv_shm ? "" : "; no SysV shared memory",
 		 c->no_memfd ? "; no memfd_create" : "");
 	return 0;
-}
-
-bool seccomp_probe(void)
-{
-	/* Filter mode is there when PR_GET_SECCOMP answers and libseccomp
-	 * reaches the kernel's action interface. */
-	return prctl(PR_GET_SECCOMP, 0, 0, 0, 0) >= 0 && seccomp_api_get() >= 1;
 }

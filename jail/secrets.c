@@ -11,7 +11,7 @@
  * are not readable.  Which names are secrets: secret_names.c.  The workspace
  * and the fs_write directories are not searched: what the code may write is
  * its own. */
-#include "layer.h"
+#include "secrets.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -180,4 +180,16 @@ bool secrets_is_hidden(const struct secret_scan *s, const char *path)
 		if (strcmp(s->paths[i], path) == 0)
 			return true;
 	return false;
+}
+
+static struct secret_scan scan; /* large; the zygote is single-threaded */
+
+struct secret_scan *secrets_slot(void)
+{
+	return &scan;
+}
+
+const struct secret_scan *secrets_current(void)
+{
+	return scan.done ? &scan : NULL;
 }

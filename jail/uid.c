@@ -30,7 +30,7 @@
  * each with its wall; docs/SECURITY.md has the same list):
  *  - RLIMIT_NPROC: the kernel counts and exempts by the real uid, 65534.
  *  - Capabilities: none in any set, securebits locked with SECBIT_NOROOT
- *    (an execve as euid 0 gains none), no_new_privs (jail_caps.c).
+ *    (an execve as euid 0 gains none), no_new_privs (caps.c).
  *  - The ids: seccomp refuses every set*id call, so the real uid can never
  *    become 0 (an unprivileged setreuid may copy the effective uid).
  *  - root's files (DAC as their owner): Landlock decides every open,
@@ -46,7 +46,7 @@
  * exists and its metadata (stat, getxattr, readlink need only search
  * permission, and Landlock does not mediate them), and root-only files
  * inside the system trees the policy shows (/usr, /lib...). */
-#include "layer.h"
+#include "uid.h"
 
 #include <dirent.h>
 #include <errno.h>
