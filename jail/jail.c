@@ -396,7 +396,7 @@ int jail_enter(const struct jail_config *c, struct jail_report *r, struct err *e
 	int nt = thread_count();
 	if (nt != 1 && nt != -1)
 		return err_set(e, -EINVAL, "jail: %d threads; the jail must be entered single-threaded", nt);
-	jail_disabled_read();
+	jail_knobs_read();
 	/* The zygote is exec'd with a bare environment: the server passes
 	 * its HOME as PSM_HOME. */
 	const char *h = getenv("PSM_HOME");

@@ -6,15 +6,22 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- the test hook ---- */
+/* ---- the knobs ---- */
 
 static char disabled_list[256];
+static bool pfc;
 
-void jail_disabled_read(void)
+void jail_knobs_read(void)
 {
 	/* Read once, before the environment is replaced. */
 	const char *s = getenv("PSM_JAIL_DISABLE");
 	snprintf(disabled_list, sizeof disabled_list, "%s", s ? s : "");
+	pfc = getenv("PSM_SECCOMP_PFC") != NULL;
+}
+
+bool jail_knob_pfc(void)
+{
+	return pfc;
 }
 
 bool jail_disabled(const char *layer)

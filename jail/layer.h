@@ -94,7 +94,12 @@ const char *const *jail_default_runtime_paths(void);
  * lower than the kernel's).  It can only remove layers, so it can only
  * make the report non-enforceable; it never widens access silently. */
 bool jail_disabled(const char *layer);
-/* Reads PSM_JAIL_DISABLE (once, before the environment is replaced). */
-void jail_disabled_read(void);
+/* Reads the knobs, PSM_JAIL_DISABLE and PSM_SECCOMP_PFC, once, before the
+ * environment is replaced. */
+void jail_knobs_read(void);
+/* PSM_SECCOMP_PFC set: each seccomp filter is written on stderr as
+ * libseccomp's pseudo filter code before it is loaded (a debugging aid;
+ * it only prints, the filters are the same). */
+bool jail_knob_pfc(void);
 
 #endif

@@ -244,6 +244,8 @@ static int ioctl_filter(bool nsfree)
 	if (rc == 0)
 		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(prctl), 1,
 				      SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffffULL, (uint64_t)PR_SCHED_CORE));
+	if (rc == 0 && jail_knob_pfc())
+		seccomp_export_pfc(ctx, STDERR_FILENO);
 	if (rc == 0)
 		rc = seccomp_load(ctx);
 	seccomp_release(ctx);
@@ -456,7 +458,7 @@ int seccomp_apply(const struct jail_config *c, struct jail_report *r, struct err
 		l->state = JS_FAILED;
 		return err_sys(e, rc, "jail: seccomp rule for %s", what);
 	}
-	if (getenv("PSM_SECCOMP_PFC")) /* debugging aid: the filter as text */
+	if (jail_knob_pfc()) /* debugging aid: the filter as text */
 		seccomp_export_pfc(ctx, STDERR_FILENO);
 	if ((rc = ioctl_filter(nsfree)) < 0) {
 		seccomp_release(ctx);

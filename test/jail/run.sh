@@ -364,6 +364,14 @@ if timeout 60 "$JR" --check "$T/default.md" "$ROOT" "$WS" > "$T/out" 2>&1 && [ "
 else
 	bad "--check"
 fi
+# The debugging knob: both filters (the allow-list, the stacked refusals)
+# written out before they are loaded, though the environment is replaced.
+if PSM_SECCOMP_PFC=1 timeout 60 "$JR" --check "$T/default.md" "$ROOT" "$WS" > "$T/out" 2>&1 &&
+	[ "$(grep -c "^# pseudo filter code start" "$T/out")" = 2 ] && grep -q 'filter for syscall "clone3"' "$T/out"; then
+	ok "PSM_SECCOMP_PFC: both seccomp filters printed"
+else
+	bad "PSM_SECCOMP_PFC: both seccomp filters printed"
+fi
 if ! PSM_JAIL_DISABLE=mountns,landlock timeout 60 "$JR" --check "$T/default.md" "$ROOT" "$WS" > "$T/out" 2>&1; then
 	ok "--check fails when a needed layer is missing"
 else
