@@ -1,7 +1,9 @@
-/* Jail layer 6 (last): the seccomp allow-list, built with libseccomp.
+/* Jail layer 6 (last): the seccomp filters, built with libseccomp.
  *
- * Default: EPERM for every syscall not listed (new kernel interfaces start
- * closed).  A foreign architecture (int 0x80 i386 calls) or an x32 syscall
+ * Two filters, stacked (the kernel runs both and the strictest answer
+ * wins): an allow-list, and a short list of refusals inside what it allows.
+ * The allow-list's default is EPERM for every syscall not listed (new
+ * kernel interfaces start closed).  A foreign architecture (int 0x80 i386 calls) or an x32 syscall
  * number (__X32_SYSCALL_BIT) kills the process: those are other syscall
  * tables, the classic way around a filter written for x86_64.
  *
@@ -9,7 +11,11 @@
  * calling (strace -f of imports, BLAS, read_csv/groupby, savefig to PNG, SVG
  * and PDF, threads, fork, multiprocessing.Pool, ctypes callbacks, tempfile,
  * shutil, signals and timers) plus the zygote's own needs, grouped by
- * purpose; entries that need a reason have one. */
+ * purpose; entries that need a reason have one.  The calls allowed whatever
+ * their arguments are lists of names (allow, metadata, ...); the calls
+ * whose arguments decide are rows of a table (allow_rows, deny_rows), one
+ * row a rule: the syscall, the comparisons, the action, when it applies,
+ * and above it the attack it stops. */
 #include "seccomp.h"
 
 #include "landlock.h"
@@ -64,7 +70,7 @@ static const char *const allow[] = {
 	 * callbacks) and numpy's dispatch need them. */
 	"brk", "mmap", "munmap", "mprotect", "mremap", "madvise", "msync", "mincore",
 	"mlock", "mlock2", "munlock", /* bounded by RLIMIT_MEMLOCK */
-	"membarrier", "memfd_create", /* exec of a memfd is execveat: refused */
+	"membarrier", /* memfd_create: below */
 	/* Processes and threads (clone is filtered below) */
 	"fork", "vfork", "exit", "exit_group", "wait4", "waitid", "getpid", "getppid",
 	"gettid", "getuid", "geteuid", "getgid", "getegid", "getresuid", "getresgid",
@@ -132,29 +138,6 @@ static const char *const metadata[] = {
  * uid, /root for an effective uid 0). */
 static const char *const watch[] = { "inotify_add_watch", NULL };
 
-/* The ioctls allowed without the mount tree (everything else: EPERM).  With
- * it, a modifying ioctl on a file the code may only read fails on the
- * read-only bind (mnt_want_write_file); without it nothing but the filter
- * stops the ones that check ownership or write permission themselves on a
- * descriptor opened for reading: FS_IOC_SETVERSION, FS_IOC_ENABLE_VERITY
- * (the file becomes immutable), the encryption policies, btrfs's subvolume
- * and snapshot calls (a directory made where Landlock allows none), each
- * filesystem's own.  The list is what the interpreter and the stack were
- * traced using (isatty, terminal size, FIOCLEX), the terminal and socket
- * queries around them, and the read-only file queries. */
-static const uint64_t nsfree_ioctls[] = {
-	0x5401, 0x5402, 0x5403, 0x5404, /* TCGETS, TCSETS, TCSETSW, TCSETSF */
-	0x802c542a, 0x402c542b,         /* TCGETS2, TCSETS2 */
-	0x5409, 0x540a, 0x540b,         /* TCSBRK, TCXONC, TCFLSH */
-	0x540f, 0x5411, 0x5413, 0x5414, /* TIOCGPGRP, TIOCOUTQ, TIOCGWINSZ, TIOCSWINSZ */
-	0x541b, 0x5421, 0x5429,         /* FIONREAD, FIONBIO, TIOCGSID */
-	0x5450, 0x5451, 0x5452,         /* FIONCLEX, FIOCLEX, FIOASYNC */
-	0x2, 0x80086601, 0x80087601,    /* FIGETBSZ, FS_IOC_GETFLAGS, FS_IOC_GETVERSION */
-	0xc020660b, 0x801c581f,         /* FS_IOC_FIEMAP, FS_IOC_FSGETXATTR */
-	0x40049409, 0x4020940d,         /* FICLONE, FICLONERANGE (into a writable fd) */
-	0x80045200,                     /* RNDGETENTCNT */
-};
-
 /* System V IPC: in the jail's own ipc namespace only; without one, the
  * host's segments and semaphores (another program's shared memory, same
  * uid) would be there to attach: refused.  Shared memory also needs its
@@ -200,11 +183,224 @@ static const char *const sysv_shm[] = {
  * Landlock does not let the sandbox write; ptrace-checked files and
  * calls, Landlock's ptrace rule. */
 
-/* A second filter, stacked on the allow-list (the kernel runs both and the
- * strictest answer wins): TIOCSTI pushes characters into a terminal's input
- * (a command typed into the shell that started the server), TIOCLINUX can do
- * the same on a console.  The kernel reads cmd as 32 bits, so the comparison
- * masks the upper half: 0x100005412 is TIOCSTI too. */
+/* memfd_create: a memfd is memory no RSS shows until it is mapped, so it
+ * is refused where the server could not count it (jail_config.no_memfd).
+ * Exec of a memfd is execveat: refused without shell_exec. */
+static const char *const memfd[] = { "memfd_create", NULL };
+
+/* ---- when a rule applies ---- */
+
+/* What a jail can be, as facts; a rule names the facts it needs (all of
+ * them), 0 for always.  A fact and its opposite are both facts, so a rule
+ * for "without the mount tree" is as plain as one for "with it". */
+enum sc_fact {
+	F_TREE = 1 << 0,     /* the mount tree: everything outside the workspace is a
+			      * read-only bind (EROFS) or not there */
+	F_NSFREE = 1 << 1,   /* no mount tree: Landlock and seccomp alone (jail.c: judge) */
+	F_TRUNCATE = 1 << 2, /* truncate(2) by path is confined: the read-only binds,
+			      * or Landlock's TRUNCATE right (ABI >= 3) */
+	F_EXEC = 1 << 3,     /* shell_exec */
+	F_NET = 1 << 4,      /* net_access */
+	F_UNIX = 1 << 5,     /* unix sockets may be made: net_access with the tree */
+	F_NO_UNIX = 1 << 6,  /* the opposite */
+	F_IPCNS = 1 << 7,    /* the jail's own IPC namespace */
+	F_SHM = 1 << 8,      /* SysV shared memory goes at its last detach (jail_report.sysv_shm) */
+	F_MEMFD = 1 << 9,    /* the server can count memfds (!jail_config.no_memfd) */
+};
+
+static unsigned facts(const struct jail_config *c, const struct jail_report *r)
+{
+	const struct policy *p = c->policy;
+	bool tree = r->layer[JL_MOUNTNS].state == JS_APPLIED;
+	bool unix_ok = p->net_access && tree;
+	unsigned f = tree ? F_TREE : F_NSFREE;
+	if (tree || landlock_abi() >= 3)
+		f |= F_TRUNCATE;
+	f |= p->shell_exec ? F_EXEC : 0;
+	f |= p->net_access ? F_NET : 0;
+	f |= unix_ok ? F_UNIX : F_NO_UNIX;
+	f |= r->layer[JL_IPCNS].state == JS_APPLIED ? F_IPCNS : 0;
+	f |= r->sysv_shm ? F_SHM : 0;
+	f |= c->no_memfd ? 0 : F_MEMFD;
+	return f;
+}
+
+/* The lists of names, each with the facts it needs. */
+static const struct sc_list {
+	const char *const *names;
+	unsigned when;
+} lists[] = {
+	{ allow, 0 },
+	{ memfd, F_MEMFD },
+	{ metadata, F_TREE },
+	{ watch, F_TREE },
+	{ sysv_sem, F_IPCNS },
+	{ sysv_shm, F_IPCNS | F_SHM },
+};
+
+/* ---- the rows ---- */
+
+/* One rule: the syscall, its action when every comparison matches (the
+ * arguments are 64-bit registers: a masked comparison looks at the bits the
+ * kernel reads), and the facts it needs. */
+struct sc_row {
+	int nr;
+	const char *name; /* for the error message */
+	uint32_t action;
+	unsigned when;
+	unsigned n_cmp;
+	struct scmp_arg_cmp cmp[2];
+};
+
+#define ALLOW SCMP_ACT_ALLOW
+#define REFUSE SCMP_ACT_ERRNO(EPERM)
+/* For calls whose arguments are in memory, where seccomp cannot read them:
+ * the C library falls back to the older call, which is filtered. */
+#define NOSYS SCMP_ACT_ERRNO(ENOSYS)
+
+#define MASKED(i, mask, v) { .arg = (i), .op = SCMP_CMP_MASKED_EQ, .datum_a = (mask), .datum_b = (v) }
+#define EQ(i, v) { .arg = (i), .op = SCMP_CMP_EQ, .datum_a = (v), .datum_b = 0 }
+/* The kernel reads an int or a mode_t or a pid_t: the low 32 bits. */
+#define LOW32(i, v) MASKED(i, 0xffffffffULL, (uint64_t)(v))
+
+#define SC(sys, act, when) { SCMP_SYS(sys), #sys, act, when, 0, { { 0 } } }
+#define SC_ARG(sys, act, when, c0) { SCMP_SYS(sys), #sys, act, when, 1, { c0 } }
+#define SC_ARG2(sys, act, when, c0, c1) { SCMP_SYS(sys), #sys, act, when, 2, { c0, c1 } }
+
+/* nosuid on the jail's mounts protects nobody who runs a file from the
+ * host: a setuid or setgid bit the code sets stays on the host's disk (a
+ * copy of /usr/bin/id made setuid root when the workspace is root's).  So
+ * no call may ask for those bits; chmod and friends also refuse sticky and
+ * group or other write (a workspace, or a file in it, opened to other users
+ * of the host).  open, creat, mkdir and mknod refuse setuid and setgid
+ * (their group and other bits go through the umask, which must keep 022). */
+#define CHMOD_BAD (S_ISUID | S_ISGID | S_ISVTX | S_IWGRP | S_IWOTH)
+#define CREATE_BAD (S_ISUID | S_ISGID)
+/* mknod's mode also names the node's type: one row per type allowed
+ * (0 is a regular file too), never a device node. */
+#define MKNOD(sys, i, type) SC_ARG(sys, ALLOW, 0, MASKED(i, S_IFMT | CREATE_BAD, type))
+
+/* clone flags that build namespaces: a user namespace hands back every
+ * capability, the others rebuild what the jail hid. */
+#define CLONE_NEWANY (CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC | \
+		      CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET)
+/* A socket's type is in the low bits; SOCK_CLOEXEC and SOCK_NONBLOCK above. */
+#define SOCK_TYPE_MASK 0xf
+
+/* An ioctl allowed without the mount tree (the default there: EPERM). */
+#define IOCTL_QUERY(cmd) SC_ARG(ioctl, ALLOW, F_NSFREE, LOW32(1, cmd))
+
+/* The allow-list's argument rules, in the order they are added. */
+static const struct sc_row allow_rows[] = {
+	/* truncate(2) by path: where nothing confines it (no tree, Landlock
+	 * below ABI 3), a file the code may only read could be emptied. */
+	SC(truncate, ALLOW, F_TRUNCATE),
+
+	/* Modes (CHMOD_BAD above).  Without the tree chmod is refused
+	 * outright: the sandbox's uid owns the project's files (metadata). */
+	SC_ARG(chmod, ALLOW, F_TREE, MASKED(1, CHMOD_BAD, 0)),
+	SC_ARG(fchmod, ALLOW, F_TREE, MASKED(1, CHMOD_BAD, 0)),
+	SC_ARG(fchmodat, ALLOW, F_TREE, MASKED(2, CHMOD_BAD, 0)),
+	/* fchmodat2 (newer than this libseccomp's table: by number) and
+	 * openat2 (its mode is in a struct): their modes cannot be read, so
+	 * the setuid bit would go through. */
+	{ NR_FCHMODAT2, "fchmodat2", NOSYS, 0, 0, { { 0 } } },
+	SC(openat2, NOSYS, 0),
+	/* Creation modes (CREATE_BAD above): no setuid or setgid file. */
+	SC_ARG(open, ALLOW, 0, MASKED(2, CREATE_BAD, 0)),
+	SC_ARG(openat, ALLOW, 0, MASKED(3, CREATE_BAD, 0)),
+	SC_ARG(creat, ALLOW, 0, MASKED(1, CREATE_BAD, 0)),
+	SC_ARG(mkdir, ALLOW, 0, MASKED(1, CREATE_BAD, 0)),
+	SC_ARG(mkdirat, ALLOW, 0, MASKED(2, CREATE_BAD, 0)),
+	/* mknod: regular files, FIFOs and sockets (Landlock decides where);
+	 * a device node would open the host's disks or memory. */
+	MKNOD(mknod, 1, 0), MKNOD(mknod, 1, S_IFREG), MKNOD(mknod, 1, S_IFIFO), MKNOD(mknod, 1, S_IFSOCK),
+	MKNOD(mknodat, 2, 0), MKNOD(mknodat, 2, S_IFREG), MKNOD(mknodat, 2, S_IFIFO), MKNOD(mknodat, 2, S_IFSOCK),
+	/* umask: only masks that keep group and other write off (the jail
+	 * starts with 022 added to the server's); a umask of 0 would leave
+	 * world-writable files in the workspace. */
+	SC_ARG(umask, ALLOW, 0, MASKED(0, S_IWGRP | S_IWOTH, S_IWGRP | S_IWOTH)),
+
+	/* clone: threads and plain fork only, no namespace (CLONE_NEWANY). */
+	SC_ARG(clone, ALLOW, 0, MASKED(0, CLONE_NEWANY, 0)),
+	/* clone3 passes its flags in memory: the namespaces would go through. */
+	SC(clone3, NOSYS, 0),
+
+	/* Programs run only when shell_exec allows them. */
+	SC(execve, ALLOW, F_EXEC),
+	SC(execveat, ALLOW, F_EXEC),
+
+	/* Unix sockets only with net_access and the mount tree.  Not even
+	 * AF_UNIX otherwise: a host process listening on a pathname socket
+	 * inside ROOT (a dev server, a language server, a daemon's control
+	 * socket) would be reachable with connect(), and neither seccomp nor
+	 * Landlock can tell a path inside the sandbox from one outside;
+	 * without the tree and the network namespace a unix socket reaches
+	 * the host's daemons (/run/docker.sock, an abstract socket of the
+	 * session bus). */
+	SC_ARG(socket, ALLOW, F_UNIX, EQ(0, AF_UNIX)),
+	SC(socketpair, ALLOW, F_UNIX),
+	/* Without socket(), the only unix sockets are socketpair()'s, already
+	 * connected: connect() on them fails (EISCONN) and a stream or
+	 * seqpacket socket ignores or refuses a destination address.  A
+	 * datagram pair would not: sendto(path) on it reaches any host
+	 * datagram socket.  multiprocessing.Pool, Queue and Pipe use pipes
+	 * and stream pairs. */
+	SC_ARG(socketpair, ALLOW, F_NO_UNIX, MASKED(1, SOCK_TYPE_MASK, SOCK_STREAM)),
+	SC_ARG(socketpair, ALLOW, F_NO_UNIX, MASKED(1, SOCK_TYPE_MASK, SOCK_SEQPACKET)),
+	/* The network only with net_access: no socket to any network at all
+	 * otherwise (data sent out of the sandbox). */
+	SC_ARG(socket, ALLOW, F_NET, EQ(0, AF_INET)),
+	SC_ARG(socket, ALLOW, F_NET, EQ(0, AF_INET6)),
+	/* getaddrinfo asks rtnetlink which address families are up. */
+	SC_ARG(socket, ALLOW, F_NET, EQ(0, AF_NETLINK)),
+
+	/* ioctl.  With the tree, any: a modifying ioctl on a file the code may
+	 * only read fails on the read-only bind (mnt_want_write_file), and the
+	 * stacked filter refuses the few that act beyond the file (deny_rows).
+	 * Without the tree, only the queries below: nothing but the filter
+	 * stops the ioctls that check ownership or write permission themselves
+	 * on a descriptor opened for reading: FS_IOC_SETVERSION,
+	 * FS_IOC_ENABLE_VERITY (the file becomes immutable), the encryption
+	 * policies, btrfs's subvolume and snapshot calls (a directory made
+	 * where Landlock allows none), each filesystem's own.  The queries are
+	 * what the interpreter and the stack were traced using (isatty,
+	 * terminal size, FIOCLEX), the terminal and socket queries around
+	 * them, and the read-only file queries. */
+	SC(ioctl, ALLOW, F_TREE),
+	IOCTL_QUERY(0x5401), IOCTL_QUERY(0x5402), IOCTL_QUERY(0x5403), IOCTL_QUERY(0x5404),
+						/* TCGETS, TCSETS, TCSETSW, TCSETSF */
+	IOCTL_QUERY(0x802c542a), IOCTL_QUERY(0x402c542b), /* TCGETS2, TCSETS2 */
+	IOCTL_QUERY(0x5409), IOCTL_QUERY(0x540a), IOCTL_QUERY(0x540b), /* TCSBRK, TCXONC, TCFLSH */
+	IOCTL_QUERY(0x540f), IOCTL_QUERY(0x5411), IOCTL_QUERY(0x5413), IOCTL_QUERY(0x5414),
+						/* TIOCGPGRP, TIOCOUTQ, TIOCGWINSZ, TIOCSWINSZ */
+	IOCTL_QUERY(0x541b), IOCTL_QUERY(0x5421), IOCTL_QUERY(0x5429), /* FIONREAD, FIONBIO, TIOCGSID */
+	IOCTL_QUERY(0x5450), IOCTL_QUERY(0x5451), IOCTL_QUERY(0x5452), /* FIONCLEX, FIOCLEX, FIOASYNC */
+	IOCTL_QUERY(0x2), IOCTL_QUERY(0x80086601), IOCTL_QUERY(0x80087601),
+						/* FIGETBSZ, FS_IOC_GETFLAGS, FS_IOC_GETVERSION */
+	IOCTL_QUERY(0xc020660b), IOCTL_QUERY(0x801c581f), /* FS_IOC_FIEMAP, FS_IOC_FSGETXATTR */
+	IOCTL_QUERY(0x40049409), IOCTL_QUERY(0x4020940d), /* FICLONE, FICLONERANGE (into a writable fd) */
+	IOCTL_QUERY(0x80045200),		/* RNDGETENTCNT */
+	/* A socket's (type 0x89: SIOC*) where sockets are allowed; those that
+	 * change anything need CAP_NET_ADMIN, which the jail holds none of. */
+	SC_ARG(ioctl, ALLOW, F_NSFREE | F_NET, MASKED(1, 0xff00ULL, 0x8900ULL)),
+
+	/* personality: only the query and the default.  READ_IMPLIES_EXEC,
+	 * ADDR_NO_RANDOMIZE and friends weaken the next exec (callers
+	 * sign-extend the query's 0xffffffff). */
+	SC_ARG(personality, ALLOW, 0, LOW32(0, 0xffffffffULL)),
+	SC_ARG(personality, ALLOW, 0, LOW32(0, PER_LINUX)),
+
+	/* Resource limits, priority and CPU affinity of itself only (pid or
+	 * who 0): not the zygote's, not another session's, not the server's.
+	 * Attack: os.sched_setaffinity(server_pid, {0}) pinned the server to
+	 * one CPU (the scheduling family, above).  sched_setaffinity with pid
+	 * 0 sets the calling thread's (OpenBLAS pins its own threads so). */
+	SC_ARG(sched_setaffinity, ALLOW, 0, LOW32(0, 0)),
+	SC_ARG(prlimit64, ALLOW, 0, EQ(0, 0)),
+	SC_ARG2(setpriority, ALLOW, 0, EQ(0, PRIO_PROCESS), EQ(1, 0)),
+};
+
 #ifndef FS_IOC_SETFLAGS
 #define FS_IOC_SETFLAGS 0x40086602
 #endif
@@ -212,276 +408,169 @@ static const char *const sysv_shm[] = {
 #define FS_IOC_FSSETXATTR 0x401c5820
 #endif
 
-/* nsfree: also FS_IOC_SETFLAGS and FS_IOC_FSSETXATTR (chattr: the
- * append-only, no-dump, no-atime... flags of a file the uid owns) - more
- * metadata that a read-only bind would have refused (EROFS).
- * Both modes: prctl(PR_SCHED_CORE), which shares a core-scheduling cookie
- * with another process by pid (a sibling of sched_setaffinity). */
-static int ioctl_filter(bool nsfree)
-{
-	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
-	if (!ctx)
-		return -ENOMEM;
-	int rc = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
-	if (rc == 0)
-		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,
-				      SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffULL, (uint64_t)TIOCSTI));
-	if (rc == 0)
-		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,
-				      SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffULL, (uint64_t)TIOCLINUX));
-	static const uint64_t flags_ioctls[] = { FS_IOC_SETFLAGS, FS_IOC_FSSETXATTR };
-	for (size_t i = 0; nsfree && rc == 0 && i < 2; i++)
-		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,
-				      SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffULL, flags_ioctls[i]));
+/* The stacked filter: its default is to allow, and these rows refuse what
+ * the allow-list lets through (libseccomp cannot express "allow unless the
+ * argument is X" in a default-deny filter). */
+static const struct sc_row deny_rows[] = {
+	/* TIOCSTI pushes characters into a terminal's input (a command typed
+	 * into the shell that started the server); TIOCLINUX can do the same
+	 * on a console.  0x100005412 is TIOCSTI too: the low 32 bits. */
+	SC_ARG(ioctl, REFUSE, 0, LOW32(1, TIOCSTI)),
+	SC_ARG(ioctl, REFUSE, 0, LOW32(1, TIOCLINUX)),
+	/* chattr without the tree: the append-only, no-dump, no-atime...
+	 * flags of a file the uid owns, metadata a read-only bind would have
+	 * refused (EROFS). */
+	SC_ARG(ioctl, REFUSE, F_NSFREE, LOW32(1, FS_IOC_SETFLAGS)),
+	SC_ARG(ioctl, REFUSE, F_NSFREE, LOW32(1, FS_IOC_FSSETXATTR)),
 	/* Leases, in both modes: a lease needs only to own the file (the
-	 * sandbox's uid owns the project's files, or root's own them), and
-	 * a read lease on one makes every writer on the host (the agent's
+	 * sandbox's uid owns the project's files, or root's own them), and a
+	 * read lease on one makes every writer on the host (the agent's
 	 * editor, the user's shell, a package upgrade) wait for it, 45 s by
 	 * default. */
+	SC_ARG(fcntl, REFUSE, 0, LOW32(1, F_SETLEASE)),
+	/* prctl(PR_SCHED_CORE) shares a core-scheduling cookie with another
+	 * process by pid (a sibling of sched_setaffinity). */
+	SC_ARG(prctl, REFUSE, 0, LOW32(0, PR_SCHED_CORE)),
+};
+
+/* ---- building and loading ---- */
+
+/* Adds the rows whose facts hold; *what names the one that failed. */
+static int add_rows(scmp_filter_ctx ctx, const struct sc_row *rows, size_t n, unsigned have,
+		    const char **what)
+{
+	for (size_t i = 0; i < n; i++) {
+		const struct sc_row *w = &rows[i];
+		if ((w->when & have) != w->when)
+			continue;
+		int rc = seccomp_rule_add_array(ctx, w->action, w->nr, w->n_cmp, w->cmp);
+		if (rc < 0) {
+			*what = w->name;
+			return rc;
+		}
+	}
+	return 0;
+}
+
+/* The allow-list for the facts in have: the names, then the rows.  *n
+ * counts the names allowed (for the report). */
+static int build_allow(unsigned have, scmp_filter_ctx *out, int *n, const char **what)
+{
+	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ERRNO(EPERM));
+	if (!ctx) {
+		*what = "seccomp_init";
+		return -ENOMEM;
+	}
+	/* libseccomp's filter for x86_64 also sends syscall numbers with the
+	 * x32 bit to this action. */
+	int rc = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
+	*what = "badarch";
+	/* A binary tree of syscall numbers instead of a linear chain: every
+	 * syscall of the session runs through this filter, and the list is
+	 * long (with the filtered calls, about 230 entries). */
+	if (rc == 0 && (rc = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2)) < 0)
+		*what = "optimize";
+	*n = 0;
+	for (size_t li = 0; rc == 0 && li < N_ELEMENTS(lists); li++) {
+		if ((lists[li].when & have) != lists[li].when)
+			continue;
+		for (const char *const *s = lists[li].names; rc == 0 && *s; s++) {
+			int nr = seccomp_syscall_resolve_name(*s);
+			if (nr == __NR_SCMP_ERROR)
+				continue; /* not on this architecture */
+			if ((rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 0)) < 0)
+				*what = *s;
+			(*n)++;
+		}
+	}
 	if (rc == 0)
-		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(fcntl), 1,
-				      SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffULL, (uint64_t)F_SETLEASE));
+		rc = add_rows(ctx, allow_rows, N_ELEMENTS(allow_rows), have, what);
+	if (rc < 0) {
+		seccomp_release(ctx);
+		return rc;
+	}
+	*out = ctx;
+	return 0;
+}
+
+/* The stacked filter of refusals for the facts in have. */
+static int build_deny(unsigned have, scmp_filter_ctx *out, const char **what)
+{
+	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+	if (!ctx) {
+		*what = "seccomp_init";
+		return -ENOMEM;
+	}
+	int rc = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
+	*what = "badarch";
 	if (rc == 0)
-		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(prctl), 1,
-				      SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffffULL, (uint64_t)PR_SCHED_CORE));
-	if (rc == 0 && jail_knob_pfc())
-		seccomp_export_pfc(ctx, STDERR_FILENO);
-	if (rc == 0)
-		rc = seccomp_load(ctx);
-	seccomp_release(ctx);
-	return rc;
+		rc = add_rows(ctx, deny_rows, N_ELEMENTS(deny_rows), have, what);
+	if (rc < 0) {
+		seccomp_release(ctx);
+		return rc;
+	}
+	*out = ctx;
+	return 0;
+}
+
+static void describe(const struct jail_config *c, const struct jail_report *r, unsigned have, int n,
+		     struct jail_layer *l)
+{
+	bool nsfree = have & F_NSFREE;
+	snprintf(l->detail, sizeof l->detail,
+		 "%d syscalls; filtered: clone, socket (%s), socketpair, modes (no setuid/setgid, "
+		 "g/o write), mknod, umask, ioctl (%s), fcntl (no leases), personality, prlimit, "
+		 "sched_setaffinity, setpriority (itself only); no pidfd_open; execve %s; clone3, openat2 ENOSYS%s%s%s",
+		 n, have & F_NET ? (nsfree ? "inet, inet6, netlink" : "unix, inet, inet6, netlink") : "none",
+		 nsfree ? "queries only" : "no TIOCSTI",
+		 have & F_EXEC ? "allowed" : "refused",
+		 nsfree ? "; no chmod/chown/utime, no inotify" : "",
+		 !(have & F_IPCNS) ? "; no SysV IPC" : r->sysv_shm ? "" : "; no SysV shared memory",
+		 c->no_memfd ? "; no memfd_create" : "");
 }
 
 int seccomp_apply(const struct jail_config *c, struct jail_report *r, struct err *e)
 {
-	const struct policy *p = c->policy;
 	struct jail_layer *l = &r->layer[JL_SECCOMP];
 	if (jail_disabled("seccomp")) {
 		l->state = JS_NOT_AVAILABLE;
 		snprintf(l->detail, sizeof l->detail, "disabled by PSM_JAIL_DISABLE");
 		return 0;
 	}
-	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ERRNO(EPERM));
-	if (!ctx)
-		return err_set(e, -ENOMEM, "jail: seccomp_init");
-	int rc = 0, n = 0;
+	unsigned have = facts(c, r);
+	scmp_filter_ctx allow_ctx, deny_ctx;
 	const char *what = "";
-#define CHECK(expr, name)                            \
-	do {                                         \
-		if (rc == 0 && (rc = (expr)) < 0)    \
-			what = (name);               \
-	} while (0)
-
-	/* libseccomp's filter for x86_64 also sends syscall numbers with the
-	 * x32 bit to this action. */
-	CHECK(seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS), "badarch");
-	/* A binary tree of syscall numbers instead of a linear chain: every
-	 * syscall of the session runs through this filter, and the list is
-	 * long (with the filtered calls, about 230 entries). */
-	CHECK(seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2), "optimize");
-	/* The mode: with the mount tree or without (jail.c: judge). */
-	bool nsfree = r->layer[JL_MOUNTNS].state != JS_APPLIED;
-	bool ipcns = r->layer[JL_IPCNS].state == JS_APPLIED;
-	const char *const *lists[] = { allow, nsfree ? NULL : metadata, nsfree ? NULL : watch,
-				       ipcns ? sysv_sem : NULL, ipcns && r->sysv_shm ? sysv_shm : NULL };
-	for (size_t li = 0; li < sizeof lists / sizeof lists[0]; li++)
-		for (const char *const *s = lists[li]; s && *s; s++) {
-			/* A memfd is memory no RSS shows until it is mapped:
-			 * refused where the server could not count it. */
-			if (c->no_memfd && strcmp(*s, "memfd_create") == 0)
-				continue;
-			int nr = seccomp_syscall_resolve_name(*s);
-			if (nr == __NR_SCMP_ERROR)
-				continue; /* not on this architecture */
-			CHECK(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 0), *s);
-			n++;
-		}
-	/* truncate(2) by path: Landlock's TRUNCATE right (ABI 3) covers it;
-	 * below that, only the mount tree's read-only binds did. */
-	if (!nsfree || landlock_abi() >= 3)
-		CHECK(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(truncate), 0), "truncate");
-
-	/* Modes.  nosuid on the jail's mounts protects nobody who runs the
-	 * file from the host: a setuid or setgid bit the code sets stays on
-	 * the host's disk (a copy of /usr/bin/id made setuid root when the
-	 * workspace is root's).  So no call may ask for those bits: chmod and
-	 * friends (with the mount tree; without it they are refused outright,
-	 * see metadata) also refuse sticky and group or other write (a
-	 * workspace, or a file in it, opened to other users of the host);
-	 * open, creat, mkdir and mknod refuse setuid and setgid (their group
-	 * and other bits go through the umask, which must keep 022).  mknod
-	 * makes regular files, FIFOs and sockets only (Landlock decides
-	 * where), never device nodes.  The kernel reads a mode_t: the masks
-	 * cover the low bits. */
-	const uint64_t CHMOD_BAD = S_ISUID | S_ISGID | S_ISVTX | S_IWGRP | S_IWOTH;
-	const uint64_t CREATE_BAD = S_ISUID | S_ISGID;
-	/* Each call whose mode is checked: the argument that holds it, the
-	 * bits of it that are compared (mask) and the value they must have. */
-	struct mode_rule {
-		int nr;
-		const char *name;
-		unsigned arg;
-		uint64_t mask, value;
-	};
-	const struct mode_rule chmods[] = {
-		{ SCMP_SYS(chmod), "chmod", 1, CHMOD_BAD, 0 },
-		{ SCMP_SYS(fchmod), "fchmod", 1, CHMOD_BAD, 0 },
-		{ SCMP_SYS(fchmodat), "fchmodat", 2, CHMOD_BAD, 0 },
-	};
-	struct mode_rule creates[] = {
-		{ SCMP_SYS(open), "open", 2, CREATE_BAD, 0 },
-		{ SCMP_SYS(openat), "openat", 3, CREATE_BAD, 0 },
-		{ SCMP_SYS(creat), "creat", 1, CREATE_BAD, 0 },
-		{ SCMP_SYS(mkdir), "mkdir", 1, CREATE_BAD, 0 },
-		{ SCMP_SYS(mkdirat), "mkdirat", 2, CREATE_BAD, 0 },
-		/* mknod's mode also names the node's type: one rule per type
-		 * allowed (value filled below). */
-		{ SCMP_SYS(mknod), "mknod", 1, S_IFMT | CREATE_BAD, 0 },
-		{ SCMP_SYS(mknodat), "mknodat", 2, S_IFMT | CREATE_BAD, 0 },
-	};
-	if (!nsfree)
-		for (size_t i = 0; i < N_ELEMENTS(chmods); i++)
-			CHECK(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, chmods[i].nr, 1,
-					       SCMP_CMP(chmods[i].arg, SCMP_CMP_MASKED_EQ, chmods[i].mask, chmods[i].value)),
-			      chmods[i].name);
-	/* fchmodat2 (newer than this libseccomp's table: by number) and
-	 * openat2 (its mode is in a struct seccomp cannot read): ENOSYS, and
-	 * the C library falls back to the calls filtered here. */
-	CHECK(seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), NR_FCHMODAT2, 0), "fchmodat2");
-	CHECK(seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(openat2), 0), "openat2");
-	static const uint64_t node_types[] = { 0, S_IFREG, S_IFIFO, S_IFSOCK };
-	for (size_t i = 0; i < N_ELEMENTS(creates); i++) {
-		bool node = creates[i].mask & S_IFMT;
-		for (size_t t = 0; t < (node ? N_ELEMENTS(node_types) : 1); t++) {
-			creates[i].value = node ? node_types[t] : 0;
-			CHECK(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, creates[i].nr, 1,
-					       SCMP_CMP(creates[i].arg, SCMP_CMP_MASKED_EQ, creates[i].mask, creates[i].value)),
-			      creates[i].name);
-		}
-	}
-	/* umask: only masks that keep group and other write off (the jail
-	 * starts with 022 added to the server's). */
-	CHECK(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(umask), 1,
-			       SCMP_A0(SCMP_CMP_MASKED_EQ, S_IWGRP | S_IWOTH, S_IWGRP | S_IWOTH)), "umask");
-
-	/* clone: threads and plain fork only.  A CLONE_NEW* flag would build
-	 * new namespaces (a user namespace hands back every capability). */
-	const uint64_t NEWNS = CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC |
-			       CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET;
-	CHECK(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(clone), 1,
-			       SCMP_A0(SCMP_CMP_MASKED_EQ, NEWNS, 0)), "clone");
-	/* clone3 passes its flags in memory, which seccomp cannot read:
-	 * answer ENOSYS and glibc falls back to clone, filtered above. */
-	CHECK(seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0), "clone3");
-
-	if (p->shell_exec) {
-		CHECK(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(execve), 0), "execve");
-		CHECK(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(execveat), 0), "execveat");
-	}
-
-	/* socket: none at all when net_access is false.  Not even AF_UNIX: a
-	 * host process listening on a pathname socket inside ROOT (a dev
-	 * server, a language server, a daemon's control socket) would be
-	 * reachable with connect(), and neither seccomp nor Landlock can tell
-	 * a path inside the sandbox from one outside.  Without the mount tree
-	 * and the network namespace, a unix socket reaches the host's daemons
-	 * (/run/docker.sock, an abstract socket of the session bus): none
-	 * then, whatever net_access says.  Without socket(), the only unix
-	 * sockets are socketpair()'s, already connected to each other:
-	 * connect() on them fails (EISCONN) and a stream or seqpacket socket
-	 * ignores or refuses a destination address.  A datagram pair would
-	 * not: sendto(path) on it reaches any host datagram socket, so
-	 * socketpair() is limited to SOCK_STREAM and SOCK_SEQPACKET (the type
-	 * in the low bits; SOCK_CLOEXEC and SOCK_NONBLOCK above them) unless
-	 * unix sockets are allowed anyway.  multiprocessing.Pool, Queue and
-	 * Pipe use pipes and stream pairs. */
-	const uint64_t TYPE_MASK = 0xf;
-	bool unix_ok = p->net_access && !nsfree;
-	if (unix_ok) {
-		CHECK(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 1,
-				       SCMP_A0(SCMP_CMP_EQ, AF_UNIX)), "socket");
-		CHECK(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socketpair), 0), "socketpair");
-	} else {
-		CHECK(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socketpair), 1,
-				       SCMP_A1(SCMP_CMP_MASKED_EQ, TYPE_MASK, SOCK_STREAM)), "socketpair");
-		CHECK(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socketpair), 1,
-				       SCMP_A1(SCMP_CMP_MASKED_EQ, TYPE_MASK, SOCK_SEQPACKET)), "socketpair");
-	}
-	if (p->net_access) {
-		CHECK(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 1,
-				       SCMP_A0(SCMP_CMP_EQ, AF_INET)), "socket");
-		CHECK(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 1,
-				       SCMP_A0(SCMP_CMP_EQ, AF_INET6)), "socket");
-		/* getaddrinfo asks rtnetlink which address families are up. */
-		CHECK(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 1,
-				       SCMP_A0(SCMP_CMP_EQ, AF_NETLINK)), "socket");
-	}
-
-	/* ioctl is allowed here; TIOCSTI and TIOCLINUX are refused by the
-	 * second filter (ioctl_filter): libseccomp cannot express "allow
-	 * unless the argument is X" in a default-deny filter.  Without the
-	 * mount tree, only the listed ones (nsfree_ioctls), and a socket's
-	 * (type 0x89: SIOC*; those that change anything need CAP_NET_ADMIN)
-	 * where sockets are allowed.  The kernel reads cmd as 32 bits. */
-	if (!nsfree)
-		CHECK(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 0), "ioctl");
-	for (size_t i = 0; nsfree && i < N_ELEMENTS(nsfree_ioctls); i++)
-		CHECK(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1,
-				       SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffULL, nsfree_ioctls[i])), "ioctl");
-	if (nsfree && p->net_access)
-		CHECK(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1,
-				       SCMP_A1(SCMP_CMP_MASKED_EQ, 0xff00ULL, 0x8900ULL)), "ioctl");
-
-	/* personality: only the query and the default.  READ_IMPLIES_EXEC,
-	 * ADDR_NO_RANDOMIZE and friends weaken the next exec.  The kernel
-	 * reads 32 bits (and callers sign-extend 0xffffffff): mask. */
-	CHECK(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(personality), 1,
-			       SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffffULL, 0xffffffffULL)), "personality");
-	CHECK(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(personality), 1,
-			       SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffffULL, (uint64_t)PER_LINUX)), "personality");
-
-	/* Resource limits, priority and CPU affinity of itself only (pid/who
-	 * 0): not the zygote's, not another session's, not the server's (see
-	 * the scheduling family above).  sched_setaffinity with pid 0 sets the
-	 * calling thread's (OpenBLAS pins its own threads so); the kernel reads
-	 * a pid_t: the mask covers the low 32 bits. */
-	CHECK(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(sched_setaffinity), 1,
-			       SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffffULL, 0)), "sched_setaffinity");
-	CHECK(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(prlimit64), 1,
-			       SCMP_A0(SCMP_CMP_EQ, 0)), "prlimit64");
-	CHECK(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(setpriority), 2,
-			       SCMP_A0(SCMP_CMP_EQ, PRIO_PROCESS), SCMP_A1(SCMP_CMP_EQ, 0)),
-	      "setpriority");
-#undef CHECK
+	int n = 0;
+	int rc = build_allow(have, &allow_ctx, &n, &what);
 	if (rc < 0) {
-		seccomp_release(ctx);
 		l->state = JS_FAILED;
 		return err_sys(e, rc, "jail: seccomp rule for %s", what);
 	}
-	if (jail_knob_pfc()) /* debugging aid: the filter as text */
-		seccomp_export_pfc(ctx, STDERR_FILENO);
-	if ((rc = ioctl_filter(nsfree)) < 0) {
-		seccomp_release(ctx);
+	if ((rc = build_deny(have, &deny_ctx, &what)) < 0) {
+		seccomp_release(allow_ctx);
 		l->state = JS_FAILED;
 		return err_sys(e, rc, "jail: seccomp ioctl filter");
 	}
-	rc = seccomp_load(ctx);
-	seccomp_release(ctx);
+	if (jail_knob_pfc()) { /* a debugging aid: the filters as text */
+		seccomp_export_pfc(allow_ctx, STDERR_FILENO);
+		seccomp_export_pfc(deny_ctx, STDERR_FILENO);
+	}
+	/* The refusals, then the allow-list (seccomp(2) is on it: the order
+	 * does not matter for what is enforced). */
+	rc = seccomp_load(deny_ctx);
+	seccomp_release(deny_ctx);
+	if (rc < 0) {
+		seccomp_release(allow_ctx);
+		l->state = JS_FAILED;
+		return err_sys(e, rc, "jail: seccomp ioctl filter");
+	}
+	rc = seccomp_load(allow_ctx);
+	seccomp_release(allow_ctx);
 	if (rc < 0) {
 		l->state = JS_FAILED;
 		return err_sys(e, rc, "jail: seccomp_load");
 	}
 	l->state = JS_APPLIED;
-	snprintf(l->detail, sizeof l->detail,
-		 "%d syscalls; filtered: clone, socket (%s), socketpair, modes (no setuid/setgid, "
-		 "g/o write), mknod, umask, ioctl (%s), fcntl (no leases), personality, prlimit, "
-		 "sched_setaffinity, setpriority (itself only); no pidfd_open; execve %s; clone3, openat2 ENOSYS%s%s%s",
-		 n, p->net_access ? (nsfree ? "inet, inet6, netlink" : "unix, inet, inet6, netlink")
-				  : "none",
-		 nsfree ? "queries only" : "no TIOCSTI",
-		 p->shell_exec ? "allowed" : "refused",
-		 nsfree ? "; no chmod/chown/utime, no inotify" : "",
-		 !ipcns ? "; no SysV IPC" : r->sysv_shm ? "" : "; no SysV shared memory",
-		 c->no_memfd ? "; no memfd_create" : "");
+	describe(c, r, have, n, l);
 	return 0;
 }
