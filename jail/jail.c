@@ -18,6 +18,8 @@
 #include "secrets.h"
 #include "uid.h"
 
+#include "../common/util.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -384,6 +386,178 @@ static int thread_count(void)
 	return n;
 }
 
+/* What the steps of jail_enter share. */
+struct entry {
+	const struct jail_config *c;
+	struct jail_report *r;
+	struct err *e;
+	bool root;       /* the server runs as root */
+	uid_t uid;       /* the ids the sandbox runs as when root (jail_uid_choose) */
+	gid_t gid;
+	bool userns;     /* a user namespace can be made */
+	bool root_route; /* root builds the namespaces itself, then gives root up */
+	int idmapped;    /* jail_ns_prepare cloned the mount sources ID-mapped */
+};
+
+static int step_fds(struct entry *en)
+{
+	int rc = jail_fds_apply(en->c, en->r, en->e);
+	if (rc < 0)
+		return rc;
+	/* Group and other write off for everything the code creates: with a
+	 * umask of 0 inherited from the server, open(..., 0666) would leave
+	 * world-writable files in the workspace.  seccomp then refuses any
+	 * umask that turns them back on. */
+	umask(umask(0) | S_IWGRP | S_IWOTH);
+	return 0;
+}
+
+/* Root without user namespaces can still build the other namespaces and
+ * the mount tree itself, before giving root up.  So does root whose user
+ * namespace could not build a mount tree (AppArmor's restriction leaves it
+ * without capabilities): giving root up first would leave a project below
+ * a directory only root may enter out of reach, where the root route can
+ * keep the effective uid 0.  Decides only; changes nothing. */
+static int step_route(struct entry *en)
+{
+	struct jail_report *r = en->r;
+	jail_uid_choose(en->c, &en->uid, &en->gid);
+	en->userns = !jail_disabled("userns") &&
+		     jail_userns_probe(en->root ? en->uid : getuid(), en->root ? en->gid : getgid(), false);
+	if (!en->userns) {
+		r->layer[JL_USERNS].state = JS_NOT_AVAILABLE;
+		snprintf(r->layer[JL_USERNS].detail, sizeof r->layer[0].detail, "%s",
+			 jail_disabled("userns") ? "disabled by PSM_JAIL_DISABLE"
+						 : "unshare(CLONE_NEWUSER) refused");
+	}
+	en->root_route = en->root && (!en->userns || jail_disabled("mountns") ||
+				      !jail_userns_probe(en->uid, en->gid, true));
+	return 0;
+}
+
+/* As root, on either route: the mount sources cloned while root can
+ * still reach them. */
+static int step_prepare(struct entry *en)
+{
+	if (!en->root)
+		return 0;
+	int rc = jail_ns_prepare(en->c, en->uid, en->gid, en->e);
+	if (rc < 0)
+		return rc;
+	en->idmapped = rc;
+	return 0;
+}
+
+/* Root on the user-namespace route: the IPC namespace before root goes. */
+static int step_ipc_early(struct entry *en)
+{
+	if (en->root && en->userns && !en->root_route)
+		jail_ns_ipc_early(en->r);
+	return 0;
+}
+
+/* The user-namespace route gives root up before the namespaces are built,
+ * so that they are built as the sandbox's uid. */
+static int step_uid_first(struct entry *en)
+{
+	if (en->root_route)
+		return 0;
+	return jail_uid_apply(en->c, en->idmapped == 0, false, en->r, en->e);
+}
+
+static int step_ns(struct entry *en)
+{
+	return jail_ns_apply(en->c, en->userns && !en->root_route, en->r, en->e);
+}
+
+/* The secrets, in the sandbox's view of the files: as its uid with the
+ * capabilities of its own user namespace (for the mounts), or still as
+ * root on the root route (a superset of what the sandbox could list). */
+static int step_secrets(struct entry *en)
+{
+	return scan_and_hide(en->c, en->r, en->e);
+}
+
+/* The root route gives root up once the namespaces and mounts are made. */
+static int step_uid_last(struct entry *en)
+{
+	if (!en->root_route)
+		return 0;
+	return jail_uid_apply(en->c, en->idmapped == 0, !ok(en->r, JL_MOUNTNS), en->r, en->e);
+}
+
+static int step_scratch(struct entry *en)
+{
+	if (en->r->layer[JL_MOUNTNS].state != JS_APPLIED)
+		make_scratch(en->c, en->r);
+	return 0;
+}
+
+static int step_caps(struct entry *en)
+{
+	return jail_caps_apply(en->c, en->r, en->e);
+}
+
+static int step_rlimits(struct entry *en)
+{
+	return jail_rlimits_apply(en->c, en->r, en->e);
+}
+
+static int step_landlock(struct entry *en)
+{
+	return landlock_apply(en->c, ok(en->r, JL_MOUNTNS), en->r, en->e);
+}
+
+static int step_cwd(struct entry *en)
+{
+	const struct jail_config *c = en->c;
+	/* PDEATHSIG again: credential changes above may have cleared it. */
+	prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+	if (chdir(c->root) == 0)
+		return 0;
+	if (errno == EACCES && en->r->layer[JL_MOUNTNS].state != JS_APPLIED)
+		/* The mount tree would have shown it (cloned as root); here
+		 * the host's permissions are the sandbox's. */
+		return err_set(en->e, -EACCES,
+			       "jail: the sandbox's uid %u cannot reach the project directory %s "
+			       "(a directory above it is private), and without namespaces nothing "
+			       "can show it: make the directories above it searchable "
+			       "(chmod o+x DIR) or run the server as the project's owner",
+			       (unsigned)getuid(), c->root);
+	return err_sys(en->e, -errno, "jail: chdir %s", c->root);
+}
+
+static int step_seccomp(struct entry *en)
+{
+	return seccomp_apply(en->c, en->r, en->e);
+}
+
+/* The chain, in order, as nsjail's containProc: each step returns 0 or a
+ * negative errno with the message set, and the first failure ends it
+ * (fail closed).  A layer the kernel lacks is no failure: its state says
+ * so, and judge() decides at the end whether the policy still holds.
+ * Each step skips itself where it does not apply, so that both routes
+ * (root building the namespaces itself, or a user namespace) read as one
+ * list:
+ *   root route: prepare, ns, secrets, uid_last
+ *   userns route: [prepare, ipc_early when root,] uid_first, ns, secrets */
+static int (*const chain[])(struct entry *) = {
+	step_fds,       /* fds closed, stdin /dev/null, the environment, the umask */
+	step_route,     /* the ids and which route */
+	step_prepare,   /* root: the mount sources, ID-mapped when they can be */
+	step_ipc_early, /* root on the userns route: the IPC namespace */
+	step_uid_first, /* userns route: root given up */
+	step_ns,        /* the namespaces, the fork into the pid namespace, the mount tree */
+	step_secrets,   /* the secrets found, covered in the mount tree */
+	step_uid_last,  /* root route: root given up */
+	step_scratch,   /* no mount tree: the private scratch directory */
+	step_caps,      /* capabilities, securebits, no_new_privs */
+	step_rlimits,
+	step_landlock,
+	step_cwd,       /* PDEATHSIG again, the project root as the cwd */
+	step_seccomp,   /* last: it refuses what the steps above needed */
+};
+
 int jail_enter(const struct jail_config *c, struct jail_report *r, struct err *e)
 {
 	memset(r, 0, sizeof *r);
@@ -409,98 +583,18 @@ int jail_enter(const struct jail_config *c, struct jail_report *r, struct err *e
 		snprintf(root_refusal, sizeof root_refusal,
 			 "the project root %.300s is %s, not a project: start the server with "
 			 "--root set to the project directory", c->root, which);
-	bool root = geteuid() == 0;
-	int rc;
-
-	if ((rc = jail_fds_apply(c, r, e)) < 0)
-		goto fail;
-	/* Group and other write off for everything the code creates: with a
-	 * umask of 0 inherited from the server, open(..., 0666) would leave
-	 * world-writable files in the workspace.  seccomp then refuses any
-	 * umask that turns them back on. */
-	umask(umask(0) | S_IWGRP | S_IWOTH);
-
-	/* Root without user namespaces can still build the other namespaces
-	 * and the mount tree itself, before giving root up.  So does root
-	 * whose user namespace could not build a mount tree (AppArmor's
-	 * restriction leaves it without capabilities): giving root up first
-	 * would leave a project below a directory only root may enter out of
-	 * reach, where the root route can keep the effective uid 0. */
-	uid_t uid;
-	gid_t gid;
-	jail_uid_choose(c, &uid, &gid);
-	bool userns = !jail_disabled("userns") &&
-		      jail_userns_probe(root ? uid : getuid(), root ? gid : getgid(), false);
-	if (!userns) {
-		r->layer[JL_USERNS].state = JS_NOT_AVAILABLE;
-		snprintf(r->layer[JL_USERNS].detail, sizeof r->layer[0].detail, "%s",
-			 jail_disabled("userns") ? "disabled by PSM_JAIL_DISABLE"
-						 : "unshare(CLONE_NEWUSER) refused");
-	}
-	bool root_route = root && (!userns || jail_disabled("mountns") ||
-				   !jail_userns_probe(uid, gid, true));
-	if (root_route) {
-		int idm = rc = jail_ns_prepare(c, uid, gid, e);
-		if (rc < 0)
-			goto fail;
-		if ((rc = jail_ns_apply(c, false, r, e)) < 0)
-			goto fail;
-		/* Still root (the mount calls need it); the scan is a
-		 * superset of what the sandbox could list. */
-		if ((rc = scan_and_hide(c, r, e)) < 0)
-			goto fail;
-		if ((rc = jail_uid_apply(c, idm == 0, !ok(r, JL_MOUNTNS), r, e)) < 0)
-			goto fail;
-	} else {
-		int idm = 0;
-		if (root && (idm = rc = jail_ns_prepare(c, uid, gid, e)) < 0)
-			goto fail;
-		if (root && userns)
-			jail_ns_ipc_early(r);
-		if ((rc = jail_uid_apply(c, idm == 0, false, r, e)) < 0)
-			goto fail;
-		if ((rc = jail_ns_apply(c, userns, r, e)) < 0)
-			goto fail;
-		/* As the sandbox's uid and in its view of the files (with the
-		 * capabilities of its own user namespace, for the mounts). */
-		if ((rc = scan_and_hide(c, r, e)) < 0)
-			goto fail;
-	}
-	if (r->layer[JL_MOUNTNS].state != JS_APPLIED)
-		make_scratch(c, r);
-	if ((rc = jail_caps_apply(c, r, e)) < 0)
-		goto fail;
-	if ((rc = jail_rlimits_apply(c, r, e)) < 0)
-		goto fail;
-	if ((rc = landlock_apply(c, ok(r, JL_MOUNTNS), r, e)) < 0)
-		goto fail;
-	/* PDEATHSIG again: credential changes above may have cleared it. */
-	prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
-	if (chdir(c->root) < 0) {
-		if (errno == EACCES && r->layer[JL_MOUNTNS].state != JS_APPLIED)
-			/* The mount tree would have shown it (cloned as root);
-			 * here the host's permissions are the sandbox's. */
-			rc = err_set(e, -EACCES,
-				     "jail: the sandbox's uid %u cannot reach the project directory %s "
-				     "(a directory above it is private), and without namespaces nothing "
-				     "can show it: make the directories above it searchable "
-				     "(chmod o+x DIR) or run the server as the project's owner",
-				     (unsigned)getuid(), c->root);
-		else
-			rc = err_sys(e, -errno, "jail: chdir %s", c->root);
-		goto fail;
-	}
-	if ((rc = seccomp_apply(c, r, e)) < 0)
-		goto fail;
+	struct entry en = { .c = c, .r = r, .e = e, .root = geteuid() == 0 };
+	int rc = 0;
+	for (size_t i = 0; rc >= 0 && i < N_ELEMENTS(chain); i++)
+		rc = chain[i](&en);
 	judge(c, r, landlock_abi());
+	if (rc < 0)
+		return rc;
 	/* Without a pid namespace /proc is the host's: each session reads only
 	 * its own entry there (landlock.c). */
 	session_proc = r->nsfree ? (r->euid0 ? SESSION_PROC_OWN_NO_SYS : SESSION_PROC_OWN)
 				 : SESSION_PROC_ALL;
 	return 0;
-fail:
-	judge(c, r, landlock_abi());
-	return rc;
 }
 
 int jail_session_enter(struct err *e)
