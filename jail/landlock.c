@@ -17,6 +17,8 @@
 
 #include "secrets.h"
 
+#include "../common/util.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -138,15 +140,13 @@ static void handled_for_abi(int abi, struct psm_ruleset_attr *a, size_t *size)
 
 static int add_path(int rs, const char *path, uint64_t access, uint64_t handled, int *n)
 {
-	int fd = open(path, O_PATH | O_CLOEXEC);
+	cleanup_fd int fd = open(path, O_PATH | O_CLOEXEC);
 	if (fd < 0)
 		/* Missing, or not even reachable by this uid: nothing to grant. */
 		return errno == ENOENT || errno == EACCES ? 0 : -errno;
 	struct stat st;
-	if (fstat(fd, &st) < 0) {
-		close(fd);
+	if (fstat(fd, &st) < 0)
 		return -errno;
-	}
 	access &= handled;
 	if (!S_ISDIR(st.st_mode))
 		/* Directory-only rights are refused on a file. */
@@ -154,11 +154,8 @@ static int add_path(int rs, const char *path, uint64_t access, uint64_t handled,
 			  LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_TRUNCATE |
 			  LANDLOCK_ACCESS_FS_IOCTL_DEV;
 	struct psm_path_beneath pb = { .allowed_access = access, .parent_fd = fd };
-	long r = access ? syscall(__NR_landlock_add_rule, rs, LANDLOCK_RULE_PATH_BENEATH, &pb, 0) : 0;
-	int er = errno;
-	close(fd);
-	if (r < 0)
-		return -er;
+	if (access && syscall(__NR_landlock_add_rule, rs, LANDLOCK_RULE_PATH_BENEATH, &pb, 0) < 0)
+		return -errno;
 	(*n)++;
 	return 0;
 }
@@ -247,10 +244,113 @@ static void list_top(void)
 static const char *const dev_rw[] = { "/dev/null", "/dev/zero", "/dev/full", NULL };
 static const char *const dev_ro[] = { "/dev/random", "/dev/urandom", NULL };
 
+/* The rules being added to a ruleset: the first failure stops the rest
+ * and names its path. */
+struct rules {
+	int rs;
+	uint64_t handled;
+	const struct secret_scan *sc;
+	int n;
+	int er;
+	const char *failed;
+};
+
+static void rule(struct rules *w, const char *path, uint64_t access)
+{
+	if (!w->er && (w->er = add_path(w->rs, path, access, w->handled, &w->n)) < 0)
+		w->failed = path;
+}
+
+/* Read rights on path, minus the secrets found below it (read_around). */
+static void rule_around(struct rules *w, const char *path, uint64_t access)
+{
+	if (!w->er && (w->er = read_around(w->rs, path, access, w->handled, &w->n, w->sc)) < 0)
+		w->failed = path;
+}
+
+/* What the policy shows and makes writable, and the runtime's paths. */
+static void policy_rules(const struct jail_config *c, struct rules *w)
+{
+	const struct policy *p = c->policy;
+	uint64_t X = p->shell_exec ? LANDLOCK_ACCESS_FS_EXECUTE : 0;
+	const char *const *rt = c->runtime_ro ? c->runtime_ro : jail_default_runtime_paths();
+	for (const char *const *q = rt; *q; q++)
+		rule(w, *q, R_READ | X);
+	if (c->venv)
+		rule(w, c->venv, R_READ | X);
+	/* What fs_read shows, minus the secrets found below it. */
+	if (p->fs_read == FS_READ_ROOT)
+		rule_around(w, c->root, R_READ | X);
+	else if (p->fs_read == FS_READ_LIST)
+		for (size_t i = 0; i < p->n_fs_read_paths; i++)
+			rule_around(w, p->fs_read_paths[i], R_READ | X);
+	/* Never EXECUTE where the code can write: nothing it wrote runs. */
+	rule(w, c->workspace, p->fs_write == FS_WRITE_WORKSPACE ? R_READ | R_WRITE : R_READ);
+	if (p->fs_write == FS_WRITE_LIST)
+		for (size_t i = 0; i < p->n_fs_write_paths; i++)
+			rule(w, p->fs_write_paths[i], R_READ | R_WRITE);
+	if (p->net_access) {
+		/* /etc/ssl's certificates, not its private/ (root's server
+		 * keys: closed by their mode to any uid but 0, and the sandbox
+		 * may keep the effective uid 0, see uid.c). */
+		static const char *const net_ro[] = {
+			"/etc/resolv.conf", "/etc/hosts", "/etc/host.conf", "/etc/nsswitch.conf",
+			"/etc/gai.conf", "/etc/services", "/etc/protocols", "/etc/ssl/certs",
+			"/etc/ssl/openssl.cnf", "/etc/ca-certificates", NULL,
+		};
+		for (const char *const *q = net_ro; *q; q++)
+			rule(w, *q, R_READ);
+	}
+}
+
+/* Scratch space, /proc and the few system files of the mode. */
+static void mode_rules(const struct jail_config *c, bool private_tmp, const struct jail_report *r,
+		       struct rules *w)
+{
+	/* /tmp and /dev/shm only when they are the jail's private tmpfs:
+	 * without a mount namespace they are the host's, shared with every
+	 * other user, and stay closed. */
+	if (private_tmp) {
+		/* A rule covers everything below its directory, mounts
+		 * included: with ROOT (or the workspace, or a listed path)
+		 * mounted below /tmp, the scratch rights would reach the
+		 * host's directories there.  Then /tmp gets plain writes only
+		 * (no symlink, FIFO or socket anywhere). */
+		uint64_t special = user_data_below(c, "/tmp") || user_data_below(c, "/dev/shm")
+					   ? 0 : R_SPECIAL;
+		/* Listing directories anywhere in the jail's own tree shows
+		 * nothing the mount tree did not choose to show. */
+		rule(w, "/", LANDLOCK_ACCESS_FS_READ_DIR);
+		rule(w, "/tmp", R_READ | R_WRITE | special);
+		rule(w, "/dev/shm", R_READ | R_WRITE | special);
+		rule(w, "/proc", R_READ);
+		rule(w, "/etc/passwd", R_READ);
+		rule(w, "/etc/group", R_READ);
+	} else {
+		/* The namespace-free mode.  Scratch space: the jail's own
+		 * directory, not the host's /tmp (jail.c: make_scratch). */
+		if (r->scratch[0])
+			/* Symlinks, FIFOs and sockets too: it is private to
+			 * the jail (mode 0700) and removed with it. */
+			rule(w, r->scratch, R_READ | R_WRITE | R_SPECIAL);
+		/* The host's /proc, read-only: the zygote and each session
+		 * find what the code left running by reading it (procs.c).
+		 * Other processes' command lines and status are readable
+		 * there; their environment, memory, fds, cwd and root are not
+		 * (Landlock's ptrace rule refuses processes outside the
+		 * domain), nor can they be signalled (the signal scope). */
+		rule(w, "/proc", R_READ);
+	}
+	for (const char *const *q = dev_rw; *q; q++)
+		rule(w, *q, LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_WRITE_FILE |
+			    LANDLOCK_ACCESS_FS_IOCTL_DEV);
+	for (const char *const *q = dev_ro; *q; q++)
+		rule(w, *q, LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_IOCTL_DEV);
+}
+
 int landlock_apply(const struct jail_config *c, bool private_tmp, struct jail_report *r,
 		   struct err *e)
 {
-	const struct policy *p = c->policy;
 	struct jail_layer *l = &r->layer[JL_LANDLOCK];
 	int abi = landlock_abi();
 	if (abi <= 0) {
@@ -266,112 +366,26 @@ int landlock_apply(const struct jail_config *c, bool private_tmp, struct jail_re
 	size_t size;
 	handled_for_abi(abi, &a, &size);
 	/* net_access true: TCP is what the policy grants; leave it alone. */
-	if (p->net_access)
+	if (c->policy->net_access)
 		a.handled_access_net = 0;
-	uint64_t H = a.handled_access_fs;
-	uint64_t X = p->shell_exec ? LANDLOCK_ACCESS_FS_EXECUTE : 0;
 
-	int rs = (int)syscall(__NR_landlock_create_ruleset, &a, size, 0);
+	cleanup_fd int rs = (int)syscall(__NR_landlock_create_ruleset, &a, size, 0);
 	if (rs < 0)
 		return err_sys(e, -errno, "jail: landlock_create_ruleset (ABI %d)", abi);
-	int n = 0, er = 0;
-	const char *failed = "";
-	const char *const *rt = c->runtime_ro ? c->runtime_ro : jail_default_runtime_paths();
-#define RULE(path, acc)                                                 \
-	do {                                                            \
-		if (!er && (er = add_path(rs, (path), (acc), H, &n)) < 0) \
-			failed = (path);                                \
-	} while (0)
-#define READ_AROUND(path, acc)                                                   \
-	do {                                                                     \
-		if (!er && (er = read_around(rs, (path), (acc), H, &n, sc)) < 0) \
-			failed = (path);                                         \
-	} while (0)
-
-	for (const char *const *q = rt; *q; q++)
-		RULE(*q, R_READ | X);
-	if (c->venv)
-		RULE(c->venv, R_READ | X);
-	/* What fs_read shows, minus the secrets found below it. */
-	const struct secret_scan *sc = secrets_current();
-	if (p->fs_read == FS_READ_ROOT)
-		READ_AROUND(c->root, R_READ | X);
-	else if (p->fs_read == FS_READ_LIST)
-		for (size_t i = 0; i < p->n_fs_read_paths; i++)
-			READ_AROUND(p->fs_read_paths[i], R_READ | X);
-	/* Never EXECUTE where the code can write: nothing it wrote runs. */
-	RULE(c->workspace, p->fs_write == FS_WRITE_WORKSPACE ? R_READ | R_WRITE : R_READ);
-	if (p->fs_write == FS_WRITE_LIST)
-		for (size_t i = 0; i < p->n_fs_write_paths; i++)
-			RULE(p->fs_write_paths[i], R_READ | R_WRITE);
-	if (p->net_access) {
-		/* /etc/ssl's certificates, not its private/ (root's server
-		 * keys: closed by their mode to any uid but 0, and the sandbox
-		 * may keep the effective uid 0, see uid.c). */
-		static const char *const net_ro[] = {
-			"/etc/resolv.conf", "/etc/hosts", "/etc/host.conf", "/etc/nsswitch.conf",
-			"/etc/gai.conf", "/etc/services", "/etc/protocols", "/etc/ssl/certs",
-			"/etc/ssl/openssl.cnf", "/etc/ca-certificates", NULL,
-		};
-		for (const char *const *q = net_ro; *q; q++)
-			RULE(*q, R_READ);
-	}
-	/* /tmp and /dev/shm only when they are the jail's private tmpfs:
-	 * without a mount namespace they are the host's, shared with every
-	 * other user, and stay closed. */
-	if (private_tmp) {
-		/* A rule covers everything below its directory, mounts
-		 * included: with ROOT (or the workspace, or a listed path)
-		 * mounted below /tmp, the scratch rights would reach the
-		 * host's directories there.  Then /tmp gets plain writes only
-		 * (no symlink, FIFO or socket anywhere). */
-		uint64_t special = user_data_below(c, "/tmp") || user_data_below(c, "/dev/shm")
-					   ? 0 : R_SPECIAL;
-		/* Listing directories anywhere in the jail's own tree shows
-		 * nothing the mount tree did not choose to show. */
-		RULE("/", LANDLOCK_ACCESS_FS_READ_DIR);
-		RULE("/tmp", R_READ | R_WRITE | special);
-		RULE("/dev/shm", R_READ | R_WRITE | special);
-		RULE("/proc", R_READ);
-		RULE("/etc/passwd", R_READ);
-		RULE("/etc/group", R_READ);
-	} else {
-		/* The namespace-free mode.  Scratch space: the jail's own
-		 * directory, not the host's /tmp (jail.c: make_scratch). */
-		if (r->scratch[0])
-			/* Symlinks, FIFOs and sockets too: it is private to
-			 * the jail (mode 0700) and removed with it. */
-			RULE(r->scratch, R_READ | R_WRITE | R_SPECIAL);
-		/* The host's /proc, read-only: the zygote and each session
-		 * find what the code left running by reading it (procs.c).
-		 * Other processes' command lines and status are readable
-		 * there; their environment, memory, fds, cwd and root are not
-		 * (Landlock's ptrace rule refuses processes outside the
-		 * domain), nor can they be signalled (the signal scope). */
-		RULE("/proc", R_READ);
-	}
-	for (const char *const *q = dev_rw; *q; q++)
-		RULE(*q, LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_WRITE_FILE |
-			 LANDLOCK_ACCESS_FS_IOCTL_DEV);
-	for (const char *const *q = dev_ro; *q; q++)
-		RULE(*q, LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_IOCTL_DEV);
-#undef RULE
-#undef READ_AROUND
-	if (er < 0) {
-		close(rs);
+	struct rules w = { .rs = rs, .handled = a.handled_access_fs, .sc = secrets_current(), .failed = "" };
+	policy_rules(c, &w);
+	mode_rules(c, private_tmp, r, &w);
+	if (w.er < 0) {
 		l->state = JS_FAILED;
-		return err_sys(e, er, "jail: landlock rule for %s", failed);
+		return err_sys(e, w.er, "jail: landlock rule for %s", w.failed);
 	}
 	if (syscall(__NR_landlock_restrict_self, rs, 0) < 0) {
-		int x = -errno;
-		close(rs);
 		l->state = JS_FAILED;
-		return err_sys(e, x, "jail: landlock_restrict_self");
+		return err_sys(e, -errno, "jail: landlock_restrict_self");
 	}
-	close(rs);
 	l->state = JS_APPLIED;
 	snprintf(l->detail, sizeof l->detail, "ABI %d, %d fs rights handled, %d rules, %zu secret%s hidden%s%s",
-		 abi, __builtin_popcountll(H), n, sc ? sc->n : 0, sc && sc->n == 1 ? "" : "s",
+		 abi, __builtin_popcountll(w.handled), w.n, w.sc ? w.sc->n : 0, w.sc && w.sc->n == 1 ? "" : "s",
 		 a.handled_access_net ? ", tcp bind/connect denied" : "",
 		 a.scoped ? ", signal and abstract-socket scopes" : "");
 	return 0;
@@ -424,11 +438,10 @@ static int session_reads(int rs, enum session_proc proc, int *n)
 	/* Its own entry: /proc/self resolves to /proc/PID (and thread-self
 	 * below it), the dentry kept by this descriptor, which stays open for
 	 * the life of the process.  No /proc at all: nothing to grant. */
-	int fd = open("/proc/self", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	cleanup_fd int fd = open("/proc/self", O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0)
 		return errno == ENOENT || errno == EACCES ? 0 : -errno;
 	int self = fcntl(fd, F_DUPFD_CLOEXEC, 64);
-	close(fd);
 	if (self < 0)
 		return -errno;
 	struct psm_path_beneath pb = { .allowed_access = R, .parent_fd = self };
@@ -457,20 +470,14 @@ int landlock_scope_session(enum session_proc proc, struct err *e)
 		size = offsetof(struct psm_ruleset_attr, handled_access_net);
 	if (reads)
 		a.handled_access_fs = LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR;
-	int rs = (int)syscall(__NR_landlock_create_ruleset, &a, size, 0);
+	cleanup_fd int rs = (int)syscall(__NR_landlock_create_ruleset, &a, size, 0);
 	if (rs < 0)
 		return err_sys(e, -errno, "session: landlock_create_ruleset");
 	int n = 0, r = reads ? session_reads(rs, proc, &n) : 0;
-	if (r < 0) {
-		close(rs);
+	if (r < 0)
 		return err_sys(e, r, "session: landlock rules for reading");
-	}
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
-	    syscall(__NR_landlock_restrict_self, rs, 0) < 0) {
-		int x = -errno;
-		close(rs);
-		return err_sys(e, x, "session: landlock_restrict_self");
-	}
-	close(rs);
+	    syscall(__NR_landlock_restrict_self, rs, 0) < 0)
+		return err_sys(e, -errno, "session: landlock_restrict_self");
 	return 1;
 }

@@ -17,6 +17,8 @@
 
 #include "secrets.h"
 
+#include "../common/util.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -40,14 +42,12 @@
 
 static int write_file(const char *path, const char *text)
 {
-	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	cleanup_fd int fd = open(path, O_WRONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
 	size_t n = strlen(text);
 	ssize_t w = write(fd, text, n);
-	int r = w == (ssize_t)n ? 0 : w < 0 ? -errno : -EIO;
-	close(fd);
-	return r;
+	return w == (ssize_t)n ? 0 : w < 0 ? -errno : -EIO;
 }
 
 bool jail_userns_probe(uid_t uid, gid_t gid, bool mount)
@@ -341,11 +341,9 @@ static int mkdirs(const char *abs, enum leaf leaf)
 		struct stat st;
 		if (lstat(p, &st) == 0)
 			return 0; /* already there (inside an earlier bind) */
-		int fd = open(p, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0444);
+		cleanup_fd int fd = open(p, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0444);
 		if (fd < 0 && errno != EEXIST)
 			return -errno;
-		if (fd >= 0)
-			close(fd);
 	}
 	return 0;
 }
@@ -394,12 +392,10 @@ static int place(const struct mnt *m, struct err *e)
 
 static int write_at(const char *rel, const char *text)
 {
-	int fd = open(rel, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+	cleanup_fd int fd = open(rel, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
 	if (fd < 0)
 		return -errno;
-	ssize_t w = write(fd, text, strlen(text));
-	close(fd);
-	return w < 0 ? -errno : 0;
+	return write(fd, text, strlen(text)) < 0 ? -errno : 0;
 }
 
 static struct tree t; /* large; the zygote is single-threaded */
@@ -501,7 +497,7 @@ int jail_ns_prepare(const struct jail_config *c, uid_t uid, gid_t gid, struct er
 	struct stat st;
 	if (uid != 65534 || stat(c->workspace, &st) < 0 || st.st_uid != 0)
 		return 0; /* the data's owner is the sandbox's uid already */
-	int ns = idmap_userns(uid, gid);
+	cleanup_fd int ns = idmap_userns(uid, gid);
 	if (ns < 0)
 		return 0;
 	size_t n = 0, done = 0;
@@ -512,9 +508,7 @@ int jail_ns_prepare(const struct jail_config *c, uid_t uid, gid_t gid, struct er
 		struct mount_attr a = { .attr_set = MOUNT_ATTR_IDMAP, .userns_fd = (uint64_t)ns };
 		if (mount_setattr(t.m[i].tree, "", AT_EMPTY_PATH | AT_RECURSIVE, &a, sizeof a) == 0)
 			done++;
-
 	}
-	close(ns);
 	/* All or nothing: a mix would leave some data unreachable. */
 	if (done != n) {
 		close_trees();
@@ -719,49 +713,55 @@ void jail_ns_ipc_early(struct jail_report *r)
 	ipc_shm_rule(r);
 }
 
-int jail_ns_apply(const struct jail_config *c, bool with_userns, struct jail_report *r,
-		  struct err *e)
+/* The user namespace, mapping the uid and gid to themselves: 1 made, 0
+ * not (its layer says why), or a negative errno when it was made but could
+ * not be set up. */
+static int enter_userns(bool wanted, struct jail_report *r, struct err *e)
 {
-	const struct policy *p = c->policy;
+	struct jail_layer *lu = &r->layer[JL_USERNS];
 	uid_t uid = getuid();
 	gid_t gid = getgid();
-	bool privileged = geteuid() == 0;
-	struct jail_layer *lu = &r->layer[JL_USERNS];
-
-	if (!with_userns) {
+	if (!wanted) {
 		if (lu->state != JS_NOT_AVAILABLE)
 			unavailable(lu, "not used");
-	} else if (jail_disabled("userns")) {
+		return 0;
+	}
+	if (jail_disabled("userns")) {
 		unavailable(lu, "disabled by PSM_JAIL_DISABLE");
-		with_userns = false;
-	} else if (unshare(CLONE_NEWUSER) < 0) {
+		return 0;
+	}
+	if (unshare(CLONE_NEWUSER) < 0) {
 		char why[128];
 		snprintf(why, sizeof why, "unshare(CLONE_NEWUSER): %s", strerror(errno));
 		unavailable(lu, why);
-		with_userns = false;
-	} else {
-		/* setgroups deny: otherwise a process could drop a group
-		 * that a file's permissions deny it through. */
-		char map[64];
-		int w;
-		if ((w = write_file("/proc/self/setgroups", "deny")) < 0)
-			return err_sys(e, w, "jail: /proc/self/setgroups");
-		snprintf(map, sizeof map, "%u %u 1\n", (unsigned)uid, (unsigned)uid);
-		if ((w = write_file("/proc/self/uid_map", map)) < 0)
-			return err_sys(e, w, "jail: /proc/self/uid_map");
-		snprintf(map, sizeof map, "%u %u 1\n", (unsigned)gid, (unsigned)gid);
-		if ((w = write_file("/proc/self/gid_map", map)) < 0)
-			return err_sys(e, w, "jail: /proc/self/gid_map");
-		lu->state = JS_APPLIED;
-		snprintf(lu->detail, sizeof lu->detail, "uid %u and gid %u mapped to themselves",
-			 (unsigned)uid, (unsigned)gid);
+		return 0;
 	}
+	/* setgroups deny: otherwise a process could drop a group that a
+	 * file's permissions deny it through. */
+	char map[64];
+	int w;
+	if ((w = write_file("/proc/self/setgroups", "deny")) < 0)
+		return err_sys(e, w, "jail: /proc/self/setgroups");
+	snprintf(map, sizeof map, "%u %u 1\n", (unsigned)uid, (unsigned)uid);
+	if ((w = write_file("/proc/self/uid_map", map)) < 0)
+		return err_sys(e, w, "jail: /proc/self/uid_map");
+	snprintf(map, sizeof map, "%u %u 1\n", (unsigned)gid, (unsigned)gid);
+	if ((w = write_file("/proc/self/gid_map", map)) < 0)
+		return err_sys(e, w, "jail: /proc/self/gid_map");
+	lu->state = JS_APPLIED;
+	snprintf(lu->detail, sizeof lu->detail, "uid %u and gid %u mapped to themselves",
+		 (unsigned)uid, (unsigned)gid);
+	return 1;
+}
 
-	bool can = with_userns || privileged;
+/* The other namespaces, each on its own: one the kernel refuses is
+ * reported, the rest are still made.  can: a user namespace, or root. */
+static void unshare_others(const struct jail_config *c, bool can, struct jail_report *r)
+{
 	for (size_t i = 0; i < sizeof nsdefs / sizeof nsdefs[0]; i++) {
 		const struct nsdef *d = &nsdefs[i];
 		struct jail_layer *l = &r->layer[d->id];
-		if (d->id == JL_NETNS && p->net_access) {
+		if (d->id == JL_NETNS && c->policy->net_access) {
 			/* The host's network is what net_access true grants. */
 			l->state = JS_NOT_NEEDED;
 			snprintf(l->detail, sizeof l->detail, "net_access is true: host network");
@@ -795,46 +795,60 @@ int jail_ns_apply(const struct jail_config *c, bool with_userns, struct jail_rep
 		(void)!sethostname("sandbox", 7);
 		snprintf(r->layer[JL_UTSNS].detail, sizeof r->layer[0].detail, "hostname \"sandbox\"");
 	}
+}
 
-	bool have_pidns = r->layer[JL_PIDNS].state == JS_APPLIED;
-	if (have_pidns) {
-		/* The next child is pid 1 of the new namespace. */
-		int alive[2];
-		if (pipe2(alive, O_CLOEXEC) < 0)
-			return err_sys(e, -errno, "jail: pipe");
-		pid_t server = getppid();
-		pid_t pid = fork();
-		if (pid < 0)
-			return err_sys(e, -errno, "jail: fork into the pid namespace");
-		if (pid > 0) {
-			close(alive[0]);
-			/* Set after the credential changes (they clear it). */
-			prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
-			if (getppid() != server)
-				_exit(70); /* the server is already gone */
-			intermediate(pid, alive[1]);
-		}
-		close(alive[1]);
-		prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
-		/* If the intermediate died before the line above, the pipe's
-		 * write end is closed already: hang up. */
-		struct pollfd pf = { .fd = alive[0], .events = POLLIN };
-		if (poll(&pf, 1, 0) > 0 && (pf.revents & (POLLHUP | POLLIN)))
-			_exit(70);
+/* After unshare(CLONE_NEWPID) the next child is pid 1 of the new
+ * namespace: fork, the parent stays as the intermediate (it never
+ * returns), the child goes on as the zygote. */
+static int become_pid1(struct jail_report *r, struct err *e)
+{
+	int alive[2];
+	if (pipe2(alive, O_CLOEXEC) < 0)
+		return err_sys(e, -errno, "jail: pipe");
+	pid_t server = getppid();
+	pid_t pid = fork();
+	if (pid < 0)
+		return err_sys(e, -errno, "jail: fork into the pid namespace");
+	if (pid > 0) {
 		close(alive[0]);
-		snprintf(r->layer[JL_PIDNS].detail, sizeof r->layer[0].detail,
-			 "zygote is pid 1; host processes invisible");
+		/* Set after the credential changes (they clear it). */
+		prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+		if (getppid() != server)
+			_exit(70); /* the server is already gone */
+		intermediate(pid, alive[1]);
 	}
+	close(alive[1]);
+	prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+	/* If the intermediate died before the line above, the pipe's write
+	 * end is closed already: hang up. */
+	struct pollfd pf = { .fd = alive[0], .events = POLLIN };
+	if (poll(&pf, 1, 0) > 0 && (pf.revents & (POLLHUP | POLLIN)))
+		_exit(70);
+	close(alive[0]);
+	snprintf(r->layer[JL_PIDNS].detail, sizeof r->layer[0].detail,
+		 "zygote is pid 1; host processes invisible");
+	return 0;
+}
 
+int jail_ns_apply(const struct jail_config *c, bool with_userns, struct jail_report *r,
+		  struct err *e)
+{
+	bool privileged = geteuid() == 0;
+	int rc = enter_userns(with_userns, r, e);
+	if (rc < 0)
+		return rc;
+	unshare_others(c, rc == 1 || privileged, r);
+	bool have_pidns = r->layer[JL_PIDNS].state == JS_APPLIED;
+	if (have_pidns && (rc = become_pid1(r, e)) < 0)
+		return rc;
 	struct jail_layer *lm = &r->layer[JL_MOUNTNS];
-	if (lm->state != JS_APPLIED)
+	if (lm->state != JS_APPLIED) {
 		close_trees();
-	if (lm->state == JS_APPLIED) {
-		int rr = build_tree(c, have_pidns, lm, e);
-		if (rr < 0) {
-			lm->state = JS_FAILED;
-			return rr;
-		}
+		return 0;
+	}
+	if ((rc = build_tree(c, have_pidns, lm, e)) < 0) {
+		lm->state = JS_FAILED;
+		return rc;
 	}
 	return 0;
 }
