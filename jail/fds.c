@@ -7,6 +7,8 @@
  * each session at its pipes): the caller must not leave the MCP stdout there. */
 #include "fds.h"
 
+#include "../common/util.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -67,17 +69,13 @@ int jail_fds_apply(const struct jail_config *c, struct jail_report *r, struct er
 	}
 	close_span(next, ~0U >> 1);
 
-	int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	cleanup_fd int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return err_sys(e, -errno, "jail: open /dev/null");
-	if (fd != 0) {
-		if (dup2(fd, 0) < 0) {
-			int er = -errno;
-			close(fd);
-			return err_sys(e, er, "jail: stdin from /dev/null");
-		}
-		close(fd);
-	}
+	if (fd == 0)
+		steal_fd(&fd); /* stdin was closed: it is stdin now */
+	else if (dup2(fd, 0) < 0)
+		return err_sys(e, -errno, "jail: stdin from /dev/null");
 
 	/* The server's environment may hold secrets (tokens, API keys). */
 	if (clearenv() != 0)

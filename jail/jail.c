@@ -220,9 +220,7 @@ static void judge(const struct jail_config *c, struct jail_report *r, int landlo
 char *jail_report_describe(const struct jail_report *r)
 {
 	size_t cap = 6144 + sizeof r->why + sizeof r->remedy;
-	char *s = malloc(cap);
-	if (!s)
-		return NULL;
+	char *s = xmalloc(cap);
 	size_t n = 0;
 	n += (size_t)snprintf(s + n, cap - n, "jail: %s%s%s\n",
 			      r->enforceable ? "enforceable" : "NOT enforceable",

@@ -41,7 +41,8 @@ int jail_session_enter(struct err *e);
 const char *jail_layer_name(enum jail_layer_id id);
 const char *jail_state_name(enum jail_state s);
 
-/* Multi-line text for --check and the start-up log.  Caller frees. */
+/* Multi-line text for --check and the start-up log.  Caller frees (never
+ * NULL: out of memory ends the process, common/util.h). */
 char *jail_report_describe(const struct jail_report *r);
 
 /* --check: applies the jail in a forked child, prints every layer as applied

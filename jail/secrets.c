@@ -13,6 +13,8 @@
  * its own. */
 #include "secrets.h"
 
+#include "../common/util.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -44,10 +46,7 @@ static int push(struct secret_scan *s, const char *path)
 		s->overflow = true;
 		return -E2BIG;
 	}
-	char *d = strdup(path);
-	if (!d)
-		return -ENOMEM;
-	s->paths[s->n++] = d;
+	s->paths[s->n++] = xstrdup(path);
 	return 0;
 }
 
@@ -133,9 +132,7 @@ int secrets_scan(const struct jail_config *c, struct secret_scan *s)
 {
 	const struct policy *p = c->policy;
 	memset(s, 0, sizeof *s);
-	struct walk *w = calloc(1, sizeof *w);
-	if (!w)
-		return -ENOMEM;
+	cleanup_free struct walk *w = xcalloc(1, sizeof *w);
 	w->c = c;
 	w->s = s;
 	int rc = 0;
@@ -144,7 +141,6 @@ int secrets_scan(const struct jail_config *c, struct secret_scan *s)
 	else if (p->fs_read == FS_READ_LIST)
 		for (size_t i = 0; rc == 0 && i < p->n_fs_read_paths; i++)
 			rc = walk_top(w, p->fs_read_paths[i]);
-	free(w);
 	s->done = true;
 	return rc == -E2BIG ? 0 : rc;
 }
