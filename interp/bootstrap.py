@@ -44,7 +44,7 @@ def _memfd_refused(name, flags=0):
 
 def _patch_own_pid():
     """The kernel lets a cell change the affinity and priority of itself
-    only: pid 0 (policy/seccomp.c).  os.getpid() means the same process,
+    only: pid 0 (jail/seccomp.c).  os.getpid() means the same process,
     so it is passed as 0; another pid gets an error that says why."""
     import functools
 

@@ -1,6 +1,6 @@
 /* fork() that also hands back a pidfd of the child, without pidfd_open.
  *
- * The sandbox refuses pidfd_open (policy/seccomp.c): without a pid
+ * The sandbox refuses pidfd_open (jail/seccomp.c): without a pid
  * namespace it opens a pidfd of any process of the host, and a pidfd handed
  * up to the server is an identity the server acts on.  The zygote and the
  * sessions still need pidfds of their own children (a new session, a

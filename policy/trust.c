@@ -233,7 +233,7 @@ static int cut_fs_read(struct policy *p, const struct fs_ctx *x, bool apply, FIL
 }
 
 /* fs_read_deny: the tighter of two deny lists is their union.  The
- * built-in secrets (policy/secrets.c) apply whatever the policy says; a
+ * built-in secrets (secret_names.c) apply whatever the policy says; a
  * ceiling that denies more adds its entries here. */
 static int add_deny(struct policy *p, const struct policy *c, bool apply, FILE *f, unsigned *keys)
 {

@@ -5,7 +5,7 @@ usage: scripts/layers.py [--objs DIR] LAYER...   (lowest layer first)
 
 A file may include a header of its own folder or of a lower layer's folder,
 never of a higher one; and no files may depend on each other in a circle.
-A file and its header are one module (policy/jail.c and policy/jail.h).
+A file and its header are one module (jail/jail.c and jail/jail.h).
 Two graphs of modules are checked:
   - includes: what each .c and .h includes;
   - references (with --objs): which module defines each symbol an object
