@@ -255,17 +255,26 @@ struct rules {
 	const char *failed;
 };
 
-static void rule(struct rules *w, const char *path, uint64_t access)
+/* A rule on path; around: read rights minus the secrets found below it
+ * (read_around). */
+static void add(struct rules *w, const char *path, uint64_t access, bool around)
 {
-	if (!w->er && (w->er = add_path(w->rs, path, access, w->handled, &w->n)) < 0)
+	if (w->er)
+		return;
+	w->er = around ? read_around(w->rs, path, access, w->handled, &w->n, w->sc)
+		       : add_path(w->rs, path, access, w->handled, &w->n);
+	if (w->er < 0)
 		w->failed = path;
 }
 
-/* Read rights on path, minus the secrets found below it (read_around). */
+static void rule(struct rules *w, const char *path, uint64_t access)
+{
+	add(w, path, access, false);
+}
+
 static void rule_around(struct rules *w, const char *path, uint64_t access)
 {
-	if (!w->er && (w->er = read_around(w->rs, path, access, w->handled, &w->n, w->sc)) < 0)
-		w->failed = path;
+	add(w, path, access, true);
 }
 
 /* What the policy shows and makes writable, and the runtime's paths. */

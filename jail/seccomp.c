@@ -452,11 +452,32 @@ static int add_rows(scmp_filter_ctx ctx, const struct sc_row *rows, size_t n, un
 	return 0;
 }
 
-/* The allow-list for the facts in have: the names, then the rows.  *n
- * counts the names allowed (for the report). */
-static int build_allow(unsigned have, scmp_filter_ctx *out, int *n, const char **what)
+/* A filter: its default action, whether it is a tree (the allow-list: a
+ * binary tree of syscall numbers instead of a linear chain, since every
+ * syscall of the session runs through it and it is long, about 230
+ * entries), its lists of names and its rows. */
+struct sc_filter {
+	uint32_t fallback;
+	bool tree;
+	const struct sc_list *lists;
+	size_t n_lists;
+	const struct sc_row *rows;
+	size_t n_rows;
+};
+
+static const struct sc_filter allow_filter = {
+	SCMP_ACT_ERRNO(EPERM), true, lists, N_ELEMENTS(lists), allow_rows, N_ELEMENTS(allow_rows),
+};
+static const struct sc_filter deny_filter = {
+	SCMP_ACT_ALLOW, false, NULL, 0, deny_rows, N_ELEMENTS(deny_rows),
+};
+
+/* Builds f for the facts in have: the names, then the rows.  *n counts the
+ * names allowed (for the report); *what names what failed. */
+static int build(const struct sc_filter *f, unsigned have, scmp_filter_ctx *out, int *n,
+		 const char **what)
 {
-	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ERRNO(EPERM));
+	scmp_filter_ctx ctx = seccomp_init(f->fallback);
 	if (!ctx) {
 		*what = "seccomp_init";
 		return -ENOMEM;
@@ -465,16 +486,13 @@ static int build_allow(unsigned have, scmp_filter_ctx *out, int *n, const char *
 	 * x32 bit to this action. */
 	int rc = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
 	*what = "badarch";
-	/* A binary tree of syscall numbers instead of a linear chain: every
-	 * syscall of the session runs through this filter, and the list is
-	 * long (with the filtered calls, about 230 entries). */
-	if (rc == 0 && (rc = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2)) < 0)
+	if (rc == 0 && f->tree && (rc = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2)) < 0)
 		*what = "optimize";
 	*n = 0;
-	for (size_t li = 0; rc == 0 && li < N_ELEMENTS(lists); li++) {
-		if ((lists[li].when & have) != lists[li].when)
+	for (size_t li = 0; rc == 0 && li < f->n_lists; li++) {
+		if ((f->lists[li].when & have) != f->lists[li].when)
 			continue;
-		for (const char *const *s = lists[li].names; rc == 0 && *s; s++) {
+		for (const char *const *s = f->lists[li].names; rc == 0 && *s; s++) {
 			int nr = seccomp_syscall_resolve_name(*s);
 			if (nr == __NR_SCMP_ERROR)
 				continue; /* not on this architecture */
@@ -484,27 +502,7 @@ static int build_allow(unsigned have, scmp_filter_ctx *out, int *n, const char *
 		}
 	}
 	if (rc == 0)
-		rc = add_rows(ctx, allow_rows, N_ELEMENTS(allow_rows), have, what);
-	if (rc < 0) {
-		seccomp_release(ctx);
-		return rc;
-	}
-	*out = ctx;
-	return 0;
-}
-
-/* The stacked filter of refusals for the facts in have. */
-static int build_deny(unsigned have, scmp_filter_ctx *out, const char **what)
-{
-	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
-	if (!ctx) {
-		*what = "seccomp_init";
-		return -ENOMEM;
-	}
-	int rc = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
-	*what = "badarch";
-	if (rc == 0)
-		rc = add_rows(ctx, deny_rows, N_ELEMENTS(deny_rows), have, what);
+		rc = add_rows(ctx, f->rows, f->n_rows, have, what);
 	if (rc < 0) {
 		seccomp_release(ctx);
 		return rc;
@@ -541,12 +539,13 @@ int seccomp_apply(const struct jail_config *c, struct jail_report *r, struct err
 	scmp_filter_ctx allow_ctx, deny_ctx;
 	const char *what = "";
 	int n = 0;
-	int rc = build_allow(have, &allow_ctx, &n, &what);
+	int rc = build(&allow_filter, have, &allow_ctx, &n, &what);
 	if (rc < 0) {
 		l->state = JS_FAILED;
 		return err_sys(e, rc, "jail: seccomp rule for %s", what);
 	}
-	if ((rc = build_deny(have, &deny_ctx, &what)) < 0) {
+	int n_deny;
+	if ((rc = build(&deny_filter, have, &deny_ctx, &n_deny, &what)) < 0) {
 		seccomp_release(allow_ctx);
 		l->state = JS_FAILED;
 		return err_sys(e, rc, "jail: seccomp ioctl filter");

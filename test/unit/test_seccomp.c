@@ -331,18 +331,24 @@ static void setup(enum mode m, struct policy *p, struct jail_config *c, struct j
 	r->sysv_shm = m == TREE_OPEN;
 }
 
+/* seccomp_apply for mode m, its report in *r. */
+static int apply_mode(enum mode m, struct jail_report *r)
+{
+	struct policy p;
+	struct jail_config c;
+	setup(m, &p, &c, r);
+	struct err e = { 0 };
+	return seccomp_apply(&c, r, &e);
+}
+
 /* In a child: the filters loaded, then every probe; the answers come back
  * through the pipe, one int each (after the load's result). */
 static void run_child(enum mode m, int wfd)
 {
 	setenv("PSM_JAIL_DISABLE", m == NSFREE_ABI2 ? "landlock-abi-2" : "", 1);
 	jail_knobs_read();
-	struct policy p;
-	struct jail_config c;
 	struct jail_report r;
-	setup(m, &p, &c, &r);
-	struct err e = { 0 };
-	int rc = seccomp_apply(&c, &r, &e);
+	int rc = apply_mode(m, &r);
 	int out[1 + N_ELEMENTS(probes)];
 	out[0] = rc < 0 ? -rc : r.layer[JL_SECCOMP].state == JS_APPLIED ? 0 : -1;
 	for (size_t i = 0; rc == 0 && i < N_ELEMENTS(probes); i++)
@@ -387,34 +393,10 @@ static void check_mode(enum mode m)
 	assert_int_equal(wrong, 0);
 }
 
-static void test_tree(void **state)
+/* One test per mode; the mode is the test's state. */
+static void test_mode(void **state)
 {
-	(void)state;
-	check_mode(TREE);
-}
-
-static void test_tree_open(void **state)
-{
-	(void)state;
-	check_mode(TREE_OPEN);
-}
-
-static void test_nsfree(void **state)
-{
-	(void)state;
-	check_mode(NSFREE);
-}
-
-static void test_nsfree_open(void **state)
-{
-	(void)state;
-	check_mode(NSFREE_OPEN);
-}
-
-static void test_nsfree_abi2(void **state)
-{
-	(void)state;
-	check_mode(NSFREE_ABI2);
+	check_mode(*(const enum mode *)*state);
 }
 
 /* Another syscall table is the classic way around a filter written for
@@ -427,12 +409,8 @@ static void test_x32_kills(void **state)
 	pid_t pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0) {
-		struct policy p;
-		struct jail_config c;
 		struct jail_report r;
-		setup(TREE, &p, &c, &r);
-		struct err e = { 0 };
-		if (seccomp_apply(&c, &r, &e) < 0)
+		if (apply_mode(TREE, &r) < 0)
 			_exit(3);
 		syscall(0x40000000 | SYS_getpid);
 		_exit(4);
@@ -451,12 +429,8 @@ static void test_disabled(void **state)
 	(void)state;
 	setenv("PSM_JAIL_DISABLE", "seccomp", 1);
 	jail_knobs_read();
-	struct policy p;
-	struct jail_config c;
 	struct jail_report r;
-	setup(TREE, &p, &c, &r);
-	struct err e = { 0 };
-	assert_int_equal(seccomp_apply(&c, &r, &e), 0);
+	assert_int_equal(apply_mode(TREE, &r), 0);
 	assert_int_equal(r.layer[JL_SECCOMP].state, JS_NOT_AVAILABLE);
 	assert_int_equal(prctl(PR_GET_SECCOMP, 0, 0, 0, 0), 0);
 	setenv("PSM_JAIL_DISABLE", "", 1);
@@ -465,12 +439,13 @@ static void test_disabled(void **state)
 
 int main(void)
 {
+	static enum mode modes[N_MODES] = { TREE, TREE_OPEN, NSFREE, NSFREE_OPEN, NSFREE_ABI2 };
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_tree),
-		cmocka_unit_test(test_tree_open),
-		cmocka_unit_test(test_nsfree),
-		cmocka_unit_test(test_nsfree_open),
-		cmocka_unit_test(test_nsfree_abi2),
+		{ "the mount tree", test_mode, NULL, NULL, (void *)&modes[TREE] },
+		{ "the mount tree, an open policy", test_mode, NULL, NULL, (void *)&modes[TREE_OPEN] },
+		{ "no mount tree", test_mode, NULL, NULL, (void *)&modes[NSFREE] },
+		{ "no mount tree, an open policy, no memfd", test_mode, NULL, NULL, (void *)&modes[NSFREE_OPEN] },
+		{ "no mount tree, Landlock ABI 2", test_mode, NULL, NULL, (void *)&modes[NSFREE_ABI2] },
 		cmocka_unit_test(test_x32_kills),
 		cmocka_unit_test(test_disabled),
 	};
