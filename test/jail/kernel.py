@@ -75,7 +75,7 @@ if int(st["CapEff"], 16) != 0 or int(st["CapPrm"], 16) != 0 or int(st["CapInh"],
 if int(st["CapBnd"], 16) != 0 and not nsfree_user: bad.append("bounding set")
 # Never root by the real or saved uid (RLIMIT_NPROC would not count it, the
 # kernel exempts the real uid 0).  The effective uid is 0 only for a root
-# server without namespaces whose project is root's (jail_uid.c): no
+# server without namespaces whose project is root's (jail/uid.c): no
 # capability, and no way to change any of the ids back.
 ru, eu, su = os.getresuid()
 if ru == 0 or su == 0: bad.append("real or saved uid 0")

@@ -114,7 +114,7 @@ if head -c 8 "$WS/outputs/chart.png" 2>/dev/null | grep -q PNG; then ok "chart.p
 # ROOT below a directory only its owner may enter (/root, mkdtemp), twice
 # over: the sandbox's uid could not traverse it.  With namespaces the jail
 # clones it beforehand; without, a root server's sandbox keeps the
-# effective uid 0 without any capability (jail_uid.c).
+# effective uid 0 without any capability (jail/uid.c).
 mkdir -p "$T/private/proj/workspace"
 chmod 700 "$T/private"
 echo "a,b" > "$T/private/proj/data.csv"
@@ -266,7 +266,7 @@ else
 fi
 run "session: own /proc readable, zygote not signalable" 0 default session.py $INCTR
 # What the sandbox's effective uid owns: all of root's files and processes
-# for a root server without namespaces (jail_uid.c).
+# for a root server without namespaces (jail/uid.c).
 mkdir -p "$T/rootonly"; chmod 700 "$T/rootonly"
 echo "$CANARY" > "$T/rootonly/secret"; chmod 600 "$T/rootonly/secret"
 run "root-only files, leases, modifying ioctls, inotify, /proc writes, host signals refused" 0 default owned.py "$MODE" "$T/rootonly/secret" "$ROOT/data.csv" "$T/rootonly" "$HPID"
