@@ -901,7 +901,34 @@ void zygote_jail_config(const struct zygote_config *zc, struct jail_config *jc)
 		.env = (const char *const *)build_env(zc),
 		.no_host_changes = zc->check,
 		.no_memfd = zc->no_memfd,
+		.scratch = zc->scratch,
 	};
+}
+
+/* The jail's report goes first, before the interpreter starts: until then
+ * nothing but this program has run in this process, so the verdict the
+ * server acts on (fail closed) is the jail's own, not one that a .pth file
+ * or a module's import-time code could write in its place.  A jail that
+ * cannot enforce the policy starts no interpreter at all: the server
+ * refuses to run code, and this process waits for its end. */
+static void send_jail_report(int ctrl, const struct jail_report *rep)
+{
+	cJSON *j = cJSON_CreateObject();
+	char *desc = jail_report_describe(rep);
+	cJSON_AddStringToObject(j, "jail", desc ? desc : "");
+	free(desc);
+	cJSON_AddBoolToObject(j, "enforceable", rep->enforceable);
+	cJSON_AddBoolToObject(j, "nsfree", rep->nsfree);
+	cJSON_AddStringToObject(j, "why", rep->why);
+	if (send_json(ctrl, W_JAIL, j, NULL, 0) < 0)
+		_exit(0);
+	cJSON_Delete(j);
+	if (rep->enforceable)
+		return;
+	struct wire_msg m;
+	while (wire_recv(ctrl, &m, 1 << 20) == 0)
+		wire_msg_free(&m);
+	_exit(0);
 }
 
 void zygote_main(const struct zygote_config *zc)
@@ -924,6 +951,7 @@ void zygote_main(const struct zygote_config *zc)
 	if (jail_enter(&jc, &rep, &e) < 0)
 		fatal(ctrl, e.msg);
 	test_kill_point("jail");
+	send_jail_report(ctrl, &rep);
 	if (chdir(zc->root) < 0)
 		fatal(ctrl, "cannot enter the project directory inside the jail");
 	/* Orphans (a resumed checkpoint whose session died, a process the code
@@ -975,14 +1003,6 @@ void zygote_main(const struct zygote_config *zc)
 	if (pinfo)
 		cJSON_AddItemToObject(ready, "python", pinfo);
 	cJSON_AddNumberToObject(ready, "start_ms", now_ms() - t0);
-	char *desc = jail_report_describe(&rep);
-	cJSON_AddStringToObject(ready, "jail", desc ? desc : "");
-	free(desc);
-	cJSON_AddBoolToObject(ready, "enforceable", rep.enforceable);
-	cJSON_AddBoolToObject(ready, "nsfree", rep.nsfree);
-	if (rep.scratch[0])
-		cJSON_AddStringToObject(ready, "scratch", rep.scratch);
-	cJSON_AddStringToObject(ready, "why", rep.why);
 	test_kill_point("ready");
 	send_json(ctrl, W_READY, ready, NULL, 0);
 	cJSON_Delete(ready);
@@ -1087,6 +1107,7 @@ int zygote_exec_main(int ctrl)
 		.ctrl = ctrl,
 		.check = cfg.check,
 		.no_memfd = cfg.no_memfd,
+		.scratch = cfg.scratch,
 	};
 	zygote_main(&zc);
 }

@@ -260,14 +260,24 @@ char *jail_report_describe(const struct jail_report *r)
 /* Without a mount namespace there is no private tmpfs for /tmp: the host's
  * /tmp is shared with every other user and stays closed (Landlock grants
  * nothing there).  Python, tempfile and matplotlib get a fresh directory
- * instead, made here as the sandbox's uid (mode 0700: no other user can
- * enter it), the only place outside what the policy makes writable that
- * Landlock lets the code write; TMPDIR, HOME and a /tmp MPLCONFIGDIR point
- * at it.  The server removes it when it exits. */
+ * instead (mode 0700, owned by the sandbox's uid: no other user can enter
+ * it), the only place outside what the policy makes writable that Landlock
+ * lets the code write; TMPDIR, HOME and a /tmp MPLCONFIGDIR point at it.
+ *
+ * The server makes it (jail_scratch_make) and names it in the zygote's
+ * configuration: it removes it when the zygote ends, so the path it
+ * deletes must be its own, never one the zygote reported.  Here it is only
+ * checked: a directory, no symlink, the sandbox's own, private.  Without
+ * one (a caller that made none, or a server that could not give it to the
+ * sandbox's uid) the jail makes its own, which nobody removes. */
 static void make_scratch(const struct jail_config *c, struct jail_report *r)
 {
 	static const char *const bases[] = { "/tmp", "/var/tmp", NULL };
 	r->scratch[0] = '\0';
+	struct stat st;
+	if (c->scratch && c->scratch[0] == '/' && strlen(c->scratch) < sizeof r->scratch &&
+	    lstat(c->scratch, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid() && (st.st_mode & 077) == 0)
+		snprintf(r->scratch, sizeof r->scratch, "%s", c->scratch);
 	for (const char *const *b = bases; *b && !r->scratch[0]; b++) {
 		char t[sizeof r->scratch];
 		snprintf(t, sizeof t, "%s/psm-scratch-XXXXXX", *b);
@@ -299,7 +309,39 @@ static void make_scratch(const struct jail_config *c, struct jail_report *r)
 		snprintf(m, sizeof m, "%s/matplotlib", r->scratch);
 		setenv("MPLCONFIGDIR", m, 1);
 	}
-	(void)c;
+}
+
+int jail_scratch_make(uid_t uid, gid_t gid, char *out, size_t n, dev_t *dev, ino_t *ino)
+{
+	static const char *const bases[] = { "/tmp", "/var/tmp", NULL };
+	int rc = -ENOENT;
+	for (const char *const *b = bases; *b; b++) {
+		char t[256];
+		snprintf(t, sizeof t, "%s/psm-scratch-XXXXXX", *b);
+		if (!mkdtemp(t)) {
+			rc = -errno;
+			continue;
+		}
+		/* By descriptor, so the checks and the owner are the new
+		 * directory's whatever replaced the name meanwhile. */
+		int fd = open(t, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		struct stat st;
+		errno = 0;
+		if (fd < 0 || fstat(fd, &st) < 0 || (st.st_uid != uid && fchown(fd, uid, gid) < 0) || fchmod(fd, 0700) < 0 ||
+		    fstat(fd, &st) < 0 || strlen(t) >= n) {
+			rc = errno ? -errno : -ENAMETOOLONG;
+			if (fd >= 0)
+				close(fd);
+			rmdir(t);
+			continue;
+		}
+		close(fd);
+		snprintf(out, n, "%s", t);
+		*dev = st.st_dev;
+		*ino = st.st_ino;
+		return 0;
+	}
+	return rc;
 }
 
 static int remove_below(int dfd, int depth)
@@ -337,11 +379,21 @@ static int remove_below(int dfd, int depth)
 
 int jail_scratch_remove(const char *path)
 {
+	return jail_scratch_remove_same(path, 0, 0);
+}
+
+int jail_scratch_remove_same(const char *path, dev_t dev, ino_t ino)
+{
 	if (!path || strncmp(path, "/", 1) != 0 || !strstr(path, "/psm-scratch-"))
 		return -EINVAL; /* only ever what make_scratch made */
 	int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return errno == ENOENT ? 0 : -errno;
+	struct stat st;
+	if (ino && (fstat(fd, &st) < 0 || st.st_dev != dev || st.st_ino != ino)) {
+		close(fd);
+		return -ESTALE; /* another directory under that name now: not ours */
+	}
 	int rc = remove_below(fd, 0);
 	if (rmdir(path) < 0 && rc == 0)
 		rc = -errno;

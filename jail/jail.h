@@ -17,6 +17,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 #include "../common/err.h"
 #include "../policy/policy.h"
@@ -58,5 +59,16 @@ int jail_check(const struct jail_config *c, FILE *out);
  * never following a symlink out of it; safe on what hostile code left
  * there (modes of 0, deep trees, links).  0 or negative errno. */
 int jail_scratch_remove(const char *path);
+/* The same, only while path still names the directory (dev, ino) that
+ * jail_scratch_make made; -ESTALE when it names another. */
+int jail_scratch_remove_same(const char *path, dev_t dev, ino_t ino);
+
+/* Makes the namespace-free mode's scratch directory for a sandbox that runs
+ * as uid:gid (the server calls it before the zygote starts, and names the
+ * result in the zygote's configuration: jail_config.scratch): a fresh
+ * /tmp/psm-scratch-XXXXXX (else under /var/tmp), mode 0700, owned by
+ * uid:gid.  Its path in out (n bytes), its identity in *dev, *ino, for
+ * jail_scratch_remove_same.  0 or negative errno. */
+int jail_scratch_make(uid_t uid, gid_t gid, char *out, size_t n, dev_t *dev, ino_t *ino);
 
 #endif

@@ -52,10 +52,9 @@ struct jail_report {
 	 * confines); true without it, where Landlock and seccomp do that work
 	 * alone ("Landlock + seccomp", see jail.c: judge). */
 	bool nsfree;
-	/* The namespace-free mode's private scratch directory (TMPDIR, HOME),
-	 * a fresh mkdtemp directory on the host only the jail may write; the
-	 * server removes it when it exits.  Empty in the namespace mode
-	 * (/tmp is a private tmpfs there). */
+	/* The namespace-free mode's private scratch directory (TMPDIR, HOME)
+	 * on the host, which only the jail may write (jail.c: make_scratch).
+	 * Empty in the namespace mode (/tmp is a private tmpfs there). */
 	char scratch[256];
 	/* System V shared memory is allowed: the jail has its own IPC
 	 * namespace and a segment goes when its last process detaches
@@ -83,6 +82,9 @@ struct jail_config {
 	/* memfd_create refused: the server cannot count memfds (it cannot
 	 * read the sessions' descriptors), so none may exist. */
 	bool no_memfd;
+	/* The namespace-free mode's scratch directory, made by the server
+	 * (jail_scratch_make), or NULL: the jail then makes its own. */
+	const char *scratch;
 };
 
 /* The default read-only runtime paths for this machine's interpreter

@@ -35,6 +35,8 @@ char *zconfig_encode(const struct zconfig *c)
 		cJSON_AddBoolToObject(j, "check", 1);
 	if (c->no_memfd)
 		cJSON_AddBoolToObject(j, "no_memfd", 1);
+	if (c->scratch)
+		cJSON_AddStringToObject(j, "scratch", c->scratch);
 	char *txt = cJSON_PrintUnformatted(j);
 	cJSON_Delete(j);
 	return txt;
@@ -59,6 +61,7 @@ int zconfig_decode(const void *data, size_t len, struct zconfig *c)
 	c->workspace = str(j, "workspace");
 	c->workspace_display = str(j, "workspace_display");
 	c->venv = str(j, "venv");
+	c->scratch = str(j, "scratch");
 	const cJSON *t = cJSON_GetObjectItemCaseSensitive(j, "timeout_s");
 	const cJSON *mem = cJSON_GetObjectItemCaseSensitive(j, "memory_mb");
 	const cJSON *lvl = cJSON_GetObjectItemCaseSensitive(j, "log_level");

@@ -22,7 +22,7 @@ enum wire_type {
 	W_SPAWN = 1,     /* JSON {id, name, seed}; fds: ctrl, stdout w, stderr w */
 	W_CONFIG = 20,   /* JSON: the policy text and paths, first message after exec */
 	/* zygote -> server */
-	W_READY,         /* JSON {jail report, python version, warm ms} */
+	W_READY,         /* JSON {python, start_ms}: the interpreter is up (after W_JAIL) */
 	W_SPAWNED,       /* JSON {id, pid}; fd: pidfd (may be absent) */
 	W_EXITED,        /* JSON {pid, status, epoch} (wait status; epoch counts exits) */
 	W_FATAL,         /* JSON {message} */
@@ -55,6 +55,9 @@ enum wire_type {
 			    copy of this one (fork_from) */
 	/* session -> server */
 	W_FORKED,        /* JSON {pid} or {error}; fd: the copy's pidfd (a child of the zygote) */
+	/* zygote -> server */
+	W_JAIL,          /* JSON {enforceable, nsfree, why, jail}: the jail's report, sent before the
+			    interpreter starts (so before any code but this program's has run) */
 };
 
 /* What an untrusted peer may send next: the types accepted in the current

@@ -23,12 +23,15 @@
 #include "../interp/procs.h"
 #include "../interp/zygote.h"
 #include "../jail/jail.h"
+#include "../jail/uid.h"
 #include "outbuf.h"
 #include "persist.h"
 #include "usage.h"
 #include "warmup.h"
 #include "watch.h"
 #include "../files/wswatch.h"
+#include "kproc.h"
+#include "zlink.h"
 
 /* A resumed checkpoint says hello and takes its own checkpoint within this,
  * or it is ended and the next call starts a new process. */
@@ -71,6 +74,10 @@ struct session {
 	/* Host pids (this server's pid namespace), from the pidfds: the kernel's
 	 * word, never the session's. */
 	pid_t hpid, ckpt_hpid;
+	/* When the server last asked for a checkpoint (W_TAKE_CHECKPOINT, or a
+	 * resume signal, after which the copy takes its own): a checkpoint
+	 * must be born at this clock tick or later (kproc_now_ticks). */
+	unsigned long long ckpt_since;
 	enum phase phase;
 	bool hello_due;      /* a new process: its hello may precede the result */
 	bool spawn_known;    /* the zygote's report of the fork (pid, pidfd) is in */
@@ -125,7 +132,7 @@ struct session {
 	/* Branching (fork_from): the session this one is a copy of while the
 	 * copy is being made, and in the parent the copy it is making. */
 	struct session *fork_parent, *fork_child;
-	long long fork_asked;      /* when the copy was asked for (clock ticks since boot) */
+	unsigned long long fork_asked; /* when the copy was asked for (kproc_now_ticks) */
 	double fork_t0;            /* and in loop_now_ms(), for the log */
 	char fork_of[SESSION_NAME_MAX + 1]; /* the first call of a copy names its parent */
 	uint32_t fork_of_cells;
@@ -150,11 +157,17 @@ struct sup {
 	struct work *work;       /* for the workspace's watch, or NULL */
 	enum zstate z;
 	pid_t zpid;
-	int zctrl;
+	struct zlink *zl;        /* its socket, read and written through zlink.c */
 	char zerror[768];
-	/* The zygote's scratch directory in the namespace-free mode (TMPDIR
-	 * on the host): removed when that zygote ends. */
+	/* Why the zygote was ended for breaking its protocol, for the calls
+	 * its end touches; "" otherwise. */
+	char zbroke[400];
+	/* The scratch directory of the namespace-free mode (TMPDIR on the
+	 * host), made by the server for each zygote and removed when it ends;
+	 * its identity, so that only that directory is removed. */
 	char scratch[256];
+	dev_t scratch_dev;
+	ino_t scratch_ino;
 	/* That directory lies on a tmpfs: what it holds is memory, counted
 	 * toward each running call's memory_mb (see watch_fired). */
 	bool scratch_tmpfs;
@@ -207,6 +220,7 @@ static void session_close_fds(struct sup *sup, struct session *s);
 static void set_expect(struct sup *sup, struct session *s, enum phase ph);
 static void kill_session(struct session *s);
 static void pipe_event(void *arg, int fd, short revents);
+static void add_note(struct run *c, const char *text);
 
 /* Signals the process behind a pidfd: no pid reuse can redirect it.  Where
  * pidfd_send_signal is missing (valgrind does not know it), the pid from
@@ -237,7 +251,6 @@ struct sup *sup_new(const struct sup_config *cfg)
 	if (!sup)
 		return NULL;
 	sup->cfg = *cfg;
-	sup->zctrl = -1;
 	sup->zpid = -1;
 	const char *t = getenv("PSM_TEST_SAVE_MS");
 	sup->save_test_ms = t ? atof(t) : 0;
@@ -288,8 +301,6 @@ bool sup_last_exit(struct sup *sup, const char *name, int *exit_code)
 
 /* ------------------------------------------------------------ the zygote */
 
-static void zygote_event(void *arg, int fd, short revents);
-
 static void spawn_pending(struct sup *sup);
 
 static void end_orphans(void)
@@ -300,25 +311,53 @@ static void end_orphans(void)
 }
 
 /* Called once the zygote and every session are dead (nothing writes there
- * any more).  jail_scratch_remove takes only what the jail named
- * psm-scratch-* and follows no symlink the code may have left. */
+ * any more).  The directory is the one the server made (sup_start), still
+ * the same one (its inode), and jail_scratch_remove_same follows no
+ * symlink the code may have left. */
 static void remove_scratch(struct sup *sup)
 {
 	if (!sup->scratch[0])
 		return;
-	int r = jail_scratch_remove(sup->scratch);
+	int r = jail_scratch_remove_same(sup->scratch, sup->scratch_dev, sup->scratch_ino);
 	if (r < 0)
 		log_warn("cannot remove the sandbox's scratch directory %s: %s", sup->scratch, strerror(-r));
 	sup->scratch[0] = '\0';
 }
 
+/* The scratch directory of the namespace-free mode, made here and named in
+ * the zygote's configuration (policy/jail.c: make_scratch).  Attack: the
+ * zygote used to make it and report its path in W_READY, which the server
+ * removed at exit: code in the zygote sent
+ * /tmp/psm-scratch-x/../../../var/tmp/victim, and a root server deleted
+ * that directory.  Now the server removes only the path it made.  With
+ * namespaces it is not used (the jail's /tmp is a private tmpfs) and goes
+ * once the jail's report says so. */
+static void make_scratch(struct sup *sup)
+{
+	remove_scratch(sup);
+	uid_t uid = getuid();
+	gid_t gid = getgid();
+	if (geteuid() == 0) {
+		struct jail_config jc = { .policy = sup->cfg.policy, .workspace = sup->cfg.ws->abs };
+		jail_uid_choose(&jc, &uid, &gid);
+		/* A root-owned project without a mount tree: the jail keeps the
+		 * effective uid 0 (policy/jail_uid.c) and gives the directory's
+		 * group to 65534 itself. */
+		if (uid == 65534)
+			uid = gid = 0;
+	}
+	int r = jail_scratch_make(uid, gid, sup->scratch, sizeof sup->scratch, &sup->scratch_dev, &sup->scratch_ino);
+	if (r < 0) {
+		sup->scratch[0] = '\0';
+		log_warn("cannot make the sandbox's scratch directory: %s", strerror(-r));
+	}
+}
+
+/* The interpreter's zygote is gone: killed from outside, died, or ended by
+ * the server for breaking its protocol.  Everything below it goes too. */
 static void zygote_gone(struct sup *sup, const char *why)
 {
-	if (sup->zctrl >= 0) {
-		loop_unwatch(sup->cfg.loop, sup->zctrl);
-		close(sup->zctrl);
-		sup->zctrl = -1;
-	}
+	zlink_close(sup->zl);
 	if (sup->zpid > 0) {
 		kill(sup->zpid, SIGKILL);
 		waitpid(sup->zpid, NULL, 0);
@@ -336,10 +375,15 @@ static void zygote_gone(struct sup *sup, const char *why)
 		end_orphans();
 	remove_scratch(sup);
 	/* Every session lived inside it (its pid namespace, or killed by
-	 * PDEATHSIG): they are gone too. */
-	for (struct session *s = sup->sessions; s; s = s->next)
+	 * PDEATHSIG): they are gone too.  A call still waiting for a process
+	 * of its own hears why it runs in a new one. */
+	for (struct session *s = sup->sessions; s; s = s->next) {
 		if (s->alive)
 			session_dead(sup, s, 0, false);
+		else if (s->cur && sup->zbroke[0])
+			add_note(s->cur, sup->zbroke);
+	}
+	sup->zbroke[0] = '\0';
 }
 
 static int send_config(struct sup *sup, int sock)
@@ -365,12 +409,15 @@ static int send_config(struct sup *sup, int sock)
 		 * Attack: memfds written and never mapped (no RSS shows them)
 		 * by a server run by an unprivileged user or in a container. */
 		.no_memfd = !watch_sees_fds(),
+		.scratch = sup->scratch[0] ? sup->scratch : NULL,
 	};
 	char *txt = zconfig_encode(&zc);
 	int r = txt ? wire_send(sock, W_CONFIG, txt, strlen(txt), NULL, 0) : -ENOMEM;
 	free(txt);
 	return r;
 }
+
+static const struct zlink_events zlink_events;
 
 int sup_start(struct sup *sup, struct err *e)
 {
@@ -382,7 +429,12 @@ int sup_start(struct sup *sup, struct err *e)
 	}
 	if (!sup->warm)
 		sup->warm = warmup_new(cfg->ws, cfg->policy, cfg->check_session ? WARMUP_OFF : cfg->warmup);
+	if (!sup->zl)
+		sup->zl = zlink_new(cfg->loop, &zlink_events, sup);
 	warmup_zygote_started(sup->warm);
+	/* --check changes nothing on the host: the jail makes its own. */
+	if (!cfg->check_session)
+		make_scratch(sup);
 	int sv[2];
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
 		return err_sys(e, -errno, "socketpair");
@@ -410,6 +462,7 @@ int sup_start(struct sup *sup, struct err *e)
 		 * clears the environment.  The zygote gets only the test and
 		 * sanitizer knobs it reads, nothing else. */
 		static const char *const keep[] = { "PSM_JAIL_DISABLE=", "PSM_SECCOMP_PFC=", "PSM_TEST_ZYGOTE_KILL=",
+						    "PSM_TEST_ZYGOTE_HOOK=", "PSM_TEST_ZYGOTE_PIDFD=",
 						    "ASAN_OPTIONS=", "UBSAN_OPTIONS=", "LSAN_OPTIONS=" };
 		/* Room for the titles the zygote and its sessions give themselves
 		 * (setproctitle reuses the argv and environment area). */
@@ -443,9 +496,8 @@ int sup_start(struct sup *sup, struct err *e)
 	if (r < 0)
 		log_warn("cannot configure the zygote: %s", strerror(-r));
 	sup->zpid = pid;
-	sup->zctrl = sv[0];
 	sup->z = Z_WARMING;
-	loop_watch(cfg->loop, sv[0], POLLIN, zygote_event, sup);
+	zlink_attach(sup->zl, sv[0], pid);
 	log_debug("zygote started (pid %d)", (int)pid);
 	return 0;
 }
@@ -579,30 +631,33 @@ static void kill_session(struct session *s)
 	/* What the call used, read while the process still exists. */
 	if (s->cur)
 		usage_end(&s->cur->usage, s->pidfd, s->ckpt_pidfd);
-	if (s->pidfd >= 0)
+	if (s->pidfd >= 0) {
 		pidfd_signal(s->pidfd, SIGKILL);
-	else
+		/* Its exit report is due from the zygote (under a timer). */
+		zlink_await_exit(s->sup->zl, s->pid, s->pidfd);
+	} else {
 		s->kill_pending = true;
+	}
 }
 
 /* After each exit (once a checkpoint has resumed in place of a dead session):
  * tell the zygote which of its processes are sessions and checkpoints; it
  * ends the rest, which the code of a dead session left running
  * (zygote.c: sweep). */
-static void send_sweep(struct sup *sup, const cJSON *epoch)
+static void send_sweep(struct sup *sup, unsigned long long epoch)
 {
-	if (!cJSON_IsNumber(epoch) || sup->zctrl < 0)
+	if (!zlink_open(sup->zl))
 		return;
 	if (fork_in_flight(sup)) {
 		/* The copy being forked is a child of the zygote the server
 		 * cannot name yet: the sweep waits for it (fork_failed or
 		 * forked sends it). */
 		sup->sweep_held = true;
-		sup->held_epoch = epoch->valuedouble;
+		sup->held_epoch = (double)epoch;
 		return;
 	}
 	cJSON *j = cJSON_CreateObject();
-	cJSON_AddNumberToObject(j, "epoch", epoch->valuedouble);
+	cJSON_AddNumberToObject(j, "epoch", (double)epoch);
 	cJSON *keep = cJSON_AddArrayToObject(j, "keep");
 	for (struct session *s = sup->sessions; s && keep; s = s->next) {
 		if (!s->alive)
@@ -613,156 +668,183 @@ static void send_sweep(struct sup *sup, const cJSON *epoch)
 			cJSON_AddItemToArray(keep, cJSON_CreateNumber(s->ckpt_pid));
 	}
 	char *txt = cJSON_PrintUnformatted(j);
-	if (txt && wire_send(sup->zctrl, W_SWEEP, txt, strlen(txt), NULL, 0) < 0)
+	if (txt && zlink_send(sup->zl, W_SWEEP, txt, NULL, 0) < 0)
 		log_warn("could not send the sweep to the zygote");
 	free(txt);
 	cJSON_Delete(j);
 }
 
-static void zygote_event(void *arg, int fd, short revents)
+/* ---- what the zygote's link reports (zlink.h: each message checked) ---- */
+
+static void z_jail(void *arg, bool enforceable, bool nsfree, const char *why, const char *report)
 {
 	struct sup *sup = arg;
-	struct wire_msg m;
-	int r = wire_recv(fd, &m, 1 << 20);
-	if (r < 0) {
-		bool was_ready = sup->z == Z_READY;
-		zygote_gone(sup, r == -EPIPE ? "end of stream" : strerror(-r));
-		if (sup->z == Z_FAILED) {
-			fail_waiting(sup);
-		} else if (sup->restarts < 5 && (was_ready || sup->restarts < 2)) {
-			/* Killed from outside: warm a new one, the next call works.
-			 * A zygote that died while warming up without saying why
-			 * (no W_FATAL: killed, out of memory) gets two more tries;
-			 * calls waiting for it wait for those.  Five restarts within a minute of each other mean a crash
-			 * loop: then the server stops trying and says so. */
-			if (loop_now_ms() - sup->last_restart > 60000.0)
-				sup->restarts = 0;
-			sup->restarts++;
-			sup->last_restart = loop_now_ms();
-			loop_timer(sup->cfg.loop, 100.0 * sup->restarts, restart_zygote, sup);
-		} else {
-			sup->z = Z_FAILED;
-			snprintf(sup->zerror, sizeof sup->zerror,
-				 "the interpreter could not be started (see the server's log on stderr)");
-			fail_waiting(sup);
+	/* The kernel's word on where the zygote is: the sessions' parent, and
+	 * the procfs the watchdog reads (never learned from a session). */
+	sup->zhpid = zlink_zygote(sup->zl);
+	sup->proc_jail = watch_proc_root(sup->zhpid, sup->proc, sizeof sup->proc);
+	log_debug("the watchdog reads %s", sup->proc);
+	if (nsfree)
+		log_info("jail mode: Landlock + seccomp (no namespaces on this machine; "
+			 "python-sandbox-mcp --check says what that changes and how to get them)");
+	else
+		remove_scratch(sup); /* the jail's /tmp is its own */
+	struct statfs sfs;
+	sup->scratch_tmpfs = sup->scratch[0] && statfs(sup->scratch, &sfs) == 0 && sfs.f_type == TMPFS_MAGIC;
+	sup->scratch_bytes = 0;
+	log_debug("jail:\n%s", report);
+	if (sup->cfg.check_session)
+		/* For the --check process that started this server. */
+		fprintf(stderr, "%s\n%s%s\n", CHECK_JAIL_BEGIN, report, CHECK_JAIL_END);
+	if (!enforceable) {
+		/* Fail closed: nothing runs under less protection than the
+		 * policy asks for (the zygote starts no interpreter). */
+		sup->z = Z_FAILED;
+		snprintf(sup->zerror, sizeof sup->zerror,
+			 "the sandbox cannot enforce the policy on this machine: %s "
+			 "(run python-sandbox-mcp --check for details)",
+			 why[0] ? why : "a required layer is missing");
+		log_error("%s", sup->zerror);
+		fail_waiting(sup);
+	}
+}
+
+static void z_ready(void *arg, double start_ms)
+{
+	struct sup *sup = arg;
+	if (sup->z == Z_FAILED)
+		return;
+	sup->z = Z_READY;
+	log_info("interpreter ready in %.0f ms", start_ms);
+	spawn_pending(sup);
+}
+
+static void z_fatal(void *arg, const char *msg)
+{
+	struct sup *sup = arg;
+	sup->z = Z_FAILED;
+	snprintf(sup->zerror, sizeof sup->zerror, "the sandbox could not start: %s", msg);
+	log_error("%s", sup->zerror);
+	fail_waiting(sup);
+}
+
+static void z_spawned(void *arg, int id, int pidfd, const struct kproc *k, bool gone)
+{
+	struct sup *sup = arg;
+	struct session *s = session_by_id(sup, id);
+	if (!s) {
+		/* Reset or cancelled meanwhile: end the orphan (the kernel
+		 * confirmed it is the zygote's new child). */
+		if (pidfd >= 0) {
+			pidfd_signal(pidfd, SIGKILL);
+			close(pidfd);
 		}
 		return;
 	}
-	cJSON *j = cJSON_ParseWithLength((const char *)m.data, m.len);
-	switch (m.type) {
-	case W_READY: {
-		const cJSON *enf = cJSON_GetObjectItemCaseSensitive(j, "enforceable");
-		const cJSON *why = cJSON_GetObjectItemCaseSensitive(j, "why");
-		const cJSON *jail = cJSON_GetObjectItemCaseSensitive(j, "jail");
-		const cJSON *ms = cJSON_GetObjectItemCaseSensitive(j, "start_ms");
-		const cJSON *scratch = cJSON_GetObjectItemCaseSensitive(j, "scratch");
-		if (cJSON_IsString(scratch))
-			snprintf(sup->scratch, sizeof sup->scratch, "%s", scratch->valuestring);
-		struct statfs sfs;
-		sup->scratch_tmpfs = sup->scratch[0] && statfs(sup->scratch, &sfs) == 0 && sfs.f_type == TMPFS_MAGIC;
-		sup->scratch_bytes = 0;
-		if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "nsfree")))
-			log_info("jail mode: Landlock + seccomp (no namespaces on this machine; "
-				 "python-sandbox-mcp --check says what that changes and how to get them)");
-		if (cJSON_IsString(jail))
-			log_debug("jail:\n%s", jail->valuestring);
-		if (cJSON_IsString(jail) && sup->cfg.check_session)
-			/* For the --check process that started this server. */
-			fprintf(stderr, "%s\n%s%s\n", CHECK_JAIL_BEGIN, jail->valuestring, CHECK_JAIL_END);
-		if (cJSON_IsFalse(enf)) {
-			/* Fail closed: nothing runs under less protection than the
-			 * policy asks for. */
-			sup->z = Z_FAILED;
-			snprintf(sup->zerror, sizeof sup->zerror,
-				 "the sandbox cannot enforce the policy on this machine: %s "
-				 "(run python-sandbox-mcp --check for details)",
-				 cJSON_IsString(why) ? why->valuestring : "a required layer is missing");
-			log_error("%s", sup->zerror);
-			fail_waiting(sup);
-		} else {
-			sup->z = Z_READY;
-			log_info("interpreter ready in %.0f ms", cJSON_IsNumber(ms) ? ms->valuedouble : -1.0);
-			spawn_pending(sup);
-		}
-		break;
-	}
-	case W_FATAL: {
-		const cJSON *msg = cJSON_GetObjectItemCaseSensitive(j, "message");
-		sup->z = Z_FAILED;
-		snprintf(sup->zerror, sizeof sup->zerror, "the sandbox could not start: %s",
-			 cJSON_IsString(msg) ? msg->valuestring : "unknown error");
-		log_error("%s", sup->zerror);
-		fail_waiting(sup);
-		break;
-	}
-	case W_SPAWNED: {
-		const cJSON *id = cJSON_GetObjectItemCaseSensitive(j, "id");
-		const cJSON *pid = cJSON_GetObjectItemCaseSensitive(j, "pid");
-		struct session *s = cJSON_IsNumber(id) ? session_by_id(sup, id->valueint) : NULL;
-		int pidfd = m.nfds > 0 ? m.fds[0] : -1;
-		if (!s) {
-			/* Reset or cancelled meanwhile: end the orphan. */
-			if (pidfd >= 0)
-				pidfd_signal(pidfd, SIGKILL);
-			break;
-		}
-		if (!cJSON_IsNumber(pid) || pid->valueint <= 0) {
+	if (pidfd < 0) {
+		/* Without the kernel's handle on it the server could not
+		 * freeze, watch or end it: no session runs like that. */
+		if (gone)
+			log_warn("session %s: its process ended at once", s->name);
+		else
 			log_error("the zygote could not fork session %s", s->name);
-			session_dead(sup, s, 0, false);
-			break;
-		}
-		pid_t ns;
-		if (pidfd < 0 || watch_pidfd(pidfd, &s->hpid, &ns) < 0) {
-			/* Without the kernel's handle on it the server could not
-			 * freeze, watch or end it: no session runs like that. */
-			log_error("session %s: no pidfd for its process", s->name);
-			if (pidfd >= 0)
-				pidfd_signal(pidfd, SIGKILL);
-			session_dead(sup, s, 0, false);
-			break;
-		}
-		s->pid = pid->valueint;
-		s->pidfd = pidfd;
-		m.nfds = 0; /* keep it */
-		s->spawn_known = true;
-		if (sup->zhpid <= 0 && (sup->zhpid = watch_ppid(s->hpid)) > 0) {
-			sup->proc_jail = watch_proc_root(sup->zhpid, sup->proc, sizeof sup->proc);
-			log_debug("the watchdog reads %s", sup->proc);
-		}
-		if (s->ctrl >= 0)
-			ctrl_event(s, s->ctrl, POLLIN); /* what it sent meanwhile */
-		if (s->kill_pending)
-			kill_session(s);
-		break;
+		session_dead(sup, s, 0, false);
+		return;
 	}
-	case W_EXITED: {
-		const cJSON *pid = cJSON_GetObjectItemCaseSensitive(j, "pid");
-		const cJSON *st = cJSON_GetObjectItemCaseSensitive(j, "status");
-		struct session *s = cJSON_IsNumber(pid) ? session_by_pid(sup, pid->valueint) : NULL;
-		const cJSON *ep = cJSON_GetObjectItemCaseSensitive(j, "epoch");
-		if (cJSON_IsNumber(ep))
-			sup->epoch = (unsigned long long)ep->valuedouble;
-		if (s)
-			session_dead(sup, s, cJSON_IsNumber(st) ? st->valueint : 0, cJSON_IsNumber(st));
-		send_sweep(sup, ep);
-		break;
-	}
-	case W_WARMED:
-		warmup_outcome(sup->warm, j);
-		break;
-	case W_SETTLED: {
-		const cJSON *pid = cJSON_GetObjectItemCaseSensitive(j, "pid");
-		struct session *s = cJSON_IsNumber(pid) ? session_by_pid(sup, pid->valueint) : NULL;
-		if (s && s->phase == P_FREEZING)
-			settled(sup, s);
-		break;
-	}
-	default:
-		log_warn("unexpected message %u from the zygote", m.type);
-	}
-	cJSON_Delete(j);
-	wire_msg_free(&m);
+	s->pid = k->ns;
+	s->hpid = k->host;
+	s->pidfd = pidfd;
+	s->spawn_known = true;
+	if (s->ctrl >= 0)
+		ctrl_event(s, s->ctrl, POLLIN); /* what it sent meanwhile */
+	if (s->kill_pending)
+		kill_session(s);
 }
+
+/* The zygote reaped pid.  Its report is believed only for a session whose
+ * own pidfd says it has exited: a report for a live session's pid (a lie,
+ * or a stale report of an earlier holder of that pid) changes nothing. */
+static void z_exited(void *arg, pid_t pid, int status, bool status_known, unsigned long long epoch)
+{
+	struct sup *sup = arg;
+	sup->epoch = epoch;
+	struct session *s = session_by_pid(sup, pid);
+	if (s && s->pidfd >= 0 && !kproc_exited(s->pidfd)) {
+		log_debug("session %s: an exit report for pid %d, which is alive: ignored", s->name, (int)pid);
+		s = NULL;
+	}
+	if (s)
+		session_dead(sup, s, status, status_known);
+	send_sweep(sup, epoch);
+}
+
+static void z_settled(void *arg, pid_t pid)
+{
+	struct sup *sup = arg;
+	struct session *s = session_by_pid(sup, pid);
+	if (s && s->phase == P_FREEZING)
+		settled(sup, s);
+}
+
+static bool z_warmed(void *arg, const cJSON *j)
+{
+	struct sup *sup = arg;
+	return warmup_outcome(sup->warm, j);
+}
+
+/* The zygote is gone, or broke its protocol (then the server ends it): a
+ * new one is started, as after a kill from outside. */
+static void z_lost(void *arg, bool broken, const char *why)
+{
+	struct sup *sup = arg;
+	bool was_ready = sup->z == Z_READY;
+	char reason[320];
+	snprintf(reason, sizeof reason, "%s%s", broken ? "it broke its protocol with the server: " : "", why);
+	if (broken) {
+		log_warn("the zygote broke its protocol with the server (%s): it is ended and a new one is started", why);
+		snprintf(sup->zbroke, sizeof sup->zbroke,
+			 "the interpreter's zygote (the process every session is forked from) broke its protocol with the "
+			 "server (%.200s), so it was ended and a new one started: every session's state was lost", why);
+	}
+	zygote_gone(sup, reason);
+	if (sup->z == Z_FAILED) {
+		fail_waiting(sup);
+	} else if (sup->restarts < 5 && (was_ready || sup->restarts < 2)) {
+		/* Killed from outside: warm a new one, the next call works.
+		 * A zygote that died while warming up without saying why
+		 * (no W_FATAL: killed, out of memory) gets two more tries;
+		 * calls waiting for it wait for those.  Five restarts within a
+		 * minute of each other mean a crash loop: then the server stops
+		 * trying and says so. */
+		if (loop_now_ms() - sup->last_restart > 60000.0)
+			sup->restarts = 0;
+		sup->restarts++;
+		sup->last_restart = loop_now_ms();
+		loop_timer(sup->cfg.loop, 100.0 * sup->restarts, restart_zygote, sup);
+	} else {
+		sup->z = Z_FAILED;
+		if (broken)
+			snprintf(sup->zerror, sizeof sup->zerror,
+				 "the interpreter's zygote broke its protocol with the server again and again (last: %.300s), "
+				 "so the server stopped starting it: something that runs at the interpreter's start (a .pth "
+				 "file of the venv, an installed module) is hostile or broken; see the server's log", why);
+		else
+			snprintf(sup->zerror, sizeof sup->zerror,
+				 "the interpreter could not be started (see the server's log on stderr)");
+		fail_waiting(sup);
+	}
+}
+
+static const struct zlink_events zlink_events = {
+	.jail = z_jail,
+	.ready = z_ready,
+	.fatal = z_fatal,
+	.spawned = z_spawned,
+	.exited = z_exited,
+	.settled = z_settled,
+	.warmed = z_warmed,
+	.lost = z_lost,
+};
 
 /* ------------------------------------------------------------ sessions */
 
@@ -994,7 +1076,10 @@ static void warm_busy(struct sup *sup)
 	bool busy = fork_in_flight(sup);
 	for (struct session *o = sup->sessions; o && !busy; o = o->next)
 		busy = o->cur || o->qhead;
-	warmup_busy(sup->warm, sup->zctrl, busy);
+	const char *txt = sup->z == Z_READY ? warmup_busy(sup->warm, busy) : NULL;
+	if (txt && zlink_send(sup->zl, W_WARM, txt, NULL, 0) == 0)
+		warmup_busy_sent(sup->warm, busy);
+	zlink_warm_paused(sup->zl, busy);
 }
 
 /* Collects the output and hands the run back to its owner (ev->done). */
@@ -1030,7 +1115,13 @@ static void finish_cur(struct sup *sup, struct session *s)
 	c->ev->done(c);
 	/* After the reply, never before: what sessions taught the zygote
 	 * loads while the agent reads it. */
-	warmup_after_reply(sup->warm, sup->z == Z_READY ? sup->zctrl : -1);
+	if (sup->z == Z_READY) {
+		int n;
+		char *names = warmup_after_reply(sup->warm, &n);
+		if (names && zlink_send(sup->zl, W_WARM, names, NULL, 0) == 0)
+			zlink_warm_sent(sup->zl, n);
+		free(names);
+	}
 	start_next(sup, s);
 	warm_busy(sup);
 	ended(sup);
@@ -1109,6 +1200,7 @@ static bool roll_back(struct sup *sup, struct session *s, int wstatus, bool stat
 	quiet_abandon_save(sup, s);
 	/* The copy is frozen (SIGSTOP since it was accepted): the resume
 	 * signal first, then SIGCONT, so it wakes with the signal pending. */
+	s->ckpt_since = kproc_now_ticks();
 	if (pidfd_signal(s->ckpt_pidfd, SIGUSR1) < 0 || pidfd_signal(s->ckpt_pidfd, SIGCONT) < 0) {
 		log_warn("session %s: the checkpoint is gone (%s)", s->name, strerror(errno));
 		return false;
@@ -1226,6 +1318,12 @@ static void session_dead(struct sup *sup, struct session *s, int wstatus, bool s
 			 s->broke);
 		note_next(s, note);
 	}
+	if (!c && sup->zbroke[0])
+		note_next(s, sup->zbroke);
+	/* The zygote broke its protocol: the call (run again in a new
+	 * process, or ended with the old one) says why. */
+	if (c && sup->zbroke[0])
+		add_note(c, sup->zbroke);
 	s->broke[0] = '\0';
 	forks_waiting(sup, s);
 	if (!c || requeue_unstarted(sup, s)) {
@@ -1343,16 +1441,25 @@ static void dying_pids(const struct session *s, pid_t *host, pid_t *ns)
 		*host = *ns = 0;
 }
 
-static int accept_checkpoint(struct sup *sup, struct session *s, int pidfd)
+static int accept_checkpoint(struct sup *sup, struct session *s, int pidfd, pid_t said, char *why, size_t n)
 {
-	pid_t host, ns;
-	if (s->hpid <= 0 || watch_pidfd(pidfd, &host, &ns) < 0 || watch_ppid(host) != s->hpid ||
-	    pidfd_signal(pidfd, SIGSTOP) < 0)
+	struct kproc k;
+	if (!said) {
+		snprintf(why, n, "a checkpoint message without its pid");
 		return -EPROTO;
+	}
+	/* Born after the server asked for it: a child the cell forked
+	 * earlier is no checkpoint of this state. */
+	if (s->hpid <= 0 || kproc_confirm(pidfd, s->hpid, said, s->ckpt_since, &k, why, n) < 0)
+		return -EPROTO;
+	if (pidfd_signal(pidfd, SIGSTOP) < 0) {
+		snprintf(why, n, "its checkpoint cannot be stopped");
+		return -EPROTO;
+	}
 	drop_checkpoint(s); /* the previous one */
 	s->ckpt_pidfd = pidfd;
-	s->ckpt_pid = ns;
-	s->ckpt_hpid = host;
+	s->ckpt_pid = k.ns;
+	s->ckpt_hpid = k.host;
 	(void)sup;
 	return 0;
 }
@@ -1609,7 +1716,7 @@ static void send_settle(struct sup *sup, struct session *s)
 	}
 	char *txt = cJSON_PrintUnformatted(j);
 	cJSON_Delete(j);
-	int r = txt && sup->zctrl >= 0 ? wire_send(sup->zctrl, W_SETTLE, txt, strlen(txt), NULL, 0) : -EPIPE;
+	int r = txt ? zlink_settle(sup->zl, s->pid, txt) : -ENOMEM;
 	free(txt);
 	if (r < 0) {
 		log_warn("session %s: cannot ask the zygote to sweep: %s", s->name, strerror(-r));
@@ -1646,6 +1753,7 @@ static void take_checkpoint(struct sup *sup, struct session *s)
 	start_watch(sup, s);
 	cancel_resume_timer(sup, s);
 	s->resume_timer = loop_timer(sup->cfg.loop, RESUME_MS, checkpoint_expired, s);
+	s->ckpt_since = kproc_now_ticks();
 	if (wire_send(s->ctrl, W_TAKE_CHECKPOINT, "", 0, NULL, 0) < 0)
 		kill_session(s);
 }
@@ -1731,6 +1839,18 @@ static void on_message(struct sup *sup, struct session *s, struct wire_msg *m)
 		 * session started no save; or no pipe was left) the state stays
 		 * dirty: the next state's save, or the one at exit, covers it. */
 		int save_fd = -1;
+		cJSON *body = cJSON_ParseWithLength((const char *)m->data, m->len);
+		const cJSON *cp = cJSON_GetObjectItemCaseSensitive(body, "pid");
+		pid_t claim = cJSON_IsNumber(cp) && cp->valuedouble >= 1 && cp->valuedouble < 4194305 ? (pid_t)cp->valuedouble : 0;
+		cJSON_Delete(body);
+		/* The saver's pipe must be one: a read end of a pipe, nothing
+		 * the server would open, seek or wait on otherwise.
+		 * Attack: a session passes its end of a socket, a file of the
+		 * workspace or /dev/zero where the saver's pipe belongs. */
+		if (m->nfds == 2 && !kproc_pipe_reader(m->fds[1])) {
+			violation(sup, s, "a checkpoint message whose second descriptor is not a pipe's read end");
+			return;
+		}
 		if (m->nfds == 2) {
 			save_fd = m->fds[1];
 			m->fds[1] = -1;
@@ -1744,10 +1864,12 @@ static void on_message(struct sup *sup, struct session *s, struct wire_msg *m)
 		 * own limit) leaves a session that cannot take a checkpoint;
 		 * it said so, and the server went on with no copy of the state
 		 * at all and said nothing (a later crash lost everything). */
-		if (m->nfds == 0 || accept_checkpoint(sup, s, m->fds[0]) < 0) {
+		char why[160], what[240];
+		if (m->nfds == 0 || accept_checkpoint(sup, s, m->fds[0], claim, why, sizeof why) < 0) {
 			if (save_fd >= 0)
 				close(save_fd);
-			violation(sup, s, m->nfds == 0 ? "a checkpoint message without the checkpoint" : "a checkpoint that is no child of the session");
+			snprintf(what, sizeof what, "a checkpoint that is not a new child of the session (%s)", why);
+			violation(sup, s, m->nfds == 0 ? "a checkpoint message without the checkpoint" : what);
 			return;
 		}
 		if (save_fd >= 0 && persist_on(sup->persist))
@@ -1834,9 +1956,7 @@ static void ctrl_event(void *arg, int fd, short revents)
 	 * it (its pidfd) is in: that report is already on its way, on the
 	 * zygote's socket. */
 	if (!s->spawn_known) {
-		struct pollfd p = { .fd = sup->zctrl, .events = POLLIN };
-		if (sup->zctrl >= 0 && poll(&p, 1, 0) == 1)
-			zygote_event(sup, sup->zctrl, POLLIN);
+		zlink_poll(sup->zl);
 		return;
 	}
 	for (int budget = 0; budget < 64; budget++) {
@@ -2480,7 +2600,7 @@ static int spawn_session(struct sup *sup, struct session *s)
 					? (double)sup->cfg.policy->limits.persist_mb * 1048576.0 : 0.0);
 	char *txt = cJSON_PrintUnformatted(j);
 	cJSON_Delete(j);
-	r = txt ? wire_send(sup->zctrl, W_SPAWN, txt, strlen(txt), theirs, 3) : -ENOMEM;
+	r = txt ? zlink_spawn(sup->zl, s->id, txt, theirs, 3) : -ENOMEM;
 	free(txt);
 	close3(theirs);
 	if (r < 0) {
@@ -2567,7 +2687,7 @@ static int fork_session(struct sup *sup, struct session *s, struct session *p)
 	s->resume_ckpt = false;
 	s->resume_timer = loop_timer(sup->cfg.loop, RESUME_MS, resume_expired, s);
 	s->fork_parent = p;
-	s->fork_asked = watch_now_ticks();
+	s->fork_asked = kproc_now_ticks();
 	s->fork_t0 = loop_now_ms();
 	snprintf(s->fork_of, sizeof s->fork_of, "%s", p->name);
 	s->fork_of_cells = (uint32_t)p->cells;
@@ -2582,7 +2702,7 @@ static int fork_session(struct sup *sup, struct session *s, struct session *p)
 	return 0;
 }
 
-static void send_sweep(struct sup *sup, const cJSON *epoch);
+static void send_sweep(struct sup *sup, unsigned long long epoch);
 
 static void spawn_pending(struct sup *sup);
 static void warm_busy(struct sup *sup);
@@ -2595,9 +2715,7 @@ static void release_sweep(struct sup *sup)
 		return;
 	if (sup->sweep_held) {
 		sup->sweep_held = false;
-		cJSON *ep = cJSON_CreateNumber(sup->held_epoch);
-		send_sweep(sup, ep);
-		cJSON_Delete(ep);
+		send_sweep(sup, (unsigned long long)sup->held_epoch);
 	}
 	spawn_pending(sup);
 	warm_busy(sup);
@@ -2665,8 +2783,14 @@ static void forked(struct sup *sup, struct session *p, struct wire_msg *m)
 	cancel_resume_timer(sup, p);
 	cJSON *j = cJSON_ParseWithLength((const char *)m->data, m->len);
 	const cJSON *err = cJSON_GetObjectItemCaseSensitive(j, "error");
-	pid_t host = 0, ns = 0;
-	int wp = m->nfds == 1 ? watch_pidfd(m->fds[0], &host, &ns) : -EBADF;
+	/* The copy is a new child of the zygote (it forks it for the
+	 * parent), as the kernel says (kproc.h), born after the request. */
+	const cJSON *cp = cJSON_GetObjectItemCaseSensitive(j, "pid");
+	pid_t claim = cJSON_IsNumber(cp) && cp->valuedouble >= 1 && cp->valuedouble < 4194305 ? (pid_t)cp->valuedouble : 0;
+	struct kproc k = { 0 };
+	char kwhy[160];
+	int wp = m->nfds == 1 ? kproc_confirm(m->fds[0], sup->zhpid, claim, s->fork_asked, &k, kwhy, sizeof kwhy) : -EBADF;
+	pid_t host = k.host, ns = k.ns;
 	if (wp == -ESRCH) {
 		/* The copy ended at once (killed, out of memory): no lie. */
 		cJSON_Delete(j);
@@ -2674,7 +2798,7 @@ static void forked(struct sup *sup, struct session *p, struct wire_msg *m)
 		begin_freeze(sup, p);
 		return;
 	}
-	bool ok = wp == 0 && host > 0 && watch_ppid(host) == sup->zhpid && watch_start_ticks(host) >= s->fork_asked - 1;
+	bool ok = wp == 0 && host > 0;
 	for (struct session *o = sup->sessions; ok && o; o = o->next)
 		if (o->alive && (o->hpid == host || o->ckpt_hpid == host))
 			ok = false;
@@ -3109,8 +3233,7 @@ void sup_free(struct sup *sup)
 	}
 	persist_free(sup->persist);
 	warmup_free(sup->warm);
-	if (sup->zctrl >= 0)
-		close(sup->zctrl);
+	zlink_free(sup->zl);
 	free(sup);
 }
 

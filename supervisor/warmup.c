@@ -15,7 +15,7 @@
 #include "../common/userdir.h"
 #include "../common/util.h"
 #include "../policy/trust.h"
-#include "../proto/wire.h"
+#include "../common/escape.h"
 
 /* The saved list: a few dozen names; anything larger was not written by
  * this program. */
@@ -49,6 +49,11 @@ struct warmup {
 	char refused[REFUSED_MAX][WARMUP_NAME_MAX + 1];
 	size_t n_refused, refused_next;
 	bool paused;                      /* what the zygote was told last */
+	/* The names the current zygote was sent and has not answered, apart
+	 * from the entries (which can go meanwhile): an answer for any other
+	 * name is a lie. */
+	char due[WARMUP_MAX + WARMUP_REPORT_MAX][WARMUP_NAME_MAX + 1];
+	size_t n_due;
 };
 
 bool warmup_name_valid(const char *name)
@@ -346,39 +351,44 @@ void warmup_note(struct warmup *w, const cJSON *imports)
 	}
 }
 
-void warmup_after_reply(struct warmup *w, int zctrl)
+char *warmup_after_reply(struct warmup *w, int *n)
 {
-	if (!w || !w->on || zctrl < 0)
-		return;
+	*n = 0;
+	if (!w || !w->on)
+		return NULL;
 	cJSON *j = cJSON_CreateObject();
 	cJSON *names = cJSON_AddArrayToObject(j, "names");
-	int k = 0;
-	for (size_t i = 0; i < w->n; i++)
+	for (size_t i = 0; i < w->n && w->n_due < N_ELEMENTS(w->due); i++)
 		if (!w->e[i].sent) {
 			cJSON_AddItemToArray(names, cJSON_CreateString(w->e[i].name));
 			w->e[i].sent = true;
-			k++;
+			memcpy(w->due[w->n_due++], w->e[i].name, sizeof w->due[0]);
+			(*n)++;
 		}
-	char *txt = k ? cJSON_PrintUnformatted(j) : NULL;
+	char *txt = *n ? cJSON_PrintUnformatted(j) : NULL;
 	cJSON_Delete(j);
-	if (txt && wire_send(zctrl, W_WARM, txt, strlen(txt), NULL, 0) < 0)
-		log_warn("warm-up: could not send the zygote its modules");
-	free(txt);
+	return txt;
 }
 
-void warmup_busy(struct warmup *w, int zctrl, bool busy)
+const char *warmup_busy(const struct warmup *w, bool busy)
 {
-	if (!w || !w->on || zctrl < 0 || busy == w->paused)
-		return;
-	const char *txt = busy ? "{\"pause\":true}" : "{\"pause\":false}";
-	if (wire_send(zctrl, W_WARM, txt, strlen(txt), NULL, 0) == 0)
+	if (!w || !w->on || busy == w->paused)
+		return NULL;
+	return busy ? "{\"pause\":true}" : "{\"pause\":false}";
+}
+
+void warmup_busy_sent(struct warmup *w, bool busy)
+{
+	if (w)
 		w->paused = busy;
 }
 
 /* Removes entry at and remembers the name as refused for this run. */
 static void refuse(struct warmup *w, size_t at, const char *why)
 {
-	log_info("warm-up: %s refused: %.300s", w->e[at].name, why ? why : "no reason given");
+	char q[320];
+	/* The reason is the zygote's (untrusted) text: quoted for the log. */
+	log_info("warm-up: %s refused: %s", w->e[at].name, why ? esc_bytes(q, sizeof q, why, strlen(why), 300) : "no reason given");
 	bool was_learned = w->e[at].learned;
 	memcpy(w->refused[w->refused_next], w->e[at].name, sizeof w->refused[0]); /* same size */
 	w->refused_next = (w->refused_next + 1) % REFUSED_MAX;
@@ -404,14 +414,22 @@ void warmup_zygote_started(struct warmup *w)
 			refuse(w, i, "the zygote ended before it had loaded it");
 	for (size_t i = 0; i < w->n; i++)
 		w->e[i].sent = w->e[i].answered = false;
+	w->n_due = 0;
 }
 
-void warmup_outcome(struct warmup *w, const cJSON *j)
+bool warmup_outcome(struct warmup *w, const cJSON *j)
 {
 	const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "name"));
-	size_t at;
-	if (!w || !w->on || !warmup_name_valid(name) || !find(w, name, &at))
-		return;
+	size_t at, k;
+	for (k = 0; w && name && k < w->n_due; k++)
+		if (strcmp(w->due[k], name) == 0)
+			break;
+	if (!w || !name || k == w->n_due)
+		return false;
+	memmove(w->due[k], w->due[k + 1], (w->n_due - k - 1) * sizeof w->due[0]);
+	w->n_due--;
+	if (!w->on || !warmup_name_valid(name) || !find(w, name, &at))
+		return true; /* forgotten meanwhile */
 	struct entry *en = &w->e[at];
 	const cJSON *ms = cJSON_GetObjectItemCaseSensitive(j, "ms");
 	if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "ok"))) {
@@ -422,7 +440,7 @@ void warmup_outcome(struct warmup *w, const cJSON *j)
 			 cJSON_IsNumber(longest) ? longest->valuedouble : 0.0);
 		en->answered = true;
 		if (en->learned)
-			return;
+			return true;
 		en->learned = true;
 		log_info("warm-up: learned %s", name);
 		/* Over the bound: the least recently used learned name goes. */
@@ -434,9 +452,10 @@ void warmup_outcome(struct warmup *w, const cJSON *j)
 			remove_at(w, i);
 		}
 		save(w);
-		return;
+		return true;
 	}
 	refuse(w, at, cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "why")));
+	return true;
 }
 
 size_t warmup_count(const struct warmup *w)

@@ -46,22 +46,27 @@ bool warmup_name_valid(const char *name);
  * new valid names become candidates, known ones move to the front. */
 void warmup_note(struct warmup *w, const cJSON *imports);
 
-/* A reply went out: sends the zygote (ctrl, or -1 when there is none
- * ready) every name it has not been sent yet.  Never before the first
- * reply of a zygote, so the learned list never delays the first result. */
-void warmup_after_reply(struct warmup *w, int zctrl);
+/* A reply went out, and the zygote is ready: the W_WARM body that sends it
+ * every name it has not been sent yet (malloc'd), or NULL; *n the number
+ * of names, each of which the zygote answers once (W_WARMED).  Never
+ * before the first reply of a zygote, so the learned list never delays the
+ * first result. */
+char *warmup_after_reply(struct warmup *w, int *n);
 
 /* Whether a call is running or queued: while one is, the zygote starts no
  * new warm-up work (a probe, an import step), since every reply waits for
- * the zygote (it settles the session) and a spawn waits for its loop.  Sent
- * to the zygote only when it changes. */
-void warmup_busy(struct warmup *w, int zctrl, bool busy);
+ * the zygote (it settles the session) and a spawn waits for its loop.  The
+ * W_WARM body to send when that changed, or NULL; warmup_busy_sent says
+ * it went out. */
+const char *warmup_busy(const struct warmup *w, bool busy);
+void warmup_busy_sent(struct warmup *w, bool busy);
 
 /* A new zygote starts: it holds nothing learned yet. */
 void warmup_zygote_started(struct warmup *w);
 
-/* The zygote's W_WARMED for one name. */
-void warmup_outcome(struct warmup *w, const cJSON *j);
+/* The zygote's W_WARMED for one name: false when the zygote was not sent
+ * that name, or answered it already (it is then broken, and ended). */
+bool warmup_outcome(struct warmup *w, const cJSON *j);
 
 /* The learned names, most recent first (for the tests and the logs). */
 size_t warmup_count(const struct warmup *w);

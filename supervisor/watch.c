@@ -230,26 +230,6 @@ int watch_quiet(pid_t pid, pid_t keep, pid_t dying, pid_t zygote, const pid_t *k
 	return r < 0 ? r : r == 0 ? -EEXIST : 1;
 }
 
-long long watch_start_ticks(pid_t pid)
-{
-	char path[64], buf[1024];
-	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-	const char *f = stat_fields(path, buf, sizeof buf);
-	unsigned long long start;
-	if (!f || sscanf(f, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu", &start) != 1)
-		return -ESRCH;
-	return (long long)start;
-}
-
-long long watch_now_ticks(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_BOOTTIME, &ts);
-	long hz = sysconf(_SC_CLK_TCK);
-	hz = hz > 0 ? hz : 100;
-	return (long long)ts.tv_sec * hz + (long long)ts.tv_nsec / (1000000000LL / hz);
-}
-
 long watch_cpu_ms(pid_t pid)
 {
 	char path[64], buf[1024];

@@ -43,10 +43,6 @@ int watch_idle(pid_t pid, struct watch_look *last);
  * say.  Pids are host pids; 0 in keep or dying matches nothing. */
 int watch_quiet(pid_t pid, pid_t keep, pid_t dying, pid_t zygote, const pid_t *known, size_t n_known);
 
-/* When pid started, in clock ticks since boot (the kernel's word), or
- * -errno; and the time now in the same unit. */
-long long watch_start_ticks(pid_t pid);
-long long watch_now_ticks(void);
 
 /* CPU time (user and system, ms) used so far by pid's threads, or -errno. */
 long watch_cpu_ms(pid_t pid);
