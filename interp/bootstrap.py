@@ -173,14 +173,29 @@ def _patch_shutil():
 _NAME_RE = None
 _NAME_MAX = 128
 # Imports that do something else than define a module: print (this), open a
-# browser (antigravity), start a GUI or a test run, or run at interpreter
-# start-up (site hooks).  Never worth holding in the zygote, whatever the
-# session says.
+# browser (antigravity), start a GUI or a test run, run at interpreter
+# start-up (site hooks), or are the entry points of the interpreter's
+# command line (python -m NAME), whose import is no use to a session and
+# whose code is made to act on the working directory and sys.argv.  Never
+# worth holding in the zygote, whatever the session says.  Any name with a
+# __main__ part is refused too: importing one runs its program (attack:
+# unittest.__main__ ran a test discovery that imported the workspace as a
+# package, and with it a planted __init__.py).  The server refuses the
+# same names before it sends any (supervisor/warmup.c); each side checks
+# on its own.
 _WARM_DENY = frozenset((
     "__main__", "_psm", "this", "antigravity", "__hello__", "__phello__",
     "idlelib", "tkinter", "turtle", "turtledemo", "test", "pip", "ensurepip",
     "venv", "site", "sitecustomize", "usercustomize", "pydoc", "pdb", "code",
-    "readline", "rlcompleter"))
+    "readline", "rlcompleter", "timeit", "cProfile", "profile", "trace",
+    "runpy", "doctest", "zipapp", "tabnanny", "py_compile", "compileall",
+    "pickletools", "webbrowser", "lib2to3", "pytest", "_pytest", "IPython"))
+_WARM_DENY_FULL = frozenset((
+    "unittest.main", "http.server", "json.tool", "xmlrpc.server", "wsgiref.simple_server",
+    "sqlite3.dump", "asyncio.__main__", "pydoc_data.topics"))
+# The zygote follows at most this many modules of a probe's answer: a
+# forged answer that lists every installed module gets no further.
+_WARM_ORDER_MAX = 2000
 _WARM_MAX_MS = 30000.0     # an import slower than this (CPU time, in the probe) is dropped
 _WARM_MAX_GROWTH = 256 << 20  # ... and one that adds more memory than this
 _warm = {"trusted": [], "writable": [], "base": frozenset(), "plan": [], "name": None,
@@ -242,22 +257,29 @@ def _warm_setup():
     # in fs_write, the workspace, the jail's /tmp) would let a session put a
     # module there for the zygote to import.  Such entries are not the
     # installation: they are left out, and any file under them refused.
+    # The project itself is not the installation either: ROOT holds the
+    # project's own files, whatever the mode says about writing there.
     writable = [w for w in (_real(p) for p in _cfg.get("writable", [])) if w]
+    project = [w for w in (_real(p) for p in _cfg.get("project", [])) if w]
     trusted = []
     for p in sys.path:
         if not p or not os.path.isabs(p):
             continue  # "" or a relative entry: the cwd, which is ROOT
         rp = _real(p)
-        if rp and os.path.isdir(rp) and not _under(rp, writable) and rp not in trusted:
+        if rp and os.path.isdir(rp) and not _under(rp, writable + project) and rp not in trusted:
             trusted.append(rp)
     _warm["trusted"] = trusted
-    _warm["writable"] = writable
+    _warm["writable"] = writable + project
+    sys.addaudithook(_warm_audit)
 
 
 def _warm_name_refused(name):
     if not isinstance(name, str) or len(name) > _NAME_MAX or not _NAME_RE.match(name):
         return "not a module name"
-    if name.split(".", 1)[0] in _WARM_DENY:
+    parts = name.split(".")
+    if "__main__" in parts:
+        return "a __main__ module runs a program when imported"
+    if parts[0] in _WARM_DENY or any(".".join(parts[:i]) in _WARM_DENY_FULL for i in range(2, len(parts) + 1)):
         return "not a module to hold in the zygote"
     return None
 
@@ -274,6 +296,44 @@ def _file_refused(path):
     if not _under(rp, _warm["trusted"]):
         return "its file %s is not part of the installed Python" % rp
     return None
+
+
+def _warm_audit(event, args):
+    """While the zygote imports for the warm-up (and in the probe): notes
+    code that comes from outside the installation, whatever it does
+    afterwards to sys.modules: a module imported from a file there, code
+    compiled from or executed with such a file name, a library loaded from
+    there.  A tripwire for what the layers before it (the name checks, an
+    empty working directory, the installation's path) let through: code
+    that knows it is watched can undo anything in its own process, which
+    is why those layers come first."""
+    if not _warm_watch:
+        return
+    path = None
+    if event == "import" and len(args) > 1:
+        path = args[1]
+    elif event == "compile" and len(args) > 1:
+        path = args[1]
+    elif event == "exec" and args:
+        path = getattr(args[0], "co_filename", None)
+    elif event == "ctypes.dlopen" and args:
+        path = args[0]
+    try:
+        if isinstance(path, bytes):
+            path = path.decode("utf-8", "replace")
+        if not isinstance(path, str) or not path.startswith("/"):
+            return  # "<string>", "<frozen ...>", a bare library name: not a file
+        why = _file_refused(path)
+        if why and len(_warm_watch) < 8:
+            _warm_watch.append("%s: %s" % (event, why))
+    except Exception:  # an audit hook must never fail the operation
+        if len(_warm_watch) < 8:
+            _warm_watch.append("%s: a file that cannot be judged" % event)
+
+
+# Non-empty while the zygote (or its probe) imports for the warm-up: the
+# first entry is a marker, the others what _warm_audit saw.
+_warm_watch = []
 
 
 def _spec_refused(spec, name):
@@ -412,6 +472,7 @@ def warm_probe(name):
     # CPU time, not the clock: the zygote stops its probe (SIGSTOP) while
     # a call runs, and a probe stopped for a long call is not slow.
     rss0, t0 = _rss(), time.process_time()
+    _warm_watch[:] = ["probe"]
     try:
         with _TrustedPath():
             why = _resolve_checked(name)
@@ -421,6 +482,10 @@ def warm_probe(name):
         why = "importing %s failed: %s" % (name, _reason(e))
     finally:
         boot._find_and_load = real_find_and_load
+    seen = _warm_watch[1:]
+    _warm_watch[:] = []
+    if seen:
+        why = "it ran code from outside the installation (%s)" % seen[0]
     ms = (time.process_time() - t0) * 1000
     if why is None:
         for n in list(sys.modules):
@@ -451,8 +516,17 @@ def warm_begin(arg_json):
     is one step); the name itself comes last."""
     arg = json.loads(arg_json)
     name = arg["name"]
-    plan = [n for n in arg.get("order", []) if isinstance(n, str) and _warm_name_refused(n) is None]
+    # The probe's answer is data from a process that ran the import: each
+    # entry is only a name, checked as a session's report is, and each is
+    # checked again (files, then everything loaded) when the zygote
+    # imports it.  A probe that wrote its own answer gains no more than a
+    # session's report would: installed modules, loaded under the checks.
+    order = arg.get("order", [])
+    order = order[:_WARM_ORDER_MAX] if isinstance(order, list) else []
+    plan = [n for n in order if isinstance(n, str) and _warm_name_refused(n) is None]
     _warm["plan"] = plan + [name]
+    _warm["rss0"] = _rss()
+    _warm["tainted"] = []
     _warm["name"] = name
     _warm["t0"] = time.monotonic()
     _warm["steps"] = 0
@@ -478,29 +552,44 @@ def warm_step(_arg):
         n = plan.pop(pick)
         if n not in sys.modules:
             t0 = time.monotonic()
+            _warm_watch[:] = ["zygote"]
             try:
                 with _TrustedPath():
                     if _resolve_checked(n) is None:
                         importlib.import_module(n)
             except BaseException:
                 pass  # the name's own import, last, says whether it worked
+            finally:
+                _warm["tainted"] += _warm_watch[1:]
+                _warm_watch[:] = []
             _warm["steps"] += 1
             _warm["longest"] = max(_warm["longest"], (time.monotonic() - t0) * 1000)
         if plan:
             return ""
     _warm["plan"] = []
     ms = (time.monotonic() - _warm["t0"]) * 1000
+    # Whether the name loaded or not, the zygote is judged on what it holds
+    # and what its imports ran: a file outside the installation among its
+    # modules, code from there seen running, a thread, memory past the
+    # probe's bound.  Any of them and the zygote ends itself; the server
+    # starts a new one (attack: an import that failed after it had run
+    # planted code, which then patched builtins for every later session,
+    # was only logged "not loaded" and the zygote kept).
+    why = None
+    if _warm["tainted"]:
+        why = "it ran code from outside the installation (%s)" % _warm["tainted"][0]
+    for n, m in list(sys.modules.items()):
+        if why is None and n not in _warm["base"]:
+            why = _module_refused(n, m)
+    if why is None and _threads() > 1:
+        why = "importing it started a thread in the zygote"
+    if why is None and _rss() - _warm["rss0"] > 2 * _WARM_MAX_GROWTH:
+        why = "importing it added %d MB to the zygote" % ((_rss() - _warm["rss0"]) >> 20)
+    if why is not None:
+        return json.dumps({"ok": False, "why": why, "tainted": True})
     mod = sys.modules.get(name)
-    why = "it was not loaded" if mod is None else None
-    if why is None:
-        # Every module the zygote holds now, as at the probe: a file
-        # outside the installation means something differed from the
-        # probe; say so (the zygote ends itself and is started again).
-        for n, m in list(sys.modules.items()):
-            if n not in _warm["base"]:
-                why = _module_refused(n, m)
-                if why:
-                    return json.dumps({"ok": False, "why": why, "tainted": True})
+    if mod is None:
+        why = "it was not loaded"
     import gc
 
     # What the import made stays shared copy-on-write with the sessions,

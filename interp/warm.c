@@ -14,11 +14,14 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "../common/log.h"
 #include "../common/util.h"
+#include "../policy/jail.h"
 #include "../proto/wire.h"
 #include "pyembed.h"
 
@@ -53,6 +56,10 @@ static double deadline;
 static bool paused;
 /* When the probe was stopped: its deadline moves by the time it spent so. */
 static double paused_at;
+/* Where the warm-up's imports run: an empty directory that can never hold
+ * a file (removed, held open), and the zygote's own working directory
+ * (ROOT) to return to. */
+static int empty_fd = -1, home_fd = -1;
 
 static double now_ms(void)
 {
@@ -179,10 +186,62 @@ static void close_probe(void)
 	ans_eof = false;
 }
 
+/* The working directory of every import the warm-up makes.  Attack: the
+ * zygote and its probe imported with ROOT as their working directory, and
+ * an installed module that acts on it (unittest.__main__ runs a test
+ * discovery there) imported the workspace as a package, running a
+ * __init__.py a session had written, first in the probe, then in the
+ * zygote.  An empty directory instead: made in the jail's temporary
+ * directory, then removed and held open.  A removed directory stays empty
+ * for good (nothing can be created in it), and only a directory that is
+ * really gone (no link left) is used: a session that swapped the name
+ * meanwhile, or put a file in it, gets the warm-up refused. */
+static int empty_dir(void)
+{
+	if (empty_fd >= 0)
+		return empty_fd;
+	if (home_fd < 0)
+		home_fd = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	const char *tmp = getenv("TMPDIR");
+	char t[4200];
+	snprintf(t, sizeof t, "%s/psm-empty-XXXXXX", tmp && tmp[0] == '/' ? tmp : "/tmp");
+	if (home_fd < 0 || !mkdtemp(t))
+		return -1;
+	int fd = open(t, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	struct stat sb;
+	if (rmdir(t) < 0 || fd < 0 || fstat(fd, &sb) < 0 || sb.st_nlink != 0) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	empty_fd = fd;
+	return fd;
+}
+
+/* Runs one bootstrap function of the warm-up in the empty directory, then
+ * returns to the zygote's own (the sessions' working directory). */
+static int call_in_empty(const char *fn, const char *arg, char **out, size_t *len, struct err *e)
+{
+	int is_bytes;
+	if (empty_dir() < 0 || fchdir(empty_fd) < 0)
+		return err_set(e, -ENOENT, "no empty directory to import in (%s)", strerror(errno ? errno : ENOENT));
+	int r = py_call(fn, arg, out, len, &is_bytes, e);
+	if (fchdir(home_fd) < 0) {
+		/* No way back to ROOT: no session may be forked from here. */
+		log_error("warm-up: cannot return to the project directory: %s", strerror(errno));
+		_exit(77);
+	}
+	return r;
+}
+
 /* Runs in the probe: a fork of the zygote that imports the name, answers,
  * and exits.  It runs only installed code (the bootstrap refuses anything
- * else before importing it), and whatever that code does dies with it. */
-static __attribute__((noreturn)) void run_probe(int wfd, int ctrl, int sfd, pid_t parent)
+ * else before importing it), and whatever that code does dies with it.
+ * It is as hostile as a session: it holds no descriptor but its answer's
+ * pipe, works in the empty directory, and has a Landlock domain of its
+ * own, so it can neither signal nor read (ptrace, /proc/PID/mem) a session
+ * or the zygote; its answer is checked by the zygote like any report. */
+static __attribute__((noreturn)) void run_probe(int wfd, pid_t parent)
 {
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	if (getppid() != parent)
@@ -190,18 +249,26 @@ static __attribute__((noreturn)) void run_probe(int wfd, int ctrl, int sfd, pid_
 	setproctitle("-python-sandbox-mcp: warm-up probe %s", cur);
 	/* Background work: the sessions come first. */
 	setpriority(PRIO_PROCESS, 0, 10);
-	close(ctrl);
-	close(sfd);
 	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
 	if (null >= 0) {
 		dup2(null, STDOUT_FILENO);
 		dup2(null, STDERR_FILENO);
 		close(null);
 	}
+	/* Its answer on 3, the empty directory on 4, nothing else. */
+	int wd = fcntl(wfd, F_DUPFD_CLOEXEC, 64), dd = fcntl(empty_fd, F_DUPFD_CLOEXEC, 64);
+	if (wd < 0 || dd < 0 || dup2(wd, 3) < 0 || dup2(dd, 4) < 0)
+		_exit(0);
+	if (syscall(SYS_close_range, 5U, ~0U, 0) < 0)
+		for (int fd = 5; fd < 1024; fd++)
+			close(fd);
+	struct err e = { 0 };
+	if (fchdir(4) < 0 || close(4) < 0 || jail_session_enter(&e) < 0)
+		_exit(0);
 	char *out = NULL;
 	size_t len = 0;
 	int is_bytes;
-	struct err e = { 0 };
+	wfd = 3;
 	if (py_call("warm_probe", cur, &out, &len, &is_bytes, &e) == 0) {
 		for (size_t off = 0; off < len;) {
 			ssize_t w = write(wfd, out + off, len - off);
@@ -222,6 +289,12 @@ static void start_probe(int ctrl, int sfd)
 		report(ctrl, NULL, "no pipe for the probe");
 		return;
 	}
+	if (empty_dir() < 0) {
+		close(p[0]);
+		close(p[1]);
+		report(ctrl, NULL, "no empty directory to import in");
+		return;
+	}
 	pid_t parent = getpid();
 	fflush(NULL);
 	PyOS_BeforeFork();
@@ -232,7 +305,7 @@ static void start_probe(int ctrl, int sfd)
 		sigfillset(&all);
 		sigprocmask(SIG_UNBLOCK, &all, NULL);
 		close(p[0]);
-		run_probe(p[1], ctrl, sfd, parent);
+		run_probe(p[1], parent);
 	}
 	PyOS_AfterFork_Parent();
 	close(p[1]);
@@ -307,7 +380,6 @@ void warm_work(int ctrl, int sfd)
 {
 	char *out = NULL;
 	size_t len;
-	int is_bytes;
 	struct err e = { 0 };
 	if (paused && st != WS_PROBING)
 		return;
@@ -320,7 +392,7 @@ void warm_work(int ctrl, int sfd)
 		q_len--;
 		/* Names refused without running anything (malformed, denied,
 		 * not installed) or already held need no probe. */
-		if (py_call("warm_check", cur, &out, &len, &is_bytes, &e) < 0) {
+		if (call_in_empty("warm_check", cur, &out, &len, &e) < 0) {
 			report(ctrl, NULL, e.msg);
 		} else if (len > 0) {
 			report(ctrl, out, NULL);
@@ -345,7 +417,7 @@ void warm_work(int ctrl, int sfd)
 		}
 		return;
 	case WS_LOADING:
-		if (py_call("warm_step", "", &out, &len, &is_bytes, &e) < 0) {
+		if (call_in_empty("warm_step", "", &out, &len, &e) < 0) {
 			report(ctrl, NULL, e.msg);
 			st = WS_IDLE;
 		} else if (len > 0) {

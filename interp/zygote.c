@@ -52,6 +52,53 @@
  * zygote; it changes nothing that the jail enforces. */
 static char kill_step[32];
 
+/* PSM_TEST_ZYGOTE_HOOK=FILE and PSM_TEST_ZYGOTE_PIDFD=PID: test hooks that
+ * put Python code, and a pidfd of a process the test chose, into the real
+ * zygote, so that the tests can play a zygote that
+ * runs code nobody approved and check from outside what the server does
+ * with each message it sends.  They grant nothing an attacker lacks: the
+ * server's environment is the user's own word (whoever sets it runs code
+ * as the user already); the code runs where a venv's .pth file or an
+ * installed module's import-time code runs (in the jail, after it is
+ * built, before the zygote says it is ready); and the pidfd stands for
+ * what pidfd_open of a host process gives code in a jail without a pid
+ * namespace, which the jail's signal scope still keeps it from using.
+ * The file is read before the jail, which may hide it. */
+static char *test_hook;
+static int test_pidfd = -1;
+
+static void test_hooks_read(void)
+{
+	const char *f = getenv("PSM_TEST_ZYGOTE_HOOK");
+	FILE *fp = f && *f ? fopen(f, "re") : NULL;
+	if (fp) {
+		size_t cap = 1 << 20, n = 0;
+		test_hook = calloc(1, cap + 1);
+		if (test_hook)
+			n = fread(test_hook, 1, cap, fp);
+		if (test_hook)
+			test_hook[n] = '\0';
+		fclose(fp);
+	}
+	const char *p = getenv("PSM_TEST_ZYGOTE_PIDFD");
+	long pid = p && *p ? strtol(p, NULL, 10) : 0;
+	test_pidfd = pid > 0 ? (int)syscall(SYS_pidfd_open, (pid_t)pid, 0) : -1;
+}
+
+/* Runs the hook's code in __main__ with `ctrl` (the zygote's socket) and
+ * `pidfd` (or -1) defined. */
+static void test_hook_run(int ctrl)
+{
+	if (!test_hook)
+		return;
+	char pre[96];
+	snprintf(pre, sizeof pre, "ctrl = %d\npidfd = %d\n", ctrl, test_pidfd);
+	PyRun_SimpleString(pre);
+	PyRun_SimpleString(test_hook);
+	free(test_hook);
+	test_hook = NULL;
+}
+
 static void test_kill_point(const char *step)
 {
 	if (kill_step[0] && strcmp(kill_step, step) == 0) {
@@ -141,6 +188,9 @@ static char *bootstrap_config(const struct zygote_config *zc, const struct jail_
 	 * reset: true. */
 	cJSON_AddBoolToObject(j, "venv_pth", !zc->venv_pth_off);
 	cJSON_AddBoolToObject(j, "venv_withheld", zc->venv_withheld);
+	/* The project's own files are no part of the installation either. */
+	cJSON *proj = cJSON_AddArrayToObject(j, "project");
+	cJSON_AddItemToArray(proj, cJSON_CreateString(zc->root));
 	cJSON *sites = cJSON_AddArrayToObject(j, "site_dirs");
 	if (zc->venv) {
 		glob_t g;
@@ -890,14 +940,17 @@ static char **build_env(const struct zygote_config *zc)
 
 void zygote_jail_config(const struct zygote_config *zc, struct jail_config *jc)
 {
+	static int keep[2];
+	keep[0] = zc->ctrl;
+	keep[1] = test_pidfd;
 	*jc = (struct jail_config){
 		.policy = zc->policy,
 		.root = zc->root,
 		.workspace = zc->workspace,
 		.venv = zc->venv,
 		.runtime_ro = jail_default_runtime_paths(),
-		.keep_fds = &zc->ctrl,
-		.n_keep_fds = 1,
+		.keep_fds = keep,
+		.n_keep_fds = test_pidfd >= 0 ? 2 : 1,
 		.env = (const char *const *)build_env(zc),
 		.no_host_changes = zc->check,
 		.no_memfd = zc->no_memfd,
@@ -978,6 +1031,7 @@ void zygote_main(const struct zygote_config *zc)
 	free(cfg);
 	if (r < 0)
 		fatal(ctrl, e.msg);
+	test_hook_run(ctrl);
 	/* A sixteenth of memory_mb, at most 64 MB: the pre-copied pages are
 	 * the session's own memory on top of its checkpoint's. */
 	long mb = zc->policy->limits.memory_mb;
@@ -1063,6 +1117,7 @@ int zygote_exec_main(int ctrl)
 	log_set_prefix("zygote");
 	const char *ks = getenv("PSM_TEST_ZYGOTE_KILL"); /* before clearenv */
 	snprintf(kill_step, sizeof kill_step, "%s", ks ? ks : "");
+	test_hooks_read();
 	test_kill_point("exec");
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	/* Had the server died before the line above, PDEATHSIG would never

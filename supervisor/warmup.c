@@ -80,6 +80,44 @@ bool warmup_name_valid(const char *name)
 	return part > 0;
 }
 
+/* Names no zygote is ever sent, whatever a session reports: the same rule
+ * as the zygote's own (bootstrap _warm_name_refused), checked here first
+ * so that such a name never reaches a process that could run it.  Any
+ * __main__ part (importing one runs its program: unittest.__main__ ran a
+ * test discovery in the working directory), and modules that print, open
+ * a browser or a GUI, hook the interpreter's start, or are the entry
+ * points of its command line. */
+static const char *const denied_top[] = {
+	"__main__", "_psm", "this", "antigravity", "__hello__", "__phello__", "idlelib", "tkinter", "turtle",
+	"turtledemo", "test", "pip", "ensurepip", "venv", "site", "sitecustomize", "usercustomize", "pydoc", "pdb",
+	"code", "readline", "rlcompleter", "timeit", "cProfile", "profile", "trace", "runpy", "doctest", "zipapp",
+	"tabnanny", "py_compile", "compileall", "pickletools", "webbrowser", "lib2to3", "pytest", "_pytest", "IPython",
+};
+static const char *const denied_full[] = {
+	"unittest.main", "http.server", "json.tool", "xmlrpc.server", "wsgiref.simple_server", "sqlite3.dump",
+	"asyncio.__main__", "pydoc_data.topics",
+};
+
+const char *warmup_name_denied(const char *name)
+{
+	size_t top = strcspn(name, ".");
+	for (const char *p = name; *p;) {
+		size_t k = strcspn(p, ".");
+		if (k == 8 && strncmp(p, "__main__", 8) == 0)
+			return "a __main__ module runs a program when imported";
+		p += k + (p[k] == '.');
+	}
+	for (size_t i = 0; i < N_ELEMENTS(denied_top); i++)
+		if (strlen(denied_top[i]) == top && strncmp(name, denied_top[i], top) == 0)
+			return "not a module to hold in the zygote";
+	for (size_t i = 0; i < N_ELEMENTS(denied_full); i++) {
+		size_t k = strlen(denied_full[i]);
+		if (strncmp(name, denied_full[i], k) == 0 && (name[k] == '\0' || name[k] == '.'))
+			return "not a module to hold in the zygote";
+	}
+	return NULL;
+}
+
 static size_t n_learned(const struct warmup *w)
 {
 	size_t k = 0;
@@ -218,7 +256,7 @@ static void load(struct warmup *w)
 	cJSON_ArrayForEach(it, mods)
 	{
 		const char *s = cJSON_GetStringValue(it);
-		if (w->n >= WARMUP_MAX || !warmup_name_valid(s) || find(w, s, NULL))
+		if (w->n >= WARMUP_MAX || !warmup_name_valid(s) || warmup_name_denied(s) || find(w, s, NULL))
 			continue;
 		struct entry *en = &w->e[w->n++];
 		snprintf(en->name, sizeof en->name, "%s", s);
@@ -316,6 +354,16 @@ void warmup_free(struct warmup *w)
 	free(w);
 }
 
+static void remember_refused(struct warmup *w, const char *name)
+{
+	size_t k = strnlen(name, WARMUP_NAME_MAX);
+	memmove(w->refused[w->refused_next], name, k);
+	w->refused[w->refused_next][k] = '\0';
+	w->refused_next = (w->refused_next + 1) % REFUSED_MAX;
+	if (w->n_refused < REFUSED_MAX)
+		w->n_refused++;
+}
+
 void warmup_note(struct warmup *w, const cJSON *imports)
 {
 	if (!w || !w->on || !imports)
@@ -334,6 +382,12 @@ void warmup_note(struct warmup *w, const cJSON *imports)
 		size_t at;
 		if (!warmup_name_valid(s) || was_refused(w, s))
 			continue;
+		const char *denied = warmup_name_denied(s);
+		if (denied) {
+			log_info("warm-up: %s refused: %s", s, denied);
+			remember_refused(w, s);
+			continue;
+		}
 		if (find(w, s, &at)) {
 			to_front(w, at);
 			continue;
@@ -390,10 +444,7 @@ static void refuse(struct warmup *w, size_t at, const char *why)
 	/* The reason is the zygote's (untrusted) text: quoted for the log. */
 	log_info("warm-up: %s refused: %s", w->e[at].name, why ? esc_bytes(q, sizeof q, why, strlen(why), 300) : "no reason given");
 	bool was_learned = w->e[at].learned;
-	memcpy(w->refused[w->refused_next], w->e[at].name, sizeof w->refused[0]); /* same size */
-	w->refused_next = (w->refused_next + 1) % REFUSED_MAX;
-	if (w->n_refused < REFUSED_MAX)
-		w->n_refused++;
+	remember_refused(w, w->e[at].name);
 	remove_at(w, at);
 	if (was_learned)
 		save(w);

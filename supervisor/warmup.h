@@ -42,6 +42,9 @@ void warmup_free(struct warmup *w);
  * most 64 characters, at most WARMUP_NAME_MAX in all. */
 bool warmup_name_valid(const char *name);
 
+/* Why a valid name is never sent to a zygote, or NULL. */
+const char *warmup_name_denied(const char *name);
+
 /* A session's report (the "imports" of its result; untrusted, NULL-safe):
  * new valid names become candidates, known ones move to the front. */
 void warmup_note(struct warmup *w, const cJSON *imports);
