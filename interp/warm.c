@@ -21,7 +21,7 @@
 
 #include "../common/log.h"
 #include "../common/util.h"
-#include "../policy/jail.h"
+#include "../jail/jail.h"
 #include "../proto/wire.h"
 #include "pyembed.h"
 

@@ -144,7 +144,7 @@ struct session {
 	char *next_note;           /* for the next reply (note_next) */
 	/* Why the process was ended between calls (a protocol break while
 	 * taking its checkpoint), for the next reply; "" when it was not. */
-	char broke[96];
+	char broke[256];
 	bool broke_kept;     /* ... and its checkpoint held its last state */
 	struct sup *sup;
 	struct session *next;
@@ -430,7 +430,7 @@ int sup_start(struct sup *sup, struct err *e)
 	if (!sup->warm)
 		sup->warm = warmup_new(cfg->ws, cfg->policy, cfg->check_session ? WARMUP_OFF : cfg->warmup);
 	if (!sup->zl)
-		sup->zl = zlink_new(cfg->loop, &zlink_events, sup);
+		sup->zl = zlink_new(cfg->loop, &zlink_events, sup, cfg->zlink);
 	warmup_zygote_started(sup->warm);
 	/* --check changes nothing on the host: the jail makes its own. */
 	if (!cfg->check_session)
@@ -820,7 +820,7 @@ static void z_lost(void *arg, bool broken, const char *why)
 			sup->restarts = 0;
 		sup->restarts++;
 		sup->last_restart = loop_now_ms();
-		loop_timer(sup->cfg.loop, 100.0 * sup->restarts, restart_zygote, sup);
+		loop_timer(sup->cfg.loop, (sup->cfg.restart_ms > 0 ? sup->cfg.restart_ms : 100.0) * sup->restarts, restart_zygote, sup);
 	} else {
 		sup->z = Z_FAILED;
 		if (broken)
@@ -1233,7 +1233,7 @@ static bool roll_back(struct sup *sup, struct session *s, int wstatus, bool stat
 		 * previous call's state (or a copy of it): that call's reply
 		 * said the state was kept, so the next one says it was not
 		 * (the call that is sent again, if one was on its way). */
-		char note[400];
+		char note[600];
 		if (s->broke_kept)
 			snprintf(note, sizeof note,
 				 "after the previous call the session's process broke its protocol with the server (%s), so it was "
@@ -1311,7 +1311,7 @@ static void session_dead(struct sup *sup, struct session *s, int wstatus, bool s
 	cancel_timers(sup, s);
 	cancel_resume_timer(sup, s);
 	if (!c && s->broke[0]) {
-		char note[400];
+		char note[600];
 		snprintf(note, sizeof note,
 			 "after the previous call the session's process broke its protocol with the server (%s), so it was "
 			 "ended as a crash; no copy of an earlier state was left, so this call starts a new interpreter",

@@ -31,6 +31,7 @@
 
 struct run;
 struct work;
+struct zlink_limits;
 
 /* What a run needs from the layer that submitted it.  Each is called on the
  * loop; none may call sup_submit, sup_cancel or sup_free from inside. */
@@ -122,6 +123,11 @@ struct sup_config {
 	bool check_session;      /* --check's own server: the jail report to stderr */
 	enum warmup_mode warmup; /* --warmup (warmup.h) */
 	const char *self_exe;    /* this binary, exec'd as the zygote */
+	/* The timers and bounds of the zygote's link (zlink.h), and the first
+	 * delay before a zygote is started again (then doubled...): NULL and 0
+	 * for the defaults; shorter ones for the tests and the fuzzer. */
+	const struct zlink_limits *zlink;
+	double restart_ms;
 	/* Called after a run or a save of a session ended (at the end of its
 	 * input the server waits for sup_busy to turn false), or NULL. */
 	void (*ended)(void *arg);

@@ -24,8 +24,15 @@
 /* What may wait unread in the zygote's direction: a zygote that lets more
  * pile up does not read what the server sends (legitimately it reads
  * between two import steps of the warm-up, a second at most). */
-#define OUT_MAX_BYTES (4u << 20)
-#define OUT_MAX_MSGS 2048
+const struct zlink_limits zlink_defaults = {
+	.start_ms = 180000.0,
+	.spawn_ms = 60000.0,
+	.settle_ms = 60000.0,
+	.exit_ms = 60000.0,
+	.warm_ms = 180000.0,
+	.out_msgs = 2048,
+	.out_bytes = 4u << 20,
+};
 /* Messages read per wake-up, so that a zygote writing without end cannot
  * hold the loop. */
 #define READ_BUDGET 64
@@ -58,6 +65,7 @@ struct out {
 
 struct zlink {
 	struct loop *loop;
+	const struct zlink_limits *lim;
 	const struct zlink_events *ev;
 	void *arg;
 	int fd;
@@ -83,10 +91,11 @@ struct zlink {
 static void zl_event(void *arg, int fd, short revents);
 static void arm_timer(struct zlink *z);
 
-struct zlink *zlink_new(struct loop *l, const struct zlink_events *ev, void *arg)
+struct zlink *zlink_new(struct loop *l, const struct zlink_events *ev, void *arg, const struct zlink_limits *lim)
 {
 	struct zlink *z = xcalloc(1, sizeof *z);
 	z->loop = l;
+	z->lim = lim ? lim : &zlink_defaults;
 	z->ev = ev;
 	z->arg = arg;
 	z->fd = z->zpidfd = -1;
@@ -255,7 +264,7 @@ static void arm_timer(struct zlink *z)
 {
 	double at = 0;
 	if (z->phase == ZL_JAIL || z->phase == ZL_PYTHON)
-		at = z->started + ZLINK_START_MS;
+		at = z->started + z->lim->start_ms;
 	for (size_t i = 0; i < z->n_waits; i++)
 		if (at == 0 || z->waits[i].deadline < at)
 			at = z->waits[i].deadline;
@@ -285,8 +294,8 @@ static void timer_fired(void *arg)
 	struct zlink *z = arg;
 	z->timer = 0;
 	double now = loop_now_ms();
-	if ((z->phase == ZL_JAIL || z->phase == ZL_PYTHON) && now >= z->started + ZLINK_START_MS) {
-		lose(z, true, "it did not start within %.0f s", ZLINK_START_MS / 1000);
+	if ((z->phase == ZL_JAIL || z->phase == ZL_PYTHON) && now >= z->started + z->lim->start_ms) {
+		lose(z, true, "it did not start within %.0f s", z->lim->start_ms / 1000);
 		return;
 	}
 	for (size_t i = 0; i < z->n_waits; i++) {
@@ -294,24 +303,24 @@ static void timer_fired(void *arg)
 		if (now < w->deadline)
 			continue;
 		if (w->kind == W_SPAWN) {
-			lose(z, true, "no answer to the spawn of session process %d within %.0f s", w->id, ZLINK_SPAWN_MS / 1000);
+			lose(z, true, "no answer to the spawn of session process %d within %.0f s", w->id, z->lim->spawn_ms / 1000);
 			return;
 		}
 		if (w->kind == W_SETTLE) {
 			lose(z, true, "no answer to the clean-up after a call (pid %d) within %.0f s", (int)w->pid,
-			     ZLINK_SETTLE_MS / 1000);
+			     z->lim->settle_ms / 1000);
 			return;
 		}
 		/* An exit report is due only once the process is gone (SIGKILL
 		 * can take a while on a process in uninterruptible sleep). */
 		if (kproc_exited(w->pidfd)) {
-			lose(z, true, "it did not report the exit of pid %d within %.0f s", (int)w->pid, ZLINK_EXIT_MS / 1000);
+			lose(z, true, "it did not report the exit of pid %d within %.0f s", (int)w->pid, z->lim->exit_ms / 1000);
 			return;
 		}
-		w->deadline = now + ZLINK_EXIT_MS;
+		w->deadline = now + z->lim->exit_ms;
 	}
 	if (z->phase == ZL_READY && z->warm_out > 0 && !z->warm_paused && now >= z->warm_deadline) {
-		lose(z, true, "no warm-up answer within %.0f s", ZLINK_WARM_MS / 1000);
+		lose(z, true, "no warm-up answer within %.0f s", z->lim->warm_ms / 1000);
 		return;
 	}
 	arm_timer(z);
@@ -386,7 +395,7 @@ int zlink_send(struct zlink *z, uint32_t type, const char *json, const int *fds,
 	/* Attack: a zygote that stops reading, then makes the server write
 	 * (every W_EXITED it sends is answered by a sweep): the server's
 	 * writes, blocking, would have hung it for good. */
-	if (z->oq_bytes + len + 12 > OUT_MAX_BYTES || z->oq_msgs >= OUT_MAX_MSGS) {
+	if (z->oq_bytes + len + 12 > z->lim->out_bytes || z->oq_msgs >= z->lim->out_msgs) {
 		lose(z, true, "it does not read what the server sends (%zu messages wait)", z->oq_msgs);
 		return 0;
 	}
@@ -438,7 +447,7 @@ int zlink_spawn(struct zlink *z, int id, const char *json, const int *fds, int n
 		return z && z->phase == ZL_BROKEN ? 0 : -EPIPE;
 	unsigned long long since = kproc_now_ticks();
 	int r = zlink_send(z, W_SPAWN, json, fds, nfds);
-	struct wait *w = r == 0 && z->phase == ZL_READY ? add_wait(z, W_SPAWN, ZLINK_SPAWN_MS) : NULL;
+	struct wait *w = r == 0 && z->phase == ZL_READY ? add_wait(z, W_SPAWN, z->lim->spawn_ms) : NULL;
 	if (w) {
 		w->id = id;
 		w->since = since;
@@ -453,7 +462,7 @@ int zlink_settle(struct zlink *z, pid_t pid, const char *json)
 	if (!z || z->phase != ZL_READY)
 		return z && z->phase == ZL_BROKEN ? 0 : -EPIPE;
 	int r = zlink_send(z, W_SETTLE, json, NULL, 0);
-	struct wait *w = r == 0 && z->phase == ZL_READY ? add_wait(z, W_SETTLE, ZLINK_SETTLE_MS) : NULL;
+	struct wait *w = r == 0 && z->phase == ZL_READY ? add_wait(z, W_SETTLE, z->lim->settle_ms) : NULL;
 	if (w) {
 		w->pid = pid;
 		set_expect(z);
@@ -472,7 +481,7 @@ void zlink_await_exit(struct zlink *z, pid_t pid, int pidfd)
 	int dup = fcntl(pidfd, F_DUPFD_CLOEXEC, 3);
 	if (dup < 0)
 		return;
-	struct wait *w = add_wait(z, W_EXITED, ZLINK_EXIT_MS);
+	struct wait *w = add_wait(z, W_EXITED, z->lim->exit_ms);
 	if (!w) {
 		close(dup);
 		return;
@@ -487,7 +496,7 @@ void zlink_warm_sent(struct zlink *z, int n)
 	if (!z || z->phase != ZL_READY || n <= 0)
 		return;
 	if (z->warm_out == 0 || z->warm_paused)
-		z->warm_deadline = loop_now_ms() + ZLINK_WARM_MS;
+		z->warm_deadline = loop_now_ms() + z->lim->warm_ms;
 	z->warm_out += n;
 	set_expect(z);
 	arm_timer(z);
@@ -499,7 +508,7 @@ void zlink_warm_paused(struct zlink *z, bool paused)
 		return;
 	z->warm_paused = paused;
 	if (!paused)
-		z->warm_deadline = loop_now_ms() + ZLINK_WARM_MS;
+		z->warm_deadline = loop_now_ms() + z->lim->warm_ms;
 	if (z->phase == ZL_READY)
 		arm_timer(z);
 }
@@ -665,7 +674,7 @@ static void on_warmed(struct zlink *z, const cJSON *j)
 		return;
 	}
 	z->warm_out--;
-	z->warm_deadline = loop_now_ms() + ZLINK_WARM_MS;
+	z->warm_deadline = loop_now_ms() + z->lim->warm_ms;
 }
 
 static void dispatch(struct zlink *z, struct wire_msg *m)

@@ -29,14 +29,21 @@
 #include "../rpc/loop.h"
 #include "kproc.h"
 
-/* How long the server waits for each answer of the zygote.  Generous: a
- * loaded machine, a sanitizer build, a font cache built at the first start,
- * a learned module's import step that a spawn waits behind. */
-#define ZLINK_START_MS 180000.0  /* from the exec to W_READY */
-#define ZLINK_SPAWN_MS 60000.0   /* W_SPAWN to W_SPAWNED */
-#define ZLINK_SETTLE_MS 60000.0  /* W_SETTLE to W_SETTLED */
-#define ZLINK_EXIT_MS 60000.0    /* a process killed through its pidfd to its W_EXITED */
-#define ZLINK_WARM_MS 180000.0   /* between two W_WARMED while names wait and no call runs */
+/* How long the server waits for each answer of the zygote, and how much may
+ * wait unread in its direction.  The defaults (zlink_defaults) are
+ * generous: a loaded machine, a sanitizer build, a font cache built at the
+ * first start, a learned module's import step that a spawn waits behind.
+ * The tests and the fuzzer pass shorter ones. */
+struct zlink_limits {
+	double start_ms;   /* from the exec to W_READY (180 s) */
+	double spawn_ms;   /* W_SPAWN to W_SPAWNED (60 s) */
+	double settle_ms;  /* W_SETTLE to W_SETTLED (60 s) */
+	double exit_ms;    /* a process killed through its pidfd to its W_EXITED (60 s) */
+	double warm_ms;    /* between two W_WARMED while names wait and no call runs (180 s) */
+	size_t out_msgs;   /* messages queued unread (2048) */
+	size_t out_bytes;  /* bytes queued unread (4 MiB) */
+};
+extern const struct zlink_limits zlink_defaults;
 
 /* What the link reports, each on the loop, never from inside a zlink_*
  * call.  Strings are sanitized and bounded; they live for the call. */
@@ -70,7 +77,8 @@ struct zlink_events {
 
 struct zlink;
 
-struct zlink *zlink_new(struct loop *l, const struct zlink_events *ev, void *arg);
+/* lim: NULL for zlink_defaults; else it must outlive the link. */
+struct zlink *zlink_new(struct loop *l, const struct zlink_events *ev, void *arg, const struct zlink_limits *lim);
 /* Closes the link if open; no event afterwards. */
 void zlink_free(struct zlink *z);
 
@@ -90,7 +98,7 @@ pid_t zlink_zygote(const struct zlink *z);
  * when there is no link. */
 int zlink_send(struct zlink *z, uint32_t type, const char *json, const int *fds, int nfds);
 /* W_SPAWN for session id (json: its body; fds: ctrl, stdout, stderr): the
- * answer is awaited, under ZLINK_SPAWN_MS. */
+ * answer is awaited, under the spawn timer. */
 int zlink_spawn(struct zlink *z, int id, const char *json, const int *fds, int nfds);
 /* W_SETTLE for the session whose pid (in the zygote's namespace) is pid. */
 int zlink_settle(struct zlink *z, pid_t pid, const char *json);

@@ -43,6 +43,7 @@
 #include "../../proto/config.h"
 #include "../../proto/wire.h"
 #include "../../supervisor/supervisor.h"
+#include "../../supervisor/zlink.h"
 #include "tmptree.h"
 
 #define HOLD_RESUME "hold-resume"
@@ -81,6 +82,69 @@ static bool held(const char *name)
 	return access(p, F_OK) == 0;
 }
 
+/* ---- forgeries: what a lying zygote or session sends ----
+ * The name is in WORKSPACE/forge; each is done once (WORKSPACE/forged marks
+ * it done), so that the zygote the server starts next, or the session after
+ * a rollback, answers truly again. */
+static char forge[64], climb[1024];
+static pid_t canary, old_child;
+
+static void read_ws_file(const char *name, char *buf, size_t n)
+{
+	char p[4200];
+	snprintf(p, sizeof p, "%s/%s", ws_dir, name);
+	buf[0] = '\0';
+	int fd = open(p, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	ssize_t k = read(fd, buf, n - 1);
+	buf[k > 0 ? k : 0] = '\0';
+	close(fd);
+}
+
+static bool forging(const char *what)
+{
+	if (strcmp(forge, what) != 0)
+		return false;
+	char p[4200];
+	snprintf(p, sizeof p, "%s/forged", ws_dir);
+	int fd = open(p, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return false;
+	close(fd);
+	return true;
+}
+
+static void forge_setup(void)
+{
+	char buf[64];
+	read_ws_file("forge", forge, sizeof forge);
+	read_ws_file("canary", buf, sizeof buf);
+	canary = (pid_t)atoi(buf);
+	read_ws_file("climb", climb, sizeof climb);
+}
+
+/* A child forked long before anything asks for it: sent where a new
+ * process belongs. */
+static void fork_old_child(void)
+{
+	pid_t me = getpid();
+	old_child = fork();
+	if (old_child == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != me)
+			_exit(0);
+		for (;;)
+			pause();
+	}
+	usleep(30 * 1000); /* a few clock ticks older than any request */
+}
+
+static int pidfd_of(pid_t pid)
+{
+	return (int)syscall(SYS_pidfd_open, pid, 0);
+}
+
 /* Forks the frozen copy; the parent announces it.  The copy returns once
  * resumed, as the session. */
 static void checkpoint(void)
@@ -111,12 +175,27 @@ static void checkpoint(void)
 		checkpoint();
 		return;
 	}
-	int pidfd = pid > 0 ? (int)syscall(SYS_pidfd_open, pid, 0) : -1;
+	int fds[2] = { pid > 0 ? pidfd_of(pid) : -1, -1 };
+	pid_t claim = pid;
+	if (forging("ckpt-foreign")) {
+		close(fds[0]);
+		fds[0] = pidfd_of(canary);
+		claim = canary;
+	} else if (forging("ckpt-old")) {
+		close(fds[0]);
+		fds[0] = pidfd_of(old_child);
+		claim = old_child;
+	} else if (forging("ckpt-claim")) {
+		claim = pid + 1000;
+	} else if (forging("ckpt-notpipe")) {
+		fds[1] = open(ws_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	}
 	cJSON *j = cJSON_CreateObject();
-	cJSON_AddNumberToObject(j, "pid", pid);
-	send_json(ctrl_fd, W_CHECKPOINT, j, pidfd >= 0 ? &pidfd : NULL, pidfd >= 0 ? 1 : 0);
-	if (pidfd >= 0)
-		close(pidfd);
+	cJSON_AddNumberToObject(j, "pid", claim);
+	send_json(ctrl_fd, W_CHECKPOINT, j, fds[0] >= 0 ? fds : NULL, fds[0] < 0 ? 0 : fds[1] >= 0 ? 2 : 1);
+	for (int i = 0; i < 2; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
 }
 
 static bool has_word(const char *code, const char *w)
@@ -130,6 +209,8 @@ static bool has_word(const char *code, const char *w)
 
 static __attribute__((noreturn)) void session_main(void)
 {
+	if (strcmp(forge, "ckpt-old") == 0)
+		fork_old_child();
 	while (held(HOLD_HELLO))
 		usleep(20 * 1000);
 	hello();
@@ -169,6 +250,62 @@ static __attribute__((noreturn)) void session_main(void)
 	}
 }
 
+/* A lying zygote's answers to a spawn (true when it answered falsely or not
+ * at all).  Each frame is one a zygote running unapproved code could write. */
+static bool forge_spawn(int zfd, const cJSON *req)
+{
+	const cJSON *id = cJSON_GetObjectItemCaseSensitive(req, "id");
+	if (forging("silent-spawn"))
+		return true;
+	if (forging("spawned-unknown") || forging("spawned-foreign") || forging("spawned-old")) {
+		bool unknown = strcmp(forge, "spawned-unknown") == 0, old = strcmp(forge, "spawned-old") == 0;
+		pid_t who = old ? old_child : canary;
+		int fd = pidfd_of(who);
+		cJSON *rep = cJSON_CreateObject();
+		cJSON_AddNumberToObject(rep, "id", unknown ? 9999 : id->valuedouble);
+		cJSON_AddNumberToObject(rep, "pid", who);
+		send_json(zfd, W_SPAWNED, rep, &fd, 1);
+		close(fd);
+		return !unknown; /* the real spawn is answered too, after the lie */
+	}
+	cJSON *j = cJSON_CreateObject();
+	uint32_t type = 0;
+	if (forging("ready-again")) {
+		type = W_READY;
+		cJSON_AddStringToObject(j, "scratch", climb);
+	} else if (forging("jail-again")) {
+		type = W_JAIL;
+		cJSON_AddBoolToObject(j, "enforceable", 1);
+	} else if (forging("settled-unasked")) {
+		type = W_SETTLED;
+		cJSON_AddNumberToObject(j, "pid", 1);
+	} else if (forging("warmed-unasked")) {
+		type = W_WARMED;
+		cJSON_AddStringToObject(j, "name", "wave");
+		cJSON_AddBoolToObject(j, "ok", 1);
+	} else if (forging("oversized")) {
+		uint32_t hdr[3] = { WIRE_MAGIC, W_EXITED, 1u << 20 };
+		(void)!write(zfd, hdr, sizeof hdr);
+	} else if (forging("garbage")) {
+		wire_send(zfd, W_EXITED, "not json", 8, NULL, 0);
+	} else if (forging("deaf")) {
+		/* Makes the server write (a sweep per exit) and reads nothing. */
+		for (int i = 0; i < 3000; i++) {
+			char b[96];
+			int n = snprintf(b, sizeof b, "{\"pid\":%d,\"status\":0,\"epoch\":0}", 100000 + i);
+			if (wire_send(zfd, W_EXITED, b, (size_t)n, NULL, 0) < 0)
+				break;
+		}
+		for (;;)
+			pause();
+	}
+	if (type)
+		send_json(zfd, type, j, NULL, 0);
+	else
+		cJSON_Delete(j);
+	return false;
+}
+
 /* The fake zygote: W_CONFIG, W_READY, then sessions on W_SPAWN, their
  * exits as W_EXITED, and W_SETTLED for each W_SETTLE. */
 static __attribute__((noreturn)) void zygote_main(int zfd)
@@ -182,6 +319,9 @@ static __attribute__((noreturn)) void zygote_main(int zfd)
 		_exit(81);
 	wire_msg_free(&m);
 	snprintf(ws_dir, sizeof ws_dir, "%s", cfg.workspace);
+	forge_setup();
+	if (strcmp(forge, "spawned-old") == 0)
+		fork_old_child();
 	cJSON *jail = cJSON_CreateObject();
 	cJSON_AddBoolToObject(jail, "enforceable", 1);
 	cJSON_AddStringToObject(jail, "jail", "jail: enforceable (a fake)\n");
@@ -190,14 +330,25 @@ static __attribute__((noreturn)) void zygote_main(int zfd)
 	cJSON_AddNumberToObject(ready, "start_ms", 1);
 	send_json(zfd, W_READY, ready, NULL, 0);
 	unsigned long long exits = 0;
+	pid_t last = 0;
 	for (;;) {
 		int status;
 		pid_t dead;
 		while ((dead = waitpid(-1, &status, WNOHANG)) > 0) {
+			if (forging("no-exit-report"))
+				continue; /* reaped, never reported */
 			cJSON *j = cJSON_CreateObject();
 			cJSON_AddNumberToObject(j, "pid", dead);
 			cJSON_AddNumberToObject(j, "status", status);
 			cJSON_AddNumberToObject(j, "epoch", (double)++exits);
+			send_json(zfd, W_EXITED, j, NULL, 0);
+		}
+		if (last > 0 && held("now") && forging("exited-live")) {
+			/* The exit of a session that lives on. */
+			cJSON *j = cJSON_CreateObject();
+			cJSON_AddNumberToObject(j, "pid", last);
+			cJSON_AddNumberToObject(j, "status", 0);
+			cJSON_AddNumberToObject(j, "epoch", 99);
 			send_json(zfd, W_EXITED, j, NULL, 0);
 		}
 		struct pollfd p = { .fd = zfd, .events = POLLIN };
@@ -206,7 +357,9 @@ static __attribute__((noreturn)) void zygote_main(int zfd)
 		if (wire_recv(zfd, &m, 1 << 20) < 0)
 			_exit(0);
 		cJSON *j = cJSON_ParseWithLength((const char *)m.data, m.len);
-		if (m.type == W_SPAWN && m.nfds == 3) {
+		if (m.type == W_SPAWN && m.nfds == 3 && forge_spawn(zfd, j)) {
+			; /* answered falsely, or not at all */
+		} else if (m.type == W_SPAWN && m.nfds == 3) {
 			pid_t pid = fork();
 			if (pid == 0) {
 				prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -217,10 +370,22 @@ static __attribute__((noreturn)) void zygote_main(int zfd)
 				session_pid = getpid();
 				session_main();
 			}
-			int pidfd = pid > 0 ? (int)syscall(SYS_pidfd_open, pid, 0) : -1;
+			last = pid;
+			int pidfd = pid > 0 ? pidfd_of(pid) : -1;
+			pid_t claim = pid;
+			if (forging("spawned-claim"))
+				claim = pid + 1000;
+			if (forging("spawned-pipe")) {
+				int pp[2];
+				if (pipe(pp) == 0) {
+					close(pidfd);
+					close(pp[1]);
+					pidfd = pp[0];
+				}
+			}
 			cJSON *rep = cJSON_CreateObject();
 			cJSON_AddItemToObject(rep, "id", cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(j, "id"), 1));
-			cJSON_AddNumberToObject(rep, "pid", pid);
+			cJSON_AddNumberToObject(rep, "pid", claim);
 			send_json(zfd, W_SPAWNED, rep, pidfd >= 0 ? &pidfd : NULL, pidfd >= 0 ? 1 : 0);
 			if (pidfd >= 0)
 				close(pidfd);
@@ -252,6 +417,19 @@ static struct sup *sup;
 static char tmpdir[] = "/tmp/psm-sup-XXXXXX";
 static char self[4096];
 static bool timed_out;
+/* For the forged processes (below): a process of the test's own that no
+ * server may signal, a directory outside the project that none may
+ * delete, and the server's log of one test. */
+static pid_t the_canary;
+static char victim[] = "/var/tmp/psm-sup-victim-XXXXXX";
+static char climb_base[] = "/tmp/psm-scratch-suptest-XXXXXX";
+static const struct zlink_limits quick = {
+	.start_ms = 20000, .spawn_ms = 1500, .settle_ms = 1500, .exit_ms = 1500, .warm_ms = 20000,
+	.out_msgs = 64, .out_bytes = 1u << 20,
+};
+static char *captured;
+static int saved_err = -1;
+static char cap_path[64];
 
 static void ev_ready(struct run *r, void (*ready)(struct run *r, void *arg), void *arg)
 {
@@ -407,6 +585,37 @@ static int setup(void **state)
 	pol->limits.persist = false; /* nothing written outside tmpdir */
 	assert_int_equal(ws_open(&ws, tmpdir, wsd, &e), 0);
 	loop = loop_new();
+	/* The canary: a process no server may signal.  Not below the test
+	 * process (a supervisor ends whatever is below it when it is freed,
+	 * as the server does with what the sandbox left): forked twice, it
+	 * is orphaned away; it goes when the test does. */
+	int cp[2];
+	assert_int_equal(pipe(cp), 0);
+	pid_t me = getpid(), mid = fork();
+	if (mid == 0) {
+		pid_t c = fork();
+		if (c == 0) {
+			for (;;) {
+				if (kill(me, 0) < 0)
+					_exit(0);
+				sleep(1);
+			}
+		}
+		(void)!write(cp[1], &c, sizeof c);
+		_exit(0);
+	}
+	waitpid(mid, NULL, 0);
+	assert_int_equal(read(cp[0], &the_canary, sizeof the_canary), (ssize_t)sizeof the_canary);
+	close(cp[0]);
+	close(cp[1]);
+	assert_true(the_canary > 0);
+	assert_non_null(mkdtemp(victim));
+	char keep[128];
+	snprintf(keep, sizeof keep, "%s/keep", victim);
+	int kfd = open(keep, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+	assert_true(kfd >= 0);
+	close(kfd);
+	assert_non_null(mkdtemp(climb_base));
 	ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
 	assert_true(n > 0);
 	self[n] = '\0';
@@ -415,6 +624,10 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
+	kill(the_canary, SIGKILL);
+	tmp_tree_remove(victim);
+	rmdir(climb_base);
+	free(captured);
 	loop_free(loop);
 	ws_close(&ws);
 	policy_free(pol);
@@ -604,6 +817,276 @@ static void test_cancel_while_preparing(void **state)
 	trun_free(c);
 }
 
+/* ------------------------------------------------------------ forged processes
+ *
+ * One test per row of the trust table (docs/SECURITY.md): the fake zygote or
+ * session sends the message out of state, with a foreign pidfd, or with a
+ * path that climbs out, and the server must never signal, delete, open or
+ * count anything it did not create.  The canary is a process of the test's
+ * own (not below the zygote), the victim a directory outside the project;
+ * both are checked from outside after the server is gone. */
+
+
+/* The canary runs, and nothing stopped it. */
+static bool canary_untouched(void)
+{
+	char p[64], buf[512];
+	snprintf(p, sizeof p, "/proc/%d/stat", (int)the_canary);
+	int fd = open(p, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	ssize_t n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	buf[n > 0 ? n : 0] = '\0';
+	const char *f = strrchr(buf, ')');
+	return f && (f[2] == 'S' || f[2] == 'R');
+}
+
+static void ws_write(const char *name, const char *text)
+{
+	char p[4200];
+	snprintf(p, sizeof p, "%s/%s", ws.abs, name);
+	int fd = open(p, O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0644);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	close(fd);
+}
+
+/* The server's log of one test (its warnings say why a zygote was ended). */
+static void capture_begin(void)
+{
+	snprintf(cap_path, sizeof cap_path, "%s/log", tmpdir);
+	int fd = open(cap_path, O_CREAT | O_TRUNC | O_RDWR | O_CLOEXEC, 0600);
+	assert_true(fd >= 0);
+	fflush(stderr);
+	saved_err = dup(2);
+	dup2(fd, 2);
+	close(fd);
+	log_threshold = LOG_WARNING;
+}
+
+static const char *capture_end(void)
+{
+	fflush(stderr);
+	dup2(saved_err, 2);
+	close(saved_err);
+	log_threshold = LOG_ERROR;
+	free(captured);
+	captured = calloc(1, 1 << 16);
+	int fd = open(cap_path, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0 && captured) {
+		ssize_t n = read(fd, captured, (1 << 16) - 1);
+		(void)n;
+		close(fd);
+	}
+	return captured ? captured : "";
+}
+
+static int forged_up(void **state)
+{
+	char p[4200];
+	snprintf(p, sizeof p, "%s/forged", ws.abs);
+	unlink(p);
+	snprintf(p, sizeof p, "%s/now", ws.abs);
+	unlink(p);
+	char pid[16];
+	snprintf(pid, sizeof pid, "%d", (int)the_canary);
+	ws_write("canary", pid);
+	snprintf(p, sizeof p, "%s/../..%s", climb_base, victim);
+	ws_write("climb", p);
+	ws_write("forge", (const char *)*state);
+	struct sup_config cfg = { .loop = loop, .policy = pol, .ws = &ws, .self_exe = self, .zlink = &quick, .restart_ms = 1 };
+	struct err e = { 0 };
+	hold(HOLD_RESUME, false);
+	hold(HOLD_HELLO, false);
+	capture_begin();
+	sup = sup_new(&cfg);
+	assert_non_null(sup);
+	assert_int_equal(sup_start(sup, &e), 0);
+	return 0;
+}
+
+static int forged_down(void **state)
+{
+	sup_free(sup);
+	sup = NULL;
+	capture_end();
+	ws_write("forge", "");
+	/* Checked once the server is gone: whatever it removed or signalled
+	 * at its end is done. */
+	char p[4200];
+	snprintf(p, sizeof p, "%s/keep", victim);
+	assert_int_equal(access(p, F_OK), 0);
+	assert_true(canary_untouched());
+	return 0;
+}
+
+/* The zygote lies while the first call's process is being spawned: the
+ * zygote is ended (the log says why), and the call runs in the next one
+ * with a note that says so. */
+static void forged_at_spawn(void **state, const char *why)
+{
+	struct trun *a = submit("inc", 30000.0);
+	wait_done(a);
+	const char *log = capture_end();
+	assert_true(canary_untouched());
+	if (!strstr(log, "the zygote broke its protocol with the server") || !strstr(log, why))
+		fail_msg("no \"%s\" in the log: %s", why, log);
+	if (!a->run.note || !strstr(a->run.note, "broke its protocol"))
+		fail_msg("the call's note: %s", a->run.note ? a->run.note : "none");
+	capture_begin();
+	trun_free(a);
+	/* The next zygote answers truly. */
+	struct trun *b = run_ok("inc");
+	assert_true(b->x >= 1);
+	trun_free(b);
+}
+
+static void test_spawned_unknown(void **state)
+{
+	forged_at_spawn(state, "a spawn report for session process 9999, which the server never asked for");
+}
+
+static void test_spawned_foreign(void **state)
+{
+	forged_at_spawn(state, "whose parent is");
+}
+
+static void test_spawned_old(void **state)
+{
+	forged_at_spawn(state, "which started before the request");
+}
+
+static void test_spawned_claim(void **state)
+{
+	forged_at_spawn(state, "the message says");
+}
+
+static void test_spawned_pipe(void **state)
+{
+	forged_at_spawn(state, "the descriptor is no pidfd");
+}
+
+static void test_ready_again(void **state)
+{
+	forged_at_spawn(state, "W_READY (type 21) where the server expected none");
+}
+
+static void test_jail_again(void **state)
+{
+	char why[64];
+	snprintf(why, sizeof why, "W_JAIL (type %d) where the server expected none", W_JAIL);
+	forged_at_spawn(state, why);
+}
+
+static void test_settled_unasked(void **state)
+{
+	forged_at_spawn(state, "W_SETTLED (type 34) where the server expected none");
+}
+
+static void test_warmed_unasked(void **state)
+{
+	forged_at_spawn(state, "W_WARMED (type 37) where the server expected none");
+}
+
+static void test_oversized(void **state)
+{
+	forged_at_spawn(state, "a W_EXITED of 1048576 bytes, over its size");
+}
+
+static void test_garbage(void **state)
+{
+	forged_at_spawn(state, "a W_EXITED whose body is not a JSON object");
+}
+
+static void test_silent_spawn(void **state)
+{
+	forged_at_spawn(state, "no answer to the spawn of session process");
+}
+
+static void test_deaf(void **state)
+{
+	forged_at_spawn(state, "it does not read what the server sends");
+}
+
+/* A session that dies and whose exit the zygote never reports: the call is
+ * answered anyway, once the exit report's timer runs out. */
+static void test_no_exit_report(void **state)
+{
+	/* With a checkpoint holding its socket, the session's end shows only
+	 * in the zygote's report: the call runs out its time, the server kills
+	 * the process, and the report of that is what never comes. */
+	trun_free(run_ok("inc"));
+	spin(300);
+	struct trun *a = submit("crash", 1000.0);
+	wait_done(a);
+	const char *log = capture_end();
+	if (!strstr(log, "it did not report the exit of pid"))
+		fail_msg("log: %s", log);
+	assert_int_not_equal(a->run.status, CALL_OK);
+	capture_begin();
+	trun_free(a);
+	trun_free(run_ok("inc"));
+}
+
+/* An exit report for a session that lives: nothing changes (the same
+ * process keeps its state; no checkpoint is resumed in its place). */
+static void test_exited_live(void **state)
+{
+	struct trun *a = run_ok("inc");
+	hold("now", true);
+	spin(400);
+	struct trun *b = run_ok("inc");
+	assert_int_equal(b->x, 2);
+	assert_int_equal(b->pid, a->pid);
+	assert_false(b->resumed);
+	const char *log = capture_end();
+	capture_begin();
+	assert_null(strstr(log, "broke its protocol"));
+	trun_free(a);
+	trun_free(b);
+}
+
+/* The session sends a checkpoint that is not the one the server asked for:
+ * ended as a crash, and the next reply says so; the pidfd's process is
+ * never stopped or counted as the checkpoint. */
+static void forged_checkpoint(void **state, const char *why)
+{
+	struct trun *a = run_ok("inc");
+	spin(300); /* the checkpoint after the reply */
+	struct trun *b = run_ok("inc");
+	const char *log = capture_end();
+	if (!b->run.note || !strstr(b->run.note, why))
+		fail_msg("no \"%s\" in the note: %s (log: %s)", why, b->run.note ? b->run.note : "none", log);
+	assert_int_equal(b->x, 1); /* a new process: the state was lost */
+	assert_true(canary_untouched());
+	capture_begin();
+	trun_free(a);
+	trun_free(b);
+}
+
+static void test_ckpt_foreign(void **state)
+{
+	forged_checkpoint(state, "a checkpoint that is not a new child of the session (the pidfd names process");
+}
+
+static void test_ckpt_old(void **state)
+{
+	forged_checkpoint(state, "which started before the request");
+}
+
+static void test_ckpt_claim(void **state)
+{
+	forged_checkpoint(state, "the message says");
+}
+
+static void test_ckpt_notpipe(void **state)
+{
+	forged_checkpoint(state, "whose second descriptor is not a pipe's read end");
+}
+
+#define FORGED(fn, name) cmocka_unit_test_prestate_setup_teardown(fn, forged_up, forged_down, (void *)name)
+
 int main(int argc, char **argv)
 {
 	if (argc == 3 && strcmp(argv[1], "--zygote-fd") == 0)
@@ -617,6 +1100,25 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_timeout_while_starting, sup_up, sup_down),
 		cmocka_unit_test_setup_teardown(test_timeout_before_hello, sup_up, sup_down),
 		cmocka_unit_test_setup_teardown(test_cancel_while_preparing, sup_up, sup_down),
+		FORGED(test_spawned_unknown, "spawned-unknown"),
+		FORGED(test_spawned_foreign, "spawned-foreign"),
+		FORGED(test_spawned_old, "spawned-old"),
+		FORGED(test_spawned_claim, "spawned-claim"),
+		FORGED(test_spawned_pipe, "spawned-pipe"),
+		FORGED(test_ready_again, "ready-again"),
+		FORGED(test_jail_again, "jail-again"),
+		FORGED(test_settled_unasked, "settled-unasked"),
+		FORGED(test_warmed_unasked, "warmed-unasked"),
+		FORGED(test_oversized, "oversized"),
+		FORGED(test_garbage, "garbage"),
+		FORGED(test_silent_spawn, "silent-spawn"),
+		FORGED(test_deaf, "deaf"),
+		FORGED(test_no_exit_report, "no-exit-report"),
+		FORGED(test_exited_live, "exited-live"),
+		FORGED(test_ckpt_foreign, "ckpt-foreign"),
+		FORGED(test_ckpt_old, "ckpt-old"),
+		FORGED(test_ckpt_claim, "ckpt-claim"),
+		FORGED(test_ckpt_notpipe, "ckpt-notpipe"),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
