@@ -174,6 +174,7 @@ struct sup {
 	unsigned long long scratch_bytes; /* at the last walk (files/wswatch.h) */
 	int restarts;
 	double last_restart;     /* loop_now_ms() of the last restart */
+	uint64_t restart_timer;  /* the next start of a zygote, or 0 */
 	int next_id;
 	unsigned long long epoch; /* the zygote's count of exits, from W_EXITED */
 	pid_t zhpid;             /* the zygote's host pid (the sessions' parent) */
@@ -432,18 +433,18 @@ int sup_start(struct sup *sup, struct err *e)
 	if (!sup->zl)
 		sup->zl = zlink_new(cfg->loop, &zlink_events, sup, cfg->zlink);
 	warmup_zygote_started(sup->warm);
-	/* --check changes nothing on the host: the jail makes its own. */
-	if (!cfg->check_session)
-		make_scratch(sup);
+	make_scratch(sup);
 	int sv[2];
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
 		return err_sys(e, -errno, "socketpair");
 	fflush(NULL);
-	pid_t pid = fork();
+	errno = 0;
+	pid_t pid = cfg->fake_zygote ? cfg->fake_zygote(cfg->arg, sv[1], sv[0]) : fork();
 	if (pid < 0) {
+		int err = errno ? errno : EAGAIN;
 		close(sv[0]);
 		close(sv[1]);
-		return err_sys(e, -errno, "fork");
+		return err_sys(e, -err, "fork");
 	}
 	if (pid == 0) {
 		close(sv[0]);
@@ -508,6 +509,7 @@ static void restart_zygote(void *arg)
 {
 	struct sup *sup = arg;
 	struct err e = { 0 };
+	sup->restart_timer = 0;
 	if (sup->z != Z_DOWN)
 		return;
 	if (sup_start(sup, &e) < 0) {
@@ -820,7 +822,8 @@ static void z_lost(void *arg, bool broken, const char *why)
 			sup->restarts = 0;
 		sup->restarts++;
 		sup->last_restart = loop_now_ms();
-		loop_timer(sup->cfg.loop, (sup->cfg.restart_ms > 0 ? sup->cfg.restart_ms : 100.0) * sup->restarts, restart_zygote, sup);
+		sup->restart_timer = loop_timer(sup->cfg.loop, (sup->cfg.restart_ms > 0 ? sup->cfg.restart_ms : 100.0) * sup->restarts,
+						restart_zygote, sup);
 	} else {
 		sup->z = Z_FAILED;
 		if (broken)
@@ -3002,7 +3005,7 @@ static void fail_call_now(struct sup *sup, struct session *s, const char *msg)
 	c->status = CALL_ERROR;
 	c->exit_code = call_status_exit_code(CALL_ERROR, 0, false);
 	c->state = STATE_NEW;
-	c->note = strdup(msg);
+	add_note(c, msg); /* after what the call was told already (a zygote ended for lying) */
 	c->t_start = loop_now_ms();
 	s->cur = NULL;
 	c->duration_ms = 0;
@@ -3207,6 +3210,8 @@ void sup_free(struct sup *sup)
 	}
 	end_orphans();
 	remove_scratch(sup);
+	if (sup->restart_timer)
+		loop_timer_cancel(sup->cfg.loop, sup->restart_timer);
 	struct session *s = sup->sessions;
 	while (s) {
 		struct session *next = s->next;

@@ -17,6 +17,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "../policy/policy.h"
 #include "../rpc/loop.h"
@@ -128,6 +129,11 @@ struct sup_config {
 	 * for the defaults; shorter ones for the tests and the fuzzer. */
 	const struct zlink_limits *zlink;
 	double restart_ms;
+	/* The fuzzer's zygote (test/fuzz/fuzz_zygote.c): starts a process that
+	 * plays the zygote on zygote_end (server_end is the server's, to close
+	 * there) and returns its pid (the parent's side only; -1 when none);
+	 * NULL: fork and exec self_exe. */
+	pid_t (*fake_zygote)(void *arg, int zygote_end, int server_end);
 	/* Called after a run or a save of a session ended (at the end of its
 	 * input the server waits for sup_busy to turn false), or NULL. */
 	void (*ended)(void *arg);
