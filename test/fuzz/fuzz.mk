@@ -3,7 +3,7 @@
 #
 #   make fuzz              libFuzzer (clang 14, ASan+UBSan), FUZZ_TIME seconds
 #                          per target, FUZZ_PAR targets at once, then fuzz-rpc
-#   make fuzz-run-TARGET   one target (policy, validate, wire, jsonrpc)
+#   make fuzz-run-TARGET   one target (policy, validate, wire, jsonrpc, dispatch, zygote)
 #   make fuzz-replay       gcc replay of every corpus and regression file
 #                          (add SANITIZE=address,undefined for the sanitizers)
 #   make fuzz-rpc          mutated JSON-RPC lines to the real binary
@@ -14,7 +14,7 @@
 # read) and crashes to build/libfuzzer/crashes/TARGET/.  A crash worth
 # keeping goes to fixtures/fuzz/TARGET/regressions/, which fuzz-replay runs.
 
-FUZZ_TARGETS := policy validate wire jsonrpc dispatch
+FUZZ_TARGETS := policy validate wire jsonrpc dispatch zygote
 FUZZ_CC ?= clang-14
 FUZZ_TIME ?= 60
 FUZZ_RUNS ?= -1
@@ -39,6 +39,7 @@ FUZZ_MAXLEN_validate := 65536
 FUZZ_MAXLEN_wire := 65536
 FUZZ_MAXLEN_jsonrpc := 16384
 FUZZ_MAXLEN_dispatch := 16384
+FUZZ_MAXLEN_zygote := 4096
 
 REPLAY_CFLAGS := $(filter-out -MMD -MP,$(ALL_CFLAGS))
 REPLAY_BINS := $(FUZZ_TARGETS:%=$(BUILD)/fuzz/replay_%)
@@ -68,7 +69,7 @@ $(FUZZ_DIR)/fuzz_%: test/fuzz/fuzz_%.c test/fuzz/fuzz.h $(FUZZ_DIR)/libpsm.a
 ## fuzz-build: build the libFuzzer targets (clang)
 fuzz-build: $(FUZZ_BINS)
 
-## fuzz-run-TARGET: one libFuzzer target (policy, validate, wire, jsonrpc, dispatch)
+## fuzz-run-TARGET: one libFuzzer target (policy, validate, wire, jsonrpc, dispatch, zygote)
 $(FUZZ_TARGETS:%=fuzz-run-%): fuzz-run-%: $(FUZZ_DIR)/fuzz_%
 	@mkdir -p $(FUZZ_DIR)/corpus/$* $(FUZZ_DIR)/crashes/$* fixtures/fuzz/$*/regressions
 	@echo "== fuzz $*: $(FUZZ_TIME) s (log: $(FUZZ_DIR)/$*.log)"

@@ -130,4 +130,37 @@ put("jsonrpc", "numbers", '[0,-0,1e999,-1e-999,123456789012345678901234567890,0.
 put("jsonrpc", "utf8-bad", b'{"jsonrpc":"2.0","id":"\xff\xfe","method":"\xc3"}')
 put("jsonrpc", "crlf", '{"jsonrpc":"2.0","id":1,"method":"ping"}\r')
 put("jsonrpc", "base64", "aGVsbG8gd29ybGQ=")
+# ---- zygote: a script of ops (test/fuzz/fuzz_zygote.c: play) --------------
+# op bytes: 0 jail(enf, nsfree, fd) 1 ready(ms, scratch, fd) 2 spawned(a, b, fd)
+# 3 exited(pid, status, epoch, fd) 4 settled(sel, pid, fd) 5 warmed(str, sel,
+# ok, tainted, fd) 6 fatal(str) 7 raw 8 read 9 sleep(n) 10 session(type, pid,
+# fd) 11 fork a child 12 end; fd 1 canary, 2 itself, 3 the server, 4 its
+# child, 5 a dead process, 6 a pipe, 7 /dev/null, 8 a directory.
+JAIL = [0, 1, 0, 0]
+READY = [1, 5, 0, 0]
+WAIT = [9, 3, 9, 3, 9, 3, 8]
+SPAWN_TRUE = [11, 2, 3, 0, 4]  # a child, then its pidfd for the id asked
+SESSION = [10, 0, 2, 0, 10, 1, 2, 0, 10, 12, 2, 0]  # hello, started, an ok result
+zygote = {
+    "honest": JAIL + READY + WAIT + SPAWN_TRUE + SESSION + WAIT * 3,
+    "silent": [9, 3],
+    "not-enforceable": [0, 0, 1, 0] + WAIT,
+    "fatal": [6, 5] + list(b"boom!"),
+    "spawned-canary": JAIL + READY + WAIT + [2, 1, 0, 1] + WAIT,
+    "spawned-unknown-canary": JAIL + READY + WAIT + [2, 0, 77, 1] + WAIT,
+    "spawned-server": JAIL + READY + WAIT + [2, 1, 3, 3] + WAIT,
+    "spawned-dead": JAIL + READY + WAIT + [2, 1, 5, 5] + WAIT,
+    "spawned-pipe": JAIL + READY + WAIT + [11, 2, 3, 0, 6] + WAIT,
+    "ready-climb": JAIL + READY + WAIT + [1, 0, 1, 0] + WAIT,
+    "exited-child": JAIL + READY + WAIT + SPAWN_TRUE + [3, 2, 0, 1, 0] + WAIT,
+    "settled-unasked": JAIL + READY + WAIT + [4, 0, 4, 0] + WAIT,
+    "warmed-unasked": JAIL + READY + WAIT + [5, 4] + list(b"wave") + [0, 1, 0, 0] + WAIT,
+    "checkpoint-canary": JAIL + READY + WAIT + SPAWN_TRUE + SESSION + WAIT + [10, 3, 0, 1] + WAIT,
+    "checkpoint-server": JAIL + READY + WAIT + SPAWN_TRUE + SESSION + WAIT + [10, 3, 3, 3] + WAIT,
+    "raw-oversized": JAIL + READY + [7, 1, 23, 1, 20, 4, 1, 2, 3, 4] + WAIT,
+    "raw-bad-magic": [7, 0, 21, 0, 0, 0] + WAIT,
+    "body-garbage": JAIL + READY + WAIT + [13, 3] + list(b"{{{") + [3, 0] + WAIT,
+}
+for name, ops in zygote.items():
+    put("zygote", name, bytes(ops))
 print("seeds written under", OUT)
