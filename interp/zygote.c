@@ -58,9 +58,10 @@ static char kill_step[32];
  * runs code nobody approved and check from outside what the server does
  * with each message it sends.  They grant nothing an attacker lacks: the
  * server's environment is the user's own word (whoever sets it runs code
- * as the user already); the code runs where a venv's .pth file or an
- * installed module's import-time code runs (in the jail, after it is
- * built, before the zygote says it is ready); and the pidfd stands for
+ * as the user already); the code runs where an installed module's
+ * import-time code runs (in the jail, after it is built, before the zygote
+ * says it is ready), as a venv's .pth files did before they were kept out
+ * of the zygote; and the pidfd stands for
  * what pidfd_open of a host process gives code in a jail without a pid
  * namespace, which the jail's signal scope still keeps it from using.
  * The file is read before the jail, which may hide it. */

@@ -8,7 +8,8 @@
 // (build/helpers/dockerrun: a container runtime's default rules).
 //
 // Code goes into the real zygote through its test hook (PSM_TEST_ZYGOTE_HOOK
-// runs test/integration/zygote_hook.py where a venv's .pth file would run;
+// runs test/integration/zygote_hook.py where an installed module's
+// import-time code runs, and a venv's .pth files once did;
 // PSM_TEST_ZYGOTE_PIDFD gives it a pidfd of the victim process, as
 // pidfd_open of a host process did without namespaces).  PSM_TEST_HOOK_VIA=venv
 // puts the same code in a .pth file of a --venv instead, to run these tests

@@ -1,5 +1,5 @@
-# Code the tests put into the real zygote (hostile_zygote.test.mjs), where a
-# project venv's .pth file or an installed module's import-time code runs:
+# Code the tests put into the real zygote (hostile_zygote.test.mjs), where an
+# installed module's import-time code runs (and a venv's .pth files once did):
 # after the jail is built, before the zygote says it is ready.  It plays a
 # zygote that runs code nobody approved.  The server runs it through its
 # test hook (PSM_TEST_ZYGOTE_HOOK, which defines `ctrl` and `pidfd`), or,
