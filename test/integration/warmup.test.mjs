@@ -140,7 +140,7 @@ describe('learned warm-up', () => {
 		// a call that comes meanwhile must find the probe stopped.
 		// As many as one call may teach (the server keeps 16 candidates);
 		// the last ones are probed first, and take 100 ms or more each.
-		const names = ['asyncio', 'unittest.mock', 'http.server', 'xmlrpc.server', 'email.mime.multipart',
+		const names = ['asyncio', 'unittest.mock', 'http.client', 'xmlrpc.client', 'email.mime.multipart',
 			'sqlite3', 'xml.dom.minidom', 'wave', 'ftplib', 'imaplib', 'smtplib', 'poplib', 'mailbox',
 			'dbm', 'matplotlib.backends.backend_pdf', 'numpy.distutils'];
 		const probes = (pid) => descendants(pid).filter((p) => {
