@@ -111,3 +111,19 @@ bool path_under(const char *path, const char *dir)
 		return path[0] == '/';
 	return strncmp(path, dir, n) == 0 && (path[n] == '/' || path[n] == '\0');
 }
+
+/* The path first: a wrapper that runs this binary under a tool (valgrind)
+ * sees its own /proc/self/exe, the tool's, while the path is this binary's.
+ * Then /proc/self/exe, which the kernel resolves without searching the
+ * directories on the way: a server whose user cannot reach its binary by
+ * path (started from a mode-700 checkout by a launcher that kept its
+ * capabilities up to the exec, as setpriv does) or whose binary was deleted
+ * since (a rebuild) still starts its own copy of itself. */
+int exec_self(const char *path, char *const argv[], char *const envp[])
+{
+	execve(path, argv, envp);
+	int first = errno;
+	execve("/proc/self/exe", argv, envp);
+	errno = first;
+	return -1;
+}

@@ -74,4 +74,9 @@ int mkdir_all(const char *path, unsigned mode, struct err *e);
  * (trailing slashes of dir ignored; "/" holds everything). */
 bool path_under(const char *path, const char *dir);
 
+/* execve of this binary (path: what /proc/self/exe named at start), falling
+ * back to /proc/self/exe itself.  Returns only on failure: -1, errno that of
+ * the exec of path. */
+int exec_self(const char *path, char *const argv[], char *const envp[]);
+
 #endif

@@ -15,6 +15,7 @@
  * probe call ends in an exception so that nothing is saved after it; the
  * write probe's target is checked from outside and removed should it exist. */
 #include "check.h"
+#include "../common/util.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -185,7 +186,7 @@ static int converse(const struct check_opts *o, const char *ws, const char *code
 		dup2(in[0], 0);
 		dup2(po[1], 1);
 		dup2(pe[1], 2);
-		execv(o->self_exe, argv);
+		exec_self(o->self_exe, argv, environ);
 		_exit(127);
 	}
 	close(in[0]);

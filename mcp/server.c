@@ -342,7 +342,7 @@ static void restart_on_root(struct server *s, const char *dir)
 	int fl = fcntl(STDIN_FILENO, F_GETFL);
 	if (fl >= 0)
 		fcntl(STDIN_FILENO, F_SETFL, fl & ~O_NONBLOCK);
-	execv(s->opts.self_exe, av);
+	exec_self(s->opts.self_exe, av, environ);
 	log_error("cannot start again on %s (%s): exiting", dir, strerror(errno));
 	exit(1);
 }

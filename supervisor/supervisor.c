@@ -485,7 +485,7 @@ int sup_start(struct sup *sup, struct err *e)
 					break;
 				}
 		envp[n] = NULL;
-		execve(cfg->self_exe, argv, envp);
+		exec_self(cfg->self_exe, argv, envp);
 		_exit(127);
 	}
 	close(sv[1]);

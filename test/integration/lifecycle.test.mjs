@@ -2,8 +2,17 @@
 // every child process ended (checked through /proc ppid chains).
 import { test, describe } from 'node:test';
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
 
-import { RawServer, newProject, descendants, waitGone, sleep, show } from './lib.mjs';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { ListRootsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
+
+import { BIN, RawServer, newProject, descendants, waitGone, sleep, show, startClient, execPy } from './lib.mjs';
 
 /** Starts a server, runs code in two sessions (so that the zygote and the
  *  sessions exist), optionally leaves a long execution running; returns the
@@ -112,3 +121,54 @@ describe('shutdown', { concurrency: 1 }, () => {
 		} finally { s.kill(); }
 	});
 });
+
+// A server whose user cannot reach its binary by path: the binary in a
+// mode-700 directory of root's (a checkout under /root, or in mktemp -d),
+// started as nobody by setpriv, which keeps its capabilities up to the exec
+// and so can start it.  The server starts itself again three ways (the
+// zygote, the --check server, the restart on the client's first root): each
+// must still find its own binary.
+if (process.getuid() === 0) {
+	describe('a binary its user cannot reach by path (mode-700 directory, run as nobody)', () => {
+		const NOBODY = ['--reuid=65534', '--regid=65534', '--clear-groups'];
+		function nobodyDir(tag) {
+			const d = newProject(tag);
+			fs.chownSync(d, 65534, 65534);
+			return d;
+		}
+		const hidden = fs.mkdtempSync(path.join(os.tmpdir(), 'psm-hidden-bin-'));
+		process.on('exit', () => fs.rmSync(hidden, { recursive: true, force: true }));
+		const bin = path.join(hidden, 'python-sandbox-mcp');
+		fs.copyFileSync(BIN, bin);
+		fs.chmodSync(bin, 0o755);
+		const home = nobodyDir('hidden-home');
+		const env = { HOME: home, XDG_CONFIG_HOME: path.join(home, '.config'), XDG_STATE_HOME: path.join(home, '.state') };
+
+		test('the interpreter starts, --check runs, the restart on the client\'s root works', { timeout: 120000 }, async () => {
+			assert.equal(fs.statSync(hidden).mode & 0o777, 0o700);
+			const root = nobodyDir('hidden-root');
+			const h = await startClient(root, { structured: true, command: 'setpriv', commandArgs: [...NOBODY, bin], env });
+			try {
+				const r = await execPy(h, 'import os\nos.getuid()');
+				assert.equal(r.sc.status, 'ok', `${show(r.text)}\nstderr: ${h.stderr().slice(-1500)}`);
+				assert.equal(r.sc.result, '65534');
+			} finally { await h.close(); }
+
+			const c = spawnSync('setpriv', [...NOBODY, bin, '--check', '--root', root], { encoding: 'utf8', env: { PATH: process.env.PATH, ...env }, timeout: 90000 });
+			assert.equal(c.status, 0, `${c.stdout}\n${c.stderr}`);
+			assert.match(c.stdout, /probes \(in a real session\):\n[^]*check: the policy is enforced/);
+
+			const elsewhere = nobodyDir('hidden-cwd');
+			const transport = new StdioClientTransport({ command: 'setpriv', args: [...NOBODY, bin, '--structured-content'], cwd: elsewhere, env: { PATH: process.env.PATH, ...env }, stderr: 'pipe' });
+			const err = [];
+			transport.stderr?.on('data', (b) => err.push(b));
+			const client = new Client({ name: 'psm-hidden-bin', version: '1' }, { capabilities: { roots: { listChanged: false } } });
+			client.setRequestHandler(ListRootsRequestSchema, async () => ({ roots: [{ uri: pathToFileURL(root).href }] }));
+			await client.connect(transport);
+			try {
+				const x = await client.callTool({ name: 'execute_python', arguments: { code: 'import os\nos.getcwd()' } });
+				assert.equal(x.structuredContent?.result, `'${root}'`, `${show(x)}\nstderr: ${Buffer.concat(err).toString().slice(-1500)}`);
+			} finally { await client.close(); }
+		});
+	});
+}
