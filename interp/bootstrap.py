@@ -727,6 +727,8 @@ def _run_cell(code, cell):
     _current_cell[0] = cell
     out = {"status": "ok", "result": None, "error": None, "figures": []}
     tree = None
+    me = os.getpid()
+    exit_code = None
     try:
         tree = ast.parse(code, filename, "exec")
         last = None
@@ -740,6 +742,7 @@ def _run_cell(code, cell):
                 ns["_"] = value
                 out["result"] = _cap(_safe_repr(value), int(_cfg.get("max_result_chars", 8000)))
     except SystemExit as e:
+        exit_code = e.code if isinstance(e.code, int) else 0 if e.code is None else 1
         if e.code not in (None, 0):
             out["status"] = "error"
             out["error"] = _describe(e)
@@ -752,6 +755,8 @@ def _run_cell(code, cell):
         out["status"] = "error"
         out["error"] = _describe(e)
     finally:
+        if os.getpid() != me:
+            _end_forked_child(out, exit_code)
         out["figures"] = _flush_figures(cell)
         if tree is not None:
             out["imports"] = _imports_of(tree)
@@ -761,6 +766,35 @@ def _run_cell(code, cell):
             except Exception:
                 pass
     return out
+
+
+_exit = os._exit  # the cell may replace os._exit
+
+
+def _end_forked_child(out, exit_code):
+    """A process the cell forked reached the end of the cell (an exception,
+    a MemoryError under RLIMIT_DATA, sys.exit, no os._exit): it ends here,
+    as a script would (1 after an exception, sys.exit's own code).  It
+    shares the session's control socket, so a result from it would stand
+    for the session's own (several at once interleave into a frame the
+    server cannot read); the figures are the session's to save."""
+    err = out.get("error")
+    if err and exit_code is None:
+        msg = ("a process forked by this cell (pid %d) reached the end of the cell with an exception; "
+               "it ended with exit status 1:\n%s\n" % (os.getpid(), (err.get("traceback") or err.get("message", "")).rstrip("\n")))
+        try:
+            sys.stderr.flush()
+            os.write(2, msg.encode("utf-8", "replace"))
+        except BaseException:
+            pass
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BaseException:
+            pass
+    if exit_code is None:
+        exit_code = 0 if out.get("status") == "ok" else 1
+    _exit(exit_code & 0xFF)
 
 
 def _safe_repr(value):

@@ -203,6 +203,36 @@ describe('execute_python', () => {
 		assert.equal(r2, 0.5488135039273248, `numpy.random.rand() after numpy.random.seed(0): ${a.sc.result}`);
 	});
 
+	// A child forked by the cell that reaches the cell's end (an exception,
+	// a MemoryError, or no os._exit) ends there: its traceback goes to
+	// stderr and it never speaks for the session, whose own result stands.
+	test('a forked child that falls out of the cell ends there; the parent\'s result stands', async () => {
+		const code = [
+			'import os',
+			'kids, codes = [], None',
+			'for how in ("raise", "memory", "falls through"):',
+			'    p = os.fork()',
+			'    if p == 0:',
+			'        if how == "raise": raise ValueError("in the child")',
+			'        if how == "memory": raise MemoryError()',
+			'        print("child fell through")',
+			'        break',
+			'    kids.append(p)',
+			'else:',
+			'    codes = [os.waitstatus_to_exitcode(os.waitpid(p, 0)[1]) for p in kids]',
+			'    print("parent saw", codes)',
+			'"parent"',
+		].join('\n');
+		const r = await execPy(h, code + '\nkids_seen = codes', { session: 'forks' });
+		assert.deepEqual([r.sc.status, r.sc.result, r.sc.state], ['ok', null, 'new'], show(r.sc));
+		assert.match(r.sc.stdout, /parent saw \[1, 1, 0\]/, show(r.sc));
+		assert.match(r.sc.stdout, /child fell through/);
+		assert.match(r.sc.stderr, /a process forked by this cell \(pid \d+\) reached the end of the cell with an exception[^]*ValueError: in the child/, show(r.sc));
+		assert.match(r.sc.stderr, /MemoryError/);
+		const n = await execPy(h, 'kids_seen', { session: 'forks' });
+		assert.deepEqual([n.sc.status, n.sc.result, n.sc.state], ['ok', '[1, 1, 0]', 'kept'], show(n.sc));
+	});
+
 	test('matplotlib uses Agg, numpy/pandas import, cwd is the project root', async () => {
 		const r = await execPy(h, 'import os, matplotlib, pandas, numpy\n(matplotlib.get_backend().lower(), os.getcwd())');
 		assert.equal(r.sc.status, 'ok', show(r.sc));
