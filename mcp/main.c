@@ -1,6 +1,8 @@
 /* python-sandbox-mcp: command line, policy, then the server.
- * Exit status: 0 at end of input or on SIGINT/SIGTERM, 2 for a
- * usage or policy error (one line on stderr naming file, line and key). */
+ * Exit status: 0 at end of input or on SIGINT/SIGTERM, 2 for a usage error
+ * (one line on stderr).  A policy that cannot be used does not end the
+ * server: it serves, and every tool call answers the error (FILE:LINE, the
+ * key, what to write); --check exits 1 with it. */
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
@@ -189,13 +191,26 @@ static int venv_check(const char *venv, char *why, size_t n)
 	return 0;
 }
 
-/* The empty stand-in for ROOT = "/" (see main); removed at exit. */
+/* The empty stand-in for a ROOT the server must not touch (ROOT = "/", or
+ * a project whose policy cannot be used; see main); removed at exit.  Into
+ * root_abs; -1 (said on stderr with why) when none could be made. */
 static char standin[64];
 
 static void remove_standin(void)
 {
 	if (standin[0])
 		jail_scratch_remove(standin);
+}
+
+static int use_standin(char *root_abs, size_t n, const char *why)
+{
+	snprintf(standin, sizeof standin, "/tmp/psm-scratch-not-a-project-XXXXXX");
+	if (!mkdtemp(standin) || atexit(remove_standin) != 0) {
+		fprintf(stderr, "python-sandbox-mcp: %s (and no stand-in directory could be made: %s)\n", why, strerror(errno));
+		return -1;
+	}
+	snprintf(root_abs, n, "%s", standin);
+	return 0;
 }
 
 /* Where the sandboxed code can write under policy p: the workspace and the
@@ -444,14 +459,9 @@ int main(int argc, char **argv)
 			printf("python-sandbox-mcp %s\nroot: /\ncheck: %s\n", PSM_VERSION, not_project);
 			return 1;
 		}
-		snprintf(standin, sizeof standin, "/tmp/psm-scratch-not-a-project-XXXXXX");
-		if (!mkdtemp(standin) || atexit(remove_standin) != 0) {
-			fprintf(stderr, "python-sandbox-mcp: %s (and no stand-in directory could be made: %s)\n",
-				not_project, strerror(errno));
+		if (use_standin(root_abs, sizeof root_abs, not_project) < 0)
 			return 2;
-		}
 		log_warn("%s", not_project);
-		snprintf(root_abs, sizeof root_abs, "%s", standin);
 		srv.opts.not_project = not_project;
 	}
 	srv.opts.root = root_abs;
@@ -483,7 +493,36 @@ int main(int argc, char **argv)
 	if (r < 0) {
 		fprintf(stderr, "python-sandbox-mcp: policy error: %s\n", e.msg);
 		policy_free(srv.policy);
-		return 2;
+		srv.policy = NULL;
+		if (trust)
+			return 2;
+		if (check) {
+			printf("python-sandbox-mcp %s\nroot: %s\npolicy: %s\n%s\ncheck: the policy cannot be used: %s\n",
+			       PSM_VERSION, root_abs, skill_file ? skill_file : "<built-in SKILL.md>", e.msg,
+			       "fix the file as the line above says (or remove it to use the built-in policy); no code runs until then");
+			return 1;
+		}
+		/* Serving still: a client that sees the server end shows only
+		 * "Failed to connect", and the model has no tools and no
+		 * reason.  Every tool call answers this instead; nothing runs
+		 * (no interpreter is started) and nothing of the project is
+		 * touched: the server stands on an empty stand-in, under the
+		 * built-in policy only so that its tools can be listed. */
+		srv.opts.policy_error = xasprintf(
+			"the sandbox's policy cannot be used, so no code runs until it is fixed: %s. "
+			"Fix that line of the file (or remove the file to use the built-in policy), then restart this MCP server "
+			"(reconnect it in the client); python-sandbox-mcp --check%s%s shows whether the policy is good.",
+			e.msg, srv.opts.skill ? " --skill " : "", srv.opts.skill ? skill_file : "");
+		if (use_standin(root_abs, sizeof root_abs, srv.opts.policy_error) < 0)
+			return 2;
+		skill_file = NULL;
+		srv.opts.workspace = NULL;
+		srv.opts.venv = NULL;
+		struct err be = { 0 };
+		if (policy_builtin(&srv.policy, &be) < 0 || policy_resolve(srv.policy, root_abs, &be) < 0) {
+			fprintf(stderr, "python-sandbox-mcp: the built-in policy: %s\n", be.msg);
+			return 2;
+		}
 	}
 
 	char ws_buf[PATH_MAX + 16];
@@ -591,6 +630,7 @@ int main(int argc, char **argv)
 	int status = server_run(&srv);
 	trust_state_free(&srv.trust);
 	free(srv.root_note);
+	free(srv.opts.policy_error);
 	ws_close(&srv.ws);
 	policy_free(srv.policy);
 	return status;

@@ -48,6 +48,10 @@ struct server_opts {
 	 * agent can tell its user, but runs on an empty stand-in directory and
 	 * every execute_python answers this message. */
 	const char *not_project;
+	/* The project's policy could not be used (FILE:LINE: KEY: what to
+	 * write, and to restart): the server serves on an empty stand-in, no
+	 * interpreter is started, and every tool call answers this. */
+	char *policy_error;
 	/* ROOT from the client's roots: set when neither --root nor
 	 * CLAUDE_PROJECT_DIR named the project (ROOT is then the current
 	 * directory until the client says otherwise). */

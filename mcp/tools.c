@@ -381,7 +381,9 @@ void tools_call(struct server *s, const struct req *q, const cJSON *params)
 	cJSON *empty = NULL;
 	if (!args || cJSON_IsNull(args))
 		args = empty = cJSON_CreateObject();
-	if (!cJSON_IsObject(args))
+	if (s->opts.policy_error)
+		tool_reply(s, q, tool_text_result(s->opts.policy_error, true));
+	else if (!cJSON_IsObject(args))
 		tool_reply(s, q, tool_text_result("\"arguments\" must be an object", true));
 	else if (t->call)
 		t->call(s, q, args, (cJSON_IsString(token) || cJSON_IsNumber(token)) ? token : NULL);
