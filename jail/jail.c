@@ -65,11 +65,11 @@ static char home_dir[4096];      /* $HOME, read before the environment is replac
 /* ROOT = "/" or the user's home directory is not a project: fs_read true
  * would show every dotfile and key of the user (the secret list only names
  * the well-known ones).  Agents started from the home directory do that by
- * default, so it is refused with what to do instead. */
-static bool root_is_home(const char *root, char *which, size_t n)
+ * default, so it is refused with what to do instead (jail.h). */
+bool jail_root_not_project(const char *root, const char *home, char *which, size_t n)
 {
 	char real[4096];
-	const char *cands[2] = { home_dir, NULL };
+	const char *cands[2] = { home, NULL };
 	struct passwd *pw = getpwuid(getuid());
 	if (pw && pw->pw_dir)
 		cands[1] = pw->pw_dir;
@@ -414,6 +414,10 @@ static int scan_and_hide(const struct jail_config *c, struct jail_report *r, str
 {
 	struct secret_scan *s = secrets_slot();
 	secrets_free(s);
+	/* A refused ROOT runs nothing: a walk of a whole home directory would
+	 * only add a second cause (too many entries) to the one that counts. */
+	if (root_refusal[0])
+		return 0;
 	int rc = secrets_scan(c, s);
 	if (rc < 0)
 		return err_sys(e, rc, "jail: looking for secrets under %s", c->root);
@@ -629,7 +633,7 @@ int jail_enter(const struct jail_config *c, struct jail_report *r, struct err *e
 	snprintf(home_dir, sizeof home_dir, "%s", h ? h : "");
 	char which[64];
 	root_refusal[0] = '\0';
-	if (root_is_home(c->root, which, sizeof which))
+	if (jail_root_not_project(c->root, home_dir, which, sizeof which))
 		snprintf(root_refusal, sizeof root_refusal,
 			 "the project root %.300s is %s, not a project: start the server with "
 			 "--root set to the project directory", c->root, which);

@@ -71,4 +71,12 @@ int jail_scratch_remove_same(const char *path, dev_t dev, ino_t ino);
  * jail_scratch_remove_same.  0 or negative errno. */
 int jail_scratch_make(uid_t uid, gid_t gid, char *out, size_t n, dev_t *dev, ino_t *ino);
 
+/* Whether root (a canonical path) is no project: "/" or the user's home
+ * directory (home, or the passwd entry's of this uid).  Writes which one
+ * ("the whole file system", "the home directory") to which.  The server
+ * refuses to serve such a ROOT, and the jail refuses it again. */
+#include <stdbool.h>
+#include <stddef.h>
+bool jail_root_not_project(const char *root, const char *home, char *which, size_t n);
+
 #endif

@@ -20,6 +20,7 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdint.h>
@@ -278,11 +279,33 @@ static char *reply_text(const char *out, bool *is_error)
 	return NULL;
 }
 
+/* Whether serving could make the missing directory path (ws_open makes it
+ * and its parents): the nearest ancestor that exists must be writable by
+ * this user, on a file system mounted read-write.  False with why. */
+static bool creatable(const char *path, char *why, size_t n)
+{
+	char p[PATH_MAX + 200];
+	snprintf(p, sizeof p, "%s", path);
+	struct stat st;
+	while (stat(p, &st) != 0) {
+		char *sl = strrchr(p, '/');
+		if (!sl || sl == p) {
+			snprintf(p, sizeof p, "/");
+			break;
+		}
+		*sl = '\0';
+	}
+	if (faccessat(AT_FDCWD, p, W_OK | X_OK, AT_EACCESS) == 0)
+		return true;
+	snprintf(why, n, "%.3800s: %s", p, strerror(errno));
+	return false;
+}
+
 int check_run(const struct check_opts *o, FILE *f)
 {
 	/* The workspace is not made by a check: an empty stand-in when the
 	 * real one is missing. */
-	char standin[64] = "";
+	char standin[64] = "", no_ws[PATH_MAX + 200] = "";
 	const char *ws = o->workspace;
 	char outputs[4200];
 	snprintf(outputs, sizeof outputs, "%s/outputs", o->workspace);
@@ -299,8 +322,15 @@ int check_run(const struct check_opts *o, FILE *f)
 		snprintf(sub, sizeof sub, "%s/outputs", standin);
 		mkdir(sub, 0755);
 		ws = standin;
-		fprintf(f, "workspace %s is missing (serving creates it); this check uses an empty stand-in\n",
-			o->workspace);
+		/* A read-only checkout used to pass the check, and then
+		 * serving stopped at start: said here, with what to pass. */
+		const char *missing = is_dir(o->workspace) ? outputs : o->workspace;
+		if (!creatable(missing, no_ws, sizeof no_ws))
+			fprintf(f, "workspace %s is missing and cannot be created (%s); this check uses an empty stand-in\n",
+				missing, no_ws);
+		else
+			fprintf(f, "workspace %s is missing (serving creates it); this check uses an empty stand-in\n",
+				o->workspace);
 	}
 	char target[4096];
 	probe_target(o, target, sizeof target);
@@ -315,6 +345,7 @@ int check_run(const struct check_opts *o, FILE *f)
 	const char *b = err.s ? strstr(err.s, CHECK_JAIL_BEGIN "\n") : NULL;
 	const char *e = b ? strstr(b, CHECK_JAIL_END) : NULL;
 	bool enforceable = false;
+	char why[2048] = "";
 	if (b && e) {
 		b += strlen(CHECK_JAIL_BEGIN "\n");
 		fprintf(f, "%.*s", (int)(e - b), b);
@@ -324,6 +355,9 @@ int check_run(const struct check_opts *o, FILE *f)
 			scratch_line(o->policy, f);
 		if (strstr(b, "\nmode: Landlock + seccomp") && strstr(b, "\nmode: Landlock + seccomp") < e)
 			scratch_line(o->policy, f);
+		static const char no[] = "jail: NOT enforceable: ";
+		if (strncmp(b, no, strlen(no)) == 0)
+			snprintf(why, sizeof why, "%.*s", (int)strcspn(b + strlen(no), "\n"), b + strlen(no));
 	} else {
 		fprintf(f, "jail: no report: the interpreter did not start\n");
 	}
@@ -331,7 +365,9 @@ int check_run(const struct check_opts *o, FILE *f)
 	char *text = rc == 0 ? reply_text(out.s, &is_error) : NULL;
 	const char *pl = text ? strstr(text, "psm-probes ") : NULL;
 	cJSON *probes = pl ? cJSON_ParseWithLength(pl + 11, strcspn(pl + 11, "\n")) : NULL;
-	if (!probes) {
+	/* A jail that said why it cannot be enforced said it all: the
+	 * session's refusal and the server's log would only repeat it. */
+	if (!probes && !why[0]) {
 		fprintf(f, "session: %s\n", text ? text : rc == -ETIMEDOUT ? "no reply within 180 s" : strerror(-rc));
 		/* The server's own account of what went wrong. */
 		for (const char *l = err.s; l && *l;) {
@@ -368,12 +404,18 @@ int check_run(const struct check_opts *o, FILE *f)
 		}
 	}
 	watch_describe_memory(o->policy->limits.memory_mb, o->policy->limits.max_processes, f);
-	fprintf(f, "check: %s\n", good ? "the policy is enforced" : "the policy is NOT enforced");
+	if (!good)
+		fprintf(f, "check: %s%s\n", why[0] ? "" : "the policy is NOT enforced", why);
+	else if (no_ws[0])
+		fprintf(f, "check: the server cannot serve here: the workspace %s cannot be created (%s). %s\n",
+			o->workspace, no_ws, WS_REMEDY);
+	else
+		fprintf(f, "check: the policy is enforced\n");
 	cJSON_Delete(probes);
 	free(text);
 	free(out.s);
 	free(err.s);
 	if (standin[0])
 		jail_scratch_remove(standin);
-	return good ? 0 : 1;
+	return good && !no_ws[0] ? 0 : 1;
 }

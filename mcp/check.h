@@ -20,8 +20,14 @@ struct check_opts {
 	const char *self_exe;        /* this binary */
 };
 
-/* Prints to f; returns the exit status: 0 when the policy is enforced and
- * every probe was refused, 1 otherwise. */
+/* Prints to f; returns the exit status: 0 when the policy is enforced,
+ * every probe was refused and the server could serve (its workspace exists
+ * or can be made), 1 otherwise. */
 int check_run(const struct check_opts *o, FILE *f);
+
+/* What to do when the workspace cannot be made (said by --check and by the
+ * server's refusal of every call). */
+#define WS_REMEDY "Pass --workspace DIR with a directory this user can write (for example --workspace /tmp/psm-workspace), " \
+		  "or start the server where the project root is writable"
 
 #endif

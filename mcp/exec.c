@@ -98,10 +98,6 @@ void exec_call(struct server *s, const struct req *q, const cJSON *args, const c
 	const cJSON *reset = cJSON_GetObjectItemCaseSensitive(args, "reset");
 	const cJSON *fork = cJSON_GetObjectItemCaseSensitive(args, "fork_from");
 
-	if (s->opts.not_project) {
-		input_error(s, q, "%s", s->opts.not_project);
-		return;
-	}
 	if (!cJSON_IsString(code)) {
 		input_error(s, q, "execute_python needs \"code\": a string of Python source");
 		return;

@@ -213,6 +213,23 @@ static int use_standin(char *root_abs, size_t n, const char *why)
 	return 0;
 }
 
+/* The server cannot serve this project (why, which it takes): it serves on
+ * the stand-in instead, with no workspace or venv of the project's, and
+ * every tool call answers why.  The first reason found is the one given.
+ * -1 when no stand-in could be made (said on stderr). */
+static int refuse_all(struct server *srv, char *root_abs, size_t n, char *why)
+{
+	if (srv->opts.refuse_all) {
+		free(why);
+		return 0;
+	}
+	log_warn("%s", why);
+	srv->opts.refuse_all = why;
+	srv->opts.workspace = NULL;
+	srv->opts.venv = NULL;
+	return use_standin(root_abs, n, why);
+}
+
 /* Where the sandboxed code can write under policy p: the workspace and the
  * fs_write directories.  A venv below one of them runs no .pth file
  * (trust.h).  Caller frees the array (not the strings). */
@@ -445,24 +462,28 @@ int main(int argc, char **argv)
 		srv.root_note = xasprintf("the project is %s, the client's first root (roots/list); the server was started in %s, "
 					  "which is not used", root_abs, getcwd(here, sizeof here) ? here : "another directory");
 	}
-	/* ROOT = "/" is no project: with fs_read true the code would read the
-	 * whole file system, and the workspace would be /workspace.  Agents
-	 * started outside a project land here, so the server still starts (the
-	 * agent can tell its user what to do), on an empty private stand-in
-	 * for ROOT (named like the jail's scratch directories, so that the
-	 * same careful removal takes it at exit), and refuses every call. */
-	static const char not_project[] =
-		"the project root is / (the whole file system), not a project: start the server with --root set to the "
-		"project directory (for example --root /home/me/project), or start it from inside the project";
-	if (strcmp(root_abs, "/") == 0 && !trust && !untrust) {
+	/* ROOT = "/" or the home directory is no project: with fs_read true
+	 * the code would read the whole file system (or every dotfile), and
+	 * the workspace would be /workspace (~/workspace).  Agents started
+	 * outside a project land here, so the server still starts (the agent
+	 * can tell its user what to do), on an empty private stand-in for ROOT
+	 * (named like the jail's scratch directories, so that the same careful
+	 * removal takes it at exit), creates nothing, and refuses every call. */
+	char which[64];
+	if (!trust && !untrust && jail_root_not_project(root_abs, getenv("HOME"), which, sizeof which)) {
+		char *not_project = strcmp(root_abs, "/") == 0
+			? xasprintf("the project root is / (%s), not a project: start the server with --root set to the "
+				    "project directory (for example --root /home/me/project), or start it from inside the project", which)
+			: xasprintf("the project root %s is %s, not a project: start the server with --root set to the "
+				    "project directory (for example --root %s/project), or start it from inside the project",
+				    root_abs, which, root_abs);
 		if (check) {
-			printf("python-sandbox-mcp %s\nroot: /\ncheck: %s\n", PSM_VERSION, not_project);
+			printf("python-sandbox-mcp %s\nroot: %s\ncheck: %s\n", PSM_VERSION, root_abs, not_project);
+			free(not_project);
 			return 1;
 		}
-		if (use_standin(root_abs, sizeof root_abs, not_project) < 0)
+		if (refuse_all(&srv, root_abs, sizeof root_abs, not_project) < 0)
 			return 2;
-		log_warn("%s", not_project);
-		srv.opts.not_project = not_project;
 	}
 	srv.opts.root = root_abs;
 
@@ -508,16 +529,14 @@ int main(int argc, char **argv)
 		 * (no interpreter is started) and nothing of the project is
 		 * touched: the server stands on an empty stand-in, under the
 		 * built-in policy only so that its tools can be listed. */
-		srv.opts.policy_error = xasprintf(
+		char *why = xasprintf(
 			"the sandbox's policy cannot be used, so no code runs until it is fixed: %s. "
 			"Fix that line of the file (or remove the file to use the built-in policy), then restart this MCP server "
 			"(reconnect it in the client); python-sandbox-mcp --check%s%s shows whether the policy is good.",
 			e.msg, srv.opts.skill ? " --skill " : "", srv.opts.skill ? skill_file : "");
-		if (use_standin(root_abs, sizeof root_abs, srv.opts.policy_error) < 0)
+		if (refuse_all(&srv, root_abs, sizeof root_abs, why) < 0)
 			return 2;
 		skill_file = NULL;
-		srv.opts.workspace = NULL;
-		srv.opts.venv = NULL;
 		struct err be = { 0 };
 		if (policy_builtin(&srv.policy, &be) < 0 || policy_resolve(srv.policy, root_abs, &be) < 0) {
 			fprintf(stderr, "python-sandbox-mcp: the built-in policy: %s\n", be.msg);
@@ -594,9 +613,15 @@ int main(int argc, char **argv)
 		return st;
 	}
 	if (ws_open(&srv.ws, root_abs, wsp, &e) < 0) {
-		fprintf(stderr, "python-sandbox-mcp: workspace: %s\n", e.msg);
-		policy_free(srv.policy);
-		return 2;
+		/* A read-only checkout, a directory of another user's: the
+		 * agent hears why and what to pass, as for a bad policy. */
+		if (trust || refuse_all(&srv, root_abs, sizeof root_abs,
+					xasprintf("the workspace cannot be created, so no code runs: %s. %s", e.msg, WS_REMEDY)) < 0 ||
+		    ws_open(&srv.ws, root_abs, "workspace", &e) < 0) {
+			fprintf(stderr, "python-sandbox-mcp: workspace: %s\n", e.msg);
+			policy_free(srv.policy);
+			return 2;
+		}
 	}
 	if (trust) {
 		const char **w = writable_dirs(srv.policy, srv.ws.abs);
@@ -630,7 +655,7 @@ int main(int argc, char **argv)
 	int status = server_run(&srv);
 	trust_state_free(&srv.trust);
 	free(srv.root_note);
-	free(srv.opts.policy_error);
+	free(srv.opts.refuse_all);
 	ws_close(&srv.ws);
 	policy_free(srv.policy);
 	return status;

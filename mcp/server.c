@@ -640,8 +640,8 @@ int server_run(struct server *s)
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
 	/* The zygote is forked before anything else: the server is still
 	 * single-threaded and small. */
-	if (s->opts.policy_error)
-		sup_disable(s->sup, s->opts.policy_error); /* nothing runs under no policy */
+	if (s->opts.refuse_all)
+		sup_disable(s->sup, s->opts.refuse_all); /* nothing runs under no policy */
 	else if (sup_start(s->sup, &e) < 0) {
 		log_error("cannot start the interpreter: %s", e.msg);
 		sup_disable(s->sup, e.msg); /* every call is told why */

@@ -44,14 +44,13 @@ struct server_opts {
 	 * changes nothing on the host, and the jail's report goes to stderr
 	 * for the --check process to print. */
 	bool check_session;
-	/* ROOT was "/": not a project.  The server still starts, so that the
-	 * agent can tell its user, but runs on an empty stand-in directory and
-	 * every execute_python answers this message. */
-	const char *not_project;
-	/* The project's policy could not be used (FILE:LINE: KEY: what to
-	 * write, and to restart): the server serves on an empty stand-in, no
-	 * interpreter is started, and every tool call answers this. */
-	char *policy_error;
+	/* The server cannot serve this project: ROOT is "/" or the home
+	 * directory (not a project), its policy cannot be used (FILE:LINE:
+	 * KEY: what to write), or its workspace cannot be made.  The server
+	 * still starts, so that the agent can tell its user, on an empty
+	 * stand-in for ROOT; no interpreter is started and every tool call
+	 * answers this. */
+	char *refuse_all;
 	/* ROOT from the client's roots: set when neither --root nor
 	 * CLAUDE_PROJECT_DIR named the project (ROOT is then the current
 	 * directory until the client says otherwise). */

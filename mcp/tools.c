@@ -381,8 +381,8 @@ void tools_call(struct server *s, const struct req *q, const cJSON *params)
 	cJSON *empty = NULL;
 	if (!args || cJSON_IsNull(args))
 		args = empty = cJSON_CreateObject();
-	if (s->opts.policy_error)
-		tool_reply(s, q, tool_text_result(s->opts.policy_error, true));
+	if (s->opts.refuse_all)
+		tool_reply(s, q, tool_text_result(s->opts.refuse_all, true));
 	else if (!cJSON_IsObject(args))
 		tool_reply(s, q, tool_text_result("\"arguments\" must be an object", true));
 	else if (t->call)

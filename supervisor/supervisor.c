@@ -703,9 +703,9 @@ static void z_jail(void *arg, bool enforceable, bool nsfree, const char *why, co
 		 * policy asks for (the zygote starts no interpreter). */
 		sup->z = Z_FAILED;
 		snprintf(sup->zerror, sizeof sup->zerror,
-			 "the sandbox cannot enforce the policy on this machine: %s "
-			 "(run python-sandbox-mcp --check for details)",
-			 why[0] ? why : "a required layer is missing");
+			 "the sandbox cannot enforce the policy on this machine: %s%s",
+			 why[0] ? why : "a required layer is missing",
+			 sup->cfg.check_session ? "" : " (run python-sandbox-mcp --check for details)");
 		log_error("%s", sup->zerror);
 		fail_waiting(sup);
 	}
