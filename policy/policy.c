@@ -30,6 +30,7 @@
 #include "policy.h"
 
 #include "../common/escape.h"
+#include "../common/util.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -1176,7 +1177,36 @@ static int rerr(const struct policy *p, struct err *e, int which, size_t i, int 
 	return err_set(e, code, "%s: %s[%zu]: %s", p->source, key, i, emsg);
 }
 
-/* Resolves one entry to an absolute, canonical path in *out. */
+/* path joined to root and its "." and ".." taken away, without looking at
+ * the file system (what it names when it does not exist yet). */
+static void lexical(const char *root, const char *path, char *out, size_t n)
+{
+	char buf[PATH_MAX * 2];
+	snprintf(buf, sizeof buf, "%s/%s", path[0] == '/' ? "" : root, path);
+	size_t len = 0;
+	out[0] = '\0';
+	for (char *save = NULL, *c = strtok_r(buf, "/", &save); c; c = strtok_r(NULL, "/", &save)) {
+		if (strcmp(c, ".") == 0)
+			continue;
+		if (strcmp(c, "..") == 0) {
+			char *sl = strrchr(out, '/');
+			len = sl ? (size_t)(sl - out) : 0;
+			out[len] = '\0';
+			continue;
+		}
+		int w = snprintf(out + len, n - len, "/%s", c);
+		if (w < 0 || (size_t)w >= n - len)
+			break;
+		len += (size_t)w;
+	}
+	if (!out[0])
+		snprintf(out, n, "/");
+}
+
+/* Resolves one entry to an absolute, canonical path in *out.  An entry
+ * that does not exist is -ENOENT; "workspace" (ROOT/workspace) is then the
+ * default workspace, which serving creates (as it does for the scalar
+ * fs_write: workspace), and resolves to it. */
 static int resolve_one(const struct policy *p, struct err *e, int which, size_t i,
 		       const char *root, const char *path, char **out)
 {
@@ -1193,6 +1223,13 @@ static int resolve_one(const struct policy *p, struct err *e, int which, size_t 
 	*out = realpath(joined, NULL);
 	if (!*out) {
 		int err = errno;
+		char lex[PATH_MAX], ws[PATH_MAX + 16];
+		lexical(root, path, lex, sizeof lex);
+		snprintf(ws, sizeof ws, "%s/workspace", root);
+		if (err == ENOENT && strcmp(lex, ws) == 0) {
+			*out = xstrdup(ws);
+			return 0;
+		}
 		if (err == ENOENT || err == ENOTDIR)
 			return rerr(p, e, which, i, -ENOENT,
 				    "\"%s\" does not exist (looked for %s); create it or remove it from the list",
@@ -1224,7 +1261,8 @@ static int check_write_dir(const struct policy *p, struct err *e, size_t i, cons
 	const char *rel;
 	struct stat st;
 
-	if (stat(real, &st) < 0 || !S_ISDIR(st.st_mode))
+	/* Missing only when it is the workspace, which serving creates. */
+	if (stat(real, &st) < 0 ? errno != ENOENT : !S_ISDIR(st.st_mode))
 		return rerr(p, e, 1, i, -ENOTDIR,
 			    "\"%s\" (%s) is not a directory; list directories", ep, real);
 	if (strncmp(real, rroot, rl) != 0 || real[rl] != '/')
@@ -1284,6 +1322,10 @@ int policy_resolve(struct policy *p, const char *root, struct err *e)
 				goto out;
 		}
 	}
+	/* An entry that is only missing is reported after every entry that
+	 * could never be written (outside ROOT, a protected name): otherwise
+	 * the user creates the directory only to hear of the real error. */
+	struct err missing = { 0 };
 	if (p->fs_write == FS_WRITE_LIST && p->n_fs_write_paths) {
 		nw = calloc(p->n_fs_write_paths, sizeof *nw);
 		if (!nw) {
@@ -1291,12 +1333,33 @@ int policy_resolve(struct policy *p, const char *root, struct err *e)
 			goto out;
 		}
 		for (size_t i = 0; i < p->n_fs_write_paths; i++) {
-			rc = resolve_one(p, e, 1, i, rroot, p->fs_write_paths[i], &nw[i]);
-			if (rc < 0)
+			const char *w = p->fs_write_paths[i];
+			struct err one = { 0 };
+			rc = resolve_one(p, &one, 1, i, rroot, w, &nw[i]);
+			if (rc == -ENOENT) {
+				char lex[PATH_MAX];
+				lexical(rroot, w, lex, sizeof lex);
+				if (!path_under(lex, rroot) || strcmp(lex, rroot) == 0) {
+					rc = rerr(p, e, 1, i, -EPERM,
+						  "\"%s\" is outside the project root %s (it would be %s); list directories inside the project",
+						  w, rroot, lex);
+					goto out;
+				}
+				if (!missing.code)
+					missing = one;
+				continue;
+			}
+			if (rc == 0)
+				rc = check_write_dir(p, &one, i, rroot, src_real, w, nw[i]);
+			if (rc < 0) {
+				*e = one;
 				goto out;
-			rc = check_write_dir(p, e, i, rroot, src_real, p->fs_write_paths[i], nw[i]);
-			if (rc < 0)
-				goto out;
+			}
+		}
+		if (missing.code) {
+			*e = missing;
+			rc = missing.code;
+			goto out;
 		}
 	}
 	/* Swap the strings in place: the arrays (and their line records)

@@ -62,3 +62,26 @@ describe('a policy the server cannot use', () => {
 		assert.equal(s.stdout, '');
 	});
 });
+
+describe('fs_write as a list in a fresh project', () => {
+	test('the entry that can never be written is the error, not the missing workspace', { timeout: 30000 }, () => {
+		const root = newProject('wlist');
+		const skill = writeFile(root, REL, SKILL.replace('fs_write: workspace', 'fs_write: [workspace, /etc, ../sibling]'));
+		const line = fs.readFileSync(skill, 'utf8').split('\n').findIndex((l) => l.includes('fs_write: [')) + 1;
+		const c = spawnSync(BIN, ['--check', '--root', root], { encoding: 'utf8', input: '', timeout: 20000 });
+		assert.equal(c.status, 1, c.stdout + c.stderr);
+		assert.ok(c.stdout.includes(`${skill}:${line}: permissions.fs_write[1]: "/etc" resolves to /etc, outside the project root ${root}`), c.stdout);
+		assert.doesNotMatch(c.stdout, /does not exist/);
+	});
+
+	test('[workspace] works as the scalar does: the workspace is created and written', { timeout: 60000 }, async () => {
+		const root = newProject('wlist-ok');
+		writeFile(root, REL, SKILL.replace('fs_write: workspace', 'fs_write: [workspace]'));
+		const h = await startClient(root, { structured: true });
+		try {
+			const r = await callTool(h, 'execute_python', { code: 'open("workspace/outputs/w.txt", "w").write("ok")' });
+			assert.equal(r.structuredContent?.status, 'ok', show(r));
+			assert.equal(fs.readFileSync(path.join(root, 'workspace/outputs/w.txt'), 'utf8'), 'ok');
+		} finally { await h.close(); }
+	});
+});

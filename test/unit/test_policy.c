@@ -509,6 +509,43 @@ static void test_resolve_write_outside(void **state)
 	expect_resolve_error(t, "err_write_outside.md", -EPERM, want);
 }
 
+/* The real error first: a directory outside the project is reported
+ * before one that is only missing (which a user would create, only to be
+ * told next that another entry can never be written). */
+static void test_resolve_write_outside_first(void **state)
+{
+	const struct tree *t = *state;
+	char want[1024];
+	snprintf(want, sizeof want,
+		 FIX "err_write_missing_first.md:8: permissions.fs_write[2]: \"/etc\" resolves to /etc, outside the project root %s; list directories inside the project",
+		 t->root);
+	expect_resolve_error(t, "err_write_missing_first.md", -EPERM, want);
+	/* Missing and outside: outside, by the path as written. */
+	int top = (int)(strrchr(t->root, '/') - t->root);
+	snprintf(want, sizeof want,
+		 FIX "err_write_missing_outside.md:7: permissions.fs_write[1]: \"../missing-sibling\" is outside the project root %s (it would be %.*s/missing-sibling); list directories inside the project",
+		 t->root, top, t->root);
+	expect_resolve_error(t, "err_write_missing_outside.md", -EPERM, want);
+}
+
+/* "workspace" in a list is the default workspace, which serving creates
+ * (as for fs_write: workspace): a fresh project is no error. */
+static void test_resolve_workspace_list(void **state)
+{
+	const struct tree *t = *state;
+	struct err e = { 0 };
+	struct policy *p = load_ok(FIX "valid_workspace_list.md");
+	char want[PATH_MAX + 16];
+
+	assert_int_equal(policy_resolve(p, t->root, &e), 0);
+	snprintf(want, sizeof want, "%s/workspace", t->root);
+	assert_string_equal(p->fs_read_paths[0], want);
+	assert_string_equal(p->fs_write_paths[0], want);
+	snprintf(want, sizeof want, "%s/out/sub", t->root);
+	assert_string_equal(p->fs_write_paths[1], want);
+	policy_free(p);
+}
+
 static void test_resolve_write_symlink(void **state)
 {
 	const struct tree *t = *state;
@@ -712,6 +749,8 @@ int main(void)
 		cmocka_unit_test(test_huge_file),
 		cmocka_unit_test_setup_teardown(test_resolve_ok, tree_setup, tree_teardown),
 		cmocka_unit_test_setup_teardown(test_resolve_write_outside, tree_setup, tree_teardown),
+		cmocka_unit_test_setup_teardown(test_resolve_write_outside_first, tree_setup, tree_teardown),
+		cmocka_unit_test_setup_teardown(test_resolve_workspace_list, tree_setup, tree_teardown),
 		cmocka_unit_test_setup_teardown(test_resolve_write_symlink, tree_setup, tree_teardown),
 		cmocka_unit_test_setup_teardown(test_resolve_write_git, tree_setup, tree_teardown),
 		cmocka_unit_test_setup_teardown(test_resolve_write_root, tree_setup, tree_teardown),
