@@ -187,14 +187,20 @@ uninstall:
 apparmor-check:
 	scripts/apparmor.sh check
 
-# The project to install the skill into: the current directory, or PROJECT=DIR
-# (make -C /path/to/python-sandbox-mcp install-skill PROJECT=$PWD).
+# The project to install the skill into: PROJECT=DIR, or the current
+# directory when that is not this checkout (make -C runs in the checkout, so
+# a forgotten PROJECT= would install the skill into the checkout itself):
+#   cd /path/to/project && make -C /path/to/python-sandbox-mcp install-skill PROJECT=$PWD
+# The installed python-sandbox-mcp-install-skill does the copying, with this
+# checkout's SKILL.md: a copy the project edited is kept unless FORCE=1.
 SRCDIR := $(dir $(abspath $(firstword $(MAKEFILE_LIST))))
 PROJECT ?= $(CURDIR)
-## install-skill: copy SKILL.md into PROJECT's .agents/ and .claude/ skill folders
+## install-skill: copy SKILL.md into PROJECT's .agents/ and .claude/ skill folders (PROJECT=DIR, FORCE=1)
 install-skill:
-	install -D -m 0644 $(SRCDIR)SKILL.md $(PROJECT)/.agents/skills/code-interpreter-sandbox-executor/SKILL.md
-	install -D -m 0644 $(SRCDIR)SKILL.md $(PROJECT)/.claude/skills/code-interpreter-sandbox-executor/SKILL.md
+	@if [ "$(origin PROJECT)" = file ] && [ "$(realpath $(CURDIR))/" = "$(realpath $(SRCDIR))/" ]; then \
+		echo "install-skill: which project? make runs in this checkout ($(CURDIR)): give the project as PROJECT=DIR," >&2; \
+		echo "  for example: cd /path/to/project && make -C $(CURDIR) install-skill PROJECT=\$$PWD" >&2; exit 2; fi
+	@sed 's|@SKILL@|$(SRCDIR)SKILL.md|' $(SRCDIR)scripts/install-skill.in | sh -s -- $(if $(FORCE),--force) "$(PROJECT)"
 
 ## clean: remove build/
 clean:

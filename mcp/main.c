@@ -191,6 +191,26 @@ static int venv_check(const char *venv, char *why, size_t n)
 	return 0;
 }
 
+/* Whether the files a and b hold the same bytes (false when either cannot
+ * be read). */
+static bool same_bytes(const char *a, const char *b)
+{
+	FILE *fa = fopen(a, "re"), *fb = fopen(b, "re");
+	bool same = fa && fb;
+	while (same) {
+		int ca = getc(fa), cb = getc(fb);
+		if (ca != cb)
+			same = false;
+		else if (ca == EOF)
+			break;
+	}
+	if (fa)
+		fclose(fa);
+	if (fb)
+		fclose(fb);
+	return same;
+}
+
 /* The empty stand-in for a ROOT the server must not touch (ROOT = "/", or
  * a project whose policy cannot be used; see main); removed at exit.  Into
  * root_abs; -1 (said on stderr with why) when none could be made. */
@@ -489,6 +509,8 @@ int main(int argc, char **argv)
 
 	/* The policy: never run under one that could not be read. */
 	struct err e = { 0 };
+	char skill_differs[4 * PATH_MAX + 512];
+	skill_differs[0] = '\0';
 	char skill_path[PATH_MAX + 128];
 	const char *skill_file = srv.opts.skill; /* NULL: the built-in policy */
 	int r;
@@ -501,6 +523,17 @@ int main(int argc, char **argv)
 			snprintf(skill_path, sizeof skill_path, "%s/%s", root_abs, cands[i]);
 			if (is_file(skill_path))
 				skill_file = skill_path;
+		}
+		/* Agents that read the other copy (Claude Code reads .claude's)
+		 * follow a policy this server does not enforce. */
+		char other[PATH_MAX + 128];
+		snprintf(other, sizeof other, "%s/%s", root_abs, cands[1]);
+		if (skill_file && strcmp(skill_file, other) != 0 && is_file(other) && !same_bytes(skill_file, other)) {
+			snprintf(skill_differs, sizeof skill_differs,
+				 "%s differs from %s, which is the one used: copy one over the other "
+				 "(make install-skill PROJECT=%s installs the same file in both)",
+				 other, skill_file, root_abs);
+			log_warn("%s", skill_differs);
 		}
 	}
 	if (untrust)
@@ -596,6 +629,8 @@ int main(int argc, char **argv)
 		printf("python-sandbox-mcp %s\nroot: %s\nworkspace: %s\n%s%s", PSM_VERSION, root_abs, ws_final,
 		       venv_line, desc ? desc : "");
 		trust_print(&srv.trust, requested ? requested : "", stdout);
+		if (skill_differs[0])
+			printf("warning: %s\n", skill_differs);
 		fflush(stdout);
 		free(desc);
 		free(requested);

@@ -6,7 +6,7 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 
-import { BIN, RawServer, newProject, show } from './lib.mjs';
+import { BIN, REPO, SKILL as SKILL_TEXT, RawServer, newProject, show } from './lib.mjs';
 
 function run(args, opts = {}) {
 	return spawnSync(BIN, args, { encoding: 'utf8', timeout: 20000, input: '', ...opts });
@@ -90,5 +90,61 @@ describe('command line', () => {
 			assert.ok(performance.now() - t0 < 15000);
 			assert.deepEqual(await s.stop('eof'), { code: 0, signal: null });
 		} finally { s.kill(); }
+	});
+});
+
+// make install-skill, as the README gives it, from a copy of the checkout
+// (a failing run must not write into this one).
+describe('make install-skill', () => {
+	function checkout() {
+		const d = newProject('checkout');
+		fs.mkdirSync(path.join(d, 'scripts'));
+		for (const f of ['Makefile', 'SKILL.md', 'VERSION', 'scripts/install-skill.in']) fs.copyFileSync(path.join(REPO, f), path.join(d, f));
+		return d;
+	}
+	const make = (args, cwd) => spawnSync('make', ['-s', ...args], { cwd, encoding: 'utf8', timeout: 60000, env: { ...process.env, MAKEFLAGS: '' } });
+	const REL = '.claude/skills/code-interpreter-sandbox-executor/SKILL.md';
+	const AGENTS = '.agents/skills/code-interpreter-sandbox-executor/SKILL.md';
+
+	test('make -C CHECKOUT without PROJECT= refuses and says what to write; nothing lands in the checkout', () => {
+		const co = checkout();
+		const proj = newProject('proj');
+		const r = make(['-C', co, 'install-skill'], proj);
+		assert.equal(r.status, 2, r.stdout + r.stderr);
+		assert.match(r.stderr, /PROJECT=/);
+		assert.equal(fs.existsSync(path.join(co, '.agents')) || fs.existsSync(path.join(co, '.claude')), false);
+		const ok = make(['-C', co, 'install-skill', `PROJECT=${proj}`], proj);
+		assert.equal(ok.status, 0, ok.stderr);
+		assert.equal(fs.readFileSync(path.join(proj, REL), 'utf8'), SKILL_TEXT);
+		assert.equal(fs.readFileSync(path.join(proj, AGENTS), 'utf8'), SKILL_TEXT);
+	});
+
+	test('a copy the project edited is kept, and make says so; FORCE=1 replaces it', () => {
+		const co = checkout();
+		const proj = newProject('proj-mod');
+		fs.mkdirSync(path.dirname(path.join(proj, REL)), { recursive: true });
+		fs.writeFileSync(path.join(proj, REL), 'mine\n');
+		const r = make(['-C', co, 'install-skill', `PROJECT=${proj}`], proj);
+		assert.notEqual(r.status, 0, r.stdout + r.stderr);
+		assert.equal(fs.readFileSync(path.join(proj, REL), 'utf8'), 'mine\n');
+		assert.ok(r.stderr.includes(`kept ${proj}/${REL}`), r.stderr);
+		assert.equal(fs.readFileSync(path.join(proj, AGENTS), 'utf8'), SKILL_TEXT, 'the other copy is installed');
+		const f = make(['-C', co, 'install-skill', `PROJECT=${proj}`, 'FORCE=1'], proj);
+		assert.equal(f.status, 0, f.stderr);
+		assert.equal(fs.readFileSync(path.join(proj, REL), 'utf8'), SKILL_TEXT);
+	});
+
+	test('the server and --check say which of two differing copies is used', { timeout: 60000 }, () => {
+		const proj = newProject('two-copies');
+		fs.mkdirSync(path.dirname(path.join(proj, REL)), { recursive: true });
+		fs.mkdirSync(path.dirname(path.join(proj, AGENTS)), { recursive: true });
+		fs.writeFileSync(path.join(proj, AGENTS), SKILL_TEXT);
+		fs.writeFileSync(path.join(proj, REL), SKILL_TEXT.replace('timeout_s: 30', 'timeout_s: 20'));
+		const want = `${proj}/${REL} differs from ${proj}/${AGENTS}, which is the one used`;
+		const c = run(['--check', '--root', proj]);
+		assert.ok(c.stdout.includes(want), c.stdout);
+		const s = run(['--root', proj]);
+		assert.equal(s.status, 0, s.stderr);
+		assert.ok(s.stderr.includes(want), s.stderr);
 	});
 });
