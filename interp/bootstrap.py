@@ -1254,35 +1254,86 @@ def _patch_matplotlib():
     _orig_savefig = matplotlib.figure.Figure.savefig
 
     def savefig(self, *args, **kwargs):
-        self._psm_saved = True
-        return _orig_savefig(self, *args, **kwargs)
+        out = _orig_savefig(self, *args, **kwargs)
+        # Only a file in the workspace comes back to the model: a chart
+        # saved to a buffer or to /tmp is still shown by plt.show().
+        fname = args[0] if args else kwargs.get("fname")
+        if isinstance(fname, (str, os.PathLike)) and _in_workspace(fname):
+            self._psm_saved = True
+        return out
 
     matplotlib.figure.Figure.savefig = savefig
     plt.show = _show
 
 
 def _figure_path(cell):
-    _session["figures"] += 1
+    """A name for a figure of this cell that no file has yet, claimed by
+    creating it: another session (or this one before a reset or a restart
+    of the server) may have a figure of the same cell and number."""
     name = _session["name"]
     prefix = "" if name == "default" else name + "-"
-    return os.path.join(_cfg.get("outputs_dir", "workspace/outputs"),
-                        "%sfigure-%d-%d.png" % (prefix, cell, _session["figures"]))
+    outputs = _cfg.get("outputs_dir", "workspace/outputs")
+    os.makedirs(outputs, exist_ok=True)
+    while True:
+        _session["figures"] += 1
+        path = os.path.join(outputs, "%sfigure-%d-%d.png" % (prefix, cell, _session["figures"]))
+        try:
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+            return path
+        except FileExistsError:
+            continue
+
+
+def _in_workspace(path):
+    try:
+        ws = os.path.realpath(os.path.join(_session.get("root") or ".", _cfg.get("workspace_display", "workspace")))
+        p = os.path.realpath(os.fspath(path))
+    except (OSError, TypeError, ValueError):
+        return False
+    return p == ws or p.startswith(ws + os.sep)
+
+
+def _needs_saving(fig):
+    """A figure with something drawn (more than its background) that no
+    savefig has written into the workspace as it is now: savefig draws it
+    (stale False) and any later change sets stale."""
+    if len(fig.get_children()) <= 1:
+        return False
+    return not (getattr(fig, "_psm_saved", False) and not fig.stale)
 
 
 _current_cell = [0]
 
 
-def _show(*args, **kwargs):
-    """plt.show() in a headless sandbox: save every open figure under
-    workspace/outputs/ so it is returned, never wait for a display."""
+def _save_open_figures(cell):
+    """Saves every open figure that needs it under workspace/outputs/, then
+    closes them all; returns the paths written."""
     import matplotlib.pyplot as plt
 
+    saved = []
     for num in plt.get_fignums():
         fig = plt.figure(num)
-        path = _figure_path(_current_cell[0])
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        fig.savefig(path, dpi=100, bbox_inches="tight")
+        if not _needs_saving(fig):
+            continue
+        path = _figure_path(cell)
+        try:
+            fig.savefig(path, dpi=100, bbox_inches="tight")
+            saved.append(path)
+        except OSError as e:
+            _log("could not save an open figure: %s" % e)
+            try:
+                os.unlink(path)  # the name it claimed
+            except OSError:
+                pass
     plt.close("all")
+    return saved
+
+
+def _show(*args, **kwargs):
+    """plt.show() in a headless sandbox: save every open figure under
+    workspace/outputs/ so it is returned (not again when savefig wrote it as
+    it is), never wait for a display."""
+    _save_open_figures(_current_cell[0])
     return None
 
 
@@ -1290,26 +1341,13 @@ def _flush_figures(cell):
     """Like a notebook's inline backend: figures left open at the end of a
     cell that were never saved are saved (so the model sees them), then all
     are closed so the next cell starts on a fresh canvas."""
-    plt = sys.modules.get("matplotlib.pyplot")
-    if plt is None:
+    if sys.modules.get("matplotlib.pyplot") is None:
         return []
-    saved = []
     try:
-        for num in plt.get_fignums():
-            fig = plt.figure(num)
-            if getattr(fig, "_psm_saved", False) or not fig.get_axes():
-                continue
-            path = _figure_path(cell)
-            try:
-                os.makedirs(os.path.dirname(path), exist_ok=True)
-                fig.savefig(path, dpi=100, bbox_inches="tight")
-                saved.append(path)
-            except OSError as e:
-                _log("could not save an open figure: %s" % e)
-        plt.close("all")
+        return _save_open_figures(cell)
     except Exception as e:
         _log("figure handling failed: %s" % e)
-    return saved
+        return []
 
 
 # ---------------------------------------------------------------- images

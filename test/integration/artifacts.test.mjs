@@ -59,6 +59,41 @@ describe('artifacts of execute_python', () => {
 		assert.ok(pngInfo(Buffer.from(r.images[0].data, 'base64')));
 	});
 
+	test('savefig then plt.show(): the chart comes back once; changed after the save, it is shown again', { timeout: 60000 }, async () => {
+		const r = await execPy(h, 'import matplotlib.pyplot as plt\nplt.plot([3, 1, 2])\nplt.savefig("workspace/outputs/rev.png")\nplt.show()');
+		assert.equal(r.sc.status, 'ok', show(r.sc));
+		assert.deepEqual(r.sc.artifacts.map((a) => a.path), ['workspace/outputs/rev.png'], show(r.sc.artifacts));
+		assert.equal(r.images.length, 1, show(r.blocks.map((b) => b.type)));
+		const m = await execPy(h, 'plt.plot([3, 1, 2])\nplt.savefig("workspace/outputs/rev2.png")\nplt.title("changed after the save")\nplt.show()');
+		assert.equal(m.sc.artifacts.length, 2, show(m.sc.artifacts));
+		assert.equal(m.images.length, 2);
+		// Saved to a buffer or outside the workspace: the model has not seen it.
+		const b = await execPy(h, 'import io\nplt.plot([1, 2])\nplt.savefig(io.BytesIO(), format="png")\nplt.savefig("/tmp/x.png")\nplt.show()');
+		assert.equal(b.images.length, 1, show(b.sc.artifacts));
+		assert.match(b.sc.artifacts[0].path, /figure-/);
+	});
+
+	test('plt.show() in a new session never overwrites another session\'s figure', { timeout: 60000 }, async () => {
+		const code = 'import matplotlib.pyplot as plt\nplt.plot([1, 2])\nplt.show()';
+		const a = await execPy(h, code, { session: 'figs-a' });
+		const b = await execPy(h, code, { session: 'figs-a', reset: true });
+		const [pa, pb] = [a, b].map((r) => r.sc.artifacts.filter((x) => x.mime === 'image/png').map((x) => x.path));
+		assert.equal(pa.length, 1, show(a.sc.artifacts));
+		assert.equal(pb.length, 1, show(b.sc.artifacts));
+		assert.notEqual(pb[0], pa[0], 'a new name, not the earlier session\'s file');
+		assert.equal(b.sc.artifacts[0].change, 'created', show(b.sc.artifacts));
+		// And in the default session of a new server over the same workspace.
+		const h2 = await startClient(root, { structured: true, args: ['--log-level', 'warning'] });
+		try {
+			const before = fs.readdirSync(path.join(root, 'workspace/outputs')).filter((n) => n.startsWith('figure-'));
+			const c = await execPy(h2, code, { reset: true });
+			const pc = c.sc.artifacts.filter((x) => x.mime === 'image/png');
+			assert.equal(pc.length, 1, show(c.sc.artifacts));
+			assert.equal(pc[0].change, 'created', show(pc));
+			assert.ok(!before.includes(path.basename(pc[0].path)), `${pc[0].path} was there: ${before}`);
+		} finally { await h2.close(); }
+	});
+
 	test('a large PNG is downscaled below 256 KiB in the reply; the file keeps its size', { timeout: 180000 }, async () => {
 		const code = 'import numpy as np, matplotlib.pyplot as plt\nfig = plt.figure(figsize=(20, 20), dpi=150)\nplt.imshow(np.random.rand(600, 600), interpolation="nearest")\nfig.savefig("workspace/outputs/big.png")\nplt.close(fig)\nimport os\nos.path.getsize("workspace/outputs/big.png")';
 		const r = await execPy(h, code, { timeout_s: 160 }, { timeout: 170000 }); // rendering 3000x3000 is slow on a loaded machine
