@@ -7,13 +7,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Length of the valid UTF-8 sequence at p (1..4), or 0 when invalid.
- * Overlong forms, surrogates and code points above U+10FFFF are invalid. */
-static size_t seq_len(const unsigned char *p, size_t avail)
+size_t utf8_decode(const unsigned char *p, size_t avail, uint32_t *cp_out)
 {
 	unsigned char c = p[0];
-	if (c < 0x80)
+	if (c < 0x80) {
+		*cp_out = c;
 		return c ? 1 : 0;
+	}
 	size_t n;
 	uint32_t cp;
 	if (c >= 0xC2 && c <= 0xDF) {
@@ -38,7 +38,14 @@ static size_t seq_len(const unsigned char *p, size_t avail)
 	if ((n == 3 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) ||
 	    (n == 4 && (cp < 0x10000 || cp > 0x10FFFF)))
 		return 0;
+	*cp_out = cp;
 	return n;
+}
+
+static size_t seq_len(const unsigned char *p, size_t avail)
+{
+	uint32_t cp;
+	return utf8_decode(p, avail, &cp);
 }
 
 size_t utf8_invalid_at(const unsigned char *buf, size_t len)
@@ -155,5 +162,86 @@ char *base64_encode(const unsigned char *buf, size_t len)
 		free(out);
 		return NULL;
 	}
+	return out;
+}
+
+/* Unicode's format characters (category Cf, as of Unicode 15.1) and the
+ * line and paragraph separators, less ZWNJ and ZWJ (which Persian and the
+ * Indic scripts need, and emoji sequences join with), plus the
+ * supplementary variation selectors: all invisible, and each can change or
+ * hide what a reader sees (Trojan Source's bidi overrides, zero-width
+ * spaces, the tag characters that smuggle instructions to a model). */
+static const uint32_t hidden_ranges[][2] = {
+	{ 0x00AD, 0x00AD }, { 0x0600, 0x0605 }, { 0x061C, 0x061C }, { 0x06DD, 0x06DD },
+	{ 0x070F, 0x070F }, { 0x0890, 0x0891 }, { 0x08E2, 0x08E2 }, { 0x180E, 0x180E },
+	{ 0x200B, 0x200B }, { 0x200E, 0x200F }, { 0x2028, 0x202E }, { 0x2060, 0x2064 },
+	{ 0x2066, 0x206F }, { 0xFEFF, 0xFEFF }, { 0xFFF9, 0xFFFB }, { 0x110BD, 0x110BD },
+	{ 0x110CD, 0x110CD }, { 0x13430, 0x1343F }, { 0x1BCA0, 0x1BCA3 }, { 0x1D173, 0x1D17A },
+	{ 0xE0001, 0xE0001 }, { 0xE0020, 0xE007F }, { 0xE0100, 0xE01EF },
+};
+
+bool text_hidden(uint32_t cp)
+{
+	if (cp < 0x20 || (cp >= 0x7F && cp <= 0x9F))
+		return true;
+	for (size_t i = 0; i < sizeof hidden_ranges / sizeof hidden_ranges[0]; i++)
+		if (cp >= hidden_ranges[i][0] && cp <= hidden_ranges[i][1])
+			return true;
+	return false;
+}
+
+/* The byte range [a, b) of one line (no newline in it) with its carriage
+ * returns taken as a terminal does for a progress bar: what follows the
+ * last one that has something after it.  "\r\n" ends a line as "\n". */
+static void last_state(const unsigned char *buf, size_t *a, size_t b)
+{
+	size_t end = b;
+	while (end > *a && buf[end - 1] == '\r')
+		end--;
+	const unsigned char *cr = end > *a ? memrchr(buf + *a, '\r', end - *a) : NULL;
+	if (cr)
+		*a = (size_t)(cr - buf) + 1;
+}
+
+char *text_for_model(const unsigned char *buf, size_t len, bool collapse_cr, size_t *out_len)
+{
+	/* Worst case: every byte becomes "\xNN" (4 bytes), or a 4-byte code
+	 * point "\UNNNNNNNN" (10). */
+	char *out = malloc(len * 4 + len / 4 * 6 + 1);
+	if (!out)
+		return NULL;
+	size_t o = 0;
+	for (size_t ls = 0; ls < len;) {
+		const unsigned char *nl = memchr(buf + ls, '\n', len - ls);
+		size_t le = nl ? (size_t)(nl - buf) : len;
+		size_t a = ls, b = le;
+		if (collapse_cr) {
+			last_state(buf, &a, b);
+			while (b > a && buf[b - 1] == '\r')
+				b--;
+		}
+		for (size_t i = a; i < b;) {
+			uint32_t cp;
+			size_t n = utf8_decode(buf + i, b - i, &cp);
+			if (n == 0 || (cp < 0x80 && cp != '\t' && text_hidden(cp))) {
+				o += (size_t)sprintf(out + o, "\\x%02x", buf[i]);
+				i++;
+				continue;
+			}
+			if (cp >= 0x80 && text_hidden(cp))
+				o += (size_t)sprintf(out + o, cp > 0xFFFF ? "\\U%08x" : "\\u%04x", (unsigned)cp);
+			else {
+				memcpy(out + o, buf + i, n);
+				o += n;
+			}
+			i += n;
+		}
+		if (nl)
+			out[o++] = '\n';
+		ls = le + 1;
+	}
+	out[o] = 0;
+	if (out_len)
+		*out_len = o;
 	return out;
 }

@@ -799,7 +799,7 @@ def _end_forked_child(out, exit_code):
 
 def _safe_repr(value):
     try:
-        return repr(value)
+        return repr(value).replace("\0", "\\x00")  # a C string ends at NUL
     except BaseException as e:
         return "<repr failed: %s: %s>" % (type(e).__name__, e)
 
@@ -1086,8 +1086,8 @@ def _describe(e):
     msg = str(e)
     err = {
         "type": type(e).__name__,
-        "message": msg,
-        "traceback": _format_tb(e),
+        "message": msg.replace("\0", "\\x00"),  # a C string ends at NUL
+        "traceback": _format_tb(e).replace("\0", "\\x00"),
         "denied_by": perm,
     }
     if perm:

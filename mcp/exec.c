@@ -405,8 +405,11 @@ static void ev_progress(struct run *r, double progress, double elapsed_s, const 
 	cJSON *p = cJSON_CreateObject();
 	cJSON_AddItemToObject(p, "progressToken", cJSON_Duplicate(c->progress_token, 1));
 	cJSON_AddNumberToObject(p, "progress", (double)(long)progress);
-	char msg[400];
-	char *safe = utf8_sanitize((const unsigned char *)last_line, strlen(last_line), NULL);
+	char msg[1200];
+	size_t sl = 0;
+	char *safe = text_for_model((const unsigned char *)last_line, strlen(last_line), true, &sl);
+	if (safe)
+		safe[utf8_prefix(safe, sl, 240)] = '\0';
 	snprintf(msg, sizeof msg, "running for %.0f s%s%s", elapsed_s, safe && *safe ? ": " : "", safe ? safe : "");
 	free(safe);
 	cJSON_AddStringToObject(p, "message", msg);
@@ -598,6 +601,17 @@ static void add_usage(cJSON *sc, const struct call *c, const char *limit)
 		cJSON_AddStringToObject(e, "limit", limit);
 }
 
+/* s (consumed) as text_for_model shows it, for what the session said:
+ * newlines and tabs kept, everything that could fake text escaped. */
+static char *model_text(char *s)
+{
+	if (!s)
+		return NULL;
+	char *t = text_for_model((const unsigned char *)s, strlen(s), false, NULL);
+	free(s);
+	return t;
+}
+
 /* The error, the permission that refused and the limit that stopped the
  * call, from the session's (untrusted) result and the supervisor's
  * outcome. */
@@ -655,12 +669,13 @@ static void view_of(struct call *c, struct view *v)
 	struct server *s = c->srv;
 	const cJSON *err = cJSON_GetObjectItemCaseSensitive(c->run.py, "error");
 	size_t lim = (size_t)s->policy->limits.max_output_chars;
-	/* The session's strings are untrusted: re-sanitised and bounded. */
-	v->result = utf8_clip(json_str(c->run.py, "result"), lim + 200, false);
-	v->etype = utf8_clip(json_str(err, "type"), 200, false);
-	v->emsg = utf8_clip(json_str(err, "message"), lim, false);
-	v->etb = utf8_clip(json_str(err, "traceback"), lim + 200, true);
-	v->hint = utf8_clip(json_str(err, "hint"), 1000, false);
+	/* The session's strings are untrusted: re-sanitised, bounded, and
+	 * shown with their controls and invisible characters escaped. */
+	v->result = model_text(utf8_clip(json_str(c->run.py, "result"), lim + 200, false));
+	v->etype = model_text(utf8_clip(json_str(err, "type"), 200, false));
+	v->emsg = model_text(utf8_clip(json_str(err, "message"), lim, false));
+	v->etb = model_text(utf8_clip(json_str(err, "traceback"), lim + 200, true));
+	v->hint = model_text(utf8_clip(json_str(err, "hint"), 1000, false));
 	view_error(c, err, v);
 
 	/* Workspace trust: the first reply of each session says what the

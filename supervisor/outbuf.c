@@ -51,7 +51,7 @@ void outbuf_reset(struct outbuf *ob, const char *log_rel)
 	ob->log_written = 0;
 	ob->log_tail_pos = 0;
 	ob->head_len = ob->tail_pos = 0;
-	ob->total_bytes = ob->total_chars = 0;
+	ob->total_bytes = ob->total_chars = ob->bad_bytes = 0;
 	ob->last_len = 0;
 	ob->line_done = false;
 	ob->last_line[0] = 0;
@@ -162,10 +162,30 @@ static void log_open(struct outbuf *ob)
 	log_append(ob, ob->head, ob->head_len);
 }
 
+/* Bytes that no text holds: not UTF-8 (a sequence cut by the chunk's end
+ * counts too, a bias of a few bytes), NUL and the controls that text does
+ * not use (tab, newline, carriage return, backspace, form feed and the
+ * escape of colours are text's). */
+static size_t binary_bytes(const unsigned char *p, size_t len)
+{
+	size_t bad = 0;
+	for (size_t i = 0; i < len;) {
+		uint32_t cp;
+		size_t n = utf8_decode(p + i, len - i, &cp);
+		if (n == 0 || (cp < 0x20 && !strchr("\t\n\r\b\f\x1b", (int)cp))) {
+			bad++;
+			n = 1;
+		}
+		i += n;
+	}
+	return bad;
+}
+
 void outbuf_feed(struct outbuf *ob, const unsigned char *data, size_t len)
 {
 	ob->total_chars += utf8_chars((const char *)data, len);
 	ob->total_bytes += len;
+	ob->bad_bytes += binary_bytes(data, len);
 
 	if (ob->log_fd >= 0 || ob->log_failed) {
 		log_append(ob, data, len);
@@ -205,9 +225,12 @@ void outbuf_feed(struct outbuf *ob, const unsigned char *data, size_t len)
 		size_t from = nl ? (size_t)(nl - data) + 1 : 0;
 		if (nl || ob->line_done)
 			ob->last_len = 0;
-		for (size_t i = from; i < stop && ob->last_len + 1 < sizeof ob->last_line; i++)
-			if (data[i] != '\r')
+		for (size_t i = from; i < stop; i++) {
+			if (data[i] == '\r')
+				ob->last_len = 0; /* a progress bar's next state */
+			else if (ob->last_len + 1 < sizeof ob->last_line)
 				ob->last_line[ob->last_len++] = (char)data[i];
+		}
 	}
 	if (len)
 		ob->line_done = stop < len || (stop == 0 && ob->line_done);
@@ -227,12 +250,41 @@ static unsigned char *tail_bytes(const struct outbuf *ob, size_t *len)
 	return out;
 }
 
+bool outbuf_binary(const struct outbuf *ob)
+{
+	return ob->bad_bytes >= 16 && ob->bad_bytes * 10 > ob->total_bytes;
+}
+
+/* Binary output (an image written to stdout, os.urandom): thousands of
+ * escapes would tell the model nothing; it is told the size and where the
+ * bytes are. */
+static char *binary_summary(struct outbuf *ob, const char **log_rel)
+{
+	log_open(ob);
+	bool saved = ob->log_fd >= 0 && !ob->log_failed;
+	log_close(ob);
+	if (saved)
+		*log_rel = ob->log_rel;
+	return xasprintf("[%llu bytes of binary output (not text); %s%s%s]\n", ob->total_bytes,
+			 saved ? "the bytes are in " : "the bytes could not be saved",
+			 saved ? ob->ws->display : "", saved ? "/" : "");
+}
+
 char *outbuf_finish(struct outbuf *ob, bool *truncated, const char **log_rel)
 {
 	*truncated = false;
 	*log_rel = NULL;
+	if (outbuf_binary(ob)) {
+		*truncated = true;
+		char *sum = binary_summary(ob, log_rel);
+		if (!*log_rel)
+			return sum;
+		char *full = xasprintf("%.*s%s]\n", (int)(strlen(sum) - 2), sum, ob->log_rel);
+		free(sum);
+		return full;
+	}
 	if (ob->total_bytes <= ob->head_cap && ob->total_chars <= ob->limit)
-		return utf8_sanitize(ob->head, ob->head_len, NULL);
+		return text_for_model(ob->head, ob->head_len, true, NULL);
 
 	*truncated = true;
 	log_open(ob);
@@ -241,9 +293,9 @@ char *outbuf_finish(struct outbuf *ob, bool *truncated, const char **log_rel)
 	log_close(ob);
 
 	size_t hl, tl, traw;
-	char *h = utf8_sanitize(ob->head, ob->head_len, &hl);
+	char *h = text_for_model(ob->head, ob->head_len, true, &hl);
 	unsigned char *t = tail_bytes(ob, &traw);
-	char *ts = t ? utf8_sanitize(t, traw, &tl) : NULL;
+	char *ts = t ? text_for_model(t, traw, true, &tl) : NULL;
 	free(t);
 	if (!h || !ts) {
 		free(h);

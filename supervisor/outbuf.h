@@ -22,6 +22,7 @@ struct outbuf {
 	unsigned char *tail;       /* ring of the last tail_cap bytes */
 	size_t tail_cap, tail_pos;
 	unsigned long long total_bytes, total_chars;
+	unsigned long long bad_bytes;  /* bytes no text holds (outbuf_binary) */
 	int log_fd;                /* -1 until needed */
 	bool log_failed;
 	unsigned long long log_cap;     /* bytes the log file may hold */
@@ -44,8 +45,16 @@ void outbuf_reset(struct outbuf *ob, const char *log_rel);
 
 void outbuf_feed(struct outbuf *ob, const unsigned char *data, size_t len);
 
-/* The text for the reply (valid UTF-8, malloc'd), whether it was cut, and
- * the log file's path relative to the workspace (NULL when not written). */
+/* The text for the reply (text_for_model: valid UTF-8, controls escaped,
+ * progress bars at their last state; malloc'd), whether it was cut, and
+ * the log file's path relative to the workspace (NULL when not written).
+ * Binary output (outbuf_binary) is one line saying how many bytes and
+ * which log file holds them. */
 char *outbuf_finish(struct outbuf *ob, bool *truncated, const char **log_rel);
+
+/* Whether the output so far is binary rather than text: at least 16 bytes,
+ * and more than a tenth, that are not UTF-8 or are controls text does not
+ * use. */
+bool outbuf_binary(const struct outbuf *ob);
 
 #endif

@@ -126,9 +126,61 @@ describe('output capture on raw stdio', () => {
 		const r = await s.callTool('execute_python', { code });
 		const sc = r.result?.structuredContent;
 		assert.equal(sc?.status, 'ok', show(r));
-		assert.ok(sc.stdout.includes('RED'), JSON.stringify(sc.stdout));
-		assert.ok(sc.stdout.includes('end'), `output after the NUL byte is kept: ${JSON.stringify(sc.stdout)}`);
+		// The carriage return starts the line's next state, as on a terminal.
+		assert.equal(sc.stdout, ' del:\\x7f bs:\\x08 u2028:\\u2028 end\n', JSON.stringify(sc.stdout));
+		const n = await s.callTool('execute_python', { code: 'import sys\nsys.stdout.write("red:\\x1b[31mRED\\x1b[0m bell:\\x07 nul:\\x00 after\\n")' });
+		assert.equal(n.result?.structuredContent?.stdout, 'red:\\x1b[31mRED\\x1b[0m bell:\\x07 nul:\\x00 after\n', 'output after the NUL byte is kept');
 		assert.deepEqual(s.violations, []);
+	});
+
+	// Nothing the code prints can move the reader's cursor, ring, hide text
+	// or reorder it: each such character is shown escaped, readable.
+	const RAW = /[\x00-\x08\x0b-\x1f\x7f-\x9f\u00ad\u200b\u200e\u200f\u2028-\u202e\u2060-\u2064\u2066-\u206f\ufeff]|\udb40[\udc00-\udc7f]/u;
+	test('controls, bidi overrides and invisible characters are escaped in stdout, stderr, the result and the traceback', async () => {
+		const bad = '\\x1b]0;title\\x07 \\x1b[2J nul:\\x00 del:\\x7f bs:\\x08 csi:\\x9b rlo:\\u202e iso:\\u2066 zw:\\u200b tag:\\U000e0041 end';
+		const code = [
+			'import sys',
+			`print("${bad}")`,
+			`print("${bad}", file=sys.stderr)`,
+			'class R:',
+			`    def __repr__(self): return "${bad}"`,
+			'R()',
+		].join('\n');
+		const r = await s.callTool('execute_python', { code });
+		const sc = r.result?.structuredContent;
+		assert.equal(sc?.status, 'ok', show(r));
+		const want = '\\x1b]0;title\\x07 \\x1b[2J nul:\\x00 del:\\x7f bs:\\x08 csi:\\u009b rlo:\\u202e iso:\\u2066 zw:\\u200b tag:\\U000e0041 end';
+		assert.equal(sc.stdout, want + '\n');
+		assert.equal(sc.stderr, want + '\n');
+		assert.equal(sc.result, want);
+		const text = textOf(r);
+		assert.doesNotMatch(text.replace(/\n/g, ''), RAW, JSON.stringify(text));
+		assert.ok(text.includes(want), text);
+		const e = await s.callTool('execute_python', { code: `raise ValueError("${bad}")` });
+		const esc = e.result?.structuredContent;
+		assert.equal(esc?.status, 'error', show(e));
+		assert.ok(esc.error.message.includes(want), JSON.stringify(esc.error));
+		assert.ok(esc.error.traceback.includes(want), JSON.stringify(esc.error));
+		assert.doesNotMatch(textOf(e).replace(/\n/g, ''), RAW);
+	});
+
+	test('a carriage-return progress bar arrives as its last state', async () => {
+		const code = 'import sys, time\nfor i in range(5):\n    print(f"\\rloading {i * 25:3d}%", end="", flush=True)\nprint()\nprint("dos line\\r")\nprint("done")';
+		const r = await s.callTool('execute_python', { code });
+		assert.equal(r.result?.structuredContent?.stdout, 'loading 100%\ndos line\ndone\n', show(r));
+	});
+
+	test('binary output is summarised, and its bytes are in the log', async () => {
+		const r = await s.callTool('execute_python', { code: 'import os, sys\nb = os.urandom(3000)\nsys.stdout.buffer.write(b); sys.stdout.flush()\nopen("workspace/b.bin", "wb").write(b)\nprint("text after", file=sys.stderr)' });
+		const sc = r.result?.structuredContent;
+		assert.equal(sc?.status, 'ok', show(r));
+		assert.match(sc.stdout, /^\[3000 bytes of binary output \(not text\); the bytes are in workspace\/\.logs\/[^ \]]+\]\n?$/, JSON.stringify(sc.stdout));
+		assert.ok(sc.stdout.length < 200);
+		assert.equal(sc.stderr, 'text after\n');
+		const log = sc.stdout.match(/workspace\/\.logs\/[^ \]]+/)[0];
+		assert.equal(sc.full_output, log);
+		assert.deepEqual(fs.readFileSync(path.join(root, log)), fs.readFileSync(path.join(root, 'workspace/b.bin')));
+		assert.doesNotMatch(textOf(r), /\ufffd/);
 	});
 
 	test('lines that look like JSON-RPC printed by Python stay inside the result', async () => {
