@@ -641,6 +641,16 @@ def session_init(init_json):
     main.__dict__["__builtins__"] = builtins
     sys.modules["__main__"] = main
     _session["ns"] = main.__dict__
+    # A crash (SIGSEGV in a C extension, abort) writes the Python stack of
+    # the thread that crashed to stderr as the process dies; the server
+    # moves that report into the reply's error.  The handler then lets the
+    # signal end the process as before (the exit code stays 128 + signal).
+    try:
+        import faulthandler
+
+        faulthandler.enable(file=sys.__stderr__, all_threads=False)
+    except Exception:
+        pass
     # Each line reaches the server as it is printed, so progress messages
     # carry the latest line.
     for stream in (sys.stdout, sys.stderr):

@@ -601,6 +601,28 @@ static void add_usage(cJSON *sc, const struct call *c, const char *limit)
 		cJSON_AddStringToObject(e, "limit", limit);
 }
 
+/* A process ended by a signal: the signal's name and meaning, and from
+ * Python's faulthandler report (which the session writes to its stderr as
+ * it dies) the line that was running, the library frame below it, and the
+ * frames, moved out of stderr into the error. */
+static void describe_crash(struct call *c, char **etype, char **emsg, char **etb)
+{
+	int sig = c->run.signal;
+	char frames[4096], where[600];
+	size_t a, z;
+	bool report = c->run.err_text && call_fault_report(c->run.err_text, &a, &z, frames, sizeof frames, where, sizeof where);
+	*etype = xstrdup(call_signal_name(sig));
+	*emsg = xasprintf("the session's process was killed by %s (%s)%s%s", call_signal_name(sig), call_signal_meaning(sig),
+			  report && where[0] ? ", in " : "", report ? where : "");
+	if (!report)
+		return;
+	if (frames[0])
+		*etb = xasprintf("%s: %s\nPython's stack when it crashed (most recent call first):\n%s", *etype, *emsg, frames);
+	/* What the code wrote before stays its stderr. */
+	char *err = c->run.err_text;
+	memmove(err + a, err + z, strlen(err + z) + 1);
+}
+
 /* s (consumed) as text_for_model shows it, for what the session said:
  * newlines and tabs kept, everything that could fake text escaped. */
 static char *model_text(char *s)
@@ -676,6 +698,12 @@ static void view_of(struct call *c, struct view *v)
 	v->emsg = model_text(utf8_clip(json_str(err, "message"), lim, false));
 	v->etb = model_text(utf8_clip(json_str(err, "traceback"), lim + 200, true));
 	v->hint = model_text(utf8_clip(json_str(err, "hint"), 1000, false));
+	if (c->run.status == CALL_CRASHED && c->run.signal && !v->etype) {
+		free(v->emsg);
+		free(v->etb);
+		v->emsg = v->etb = NULL;
+		describe_crash(c, &v->etype, &v->emsg, &v->etb);
+	}
 	view_error(c, err, v);
 
 	/* Workspace trust: the first reply of each session says what the

@@ -6,6 +6,7 @@
 #define SUPERVISOR_CALLSTATUS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 enum call_status {
 	CALL_PENDING,   /* not decided yet (0, so a new call starts here) */
@@ -57,5 +58,22 @@ enum call_status call_status_parse(const char *name);
  * whose code is the process's own, 128 + the signal that ended it (or its
  * exit status, at least 1); 128 + SIGKILL when the death is not known. */
 int call_status_exit_code(enum call_status s, int wstatus, bool wstatus_known);
+
+/* The name of a signal that ended a session's process ("SIGSEGV") and what
+ * it usually means there, for the reply. */
+const char *call_signal_name(int sig);
+const char *call_signal_meaning(int sig);
+
+/* Python's faulthandler report at the end of text (the stderr of a call
+ * whose process crashed): "Fatal Python error: ...", the frames of the
+ * thread that crashed, and the list of extension modules.  Its byte range
+ * in *start and *end (the end of text when nothing follows it); into
+ * frames (fn bytes), its "  File ..." lines but the bootstrap's, most
+ * recent first; into where (wn bytes), the innermost frame, and the
+ * innermost frame of the cell's own code when that is another ("string_at
+ * (ctypes/__init__.py, line 519), called from <cell 3> line 4 in f").
+ * False when text holds no such report.  text is what the session wrote:
+ * only ever copied, bounded. */
+bool call_fault_report(const char *text, size_t *start, size_t *end, char *frames, size_t fn, char *where, size_t wn);
 
 #endif

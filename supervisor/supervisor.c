@@ -1183,8 +1183,10 @@ static void discard_ctrl_input(struct session *s)
  * yet decided (no timeout, cancellation or memory verdict) crashed. */
 static void decide_on_death(struct run *c, int wstatus, bool status_known)
 {
-	if (c->status == CALL_PENDING)
+	if (c->status == CALL_PENDING) {
 		c->status = CALL_CRASHED;
+		c->signal = status_known && WIFSIGNALED(wstatus) ? WTERMSIG(wstatus) : 0;
+	}
 	c->exit_code = call_status_exit_code(c->status, wstatus, status_known);
 }
 

@@ -96,6 +96,7 @@ struct run {
 	struct usage usage;      /* CPU time and peak memory of this run */
 	bool cancelled;          /* no reply may be sent */
 	bool over_limit;         /* ended by the server's watchdog (denied_by limits) */
+	int signal;              /* CALL_CRASHED: the signal that ended the process, or 0 */
 
 	/* The supervisor's own. */
 	bool started;            /* the session said it received the cell */

@@ -233,6 +233,26 @@ describe('execute_python', () => {
 		assert.deepEqual([n.sc.status, n.sc.result, n.sc.state], ['ok', '[1, 1, 0]', 'kept'], show(n.sc));
 	});
 
+	// A crash names its signal and, from Python's faulthandler, the line
+	// that was running (and the library frame below it), rolled back.
+	test('a segfault names SIGSEGV and the line that was running; an abort names SIGABRT', { timeout: 60000 }, async () => {
+		assert.equal((await execPy(h, 'crash_kept = 5', {})).sc.status, 'ok');
+		const r = await execPy(h, 'import ctypes, sys\nprint("before", file=sys.stderr)\ndef f():\n    return ctypes.string_at(0)\nf()', {});
+		assert.deepEqual([r.sc.status, r.sc.exit_code, r.sc.state], ['crashed', 139, 'rolled_back'], show(r.sc));
+		assert.equal(r.sc.error.type, 'SIGSEGV', show(r.sc.error));
+		assert.match(r.sc.error.message, /killed by SIGSEGV \(segmentation fault/);
+		assert.match(r.sc.error.message, /in string_at \(ctypes\/__init__\.py, line \d+\), called from <cell \d+> line 4 in f/, r.sc.error.message);
+		assert.match(r.sc.error.traceback, /File "<cell \d+>", line 4 in f\n\s*File "<cell \d+>", line 5 in <module>/, r.sc.error.traceback);
+		assert.doesNotMatch(r.sc.error.traceback, /psm-bootstrap|Extension modules|0x[0-9a-f]{8}/);
+		assert.equal(r.sc.stderr, 'before\n', 'the report moved from stderr into the error');
+		assert.match(r.text, /\nerror:\nSIGSEGV: the session's process was killed by SIGSEGV/);
+		const a = await execPy(h, 'import os\nos.abort()', {});
+		assert.deepEqual([a.sc.status, a.sc.exit_code, a.sc.error.type], ['crashed', 134, 'SIGABRT'], show(a.sc));
+		assert.match(a.sc.error.message, /abort/);
+		const k = await execPy(h, 'crash_kept', {});
+		assert.equal(k.sc.result, '5', show(k.sc));
+	});
+
 	test('matplotlib uses Agg, numpy/pandas import, cwd is the project root', async () => {
 		const r = await execPy(h, 'import os, matplotlib, pandas, numpy\n(matplotlib.get_backend().lower(), os.getcwd())');
 		assert.equal(r.sc.status, 'ok', show(r.sc));

@@ -55,12 +55,47 @@ static void test_parse(void **state)
 	assert_string_equal(call_state_name(STATE_ROLLED_BACK), "rolled_back");
 }
 
+
+/* Python's faulthandler report at the end of a crashed call's stderr: its
+ * range, the frames without the bootstrap's, the line that was running. */
+static void test_fault_report(void **state)
+{
+	(void)state;
+	const char *text =
+		"user line\n"
+		"Fatal Python error: Segmentation fault\n\n"
+		"Current thread 0x00007ff3a7e1e000 (most recent call first):\n"
+		"  File \"/usr/lib/python3/dist-packages/numpy/core/fromnumeric.py\", line 88 in _wrapreduction\n"
+		"  File \"<cell 3>\", line 4 in f\n"
+		"  File \"<cell 3>\", line 5 in <module>\n"
+		"  File \"<psm-bootstrap>\", line 587 in _run_cell\n\n"
+		"Extension modules: numpy.core._multiarray_umath (total: 1)\n"
+		"after\n";
+	char frames[512], where[256];
+	size_t a, z;
+	assert_true(call_fault_report(text, &a, &z, frames, sizeof frames, where, sizeof where));
+	assert_int_equal(a, strlen("user line\n"));
+	assert_string_equal(text + z, "after\n");
+	assert_string_equal(frames,
+			    "  File \"/usr/lib/python3/dist-packages/numpy/core/fromnumeric.py\", line 88 in _wrapreduction\n"
+			    "  File \"<cell 3>\", line 4 in f\n"
+			    "  File \"<cell 3>\", line 5 in <module>\n");
+	assert_string_equal(where, "_wrapreduction (core/fromnumeric.py, line 88), called from <cell 3> line 4 in f");
+	/* The cell's own line, when it is the innermost. */
+	assert_true(call_fault_report("Fatal Python error: Aborted\n\nStack (most recent call first):\n  File \"<cell 1>\", line 2 in <module>\n",
+				      &a, &z, frames, sizeof frames, where, sizeof where));
+	assert_string_equal(where, "<cell 1> line 2 in <module>");
+	assert_false(call_fault_report("no report here\n", &a, &z, frames, sizeof frames, where, sizeof where));
+	assert_string_equal(call_signal_name(SIGSEGV), "SIGSEGV");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_exit_codes),
 		cmocka_unit_test(test_rollback_rule),
 		cmocka_unit_test(test_parse),
+		cmocka_unit_test(test_fault_report),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
