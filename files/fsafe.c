@@ -24,6 +24,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "../common/escape.h"
 #include "../common/util.h"
 
 #ifndef SYS_openat2
@@ -201,17 +202,55 @@ int ws_relpath(const struct workspace *ws, const char *user_path, char *out, siz
 
 int ws_display_path(const struct workspace *ws, const char *rel, char *out, size_t outsz)
 {
+	char raw[PATH_MAX * 2];
 	int rc;
 
 	if (strcmp(ws->display, ".") == 0)
-		rc = snprintf(out, outsz, "%s", *rel ? rel : ".");
+		rc = snprintf(raw, sizeof raw, "%s", *rel ? rel : ".");
 	else if (*rel)
-		rc = snprintf(out, outsz, "%s/%s", ws->display, rel);
+		rc = snprintf(raw, sizeof raw, "%s/%s", ws->display, rel);
 	else
-		rc = snprintf(out, outsz, "%s", ws->display);
-	if (rc < 0 || (size_t)rc >= outsz)
+		rc = snprintf(raw, sizeof raw, "%s", ws->display);
+	if (rc < 0 || (size_t)rc >= sizeof raw)
 		return -ENAMETOOLONG;
-	return 0;
+	/* Names are the sandbox's text: shown escaped (esc_name), so none
+	 * fakes a line or hides characters, and each opens as shown. */
+	rc = esc_name(out, outsz, raw);
+	return rc < 0 ? rc : 0;
+}
+
+int ws_relpath_shown(const struct workspace *ws, const char *shown, char *out, size_t outsz, struct err *e)
+{
+	char raw[PATH_MAX];
+	if (shown && strchr(shown, '\\')) {
+		int rc = unesc_name(raw, sizeof raw, shown);
+		if (rc < 0)
+			return err_set(e, rc, "the path holds a \\ escape that names no file (\\x00, or a lone \\ud800 to \\udc7f): "
+				       "write it as list_artifacts shows it");
+		shown = raw;
+	}
+	return ws_relpath(ws, shown, out, outsz, e);
+}
+
+char *ws_file_uri(const struct workspace *ws, const char *rel)
+{
+	char path[PATH_MAX * 2 + 8];
+	snprintf(path, sizeof path, "%s%s%s", ws->abs, *rel ? "/" : "", rel);
+	size_t n = strlen(path);
+	char *out = xmalloc(7 + n * 3 + 1);
+	memcpy(out, "file://", 7);
+	char *o = out + 7;
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)path[i];
+		if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || strchr("-._~/", c)) {
+			*o++ = (char)c;
+		} else {
+			sprintf(o, "%%%02X", c);
+			o += 3;
+		}
+	}
+	*o = 0;
+	return out;
 }
 
 /* rel must be relative and must not name "..": both openat2 (with

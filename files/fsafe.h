@@ -39,8 +39,27 @@ void ws_close(struct workspace *ws);
  * the workspace and gives the form to use. */
 int ws_relpath(const struct workspace *ws, const char *user_path, char *out, size_t outsz, struct err *e);
 
-/* The reverse: "outputs/a.png" -> "workspace/outputs/a.png" (display form). */
+/* The reverse: "outputs/a.png" -> "workspace/outputs/a.png", the form
+ * every tool shows the model: escaped as common/escape.h's esc_name says
+ * when the name holds controls, invisible characters or bytes that are not
+ * UTF-8 ("workspace/raw\udcff.txt", the body of a Python string literal
+ * that opens it). */
 int ws_display_path(const struct workspace *ws, const char *rel, char *out, size_t outsz);
+
+/* ws_relpath of a path as the model sends it back: a path with a backslash
+ * is first unescaped (unesc_name), so that what ws_display_path showed
+ * names its file again. */
+/* Said next to a list of names when one of them is escaped. */
+#define NAMES_ESCAPED "(a name written with \\ escapes holds control characters, invisible characters or bytes that are " \
+		      "not UTF-8: it is the body of a Python string literal, so open(\"that name\") opens the file, and the " \
+		      "tools take it as written)"
+
+int ws_relpath_shown(const struct workspace *ws, const char *shown, char *out, size_t outsz, struct err *e);
+
+/* The file:// URI of rel, every byte but the unreserved characters and '/'
+ * percent-encoded (RFC 3986), so any name, UTF-8 or not, is exact.
+ * malloc'd. */
+char *ws_file_uri(const struct workspace *ws, const char *rel);
 
 /* Iterates the components of a path, skipping empty and "." ones: returns
  * the next component (its length in *len) and advances *cursor, or NULL at

@@ -623,6 +623,20 @@ static void describe_crash(struct call *c, char **etype, char **emsg, char **etb
 	memmove(err + a, err + z, strlen(err + z) + 1);
 }
 
+/* Whether a path of the list is shown escaped (esc_name: a name with a
+ * backslash, which a plain one never has). */
+static bool escaped_names(const cJSON *artifacts)
+{
+	const cJSON *a;
+	cJSON_ArrayForEach(a, artifacts)
+	{
+		const char *p = json_str(a, "path");
+		if (p && strchr(p, '\\'))
+			return true;
+	}
+	return false;
+}
+
 /* s (consumed) as text_for_model shows it, for what the session said:
  * newlines and tabs kept, everything that could fake text escaped. */
 static char *model_text(char *s)
@@ -787,6 +801,8 @@ static char *render_text(const struct call *c, const struct view *v)
 		if (c->artifacts_truncated)
 			sb_str(&ab, "(the workspace holds too many entries to compare them all: this list may be incomplete; "
 				    "list_artifacts on a narrower path shows the rest)\n");
+		if (escaped_names(c->artifacts))
+			sb_str(&ab, NAMES_ESCAPED "\n");
 		sb_section(&b, "artifacts", ab.p);
 		free(ab.p);
 	}
@@ -818,13 +834,14 @@ static void add_links(const struct call *c, const struct view *v, cJSON *content
 		if (!mime || (image && !s->opts.images_link))
 			continue;
 		const char *path = json_str(a, "path");
-		char rel[4200], uri[4300];
-		if (!path || ws_relpath(&s->ws, path, rel, sizeof rel, NULL) < 0)
+		char rel[4200];
+		if (!path || ws_relpath_shown(&s->ws, path, rel, sizeof rel, NULL) < 0)
 			continue;
-		snprintf(uri, sizeof uri, "file://%s/%s", s->ws.abs, rel);
+		char *uri = ws_file_uri(&s->ws, rel);
 		cJSON *l = cJSON_CreateObject();
 		cJSON_AddStringToObject(l, "type", "resource_link");
 		cJSON_AddStringToObject(l, "uri", uri);
+		free(uri);
 		const char *base = strrchr(path, '/');
 		cJSON_AddStringToObject(l, "name", base ? base + 1 : path);
 		cJSON_AddStringToObject(l, "mimeType", mime);

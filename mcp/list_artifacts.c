@@ -50,7 +50,7 @@ cJSON *list_artifacts_call(const struct server *s, const cJSON *args)
 	char rel[4096];
 	struct err e = { 0 };
 	const char *p = cJSON_IsString(path) ? path->valuestring : s->ws.display;
-	if (ws_relpath(&s->ws, p, rel, sizeof rel, &e) < 0)
+	if (ws_relpath_shown(&s->ws, p, rel, sizeof rel, &e) < 0)
 		return tool_text_result(e.msg, true);
 	struct art_scan_opts o = {
 		.subdir = rel,

@@ -21,31 +21,6 @@
 #define RESOURCE_READ_MAX (8u << 20)
 #define RESOURCES_PAGE 1000 /* entries per page of resources/list */
 
-/* file:// URI of a workspace file, percent-encoding all but unreserved
- * characters and '/'. */
-static char *workspace_uri(const struct workspace *ws, const char *rel)
-{
-	char path[8192];
-	snprintf(path, sizeof path, "%s%s%s", ws->abs, *rel ? "/" : "", rel);
-	size_t n = strlen(path);
-	char *out = malloc(7 + n * 3 + 1);
-	if (!out)
-		return NULL;
-	strcpy(out, "file://");
-	char *o = out + 7;
-	for (size_t i = 0; i < n; i++) {
-		unsigned char c = (unsigned char)path[i];
-		if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || strchr("-._~/", c)) {
-			*o++ = (char)c;
-		} else {
-			sprintf(o, "%%%02X", c);
-			o += 3;
-		}
-	}
-	*o = 0;
-	return out;
-}
-
 static int hexval(char c)
 {
 	return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
@@ -103,7 +78,7 @@ void resources_list_run(const struct server *s, struct reply *out, const cJSON *
 		const struct art_entry *en = &l.v[i];
 		if (en->is_symlink || art_path_under(en->rel, art_server_dirs))
 			continue;
-		char *uri = workspace_uri(&s->ws, en->rel);
+		char *uri = ws_file_uri(&s->ws, en->rel);
 		char disp[4200];
 		ws_display_path(&s->ws, en->rel, disp, sizeof disp);
 		cJSON *res = cJSON_CreateObject();

@@ -2,6 +2,7 @@
  * well formed (docs/TOOLS.md); runs on a worker thread, reads only through
  * fsafe, within a budget per call. */
 #include "verify_outputs.h"
+#include "../common/escape.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -98,13 +99,19 @@ static cJSON *check_one(const struct server *s, const cJSON *spec_json, unsigned
 	}
 
 	cJSON *c = cJSON_CreateObject();
-	cJSON_AddStringToObject(c, "path", path->valuestring);
+	/* As given, but never with a control or an invisible character raw:
+	 * the form list_artifacts shows. */
+	char raw[4096], shown[4096 * 4];
+	if (unesc_name(raw, sizeof raw, path->valuestring) == 0 && esc_name(shown, sizeof shown, raw) >= 0)
+		cJSON_AddStringToObject(c, "path", shown);
+	else
+		cJSON_AddStringToObject(c, "path", "(a path that names no file)");
 	char rel[4096];
 	struct err e = { 0 };
 	struct vresult r = { 0 };
 	double bytes = -1;
 	bool skipped = false;
-	if (ws_relpath(&s->ws, path->valuestring, rel, sizeof rel, &e) < 0) {
+	if (ws_relpath_shown(&s->ws, path->valuestring, rel, sizeof rel, &e) < 0) {
 		snprintf(r.detail, sizeof r.detail, "%.480s", e.msg);
 	} else {
 		int fd = ws_openat(&s->ws, rel, O_RDONLY, 0);

@@ -129,6 +129,55 @@ describe('artifacts of execute_python', () => {
 		assert.equal(m.links.length, 1);
 	});
 
+	// A file name is the sandbox's text too: it never fakes a line, moves
+	// a cursor or reorders what the model reads, and each name is shown in
+	// a form a later call opens (the body of a Python string literal, bytes
+	// that are not UTF-8 as surrogateescape does); URIs are RFC 3986.
+	test('file names with controls, bidi characters, emoji and bytes that are not UTF-8', { timeout: 60000 }, async () => {
+		const code = [
+			'import os',
+			'd = "workspace/names/"',
+			'os.makedirs(d, exist_ok=True)',
+			'for n in ["a\\nb.csv", "\\x1b]0;pwn\\x07.txt", "x\\x9bx.txt", "gnp.\\u202eexe.txt", "r\\u00e9sum\\u00e9 \\U0001F4CA.csv", "back\\\\slash.txt"]:',
+			'    open(d + n, "w").write(n)',
+			'fd = os.open(b"workspace/names/raw\\xff.txt", os.O_WRONLY | os.O_CREAT, 0o644); os.write(fd, b"raw"); os.close(fd)',
+		].join('\n');
+		const r = await execPy(h, code);
+		assert.equal(r.sc.status, 'ok', show(r.sc));
+		const want = ['workspace/names/\\x1b]0;pwn\\x07.txt', 'workspace/names/a\\x0ab.csv', 'workspace/names/back\\\\slash.txt',
+			'workspace/names/gnp.\\u202eexe.txt', 'workspace/names/raw\\udcff.txt', 'workspace/names/résumé 📊.csv', 'workspace/names/x\\x9bx.txt'];
+		assert.deepEqual(r.sc.artifacts.map((a) => a.path).sort(), [...want].sort(), show(r.sc.artifacts));
+		const RAW = /[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ufffd]/;
+		assert.doesNotMatch(r.text.replace(/\n/g, ''), RAW, JSON.stringify(r.text));
+		const lines = r.sections.artifacts.split('\n').filter((l) => l.startsWith('- '));
+		assert.equal(lines.length, 7, r.sections.artifacts);
+		assert.match(r.sections.artifacts, /Python string literal/);
+		// resource links: percent-encoded URIs of the real bytes, shown names
+		for (const l of r.links) {
+			assert.match(l.uri, /^file:\/\/[A-Za-z0-9\-._~/%]+$/, l.uri);
+			assert.doesNotMatch(l.name, RAW, l.name);
+		}
+		const rawLink = r.links.find((l) => l.uri.endsWith('/raw%FF.txt'));
+		assert.ok(rawLink, show(r.links));
+		assert.equal(rawLink.name, 'raw\\udcff.txt');
+		assert.ok(r.links.some((l) => l.uri.endsWith('/r%C3%A9sum%C3%A9%20%F0%9F%93%8A.csv')), show(r.links.map((l) => l.uri)));
+		// each shown path opens in a later call, as written
+		const reopen = await execPy(h, `[open(p).read() for p in [${want.map((p) => `"${p}"`).join(', ')}]]`);
+		assert.equal(reopen.sc.status, 'ok', show(reopen.sc));
+		assert.match(reopen.sc.result, /'raw'/);
+		// list_artifacts and verify_outputs: the same names, taken back as shown
+		const la = jsonResult(await callTool(h, 'list_artifacts', { path: 'workspace/names' })).sc;
+		assert.deepEqual(la.artifacts.map((a) => a.path).sort(), [...want].sort());
+		const v = jsonResult(await callTool(h, 'verify_outputs', { files: ['workspace/names/raw\\udcff.txt', 'workspace/names/a\\x0ab.csv'], write_summary: false })).sc;
+		assert.deepEqual(v.checks.map((c) => [c.path, c.ok]), [['workspace/names/raw\\udcff.txt', true], ['workspace/names/a\\x0ab.csv', true]], show(v));
+		// resources: the same names, readable by their URIs
+		const res = (await h.client.listResources()).resources.filter((x) => x.uri.includes('/names/'));
+		assert.deepEqual(res.map((x) => x.name).sort(), [...want].sort());
+		const { contents } = await h.client.readResource({ uri: rawLink.uri });
+		assert.equal(contents[0].text, 'raw');
+		await execPy(h, 'import shutil\nshutil.rmtree("workspace/names")');
+	});
+
 	test('files anywhere in the workspace are listed; the server\'s own .logs are not', async () => {
 		const r = await execPy(h, 'import os, json\nos.makedirs("workspace/sub/deeper", exist_ok=True)\nopen("workspace/sub/deeper/n.json", "w").write(json.dumps({"k": 1}))\nprint("x" * 20000)');
 		assert.equal(r.sc.output_truncated, true);
