@@ -1189,22 +1189,46 @@ def _missing_module_hint(e):
     if deb:
         how.append("install the Debian package %s on the machine that runs the server "
                    "(scripts/setup.sh --full installs the usual data stack)" % deb)
-    root = _session.get("root") or "ROOT"
-    if _cfg.get("venv_withheld"):
-        # The project's venv exists but is not approved, so it is not on
-        # the path: creating it again would not help.
-        how.append("or install %s (pip install %s) in the project's venv %s/.interpreter-venv, which "
-                   "exists but is not used until the user approves it by running, in a terminal, "
-                   "python-sandbox-mcp --trust --root '%s' (then restarts the server)" % (
-                       name, pip_name, root, root))
-    else:
-        how.append("or start the server with --venv DIR (or create %s/.interpreter-venv) "
-                   "holding a virtual environment where %s is installed (pip install %s)" % (
-                       root, name, pip_name))
+    how.append(_venv_hint(pip_name, "or " if how else ""))
     return ("%s is not installed on this machine, and code in the sandbox cannot install it "
             "(no network, no programs). Installed here: %s%s. To add it: %s." % (
                 name, ", ".join(have) or "none of the usual stack",
                 "; not installed: %s" % ", ".join(lack) if lack else "", "; ".join(how)))
+
+
+def _venv_in_use():
+    """The venv whose site-packages the server added (VENV/lib/pythonX.Y/
+    site-packages), or None."""
+    for d in _cfg.get("site_dirs", []):
+        return os.path.dirname(os.path.dirname(os.path.dirname(d)))
+    return None
+
+
+def _venv_hint(pip_name, lead):
+    """How a venv can bring the package, as things stand: the venv in use,
+    the project's venv waiting for the user's approval, a project venv made
+    after the server started, or none yet."""
+    root = _session.get("root") or "ROOT"
+    used = _venv_in_use()
+    if used:
+        return ("%sinstall it into the venv this server uses, %s (%s/bin/pip install %s); "
+                "a new package imports in the next call" % (lead, used, used, pip_name))
+    proj = os.path.join(root, ".interpreter-venv")
+    approve = "python-sandbox-mcp --trust --root '%s'" % root
+    if _cfg.get("venv_withheld"):
+        # There, but not approved, so not on the path: creating it again
+        # would not help.
+        return ("%sinstall it (pip install %s) in the project's venv %s, which exists but is not used until "
+                "the user approves it by running, in a terminal, %s (then restarts the server)" % (
+                    lead, pip_name, proj, approve))
+    if os.path.isdir(proj):
+        return ("%s%s exists, but this server does not use it: it was made after the server started. "
+                "Install it there (%s/bin/pip install %s); a project's venv is used once the user approves it "
+                "(%s, in a terminal) and restarts the server" % (lead, proj, proj, pip_name, approve))
+    return ("%sstart the server with --venv DIR, or make the project's own venv %s "
+            "(python3 -m venv --system-site-packages %s, which the user then approves with %s), holding a "
+            "virtual environment where %s is installed (pip install %s)" % (
+                lead, proj, proj, approve, pip_name, pip_name))
 
 
 def _with_version(mod):

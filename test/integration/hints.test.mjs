@@ -47,6 +47,44 @@ describe('a package that is not installed', () => {
 	});
 });
 
+// The hint names the venv as it is: the one the server uses, or a project
+// venv that is there but not used (made after the server started, or not
+// approved): never "create" one that exists.
+describe('a package that is not installed, with a venv', () => {
+	const PYV = spawnSync('/usr/bin/python3', ['-c', 'import sys; print("%d.%d" % sys.version_info[:2])'], { encoding: 'utf8' }).stdout.trim();
+	function fakeVenv(dir) {
+		fs.mkdirSync(path.join(dir, `lib/python${PYV}/site-packages`), { recursive: true });
+		fs.writeFileSync(path.join(dir, 'pyvenv.cfg'), `home = /usr/bin\ninclude-system-site-packages = true\nversion = ${PYV}.0\n`);
+		return dir;
+	}
+
+	test('a project venv that exists but is not used: said so, never "create it"', { timeout: 60000 }, async () => {
+		const root = newProject('hint-venv-unused');
+		const h = await startClient(root, { structured: true });
+		try {
+			fakeVenv(path.join(root, '.interpreter-venv'));
+			const r = await execPy(h, 'import surely_not_a_real_package_psm');
+			const hint = r.sc.error.hint;
+			assert.ok(hint.includes(`${root}/.interpreter-venv exists, but this server does not use it`), hint);
+			assert.doesNotMatch(hint, /create/);
+			assert.ok(hint.includes(`${root}/.interpreter-venv/bin/pip install surely_not_a_real_package_psm`), hint);
+			assert.match(hint, /restart/);
+		} finally { await h.close(); }
+	});
+
+	test('the venv the server uses (--venv): install it there', { timeout: 60000 }, async () => {
+		const root = newProject('hint-venv-used');
+		const venv = fakeVenv(path.join(newProject('hint-venv-dir'), 'v'));
+		const h = await startClient(root, { structured: true, args: ['--venv', venv] });
+		try {
+			const r = await execPy(h, 'import surely_not_a_real_package_psm');
+			const hint = r.sc.error.hint;
+			assert.ok(hint.includes(`install it into the venv this server uses, ${venv} (${venv}/bin/pip install surely_not_a_real_package_psm)`), hint);
+			assert.doesNotMatch(hint, /create/);
+		} finally { await h.close(); }
+	});
+});
+
 describe('scripts/setup.sh --full', () => {
 	// apt-get and dpkg-query replaced by stubs on PATH: every package is
 	// "missing", and the stub records what would be installed.
