@@ -542,12 +542,17 @@ static void on_line(void *arg, char *line, size_t len)
 	server_handle_line(arg, line, len);
 }
 
-static void on_too_long(void *arg)
+static void on_too_long(void *arg, const char *head, size_t len)
 {
-	char msg[200];
-	snprintf(msg, sizeof msg, "message too long: a JSON-RPC line may be at most %u bytes (%u MiB)",
+	char msg[300];
+	snprintf(msg, sizeof msg, "message too long: a JSON-RPC line may be at most %u bytes (%u MiB); "
+		 "put large data in a file under the workspace and name it in the request instead",
 		 MCP_MAX_LINE, MCP_MAX_LINE >> 20);
-	rpc_error(NULL, RPC_INVALID_REQUEST, msg, NULL);
+	/* The request's own id when it can be read from the line's start: a
+	 * client otherwise waits for its timeout on a request never answered. */
+	cJSON *id = rpc_id_from_prefix(head, len);
+	rpc_error(id, RPC_INVALID_REQUEST, msg, NULL);
+	cJSON_Delete(id);
 }
 
 static void stdin_event(void *arg, int fd, short revents)

@@ -16,9 +16,14 @@ void lines_feed(struct lines *l, const char *buf, size_t n)
 				/* Bounded memory: an over-long message is dropped, the
 				 * client told once, and reading resumes at the next
 				 * line. */
+				char head[LINES_HEAD_MAX];
+				size_t hn = l->len < sizeof head ? l->len : sizeof head;
+				memcpy(head, l->buf, hn);
+				size_t more = chunk < sizeof head - hn ? chunk : sizeof head - hn;
+				memcpy(head + hn, buf + i, more);
 				l->discarding = true;
 				l->len = 0;
-				l->too_long(l->arg);
+				l->too_long(l->arg, head, hn + more);
 			} else {
 				if (l->len + chunk + 1 > l->cap) {
 					size_t cap = l->cap ? l->cap : 65536;

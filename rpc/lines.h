@@ -7,13 +7,17 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#define LINES_HEAD_MAX 4096
+
 struct lines {
 	size_t max;            /* the longest line kept, in bytes */
 	char *buf;             /* the line being assembled */
 	size_t len, cap;
 	bool discarding;       /* inside an over-long line */
 	void (*line)(void *arg, char *line, size_t len);
-	void (*too_long)(void *arg);
+	/* An over-long line: called once, with its first bytes (at most
+	 * LINES_HEAD_MAX), so that the reply can carry the request's id. */
+	void (*too_long)(void *arg, const char *head, size_t len);
 	void *arg;
 };
 

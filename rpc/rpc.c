@@ -145,3 +145,81 @@ cJSON *rpc_parse_line(const char *line, size_t len, bool *blank)
 	}
 	return msg;
 }
+
+/* Skips the JSON value at p[*i] (bounded by n): strings with their escapes,
+ * nested arrays and objects by depth, and scalars up to a delimiter.
+ * False when the value runs past n. */
+static bool skip_value(const char *p, size_t n, size_t *i)
+{
+	size_t depth = 0;
+	bool in_str = false;
+	for (; *i < n; (*i)++) {
+		char c = p[*i];
+		if (in_str) {
+			if (c == '\\')
+				(*i)++;
+			else if (c == '"') {
+				in_str = false;
+				if (depth == 0) {
+					(*i)++;
+					return true;
+				}
+			}
+			continue;
+		}
+		if (c == '"')
+			in_str = true;
+		else if (c == '{' || c == '[')
+			depth++;
+		else if (c == '}' || c == ']') {
+			if (depth == 0)
+				return true; /* the end of the enclosing object */
+			if (--depth == 0) {
+				(*i)++;
+				return true;
+			}
+		} else if (depth == 0 && (c == ',' || c == ' ' || c == '\t' || c == '\r' || c == '\n'))
+			return true;
+	}
+	return false;
+}
+
+static void skip_ws(const char *p, size_t n, size_t *i)
+{
+	while (*i < n && (p[*i] == ' ' || p[*i] == '\t' || p[*i] == '\r' || p[*i] == '\n'))
+		(*i)++;
+}
+
+cJSON *rpc_id_from_prefix(const char *p, size_t n)
+{
+	size_t i = 0;
+	skip_ws(p, n, &i);
+	if (i >= n || p[i++] != '{')
+		return NULL;
+	for (;;) {
+		skip_ws(p, n, &i);
+		if (i >= n || p[i] != '"')
+			return NULL;
+		size_t ks = i;
+		if (!skip_value(p, n, &i))
+			return NULL;
+		bool is_id = i - ks == 4 && memcmp(p + ks, "\"id\"", 4) == 0;
+		skip_ws(p, n, &i);
+		if (i >= n || p[i++] != ':')
+			return NULL;
+		skip_ws(p, n, &i);
+		size_t vs = i;
+		if (!skip_value(p, n, &i) || i >= n) /* the value must end before the cut */
+			return NULL;
+		if (is_id) {
+			cJSON *v = cJSON_ParseWithLength(p + vs, i - vs);
+			if (v && (cJSON_IsNumber(v) || cJSON_IsString(v)))
+				return v;
+			cJSON_Delete(v);
+			return NULL;
+		}
+		skip_ws(p, n, &i);
+		if (i >= n || p[i++] != ',')
+			return NULL;
+	}
+}

@@ -30,4 +30,11 @@ void rpc_request(const char *id, const char *method, cJSON *params);
  * (*blank set) or not exactly one JSON value. */
 cJSON *rpc_parse_line(const char *line, size_t len, bool *blank);
 
+/* The id of a request from the first n bytes of its line only (a line too
+ * long to be read whole): the value of a top-level "id" member (a number
+ * or a string) that lies wholly before the cut, found by skipping the
+ * members before it without building them.  NULL when none can be read
+ * there; the caller frees the copy. */
+cJSON *rpc_id_from_prefix(const char *p, size_t n);
+
 #endif

@@ -172,18 +172,27 @@ describe('raw JSON-RPC over stdio', () => {
 		assert.deepEqual(p.result, {});
 	});
 
-	test('an over-long line (> 8 MiB) gets -32600 with id null naming the limit; the next line is served', { timeout: 60000 }, async () => {
+	test('an over-long line (> 8 MiB) is answered -32600 with its own id, naming the limit; the next line is served', { timeout: 60000 }, async () => {
 		const pad = 'x'.repeat(MAX_LINE + 1024);
 		const from = s.messages.length;
 		// The over-long line and a ping in a single write: the server must resynchronise at the newline.
-		s.writeRaw(`{"jsonrpc":"2.0","id":21,"method":"ping","params":{"pad":"${pad}"}}\n{"jsonrpc":"2.0","id":22,"method":"ping"}\n`);
-		const r = await s.waitFor((m) => m.id === 21 || ('error' in m && m.id === null), { from, timeout: 30000, what: 'the over-long line error' });
-		assert.equal(r.error.code, -32600, show(r));
-		assert.equal(r.id, null, show(r));
-		assert.match(r.error.message, /8\s*MiB|8388608|8192\s*KiB|8\s*MB/i, `the message must say the limit: ${show(r)}`);
+		s.writeRaw(`{"jsonrpc":"2.0","id":21,"method":"tools/call","params":{"name":"execute_python","arguments":{"code":"${pad}"}}}\n{"jsonrpc":"2.0","id":22,"method":"ping"}\n`);
+		const r = await s.response(21, { timeout: 30000 });
+		assert.equal(r.error?.code, -32600, show(r));
+		assert.match(r.error.message, /8 MiB/, `the message must say the limit: ${show(r)}`);
+		assert.match(r.error.message, /put large data in a file/, show(r));
 		const p = await s.response(22, { timeout: 30000 });
 		assert.deepEqual(p.result, {}, show(p));
-		assert.equal(s.messages.slice(from).filter((m) => m.id === 21).length, 0, 'the over-long request must not be executed');
+		assert.equal(s.messages.slice(from).filter((m) => m.id === 21).length, 1, 'one answer, the error: the request is not executed');
+		// A string id, after other members; and an id only after the
+		// padding, which cannot be read from the line's start: id null.
+		s.writeRaw(`{"jsonrpc":"2.0","method":"ping","id":"big \\"one\\"","params":{"pad":"${pad}"}}\n`);
+		const q = await s.response('big "one"', { timeout: 30000 });
+		assert.equal(q.error?.code, -32600, show(q));
+		const from2 = s.messages.length;
+		s.writeRaw(`{"jsonrpc":"2.0","method":"ping","params":{"pad":"${pad}"},"id":29}\n`);
+		const z = await s.waitFor((m) => 'error' in m && m.id === null, { from: from2, timeout: 30000, what: 'the over-long line error' });
+		assert.equal(z.error.code, -32600, show(z));
 	});
 
 	test('a line just under 8 MiB is accepted', { timeout: 60000 }, async () => {

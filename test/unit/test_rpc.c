@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "../../mcp/server.h"
+#include "../../rpc/rpc.h"
 #include "../../supervisor/supervisor.h"
 
 static struct server srv;
@@ -317,10 +318,37 @@ static void test_modern(void **state)
 	cJSON_Delete(r);
 }
 
+/* The id of a request from the start of a line too long to read whole. */
+static void expect_prefix_id(const char *line, size_t n, const char *want)
+{
+	cJSON *id = rpc_id_from_prefix(line, n ? n : strlen(line));
+	char *got = id ? cJSON_PrintUnformatted(id) : NULL;
+	if (want)
+		assert_string_equal(got ? got : "(none)", want);
+	else
+		assert_null(got);
+	free(got);
+	cJSON_Delete(id);
+}
+
+static void test_prefix_id(void **state)
+{
+	(void)state;
+	expect_prefix_id("{\"jsonrpc\":\"2.0\",\"id\":21,\"method\":\"x\",\"params\":{\"pad\":\"xxxx", 0, "21");
+	expect_prefix_id(" { \"method\" : \"ping\", \"params\": {\"a\": [1, {\"id\": 5}], \"s\": \"}\\\"\"}, \"id\" : \"big \\\"one\\\"\" ,\"x", 0, "\"big \\\"one\\\"\"");
+	expect_prefix_id("{\"method\":\"ping\",\"params\":{\"pad\":\"xxxx", 0, NULL);
+	expect_prefix_id("{\"id\":12", 0, NULL);          /* cut inside the number */
+	expect_prefix_id("{\"id\":\"abc", 0, NULL);       /* cut inside the string */
+	expect_prefix_id("{\"id\":[1],\"x\":", 0, NULL);  /* not a number or a string */
+	expect_prefix_id("[{\"id\":1}]", 0, NULL);
+	expect_prefix_id("{\"id\":7}", 3, NULL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_versions),
+		cmocka_unit_test(test_prefix_id),
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_tools_list),
 		cmocka_unit_test(test_input_errors),
