@@ -1185,7 +1185,9 @@ static void decide_on_death(struct run *c, int wstatus, bool status_known)
 {
 	if (c->status == CALL_PENDING) {
 		c->status = CALL_CRASHED;
-		c->signal = status_known && WIFSIGNALED(wstatus) ? WTERMSIG(wstatus) : 0;
+		/* Its own signal, not the SIGKILL of the server's verdict (a
+		 * limit, a protocol break), which the note already names. */
+		c->signal = status_known && WIFSIGNALED(wstatus) && !c->over_limit && !c->broke_protocol ? WTERMSIG(wstatus) : 0;
 	}
 	c->exit_code = call_status_exit_code(c->status, wstatus, status_known);
 }
@@ -1404,10 +1406,12 @@ static void violation(struct sup *sup, struct session *s, const char *what)
 			 "the session's process broke its protocol with the server (%s), so it was ended as a crash", what);
 		c->note = strdup(note);
 	}
-	if (c)
+	if (c) {
 		drop_result(c);
-	else
+		c->broke_protocol = true;
+	} else {
 		snprintf(s->broke, sizeof s->broke, "%s", what); /* said by the next reply */
+	}
 	/* Thawed to make a copy, its checkpoint holds the state after its
 	 * last call already: the rollback loses nothing. */
 	s->broke_kept = !c && s->phase == P_FORKING;

@@ -97,6 +97,7 @@ struct run {
 	bool cancelled;          /* no reply may be sent */
 	bool over_limit;         /* ended by the server's watchdog (denied_by limits) */
 	int signal;              /* CALL_CRASHED: the signal that ended the process, or 0 */
+	bool broke_protocol;     /* ended by the server for what it sent */
 
 	/* The supervisor's own. */
 	bool started;            /* the session said it received the cell */
