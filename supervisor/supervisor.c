@@ -1280,6 +1280,9 @@ static void resume_expired(void *arg)
 	if (!s->resuming)
 		return;
 	log_warn("session %s: the resumed checkpoint did not answer within %.0f s: ended", s->name, RESUME_MS / 1000);
+	/* The reply that rolled back said the state was kept: the next one
+	 * says that copy is gone too. */
+	snprintf(s->broke, sizeof s->broke, "the copy it was rolled back to did not answer within %.0f s", RESUME_MS / 1000);
 	drop_checkpoint(s);
 	kill_session(s);
 }
