@@ -1482,6 +1482,19 @@ static int accept_checkpoint(struct sup *sup, struct session *s, int pidfd, pid_
  * memory, memfds, tmpfs files or how many processes share the work.
  * Attack: 8 memfds of 250 MB mapped shared under a 256 MB limit, 6 GB of
  * MAP_SHARED|MAP_ANONYMOUS, six forked children of 500 MB each. */
+/* A limit's verdict on the current call: nothing more of the session is
+ * read and the call's end (collecting what it made, thumbnails, the
+ * freeze) stops where it is; the process's death, which the kill brings,
+ * finishes the call, rolled back.  Without this, a verdict that came after
+ * the call's own result, while the server was collecting its files, let
+ * that end go on: the call was finished before the death, with its state
+ * "kept" (or no status at all), whatever the limit. */
+static void verdict_stops(struct sup *sup, struct session *s)
+{
+	set_expect(sup, s, P_NONE);
+	loop_unwatch(sup->cfg.loop, s->ctrl);
+}
+
 static void watch_fired(void *arg)
 {
 	struct session *s = arg;
@@ -1557,6 +1570,7 @@ static void watch_fired(void *arg)
 				c->over_limit = true;
 				c->status = CALL_MEMORY;
 				c->exit_code = call_status_exit_code(CALL_MEMORY, 0, false);
+				verdict_stops(sup, s);
 				if (!c->note) {
 					char note[300];
 					snprintf(note, sizeof note,
@@ -1577,6 +1591,11 @@ static void watch_fired(void *arg)
 			if (c && (c->status == CALL_PENDING || status_from_result(c))) {
 				drop_result(c);
 				c->over_limit = true;
+				/* Ended by SIGKILL, as its death will say: decided now,
+				 * so nothing the process sends meanwhile stands. */
+				c->status = CALL_CRASHED;
+				c->exit_code = 128 + SIGKILL;
+				verdict_stops(sup, s);
 				if (!c->note) {
 					char note[300];
 					snprintf(note, sizeof note,
