@@ -19,7 +19,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 
-import { BIN, SANITIZED, startClient, newProject, writeFile, execPy, descendants, sleep, show, SKILL } from './lib.mjs';
+import { BIN, SANITIZED, startClient, newProject, writeFile, execPy, descendants, sleep, show, SKILL, reachableArgv } from './lib.mjs';
 
 const AS_ROOT = process.getuid() === 0;
 const NOBODY = 65534;
@@ -95,7 +95,8 @@ for (const [mode, pre] of [['namespaces', []], ['no namespaces', [DOCKERRUN]]]) 
 				if (who === 'nobody') spawnSync('chown', ['-R', `${NOBODY}:${NOBODY}`, root]);
 				// A host process of the sandbox's own uid.
 				hostSleep = AS_ROOT ? spawn('setpriv', [...NOBODY_ARGS, 'sleep', '600']) : spawn('sleep', ['600']);
-				const argv = [...pre, BIN];
+				// nobody runs copies it can reach (the checkout may be private).
+				const argv = who === 'nobody' ? reachableArgv(pre) : [...pre, BIN];
 				const launch = who === 'nobody' ? { command: 'setpriv', commandArgs: [...NOBODY_ARGS, ...argv] }
 					: { command: argv[0], commandArgs: argv.slice(1) };
 				h = await startClient(root, { structured: true, args: ['--skill', skill], ...launch });
@@ -210,7 +211,9 @@ if (AS_ROOT) {
 				const skill = writeFile(root, 'policy/SKILL.md', SKILL.replace('memory_mb: 2048', `memory_mb: ${MEM}`));
 				fs.mkdirSync(path.join(root, 'workspace'));
 				if (who === 'nobody') spawnSync('chown', ['-R', `${NOBODY}:${NOBODY}`, root]);
-				const server = who === 'nobody' ? ['setpriv', ...NOBODY_ARGS, DOCKERRUN, BIN] : [DOCKERRUN, BIN];
+				// Copies outside /tmp, which the tmpfs covers (the checkout may
+				// lie below it), and that nobody can reach.
+				const server = who === 'nobody' ? ['setpriv', ...NOBODY_ARGS, ...reachableArgv([DOCKERRUN])] : reachableArgv([DOCKERRUN]);
 				h = await startClient(root, {
 					structured: true, args: ['--skill', skill], command: 'unshare',
 					commandArgs: ['-m', '--propagation', 'private', 'sh', '-c', 'mount -t tmpfs -o size=4g,mode=1777 psm-test /tmp && exec "$@"', 'sh', ...server],

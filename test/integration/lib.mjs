@@ -342,16 +342,19 @@ export class RawServer {
 
 /** A directory anyone can enter (mode 755), removed at exit: for a server run
  *  by another user (nobody) when the checkout sits below a private one. */
-export function openDir(tag) {
-	const d = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), `psm-${tag}-`)));
+export function openDir(tag, base = os.tmpdir()) {
+	const d = fs.realpathSync(fs.mkdtempSync(path.join(base, `psm-${tag}-`)));
 	fs.chmodSync(d, 0o755);
 	process.on('exit', () => fs.rmSync(d, { recursive: true, force: true }));
 	return d;
 }
 
-/** Copies of the server and of build/helpers/dockerrun that another user can run. */
-export function stageBinaries(tag) {
-	const d = openDir(tag);
+/** Copies of the server and of build/helpers/dockerrun that another user can
+ *  run (in a directory under base): the checkout may sit below a mode-700
+ *  directory (mktemp -d, /root), where an unprivileged user cannot reach
+ *  BIN, and dockerrun, once it has dropped its capabilities, cannot exec it. */
+export function stageBinaries(tag, base) {
+	const d = openDir(tag, base);
 	const bin = path.join(d, 'python-sandbox-mcp');
 	const dockerrun = path.join(d, 'dockerrun');
 	fs.copyFileSync(BIN, bin);
@@ -359,6 +362,16 @@ export function stageBinaries(tag) {
 	fs.chmodSync(bin, 0o755);
 	fs.chmodSync(dockerrun, 0o755);
 	return { bin, dockerrun };
+}
+
+/** The server's command line as copies every user can reach, outside /tmp:
+ *  [dockerrun, server] when pre names dockerrun (the namespace-free mode),
+ *  else [server]; staged once per test process under /var/tmp (a test may
+ *  mount a tmpfs of its own over /tmp before it execs the server). */
+let staged = null;
+export function reachableArgv(pre = []) {
+	staged ??= stageBinaries('bin', '/var/tmp');
+	return pre.length ? [staged.dockerrun, staged.bin] : [staged.bin];
 }
 
 // ---------------------------------------------------------------- processes

@@ -11,7 +11,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 
-import { startClient, newProject, execPy, callTool, writeFile, show, sleep, BIN, REPO, stageBinaries } from './lib.mjs';
+import { startClient, newProject, execPy, callTool, writeFile, show, sleep, BIN, REPO, reachableArgv } from './lib.mjs';
 
 const DOCKERRUN = path.join(path.dirname(BIN), 'helpers', 'dockerrun');
 const AS_ROOT = process.getuid() === 0;
@@ -44,7 +44,7 @@ for (const who of AS_ROOT ? ['root', 'nobody'] : ['user']) {
 			data_meta = meta(path.join(root, 'data.csv'));
 			// nobody runs copies it can reach (the checkout may be private).
 			const launch = who === 'nobody'
-				? { command: 'setpriv', commandArgs: [...NOBODY, ...Object.values(stageBinaries('nsfree-bin')).reverse()] }
+				? { command: 'setpriv', commandArgs: [...NOBODY, ...reachableArgv([DOCKERRUN])] }
 				: { command: DOCKERRUN, commandArgs: [BIN] };
 			h = await startClient(root, { structured: true, ...launch });
 		});

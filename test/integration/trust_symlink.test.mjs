@@ -13,7 +13,7 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 
-import { BIN, startClient, newProject, execPy, writeFile, show, sleep } from './lib.mjs';
+import { BIN, startClient, newProject, execPy, writeFile, show, sleep, reachableArgv } from './lib.mjs';
 import { SKILL_REL, LOOSE, WITHHELD, tmpDir, listener, sha256 } from './trust_lib.mjs';
 
 const AS_ROOT = process.getuid() === 0;
@@ -26,7 +26,8 @@ for (const [mode, pre] of [['namespaces', []], ['no namespaces', [DOCKERRUN]]]) 
 		describe(`a SKILL.md symlinked to another project's approved one, ${mode}, as ${who}`, () => {
 			const asNobody = who === 'nobody';
 			let a, b, skillA, cfg, home, env, lis;
-			const argv = [...pre, BIN];
+			// nobody runs copies it can reach (the checkout may be private).
+			const argv = asNobody ? reachableArgv(pre) : [...pre, BIN];
 			const launch = asNobody ? { command: 'setpriv', commandArgs: [...NOBODY_ARGS, ...argv] }
 				: { command: argv[0], commandArgs: argv.slice(1) };
 			const cli = (args) => spawnSync(asNobody ? 'setpriv' : BIN, asNobody ? [...NOBODY_ARGS, BIN, ...args] : args,

@@ -18,7 +18,7 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 
-import { BIN, startClient, newProject, execPy, writeFile, show } from './lib.mjs';
+import { BIN, startClient, newProject, execPy, writeFile, show, reachableArgv } from './lib.mjs';
 import { tmpDir } from './trust_lib.mjs';
 
 const AS_ROOT = process.getuid() === 0;
@@ -58,8 +58,10 @@ for (const [mode, pre] of modes) {
 			let root, venv, log, cfg, home, env;
 			const asNobody = who === 'nobody';
 			const NOBODY_ARGS = [`--reuid=${NOBODY}`, `--regid=${NOBODY}`, '--clear-groups'];
-			// The server in this mode (dockerrun execs it: same pid), as who.
-			const argv = [...pre, BIN];
+			// The server in this mode (dockerrun execs it: same pid), as who;
+			// nobody runs copies it can reach (the checkout may be private,
+			// and dockerrun drops its capabilities before it execs).
+			const argv = asNobody ? reachableArgv(pre) : [...pre, BIN];
 			const launch = asNobody ? { command: 'setpriv', commandArgs: [...NOBODY_ARGS, ...argv] }
 				: { command: argv[0], commandArgs: argv.slice(1) };
 			const start = () => startClient(root, { structured: true, env, ...launch });
