@@ -22,7 +22,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 
-import { BIN, REPO, startClient, newProject, writeFile, execPy, sleep, show, descendants } from './lib.mjs';
+import { BIN, REPO, startClient, newProject, writeFile, execPy, sleep, show, descendants, reachableArgv } from './lib.mjs';
 
 const DOCKERRUN = path.join(path.dirname(BIN), 'helpers', 'dockerrun');
 const AS_ROOT = process.getuid() === 0;
@@ -92,7 +92,9 @@ async function serve(combo, tag, plan, { victim, args = [] } = {}) {
 	}
 	chownR(root, uid);
 	chownR(state, uid);
-	const server = combo.mode === 'namespaces' ? [BIN] : [DOCKERRUN, BIN];
+	const pre = combo.mode === 'namespaces' ? [] : [DOCKERRUN];
+	// nobody runs copies it can reach (the checkout may be private).
+	const server = uid !== undefined ? reachableArgv(pre) : [...pre, BIN];
 	const launch = uid !== undefined
 		? { command: 'setpriv', commandArgs: [`--reuid=${uid}`, `--regid=${uid}`, '--clear-groups', '--', ...server] }
 		: { command: server[0], commandArgs: server.slice(1) };
