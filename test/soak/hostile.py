@@ -5,9 +5,11 @@ One server takes, in turn: a 100 MB JSON-RPC line, deeply nested JSON, a
 10 MB and a 3 MB code argument, 10,000 sessions requested, a billion-row
 print, binary output; after each, it must still answer ping and run code.
 Then two SKILL.md files are given to --skill: one of 100 MB and an alias
-bomb; each must make the server exit with status 2 and one line on
-stderr, quickly.  Limits (docs/TOOLS.md and mcp/server.h): a line is at most
-8 MiB (-32600, id null), code at most 2 MiB (an isError result), sessions
+bomb; each must make `--check` exit 1 with one line on stderr naming the
+file, and a served server answer every call with that error, quickly.
+Limits (docs/TOOLS.md and mcp/server.h): a line is at most 8 MiB (-32600,
+with the request's id when it stands in the line's first 4 KiB, else id
+null), code at most 2 MiB (an isError result), sessions
 at most limits.max_sessions (8 by default; an isError result naming it).
 Prints one line per case and 'N passed, N failed'.
 """
@@ -59,6 +61,16 @@ class Hostile:
             time.sleep(0.05)
         return self.null_errors(srv)
 
+    def hwm_kb(self, srv):
+        try:
+            with open(f"/proc/{srv.p.pid}/status") as f:
+                for line in f:
+                    if line.startswith("VmHWM:"):
+                        return int(line.split()[1])
+        except OSError:
+            pass
+        return 0
+
     def text_of(self, r):
         return ((r or {}).get("result") or {}).get("content", [{}])[0].get("text", "")
 
@@ -74,8 +86,10 @@ class Hostile:
         srv.call("warm", "execute_python", {"code": "1"}, 60)
         rss0 = srv.rss_kb()
 
-        # 1. A 100 MB line: refused once with -32600 and id null, memory
-        # bounded while it streams in.
+        # 1. A 100 MB line: refused once with -32600 and the request's own
+        # id (it stands at the line's start), memory bounded while it
+        # streams in; the same line with its id after the padding is
+        # refused with id null.
         n0 = len(self.null_errors(srv))
         t = time.monotonic()
         head = b'{"jsonrpc":"2.0","id":"huge","method":"ping","params":{"pad":"'
@@ -84,24 +98,32 @@ class Hostile:
         stop = threading.Event()
 
         def sample():
-            while not stop.wait(0.05):
-                rss_peak[0] = max(rss_peak[0], srv.rss_kb())
+            # The kernel's high-water mark, so a peak between samples counts.
+            while True:
+                rss_peak[0] = max(rss_peak[0], srv.rss_kb(), self.hwm_kb(srv))
+                if stop.wait(0.05):
+                    break
         th = threading.Thread(target=sample, daemon=True)
         th.start()
         srv.send_raw(head)
         for _ in range(100):
             srv.send_raw(chunk)
         srv.send_raw(b'"}}\n')
-        errs = self.wait_null(srv, n0 + 1, 60)[n0:]
+        r = srv.wait_reply("huge", 60)
         stop.set()
         th.join()
-        e = errs[0]["error"] if errs else {}
-        ok = (len(errs) == 1 and e.get("code") == -32600 and "8 MiB" in e.get("message", "")
-              and srv.count("huge") == 0 and rss_peak[0] - rss0 < 32 * 1024)
+        rss_peak[0] = max(rss_peak[0], self.hwm_kb(srv))
+        e = (r or {}).get("error") or {}
+        ok = (e.get("code") == -32600 and "8 MiB" in e.get("message", "") and srv.count("huge") == 1
+              and len(self.null_errors(srv)) == n0 and rss_peak[0] - rss0 < 32 * 1024)
         self.result("100 MB JSON-RPC line", ok,
-                    f"{len(errs)} error(s) {e.get('code')} {e.get('message', '')[:90]!r}, no reply to its id: "
-                    f"{srv.count('huge') == 0}, RSS {rss0 // 1024} -> peak {rss_peak[0] // 1024} MB, "
-                    f"{time.monotonic() - t:.1f} s")
+                    f"reply to its id {e.get('code')} {e.get('message', '')[:90]!r}, replies {srv.count('huge')}, "
+                    f"id-null errors {len(self.null_errors(srv)) - n0}, RSS {rss0 // 1024} -> peak "
+                    f"{rss_peak[0] // 1024} MB, {time.monotonic() - t:.1f} s")
+        srv.send_raw(b'{"jsonrpc":"2.0","method":"ping","params":{"pad":"' + b"a" * (9 << 20) + b'"},"id":"late"}\n')
+        errs = self.wait_null(srv, n0 + 1, 60)[n0:]
+        ok = len(errs) == 1 and errs[0]["error"]["code"] == -32600 and srv.count("late") == 0
+        self.result("9 MB line, id at its end", ok, f"{len(errs)} id-null error(s), replies to its id {srv.count('late')}")
         self.still_serving(srv, "100 MB line")
 
         # 2. Deep nesting: 100,000 brackets, as a whole message and inside
@@ -120,16 +142,17 @@ class Hostile:
                     f"{'answered' if r_ok and 'result' in r_ok else r_ok!r:.80}")
         self.still_serving(srv, "deep JSON")
 
-        # 3. Code arguments: 10 MB (over the 8 MiB line) and 3 MB (over
-        # the 2 MiB code limit, inside a legal line).
+        # 3. Code arguments: 10 MB (over the 8 MiB line: refused with its
+        # id) and 3 MB (over the 2 MiB code limit, inside a legal line).
         n0 = len(self.null_errors(srv))
         big = "x = 1\n" + "#" * (10 << 20)
         srv.send({"jsonrpc": "2.0", "id": "code10", "method": "tools/call",
                   "params": {"name": "execute_python", "arguments": {"code": big}}})
-        errs = self.wait_null(srv, n0 + 1, 30)[n0:]
+        r = srv.wait_reply("code10", 30)
         time.sleep(0.5)
-        ok = len(errs) == 1 and errs[0]["error"]["code"] == -32600 and srv.count("code10") == 0
-        self.result("10 MB code argument", ok, f"line refused: {errs[0]['error']['message'][:80]!r}" if errs else "no error")
+        e = (r or {}).get("error") or {}
+        ok = e.get("code") == -32600 and srv.count("code10") == 1 and len(self.null_errors(srv)) == n0
+        self.result("10 MB code argument", ok, f"line refused: {e.get('message', '')[:80]!r}" if e else f"reply {r!r:.120}")
         r = srv.call("code3", "execute_python", {"code": "x = 1\n" + "#" * (3 << 20)}, 60)
         text = self.text_of(r)
         ok = r is not None and r["result"].get("isError") is True and ("2 MiB" in text or "2097152" in text)
@@ -230,18 +253,29 @@ class Hostile:
         with open(bomb, "w") as f:
             f.write("\n".join(lines))
         for name, path in (("100 MB SKILL.md", big), ("alias-bomb SKILL.md", bomb)):
+            # --check: exit 1, the policy error once on stderr naming the file.
             t = time.monotonic()
             try:
-                p = subprocess.run([os.path.abspath(self.a.bin), "--root", root, "--skill", path],
+                p = subprocess.run([os.path.abspath(self.a.bin), "--root", root, "--skill", path, "--check"],
                                    stdin=subprocess.DEVNULL, capture_output=True, timeout=30)
-                rc, err, out = p.returncode, p.stderr.decode("utf-8", "replace"), p.stdout
+                rc, err = p.returncode, p.stderr.decode("utf-8", "replace")
             except subprocess.TimeoutExpired:
-                rc, err, out = None, "(timed out)", b""
+                rc, err = None, "(timed out)"
             dt = time.monotonic() - t
             lines_ = err.rstrip("\n").split("\n")
-            ok = rc == 2 and len(lines_) == 1 and path in err and not out and dt < 10
-            self.result(name, ok, f"exit {rc} in {dt:.2f} s, stderr: {err.strip()[:160]!r}")
-
+            ok = rc == 1 and len(lines_) == 1 and "policy error: " + path in err and dt < 10
+            self.result(name + " --check", ok, f"exit {rc} in {dt:.2f} s, stderr: {err.strip()[:160]!r}")
+            # Serving: it answers, and every call is refused with the error.
+            t = time.monotonic()
+            srv = mcpproc.Server(os.path.abspath(self.a.bin), root, ["--skill", path, "--log-level", "warning"],
+                                 stderr_path=path + ".stderr")
+            r = srv.initialize(30) and srv.call("x", "execute_python", {"code": "1"}, 30)
+            text = self.text_of(r if isinstance(r, dict) else None)
+            ok = (isinstance(r, dict) and r.get("result", {}).get("isError") is True and path in text
+                  and time.monotonic() - t < 10)
+            rc = srv.close(30)
+            ok = ok and rc == 0 and not srv.bad
+            self.result(name + " served", ok, f"exit {rc} in {time.monotonic() - t:.2f} s, reply {text[:160]!r}")
 
 def main():
     ap = argparse.ArgumentParser()
