@@ -51,7 +51,7 @@ void outbuf_reset(struct outbuf *ob, const char *log_rel)
 	ob->log_written = 0;
 	ob->log_tail_pos = 0;
 	ob->head_len = ob->tail_pos = 0;
-	ob->total_bytes = ob->total_chars = ob->bad_bytes = 0;
+	ob->total_bytes = ob->total_chars = ob->bad_bytes = ob->text_run = 0;
 	ob->last_len = 0;
 	ob->line_done = false;
 	ob->last_line[0] = 0;
@@ -166,15 +166,17 @@ static void log_open(struct outbuf *ob)
  * counts too, a bias of a few bytes), NUL and the controls that text does
  * not use (tab, newline, carriage return, backspace, form feed and the
  * escape of colours are text's). */
-static size_t binary_bytes(const unsigned char *p, size_t len)
+static size_t binary_bytes(const unsigned char *p, size_t len, size_t *after_last)
 {
 	size_t bad = 0;
+	*after_last = 0;
 	for (size_t i = 0; i < len;) {
 		uint32_t cp;
 		size_t n = utf8_decode(p + i, len - i, &cp);
 		if (n == 0 || (cp < 0x20 && !strchr("\t\n\r\b\f\x1b", (int)cp))) {
 			bad++;
 			n = 1;
+			*after_last = i + 1;
 		}
 		i += n;
 	}
@@ -185,7 +187,10 @@ void outbuf_feed(struct outbuf *ob, const unsigned char *data, size_t len)
 {
 	ob->total_chars += utf8_chars((const char *)data, len);
 	ob->total_bytes += len;
-	ob->bad_bytes += binary_bytes(data, len);
+	size_t after;
+	size_t bad = binary_bytes(data, len, &after);
+	ob->bad_bytes += bad;
+	ob->text_run = bad ? len - after : ob->text_run + len;
 
 	if (ob->log_fd >= 0 || ob->log_failed) {
 		log_append(ob, data, len);
@@ -255,9 +260,32 @@ bool outbuf_binary(const struct outbuf *ob)
 	return ob->bad_bytes >= 16 && ob->bad_bytes * 10 > ob->total_bytes;
 }
 
+/* The text written after the last binary byte (a line printed after a
+ * dump: what the cell says about it), at most the last BINARY_TEXT_MAX
+ * characters of it, escaped; NULL when there is no whole line. */
+#define BINARY_TEXT_MAX 1000
+static char *text_after_binary(const struct outbuf *ob)
+{
+	size_t have;
+	unsigned char *t = tail_bytes(ob, &have);
+	if (!t)
+		return NULL;
+	size_t n = ob->text_run < have ? (size_t)ob->text_run : have;
+	size_t from = have - n;
+	from += utf8_suffix((const char *)t + from, n, BINARY_TEXT_MAX);
+	while (from < have && (t[from] == '\n' || t[from] == '\r'))
+		from++;
+	/* Only whole lines count as text said after the dump: the last few
+	 * bytes of random data that happen to be valid UTF-8 are not. */
+	bool line = from < have && memchr(t + from, '\n', have - from);
+	char *s = line ? text_for_model(t + from, have - from, true, NULL) : NULL;
+	free(t);
+	return s;
+}
+
 /* Binary output (an image written to stdout, os.urandom): thousands of
  * escapes would tell the model nothing; it is told the size and where the
- * bytes are. */
+ * bytes are, and the text written after them. */
 static char *binary_summary(struct outbuf *ob, const char **log_rel)
 {
 	log_open(ob);
@@ -265,9 +293,13 @@ static char *binary_summary(struct outbuf *ob, const char **log_rel)
 	log_close(ob);
 	if (saved)
 		*log_rel = ob->log_rel;
-	return xasprintf("[%llu bytes of binary output (not text); %s%s%s]\n", ob->total_bytes,
-			 saved ? "the bytes are in " : "the bytes could not be saved",
-			 saved ? ob->ws->display : "", saved ? "/" : "");
+	char *after = text_after_binary(ob);
+	char *sum = xasprintf("[%llu bytes of binary output (not text); %s%s%s%s]\n%s%s", ob->total_bytes,
+			      saved ? "the bytes are in " : "the bytes could not be saved",
+			      saved ? ob->ws->display : "", saved ? "/" : "", saved ? ob->log_rel : "",
+			      after ? "the text written after them:\n" : "", after ? after : "");
+	free(after);
+	return sum;
 }
 
 char *outbuf_finish(struct outbuf *ob, bool *truncated, const char **log_rel)
@@ -276,12 +308,7 @@ char *outbuf_finish(struct outbuf *ob, bool *truncated, const char **log_rel)
 	*log_rel = NULL;
 	if (outbuf_binary(ob)) {
 		*truncated = true;
-		char *sum = binary_summary(ob, log_rel);
-		if (!*log_rel)
-			return sum;
-		char *full = xasprintf("%.*s%s]\n", (int)(strlen(sum) - 2), sum, ob->log_rel);
-		free(sum);
-		return full;
+		return binary_summary(ob, log_rel);
 	}
 	if (ob->total_bytes <= ob->head_cap && ob->total_chars <= ob->limit)
 		return text_for_model(ob->head, ob->head_len, true, NULL);

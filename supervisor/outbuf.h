@@ -23,6 +23,7 @@ struct outbuf {
 	size_t tail_cap, tail_pos;
 	unsigned long long total_bytes, total_chars;
 	unsigned long long bad_bytes;  /* bytes no text holds (outbuf_binary) */
+	unsigned long long text_run;   /* bytes fed since the last of those */
 	int log_fd;                /* -1 until needed */
 	bool log_failed;
 	unsigned long long log_cap;     /* bytes the log file may hold */

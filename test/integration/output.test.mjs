@@ -171,7 +171,8 @@ describe('output capture on raw stdio', () => {
 	});
 
 	test('binary output is summarised, and its bytes are in the log', async () => {
-		const r = await s.callTool('execute_python', { code: 'import os, sys\nb = os.urandom(3000)\nsys.stdout.buffer.write(b); sys.stdout.flush()\nopen("workspace/b.bin", "wb").write(b)\nprint("text after", file=sys.stderr)' });
+		// Ends with a byte no text holds, so no line of text follows the dump.
+		const r = await s.callTool('execute_python', { code: 'import os, sys\nb = os.urandom(2999) + bytes([255])\nsys.stdout.buffer.write(b); sys.stdout.flush()\nopen("workspace/b.bin", "wb").write(b)\nprint("text after", file=sys.stderr)' });
 		const sc = r.result?.structuredContent;
 		assert.equal(sc?.status, 'ok', show(r));
 		assert.match(sc.stdout, /^\[3000 bytes of binary output \(not text\); the bytes are in workspace\/\.logs\/[^ \]]+\]\n?$/, JSON.stringify(sc.stdout));
@@ -181,6 +182,15 @@ describe('output capture on raw stdio', () => {
 		assert.equal(sc.full_output, log);
 		assert.deepEqual(fs.readFileSync(path.join(root, log)), fs.readFileSync(path.join(root, 'workspace/b.bin')));
 		assert.doesNotMatch(textOf(r), /\ufffd/);
+	});
+
+	test('the lines printed after binary output are shown after its summary', async () => {
+		const code = 'import os\nos.write(1, bytes(range(256)) * 4)\nprint("\\nwrote 1024 bytes")\nprint("checksum \\x1b[31mok\\x1b[0m")';
+		const r = await s.callTool('execute_python', { code });
+		const sc = r.result?.structuredContent;
+		assert.equal(sc?.status, 'ok', show(r));
+		assert.match(sc.stdout, /^\[1063 bytes of binary output \(not text\); the bytes are in workspace\/\.logs\/[^ \]]+\]\nthe text written after them:\nwrote 1024 bytes\nchecksum (\\x1b|\\u001b)\[31mok/, JSON.stringify(sc.stdout));
+		assert.ok(sc.stdout.length < 300, JSON.stringify(sc.stdout));
 	});
 
 	test('lines that look like JSON-RPC printed by Python stay inside the result', async () => {
