@@ -39,6 +39,10 @@ import targets  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
+# The longest a saved session's save waits for the session to rest
+# (supervisor/savepace.h: SAVE_IDLE_MAX_MS), and a second more.
+SAVE_REST_S = 11.0
+
 # The frame: a timestamp, an integer key, three string (object) columns and
 # two float columns; 7 columns, about 60 bytes a row before the cells add
 # two more.  Deterministic (seeded).
@@ -313,8 +317,13 @@ def main():
                         for s in order:
                             res[n][mode][s].append(sequence(actors[s], cells, 0.0))
                     # Work after the last reply (its checkpoint, its save)
-                    # belongs to the sequence too.
-                    time.sleep(think or 0.5)
+                    # belongs to the sequence too: a save waits until the
+                    # session has rested (at most SAVE_REST_S after the last
+                    # call), and its CPU time is counted here.
+                    time.sleep(max(think or 0.5, SAVE_REST_S))
+                    for s in order:
+                        if s != "jupyter":
+                            settle(actors[s].pid, 30.0)
                     for s in order:
                         cpu[n][mode][s].append(tree_cpu_ms(actors[s].pid) - cpu0[s])
                     loads.append(os.getloadavg()[0])

@@ -266,7 +266,7 @@ static void reap_ended(void)
 		;
 }
 
-static void make_checkpoint(void);
+static void make_checkpoint(bool save);
 
 
 /* Runs in a fresh fork of the checkpoint, right after a reply: pickles the
@@ -329,7 +329,9 @@ static void abandon_save(void)
 	saver_pid = 0;
 }
 
-static void make_checkpoint(void)
+/* save: the server asked for the state to be saved too (it does once the
+ * session rests, and at exit; savepace.h): the copy forks a saver. */
+static void make_checkpoint(bool save)
 {
 	char *out;
 	size_t len;
@@ -354,7 +356,7 @@ static void make_checkpoint(void)
 	 * saver's pid back to the session (which kills it when a call comes:
 	 * the server freezes the checkpoint as soon as it has it). */
 	int sp[2] = { -1, -1 }, sync[2] = { -1, -1 };
-	if (persist_cap && !waited && (pipe2(sp, O_CLOEXEC) < 0 || pipe2(sync, O_CLOEXEC) < 0)) {
+	if (persist_cap && save && !waited && (pipe2(sp, O_CLOEXEC) < 0 || pipe2(sync, O_CLOEXEC) < 0)) {
 		if (sp[0] >= 0) {
 			close(sp[0]);
 			close(sp[1]);
@@ -435,8 +437,9 @@ static void make_checkpoint(void)
 		cJSON_AddBoolToObject(hello, "resumed", 1);
 		send_json(SESSION_CTRL_FD, W_HELLO, hello, NULL, 0);
 		cJSON_Delete(hello);
-		/* A copy of this state at once: the next cell may fail too. */
-		make_checkpoint();
+		/* A copy of this state at once: the next cell may fail too.
+		 * Its save waits until the session rests (the server asks). */
+		make_checkpoint(false);
 		return;
 	}
 	/* Also from the parent: the child may not have run yet when the code
@@ -547,7 +550,7 @@ static void become_copy(const char *name, int fds[3], bool checkpoints)
 	/* Its first cell may fail: a copy of the forked state to go back to
 	 * (and, saved sessions, the save of it under its own name). */
 	if (checkpoints)
-		make_checkpoint();
+		make_checkpoint(false);
 }
 
 /* W_FORK (fork_from): a copy of this session for another session, which
@@ -677,7 +680,11 @@ static __attribute__((noreturn)) void session_main(const char *init_json, int fd
 		}
 		if (m.type == W_TAKE_CHECKPOINT) {
 			/* After the reply went out and the server froze and swept
-			 * us: taken while the agent reads the reply. */
+			 * us: taken while the agent reads the reply.  With a saver
+			 * when the server asks ({"save": true}). */
+			cJSON *tb = cJSON_ParseWithLength((const char *)m.data, m.len);
+			bool save = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(tb, "save"));
+			cJSON_Delete(tb);
 			wire_msg_free(&m);
 			/* The zombies of what the sweep ended first: they still
 			 * count against RLIMIT_NPROC, and a cell that filled it
@@ -686,7 +693,7 @@ static __attribute__((noreturn)) void session_main(const char *init_json, int fd
 			 * server rolls the session back, losing that call. */
 			reap_ended();
 			if (checkpoints)
-				make_checkpoint();
+				make_checkpoint(save);
 			continue;
 		}
 		uint32_t reply_type = m.type == W_THUMB ? W_THUMB_DATA : W_RESULT;

@@ -26,6 +26,7 @@
 #include "../jail/uid.h"
 #include "outbuf.h"
 #include "persist.h"
+#include "savepace.h"
 #include "usage.h"
 #include "warmup.h"
 #include "watch.h"
@@ -119,6 +120,8 @@ struct session {
 	bool save_failed;          /* the last save failed: not tried again at exit */
 	bool abandon_noted;        /* a reply said a save was cut short for a call */
 	bool save_ran;             /* a saver ran since its processes were last ended */
+	bool save_asked;           /* the checkpoint being taken was asked for a saver */
+	bool save_missed;          /* it came without one: not asked again until a call */
 	uint32_t saved_cells;      /* the cell whose state is on disk (0: none known) */
 	double unsaved_since;      /* loop_now_ms() when it last became dirty */
 	uint32_t save_cells;       /* the cell of the save in progress */
@@ -129,6 +132,7 @@ struct session {
 	struct wswatch *save_ws;   /* the workspace while the saver runs */
 	char save_stop[300];       /* why the server stopped the saver, or "" */
 	char fail_said[160];       /* the reason the last note gave for a failed save */
+	struct save_pace pace;     /* when the state is saved: once it rests (savepace.h) */
 	/* Branching (fork_from): the session this one is a copy of while the
 	 * copy is being made, and in the parent the copy it is making. */
 	struct session *fork_parent, *fork_child;
@@ -203,7 +207,7 @@ static void save_superseded(struct sup *sup, struct session *s, struct run *c);
 static void save_begin(struct sup *sup, struct session *s, int fd);
 static void session_dead(struct sup *sup, struct session *s, int wstatus, bool status_known);
 static void settled(struct sup *sup, struct session *s);
-static void take_checkpoint(struct sup *sup, struct session *s);
+static void take_checkpoint(struct sup *sup, struct session *s, bool save);
 static void ctrl_event(void *arg, int fd, short revents);
 static void note_next(struct session *s, const char *text);
 static void forks_waiting(struct sup *sup, struct session *p);
@@ -553,13 +557,13 @@ bool sup_busy(struct sup *sup)
 	return false;
 }
 
-static void take_checkpoint(struct sup *sup, struct session *s);
+static void take_checkpoint(struct sup *sup, struct session *s, bool save);
 
 /* An idle session whose state is not on disk, with nothing on the way
  * that would save it: a checkpoint taken again starts a save. */
 static bool save_startable(const struct sup *sup, const struct session *s)
 {
-	return s->dirty && !s->save_failed && !s->save && s->alive && s->phase == P_IDLE && !s->cur && !s->qhead &&
+	return s->dirty && !s->save_failed && !s->save_missed && !s->save && s->alive && s->phase == P_IDLE && !s->cur && !s->qhead &&
 	       !s->checkpointing && !s->resuming && s->ctrl >= 0 && sup->cfg.policy->limits.checkpoint;
 }
 
@@ -581,17 +585,46 @@ bool sup_saving(struct sup *sup)
 	return false;
 }
 
+/* The session rests with a state not on disk: saved once it has rested for
+ * the delay savepace.h prices (at once when the server is exiting), by a
+ * checkpoint taken again, with a saver.  Calls that come meanwhile move the
+ * save back: a working session is not saved after every call. */
+static void save_idle_fired(void *arg)
+{
+	struct session *s = arg;
+	struct sup *sup = s->sup;
+	save_pace_fired(&s->pace);
+	if (!persist_on(sup->persist) || !save_startable(sup, s))
+		return;
+	log_info("session %s: at rest: saving the state after cell %d", s->name, s->cells);
+	s->checkpointing = true;
+	take_checkpoint(sup, s, true);
+}
+
+static void save_when_idle(struct sup *sup, struct session *s)
+{
+	if (!persist_on(sup->persist) || !save_startable(sup, s))
+		return;
+	if (sup->stopping)
+		save_idle_fired(s);
+	else
+		save_pace_arm(&s->pace, sup->cfg.loop, save_idle_fired, s);
+}
+
 void sup_shutdown(struct sup *sup)
 {
 	sup->stopping = true;
-	for (struct session *s = sup->sessions; s; s = s->next)
+	for (struct session *s = sup->sessions; s; s = s->next) {
+		/* One more try at exit for a state whose saver could not start. */
+		s->save_missed = false;
 		if (persist_on(sup->persist) && save_startable(sup, s)) {
 			/* Its last save was cut short, or never started (a call
 			 * was waiting): the checkpoint again, with a saver. */
 			log_info("session %s: saving the state after cell %d before exit", s->name, s->cells);
 			s->checkpointing = true;
-			take_checkpoint(sup, s);
+			take_checkpoint(sup, s, true);
 		}
+	}
 }
 
 void sup_report_unsaved(struct sup *sup)
@@ -602,6 +635,7 @@ void sup_report_unsaved(struct sup *sup)
 		const char *why = s->save ? "its save was still running"
 				  : s->cur ? "a call was still running"
 				  : s->dirty && !s->save_failed && (s->checkpointing || s->resuming) ? "its checkpoint was still being taken"
+				  : s->dirty && !s->save_failed && s->save_missed ? "no process to save it could be started"
 				  : NULL;
 		if (!why)
 			continue;
@@ -1009,6 +1043,7 @@ static void cancel_timers(struct sup *sup, struct session *s)
 			loop_timer_cancel(sup->cfg.loop, *ts[i]);
 			*ts[i] = 0;
 		}
+	save_pace_cancel(&s->pace, sup->cfg.loop);
 	wswatch_stop(s->watch);
 	s->watch = NULL;
 }
@@ -1769,8 +1804,10 @@ static void checkpoint_expired(void *arg)
 }
 
 /* Thaws the idle session just long enough to fork its checkpoint, under a
- * timer; it is frozen and swept again once the checkpoint is in. */
-static void take_checkpoint(struct sup *sup, struct session *s)
+ * timer; it is frozen and swept again once the checkpoint is in.  save:
+ * the checkpoint forks a saver of its state too (saved sessions: only once
+ * the session rests, or at exit; savepace.h). */
+static void take_checkpoint(struct sup *sup, struct session *s, bool save)
 {
 	s->thaw_cpu0 = s->hpid > 0 ? watch_cpu_ms(s->hpid) : 0;
 	if (s->pidfd >= 0)
@@ -1785,7 +1822,9 @@ static void take_checkpoint(struct sup *sup, struct session *s)
 	cancel_resume_timer(sup, s);
 	s->resume_timer = loop_timer(sup->cfg.loop, RESUME_MS, checkpoint_expired, s);
 	s->ckpt_since = kproc_now_ticks();
-	if (wire_send(s->ctrl, W_TAKE_CHECKPOINT, "", 0, NULL, 0) < 0)
+	s->save_asked = save && persist_on(sup->persist);
+	const char *body = s->save_asked ? "{\"save\":true}" : "{}";
+	if (wire_send(s->ctrl, W_TAKE_CHECKPOINT, body, strlen(body), NULL, 0) < 0)
 		kill_session(s);
 }
 
@@ -1806,6 +1845,7 @@ static void settled(struct sup *sup, struct session *s)
 		cancel_resume_timer(sup, s);
 		start_next(sup, s);
 		forks_waiting(sup, s);
+		save_when_idle(sup, s);
 		ended(sup); /* the server may be waiting for this state's save */
 		return;
 	}
@@ -1813,6 +1853,7 @@ static void settled(struct sup *sup, struct session *s)
 		/* At rest again after making a copy (W_FORKED). */
 		start_next(sup, s);
 		forks_waiting(sup, s);
+		save_when_idle(sup, s);
 		return;
 	}
 	/* The reply goes out now; the checkpoint of the state it kept is
@@ -1826,6 +1867,8 @@ static void settled(struct sup *sup, struct session *s)
 	if (take)
 		s->checkpointing = true;
 	if (take && persist_on(sup->persist)) {
+		/* A new state: saved at rest even if the last one's save failed. */
+		s->save_missed = s->save_failed = false;
 		if (!s->dirty)
 			s->unsaved_since = loop_now_ms();
 		s->dirty = true;
@@ -1834,7 +1877,7 @@ static void settled(struct sup *sup, struct session *s)
 		save_superseded(sup, s, s->cur);
 	finish_cur(sup, s);
 	if (take && s->checkpointing && s->alive && s->phase == P_IDLE)
-		take_checkpoint(sup, s);
+		take_checkpoint(sup, s, sup->stopping);
 	else
 		forks_waiting(sup, s);
 }
@@ -1907,6 +1950,11 @@ static void on_message(struct sup *sup, struct session *s, struct wire_msg *m)
 			save_begin(sup, s, save_fd);
 		else if (save_fd >= 0)
 			close(save_fd);
+		/* Asked for a saver and none came (a call waits already, or no
+		 * pipe or process was left): the state stays dirty, for the
+		 * next call's state or the exit, not asked for again at once. */
+		s->save_missed = s->save_asked && save_fd < 0;
+		s->save_asked = false;
 		m->nfds = 0; /* kept */
 		if (s->phase == P_RESUMING || s->checkpointing) {
 			begin_freeze(sup, s);
@@ -2223,6 +2271,7 @@ static void save_done(void *arg, const struct psave_result *r)
 		s->fail_said[0] = '\0';
 		s->dirty = false;
 		s->saved_cells = s->save_cells;
+		save_pace_saved(&s->pace, loop_now_ms() - s->save_t0);
 		note_unpicklable(s, r->summary);
 	} else if (r->status == -EFBIG) {
 		/* A restart must not bring back an older state as if it were
