@@ -75,7 +75,7 @@ describe('the last state is on disk however the server ends', () => {
 			await s.initialize();
 			let r = await s.callTool('execute_python', { code: 'kept = "first"' }, { timeout: 120000 });
 			assert.equal(r.result?.isError, false, show(r));
-			for (let i = 0; i < 100 && !/state saved \(/.test(s.stderr()); i++) await sleep(100);
+			for (let i = 0; i < 300 && !/state saved \(/.test(s.stderr()); i++) await sleep(100);
 			r = await s.callTool('execute_python', { code: `
 class Slow:
     def __reduce__(self):
