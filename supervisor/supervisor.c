@@ -1240,6 +1240,7 @@ static bool roll_back(struct sup *sup, struct session *s, int wstatus, bool stat
 	 * resumed copy kills; the copy saves its state again (a new
 	 * checkpoint, a new saver). */
 	quiet_abandon_save(sup, s);
+	s->save_asked = false; /* the resumed copy's checkpoint comes unasked */
 	/* The copy is frozen (SIGSTOP since it was accepted): the resume
 	 * signal first, then SIGCONT, so it wakes with the signal pending. */
 	s->ckpt_since = kproc_now_ticks();
@@ -1345,7 +1346,7 @@ static void session_dead(struct sup *sup, struct session *s, int wstatus, bool s
 	if (sup->cfg.policy->limits.checkpoint && roll_back(sup, s, wstatus, status_known))
 		return;
 	quiet_abandon_save(sup, s);
-	s->dirty = false; /* the state died with the process */
+	s->dirty = s->save_asked = false; /* the state died with the process */
 	session_close_fds(sup, s);
 	s->alive = false;
 	s->pid = s->hpid = 0;
@@ -1946,7 +1947,11 @@ static void on_message(struct sup *sup, struct session *s, struct wire_msg *m)
 			violation(sup, s, m->nfds == 0 ? "a checkpoint message without the checkpoint" : what);
 			return;
 		}
-		if (save_fd >= 0 && persist_on(sup->persist))
+		/* A saver's pipe is read only when the server asked for one.
+		 * Attack: a session that hands one with every checkpoint would
+		 * have the server copy, hash and write its whole state after
+		 * every call again, the CPU that saving at rest spares. */
+		if (save_fd >= 0 && persist_on(sup->persist) && s->save_asked)
 			save_begin(sup, s, save_fd);
 		else if (save_fd >= 0)
 			close(save_fd);
