@@ -14,6 +14,12 @@ void save_pace_saved(struct save_pace *p, double ms)
 	p->last_save_ms = ms > 0 ? ms : 0;
 }
 
+void save_pace_cut(struct save_pace *p, double ms)
+{
+	if (ms > p->last_save_ms)
+		p->last_save_ms = ms;
+}
+
 void save_pace_cancel(struct save_pace *p, struct loop *l)
 {
 	if (p->timer)

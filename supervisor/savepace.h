@@ -37,6 +37,10 @@ struct save_pace {
 double save_pace_delay(const struct save_pace *p);
 /* A save ended whole after ms milliseconds: the next delay is priced by it. */
 void save_pace_saved(struct save_pace *p, double ms);
+/* A save was cut short by a call after ms milliseconds: it costs at least
+ * that much, so the next rest is at least as long as that makes it (saves
+ * that calls keep cutting short wait for longer rests, up to the bound). */
+void save_pace_cut(struct save_pace *p, double ms);
 /* The session rests with a state not on disk: fn(arg) is called once it
  * has rested for the delay (a pending call is moved back). */
 void save_pace_arm(struct save_pace *p, struct loop *l, loop_timer_cb fn, void *arg);

@@ -2466,6 +2466,7 @@ static void save_superseded(struct sup *sup, struct session *s, struct run *c)
 		s->abandon_noted = true;
 	}
 	log_info("session %s: the save of the state after cell %u abandoned: the next state replaces it", s->name, s->save_cells);
+	save_pace_cut(&s->pace, loop_now_ms() - s->save_t0);
 	quiet_abandon_save(sup, s);
 }
 

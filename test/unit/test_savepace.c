@@ -28,6 +28,13 @@ static void test_delay_priced_by_the_last_save(void **state)
 	assert_true(save_pace_delay(&p) == SAVE_IDLE_MIN_MS);
 	p.last_save_ms = __builtin_nan("");
 	assert_true(save_pace_delay(&p) == SAVE_IDLE_MIN_MS);
+	/* A save cut short after 1.5 s cost at least that: 7.5 s; a shorter
+	 * cut does not lower it. */
+	save_pace_saved(&p, 100);
+	save_pace_cut(&p, 1500);
+	assert_true(save_pace_delay(&p) == 7500.0);
+	save_pace_cut(&p, 200);
+	assert_true(save_pace_delay(&p) == 7500.0);
 }
 
 static void on_fire(void *arg)
