@@ -145,9 +145,84 @@ static int pidfd_of(pid_t pid)
 	return (int)syscall(SYS_pidfd_open, pid, 0);
 }
 
+/* ---- the saver forgery: a pipe with every checkpoint ----
+ * With "ckpt-saver" the session hands the read end of a pipe with every
+ * checkpoint, asked for a saver or not, with a save stream in it laid out
+ * as a real saver's (interp/bootstrap.py save_state: PSMSAVE1, the length,
+ * the summary record, the metadata).  An unasked pipe gets all of it but
+ * the last byte; at the session's next cell or checkpoint request (by
+ * then the server has dealt with the checkpoint) it looks whether the
+ * server still holds the read end (it would be reading: the save of a
+ * whole state after every call), records what it saw in WORKSPACE/savers
+ * and then sends the last byte.  An asked pipe gets it all at once. */
+static int saver_w = -1;      /* the write end of the last unasked pipe */
+static char saver_last;       /* the byte held back */
+
+static void note_saver(const char *line)
+{
+	char p[4200];
+	snprintf(p, sizeof p, "%s/savers", ws_dir);
+	int fd = open(p, O_CREAT | O_APPEND | O_WRONLY | O_CLOEXEC, 0644);
+	if (fd >= 0) {
+		(void)!write(fd, line, strlen(line));
+		close(fd);
+	}
+}
+
+static void put_le64(unsigned char *b, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		b[i] = (unsigned char)(v >> (8 * i));
+}
+
+static int forged_saver(bool asked)
+{
+	static const char summary[] = "{\"unsaved\": [], \"unsaved_count\": 0}";
+	static const char meta[] = "{\"version\": 1, \"history\": [\"inc\"], \"imports\": [], \"defs\": [], "
+				   "\"unsaved\": [], \"vars\": [], \"figures\": {}}";
+	unsigned char b[512];
+	size_t sl = sizeof summary - 1, ml = sizeof meta - 1, n = 0;
+	memcpy(b, "PSMSAVE1", 8);
+	put_le64(b + 8, 16 + sl + ml);
+	put_le64(b + 16, sl);
+	memcpy(b + 24, summary, sl);
+	put_le64(b + 24 + sl, ml);
+	memcpy(b + 32 + sl, meta, ml);
+	n = 32 + sl + ml;
+	int pp[2];
+	if (pipe2(pp, O_CLOEXEC) < 0)
+		return -1;
+	if (write(pp[1], b, asked ? n : n - 1) != (ssize_t)(asked ? n : n - 1))
+		_exit(82);
+	if (asked) {
+		close(pp[1]);
+		note_saver("asked: sent\n");
+	} else {
+		saver_w = pp[1];
+		saver_last = (char)b[n - 1];
+	}
+	return pp[0];
+}
+
+/* At the session's next cell or checkpoint request the server has dealt
+ * with the checkpoint the unasked pipe came with: it closed the read end
+ * (POLLERR on the write end), or it still reads it. */
+static void saver_seen(void)
+{
+	if (saver_w < 0)
+		return;
+	struct pollfd p = { .fd = saver_w, .events = POLLOUT };
+	bool closed = poll(&p, 1, 0) == 1 && (p.revents & POLLERR);
+	note_saver(closed ? "unasked: closed unread\n" : "unasked: still held by the server\n");
+	if (!closed)
+		(void)!write(saver_w, &saver_last, 1);
+	close(saver_w);
+	saver_w = -1;
+}
+
 /* Forks the frozen copy; the parent announces it.  The copy returns once
- * resumed, as the session. */
-static void checkpoint(void)
+ * resumed, as the session.  save: the server asked for a saver. */
+static void checkpoint(bool save)
 {
 	sigset_t usr1;
 	sigemptyset(&usr1);
@@ -172,10 +247,12 @@ static void checkpoint(void)
 		while (recv(ctrl_fd, junk, sizeof junk, MSG_DONTWAIT) > 0)
 			;
 		hello();
-		checkpoint();
+		checkpoint(false);
 		return;
 	}
 	int fds[2] = { pid > 0 ? pidfd_of(pid) : -1, -1 };
+	if (strcmp(forge, "ckpt-saver") == 0)
+		fds[1] = forged_saver(save);
 	pid_t claim = pid;
 	if (forging("ckpt-foreign")) {
 		close(fds[0]);
@@ -218,8 +295,13 @@ static __attribute__((noreturn)) void session_main(void)
 		struct wire_msg m;
 		if (wire_recv(ctrl_fd, &m, WIRE_MAX_PAYLOAD) < 0)
 			_exit(0);
+		/* Not at W_HURRY, which can come before the checkpoint is in. */
+		if (m.type == W_EXEC || m.type == W_TAKE_CHECKPOINT)
+			saver_seen();
 		if (m.type == W_TAKE_CHECKPOINT) {
-			checkpoint();
+			cJSON *req = cJSON_ParseWithLength((const char *)m.data, m.len);
+			checkpoint(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(req, "save")));
+			cJSON_Delete(req);
 		} else if (m.type == W_THUMB) {
 			wire_send(ctrl_fd, W_THUMB_DATA, "", 0, NULL, 0);
 		} else if (m.type == W_EXEC) {
@@ -584,6 +666,7 @@ static int setup(void **state)
 	assert_int_equal(policy_resolve(pol, tmpdir, &e), 0);
 	pol->limits.persist = false; /* nothing written outside tmpdir */
 	assert_int_equal(ws_open(&ws, tmpdir, wsd, &e), 0);
+	snprintf(ws_dir, sizeof ws_dir, "%s", ws.abs); /* read_ws_file, on the test's side */
 	loop = loop_new();
 	/* The canary: a process no server may signal.  Not below the test
 	 * process (a supervisor ends whatever is below it when it is freed,
@@ -1090,6 +1173,89 @@ static void test_ckpt_notpipe(void **state)
 	forged_checkpoint(state, "whose second descriptor is not a pipe's read end");
 }
 
+/* ---- saved sessions on, for the saver's row ----
+ * The key lives outside the project (the server refuses one inside it), in
+ * a private directory of the test's own; the other rows run with saving
+ * off and see none of this. */
+static char state_home[] = "/tmp/psm-sup-state-XXXXXX";
+
+static int forged_persist_up(void **state)
+{
+	assert_non_null(mkdtemp(state_home));
+	assert_int_equal(setenv("XDG_STATE_HOME", state_home, 1), 0);
+	pol->limits.persist = true;
+	return forged_up(state);
+}
+
+static int forged_persist_down(void **state)
+{
+	int r = forged_down(state);
+	pol->limits.persist = false;
+	unsetenv("XDG_STATE_HOME");
+	tmp_tree_remove(state_home);
+	char p[4200];
+	snprintf(p, sizeof p, "%s/.sessions", ws.abs);
+	tmp_tree_remove(p);
+	snprintf(p, sizeof p, "%s/savers", ws.abs);
+	unlink(p);
+	return r;
+}
+
+static bool snap_exists(const char *name)
+{
+	char p[4200];
+	snprintf(p, sizeof p, "%s/.sessions/default/%s", ws.abs, name);
+	return access(p, F_OK) == 0;
+}
+
+static int count_lines(const char *text, const char *line)
+{
+	int n = 0;
+	for (const char *p = text; (p = strstr(p, line)); p += strlen(line))
+		n++;
+	return n;
+}
+
+/* A session hands a saver's pipe, with a plausible save stream in it, with
+ * every checkpoint, also those the server took without asking for a saver
+ * (W_TAKE_CHECKPOINT {}): the server closes those unread (the session sees
+ * its pipe broken before its next cell) and writes nothing to the
+ * session's snapshot; the one it asks for (at exit, {"save": true}) it
+ * reads and saves.
+ * Attack: a session that has the server copy, hash and write its whole
+ * state after every call, the CPU that saving only at rest spares. */
+static void test_ckpt_saver_unasked(void **state)
+{
+	const char *log = capture_end();
+	if (strstr(log, "sessions will not be saved"))
+		fail_msg("saving is off in this test: %s", log);
+	capture_begin();
+	for (int i = 0; i < 3; i++)
+		trun_free(run_ok("inc"));
+	spin(300); /* the last call's checkpoint */
+	log = capture_end(); /* what fails below is said on stderr */
+	char seen[4096];
+	read_ws_file("savers", seen, sizeof seen);
+	/* Two pipes judged at the next cell, nothing written meanwhile. */
+	if (count_lines(seen, "unasked: closed unread\n") != 2 || strstr(seen, "unasked: still held") || strstr(seen, "asked: sent"))
+		fail_msg("what the session saw of its unasked pipes: %s", seen);
+	assert_false(snap_exists("state.snap"));
+	assert_false(snap_exists(".state.tmp"));
+	/* At exit the server asks for the saver: that pipe is read. */
+	capture_begin();
+	sup_shutdown(sup);
+	for (int i = 0; i < 200 && !snap_exists("state.snap"); i++)
+		spin(50);
+	read_ws_file("savers", seen, sizeof seen);
+	if (count_lines(seen, "unasked: closed unread\n") != 3 || strstr(seen, "unasked: still held") || count_lines(seen, "asked: sent\n") != 1)
+		fail_msg("what the session saw of its pipes: %s", seen);
+	assert_true(snap_exists("state.snap"));
+	log = capture_end();
+	if (strstr(log, "not saved") || strstr(log, "broke its protocol"))
+		fail_msg("log: %s", log);
+	capture_begin();
+}
+
 #define FORGED(fn, name) cmocka_unit_test_prestate_setup_teardown(fn, forged_up, forged_down, (void *)name)
 
 int main(int argc, char **argv)
@@ -1124,6 +1290,8 @@ int main(int argc, char **argv)
 		FORGED(test_ckpt_old, "ckpt-old"),
 		FORGED(test_ckpt_claim, "ckpt-claim"),
 		FORGED(test_ckpt_notpipe, "ckpt-notpipe"),
+		cmocka_unit_test_prestate_setup_teardown(test_ckpt_saver_unasked, forged_persist_up, forged_persist_down,
+							 (void *)"ckpt-saver"),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
