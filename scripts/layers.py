@@ -6,6 +6,9 @@ usage: scripts/layers.py [--objs DIR] LAYER...   (lowest layer first)
 A file may include a header of its own folder or of a lower layer's folder,
 never of a higher one; and no files may depend on each other in a circle.
 A file and its header are one module (jail/jail.c and jail/jail.h).
+A folder's private.h makes the files that include it one module (the
+supervisor's rooms call each other freely): no file of another folder may
+include it, or use a function it declares.
 Two graphs of modules are checked:
   - includes: what each .c and .h includes;
   - references (with --objs): which module defines each symbol an object
@@ -21,6 +24,32 @@ INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 def module(path):
     return os.path.splitext(os.path.normpath(path))[0]
+
+
+PRIVATE = 'private.h'
+DECL = re.compile(r'^[A-Za-z_][\w \t\*]*?\b([A-Za-z_]\w*)\s*\(', re.M)
+
+
+def private_groups(layers):
+    """{path of a .c or .h: its folder's private module} for the files that
+    include their folder's private.h, and {symbol: folder} for what each
+    private.h declares."""
+    group, declared = {}, {}
+    for layer in layers:
+        priv = os.path.join(layer, PRIVATE)
+        if not os.path.exists(priv):
+            continue
+        with open(priv, encoding='utf-8', errors='replace') as fh:
+            for name in DECL.findall(fh.read()):
+                declared[name] = layer
+        group[priv] = module(priv)
+        for f in os.listdir(layer):
+            path = os.path.join(layer, f)
+            if f.endswith(('.c', '.h')) and f != PRIVATE:
+                with open(path, encoding='utf-8', errors='replace') as fh:
+                    if PRIVATE in INCLUDE.findall(fh.read()):
+                        group[path] = module(priv)
+    return group, declared
 
 
 def cycles(graph):
@@ -66,13 +95,14 @@ def main(argv):
     rank = {name: i for i, name in enumerate(layers)}
     problems = []
 
+    group, declared = private_groups(layers)
     includes = {}
     for layer in layers:
         for f in sorted(os.listdir(layer)):
             if not f.endswith(('.c', '.h')):
                 continue
             path = os.path.join(layer, f)
-            me = module(path)
+            me = group.get(path, module(path))
             includes.setdefault(me, set())
             with open(path, encoding='utf-8', errors='replace') as fh:
                 for inc in INCLUDE.findall(fh.read()):
@@ -80,8 +110,12 @@ def main(argv):
                     if target.split('/')[0] not in rank:
                         problems.append(f'{path} includes {inc}, outside the layers')
                         continue
-                    if module(target) != me:
-                        includes[me].add(module(target))
+                    if os.path.basename(target) == PRIVATE and target.split('/')[0] != layer:
+                        problems.append(f'{path} includes {inc}, private to {target.split("/")[0]}/')
+                        continue
+                    tm = group.get(target, module(target))
+                    if tm != me:
+                        includes[me].add(tm)
     check(includes, rank, 'include', problems)
 
     if objs:
@@ -97,9 +131,11 @@ def main(argv):
                 # is a stale build output, not part of the program.
                 if not any(os.path.exists(os.path.join(layer, f[:-2] + ext)) for ext in ('.c', '.S')):
                     continue
-                me = module(os.path.join(layer, f))
+                src = next((os.path.join(layer, f[:-2] + ext) for ext in ('.c', '.S')
+                            if os.path.exists(os.path.join(layer, f[:-2] + ext))), '')
+                me = group.get(src, module(os.path.join(layer, f)))
                 out = subprocess.run(['nm', '-P', os.path.join(d, f)], capture_output=True, text=True, check=True).stdout
-                used[me] = set()
+                used.setdefault(me, set())
                 for line in out.splitlines():
                     parts = line.split()
                     if len(parts) < 2:
@@ -107,9 +143,13 @@ def main(argv):
                     sym, kind = parts[0], parts[1]
                     if kind == 'U':
                         used[me].add(sym)
+                        if declared.get(sym, layer) != layer:
+                            problems.append(f'reference: {layer}/{f} uses {sym}, private to {declared[sym]}/')
                     elif kind.isupper():
                         defined[sym] = me
-        refs = {m: {defined[s] for s in syms if s in defined and defined[s] != m} for m, syms in used.items()}
+        refs = {}
+        for m, syms in used.items():
+            refs.setdefault(m, set()).update(defined[s] for s in syms if s in defined and defined[s] != m)
         check(refs, rank, 'reference', problems)
 
     for p in problems:

@@ -1,254 +1,15 @@
-#include "supervisor.h"
+/* The supervisor's face (supervisor.h): its sessions by name, the calls
+ * submitted, queued, cancelled and started, and the end of it all.  The
+ * rest of it lives in the files private.h lists, one question each. */
+#include "private.h"
 
-#include <errno.h>
-#include <linux/magic.h>
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
-#include <stdarg.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/socket.h>
-#include <sys/syscall.h>
-#include <sys/vfs.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include "../common/log.h"
-#include "../common/text.h"
-#include "../common/util.h"
-#include "../proto/config.h"
-#include "../proto/wire.h"
-#include "../interp/procs.h"
-#include "../interp/zygote.h"
-#include "../jail/jail.h"
-#include "../jail/uid.h"
-#include "outbuf.h"
-#include "persist.h"
-#include "savepace.h"
-#include "usage.h"
-#include "warmup.h"
-#include "watch.h"
-#include "../files/wswatch.h"
-#include "kproc.h"
-#include "zlink.h"
-
-/* A resumed checkpoint says hello and takes its own checkpoint within this,
- * or it is ended and the next call starts a new process. */
-#define RESUME_MS 30000.0
-/* Downscaling the call's images in the session gets its own time, once the
- * cell is done (a large PNG takes seconds on a loaded machine): still a
- * timer, so a session that never answers is ended. */
-#define THUMBS_MS 60000.0
-#define WATCH_MS ((double)WATCH_INTERVAL_MS)
-/* What a session may use of CPU while thawed to take its checkpoint (a
- * fork takes a few ms, also of a process of gigabytes). */
-#define SETTLE_CPU_MS 2000
-
-/* Where a session's process is in its exchange with the server, which says
- * what it may send next (expect_for).  The session is hostile: anything else
- * ends it as a crash. */
-enum phase {
-	P_NONE,      /* no process */
-	P_IDLE,      /* frozen (SIGSTOP) between calls; sends nothing */
-	P_RUNNING,   /* a cell was sent: hello (new process), started, result */
-	P_SETTLING,  /* result in: its checkpoint next */
-	P_SCANNING,  /* result and checkpoint in: the server's scan of the workspace runs */
-	P_THUMB,     /* an image to downscale was sent: its data next */
-	P_FREEZING,  /* all it had to say is in: being frozen and swept */
-	P_RESUMING,  /* a checkpoint was told to resume (or a copy was forked): hello, then checkpoint */
-	P_FORKING,   /* thawed to fork a copy of itself for another session: the copy's pidfd next */
-};
-
-enum zstate { Z_DOWN, Z_WARMING, Z_READY, Z_FAILED };
-
-struct session {
-	char name[SESSION_NAME_MAX + 1];
-	int id;              /* spawn id, unique per process incarnation */
-	bool alive;          /* a process exists or is being spawned */
-	pid_t pid;           /* in the zygote's pid namespace; 0 until known */
-	int pidfd, ctrl, out_r, err_r;
-	pid_t ckpt_pid;      /* the frozen copy to roll back to, 0 when none */
-	int ckpt_pidfd;
-	int dropped_pidfd;   /* the checkpoint it replaced (SIGKILLed), or -1 */
-	/* Host pids (this server's pid namespace), from the pidfds: the kernel's
-	 * word, never the session's. */
-	pid_t hpid, ckpt_hpid;
-	/* When the server last asked for a checkpoint (W_TAKE_CHECKPOINT, or a
-	 * resume signal, after which the copy takes its own): a checkpoint
-	 * must be born at this clock tick or later (kproc_now_ticks). */
-	unsigned long long ckpt_since;
-	enum phase phase;
-	bool hello_due;      /* a new process: its hello may precede the result */
-	bool spawn_known;    /* the zygote's report of the fork (pid, pidfd) is in */
-	bool resume_ckpt;    /* resuming: the hello came, the checkpoint is due */
-	bool checkpointing;  /* after a reply: its checkpoint is being taken */
-	uint64_t resume_timer, watch_timer, idle_timer;
-	int idle_tries;
-	struct watch_look look; /* the previous look while freezing */
-	long thaw_cpu0;         /* its CPU time when thawed for a checkpoint */
-	int quiet_tries;        /* looks for its threads stopped (check_quiet) */
-	struct wire_expect expect[3];
-	struct wire_reader rd;
-	struct outbuf out, err;
-	int cells;
-	bool has_last;
-	int last_exit;
-	struct run *cur, *qhead, *qtail;
-	uint64_t timeout_timer, progress_timer;
-	struct wswatch *watch;   /* the workspace's disk use during a call */
-	bool kill_pending;   /* kill as soon as the pidfd arrives */
-	bool want_spawn;     /* waiting for the zygote */
-	bool resuming;       /* checkpoint signalled; nothing is sent until its hello */
-	double progress;
-	/* Saved sessions (persist.c) */
-	struct psave *save;        /* the state being written, or NULL */
-	struct prestore *restore;  /* the saved state being streamed in */
-	struct run *restore_call; /* the call it was sent with */
-	int restore_verdict;       /* RESTORE_* */
-	double restore_age_s;
-	uint32_t restore_cells;
-	bool restore_tried;        /* looked for a snapshot in this server's life */
-	int restore_attempts;      /* calls that carried it without loading it */
-	double restore_extra_ms;   /* the time the call got on top for loading it */
-	bool cap_noted;            /* the reply said the state was over persist_mb */
-	/* The state the process holds is not on disk yet: set when the
-	 * checkpoint of a kept state is taken, cleared when its save is in.
-	 * At exit the server waits for these (sup_saving). */
-	bool dirty;
-	bool save_failed;          /* the last save failed: not tried again at exit */
-	bool abandon_noted;        /* a reply said a save was cut short for a call */
-	bool save_ran;             /* a saver ran since its processes were last ended */
-	bool save_asked;           /* the checkpoint being taken was asked for a saver */
-	bool save_missed;          /* it came without one: not asked again until a call */
-	uint32_t saved_cells;      /* the cell whose state is on disk (0: none known) */
-	double unsaved_since;      /* loop_now_ms() when it last became dirty */
-	uint32_t save_cells;       /* the cell of the save in progress */
-	unsigned long unsaved_sig; /* the names the last note said could not be pickled */
-	uint64_t save_timer;       /* the saver's watchdog (save_watch_fired) */
-	uint64_t save_written0;    /* what it had written when the current call started */
-	double save_t0;
-	struct wswatch *save_ws;   /* the workspace while the saver runs */
-	char save_stop[300];       /* why the server stopped the saver, or "" */
-	char fail_said[160];       /* the reason the last note gave for a failed save */
-	struct save_pace pace;     /* when the state is saved: once it rests (savepace.h) */
-	/* Branching (fork_from): the session this one is a copy of while the
-	 * copy is being made, and in the parent the copy it is making. */
-	struct session *fork_parent, *fork_child;
-	unsigned long long fork_asked; /* when the copy was asked for (kproc_now_ticks) */
-	double fork_t0;            /* and in loop_now_ms(), for the log */
-	char fork_of[SESSION_NAME_MAX + 1]; /* the first call of a copy names its parent */
-	uint32_t fork_of_cells;
-	bool fork_wait;            /* its first call waits for the parent to rest */
-	char fork_wait_for[SESSION_NAME_MAX + 1];
-	/* The session whose saved state this one starts from (fork_from a
-	 * session that is only on disk), or "". */
-	char fork_src[SESSION_NAME_MAX + 1];
-	char *next_note;           /* for the next reply (note_next) */
-	/* Why the process was ended between calls (a protocol break while
-	 * taking its checkpoint), for the next reply; "" when it was not. */
-	char broke[256];
-	bool broke_kept;     /* ... and its checkpoint held its last state */
-	struct sup *sup;
-	struct session *next;
-};
-
-enum { RESTORE_PENDING = 2, RESTORE_OK = 1, RESTORE_BAD = 0 };
-
-struct sup {
-	struct sup_config cfg;
-	struct work *work;       /* for the workspace's watch, or NULL */
-	enum zstate z;
-	pid_t zpid;
-	struct zlink *zl;        /* its socket, read and written through zlink.c */
-	char zerror[768];
-	/* Why the zygote was ended for breaking its protocol, for the calls
-	 * its end touches; "" otherwise. */
-	char zbroke[400];
-	/* The scratch directory of the namespace-free mode (TMPDIR on the
-	 * host), made by the server for each zygote and removed when it ends;
-	 * its identity, so that only that directory is removed. */
-	char scratch[256];
-	dev_t scratch_dev;
-	ino_t scratch_ino;
-	/* That directory lies on a tmpfs: what it holds is memory, counted
-	 * toward each running call's memory_mb (see watch_fired). */
-	bool scratch_tmpfs;
-	unsigned long long scratch_bytes; /* at the last walk (files/wswatch.h) */
-	int restarts;
-	double last_restart;     /* loop_now_ms() of the last restart */
-	uint64_t restart_timer;  /* the next start of a zygote, or 0 */
-	int next_id;
-	unsigned long long epoch; /* the zygote's count of exits, from W_EXITED */
-	pid_t zhpid;             /* the zygote's host pid (the sessions' parent) */
-	char proc[320];          /* where the watchdog reads the jail's processes */
-	bool proc_jail;          /* proc is the jail's own procfs (pids in the jail) */
-	struct session *sessions;
-	struct persist *persist;
-	struct warmup *warm;     /* the learned warm-up (warmup.c) */
-	bool stopping;           /* the server is exiting: saves first (sup_shutdown) */
-	/* A sweep that came while a fork was being made (the new process is a
-	 * child of the zygote the server does not know yet), sent after it. */
-	bool sweep_held;
-	double held_epoch;
-	double save_test_ms;     /* PSM_TEST_SAVE_MS (save_budget), or 0 */
-};
-
-static void start_next(struct sup *sup, struct session *s);
-static void save_done(void *arg, const struct psave_result *r);
-static void quiet_abandon_save(struct sup *sup, struct session *s);
-static void timeout_fired(void *arg);
-static void add_note(struct run *c, const char *text);
-static void restore_outcome(struct sup *sup, struct session *s, struct run *c);
+static void send_exec(struct sup *sup, struct session *s);
+static void try_freeze(void *arg);
+static void check_quiet(void *arg);
+static void drop_checkpoint(struct session *s);
+static double save_budget(const struct sup *sup, double ms, int factor);
 static void fallback_words(const struct session *s, char *buf, size_t n);
-static void end_save_tree(struct sup *sup, struct session *s);
-static void save_superseded(struct sup *sup, struct session *s, struct run *c);
-static void save_begin(struct sup *sup, struct session *s, int fd);
-static void session_dead(struct sup *sup, struct session *s, int wstatus, bool status_known);
-static void settled(struct sup *sup, struct session *s);
-static void take_checkpoint(struct sup *sup, struct session *s, bool save);
-static void ctrl_event(void *arg, int fd, short revents);
-static void note_next(struct session *s, const char *text);
-static void forks_waiting(struct sup *sup, struct session *p);
-static int begin_copy(struct sup *sup, struct session *s, struct run *c);
-static void fork_failed(struct sup *sup, struct session *p, const char *why);
-static void forked(struct sup *sup, struct session *p, struct wire_msg *m);
-static bool fork_in_flight(const struct sup *sup);
-static void begin_freeze(struct sup *sup, struct session *s);
-static void violation(struct sup *sup, struct session *s, const char *what);
-static void start_watch(struct sup *sup, struct session *s);
-static void resume_expired(void *arg);
-static void cancel_resume_timer(struct sup *sup, struct session *s);
-static void fail_call_now(struct sup *sup, struct session *s, const char *msg);
-static void session_close_fds(struct sup *sup, struct session *s);
-static void set_expect(struct sup *sup, struct session *s, enum phase ph);
-static void kill_session(struct session *s);
-static void pipe_event(void *arg, int fd, short revents);
-static void add_note(struct run *c, const char *text);
-
-/* Signals the process behind a pidfd: no pid reuse can redirect it.  Where
- * pidfd_send_signal is missing (valgrind does not know it), the pid from
- * /proc/self/fdinfo is used instead. */
-static int pidfd_signal(int pidfd, int sig)
-{
-	if (syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0) == 0)
-		return 0;
-	if (errno != ENOSYS)
-		return -1;
-	pid_t pid = pidfd_pid(pidfd);
-	if (pid <= 0) {
-		errno = ESRCH;
-		return -1;
-	}
-	return kill(pid, sig);
-}
-
-static int set_nonblock(int fd)
-{
-	int fl = fcntl(fd, F_GETFL);
-	return fl < 0 ? -errno : fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 ? -errno : 0;
-}
+static void fork_expired(void *arg);
 
 struct sup *sup_new(const struct sup_config *cfg)
 {
@@ -262,7 +23,7 @@ struct sup *sup_new(const struct sup_config *cfg)
 	return sup;
 }
 
-static struct session *find_session(struct sup *sup, const char *name)
+struct session *find_session(struct sup *sup, const char *name)
 {
 	for (struct session *s = sup->sessions; s; s = s->next)
 		if (strcmp(s->name, name) == 0)
@@ -289,7 +50,7 @@ void sup_set_work(struct sup *sup, struct work *work)
 }
 
 /* A run or a save ended: the server may be waiting for that. */
-static void ended(struct sup *sup)
+void ended(struct sup *sup)
 {
 	if (sup->cfg.ended)
 		sup->cfg.ended(sup->cfg.arg);
@@ -304,251 +65,6 @@ bool sup_last_exit(struct sup *sup, const char *name, int *exit_code)
 	return true;
 }
 
-/* ------------------------------------------------------------ the zygote */
-
-static void spawn_pending(struct sup *sup);
-
-static void end_orphans(void)
-{
-	int r = procs_end_below(getpid(), NULL, 0, true);
-	if (r > 0)
-		log_info("ended %d process(es) the sandboxed code left running", r);
-}
-
-/* Called once the zygote and every session are dead (nothing writes there
- * any more).  The directory is the one the server made (sup_start), still
- * the same one (its inode), and jail_scratch_remove_same follows no
- * symlink the code may have left. */
-static void remove_scratch(struct sup *sup)
-{
-	if (!sup->scratch[0])
-		return;
-	int r = jail_scratch_remove_same(sup->scratch, sup->scratch_dev, sup->scratch_ino);
-	if (r < 0)
-		log_warn("cannot remove the sandbox's scratch directory %s: %s", sup->scratch, strerror(-r));
-	sup->scratch[0] = '\0';
-}
-
-/* The scratch directory of the namespace-free mode, made here and named in
- * the zygote's configuration (policy/jail.c: make_scratch).  Attack: the
- * zygote used to make it and report its path in W_READY, which the server
- * removed at exit: code in the zygote sent
- * /tmp/psm-scratch-x/../../../var/tmp/victim, and a root server deleted
- * that directory.  Now the server removes only the path it made.  With
- * namespaces it is not used (the jail's /tmp is a private tmpfs) and goes
- * once the jail's report says so. */
-static void make_scratch(struct sup *sup)
-{
-	remove_scratch(sup);
-	uid_t uid = getuid();
-	gid_t gid = getgid();
-	if (geteuid() == 0) {
-		struct jail_config jc = { .policy = sup->cfg.policy, .workspace = sup->cfg.ws->abs };
-		jail_uid_choose(&jc, &uid, &gid);
-		/* A root-owned project without a mount tree: the jail keeps the
-		 * effective uid 0 (policy/jail_uid.c) and gives the directory's
-		 * group to 65534 itself. */
-		if (uid == 65534)
-			uid = gid = 0;
-	}
-	int r = jail_scratch_make(uid, gid, sup->scratch, sizeof sup->scratch, &sup->scratch_dev, &sup->scratch_ino);
-	if (r < 0) {
-		sup->scratch[0] = '\0';
-		log_warn("cannot make the sandbox's scratch directory: %s", strerror(-r));
-	}
-}
-
-/* The interpreter's zygote is gone: killed from outside, died, or ended by
- * the server for breaking its protocol.  Everything below it goes too. */
-static void zygote_gone(struct sup *sup, const char *why)
-{
-	zlink_close(sup->zl);
-	if (sup->zpid > 0) {
-		kill(sup->zpid, SIGKILL);
-		waitpid(sup->zpid, NULL, 0);
-		sup->zpid = -1;
-	}
-	if (sup->z != Z_FAILED)
-		sup->z = Z_DOWN;
-	sup->zhpid = 0;
-	log_warn("the zygote ended: %s", why);
-	/* Without a pid namespace the code's processes do not die with the
-	 * zygote: they come up to the server (a subreaper) and end here.  Not
-	 * as pid 1 while serving (every orphan of the container would), only
-	 * at exit (sup_free). */
-	if (getpid() != 1)
-		end_orphans();
-	remove_scratch(sup);
-	/* Every session lived inside it (its pid namespace, or killed by
-	 * PDEATHSIG): they are gone too.  A call still waiting for a process
-	 * of its own hears why it runs in a new one. */
-	for (struct session *s = sup->sessions; s; s = s->next) {
-		if (s->alive)
-			session_dead(sup, s, 0, false);
-		else if (s->cur && sup->zbroke[0])
-			add_note(s->cur, sup->zbroke);
-	}
-	sup->zbroke[0] = '\0';
-}
-
-static int send_config(struct sup *sup, int sock)
-{
-	const struct sup_config *cfg = &sup->cfg;
-	struct zconfig zc = {
-		.skill_text = cfg->policy->text,
-		.skill_source = cfg->policy->source,
-		.approved = cfg->approved,
-		.root = cfg->ws->root,
-		.workspace = cfg->ws->abs,
-		.workspace_display = cfg->ws->display,
-		.venv = cfg->venv,
-		.venv_pth_off = cfg->venv_pth_off,
-		.venv_withheld = cfg->venv_withheld,
-		.timeout_s = cfg->timeout_s,
-		.memory_mb = cfg->memory_mb,
-		.log_level = (int)log_threshold,
-		.check = cfg->check_session,
-		/* The watchdog counts memfds from the sessions' descriptors; a
-		 * server that cannot read them has the sandbox refuse memfds
-		 * instead.
-		 * Attack: memfds written and never mapped (no RSS shows them)
-		 * by a server run by an unprivileged user or in a container. */
-		.no_memfd = !watch_sees_fds(),
-		.scratch = sup->scratch[0] ? sup->scratch : NULL,
-	};
-	char *txt = zconfig_encode(&zc);
-	int r = txt ? wire_send(sock, W_CONFIG, txt, strlen(txt), NULL, 0) : -ENOMEM;
-	free(txt);
-	return r;
-}
-
-static const struct zlink_events zlink_events;
-
-int sup_start(struct sup *sup, struct err *e)
-{
-	const struct sup_config *cfg = &sup->cfg;
-	if (!sup->persist) {
-		sup->persist = persist_new(cfg->ws, cfg->policy);
-		if (cfg->policy->limits.persist && !persist_on(sup->persist))
-			log_warn("sessions will not be saved: %s", persist_why_off(sup->persist));
-	}
-	if (!sup->warm)
-		sup->warm = warmup_new(cfg->ws, cfg->policy, cfg->check_session ? WARMUP_OFF : cfg->warmup);
-	if (!sup->zl)
-		sup->zl = zlink_new(cfg->loop, &zlink_events, sup, cfg->zlink);
-	warmup_zygote_started(sup->warm);
-	make_scratch(sup);
-	int sv[2];
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
-		return err_sys(e, -errno, "socketpair");
-	fflush(NULL);
-	errno = 0;
-	pid_t pid = cfg->fake_zygote ? cfg->fake_zygote(cfg->arg, sv[1], sv[0]) : fork();
-	if (pid < 0) {
-		int err = errno ? errno : EAGAIN;
-		close(sv[0]);
-		close(sv[1]);
-		return err_sys(e, -err, "fork");
-	}
-	if (pid == 0) {
-		close(sv[0]);
-		/* The zygote must not hold the MCP stdin/stdout. */
-		int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-		if (null >= 0)
-			dup2(null, STDIN_FILENO);
-		dup2(STDERR_FILENO, STDOUT_FILENO);
-		char fdarg[16];
-		snprintf(fdarg, sizeof fdarg, "%d", sv[1]);
-		fcntl(sv[1], F_SETFD, 0); /* the one descriptor it keeps */
-		char *argv[] = { "python-sandbox-mcp", "--zygote-fd", fdarg, NULL };
-		/* Attack: the server's environment (API tokens a client passes to
-		 * its servers) would sit in the zygote's initial stack, which every
-		 * session inherits and can read with ctypes even after the jail
-		 * clears the environment.  The zygote gets only the test and
-		 * sanitizer knobs it reads, nothing else. */
-		static const char *const keep[] = { "PSM_JAIL_DISABLE=", "PSM_SECCOMP_PFC=", "PSM_TEST_ZYGOTE_KILL=",
-						    "PSM_TEST_ZYGOTE_HOOK=", "PSM_TEST_ZYGOTE_PIDFD=",
-						    "ASAN_OPTIONS=", "UBSAN_OPTIONS=", "LSAN_OPTIONS=" };
-		/* Room for the titles the zygote and its sessions give themselves
-		 * (setproctitle reuses the argv and environment area). */
-		static char room[] = "PSM_TITLE_ROOM=................................................"
-				     "................................................................";
-		/* The user's home directory, only so that the jail can refuse a
-		 * ROOT equal to it (not a project; see policy/jail.c). */
-		static char home[4096 + 16];
-		const char *h = getenv("HOME");
-		snprintf(home, sizeof home, "PSM_HOME=%s", h ? h : "");
-		char *envp[N_ELEMENTS(keep) + 3];
-		size_t n = 0;
-		envp[n++] = room;
-		envp[n++] = home;
-		for (char **ev = environ; *ev && n < N_ELEMENTS(keep) + 2; ev++)
-			for (size_t k = 0; k < N_ELEMENTS(keep); k++)
-				if (strncmp(*ev, keep[k], strlen(keep[k])) == 0) {
-					envp[n++] = *ev;
-					break;
-				}
-		envp[n] = NULL;
-		exec_self(cfg->self_exe, argv, envp);
-		_exit(127);
-	}
-	close(sv[1]);
-	/* A zygote that died already (killed, or its start failed) makes this
-	 * send fail with EPIPE: that is not the server's error to return but
-	 * the zygote's death, seen below as the end of its socket, where every
-	 * waiting call gets its answer. */
-	int r = send_config(sup, sv[0]);
-	if (r < 0)
-		log_warn("cannot configure the zygote: %s", strerror(-r));
-	sup->zpid = pid;
-	sup->z = Z_WARMING;
-	zlink_attach(sup->zl, sv[0], pid);
-	log_debug("zygote started (pid %d)", (int)pid);
-	return 0;
-}
-
-static void fail_waiting(struct sup *sup);
-
-static void restart_zygote(void *arg)
-{
-	struct sup *sup = arg;
-	struct err e = { 0 };
-	sup->restart_timer = 0;
-	if (sup->z != Z_DOWN)
-		return;
-	if (sup_start(sup, &e) < 0) {
-		/* No zygote and none coming: the waiting calls must hear it. */
-		sup->z = Z_FAILED;
-		snprintf(sup->zerror, sizeof sup->zerror,
-			 "the interpreter could not be started: %.600s", e.msg);
-		log_error("%s", sup->zerror);
-		fail_waiting(sup);
-	}
-}
-
-static void fail_call_now(struct sup *sup, struct session *s, const char *msg);
-
-/* The interpreter could not start: every call waiting for it gets the
- * reason now (never a request left without a reply). */
-static void fail_waiting(struct sup *sup)
-{
-	for (struct session *s = sup->sessions; s; s = s->next)
-		if (s->want_spawn) {
-			s->want_spawn = false;
-			s->alive = false;
-			if (s->cur)
-				fail_call_now(sup, s, sup->zerror[0] ? sup->zerror : "the interpreter could not be started");
-			start_next(sup, s);
-		}
-}
-
-void sup_disable(struct sup *sup, const char *why)
-{
-	sup->z = Z_FAILED;
-	snprintf(sup->zerror, sizeof sup->zerror, "%s", why);
-	fail_waiting(sup);
-}
-
 bool sup_busy(struct sup *sup)
 {
 	for (struct session *s = sup ? sup->sessions : NULL; s; s = s->next)
@@ -557,405 +73,396 @@ bool sup_busy(struct sup *sup)
 	return false;
 }
 
-static void take_checkpoint(struct sup *sup, struct session *s, bool save);
-
-/* An idle session whose state is not on disk, with nothing on the way
- * that would save it: a checkpoint taken again starts a save. */
-static bool save_startable(const struct sup *sup, const struct session *s)
+/* The learned warm-up works in the zygote only while no call runs. */
+void warm_busy(struct sup *sup)
 {
-	return s->dirty && !s->save_failed && !s->save_missed && !s->save && s->alive && s->phase == P_IDLE && !s->cur && !s->qhead &&
-	       !s->checkpointing && !s->resuming && s->ctrl >= 0 && sup->cfg.policy->limits.checkpoint;
+	/* No probe is forked either while a copy is (see forked). */
+	bool busy = fork_in_flight(sup);
+	for (struct session *o = sup->sessions; o && !busy; o = o->next)
+		busy = o->cur || o->qhead;
+	const char *txt = sup->z == Z_READY ? warmup_busy(sup->warm, busy) : NULL;
+	if (txt && zlink_send(sup->zl, W_WARM, txt, NULL, 0) == 0)
+		warmup_busy_sent(sup->warm, busy);
+	zlink_warm_paused(sup->zl, busy);
 }
 
-/* What keeps the state of an ended call from being on disk yet: its save
- * running, its checkpoint (which starts the save) being taken, or a save
- * that sup_shutdown can still start. */
-static bool session_saving(const struct sup *sup, const struct session *s)
+/* Appends text to *dst as a paragraph of its own (a note). */
+static void append_para(char **dst, const char *text)
 {
-	if (!persist_on(sup->persist) || !s->alive)
-		return false;
-	return s->save || (s->dirty && !s->save_failed && (s->checkpointing || s->resuming)) || save_startable(sup, s);
+	if (!text || !*text)
+		return;
+	size_t a = *dst ? strlen(*dst) : 0, b = strlen(text);
+	char *n = malloc(a + b + 2);
+	if (!n)
+		return;
+	if (a) {
+		memcpy(n, *dst, a);
+		n[a++] = '\n';
+	}
+	memcpy(n + a, text, b + 1);
+	free(*dst);
+	*dst = n;
 }
 
-bool sup_saving(struct sup *sup)
+/* Adds a paragraph to the call's note (other parts of the server add
+ * theirs). */
+void add_note(struct run *c, const char *text)
 {
-	for (struct session *s = sup ? sup->sessions : NULL; s; s = s->next)
-		if (session_saving(sup, s))
+	append_para(&c->note, text);
+}
+
+/* Adds a paragraph to the note of the session's next reply. */
+void note_next(struct session *s, const char *text)
+{
+	append_para(&s->next_note, text);
+}
+
+/* The layer above has taken what it needs before the cell (a snapshot of
+ * the workspace): now it may run.  A run that ended meanwhile (cancelled,
+ * its process gone) is finished instead. */
+void prepared(struct run *c, void *arg)
+{
+	struct session *s = arg;
+	c->waiting = false;
+	c->prepared = true;
+	if (s->cur != c)
+		return;
+	if (c->finish_pending)
+		finish_cur(s->sup, s);
+	else if (s->alive && !s->resuming && !s->want_spawn)
+		send_exec(s->sup, s);
+}
+
+static void send_exec(struct sup *sup, struct session *s)
+{
+	struct run *c = s->cur;
+	save_cut(sup, s);
+	if (!c->prepared) {
+		/* What the workspace held before, to tell this run's files;
+		 * taken off the loop, then the cell is sent. */
+		if (!c->waiting) {
+			c->waiting = true;
+			c->ev->prepare(c, prepared, s);
+		}
+		return;
+	}
+	if (s->next_note) {
+		add_note(c, s->next_note);
+		free(s->next_note);
+		s->next_note = NULL;
+	}
+	if (s->fork_of[0]) {
+		char m[400];
+		snprintf(m, sizeof m,
+			 "forked from session %s: this session started as a copy of its state after cell %u; what runs here does not change %s, "
+			 "and what runs there does not reach this session",
+			 s->fork_of, s->fork_of_cells, s->fork_of);
+		add_note(c, m);
+		c->forked = true;
+		s->fork_of[0] = '\0';
+	}
+	uint64_t restore_bytes = 0;
+	int restore_format = 1;
+	int restore_fd = c->new_session ? restore_begin(sup, s, c, &restore_bytes, &restore_format) : -1;
+	c->cell = ++s->cells;
+	char log_rel[192];
+	snprintf(log_rel, sizeof log_rel, ".logs/%s-%d.stdout.log", s->name, c->cell);
+	outbuf_reset(&s->out, log_rel);
+	snprintf(log_rel, sizeof log_rel, ".logs/%s-%d.stderr.log", s->name, c->cell);
+	outbuf_reset(&s->err, log_rel);
+	cJSON *j = cJSON_CreateObject();
+	cJSON_AddStringToObject(j, "op", "exec");
+	cJSON_AddStringToObject(j, "code", c->code);
+	cJSON_AddNumberToObject(j, "cell", c->cell);
+	double timeout_ms = c->timeout_ms;
+	s->restore_extra_ms = 0;
+	if (restore_fd >= 0) {
+		cJSON_AddNumberToObject(j, "restore", (double)restore_bytes);
+		cJSON_AddNumberToObject(j, "restore_format", restore_format);
+		/* Loading the state is not the cell's work: it gets time of its
+		 * own, bounded (restore_allowance), and dropped as soon as the
+		 * server's verdict says there is nothing to load.
+		 * Attack: a planted snapshot made `time.sleep(40)` with
+		 * timeout_s 2 return ok after 44.6 s. */
+		s->restore_extra_ms = restore_allowance(sup, c, restore_bytes);
+		timeout_ms += s->restore_extra_ms;
+	}
+	char *txt = cJSON_PrintUnformatted(j);
+	cJSON_Delete(j);
+	usage_begin(&c->usage, s->pidfd);
+	c->t_start = loop_now_ms();
+	s->progress = 0;
+	/* Frozen since its last call: it runs again only now. */
+	if (s->phase == P_IDLE && s->pidfd >= 0)
+		pidfd_signal(s->pidfd, SIGCONT);
+	set_expect(sup, s, P_RUNNING);
+	start_watch(sup, s);
+	s->timeout_timer = loop_timer(sup->cfg.loop, timeout_ms, timeout_fired, s);
+	wswatch_stop(s->watch);
+	s->watch = wswatch_start(sup->cfg.loop, sup->work, sup->cfg.ws, sup->scratch,
+				 (unsigned long long)sup->cfg.policy->limits.max_workspace_mb << 20, workspace_over, s);
+	s->save_written0 = psave_written(s->save);
+	if (c->wants_progress)
+		s->progress_timer = loop_timer(sup->cfg.loop, PROGRESS_MS, progress_fired, s);
+	int r = txt ? wire_send(s->ctrl, W_EXEC, txt, strlen(txt), restore_fd >= 0 ? &restore_fd : NULL, restore_fd >= 0 ? 1 : 0) : -ENOMEM;
+	free(txt);
+	if (restore_fd >= 0)
+		close(restore_fd);
+	if (r < 0) {
+		log_warn("session %s: cannot send the cell: %s", s->name, strerror(-r));
+		kill_session(s);
+	}
+}
+
+void fail_call_now(struct sup *sup, struct session *s, const char *msg)
+{
+	struct run *c = s->cur;
+	c->status = CALL_ERROR;
+	c->exit_code = call_status_exit_code(CALL_ERROR, 0, false);
+	c->state = STATE_NEW;
+	add_note(c, msg); /* after what the call was told already (a zygote ended for lying) */
+	c->t_start = loop_now_ms();
+	s->cur = NULL;
+	c->duration_ms = 0;
+	c->ev->done(c);
+	ended(sup);
+}
+
+void start_next(struct sup *sup, struct session *s)
+{
+	/* A resumed checkpoint finishes resuming, or a new checkpoint is
+	 * taken, first (settled() calls us again, or a timer ends it), unless
+	 * a reset discards it anyway. */
+	if ((s->resuming || s->checkpointing || s->fork_child || s->fork_wait) && !(s->qhead && s->qhead->reset))
+		return;
+	while (!s->cur && s->qhead) {
+		struct run *c = s->qhead;
+		s->qhead = c->next;
+		if (!s->qhead)
+			s->qtail = NULL;
+		c->next = NULL;
+		s->cur = c;
+		if (c->reset) {
+			/* reset also forgets the saved state: a restart must not
+			 * bring back what the agent discarded. */
+			psave_abandon(s->save);
+			s->save = NULL;
+			save_watch_stop(sup, s);
+			s->dirty = s->save_failed = false;
+			s->saved_cells = 0;
+			s->restore_tried = true;
+			int r = persist_discard(sup->persist, s->name);
+			if (r < 0)
+				log_warn("session %s: cannot remove its saved state: %s", s->name, strerror(-r));
+		}
+		if (c->reset && s->alive) {
+			/* Discard the state: the old process is ended; its exit
+			 * report no longer matches this session. */
+			kill_session(s);
+			session_close_fds(sup, s);
+			s->alive = false;
+			s->resuming = s->checkpointing = false;
+			s->pid = s->hpid = 0;
+			cancel_resume_timer(sup, s);
+			set_expect(sup, s, P_NONE);
+		}
+		c->reset = false; /* done: a copy's call comes back to this queue */
+		if (!s->alive) {
+			c->new_session = true;
+			if (sup->z == Z_FAILED) {
+				fail_call_now(sup, s, sup->zerror);
+				continue;
+			}
+			/* While a copy is being forked no other process is added
+			 * below the zygote (see forked). */
+			if (sup->z != Z_READY || fork_in_flight(sup)) {
+				s->want_spawn = true;
+				return;
+			}
+			if (c->fork_from[0] && !c->fork_done) {
+				int fr = begin_copy(sup, s, c);
+				if (fr < 0)
+					continue;
+				if (fr > 0)
+					return;
+			}
+			int r = spawn_session(sup, s);
+			if (r < 0) {
+				char msg[300];
+				snprintf(msg, sizeof msg, "could not start a session: %s", strerror(-r));
+				fail_call_now(sup, s, msg);
+				continue;
+			}
+		}
+		send_exec(sup, s);
+	}
+}
+
+void spawn_pending(struct sup *sup)
+{
+	for (struct session *s = sup->sessions; s && !fork_in_flight(sup); s = s->next)
+		if (s->want_spawn) {
+			s->want_spawn = false;
+			struct run *c = s->cur;
+			if (c && c->fork_from[0] && !c->fork_done) {
+				/* A copy to make: start_next decides how. */
+				s->cur = NULL;
+				c->next = s->qhead;
+				s->qhead = c;
+				if (!s->qtail)
+					s->qtail = c;
+				start_next(sup, s);
+				continue;
+			}
+			int r = spawn_session(sup, s);
+			if (r < 0) {
+				char msg[300];
+				snprintf(msg, sizeof msg, "could not start a session: %s", strerror(-r));
+				fail_call_now(sup, s, msg);
+				start_next(sup, s);
+				continue;
+			}
+			send_exec(sup, s);
+		}
+}
+
+void sup_submit(struct sup *sup, struct run *c)
+{
+	struct session *s = find_session(sup, c->session);
+	if (!s) {
+		s = calloc(1, sizeof *s);
+		const struct policy_limits *L = &sup->cfg.policy->limits;
+		unsigned long long log_cap = (unsigned long long)L->max_file_mb << 20;
+		if (!s || outbuf_init(&s->out, sup->cfg.ws, (size_t)L->max_output_chars, log_cap) < 0 ||
+		    outbuf_init(&s->err, sup->cfg.ws, (size_t)L->max_output_chars, log_cap) < 0) {
+			c->status = CALL_ERROR;
+			c->exit_code = call_status_exit_code(CALL_ERROR, 0, false);
+			c->note = strdup("out of memory");
+			c->ev->done(c);
+			free(s);
+			return;
+		}
+		snprintf(s->name, sizeof s->name, "%s", c->session);
+		s->sup = sup;
+		s->pidfd = s->ctrl = s->out_r = s->err_r = s->ckpt_pidfd = s->dropped_pidfd = -1;
+		s->next = sup->sessions;
+		sup->sessions = s;
+	}
+	if (s->qtail)
+		s->qtail->next = c;
+	else
+		s->qhead = c;
+	s->qtail = c;
+	warm_busy(sup);
+	/* The session copies ahead what the next call will write while it
+	 * takes its checkpoint (interp/precopy.h); with a call waiting, that
+	 * only delays it. */
+	if (s->checkpointing && s->phase == P_SETTLING && s->ctrl >= 0)
+		(void)wire_send(s->ctrl, W_HURRY, "", 0, NULL, 0);
+	start_next(sup, s);
+}
+
+bool sup_cancel(struct sup *sup, bool (*match)(const struct run *r, const void *key), const void *key)
+{
+	for (struct session *s = sup->sessions; s; s = s->next) {
+		if (s->cur && match(s->cur, key)) {
+			s->cur->cancelled = true;
+			if (s->cur->status == CALL_PENDING) {
+				s->cur->status = CALL_CANCELLED;
+				s->cur->exit_code = call_status_exit_code(CALL_CANCELLED, 0, false);
+			}
+			if (s->alive)
+				kill_session(s);
+			else
+				finish_cur(sup, s);
 			return true;
+		}
+		for (struct run **pp = &s->qhead; *pp; pp = &(*pp)->next)
+			if (match(*pp, key)) {
+				struct run *c = *pp;
+				*pp = c->next;
+				if (s->qtail == c) {
+					s->qtail = NULL;
+					for (struct run *q = s->qhead; q; q = q->next)
+						s->qtail = q;
+				}
+				c->ev->drop(c);
+				return true;
+			}
+	}
 	return false;
 }
 
-/* The session rests with a state not on disk: saved once it has rested for
- * the delay savepace.h prices (at once when the server is exiting), by a
- * checkpoint taken again, with a saver.  Calls that come meanwhile move the
- * save back: a working session is not saved after every call. */
-static void save_idle_fired(void *arg)
+void sup_free(struct sup *sup)
 {
-	struct session *s = arg;
-	struct sup *sup = s->sup;
-	save_pace_fired(&s->pace);
-	if (!persist_on(sup->persist) || !save_startable(sup, s))
+	if (!sup)
 		return;
-	log_info("session %s: at rest: saving the state after cell %d", s->name, s->cells);
-	s->checkpointing = true;
-	take_checkpoint(sup, s, true);
-}
-
-static void save_when_idle(struct sup *sup, struct session *s)
-{
-	if (!persist_on(sup->persist) || !save_startable(sup, s))
-		return;
-	if (sup->stopping)
-		save_idle_fired(s);
-	else
-		save_pace_arm(&s->pace, sup->cfg.loop, save_idle_fired, s);
-}
-
-void sup_shutdown(struct sup *sup)
-{
-	sup->stopping = true;
+	/* End every session first, then the zygote (pid 1 of the jail's pid
+	 * namespace: its end takes every process inside with it). */
+	int pidfds[256];
+	int n = 0;
 	for (struct session *s = sup->sessions; s; s = s->next) {
-		/* One more try at exit for a state whose saver could not start. */
-		s->save_missed = false;
-		if (persist_on(sup->persist) && save_startable(sup, s)) {
-			/* Its last save was cut short, or never started (a call
-			 * was waiting): the checkpoint again, with a saver. */
-			log_info("session %s: saving the state after cell %d before exit", s->name, s->cells);
-			s->checkpointing = true;
-			take_checkpoint(sup, s, true);
+		if (s->ckpt_pidfd >= 0)
+			pidfd_signal(s->ckpt_pidfd, SIGKILL);
+		if (s->pidfd >= 0) {
+			pidfd_signal(s->pidfd, SIGKILL);
+			if (n < 256)
+				pidfds[n++] = dup(s->pidfd);
 		}
 	}
-}
-
-void sup_report_unsaved(struct sup *sup)
-{
-	for (struct session *s = sup->sessions; s; s = s->next) {
-		if (!s->alive || !persist_on(sup->persist))
+	if (sup->zpid > 0) {
+		kill(sup->zpid, SIGKILL);
+		waitpid(sup->zpid, NULL, 0);
+	}
+	/* Wait (bounded) until the sessions are really gone, so no process
+	 * outlives the server. */
+	for (int i = 0; i < n; i++) {
+		if (pidfds[i] < 0)
 			continue;
-		const char *why = s->save ? "its save was still running"
-				  : s->cur ? "a call was still running"
-				  : s->dirty && !s->save_failed && (s->checkpointing || s->resuming) ? "its checkpoint was still being taken"
-				  : s->dirty && !s->save_failed && s->save_missed ? "no process to save it could be started"
-				  : NULL;
-		if (!why)
-			continue;
-		char fb[160];
-		fallback_words(s, fb, sizeof fb);
-		log_warn("session %s: the state after cell %d could not be saved before the server exited (%s); %s", s->name,
-			 s->save ? (int)s->save_cells : s->cells, why, fb);
+		struct pollfd p = { .fd = pidfds[i], .events = POLLIN };
+		poll(&p, 1, 2000);
+		close(pidfds[i]);
 	}
-}
-
-static struct session *session_by_pid(struct sup *sup, pid_t pid)
-{
-	for (struct session *s = sup->sessions; s; s = s->next)
-		if (s->alive && s->pid == pid)
-			return s;
-	return NULL;
-}
-
-static struct session *session_by_id(struct sup *sup, int id)
-{
-	for (struct session *s = sup->sessions; s; s = s->next)
-		if (s->alive && s->id == id)
-			return s;
-	return NULL;
-}
-
-static void kill_session(struct session *s)
-{
-	/* What the call used, read while the process still exists. */
-	if (s->cur)
-		usage_end(&s->cur->usage, s->pidfd, s->ckpt_pidfd);
-	if (s->pidfd >= 0) {
-		pidfd_signal(s->pidfd, SIGKILL);
-		/* Its exit report is due from the zygote (under a timer). */
-		zlink_await_exit(s->sup->zl, s->pid, s->pidfd);
-	} else {
-		s->kill_pending = true;
-	}
-}
-
-/* After each exit (once a checkpoint has resumed in place of a dead session):
- * tell the zygote which of its processes are sessions and checkpoints; it
- * ends the rest, which the code of a dead session left running
- * (zygote.c: sweep). */
-static void send_sweep(struct sup *sup, unsigned long long epoch)
-{
-	if (!zlink_open(sup->zl))
-		return;
-	if (fork_in_flight(sup)) {
-		/* The copy being forked is a child of the zygote the server
-		 * cannot name yet: the sweep waits for it (fork_failed or
-		 * forked sends it). */
-		sup->sweep_held = true;
-		sup->held_epoch = (double)epoch;
-		return;
-	}
-	cJSON *j = cJSON_CreateObject();
-	cJSON_AddNumberToObject(j, "epoch", (double)epoch);
-	cJSON *keep = cJSON_AddArrayToObject(j, "keep");
-	for (struct session *s = sup->sessions; s && keep; s = s->next) {
-		if (!s->alive)
-			continue;
-		if (s->pid > 0)
-			cJSON_AddItemToArray(keep, cJSON_CreateNumber(s->pid));
-		if (s->ckpt_pid > 0)
-			cJSON_AddItemToArray(keep, cJSON_CreateNumber(s->ckpt_pid));
-	}
-	char *txt = cJSON_PrintUnformatted(j);
-	if (txt && zlink_send(sup->zl, W_SWEEP, txt, NULL, 0) < 0)
-		log_warn("could not send the sweep to the zygote");
-	free(txt);
-	cJSON_Delete(j);
-}
-
-/* ---- what the zygote's link reports (zlink.h: each message checked) ---- */
-
-static void z_jail(void *arg, bool enforceable, bool nsfree, const char *why, const char *report)
-{
-	struct sup *sup = arg;
-	/* The kernel's word on where the zygote is: the sessions' parent, and
-	 * the procfs the watchdog reads (never learned from a session). */
-	sup->zhpid = zlink_zygote(sup->zl);
-	sup->proc_jail = watch_proc_root(sup->zhpid, sup->proc, sizeof sup->proc);
-	log_debug("the watchdog reads %s", sup->proc);
-	if (nsfree)
-		log_info("jail mode: Landlock + seccomp (no namespaces on this machine; "
-			 "python-sandbox-mcp --check says what that changes and how to get them)");
-	else
-		remove_scratch(sup); /* the jail's /tmp is its own */
-	struct statfs sfs;
-	sup->scratch_tmpfs = sup->scratch[0] && statfs(sup->scratch, &sfs) == 0 && sfs.f_type == TMPFS_MAGIC;
-	sup->scratch_bytes = 0;
-	log_debug("jail:\n%s", report);
-	if (sup->cfg.check_session)
-		/* For the --check process that started this server. */
-		fprintf(stderr, "%s\n%s%s\n", CHECK_JAIL_BEGIN, report, CHECK_JAIL_END);
-	if (!enforceable) {
-		/* Fail closed: nothing runs under less protection than the
-		 * policy asks for (the zygote starts no interpreter). */
-		sup->z = Z_FAILED;
-		snprintf(sup->zerror, sizeof sup->zerror,
-			 "the sandbox cannot enforce the policy on this machine: %s%s",
-			 why[0] ? why : "a required layer is missing",
-			 sup->cfg.check_session ? "" : " (run python-sandbox-mcp --check for details)");
-		log_error("%s", sup->zerror);
-		fail_waiting(sup);
-	}
-}
-
-static void z_ready(void *arg, double start_ms)
-{
-	struct sup *sup = arg;
-	if (sup->z == Z_FAILED)
-		return;
-	sup->z = Z_READY;
-	log_info("interpreter ready in %.0f ms", start_ms);
-	spawn_pending(sup);
-}
-
-static void z_fatal(void *arg, const char *msg)
-{
-	struct sup *sup = arg;
-	sup->z = Z_FAILED;
-	snprintf(sup->zerror, sizeof sup->zerror, "the sandbox could not start: %s", msg);
-	log_error("%s", sup->zerror);
-	fail_waiting(sup);
-}
-
-static void z_spawned(void *arg, int id, int pidfd, const struct kproc *k, bool gone)
-{
-	struct sup *sup = arg;
-	struct session *s = session_by_id(sup, id);
-	if (!s) {
-		/* Reset or cancelled meanwhile: end the orphan (the kernel
-		 * confirmed it is the zygote's new child). */
-		if (pidfd >= 0) {
-			pidfd_signal(pidfd, SIGKILL);
-			close(pidfd);
-		}
-		return;
-	}
-	if (pidfd < 0) {
-		/* Without the kernel's handle on it the server could not
-		 * freeze, watch or end it: no session runs like that. */
-		if (gone)
-			log_warn("session %s: its process ended at once", s->name);
-		else
-			log_error("the zygote could not fork session %s", s->name);
-		session_dead(sup, s, 0, false);
-		return;
-	}
-	s->pid = k->ns;
-	s->hpid = k->host;
-	s->pidfd = pidfd;
-	s->spawn_known = true;
-	if (s->ctrl >= 0)
-		ctrl_event(s, s->ctrl, POLLIN); /* what it sent meanwhile */
-	if (s->kill_pending)
-		kill_session(s);
-}
-
-/* The zygote reaped pid.  Its report is believed only for a session whose
- * own pidfd says it has exited: a report for a live session's pid (a lie,
- * or a stale report of an earlier holder of that pid) changes nothing. */
-static void z_exited(void *arg, pid_t pid, int status, bool status_known, unsigned long long epoch)
-{
-	struct sup *sup = arg;
-	sup->epoch = epoch;
-	struct session *s = session_by_pid(sup, pid);
-	if (s && s->pidfd >= 0 && !kproc_exited(s->pidfd)) {
-		log_debug("session %s: an exit report for pid %d, which is alive: ignored", s->name, (int)pid);
-		s = NULL;
-	}
-	if (s)
-		session_dead(sup, s, status, status_known);
-	send_sweep(sup, epoch);
-}
-
-static void z_settled(void *arg, pid_t pid)
-{
-	struct sup *sup = arg;
-	struct session *s = session_by_pid(sup, pid);
-	if (s && s->phase == P_FREEZING)
-		settled(sup, s);
-}
-
-static bool z_warmed(void *arg, const cJSON *j)
-{
-	struct sup *sup = arg;
-	return warmup_outcome(sup->warm, j);
-}
-
-/* The zygote is gone, or broke its protocol (then the server ends it): a
- * new one is started, as after a kill from outside. */
-static void z_lost(void *arg, bool broken, const char *why)
-{
-	struct sup *sup = arg;
-	bool was_ready = sup->z == Z_READY;
-	char reason[320];
-	snprintf(reason, sizeof reason, "%s%s", broken ? "it broke its protocol with the server: " : "", why);
-	if (broken) {
-		log_warn("the zygote broke its protocol with the server (%s): it is ended and a new one is started", why);
-		snprintf(sup->zbroke, sizeof sup->zbroke,
-			 "the interpreter's zygote (the process every session is forked from) broke its protocol with the "
-			 "server (%.200s), so it was ended and a new one started: every session's state was lost", why);
-	}
-	zygote_gone(sup, reason);
-	if (sup->z == Z_FAILED) {
-		fail_waiting(sup);
-	} else if (sup->restarts < 5 && (was_ready || sup->restarts < 2)) {
-		/* Killed from outside: warm a new one, the next call works.
-		 * A zygote that died while warming up without saying why
-		 * (no W_FATAL: killed, out of memory) gets two more tries;
-		 * calls waiting for it wait for those.  Five restarts within a
-		 * minute of each other mean a crash loop: then the server stops
-		 * trying and says so. */
-		if (loop_now_ms() - sup->last_restart > 60000.0)
-			sup->restarts = 0;
-		sup->restarts++;
-		sup->last_restart = loop_now_ms();
-		sup->restart_timer = loop_timer(sup->cfg.loop, (sup->cfg.restart_ms > 0 ? sup->cfg.restart_ms : 100.0) * sup->restarts,
-						restart_zygote, sup);
-	} else {
-		sup->z = Z_FAILED;
-		if (broken)
-			snprintf(sup->zerror, sizeof sup->zerror,
-				 "the interpreter's zygote broke its protocol with the server again and again (last: %.300s), "
-				 "so the server stopped starting it: something that runs at the interpreter's start (a .pth "
-				 "file of the venv, an installed module) is hostile or broken; see the server's log", why);
-		else
-			snprintf(sup->zerror, sizeof sup->zerror,
-				 "the interpreter could not be started (see the server's log on stderr)");
-		fail_waiting(sup);
-	}
-}
-
-static const struct zlink_events zlink_events = {
-	.jail = z_jail,
-	.ready = z_ready,
-	.fatal = z_fatal,
-	.spawned = z_spawned,
-	.exited = z_exited,
-	.settled = z_settled,
-	.warmed = z_warmed,
-	.lost = z_lost,
-};
-
-/* ------------------------------------------------------------ sessions */
-
-static void session_close_fds(struct sup *sup, struct session *s)
-{
-	struct loop *l = sup->cfg.loop;
-	if (s->ckpt_pidfd >= 0)
-		pidfd_signal(s->ckpt_pidfd, SIGKILL);
-	s->ckpt_pid = s->ckpt_hpid = 0;
-	int *fds[] = { &s->ctrl, &s->out_r, &s->err_r, &s->pidfd, &s->ckpt_pidfd, &s->dropped_pidfd };
-	for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
-		if (*fds[i] >= 0) {
-			loop_unwatch(l, *fds[i]);
-			close(*fds[i]);
-			*fds[i] = -1;
-		}
-	wire_reader_free(&s->rd);
-}
-
-static void drain(struct session *s, int fd, struct outbuf *ob)
-{
-	unsigned char buf[65536];
-	for (int i = 0; i < 64; i++) {
-		ssize_t n = read(fd, buf, sizeof buf);
-		if (n <= 0)
-			return;
-		/* Output between calls (a background thread, a left-over child)
-		 * has no call to go to and is dropped. */
+	end_orphans();
+	remove_scratch(sup);
+	if (sup->restart_timer)
+		loop_timer_cancel(sup->cfg.loop, sup->restart_timer);
+	struct session *s = sup->sessions;
+	while (s) {
+		struct session *next = s->next;
+		/* The loop may outlive this supervisor (the unit tests run
+		 * several on one): no timer of ours may fire after it. */
+		cancel_timers(sup, s);
+		cancel_resume_timer(sup, s);
+		session_close_fds(sup, s);
 		if (s->cur)
-			outbuf_feed(ob, buf, (size_t)n);
-	}
-}
-
-static void drain_all(struct session *s)
-{
-	unsigned char buf[65536];
-	int fds[2] = { s->out_r, s->err_r };
-	struct outbuf *obs[2] = { &s->out, &s->err };
-	for (int k = 0; k < 2; k++) {
-		if (fds[k] < 0)
-			continue;
-		/* Bounded: a process that keeps writing cannot hold us here. */
-		for (int i = 0; i < 4096; i++) {
-			ssize_t n = read(fds[k], buf, sizeof buf);
-			if (n <= 0)
-				break;
-			if (s->cur)
-				outbuf_feed(obs[k], buf, (size_t)n);
+			s->cur->ev->drop(s->cur);
+		for (struct run *c = s->qhead; c;) {
+			struct run *cn = c->next;
+			c->ev->drop(c);
+			c = cn;
 		}
+		outbuf_free(&s->out);
+		outbuf_free(&s->err);
+		psave_abandon(s->save);
+		save_watch_stop(sup, s);
+		prestore_free(s->restore);
+		free(s->next_note);
+		free(s);
+		s = next;
 	}
+	persist_free(sup->persist);
+	warmup_free(sup->warm);
+	zlink_free(sup->zl);
+	free(sup);
 }
 
-static void pipe_event(void *arg, int fd, short revents)
+const char *sup_scratch(const struct sup *sup)
 {
-	struct session *s = arg;
-	if (fd == s->out_r)
-		drain(s, fd, &s->out);
-	else
-		drain(s, fd, &s->err);
-	if ((revents & (POLLHUP | POLLERR)) && !(revents & POLLIN)) {
-		/* Writer gone (the process exited): stop watching; the exit is
-		 * reported by the zygote. */
-		loop_unwatch(s->sup->cfg.loop, fd);
-	}
+	return sup && sup->scratch[0] ? sup->scratch : NULL;
 }
 
-static void finish_cur(struct sup *sup, struct session *s);
-
-static void begin_freeze(struct sup *sup, struct session *s);
-static void set_expect(struct sup *sup, struct session *s, enum phase ph);
-
-static void timeout_fired(void *arg);
-
-static void send_thumb_or_finish(struct sup *sup, struct session *s)
+void send_thumb_or_finish(struct sup *sup, struct session *s)
 {
 	struct run *c = s->cur;
 	char rel[4096];
@@ -983,12 +490,9 @@ static void send_thumb_or_finish(struct sup *sup, struct session *s)
 	begin_freeze(sup, s);
 }
 
-static void resume_expired(void *arg);
-static void drop_checkpoint(struct session *s);
-
 /* The status a call has from its own result ("ok", "error"): the clock
  * still runs until the session is frozen, so a later failure replaces it. */
-static bool status_from_result(const struct run *c)
+bool status_from_result(const struct run *c)
 {
 	return c->status == CALL_OK || c->status == CALL_ERROR;
 }
@@ -996,7 +500,7 @@ static bool status_from_result(const struct run *c)
 /* The call's result no longer stands (the process broke the protocol, ran
  * out of time after it, or went over a limit): its status comes from what
  * ends it, and the state is rolled back. */
-static void drop_result(struct run *c)
+void drop_result(struct run *c)
 {
 	if (status_from_result(c)) {
 		c->status = CALL_PENDING;
@@ -1010,7 +514,7 @@ static void drop_result(struct run *c)
  * a result frame alone does not stop it.
  * Attack: a cell writes a well-formed result on its control socket and
  * keeps running (burning CPU, writing files) after its reply. */
-static void timeout_fired(void *arg)
+void timeout_fired(void *arg)
 {
 	struct session *s = arg;
 	s->timeout_timer = 0;
@@ -1022,7 +526,7 @@ static void timeout_fired(void *arg)
 	kill_session(s);
 }
 
-static void progress_fired(void *arg)
+void progress_fired(void *arg)
 {
 	struct session *s = arg;
 	s->progress_timer = 0;
@@ -1035,7 +539,7 @@ static void progress_fired(void *arg)
 	s->progress_timer = loop_timer(s->sup->cfg.loop, PROGRESS_MS, progress_fired, s);
 }
 
-static void cancel_timers(struct sup *sup, struct session *s)
+void cancel_timers(struct sup *sup, struct session *s)
 {
 	uint64_t *ts[] = { &s->timeout_timer, &s->progress_timer, &s->watch_timer, &s->idle_timer };
 	for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
@@ -1048,43 +552,13 @@ static void cancel_timers(struct sup *sup, struct session *s)
 	s->watch = NULL;
 }
 
-static void cancel_resume_timer(struct sup *sup, struct session *s)
-{
-	if (s->resume_timer)
-		loop_timer_cancel(sup->cfg.loop, s->resume_timer);
-	s->resume_timer = 0;
-}
-
-/* The call grew the workspace past limits.max_workspace_mb: stopped like a
- * timeout, so the session rolls back.  Its files stay: the server never
- * deletes what the code wrote (it cannot tell the user's from the code's). */
-static void over_limit_stop(struct session *s, unsigned long long bytes, unsigned long long scratch)
-{
-	wswatch_stop(s->watch);
-	s->watch = NULL;
-	if (!s->cur || (s->cur->status != CALL_PENDING && !status_from_result(s->cur)))
-		return;
-	drop_result(s->cur);
-	s->cur->status = CALL_LIMITS;
-	s->cur->exit_code = call_status_exit_code(CALL_LIMITS, 0, false);
-	s->cur->ws_bytes = bytes;
-	s->cur->scratch_bytes = scratch;
-	kill_session(s);
-}
-
-static void workspace_over(void *arg, unsigned long long bytes)
-{
-	struct session *s = arg;
-	over_limit_stop(s, bytes, wswatch_scratch_bytes(s->watch));
-}
-
 /* Asks the layer above to find what the run made (once). */
-static void collect(struct session *s, struct run *c);
+void collect(struct session *s, struct run *c);
 
 /* What the current run made is known: its images are downscaled next
  * (once the checkpoint is in too), unless the run is being finished (its
  * process died meanwhile). */
-static void collected(struct run *c, void *arg)
+void collected(struct run *c, void *arg)
 {
 	struct session *s = arg;
 	c->waiting = false;
@@ -1107,21 +581,8 @@ static void collected(struct run *c, void *arg)
 	}
 }
 
-/* The learned warm-up works in the zygote only while no call runs. */
-static void warm_busy(struct sup *sup)
-{
-	/* No probe is forked either while a copy is (see forked). */
-	bool busy = fork_in_flight(sup);
-	for (struct session *o = sup->sessions; o && !busy; o = o->next)
-		busy = o->cur || o->qhead;
-	const char *txt = sup->z == Z_READY ? warmup_busy(sup->warm, busy) : NULL;
-	if (txt && zlink_send(sup->zl, W_WARM, txt, NULL, 0) == 0)
-		warmup_busy_sent(sup->warm, busy);
-	zlink_warm_paused(sup->zl, busy);
-}
-
 /* Collects the output and hands the run back to its owner (ev->done). */
-static void finish_cur(struct sup *sup, struct session *s)
+void finish_cur(struct sup *sup, struct session *s)
 {
 	struct run *c = s->cur;
 	if (!c)
@@ -1165,7 +626,7 @@ static void finish_cur(struct sup *sup, struct session *s)
 	ended(sup);
 }
 
-static void collect(struct session *s, struct run *c)
+void collect(struct session *s, struct run *c)
 {
 	if (c->waiting || c->collected)
 		return;
@@ -1177,7 +638,7 @@ static void collect(struct session *s, struct run *c)
  * the cell never ran, so it goes back to the head of the queue and is sent
  * again to the resumed checkpoint or a new process.  Bounded, so a session
  * that dies at once every time still gets an answer. */
-static bool requeue_unstarted(struct sup *sup, struct session *s)
+bool requeue_unstarted(struct sup *sup, struct session *s)
 {
 	struct run *c = s->cur;
 	if (!c || c->started || c->status != CALL_PENDING || c->py || c->resends >= 2)
@@ -1202,21 +663,9 @@ static bool requeue_unstarted(struct sup *sup, struct session *s)
 	return true;
 }
 
-/* Drops whatever a dead process left on the control socket, so the resumed
- * checkpoint starts on a clean stream. */
-static void discard_ctrl_input(struct session *s)
-{
-	char buf[65536];
-	for (int i = 0; i < 1024; i++)
-		if (read(s->ctrl, buf, sizeof buf) <= 0)
-			break;
-	wire_reader_free(&s->rd);
-	wire_reader_init(&s->rd, WIRE_MAX_PAYLOAD);
-}
-
 /* The call's status and exit code once its process has died: a call not
  * yet decided (no timeout, cancellation or memory verdict) crashed. */
-static void decide_on_death(struct run *c, int wstatus, bool status_known)
+void decide_on_death(struct run *c, int wstatus, bool status_known)
 {
 	if (c->status == CALL_PENDING) {
 		c->status = CALL_CRASHED;
@@ -1227,103 +676,135 @@ static void decide_on_death(struct run *c, int wstatus, bool status_known)
 	c->exit_code = call_status_exit_code(c->status, wstatus, status_known);
 }
 
-/* The session's process died during a call: resume its checkpoint, so the
- * state is what it was before the call.  False when there is none. */
-static bool roll_back(struct sup *sup, struct session *s, int wstatus, bool status_known)
+/* Signals the process behind a pidfd: no pid reuse can redirect it.  Where
+ * pidfd_send_signal is missing (valgrind does not know it), the pid from
+ * /proc/self/fdinfo is used instead. */
+int pidfd_signal(int pidfd, int sig)
 {
-	struct run *c = s->cur;
-	if (!status_known || s->ckpt_pidfd < 0 || s->ctrl < 0)
-		return false;
-	drain_all(s);
-	discard_ctrl_input(s);
-	/* A save of the checkpoint's state ends with its saver, which the
-	 * resumed copy kills; the copy saves its state again (a new
-	 * checkpoint, a new saver). */
-	quiet_abandon_save(sup, s);
-	s->save_asked = false; /* the resumed copy's checkpoint comes unasked */
-	/* The copy is frozen (SIGSTOP since it was accepted): the resume
-	 * signal first, then SIGCONT, so it wakes with the signal pending. */
-	s->ckpt_since = kproc_now_ticks();
-	if (pidfd_signal(s->ckpt_pidfd, SIGUSR1) < 0 || pidfd_signal(s->ckpt_pidfd, SIGCONT) < 0) {
-		log_warn("session %s: the checkpoint is gone (%s)", s->name, strerror(errno));
-		return false;
+	if (syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0) == 0)
+		return 0;
+	if (errno != ENOSYS)
+		return -1;
+	pid_t pid = pidfd_pid(pidfd);
+	if (pid <= 0) {
+		errno = ESRCH;
+		return -1;
 	}
-	if (s->pidfd >= 0)
-		close(s->pidfd);
-	s->pidfd = s->ckpt_pidfd;
-	s->pid = s->ckpt_pid;
-	s->hpid = s->ckpt_hpid;
-	s->ckpt_pidfd = -1;
-	s->ckpt_pid = s->ckpt_hpid = 0;
-	s->kill_pending = false;
-	/* Until the resumed copy says hello it drops whatever was queued for
-	 * the dead process (a cell sent after it died must not run).  It is
-	 * as hostile as the session was: if it does not say hello and take
-	 * its own checkpoint in time, it is ended (a copy that ignores the
-	 * resume signal must not hold the session, or a reset, forever). */
-	s->resuming = true;
-	s->resume_ckpt = false;
-	set_expect(sup, s, P_RESUMING);
-	cancel_resume_timer(sup, s);
-	s->resume_timer = loop_timer(sup->cfg.loop, RESUME_MS, resume_expired, s);
-	/* The pipes' write ends live on in the resumed process: watch again
-	 * in case a hang-up removed them. */
-	loop_watch(sup->cfg.loop, s->ctrl, POLLIN, ctrl_event, s);
-	loop_watch(sup->cfg.loop, s->out_r, POLLIN, pipe_event, s);
-	loop_watch(sup->cfg.loop, s->err_r, POLLIN, pipe_event, s);
-	if (s->broke[0] && !(c && c->started)) {
-		/* Ended between calls, while taking the checkpoint of the
-		 * previous call's state (or a copy of it): that call's reply
-		 * said the state was kept, so the next one says it was not
-		 * (the call that is sent again, if one was on its way). */
-		char note[600];
-		if (s->broke_kept)
-			snprintf(note, sizeof note,
-				 "after the previous call the session's process broke its protocol with the server (%s), so it was "
-				 "ended as a crash and resumed from its copy of the state after that call: nothing was lost", s->broke);
-		else
-			snprintf(note, sizeof note,
-				 "after the previous call the session's process broke its protocol with the server (%s), so it was "
-				 "ended as a crash and rolled back to its state before that call: what that call did to variables "
-				 "was lost (files it wrote stay)", s->broke);
-		note_next(s, note);
-		s->broke[0] = '\0';
-	}
-	if (requeue_unstarted(sup, s))
-		return true; /* sent again after the resumed copy's hello */
-	if (c) {
-		decide_on_death(c, wstatus, status_known);
-		c->state = STATE_ROLLED_BACK;
-		char note[800];
-		snprintf(note, sizeof note,
-			 "%s%sthe session was rolled back to its state before this call: everything defined earlier is still there, "
-			 "nothing this call did to variables was kept (files it wrote stay)",
-			 c->note ? c->note : "", c->note ? "; " : "");
-		free(c->note);
-		c->note = strdup(note);
-		finish_cur(sup, s);
-	}
-	s->broke[0] = '\0';
-	return true;
+	return kill(pid, sig);
 }
 
-/* The resumed copy did not finish resuming in time: it is ended, and the
- * next call starts a new process (its exit report closes the session). */
-static void resume_expired(void *arg)
+static int set_nonblock(int fd)
+{
+	int fl = fcntl(fd, F_GETFL);
+	return fl < 0 ? -errno : fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 ? -errno : 0;
+}
+
+struct session *session_by_pid(struct sup *sup, pid_t pid)
+{
+	for (struct session *s = sup->sessions; s; s = s->next)
+		if (s->alive && s->pid == pid)
+			return s;
+	return NULL;
+}
+
+struct session *session_by_id(struct sup *sup, int id)
+{
+	for (struct session *s = sup->sessions; s; s = s->next)
+		if (s->alive && s->id == id)
+			return s;
+	return NULL;
+}
+
+void kill_session(struct session *s)
+{
+	/* What the call used, read while the process still exists. */
+	if (s->cur)
+		usage_end(&s->cur->usage, s->pidfd, s->ckpt_pidfd);
+	if (s->pidfd >= 0) {
+		pidfd_signal(s->pidfd, SIGKILL);
+		/* Its exit report is due from the zygote (under a timer). */
+		zlink_await_exit(s->sup->zl, s->pid, s->pidfd);
+	} else {
+		s->kill_pending = true;
+	}
+}
+
+void session_close_fds(struct sup *sup, struct session *s)
+{
+	struct loop *l = sup->cfg.loop;
+	if (s->ckpt_pidfd >= 0)
+		pidfd_signal(s->ckpt_pidfd, SIGKILL);
+	s->ckpt_pid = s->ckpt_hpid = 0;
+	int *fds[] = { &s->ctrl, &s->out_r, &s->err_r, &s->pidfd, &s->ckpt_pidfd, &s->dropped_pidfd };
+	for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
+		if (*fds[i] >= 0) {
+			loop_unwatch(l, *fds[i]);
+			close(*fds[i]);
+			*fds[i] = -1;
+		}
+	wire_reader_free(&s->rd);
+}
+
+static void drain(struct session *s, int fd, struct outbuf *ob)
+{
+	unsigned char buf[65536];
+	for (int i = 0; i < 64; i++) {
+		ssize_t n = read(fd, buf, sizeof buf);
+		if (n <= 0)
+			return;
+		/* Output between calls (a background thread, a left-over child)
+		 * has no call to go to and is dropped. */
+		if (s->cur)
+			outbuf_feed(ob, buf, (size_t)n);
+	}
+}
+
+void drain_all(struct session *s)
+{
+	unsigned char buf[65536];
+	int fds[2] = { s->out_r, s->err_r };
+	struct outbuf *obs[2] = { &s->out, &s->err };
+	for (int k = 0; k < 2; k++) {
+		if (fds[k] < 0)
+			continue;
+		/* Bounded: a process that keeps writing cannot hold us here. */
+		for (int i = 0; i < 4096; i++) {
+			ssize_t n = read(fds[k], buf, sizeof buf);
+			if (n <= 0)
+				break;
+			if (s->cur)
+				outbuf_feed(obs[k], buf, (size_t)n);
+		}
+	}
+}
+
+void pipe_event(void *arg, int fd, short revents)
 {
 	struct session *s = arg;
-	s->resume_timer = 0;
-	if (!s->resuming)
-		return;
-	log_warn("session %s: the resumed checkpoint did not answer within %.0f s: ended", s->name, RESUME_MS / 1000);
-	/* The reply that rolled back said the state was kept: the next one
-	 * says that copy is gone too. */
-	snprintf(s->broke, sizeof s->broke, "the copy it was rolled back to did not answer within %.0f s", RESUME_MS / 1000);
-	drop_checkpoint(s);
-	kill_session(s);
+	if (fd == s->out_r)
+		drain(s, fd, &s->out);
+	else
+		drain(s, fd, &s->err);
+	if ((revents & (POLLHUP | POLLERR)) && !(revents & POLLIN)) {
+		/* Writer gone (the process exited): stop watching; the exit is
+		 * reported by the zygote. */
+		loop_unwatch(s->sup->cfg.loop, fd);
+	}
 }
 
-static void session_dead(struct sup *sup, struct session *s, int wstatus, bool status_known)
+/* Drops whatever a dead process left on the control socket, so the resumed
+ * checkpoint starts on a clean stream. */
+void discard_ctrl_input(struct session *s)
+{
+	char buf[65536];
+	for (int i = 0; i < 1024; i++)
+		if (read(s->ctrl, buf, sizeof buf) <= 0)
+			break;
+	wire_reader_free(&s->rd);
+	wire_reader_init(&s->rd, WIRE_MAX_PAYLOAD);
+}
+
+void session_dead(struct sup *sup, struct session *s, int wstatus, bool status_known)
 {
 	/* The exit report comes on the zygote's socket and may overtake what
 	 * the process sent on its own before dying (its checkpoint's pidfd, a
@@ -1392,13 +873,97 @@ static void session_dead(struct sup *sup, struct session *s, int wstatus, bool s
 	}
 }
 
+/* The control socket and the output pipes of a new session process: the
+ * server's ends in mine[3], the process's in theirs[3].  0 or -errno. */
+int session_fds_new(int mine[3], int theirs[3])
+{
+	int sv[2] = { -1, -1 }, po[2] = { -1, -1 }, pe[2] = { -1, -1 };
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0 ||
+	    pipe2(po, O_CLOEXEC) < 0 || pipe2(pe, O_CLOEXEC) < 0) {
+		int err = errno;
+		for (int i = 0; i < 2; i++) {
+			if (sv[i] >= 0) close(sv[i]);
+			if (po[i] >= 0) close(po[i]);
+			if (pe[i] >= 0) close(pe[i]);
+		}
+		return -err;
+	}
+	mine[0] = sv[0], mine[1] = po[0], mine[2] = pe[0];
+	theirs[0] = sv[1], theirs[1] = po[1], theirs[2] = pe[1];
+	return 0;
+}
+
+void close3(int fds[3])
+{
+	for (int i = 0; i < 3; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+}
+
+/* The session has a process on the way (spawned or forked) that talks on
+ * mine[3]: nothing of it is known yet but the descriptors. */
+void session_adopt_fds(struct sup *sup, struct session *s, const int mine[3], enum phase ph)
+{
+	s->alive = true;
+	s->pid = 0;
+	s->pidfd = -1;
+	s->ckpt_pid = 0;
+	s->ckpt_pidfd = -1;
+	s->ctrl = mine[0];
+	s->out_r = mine[1];
+	s->err_r = mine[2];
+	s->has_last = false;
+	set_nonblock(s->ctrl);
+	set_nonblock(s->out_r);
+	set_nonblock(s->err_r);
+	wire_reader_init(&s->rd, WIRE_MAX_PAYLOAD);
+	s->hello_due = true;
+	s->spawn_known = false;
+	s->hpid = s->ckpt_hpid = 0;
+	set_expect(sup, s, ph);
+	struct loop *l = sup->cfg.loop;
+	loop_watch(l, s->ctrl, POLLIN, ctrl_event, s);
+	loop_watch(l, s->out_r, POLLIN, pipe_event, s);
+	loop_watch(l, s->err_r, POLLIN, pipe_event, s);
+}
+
+int spawn_session(struct sup *sup, struct session *s)
+{
+	int mine[3], theirs[3];
+	int r = session_fds_new(mine, theirs);
+	if (r < 0)
+		return r;
+	s->id = ++sup->next_id;
+	cJSON *j = cJSON_CreateObject();
+	cJSON_AddNumberToObject(j, "id", s->id);
+	cJSON_AddStringToObject(j, "name", s->name);
+	cJSON_AddNumberToObject(j, "seed", (double)sup->cfg.policy->limits.seed);
+	cJSON_AddBoolToObject(j, "checkpoint", sup->cfg.policy->limits.checkpoint);
+	/* Saving is done by a fork of the checkpoint: none without one. */
+	cJSON_AddNumberToObject(j, "persist_cap",
+				persist_on(sup->persist) && sup->cfg.policy->limits.checkpoint
+					? (double)sup->cfg.policy->limits.persist_mb * 1048576.0 : 0.0);
+	char *txt = cJSON_PrintUnformatted(j);
+	cJSON_Delete(j);
+	r = txt ? zlink_spawn(sup->zl, s->id, txt, theirs, 3) : -ENOMEM;
+	free(txt);
+	close3(theirs);
+	if (r < 0) {
+		close3(mine);
+		return r;
+	}
+	s->cells = 0;
+	session_adopt_fds(sup, s, mine, P_RUNNING);
+	return 0;
+}
+
 /* What the session may send in phase ph, and how much (see enum phase).
  * Sizes are tight per type: a result is bounded by the policy's output
  * limit (the bootstrap caps the repr it sends), an image by the 256 KiB a
  * reply may carry.
  * Attack: one 16 MB result frame parsed into a JSON tree grew the server by
  * hundreds of MB for good. */
-static void set_expect(struct sup *sup, struct session *s, enum phase ph)
+void set_expect(struct sup *sup, struct session *s, enum phase ph)
 {
 	long chars = sup->cfg.policy->limits.max_output_chars;
 	uint32_t result_max = (uint32_t)(64 * 1024 + (chars > 0 && chars < (1L << 19) ? chars : 1L << 19) * 12);
@@ -1435,7 +1000,7 @@ static void set_expect(struct sup *sup, struct session *s, enum phase ph)
 
 /* The session sent what it must not send now: it is ended like a crash, and
  * rolled back (its exit report does the rest). */
-static void violation(struct sup *sup, struct session *s, const char *what)
+void violation(struct sup *sup, struct session *s, const char *what)
 {
 	log_warn("session %s: %s: the session is ended", s->name, what);
 	struct run *c = s->cur;
@@ -1459,57 +1024,216 @@ static void violation(struct sup *sup, struct session *s, const char *what)
 	kill_session(s);
 }
 
-static void drop_checkpoint(struct session *s)
+static void on_message(struct sup *sup, struct session *s, struct wire_msg *m)
 {
-	if (s->ckpt_pidfd >= 0) {
-		pidfd_signal(s->ckpt_pidfd, SIGKILL);
-		/* Kept until the next one: the end of the call tells the dying
-		 * copy from a live child by it (check_quiet). */
-		if (s->dropped_pidfd >= 0)
-			close(s->dropped_pidfd);
-		s->dropped_pidfd = s->ckpt_pidfd;
+	struct run *c = s->cur;
+	/* It ran to send this: an earlier look says nothing about it now. */
+	s->look = (struct watch_look){ 0 };
+	switch (m->type) {
+	case W_HELLO:
+		if (s->phase == P_RESUMING) {
+			s->resume_ckpt = true;
+			if (!sup->cfg.policy->limits.checkpoint)
+				begin_freeze(sup, s);
+			else
+				set_expect(sup, s, P_RESUMING);
+		} else {
+			s->hello_due = false;
+			set_expect(sup, s, s->phase);
+		}
+		return;
+	case W_STARTED:
+		s->hello_due = false;
+		c->started = true;
+		set_expect(sup, s, s->phase);
+		return;
+	case W_CHECKPOINT: {
+		/* The saver's pipe (saved sessions): the state after this call,
+		 * streamed by a fork of the checkpoint, copied to disk and
+		 * authenticated here (persist.c), once the checkpoint itself is
+		 * accepted.  Without it (a call was waiting already, so the
+		 * session started no save; or no pipe was left) the state stays
+		 * dirty: the next state's save, or the one at exit, covers it. */
+		int save_fd = -1;
+		cJSON *body = cJSON_ParseWithLength((const char *)m->data, m->len);
+		const cJSON *cp = cJSON_GetObjectItemCaseSensitive(body, "pid");
+		pid_t claim = cJSON_IsNumber(cp) && cp->valuedouble >= 1 && cp->valuedouble < 4194305 ? (pid_t)cp->valuedouble : 0;
+		cJSON_Delete(body);
+		/* The saver's pipe must be one: a read end of a pipe, nothing
+		 * the server would open, seek or wait on otherwise.
+		 * Attack: a session passes its end of a socket, a file of the
+		 * workspace or /dev/zero where the saver's pipe belongs. */
+		if (m->nfds == 2 && !kproc_pipe_reader(m->fds[1])) {
+			violation(sup, s, "a checkpoint message whose second descriptor is not a pipe's read end");
+			return;
+		}
+		if (m->nfds == 2) {
+			save_fd = m->fds[1];
+			m->fds[1] = -1;
+			m->nfds = 1;
+		}
+		/* The message is the checkpoint: without its pidfd it is not
+		 * what the server asked for, and the session is ended as a
+		 * crash, rolled back to the previous checkpoint, and the next
+		 * reply says so.
+		 * Attack: a cell that uses up its descriptors (or lowers its
+		 * own limit) leaves a session that cannot take a checkpoint;
+		 * it said so, and the server went on with no copy of the state
+		 * at all and said nothing (a later crash lost everything). */
+		char why[160], what[240];
+		if (m->nfds == 0 || accept_checkpoint(sup, s, m->fds[0], claim, why, sizeof why) < 0) {
+			if (save_fd >= 0)
+				close(save_fd);
+			snprintf(what, sizeof what, "a checkpoint that is not a new child of the session (%s)", why);
+			violation(sup, s, m->nfds == 0 ? "a checkpoint message without the checkpoint" : what);
+			return;
+		}
+		/* A saver's pipe is read only when the server asked for one.
+		 * Attack: a session that hands one with every checkpoint would
+		 * have the server copy, hash and write its whole state after
+		 * every call again, the CPU that saving at rest spares. */
+		if (save_fd >= 0 && persist_on(sup->persist) && s->save_asked)
+			save_begin(sup, s, save_fd);
+		else if (save_fd >= 0)
+			close(save_fd);
+		/* Asked for a saver and none came (a call waits already, or no
+		 * pipe or process was left): the state stays dirty, for the
+		 * next call's state or the exit, not asked for again at once. */
+		s->save_missed = s->save_asked && save_fd < 0;
+		s->save_asked = false;
+		m->nfds = 0; /* kept */
+		if (s->phase == P_RESUMING || s->checkpointing) {
+			begin_freeze(sup, s);
+		} else {
+			/* The images next, once what the run made is known too
+			 * (collected). */
+			set_expect(sup, s, P_SCANNING);
+			if (c->collected)
+				send_thumb_or_finish(sup, s);
+		}
+		return;
 	}
-	s->ckpt_pidfd = -1;
-	s->ckpt_pid = s->ckpt_hpid = 0;
+	case W_RESULT: {
+		/* The first of the two looks that must find it asleep before it
+		 * is frozen (begin_freeze), taken now: the scan of what the call
+		 * made runs in between, so the second look needs no wait. */
+		if (s->hpid > 0)
+			watch_idle(s->hpid, &s->look);
+		/* Measured now: thumbnails made after the cell are the server's
+		 * work, not the call's. */
+		usage_end(&c->usage, s->pidfd, s->ckpt_pidfd);
+		c->py = cJSON_ParseWithLength((const char *)m->data, m->len);
+		const cJSON *st = cJSON_GetObjectItemCaseSensitive(c->py, "status");
+		if (!cJSON_IsString(st)) {
+			violation(sup, s, "a result without a status");
+			return;
+		}
+		if (c->status != CALL_PENDING) {
+			/* Cancelled or over a limit meanwhile: its end is on the way. */
+			set_expect(sup, s, P_NONE);
+			return;
+		}
+		/* The session only ever reports ok, error or memory; a status
+		 * that rolls back (memory: a failed allocation may have left
+		 * objects half-built) is acted on by killing the process, so the
+		 * checkpoint resumes. */
+		enum call_status said = call_status_parse(st->valuestring);
+		if (said != CALL_OK && said != CALL_MEMORY)
+			said = CALL_ERROR;
+		c->status = said;
+		c->exit_code = call_status_exit_code(said, 0, false);
+		if (call_status_table[said].rolls_back) {
+			set_expect(sup, s, P_NONE);
+			kill_session(s);
+			return;
+		}
+		c->state = c->forked ? STATE_FORKED : STATE_KEPT;
+		/* The modules the cell imported: a report from the session,
+		 * checked by warmup_note. */
+		warmup_note(sup->warm, cJSON_GetObjectItemCaseSensitive(c->py, "imports"));
+		restore_outcome(sup, s, c);
+		set_expect(sup, s, P_SCANNING);
+		collect(s, c); /* then the thumbnails */
+		return;
+	}
+	case W_THUMB_DATA:
+		c->ev->thumb(c, m->data, m->len);
+		send_thumb_or_finish(sup, s);
+		return;
+	case W_FORKED:
+		forked(sup, s, m);
+		return;
+	default:
+		violation(sup, s, "an unexpected message");
+	}
 }
 
-/* A checkpoint is whatever process the pidfd names, as the kernel says: a
- * live child of the session's process (not what the message claims).  It
- * is frozen at once, so it runs nothing until it is resumed, and it stays
- * as hostile as the session was (resumed under a timer).
- * Attack: a cell forks a child that ignores the resume signal, announces it
- * as the checkpoint and kills itself, so that the server resumes a process
- * that never answers and keeps it from the sweep. */
-/* The checkpoint the last one replaced (killed, maybe still exiting): its
- * pids here and in the zygote's namespace, as its pidfd says, or 0 when it
- * is gone or there is none. */
-static void dying_pids(const struct session *s, pid_t *host, pid_t *ns)
+void ctrl_event(void *arg, int fd, short revents)
 {
-	if (s->dropped_pidfd < 0 || watch_pidfd(s->dropped_pidfd, host, ns) < 0)
-		*host = *ns = 0;
+	struct session *s = arg;
+	struct sup *sup = s->sup;
+	(void)revents;
+	/* Being ended (a protocol break, a rolled-back status): nothing more
+	 * it says matters. */
+	if (s->phase == P_NONE)
+		return;
+	/* Nothing from a new process is judged before the zygote's report of
+	 * it (its pidfd) is in: that report is already on its way, on the
+	 * zygote's socket. */
+	if (!s->spawn_known) {
+		zlink_poll(sup->zl);
+		return;
+	}
+	for (int budget = 0; budget < 64; budget++) {
+		struct wire_msg m;
+		int r = wire_reader_step(&s->rd, fd, &m);
+		if (r == 0)
+			return;
+		if (r == -EPIPE) {
+			/* End of stream: the process is ended; its exit (from the
+			 * zygote) finishes the call. */
+			loop_unwatch(sup->cfg.loop, fd);
+			kill_session(s);
+			return;
+		}
+		if (r < 0) {
+			char what[96];
+			uint32_t type, len;
+			memcpy(&type, s->rd.hdr + 4, 4);
+			memcpy(&len, s->rd.hdr + 8, 4);
+			snprintf(what, sizeof what, "%s (type %u, %u bytes)",
+				 r == -EMSGSIZE ? "a message over its size" : "a message it may not send now", type, len);
+			violation(sup, s, what);
+			return;
+		}
+		on_message(sup, s, &m);
+		wire_msg_free(&m);
+		if (s->phase == P_NONE || s->ctrl != fd)
+			return;
+	}
 }
 
-static int accept_checkpoint(struct sup *sup, struct session *s, int pidfd, pid_t said, char *why, size_t n)
+/* The call grew the workspace past limits.max_workspace_mb: stopped like a
+ * timeout, so the session rolls back.  Its files stay: the server never
+ * deletes what the code wrote (it cannot tell the user's from the code's). */
+void over_limit_stop(struct session *s, unsigned long long bytes, unsigned long long scratch)
 {
-	struct kproc k;
-	if (!said) {
-		snprintf(why, n, "a checkpoint message without its pid");
-		return -EPROTO;
-	}
-	/* Born after the server asked for it: a child the cell forked
-	 * earlier is no checkpoint of this state. */
-	if (s->hpid <= 0 || kproc_confirm(pidfd, s->hpid, said, s->ckpt_since, &k, why, n) < 0)
-		return -EPROTO;
-	if (pidfd_signal(pidfd, SIGSTOP) < 0) {
-		snprintf(why, n, "its checkpoint cannot be stopped");
-		return -EPROTO;
-	}
-	drop_checkpoint(s); /* the previous one */
-	s->ckpt_pidfd = pidfd;
-	s->ckpt_pid = k.ns;
-	s->ckpt_hpid = k.host;
-	(void)sup;
-	return 0;
+	wswatch_stop(s->watch);
+	s->watch = NULL;
+	if (!s->cur || (s->cur->status != CALL_PENDING && !status_from_result(s->cur)))
+		return;
+	drop_result(s->cur);
+	s->cur->status = CALL_LIMITS;
+	s->cur->exit_code = call_status_exit_code(CALL_LIMITS, 0, false);
+	s->cur->ws_bytes = bytes;
+	s->cur->scratch_bytes = scratch;
+	kill_session(s);
+}
+
+void workspace_over(void *arg, unsigned long long bytes)
+{
+	struct session *s = arg;
+	over_limit_stop(s, bytes, wswatch_scratch_bytes(s->watch));
 }
 
 /* The memory and process watchdog, while the session's code may run.  It
@@ -1658,15 +1382,11 @@ static void watch_fired(void *arg)
 	s->watch_timer = loop_timer(sup->cfg.loop, next, watch_fired, s);
 }
 
-static void start_watch(struct sup *sup, struct session *s)
+void start_watch(struct sup *sup, struct session *s)
 {
 	if (!s->watch_timer)
 		s->watch_timer = loop_timer(sup->cfg.loop, WATCH_MS, watch_fired, s);
 }
-
-static void try_freeze(void *arg);
-static void check_quiet(void *arg);
-static void send_settle(struct sup *sup, struct session *s);
 
 /* All the session had to say is in: freeze it, then have the zygote end
  * what the call left running below it.  Only then is the call over (the
@@ -1674,7 +1394,7 @@ static void send_settle(struct sup *sup, struct session *s);
  * seen asleep first, at two looks with no CPU time used in between (every
  * thread blocked in the kernel), so a cell that sends a made-up result and
  * keeps computing runs out its time instead. */
-static void begin_freeze(struct sup *sup, struct session *s)
+void begin_freeze(struct sup *sup, struct session *s)
 {
 	set_expect(sup, s, P_FREEZING);
 	s->idle_tries = 0;
@@ -1762,9 +1482,165 @@ static void check_quiet(void *arg)
 	send_settle(sup, s);
 }
 
+void cancel_resume_timer(struct sup *sup, struct session *s)
+{
+	if (s->resume_timer)
+		loop_timer_cancel(sup->cfg.loop, s->resume_timer);
+	s->resume_timer = 0;
+}
+
+/* The session's process died during a call: resume its checkpoint, so the
+ * state is what it was before the call.  False when there is none. */
+bool roll_back(struct sup *sup, struct session *s, int wstatus, bool status_known)
+{
+	struct run *c = s->cur;
+	if (!status_known || s->ckpt_pidfd < 0 || s->ctrl < 0)
+		return false;
+	drain_all(s);
+	discard_ctrl_input(s);
+	/* A save of the checkpoint's state ends with its saver, which the
+	 * resumed copy kills; the copy saves its state again (a new
+	 * checkpoint, a new saver). */
+	quiet_abandon_save(sup, s);
+	s->save_asked = false; /* the resumed copy's checkpoint comes unasked */
+	/* The copy is frozen (SIGSTOP since it was accepted): the resume
+	 * signal first, then SIGCONT, so it wakes with the signal pending. */
+	s->ckpt_since = kproc_now_ticks();
+	if (pidfd_signal(s->ckpt_pidfd, SIGUSR1) < 0 || pidfd_signal(s->ckpt_pidfd, SIGCONT) < 0) {
+		log_warn("session %s: the checkpoint is gone (%s)", s->name, strerror(errno));
+		return false;
+	}
+	if (s->pidfd >= 0)
+		close(s->pidfd);
+	s->pidfd = s->ckpt_pidfd;
+	s->pid = s->ckpt_pid;
+	s->hpid = s->ckpt_hpid;
+	s->ckpt_pidfd = -1;
+	s->ckpt_pid = s->ckpt_hpid = 0;
+	s->kill_pending = false;
+	/* Until the resumed copy says hello it drops whatever was queued for
+	 * the dead process (a cell sent after it died must not run).  It is
+	 * as hostile as the session was: if it does not say hello and take
+	 * its own checkpoint in time, it is ended (a copy that ignores the
+	 * resume signal must not hold the session, or a reset, forever). */
+	s->resuming = true;
+	s->resume_ckpt = false;
+	set_expect(sup, s, P_RESUMING);
+	cancel_resume_timer(sup, s);
+	s->resume_timer = loop_timer(sup->cfg.loop, RESUME_MS, resume_expired, s);
+	/* The pipes' write ends live on in the resumed process: watch again
+	 * in case a hang-up removed them. */
+	loop_watch(sup->cfg.loop, s->ctrl, POLLIN, ctrl_event, s);
+	loop_watch(sup->cfg.loop, s->out_r, POLLIN, pipe_event, s);
+	loop_watch(sup->cfg.loop, s->err_r, POLLIN, pipe_event, s);
+	if (s->broke[0] && !(c && c->started)) {
+		/* Ended between calls, while taking the checkpoint of the
+		 * previous call's state (or a copy of it): that call's reply
+		 * said the state was kept, so the next one says it was not
+		 * (the call that is sent again, if one was on its way). */
+		char note[600];
+		if (s->broke_kept)
+			snprintf(note, sizeof note,
+				 "after the previous call the session's process broke its protocol with the server (%s), so it was "
+				 "ended as a crash and resumed from its copy of the state after that call: nothing was lost", s->broke);
+		else
+			snprintf(note, sizeof note,
+				 "after the previous call the session's process broke its protocol with the server (%s), so it was "
+				 "ended as a crash and rolled back to its state before that call: what that call did to variables "
+				 "was lost (files it wrote stay)", s->broke);
+		note_next(s, note);
+		s->broke[0] = '\0';
+	}
+	if (requeue_unstarted(sup, s))
+		return true; /* sent again after the resumed copy's hello */
+	if (c) {
+		decide_on_death(c, wstatus, status_known);
+		c->state = STATE_ROLLED_BACK;
+		char note[800];
+		snprintf(note, sizeof note,
+			 "%s%sthe session was rolled back to its state before this call: everything defined earlier is still there, "
+			 "nothing this call did to variables was kept (files it wrote stay)",
+			 c->note ? c->note : "", c->note ? "; " : "");
+		free(c->note);
+		c->note = strdup(note);
+		finish_cur(sup, s);
+	}
+	s->broke[0] = '\0';
+	return true;
+}
+
+/* The resumed copy did not finish resuming in time: it is ended, and the
+ * next call starts a new process (its exit report closes the session). */
+void resume_expired(void *arg)
+{
+	struct session *s = arg;
+	s->resume_timer = 0;
+	if (!s->resuming)
+		return;
+	log_warn("session %s: the resumed checkpoint did not answer within %.0f s: ended", s->name, RESUME_MS / 1000);
+	/* The reply that rolled back said the state was kept: the next one
+	 * says that copy is gone too. */
+	snprintf(s->broke, sizeof s->broke, "the copy it was rolled back to did not answer within %.0f s", RESUME_MS / 1000);
+	drop_checkpoint(s);
+	kill_session(s);
+}
+
+static void drop_checkpoint(struct session *s)
+{
+	if (s->ckpt_pidfd >= 0) {
+		pidfd_signal(s->ckpt_pidfd, SIGKILL);
+		/* Kept until the next one: the end of the call tells the dying
+		 * copy from a live child by it (check_quiet). */
+		if (s->dropped_pidfd >= 0)
+			close(s->dropped_pidfd);
+		s->dropped_pidfd = s->ckpt_pidfd;
+	}
+	s->ckpt_pidfd = -1;
+	s->ckpt_pid = s->ckpt_hpid = 0;
+}
+
+/* A checkpoint is whatever process the pidfd names, as the kernel says: a
+ * live child of the session's process (not what the message claims).  It
+ * is frozen at once, so it runs nothing until it is resumed, and it stays
+ * as hostile as the session was (resumed under a timer).
+ * Attack: a cell forks a child that ignores the resume signal, announces it
+ * as the checkpoint and kills itself, so that the server resumes a process
+ * that never answers and keeps it from the sweep. */
+/* The checkpoint the last one replaced (killed, maybe still exiting): its
+ * pids here and in the zygote's namespace, as its pidfd says, or 0 when it
+ * is gone or there is none. */
+void dying_pids(const struct session *s, pid_t *host, pid_t *ns)
+{
+	if (s->dropped_pidfd < 0 || watch_pidfd(s->dropped_pidfd, host, ns) < 0)
+		*host = *ns = 0;
+}
+
+int accept_checkpoint(struct sup *sup, struct session *s, int pidfd, pid_t said, char *why, size_t n)
+{
+	struct kproc k;
+	if (!said) {
+		snprintf(why, n, "a checkpoint message without its pid");
+		return -EPROTO;
+	}
+	/* Born after the server asked for it: a child the cell forked
+	 * earlier is no checkpoint of this state. */
+	if (s->hpid <= 0 || kproc_confirm(pidfd, s->hpid, said, s->ckpt_since, &k, why, n) < 0)
+		return -EPROTO;
+	if (pidfd_signal(pidfd, SIGSTOP) < 0) {
+		snprintf(why, n, "its checkpoint cannot be stopped");
+		return -EPROTO;
+	}
+	drop_checkpoint(s); /* the previous one */
+	s->ckpt_pidfd = pidfd;
+	s->ckpt_pid = k.ns;
+	s->ckpt_hpid = k.host;
+	(void)sup;
+	return 0;
+}
+
 /* Asks the zygote to end what is below the frozen session (W_SETTLED
  * answers). */
-static void send_settle(struct sup *sup, struct session *s)
+void send_settle(struct sup *sup, struct session *s)
 {
 	cJSON *j = cJSON_CreateObject();
 	cJSON_AddNumberToObject(j, "pid", s->pid);
@@ -1808,7 +1684,7 @@ static void checkpoint_expired(void *arg)
  * timer; it is frozen and swept again once the checkpoint is in.  save:
  * the checkpoint forks a saver of its state too (saved sessions: only once
  * the session rests, or at exit; savepace.h). */
-static void take_checkpoint(struct sup *sup, struct session *s, bool save)
+void take_checkpoint(struct sup *sup, struct session *s, bool save)
 {
 	s->thaw_cpu0 = s->hpid > 0 ? watch_cpu_ms(s->hpid) : 0;
 	if (s->pidfd >= 0)
@@ -1830,7 +1706,7 @@ static void take_checkpoint(struct sup *sup, struct session *s, bool save)
 }
 
 /* The zygote has ended what was left below the frozen session. */
-static void settled(struct sup *sup, struct session *s)
+void settled(struct sup *sup, struct session *s)
 {
 	set_expect(sup, s, P_IDLE);
 	if (s->watch_timer) {
@@ -1883,227 +1759,91 @@ static void settled(struct sup *sup, struct session *s)
 		forks_waiting(sup, s);
 }
 
-static void on_message(struct sup *sup, struct session *s, struct wire_msg *m)
+/* An idle session whose state is not on disk, with nothing on the way
+ * that would save it: a checkpoint taken again starts a save. */
+static bool save_startable(const struct sup *sup, const struct session *s)
 {
-	struct run *c = s->cur;
-	/* It ran to send this: an earlier look says nothing about it now. */
-	s->look = (struct watch_look){ 0 };
-	switch (m->type) {
-	case W_HELLO:
-		if (s->phase == P_RESUMING) {
-			s->resume_ckpt = true;
-			if (!sup->cfg.policy->limits.checkpoint)
-				begin_freeze(sup, s);
-			else
-				set_expect(sup, s, P_RESUMING);
-		} else {
-			s->hello_due = false;
-			set_expect(sup, s, s->phase);
-		}
-		return;
-	case W_STARTED:
-		s->hello_due = false;
-		c->started = true;
-		set_expect(sup, s, s->phase);
-		return;
-	case W_CHECKPOINT: {
-		/* The saver's pipe (saved sessions): the state after this call,
-		 * streamed by a fork of the checkpoint, copied to disk and
-		 * authenticated here (persist.c), once the checkpoint itself is
-		 * accepted.  Without it (a call was waiting already, so the
-		 * session started no save; or no pipe was left) the state stays
-		 * dirty: the next state's save, or the one at exit, covers it. */
-		int save_fd = -1;
-		cJSON *body = cJSON_ParseWithLength((const char *)m->data, m->len);
-		const cJSON *cp = cJSON_GetObjectItemCaseSensitive(body, "pid");
-		pid_t claim = cJSON_IsNumber(cp) && cp->valuedouble >= 1 && cp->valuedouble < 4194305 ? (pid_t)cp->valuedouble : 0;
-		cJSON_Delete(body);
-		/* The saver's pipe must be one: a read end of a pipe, nothing
-		 * the server would open, seek or wait on otherwise.
-		 * Attack: a session passes its end of a socket, a file of the
-		 * workspace or /dev/zero where the saver's pipe belongs. */
-		if (m->nfds == 2 && !kproc_pipe_reader(m->fds[1])) {
-			violation(sup, s, "a checkpoint message whose second descriptor is not a pipe's read end");
-			return;
-		}
-		if (m->nfds == 2) {
-			save_fd = m->fds[1];
-			m->fds[1] = -1;
-			m->nfds = 1;
-		}
-		/* The message is the checkpoint: without its pidfd it is not
-		 * what the server asked for, and the session is ended as a
-		 * crash, rolled back to the previous checkpoint, and the next
-		 * reply says so.
-		 * Attack: a cell that uses up its descriptors (or lowers its
-		 * own limit) leaves a session that cannot take a checkpoint;
-		 * it said so, and the server went on with no copy of the state
-		 * at all and said nothing (a later crash lost everything). */
-		char why[160], what[240];
-		if (m->nfds == 0 || accept_checkpoint(sup, s, m->fds[0], claim, why, sizeof why) < 0) {
-			if (save_fd >= 0)
-				close(save_fd);
-			snprintf(what, sizeof what, "a checkpoint that is not a new child of the session (%s)", why);
-			violation(sup, s, m->nfds == 0 ? "a checkpoint message without the checkpoint" : what);
-			return;
-		}
-		/* A saver's pipe is read only when the server asked for one.
-		 * Attack: a session that hands one with every checkpoint would
-		 * have the server copy, hash and write its whole state after
-		 * every call again, the CPU that saving at rest spares. */
-		if (save_fd >= 0 && persist_on(sup->persist) && s->save_asked)
-			save_begin(sup, s, save_fd);
-		else if (save_fd >= 0)
-			close(save_fd);
-		/* Asked for a saver and none came (a call waits already, or no
-		 * pipe or process was left): the state stays dirty, for the
-		 * next call's state or the exit, not asked for again at once. */
-		s->save_missed = s->save_asked && save_fd < 0;
-		s->save_asked = false;
-		m->nfds = 0; /* kept */
-		if (s->phase == P_RESUMING || s->checkpointing) {
-			begin_freeze(sup, s);
-		} else {
-			/* The images next, once what the run made is known too
-			 * (collected). */
-			set_expect(sup, s, P_SCANNING);
-			if (c->collected)
-				send_thumb_or_finish(sup, s);
-		}
-		return;
-	}
-	case W_RESULT: {
-		/* The first of the two looks that must find it asleep before it
-		 * is frozen (begin_freeze), taken now: the scan of what the call
-		 * made runs in between, so the second look needs no wait. */
-		if (s->hpid > 0)
-			watch_idle(s->hpid, &s->look);
-		/* Measured now: thumbnails made after the cell are the server's
-		 * work, not the call's. */
-		usage_end(&c->usage, s->pidfd, s->ckpt_pidfd);
-		c->py = cJSON_ParseWithLength((const char *)m->data, m->len);
-		const cJSON *st = cJSON_GetObjectItemCaseSensitive(c->py, "status");
-		if (!cJSON_IsString(st)) {
-			violation(sup, s, "a result without a status");
-			return;
-		}
-		if (c->status != CALL_PENDING) {
-			/* Cancelled or over a limit meanwhile: its end is on the way. */
-			set_expect(sup, s, P_NONE);
-			return;
-		}
-		/* The session only ever reports ok, error or memory; a status
-		 * that rolls back (memory: a failed allocation may have left
-		 * objects half-built) is acted on by killing the process, so the
-		 * checkpoint resumes. */
-		enum call_status said = call_status_parse(st->valuestring);
-		if (said != CALL_OK && said != CALL_MEMORY)
-			said = CALL_ERROR;
-		c->status = said;
-		c->exit_code = call_status_exit_code(said, 0, false);
-		if (call_status_table[said].rolls_back) {
-			set_expect(sup, s, P_NONE);
-			kill_session(s);
-			return;
-		}
-		c->state = c->forked ? STATE_FORKED : STATE_KEPT;
-		/* The modules the cell imported: a report from the session,
-		 * checked by warmup_note. */
-		warmup_note(sup->warm, cJSON_GetObjectItemCaseSensitive(c->py, "imports"));
-		restore_outcome(sup, s, c);
-		set_expect(sup, s, P_SCANNING);
-		collect(s, c); /* then the thumbnails */
-		return;
-	}
-	case W_THUMB_DATA:
-		c->ev->thumb(c, m->data, m->len);
-		send_thumb_or_finish(sup, s);
-		return;
-	case W_FORKED:
-		forked(sup, s, m);
-		return;
-	default:
-		violation(sup, s, "an unexpected message");
-	}
+	return s->dirty && !s->save_failed && !s->save_missed && !s->save && s->alive && s->phase == P_IDLE && !s->cur && !s->qhead &&
+	       !s->checkpointing && !s->resuming && s->ctrl >= 0 && sup->cfg.policy->limits.checkpoint;
 }
 
-static void ctrl_event(void *arg, int fd, short revents)
+/* What keeps the state of an ended call from being on disk yet: its save
+ * running, its checkpoint (which starts the save) being taken, or a save
+ * that sup_shutdown can still start. */
+static bool session_saving(const struct sup *sup, const struct session *s)
+{
+	if (!persist_on(sup->persist) || !s->alive)
+		return false;
+	return s->save || (s->dirty && !s->save_failed && (s->checkpointing || s->resuming)) || save_startable(sup, s);
+}
+
+bool sup_saving(struct sup *sup)
+{
+	for (struct session *s = sup ? sup->sessions : NULL; s; s = s->next)
+		if (session_saving(sup, s))
+			return true;
+	return false;
+}
+
+/* The session rests with a state not on disk: saved once it has rested for
+ * the delay savepace.h prices (at once when the server is exiting), by a
+ * checkpoint taken again, with a saver.  Calls that come meanwhile move the
+ * save back: a working session is not saved after every call. */
+static void save_idle_fired(void *arg)
 {
 	struct session *s = arg;
 	struct sup *sup = s->sup;
-	(void)revents;
-	/* Being ended (a protocol break, a rolled-back status): nothing more
-	 * it says matters. */
-	if (s->phase == P_NONE)
+	save_pace_fired(&s->pace);
+	if (!persist_on(sup->persist) || !save_startable(sup, s))
 		return;
-	/* Nothing from a new process is judged before the zygote's report of
-	 * it (its pidfd) is in: that report is already on its way, on the
-	 * zygote's socket. */
-	if (!s->spawn_known) {
-		zlink_poll(sup->zl);
+	log_info("session %s: at rest: saving the state after cell %d", s->name, s->cells);
+	s->checkpointing = true;
+	take_checkpoint(sup, s, true);
+}
+
+void save_when_idle(struct sup *sup, struct session *s)
+{
+	if (!persist_on(sup->persist) || !save_startable(sup, s))
 		return;
-	}
-	for (int budget = 0; budget < 64; budget++) {
-		struct wire_msg m;
-		int r = wire_reader_step(&s->rd, fd, &m);
-		if (r == 0)
-			return;
-		if (r == -EPIPE) {
-			/* End of stream: the process is ended; its exit (from the
-			 * zygote) finishes the call. */
-			loop_unwatch(sup->cfg.loop, fd);
-			kill_session(s);
-			return;
+	if (sup->stopping)
+		save_idle_fired(s);
+	else
+		save_pace_arm(&s->pace, sup->cfg.loop, save_idle_fired, s);
+}
+
+void sup_shutdown(struct sup *sup)
+{
+	sup->stopping = true;
+	for (struct session *s = sup->sessions; s; s = s->next) {
+		/* One more try at exit for a state whose saver could not start. */
+		s->save_missed = false;
+		if (persist_on(sup->persist) && save_startable(sup, s)) {
+			/* Its last save was cut short, or never started (a call
+			 * was waiting): the checkpoint again, with a saver. */
+			log_info("session %s: saving the state after cell %d before exit", s->name, s->cells);
+			s->checkpointing = true;
+			take_checkpoint(sup, s, true);
 		}
-		if (r < 0) {
-			char what[96];
-			uint32_t type, len;
-			memcpy(&type, s->rd.hdr + 4, 4);
-			memcpy(&len, s->rd.hdr + 8, 4);
-			snprintf(what, sizeof what, "%s (type %u, %u bytes)",
-				 r == -EMSGSIZE ? "a message over its size" : "a message it may not send now", type, len);
-			violation(sup, s, what);
-			return;
-		}
-		on_message(sup, s, &m);
-		wire_msg_free(&m);
-		if (s->phase == P_NONE || s->ctrl != fd)
-			return;
 	}
 }
 
-
-/* ------------------------------------------------------------ saved sessions */
-
-/* Appends text to *dst as a paragraph of its own (a note). */
-static void append_para(char **dst, const char *text)
+void sup_report_unsaved(struct sup *sup)
 {
-	if (!text || !*text)
-		return;
-	size_t a = *dst ? strlen(*dst) : 0, b = strlen(text);
-	char *n = malloc(a + b + 2);
-	if (!n)
-		return;
-	if (a) {
-		memcpy(n, *dst, a);
-		n[a++] = '\n';
+	for (struct session *s = sup->sessions; s; s = s->next) {
+		if (!s->alive || !persist_on(sup->persist))
+			continue;
+		const char *why = s->save ? "its save was still running"
+				  : s->cur ? "a call was still running"
+				  : s->dirty && !s->save_failed && (s->checkpointing || s->resuming) ? "its checkpoint was still being taken"
+				  : s->dirty && !s->save_failed && s->save_missed ? "no process to save it could be started"
+				  : NULL;
+		if (!why)
+			continue;
+		char fb[160];
+		fallback_words(s, fb, sizeof fb);
+		log_warn("session %s: the state after cell %d could not be saved before the server exited (%s); %s", s->name,
+			 s->save ? (int)s->save_cells : s->cells, why, fb);
 	}
-	memcpy(n + a, text, b + 1);
-	free(*dst);
-	*dst = n;
-}
-
-/* Adds a paragraph to the call's note (other parts of the server add
- * theirs). */
-static void add_note(struct run *c, const char *text)
-{
-	append_para(&c->note, text);
-}
-
-/* Adds a paragraph to the note of the session's next reply. */
-static void note_next(struct session *s, const char *text)
-{
-	append_para(&s->next_note, text);
 }
 
 /* What the state's save costs at most, besides the session's own limits
@@ -2184,7 +1924,7 @@ static void fallback_words(const struct session *s, char *buf, size_t n)
  * Attack: a __reduce__ that forks a child during the save; the child ran
  * on between calls (a heartbeat file grew 23 times in 8 idle seconds),
  * outside every limit. */
-static void end_save_tree(struct sup *sup, struct session *s)
+void end_save_tree(struct sup *sup, struct session *s)
 {
 	int r = 0;
 	if (s->ckpt_hpid > 0)
@@ -2203,7 +1943,7 @@ static void end_save_tree(struct sup *sup, struct session *s)
 	(void)sup;
 }
 
-static void save_watch_stop(struct sup *sup, struct session *s)
+void save_watch_stop(struct sup *sup, struct session *s)
 {
 	if (s->save_timer)
 		loop_timer_cancel(sup->cfg.loop, s->save_timer);
@@ -2213,7 +1953,7 @@ static void save_watch_stop(struct sup *sup, struct session *s)
 }
 
 /* The process a save belongs to is gone or rolled back: nothing to say. */
-static void quiet_abandon_save(struct sup *sup, struct session *s)
+void quiet_abandon_save(struct sup *sup, struct session *s)
 {
 	struct psave *sv = s->save;
 	s->save = NULL;
@@ -2411,7 +2151,7 @@ static void save_watch_fired(void *arg)
 
 /* The saver's pipe came with a checkpoint: the state after the session's
  * last call (cells) is written to disk in the background, watched. */
-static void save_begin(struct sup *sup, struct session *s, int fd)
+void save_begin(struct sup *sup, struct session *s, int fd)
 {
 	struct err e = { 0 };
 	psave_abandon(s->save);
@@ -2434,7 +2174,7 @@ static void save_begin(struct sup *sup, struct session *s, int fd)
  * of the frozen checkpoint, niced, and its watchdog keeps counting it with
  * the session); what an earlier save started and left ends before the
  * session runs again. */
-static void save_cut(struct sup *sup, struct session *s)
+void save_cut(struct sup *sup, struct session *s)
 {
 	if (s->save_ran && !s->save)
 		end_save_tree(sup, s);
@@ -2448,7 +2188,7 @@ static void save_cut(struct sup *sup, struct session *s)
  * session's state, the reply says so, once until a save makes it. */
 #define SUPERSEDED_NOTE_MS 30000.0
 
-static void save_superseded(struct sup *sup, struct session *s, struct run *c)
+void save_superseded(struct sup *sup, struct session *s, struct run *c)
 {
 	if (!s->save)
 		return;
@@ -2494,7 +2234,7 @@ static void restore_done(void *arg, int verdict)
 /* The reply of the call that carried the saved state: what the server
  * knows (its verdict, the age) decides the state; the session's lists only
  * name what came back. */
-static void restore_outcome(struct sup *sup, struct session *s, struct run *c)
+void restore_outcome(struct sup *sup, struct session *s, struct run *c)
 {
 	if (!s->restore || s->restore_call != c)
 		return;
@@ -2558,7 +2298,7 @@ static void restore_outcome(struct sup *sup, struct session *s, struct run *c)
 
 /* The extra time the call that loads a saved state of `bytes` gets: 10 s
  * and 1 s per 32 MB, never taking the call past max_timeout_s. */
-static double restore_allowance(const struct sup *sup, const struct run *c, uint64_t bytes)
+double restore_allowance(const struct sup *sup, const struct run *c, uint64_t bytes)
 {
 	double want = 10000.0 + (double)bytes / (32.0 * 1048576.0) * 1000.0;
 	double room = sup->cfg.policy->limits.max_timeout_s * 1000.0 - c->timeout_ms;
@@ -2570,7 +2310,7 @@ static double restore_allowance(const struct sup *sup, const struct run *c, uint
  * parent's.  Returns the fd to send with the cell (its size in *bytes and
  * its layout in *format), or -1 when there is none (a refused one is said
  * in the call's note). */
-static int restore_begin(struct sup *sup, struct session *s, struct run *c, uint64_t *bytes, int *format)
+int restore_begin(struct sup *sup, struct session *s, struct run *c, uint64_t *bytes, int *format)
 {
 	if (s->restore_tried || !persist_on(sup->persist))
 		return -1;
@@ -2614,96 +2354,10 @@ static int restore_begin(struct sup *sup, struct session *s, struct run *c, uint
 	return fd;
 }
 
-/* The control socket and the output pipes of a new session process: the
- * server's ends in mine[3], the process's in theirs[3].  0 or -errno. */
-static int session_fds_new(int mine[3], int theirs[3])
-{
-	int sv[2] = { -1, -1 }, po[2] = { -1, -1 }, pe[2] = { -1, -1 };
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0 ||
-	    pipe2(po, O_CLOEXEC) < 0 || pipe2(pe, O_CLOEXEC) < 0) {
-		int err = errno;
-		for (int i = 0; i < 2; i++) {
-			if (sv[i] >= 0) close(sv[i]);
-			if (po[i] >= 0) close(po[i]);
-			if (pe[i] >= 0) close(pe[i]);
-		}
-		return -err;
-	}
-	mine[0] = sv[0], mine[1] = po[0], mine[2] = pe[0];
-	theirs[0] = sv[1], theirs[1] = po[1], theirs[2] = pe[1];
-	return 0;
-}
-
-static void close3(int fds[3])
-{
-	for (int i = 0; i < 3; i++)
-		if (fds[i] >= 0)
-			close(fds[i]);
-}
-
-/* The session has a process on the way (spawned or forked) that talks on
- * mine[3]: nothing of it is known yet but the descriptors. */
-static void session_adopt_fds(struct sup *sup, struct session *s, const int mine[3], enum phase ph)
-{
-	s->alive = true;
-	s->pid = 0;
-	s->pidfd = -1;
-	s->ckpt_pid = 0;
-	s->ckpt_pidfd = -1;
-	s->ctrl = mine[0];
-	s->out_r = mine[1];
-	s->err_r = mine[2];
-	s->has_last = false;
-	set_nonblock(s->ctrl);
-	set_nonblock(s->out_r);
-	set_nonblock(s->err_r);
-	wire_reader_init(&s->rd, WIRE_MAX_PAYLOAD);
-	s->hello_due = true;
-	s->spawn_known = false;
-	s->hpid = s->ckpt_hpid = 0;
-	set_expect(sup, s, ph);
-	struct loop *l = sup->cfg.loop;
-	loop_watch(l, s->ctrl, POLLIN, ctrl_event, s);
-	loop_watch(l, s->out_r, POLLIN, pipe_event, s);
-	loop_watch(l, s->err_r, POLLIN, pipe_event, s);
-}
-
-static int spawn_session(struct sup *sup, struct session *s)
-{
-	int mine[3], theirs[3];
-	int r = session_fds_new(mine, theirs);
-	if (r < 0)
-		return r;
-	s->id = ++sup->next_id;
-	cJSON *j = cJSON_CreateObject();
-	cJSON_AddNumberToObject(j, "id", s->id);
-	cJSON_AddStringToObject(j, "name", s->name);
-	cJSON_AddNumberToObject(j, "seed", (double)sup->cfg.policy->limits.seed);
-	cJSON_AddBoolToObject(j, "checkpoint", sup->cfg.policy->limits.checkpoint);
-	/* Saving is done by a fork of the checkpoint: none without one. */
-	cJSON_AddNumberToObject(j, "persist_cap",
-				persist_on(sup->persist) && sup->cfg.policy->limits.checkpoint
-					? (double)sup->cfg.policy->limits.persist_mb * 1048576.0 : 0.0);
-	char *txt = cJSON_PrintUnformatted(j);
-	cJSON_Delete(j);
-	r = txt ? zlink_spawn(sup->zl, s->id, txt, theirs, 3) : -ENOMEM;
-	free(txt);
-	close3(theirs);
-	if (r < 0) {
-		close3(mine);
-		return r;
-	}
-	s->cells = 0;
-	session_adopt_fds(sup, s, mine, P_RUNNING);
-	return 0;
-}
-
-/* ------------------------------------------------------------ branching */
-
 /* A copy is being made: its process is a child of the zygote that the
  * server does not know yet, which a sweep or the orphans' part of a settle
  * would end as a left-over. */
-static bool fork_in_flight(const struct sup *sup)
+bool fork_in_flight(const struct sup *sup)
 {
 	for (const struct session *s = sup->sessions; s; s = s->next)
 		if (s->fork_child)
@@ -2741,8 +2395,6 @@ int sup_fork_check(struct sup *sup, const char *parent, const char *session, boo
 	}
 	return 0;
 }
-
-static void fork_expired(void *arg);
 
 /* Asks the idle parent for a copy of its process, a child of the zygote
  * (zygote.c: fork_copy), talking on descriptors of its own.  The parent
@@ -2788,11 +2440,6 @@ static int fork_session(struct sup *sup, struct session *s, struct session *p)
 	return 0;
 }
 
-static void send_sweep(struct sup *sup, unsigned long long epoch);
-
-static void spawn_pending(struct sup *sup);
-static void warm_busy(struct sup *sup);
-
 /* What waited while a copy was being forked, now that none is: the held
  * sweep, the sessions to spawn, the warm-up. */
 static void release_sweep(struct sup *sup)
@@ -2809,7 +2456,7 @@ static void release_sweep(struct sup *sup)
 
 /* The copy did not come (the parent refused, failed or lied): its call
  * hears why; the parent goes back to rest. */
-static void fork_failed(struct sup *sup, struct session *p, const char *why)
+void fork_failed(struct sup *sup, struct session *p, const char *why)
 {
 	struct session *s = p->fork_child;
 	p->fork_child = NULL;
@@ -2863,7 +2510,7 @@ static void fork_expired(void *arg)
  * zygote's warm-up probe, or of an old process of its own (sessions may
  * pidfd_open), to have the server freeze, watch or end it as the new
  * session. */
-static void forked(struct sup *sup, struct session *p, struct wire_msg *m)
+void forked(struct sup *sup, struct session *p, struct wire_msg *m)
 {
 	struct session *s = p->fork_child;
 	cancel_resume_timer(sup, p);
@@ -2926,7 +2573,7 @@ static void forked(struct sup *sup, struct session *p, struct wire_msg *m)
 
 /* Calls that wait for this parent to rest before they can copy it: tried
  * again once it rests, or once it is gone (then from its saved state). */
-static void forks_waiting(struct sup *sup, struct session *p)
+void forks_waiting(struct sup *sup, struct session *p)
 {
 	for (struct session *s = sup->sessions; s && (fork_ready(p) || !p->alive); s = s->next)
 		if (s->fork_wait && strcmp(s->fork_wait_for, p->name) == 0) {
@@ -2941,7 +2588,7 @@ static void forks_waiting(struct sup *sup, struct session *p)
  * parent lives only on disk, the new session is restored from the
  * parent's saved state.  1: the call waits; 0: go on and spawn; -1: the
  * call was answered (it failed). */
-static int begin_copy(struct sup *sup, struct session *s, struct run *c)
+int begin_copy(struct sup *sup, struct session *s, struct run *c)
 {
 	struct session *p = find_session(sup, c->fork_from);
 	if (p && p->alive) {
@@ -2981,351 +2628,4 @@ static int begin_copy(struct sup *sup, struct session *s, struct run *c)
 	snprintf(m, sizeof m, "could not fork session %s: it no longer exists (it was reset or its process ended)", c->fork_from);
 	fail_call_now(sup, s, m);
 	return -1;
-}
-
-static void send_exec(struct sup *sup, struct session *s);
-
-/* The layer above has taken what it needs before the cell (a snapshot of
- * the workspace): now it may run.  A run that ended meanwhile (cancelled,
- * its process gone) is finished instead. */
-static void prepared(struct run *c, void *arg)
-{
-	struct session *s = arg;
-	c->waiting = false;
-	c->prepared = true;
-	if (s->cur != c)
-		return;
-	if (c->finish_pending)
-		finish_cur(s->sup, s);
-	else if (s->alive && !s->resuming && !s->want_spawn)
-		send_exec(s->sup, s);
-}
-
-static void send_exec(struct sup *sup, struct session *s)
-{
-	struct run *c = s->cur;
-	save_cut(sup, s);
-	if (!c->prepared) {
-		/* What the workspace held before, to tell this run's files;
-		 * taken off the loop, then the cell is sent. */
-		if (!c->waiting) {
-			c->waiting = true;
-			c->ev->prepare(c, prepared, s);
-		}
-		return;
-	}
-	if (s->next_note) {
-		add_note(c, s->next_note);
-		free(s->next_note);
-		s->next_note = NULL;
-	}
-	if (s->fork_of[0]) {
-		char m[400];
-		snprintf(m, sizeof m,
-			 "forked from session %s: this session started as a copy of its state after cell %u; what runs here does not change %s, "
-			 "and what runs there does not reach this session",
-			 s->fork_of, s->fork_of_cells, s->fork_of);
-		add_note(c, m);
-		c->forked = true;
-		s->fork_of[0] = '\0';
-	}
-	uint64_t restore_bytes = 0;
-	int restore_format = 1;
-	int restore_fd = c->new_session ? restore_begin(sup, s, c, &restore_bytes, &restore_format) : -1;
-	c->cell = ++s->cells;
-	char log_rel[192];
-	snprintf(log_rel, sizeof log_rel, ".logs/%s-%d.stdout.log", s->name, c->cell);
-	outbuf_reset(&s->out, log_rel);
-	snprintf(log_rel, sizeof log_rel, ".logs/%s-%d.stderr.log", s->name, c->cell);
-	outbuf_reset(&s->err, log_rel);
-	cJSON *j = cJSON_CreateObject();
-	cJSON_AddStringToObject(j, "op", "exec");
-	cJSON_AddStringToObject(j, "code", c->code);
-	cJSON_AddNumberToObject(j, "cell", c->cell);
-	double timeout_ms = c->timeout_ms;
-	s->restore_extra_ms = 0;
-	if (restore_fd >= 0) {
-		cJSON_AddNumberToObject(j, "restore", (double)restore_bytes);
-		cJSON_AddNumberToObject(j, "restore_format", restore_format);
-		/* Loading the state is not the cell's work: it gets time of its
-		 * own, bounded (restore_allowance), and dropped as soon as the
-		 * server's verdict says there is nothing to load.
-		 * Attack: a planted snapshot made `time.sleep(40)` with
-		 * timeout_s 2 return ok after 44.6 s. */
-		s->restore_extra_ms = restore_allowance(sup, c, restore_bytes);
-		timeout_ms += s->restore_extra_ms;
-	}
-	char *txt = cJSON_PrintUnformatted(j);
-	cJSON_Delete(j);
-	usage_begin(&c->usage, s->pidfd);
-	c->t_start = loop_now_ms();
-	s->progress = 0;
-	/* Frozen since its last call: it runs again only now. */
-	if (s->phase == P_IDLE && s->pidfd >= 0)
-		pidfd_signal(s->pidfd, SIGCONT);
-	set_expect(sup, s, P_RUNNING);
-	start_watch(sup, s);
-	s->timeout_timer = loop_timer(sup->cfg.loop, timeout_ms, timeout_fired, s);
-	wswatch_stop(s->watch);
-	s->watch = wswatch_start(sup->cfg.loop, sup->work, sup->cfg.ws, sup->scratch,
-				 (unsigned long long)sup->cfg.policy->limits.max_workspace_mb << 20, workspace_over, s);
-	s->save_written0 = psave_written(s->save);
-	if (c->wants_progress)
-		s->progress_timer = loop_timer(sup->cfg.loop, PROGRESS_MS, progress_fired, s);
-	int r = txt ? wire_send(s->ctrl, W_EXEC, txt, strlen(txt), restore_fd >= 0 ? &restore_fd : NULL, restore_fd >= 0 ? 1 : 0) : -ENOMEM;
-	free(txt);
-	if (restore_fd >= 0)
-		close(restore_fd);
-	if (r < 0) {
-		log_warn("session %s: cannot send the cell: %s", s->name, strerror(-r));
-		kill_session(s);
-	}
-}
-
-static void fail_call_now(struct sup *sup, struct session *s, const char *msg)
-{
-	struct run *c = s->cur;
-	c->status = CALL_ERROR;
-	c->exit_code = call_status_exit_code(CALL_ERROR, 0, false);
-	c->state = STATE_NEW;
-	add_note(c, msg); /* after what the call was told already (a zygote ended for lying) */
-	c->t_start = loop_now_ms();
-	s->cur = NULL;
-	c->duration_ms = 0;
-	c->ev->done(c);
-	ended(sup);
-}
-
-static void start_next(struct sup *sup, struct session *s)
-{
-	/* A resumed checkpoint finishes resuming, or a new checkpoint is
-	 * taken, first (settled() calls us again, or a timer ends it), unless
-	 * a reset discards it anyway. */
-	if ((s->resuming || s->checkpointing || s->fork_child || s->fork_wait) && !(s->qhead && s->qhead->reset))
-		return;
-	while (!s->cur && s->qhead) {
-		struct run *c = s->qhead;
-		s->qhead = c->next;
-		if (!s->qhead)
-			s->qtail = NULL;
-		c->next = NULL;
-		s->cur = c;
-		if (c->reset) {
-			/* reset also forgets the saved state: a restart must not
-			 * bring back what the agent discarded. */
-			psave_abandon(s->save);
-			s->save = NULL;
-			save_watch_stop(sup, s);
-			s->dirty = s->save_failed = false;
-			s->saved_cells = 0;
-			s->restore_tried = true;
-			int r = persist_discard(sup->persist, s->name);
-			if (r < 0)
-				log_warn("session %s: cannot remove its saved state: %s", s->name, strerror(-r));
-		}
-		if (c->reset && s->alive) {
-			/* Discard the state: the old process is ended; its exit
-			 * report no longer matches this session. */
-			kill_session(s);
-			session_close_fds(sup, s);
-			s->alive = false;
-			s->resuming = s->checkpointing = false;
-			s->pid = s->hpid = 0;
-			cancel_resume_timer(sup, s);
-			set_expect(sup, s, P_NONE);
-		}
-		c->reset = false; /* done: a copy's call comes back to this queue */
-		if (!s->alive) {
-			c->new_session = true;
-			if (sup->z == Z_FAILED) {
-				fail_call_now(sup, s, sup->zerror);
-				continue;
-			}
-			/* While a copy is being forked no other process is added
-			 * below the zygote (see forked). */
-			if (sup->z != Z_READY || fork_in_flight(sup)) {
-				s->want_spawn = true;
-				return;
-			}
-			if (c->fork_from[0] && !c->fork_done) {
-				int fr = begin_copy(sup, s, c);
-				if (fr < 0)
-					continue;
-				if (fr > 0)
-					return;
-			}
-			int r = spawn_session(sup, s);
-			if (r < 0) {
-				char msg[300];
-				snprintf(msg, sizeof msg, "could not start a session: %s", strerror(-r));
-				fail_call_now(sup, s, msg);
-				continue;
-			}
-		}
-		send_exec(sup, s);
-	}
-}
-
-static void spawn_pending(struct sup *sup)
-{
-	for (struct session *s = sup->sessions; s && !fork_in_flight(sup); s = s->next)
-		if (s->want_spawn) {
-			s->want_spawn = false;
-			struct run *c = s->cur;
-			if (c && c->fork_from[0] && !c->fork_done) {
-				/* A copy to make: start_next decides how. */
-				s->cur = NULL;
-				c->next = s->qhead;
-				s->qhead = c;
-				if (!s->qtail)
-					s->qtail = c;
-				start_next(sup, s);
-				continue;
-			}
-			int r = spawn_session(sup, s);
-			if (r < 0) {
-				char msg[300];
-				snprintf(msg, sizeof msg, "could not start a session: %s", strerror(-r));
-				fail_call_now(sup, s, msg);
-				start_next(sup, s);
-				continue;
-			}
-			send_exec(sup, s);
-		}
-}
-
-void sup_submit(struct sup *sup, struct run *c)
-{
-	struct session *s = find_session(sup, c->session);
-	if (!s) {
-		s = calloc(1, sizeof *s);
-		const struct policy_limits *L = &sup->cfg.policy->limits;
-		unsigned long long log_cap = (unsigned long long)L->max_file_mb << 20;
-		if (!s || outbuf_init(&s->out, sup->cfg.ws, (size_t)L->max_output_chars, log_cap) < 0 ||
-		    outbuf_init(&s->err, sup->cfg.ws, (size_t)L->max_output_chars, log_cap) < 0) {
-			c->status = CALL_ERROR;
-			c->exit_code = call_status_exit_code(CALL_ERROR, 0, false);
-			c->note = strdup("out of memory");
-			c->ev->done(c);
-			free(s);
-			return;
-		}
-		snprintf(s->name, sizeof s->name, "%s", c->session);
-		s->sup = sup;
-		s->pidfd = s->ctrl = s->out_r = s->err_r = s->ckpt_pidfd = s->dropped_pidfd = -1;
-		s->next = sup->sessions;
-		sup->sessions = s;
-	}
-	if (s->qtail)
-		s->qtail->next = c;
-	else
-		s->qhead = c;
-	s->qtail = c;
-	warm_busy(sup);
-	/* The session copies ahead what the next call will write while it
-	 * takes its checkpoint (interp/precopy.h); with a call waiting, that
-	 * only delays it. */
-	if (s->checkpointing && s->phase == P_SETTLING && s->ctrl >= 0)
-		(void)wire_send(s->ctrl, W_HURRY, "", 0, NULL, 0);
-	start_next(sup, s);
-}
-
-bool sup_cancel(struct sup *sup, bool (*match)(const struct run *r, const void *key), const void *key)
-{
-	for (struct session *s = sup->sessions; s; s = s->next) {
-		if (s->cur && match(s->cur, key)) {
-			s->cur->cancelled = true;
-			if (s->cur->status == CALL_PENDING) {
-				s->cur->status = CALL_CANCELLED;
-				s->cur->exit_code = call_status_exit_code(CALL_CANCELLED, 0, false);
-			}
-			if (s->alive)
-				kill_session(s);
-			else
-				finish_cur(sup, s);
-			return true;
-		}
-		for (struct run **pp = &s->qhead; *pp; pp = &(*pp)->next)
-			if (match(*pp, key)) {
-				struct run *c = *pp;
-				*pp = c->next;
-				if (s->qtail == c) {
-					s->qtail = NULL;
-					for (struct run *q = s->qhead; q; q = q->next)
-						s->qtail = q;
-				}
-				c->ev->drop(c);
-				return true;
-			}
-	}
-	return false;
-}
-
-void sup_free(struct sup *sup)
-{
-	if (!sup)
-		return;
-	/* End every session first, then the zygote (pid 1 of the jail's pid
-	 * namespace: its end takes every process inside with it). */
-	int pidfds[256];
-	int n = 0;
-	for (struct session *s = sup->sessions; s; s = s->next) {
-		if (s->ckpt_pidfd >= 0)
-			pidfd_signal(s->ckpt_pidfd, SIGKILL);
-		if (s->pidfd >= 0) {
-			pidfd_signal(s->pidfd, SIGKILL);
-			if (n < 256)
-				pidfds[n++] = dup(s->pidfd);
-		}
-	}
-	if (sup->zpid > 0) {
-		kill(sup->zpid, SIGKILL);
-		waitpid(sup->zpid, NULL, 0);
-	}
-	/* Wait (bounded) until the sessions are really gone, so no process
-	 * outlives the server. */
-	for (int i = 0; i < n; i++) {
-		if (pidfds[i] < 0)
-			continue;
-		struct pollfd p = { .fd = pidfds[i], .events = POLLIN };
-		poll(&p, 1, 2000);
-		close(pidfds[i]);
-	}
-	end_orphans();
-	remove_scratch(sup);
-	if (sup->restart_timer)
-		loop_timer_cancel(sup->cfg.loop, sup->restart_timer);
-	struct session *s = sup->sessions;
-	while (s) {
-		struct session *next = s->next;
-		/* The loop may outlive this supervisor (the unit tests run
-		 * several on one): no timer of ours may fire after it. */
-		cancel_timers(sup, s);
-		cancel_resume_timer(sup, s);
-		session_close_fds(sup, s);
-		if (s->cur)
-			s->cur->ev->drop(s->cur);
-		for (struct run *c = s->qhead; c;) {
-			struct run *cn = c->next;
-			c->ev->drop(c);
-			c = cn;
-		}
-		outbuf_free(&s->out);
-		outbuf_free(&s->err);
-		psave_abandon(s->save);
-		save_watch_stop(sup, s);
-		prestore_free(s->restore);
-		free(s->next_note);
-		free(s);
-		s = next;
-	}
-	persist_free(sup->persist);
-	warmup_free(sup->warm);
-	zlink_free(sup->zl);
-	free(sup);
-}
-
-const char *sup_scratch(const struct sup *sup)
-{
-	return sup && sup->scratch[0] ? sup->scratch : NULL;
 }

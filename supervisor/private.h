@@ -1,0 +1,274 @@
+/* The supervisor's own rooms (the .c files of supervisor/): what they share.  Private
+ * to this folder (make layers refuses an include of it from outside):
+ * the layers above see only supervisor.h. */
+#ifndef SUPERVISOR_PRIVATE_H
+#define SUPERVISOR_PRIVATE_H
+
+#include "supervisor.h"
+
+#include <errno.h>
+#include <linux/magic.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/vfs.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../common/log.h"
+#include "../common/text.h"
+#include "../common/util.h"
+#include "../proto/config.h"
+#include "../proto/wire.h"
+#include "../interp/procs.h"
+#include "../interp/zygote.h"
+#include "../jail/jail.h"
+#include "../jail/uid.h"
+#include "outbuf.h"
+#include "persist.h"
+#include "savepace.h"
+#include "usage.h"
+#include "warmup.h"
+#include "watch.h"
+#include "../files/wswatch.h"
+#include "kproc.h"
+#include "zlink.h"
+
+/* A resumed checkpoint says hello and takes its own checkpoint within this,
+ * or it is ended and the next call starts a new process. */
+#define RESUME_MS 30000.0
+/* Downscaling the call's images in the session gets its own time, once the
+ * cell is done (a large PNG takes seconds on a loaded machine): still a
+ * timer, so a session that never answers is ended. */
+#define THUMBS_MS 60000.0
+#define WATCH_MS ((double)WATCH_INTERVAL_MS)
+/* What a session may use of CPU while thawed to take its checkpoint (a
+ * fork takes a few ms, also of a process of gigabytes). */
+#define SETTLE_CPU_MS 2000
+
+/* Where a session's process is in its exchange with the server, which says
+ * what it may send next (expect_for).  The session is hostile: anything else
+ * ends it as a crash. */
+enum phase {
+	P_NONE,      /* no process */
+	P_IDLE,      /* frozen (SIGSTOP) between calls; sends nothing */
+	P_RUNNING,   /* a cell was sent: hello (new process), started, result */
+	P_SETTLING,  /* result in: its checkpoint next */
+	P_SCANNING,  /* result and checkpoint in: the server's scan of the workspace runs */
+	P_THUMB,     /* an image to downscale was sent: its data next */
+	P_FREEZING,  /* all it had to say is in: being frozen and swept */
+	P_RESUMING,  /* a checkpoint was told to resume (or a copy was forked): hello, then checkpoint */
+	P_FORKING,   /* thawed to fork a copy of itself for another session: the copy's pidfd next */
+};
+
+enum zstate { Z_DOWN, Z_WARMING, Z_READY, Z_FAILED };
+
+struct session {
+	char name[SESSION_NAME_MAX + 1];
+	int id;              /* spawn id, unique per process incarnation */
+	bool alive;          /* a process exists or is being spawned */
+	pid_t pid;           /* in the zygote's pid namespace; 0 until known */
+	int pidfd, ctrl, out_r, err_r;
+	pid_t ckpt_pid;      /* the frozen copy to roll back to, 0 when none */
+	int ckpt_pidfd;
+	int dropped_pidfd;   /* the checkpoint it replaced (SIGKILLed), or -1 */
+	/* Host pids (this server's pid namespace), from the pidfds: the kernel's
+	 * word, never the session's. */
+	pid_t hpid, ckpt_hpid;
+	/* When the server last asked for a checkpoint (W_TAKE_CHECKPOINT, or a
+	 * resume signal, after which the copy takes its own): a checkpoint
+	 * must be born at this clock tick or later (kproc_now_ticks). */
+	unsigned long long ckpt_since;
+	enum phase phase;
+	bool hello_due;      /* a new process: its hello may precede the result */
+	bool spawn_known;    /* the zygote's report of the fork (pid, pidfd) is in */
+	bool resume_ckpt;    /* resuming: the hello came, the checkpoint is due */
+	bool checkpointing;  /* after a reply: its checkpoint is being taken */
+	uint64_t resume_timer, watch_timer, idle_timer;
+	int idle_tries;
+	struct watch_look look; /* the previous look while freezing */
+	long thaw_cpu0;         /* its CPU time when thawed for a checkpoint */
+	int quiet_tries;        /* looks for its threads stopped (check_quiet) */
+	struct wire_expect expect[3];
+	struct wire_reader rd;
+	struct outbuf out, err;
+	int cells;
+	bool has_last;
+	int last_exit;
+	struct run *cur, *qhead, *qtail;
+	uint64_t timeout_timer, progress_timer;
+	struct wswatch *watch;   /* the workspace's disk use during a call */
+	bool kill_pending;   /* kill as soon as the pidfd arrives */
+	bool want_spawn;     /* waiting for the zygote */
+	bool resuming;       /* checkpoint signalled; nothing is sent until its hello */
+	double progress;
+	/* Saved sessions (persist.c) */
+	struct psave *save;        /* the state being written, or NULL */
+	struct prestore *restore;  /* the saved state being streamed in */
+	struct run *restore_call; /* the call it was sent with */
+	int restore_verdict;       /* RESTORE_* */
+	double restore_age_s;
+	uint32_t restore_cells;
+	bool restore_tried;        /* looked for a snapshot in this server's life */
+	int restore_attempts;      /* calls that carried it without loading it */
+	double restore_extra_ms;   /* the time the call got on top for loading it */
+	bool cap_noted;            /* the reply said the state was over persist_mb */
+	/* The state the process holds is not on disk yet: set when the
+	 * checkpoint of a kept state is taken, cleared when its save is in.
+	 * At exit the server waits for these (sup_saving). */
+	bool dirty;
+	bool save_failed;          /* the last save failed: not tried again at exit */
+	bool abandon_noted;        /* a reply said a save was cut short for a call */
+	bool save_ran;             /* a saver ran since its processes were last ended */
+	bool save_asked;           /* the checkpoint being taken was asked for a saver */
+	bool save_missed;          /* it came without one: not asked again until a call */
+	uint32_t saved_cells;      /* the cell whose state is on disk (0: none known) */
+	double unsaved_since;      /* loop_now_ms() when it last became dirty */
+	uint32_t save_cells;       /* the cell of the save in progress */
+	unsigned long unsaved_sig; /* the names the last note said could not be pickled */
+	uint64_t save_timer;       /* the saver's watchdog (save_watch_fired) */
+	uint64_t save_written0;    /* what it had written when the current call started */
+	double save_t0;
+	struct wswatch *save_ws;   /* the workspace while the saver runs */
+	char save_stop[300];       /* why the server stopped the saver, or "" */
+	char fail_said[160];       /* the reason the last note gave for a failed save */
+	struct save_pace pace;     /* when the state is saved: once it rests (savepace.h) */
+	/* Branching (fork_from): the session this one is a copy of while the
+	 * copy is being made, and in the parent the copy it is making. */
+	struct session *fork_parent, *fork_child;
+	unsigned long long fork_asked; /* when the copy was asked for (kproc_now_ticks) */
+	double fork_t0;            /* and in loop_now_ms(), for the log */
+	char fork_of[SESSION_NAME_MAX + 1]; /* the first call of a copy names its parent */
+	uint32_t fork_of_cells;
+	bool fork_wait;            /* its first call waits for the parent to rest */
+	char fork_wait_for[SESSION_NAME_MAX + 1];
+	/* The session whose saved state this one starts from (fork_from a
+	 * session that is only on disk), or "". */
+	char fork_src[SESSION_NAME_MAX + 1];
+	char *next_note;           /* for the next reply (note_next) */
+	/* Why the process was ended between calls (a protocol break while
+	 * taking its checkpoint), for the next reply; "" when it was not. */
+	char broke[256];
+	bool broke_kept;     /* ... and its checkpoint held its last state */
+	struct sup *sup;
+	struct session *next;
+};
+
+enum { RESTORE_PENDING = 2, RESTORE_OK = 1, RESTORE_BAD = 0 };
+
+struct sup {
+	struct sup_config cfg;
+	struct work *work;       /* for the workspace's watch, or NULL */
+	enum zstate z;
+	pid_t zpid;
+	struct zlink *zl;        /* its socket, read and written through zlink.c */
+	char zerror[768];
+	/* Why the zygote was ended for breaking its protocol, for the calls
+	 * its end touches; "" otherwise. */
+	char zbroke[400];
+	/* The scratch directory of the namespace-free mode (TMPDIR on the
+	 * host), made by the server for each zygote and removed when it ends;
+	 * its identity, so that only that directory is removed. */
+	char scratch[256];
+	dev_t scratch_dev;
+	ino_t scratch_ino;
+	/* That directory lies on a tmpfs: what it holds is memory, counted
+	 * toward each running call's memory_mb (see watch_fired). */
+	bool scratch_tmpfs;
+	unsigned long long scratch_bytes; /* at the last walk (files/wswatch.h) */
+	int restarts;
+	double last_restart;     /* loop_now_ms() of the last restart */
+	uint64_t restart_timer;  /* the next start of a zygote, or 0 */
+	int next_id;
+	unsigned long long epoch; /* the zygote's count of exits, from W_EXITED */
+	pid_t zhpid;             /* the zygote's host pid (the sessions' parent) */
+	char proc[320];          /* where the watchdog reads the jail's processes */
+	bool proc_jail;          /* proc is the jail's own procfs (pids in the jail) */
+	struct session *sessions;
+	struct persist *persist;
+	struct warmup *warm;     /* the learned warm-up (warmup.c) */
+	bool stopping;           /* the server is exiting: saves first (sup_shutdown) */
+	/* A sweep that came while a fork was being made (the new process is a
+	 * child of the zygote the server does not know yet), sent after it. */
+	bool sweep_held;
+	double held_epoch;
+	double save_test_ms;     /* PSM_TEST_SAVE_MS (save_budget), or 0 */
+};
+
+/* supervisor.c */
+int pidfd_signal(int pidfd, int sig);
+struct session *find_session(struct sup *sup, const char *name);
+void ended(struct sup *sup);
+void save_when_idle(struct sup *sup, struct session *s);
+struct session *session_by_pid(struct sup *sup, pid_t pid);
+struct session *session_by_id(struct sup *sup, int id);
+void kill_session(struct session *s);
+void session_close_fds(struct sup *sup, struct session *s);
+void drain_all(struct session *s);
+void pipe_event(void *arg, int fd, short revents);
+void send_thumb_or_finish(struct sup *sup, struct session *s);
+bool status_from_result(const struct run *c);
+void drop_result(struct run *c);
+void timeout_fired(void *arg);
+void progress_fired(void *arg);
+void cancel_timers(struct sup *sup, struct session *s);
+void cancel_resume_timer(struct sup *sup, struct session *s);
+void over_limit_stop(struct session *s, unsigned long long bytes, unsigned long long scratch);
+void workspace_over(void *arg, unsigned long long bytes);
+void collected(struct run *c, void *arg);
+void warm_busy(struct sup *sup);
+void finish_cur(struct sup *sup, struct session *s);
+void collect(struct session *s, struct run *c);
+bool requeue_unstarted(struct sup *sup, struct session *s);
+void discard_ctrl_input(struct session *s);
+void decide_on_death(struct run *c, int wstatus, bool status_known);
+bool roll_back(struct sup *sup, struct session *s, int wstatus, bool status_known);
+void resume_expired(void *arg);
+void session_dead(struct sup *sup, struct session *s, int wstatus, bool status_known);
+void set_expect(struct sup *sup, struct session *s, enum phase ph);
+void violation(struct sup *sup, struct session *s, const char *what);
+void dying_pids(const struct session *s, pid_t *host, pid_t *ns);
+int accept_checkpoint(struct sup *sup, struct session *s, int pidfd, pid_t said, char *why, size_t n);
+void start_watch(struct sup *sup, struct session *s);
+void begin_freeze(struct sup *sup, struct session *s);
+void send_settle(struct sup *sup, struct session *s);
+void take_checkpoint(struct sup *sup, struct session *s, bool save);
+void settled(struct sup *sup, struct session *s);
+void ctrl_event(void *arg, int fd, short revents);
+void add_note(struct run *c, const char *text);
+void note_next(struct session *s, const char *text);
+void end_save_tree(struct sup *sup, struct session *s);
+void save_watch_stop(struct sup *sup, struct session *s);
+void quiet_abandon_save(struct sup *sup, struct session *s);
+void save_begin(struct sup *sup, struct session *s, int fd);
+void save_cut(struct sup *sup, struct session *s);
+void save_superseded(struct sup *sup, struct session *s, struct run *c);
+void restore_outcome(struct sup *sup, struct session *s, struct run *c);
+double restore_allowance(const struct sup *sup, const struct run *c, uint64_t bytes);
+int restore_begin(struct sup *sup, struct session *s, struct run *c, uint64_t *bytes, int *format);
+int session_fds_new(int mine[3], int theirs[3]);
+void close3(int fds[3]);
+void session_adopt_fds(struct sup *sup, struct session *s, const int mine[3], enum phase ph);
+int spawn_session(struct sup *sup, struct session *s);
+bool fork_in_flight(const struct sup *sup);
+void fork_failed(struct sup *sup, struct session *p, const char *why);
+void forked(struct sup *sup, struct session *p, struct wire_msg *m);
+void forks_waiting(struct sup *sup, struct session *p);
+int begin_copy(struct sup *sup, struct session *s, struct run *c);
+void prepared(struct run *c, void *arg);
+void fail_call_now(struct sup *sup, struct session *s, const char *msg);
+void start_next(struct sup *sup, struct session *s);
+void spawn_pending(struct sup *sup);
+
+/* zstart.c */
+void end_orphans(void);
+void remove_scratch(struct sup *sup);
+void send_sweep(struct sup *sup, unsigned long long epoch);
+
+#endif

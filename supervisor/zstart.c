@@ -1,0 +1,449 @@
+/* The zygote from the server's side: "is there an interpreter to fork
+ * from?"  Starting it (its scratch directory, its environment, its
+ * configuration), restarting it, its end, and what its link (zlink.c)
+ * reports about the sessions it forks. */
+#include "private.h"
+
+static void fail_waiting(struct sup *sup);
+
+void end_orphans(void)
+{
+	int r = procs_end_below(getpid(), NULL, 0, true);
+	if (r > 0)
+		log_info("ended %d process(es) the sandboxed code left running", r);
+}
+
+/* Called once the zygote and every session are dead (nothing writes there
+ * any more).  The directory is the one the server made (sup_start), still
+ * the same one (its inode), and jail_scratch_remove_same follows no
+ * symlink the code may have left. */
+void remove_scratch(struct sup *sup)
+{
+	if (!sup->scratch[0])
+		return;
+	int r = jail_scratch_remove_same(sup->scratch, sup->scratch_dev, sup->scratch_ino);
+	if (r < 0)
+		log_warn("cannot remove the sandbox's scratch directory %s: %s", sup->scratch, strerror(-r));
+	sup->scratch[0] = '\0';
+}
+
+/* The scratch directory of the namespace-free mode, made here and named in
+ * the zygote's configuration (policy/jail.c: make_scratch).  Attack: the
+ * zygote used to make it and report its path in W_READY, which the server
+ * removed at exit: code in the zygote sent
+ * /tmp/psm-scratch-x/../../../var/tmp/victim, and a root server deleted
+ * that directory.  Now the server removes only the path it made.  With
+ * namespaces it is not used (the jail's /tmp is a private tmpfs) and goes
+ * once the jail's report says so. */
+static void make_scratch(struct sup *sup)
+{
+	remove_scratch(sup);
+	uid_t uid = getuid();
+	gid_t gid = getgid();
+	if (geteuid() == 0) {
+		struct jail_config jc = { .policy = sup->cfg.policy, .workspace = sup->cfg.ws->abs };
+		jail_uid_choose(&jc, &uid, &gid);
+		/* A root-owned project without a mount tree: the jail keeps the
+		 * effective uid 0 (policy/jail_uid.c) and gives the directory's
+		 * group to 65534 itself. */
+		if (uid == 65534)
+			uid = gid = 0;
+	}
+	int r = jail_scratch_make(uid, gid, sup->scratch, sizeof sup->scratch, &sup->scratch_dev, &sup->scratch_ino);
+	if (r < 0) {
+		sup->scratch[0] = '\0';
+		log_warn("cannot make the sandbox's scratch directory: %s", strerror(-r));
+	}
+}
+
+/* The interpreter's zygote is gone: killed from outside, died, or ended by
+ * the server for breaking its protocol.  Everything below it goes too. */
+static void zygote_gone(struct sup *sup, const char *why)
+{
+	zlink_close(sup->zl);
+	if (sup->zpid > 0) {
+		kill(sup->zpid, SIGKILL);
+		waitpid(sup->zpid, NULL, 0);
+		sup->zpid = -1;
+	}
+	if (sup->z != Z_FAILED)
+		sup->z = Z_DOWN;
+	sup->zhpid = 0;
+	log_warn("the zygote ended: %s", why);
+	/* Without a pid namespace the code's processes do not die with the
+	 * zygote: they come up to the server (a subreaper) and end here.  Not
+	 * as pid 1 while serving (every orphan of the container would), only
+	 * at exit (sup_free). */
+	if (getpid() != 1)
+		end_orphans();
+	remove_scratch(sup);
+	/* Every session lived inside it (its pid namespace, or killed by
+	 * PDEATHSIG): they are gone too.  A call still waiting for a process
+	 * of its own hears why it runs in a new one. */
+	for (struct session *s = sup->sessions; s; s = s->next) {
+		if (s->alive)
+			session_dead(sup, s, 0, false);
+		else if (s->cur && sup->zbroke[0])
+			add_note(s->cur, sup->zbroke);
+	}
+	sup->zbroke[0] = '\0';
+}
+
+static int send_config(struct sup *sup, int sock)
+{
+	const struct sup_config *cfg = &sup->cfg;
+	struct zconfig zc = {
+		.skill_text = cfg->policy->text,
+		.skill_source = cfg->policy->source,
+		.approved = cfg->approved,
+		.root = cfg->ws->root,
+		.workspace = cfg->ws->abs,
+		.workspace_display = cfg->ws->display,
+		.venv = cfg->venv,
+		.venv_pth_off = cfg->venv_pth_off,
+		.venv_withheld = cfg->venv_withheld,
+		.timeout_s = cfg->timeout_s,
+		.memory_mb = cfg->memory_mb,
+		.log_level = (int)log_threshold,
+		.check = cfg->check_session,
+		/* The watchdog counts memfds from the sessions' descriptors; a
+		 * server that cannot read them has the sandbox refuse memfds
+		 * instead.
+		 * Attack: memfds written and never mapped (no RSS shows them)
+		 * by a server run by an unprivileged user or in a container. */
+		.no_memfd = !watch_sees_fds(),
+		.scratch = sup->scratch[0] ? sup->scratch : NULL,
+	};
+	char *txt = zconfig_encode(&zc);
+	int r = txt ? wire_send(sock, W_CONFIG, txt, strlen(txt), NULL, 0) : -ENOMEM;
+	free(txt);
+	return r;
+}
+
+static const struct zlink_events zlink_events;
+
+int sup_start(struct sup *sup, struct err *e)
+{
+	const struct sup_config *cfg = &sup->cfg;
+	if (!sup->persist) {
+		sup->persist = persist_new(cfg->ws, cfg->policy);
+		if (cfg->policy->limits.persist && !persist_on(sup->persist))
+			log_warn("sessions will not be saved: %s", persist_why_off(sup->persist));
+	}
+	if (!sup->warm)
+		sup->warm = warmup_new(cfg->ws, cfg->policy, cfg->check_session ? WARMUP_OFF : cfg->warmup);
+	if (!sup->zl)
+		sup->zl = zlink_new(cfg->loop, &zlink_events, sup, cfg->zlink);
+	warmup_zygote_started(sup->warm);
+	make_scratch(sup);
+	int sv[2];
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+		return err_sys(e, -errno, "socketpair");
+	fflush(NULL);
+	errno = 0;
+	pid_t pid = cfg->fake_zygote ? cfg->fake_zygote(cfg->arg, sv[1], sv[0]) : fork();
+	if (pid < 0) {
+		int err = errno ? errno : EAGAIN;
+		close(sv[0]);
+		close(sv[1]);
+		return err_sys(e, -err, "fork");
+	}
+	if (pid == 0) {
+		close(sv[0]);
+		/* The zygote must not hold the MCP stdin/stdout. */
+		int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+		if (null >= 0)
+			dup2(null, STDIN_FILENO);
+		dup2(STDERR_FILENO, STDOUT_FILENO);
+		char fdarg[16];
+		snprintf(fdarg, sizeof fdarg, "%d", sv[1]);
+		fcntl(sv[1], F_SETFD, 0); /* the one descriptor it keeps */
+		char *argv[] = { "python-sandbox-mcp", "--zygote-fd", fdarg, NULL };
+		/* Attack: the server's environment (API tokens a client passes to
+		 * its servers) would sit in the zygote's initial stack, which every
+		 * session inherits and can read with ctypes even after the jail
+		 * clears the environment.  The zygote gets only the test and
+		 * sanitizer knobs it reads, nothing else. */
+		static const char *const keep[] = { "PSM_JAIL_DISABLE=", "PSM_SECCOMP_PFC=", "PSM_TEST_ZYGOTE_KILL=",
+						    "PSM_TEST_ZYGOTE_HOOK=", "PSM_TEST_ZYGOTE_PIDFD=",
+						    "ASAN_OPTIONS=", "UBSAN_OPTIONS=", "LSAN_OPTIONS=" };
+		/* Room for the titles the zygote and its sessions give themselves
+		 * (setproctitle reuses the argv and environment area). */
+		static char room[] = "PSM_TITLE_ROOM=................................................"
+				     "................................................................";
+		/* The user's home directory, only so that the jail can refuse a
+		 * ROOT equal to it (not a project; see policy/jail.c). */
+		static char home[4096 + 16];
+		const char *h = getenv("HOME");
+		snprintf(home, sizeof home, "PSM_HOME=%s", h ? h : "");
+		char *envp[N_ELEMENTS(keep) + 3];
+		size_t n = 0;
+		envp[n++] = room;
+		envp[n++] = home;
+		for (char **ev = environ; *ev && n < N_ELEMENTS(keep) + 2; ev++)
+			for (size_t k = 0; k < N_ELEMENTS(keep); k++)
+				if (strncmp(*ev, keep[k], strlen(keep[k])) == 0) {
+					envp[n++] = *ev;
+					break;
+				}
+		envp[n] = NULL;
+		exec_self(cfg->self_exe, argv, envp);
+		_exit(127);
+	}
+	close(sv[1]);
+	/* A zygote that died already (killed, or its start failed) makes this
+	 * send fail with EPIPE: that is not the server's error to return but
+	 * the zygote's death, seen below as the end of its socket, where every
+	 * waiting call gets its answer. */
+	int r = send_config(sup, sv[0]);
+	if (r < 0)
+		log_warn("cannot configure the zygote: %s", strerror(-r));
+	sup->zpid = pid;
+	sup->z = Z_WARMING;
+	zlink_attach(sup->zl, sv[0], pid);
+	log_debug("zygote started (pid %d)", (int)pid);
+	return 0;
+}
+
+static void restart_zygote(void *arg)
+{
+	struct sup *sup = arg;
+	struct err e = { 0 };
+	sup->restart_timer = 0;
+	if (sup->z != Z_DOWN)
+		return;
+	if (sup_start(sup, &e) < 0) {
+		/* No zygote and none coming: the waiting calls must hear it. */
+		sup->z = Z_FAILED;
+		snprintf(sup->zerror, sizeof sup->zerror,
+			 "the interpreter could not be started: %.600s", e.msg);
+		log_error("%s", sup->zerror);
+		fail_waiting(sup);
+	}
+}
+
+/* The interpreter could not start: every call waiting for it gets the
+ * reason now (never a request left without a reply). */
+static void fail_waiting(struct sup *sup)
+{
+	for (struct session *s = sup->sessions; s; s = s->next)
+		if (s->want_spawn) {
+			s->want_spawn = false;
+			s->alive = false;
+			if (s->cur)
+				fail_call_now(sup, s, sup->zerror[0] ? sup->zerror : "the interpreter could not be started");
+			start_next(sup, s);
+		}
+}
+
+void sup_disable(struct sup *sup, const char *why)
+{
+	sup->z = Z_FAILED;
+	snprintf(sup->zerror, sizeof sup->zerror, "%s", why);
+	fail_waiting(sup);
+}
+
+/* After each exit (once a checkpoint has resumed in place of a dead session):
+ * tell the zygote which of its processes are sessions and checkpoints; it
+ * ends the rest, which the code of a dead session left running
+ * (zygote.c: sweep). */
+void send_sweep(struct sup *sup, unsigned long long epoch)
+{
+	if (!zlink_open(sup->zl))
+		return;
+	if (fork_in_flight(sup)) {
+		/* The copy being forked is a child of the zygote the server
+		 * cannot name yet: the sweep waits for it (fork_failed or
+		 * forked sends it). */
+		sup->sweep_held = true;
+		sup->held_epoch = (double)epoch;
+		return;
+	}
+	cJSON *j = cJSON_CreateObject();
+	cJSON_AddNumberToObject(j, "epoch", (double)epoch);
+	cJSON *keep = cJSON_AddArrayToObject(j, "keep");
+	for (struct session *s = sup->sessions; s && keep; s = s->next) {
+		if (!s->alive)
+			continue;
+		if (s->pid > 0)
+			cJSON_AddItemToArray(keep, cJSON_CreateNumber(s->pid));
+		if (s->ckpt_pid > 0)
+			cJSON_AddItemToArray(keep, cJSON_CreateNumber(s->ckpt_pid));
+	}
+	char *txt = cJSON_PrintUnformatted(j);
+	if (txt && zlink_send(sup->zl, W_SWEEP, txt, NULL, 0) < 0)
+		log_warn("could not send the sweep to the zygote");
+	free(txt);
+	cJSON_Delete(j);
+}
+
+static void z_jail(void *arg, bool enforceable, bool nsfree, const char *why, const char *report)
+{
+	struct sup *sup = arg;
+	/* The kernel's word on where the zygote is: the sessions' parent, and
+	 * the procfs the watchdog reads (never learned from a session). */
+	sup->zhpid = zlink_zygote(sup->zl);
+	sup->proc_jail = watch_proc_root(sup->zhpid, sup->proc, sizeof sup->proc);
+	log_debug("the watchdog reads %s", sup->proc);
+	if (nsfree)
+		log_info("jail mode: Landlock + seccomp (no namespaces on this machine; "
+			 "python-sandbox-mcp --check says what that changes and how to get them)");
+	else
+		remove_scratch(sup); /* the jail's /tmp is its own */
+	struct statfs sfs;
+	sup->scratch_tmpfs = sup->scratch[0] && statfs(sup->scratch, &sfs) == 0 && sfs.f_type == TMPFS_MAGIC;
+	sup->scratch_bytes = 0;
+	log_debug("jail:\n%s", report);
+	if (sup->cfg.check_session)
+		/* For the --check process that started this server. */
+		fprintf(stderr, "%s\n%s%s\n", CHECK_JAIL_BEGIN, report, CHECK_JAIL_END);
+	if (!enforceable) {
+		/* Fail closed: nothing runs under less protection than the
+		 * policy asks for (the zygote starts no interpreter). */
+		sup->z = Z_FAILED;
+		snprintf(sup->zerror, sizeof sup->zerror,
+			 "the sandbox cannot enforce the policy on this machine: %s%s",
+			 why[0] ? why : "a required layer is missing",
+			 sup->cfg.check_session ? "" : " (run python-sandbox-mcp --check for details)");
+		log_error("%s", sup->zerror);
+		fail_waiting(sup);
+	}
+}
+
+static void z_ready(void *arg, double start_ms)
+{
+	struct sup *sup = arg;
+	if (sup->z == Z_FAILED)
+		return;
+	sup->z = Z_READY;
+	log_info("interpreter ready in %.0f ms", start_ms);
+	spawn_pending(sup);
+}
+
+static void z_fatal(void *arg, const char *msg)
+{
+	struct sup *sup = arg;
+	sup->z = Z_FAILED;
+	snprintf(sup->zerror, sizeof sup->zerror, "the sandbox could not start: %s", msg);
+	log_error("%s", sup->zerror);
+	fail_waiting(sup);
+}
+
+static void z_spawned(void *arg, int id, int pidfd, const struct kproc *k, bool gone)
+{
+	struct sup *sup = arg;
+	struct session *s = session_by_id(sup, id);
+	if (!s) {
+		/* Reset or cancelled meanwhile: end the orphan (the kernel
+		 * confirmed it is the zygote's new child). */
+		if (pidfd >= 0) {
+			pidfd_signal(pidfd, SIGKILL);
+			close(pidfd);
+		}
+		return;
+	}
+	if (pidfd < 0) {
+		/* Without the kernel's handle on it the server could not
+		 * freeze, watch or end it: no session runs like that. */
+		if (gone)
+			log_warn("session %s: its process ended at once", s->name);
+		else
+			log_error("the zygote could not fork session %s", s->name);
+		session_dead(sup, s, 0, false);
+		return;
+	}
+	s->pid = k->ns;
+	s->hpid = k->host;
+	s->pidfd = pidfd;
+	s->spawn_known = true;
+	if (s->ctrl >= 0)
+		ctrl_event(s, s->ctrl, POLLIN); /* what it sent meanwhile */
+	if (s->kill_pending)
+		kill_session(s);
+}
+
+/* The zygote reaped pid.  Its report is believed only for a session whose
+ * own pidfd says it has exited: a report for a live session's pid (a lie,
+ * or a stale report of an earlier holder of that pid) changes nothing. */
+static void z_exited(void *arg, pid_t pid, int status, bool status_known, unsigned long long epoch)
+{
+	struct sup *sup = arg;
+	sup->epoch = epoch;
+	struct session *s = session_by_pid(sup, pid);
+	if (s && s->pidfd >= 0 && !kproc_exited(s->pidfd)) {
+		log_debug("session %s: an exit report for pid %d, which is alive: ignored", s->name, (int)pid);
+		s = NULL;
+	}
+	if (s)
+		session_dead(sup, s, status, status_known);
+	send_sweep(sup, epoch);
+}
+
+static void z_settled(void *arg, pid_t pid)
+{
+	struct sup *sup = arg;
+	struct session *s = session_by_pid(sup, pid);
+	if (s && s->phase == P_FREEZING)
+		settled(sup, s);
+}
+
+static bool z_warmed(void *arg, const cJSON *j)
+{
+	struct sup *sup = arg;
+	return warmup_outcome(sup->warm, j);
+}
+
+/* The zygote is gone, or broke its protocol (then the server ends it): a
+ * new one is started, as after a kill from outside. */
+static void z_lost(void *arg, bool broken, const char *why)
+{
+	struct sup *sup = arg;
+	bool was_ready = sup->z == Z_READY;
+	char reason[320];
+	snprintf(reason, sizeof reason, "%s%s", broken ? "it broke its protocol with the server: " : "", why);
+	if (broken) {
+		log_warn("the zygote broke its protocol with the server (%s): it is ended and a new one is started", why);
+		snprintf(sup->zbroke, sizeof sup->zbroke,
+			 "the interpreter's zygote (the process every session is forked from) broke its protocol with the "
+			 "server (%.200s), so it was ended and a new one started: every session's state was lost", why);
+	}
+	zygote_gone(sup, reason);
+	if (sup->z == Z_FAILED) {
+		fail_waiting(sup);
+	} else if (sup->restarts < 5 && (was_ready || sup->restarts < 2)) {
+		/* Killed from outside: warm a new one, the next call works.
+		 * A zygote that died while warming up without saying why
+		 * (no W_FATAL: killed, out of memory) gets two more tries;
+		 * calls waiting for it wait for those.  Five restarts within a
+		 * minute of each other mean a crash loop: then the server stops
+		 * trying and says so. */
+		if (loop_now_ms() - sup->last_restart > 60000.0)
+			sup->restarts = 0;
+		sup->restarts++;
+		sup->last_restart = loop_now_ms();
+		sup->restart_timer = loop_timer(sup->cfg.loop, (sup->cfg.restart_ms > 0 ? sup->cfg.restart_ms : 100.0) * sup->restarts,
+						restart_zygote, sup);
+	} else {
+		sup->z = Z_FAILED;
+		if (broken)
+			snprintf(sup->zerror, sizeof sup->zerror,
+				 "the interpreter's zygote broke its protocol with the server again and again (last: %.300s), "
+				 "so the server stopped starting it: something that runs at the interpreter's start (a .pth "
+				 "file of the venv, an installed module) is hostile or broken; see the server's log", why);
+		else
+			snprintf(sup->zerror, sizeof sup->zerror,
+				 "the interpreter could not be started (see the server's log on stderr)");
+		fail_waiting(sup);
+	}
+}
+
+static const struct zlink_events zlink_events = {
+	.jail = z_jail,
+	.ready = z_ready,
+	.fatal = z_fatal,
+	.spawned = z_spawned,
+	.exited = z_exited,
+	.settled = z_settled,
+	.warmed = z_warmed,
+	.lost = z_lost,
+};
