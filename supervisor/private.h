@@ -202,16 +202,9 @@ struct sup {
 };
 
 /* supervisor.c */
-int pidfd_signal(int pidfd, int sig);
 struct session *find_session(struct sup *sup, const char *name);
 void ended(struct sup *sup);
 void save_when_idle(struct sup *sup, struct session *s);
-struct session *session_by_pid(struct sup *sup, pid_t pid);
-struct session *session_by_id(struct sup *sup, int id);
-void kill_session(struct session *s);
-void session_close_fds(struct sup *sup, struct session *s);
-void drain_all(struct session *s);
-void pipe_event(void *arg, int fd, short revents);
 void send_thumb_or_finish(struct sup *sup, struct session *s);
 bool status_from_result(const struct run *c);
 void drop_result(struct run *c);
@@ -226,11 +219,9 @@ void warm_busy(struct sup *sup);
 void finish_cur(struct sup *sup, struct session *s);
 void collect(struct session *s, struct run *c);
 bool requeue_unstarted(struct sup *sup, struct session *s);
-void discard_ctrl_input(struct session *s);
 void decide_on_death(struct run *c, int wstatus, bool status_known);
 bool roll_back(struct sup *sup, struct session *s, int wstatus, bool status_known);
 void resume_expired(void *arg);
-void session_dead(struct sup *sup, struct session *s, int wstatus, bool status_known);
 void set_expect(struct sup *sup, struct session *s, enum phase ph);
 void violation(struct sup *sup, struct session *s, const char *what);
 void dying_pids(const struct session *s, pid_t *host, pid_t *ns);
@@ -252,10 +243,6 @@ void save_superseded(struct sup *sup, struct session *s, struct run *c);
 void restore_outcome(struct sup *sup, struct session *s, struct run *c);
 double restore_allowance(const struct sup *sup, const struct run *c, uint64_t bytes);
 int restore_begin(struct sup *sup, struct session *s, struct run *c, uint64_t *bytes, int *format);
-int session_fds_new(int mine[3], int theirs[3]);
-void close3(int fds[3]);
-void session_adopt_fds(struct sup *sup, struct session *s, const int mine[3], enum phase ph);
-int spawn_session(struct sup *sup, struct session *s);
 bool fork_in_flight(const struct sup *sup);
 void fork_failed(struct sup *sup, struct session *p, const char *why);
 void forked(struct sup *sup, struct session *p, struct wire_msg *m);
@@ -270,5 +257,20 @@ void spawn_pending(struct sup *sup);
 void end_orphans(void);
 void remove_scratch(struct sup *sup);
 void send_sweep(struct sup *sup, unsigned long long epoch);
+
+/* process.c */
+int pidfd_signal(int pidfd, int sig);
+struct session *session_by_pid(struct sup *sup, pid_t pid);
+struct session *session_by_id(struct sup *sup, int id);
+void kill_session(struct session *s);
+void session_close_fds(struct sup *sup, struct session *s);
+void drain_all(struct session *s);
+void pipe_event(void *arg, int fd, short revents);
+void discard_ctrl_input(struct session *s);
+void session_dead(struct sup *sup, struct session *s, int wstatus, bool status_known);
+int session_fds_new(int mine[3], int theirs[3]);
+void close3(int fds[3]);
+void session_adopt_fds(struct sup *sup, struct session *s, const int mine[3], enum phase ph);
+int spawn_session(struct sup *sup, struct session *s);
 
 #endif

@@ -1,0 +1,285 @@
+/* A session's processes: "which process is this session, and how does it
+ * talk?"  Its spawn, its descriptors and pipes, its kill and its death
+ * (rolled back to a checkpoint, or gone with its state). */
+#include "private.h"
+
+/* Signals the process behind a pidfd: no pid reuse can redirect it.  Where
+ * pidfd_send_signal is missing (valgrind does not know it), the pid from
+ * /proc/self/fdinfo is used instead. */
+int pidfd_signal(int pidfd, int sig)
+{
+	if (syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0) == 0)
+		return 0;
+	if (errno != ENOSYS)
+		return -1;
+	pid_t pid = pidfd_pid(pidfd);
+	if (pid <= 0) {
+		errno = ESRCH;
+		return -1;
+	}
+	return kill(pid, sig);
+}
+
+static int set_nonblock(int fd)
+{
+	int fl = fcntl(fd, F_GETFL);
+	return fl < 0 ? -errno : fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 ? -errno : 0;
+}
+
+struct session *session_by_pid(struct sup *sup, pid_t pid)
+{
+	for (struct session *s = sup->sessions; s; s = s->next)
+		if (s->alive && s->pid == pid)
+			return s;
+	return NULL;
+}
+
+struct session *session_by_id(struct sup *sup, int id)
+{
+	for (struct session *s = sup->sessions; s; s = s->next)
+		if (s->alive && s->id == id)
+			return s;
+	return NULL;
+}
+
+void kill_session(struct session *s)
+{
+	/* What the call used, read while the process still exists. */
+	if (s->cur)
+		usage_end(&s->cur->usage, s->pidfd, s->ckpt_pidfd);
+	if (s->pidfd >= 0) {
+		pidfd_signal(s->pidfd, SIGKILL);
+		/* Its exit report is due from the zygote (under a timer). */
+		zlink_await_exit(s->sup->zl, s->pid, s->pidfd);
+	} else {
+		s->kill_pending = true;
+	}
+}
+
+void session_close_fds(struct sup *sup, struct session *s)
+{
+	struct loop *l = sup->cfg.loop;
+	if (s->ckpt_pidfd >= 0)
+		pidfd_signal(s->ckpt_pidfd, SIGKILL);
+	s->ckpt_pid = s->ckpt_hpid = 0;
+	int *fds[] = { &s->ctrl, &s->out_r, &s->err_r, &s->pidfd, &s->ckpt_pidfd, &s->dropped_pidfd };
+	for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
+		if (*fds[i] >= 0) {
+			loop_unwatch(l, *fds[i]);
+			close(*fds[i]);
+			*fds[i] = -1;
+		}
+	wire_reader_free(&s->rd);
+}
+
+static void drain(struct session *s, int fd, struct outbuf *ob)
+{
+	unsigned char buf[65536];
+	for (int i = 0; i < 64; i++) {
+		ssize_t n = read(fd, buf, sizeof buf);
+		if (n <= 0)
+			return;
+		/* Output between calls (a background thread, a left-over child)
+		 * has no call to go to and is dropped. */
+		if (s->cur)
+			outbuf_feed(ob, buf, (size_t)n);
+	}
+}
+
+void drain_all(struct session *s)
+{
+	unsigned char buf[65536];
+	int fds[2] = { s->out_r, s->err_r };
+	struct outbuf *obs[2] = { &s->out, &s->err };
+	for (int k = 0; k < 2; k++) {
+		if (fds[k] < 0)
+			continue;
+		/* Bounded: a process that keeps writing cannot hold us here. */
+		for (int i = 0; i < 4096; i++) {
+			ssize_t n = read(fds[k], buf, sizeof buf);
+			if (n <= 0)
+				break;
+			if (s->cur)
+				outbuf_feed(obs[k], buf, (size_t)n);
+		}
+	}
+}
+
+void pipe_event(void *arg, int fd, short revents)
+{
+	struct session *s = arg;
+	if (fd == s->out_r)
+		drain(s, fd, &s->out);
+	else
+		drain(s, fd, &s->err);
+	if ((revents & (POLLHUP | POLLERR)) && !(revents & POLLIN)) {
+		/* Writer gone (the process exited): stop watching; the exit is
+		 * reported by the zygote. */
+		loop_unwatch(s->sup->cfg.loop, fd);
+	}
+}
+
+/* Drops whatever a dead process left on the control socket, so the resumed
+ * checkpoint starts on a clean stream. */
+void discard_ctrl_input(struct session *s)
+{
+	char buf[65536];
+	for (int i = 0; i < 1024; i++)
+		if (read(s->ctrl, buf, sizeof buf) <= 0)
+			break;
+	wire_reader_free(&s->rd);
+	wire_reader_init(&s->rd, WIRE_MAX_PAYLOAD);
+}
+
+void session_dead(struct sup *sup, struct session *s, int wstatus, bool status_known)
+{
+	/* The exit report comes on the zygote's socket and may overtake what
+	 * the process sent on its own before dying (its checkpoint's pidfd, a
+	 * reply): read that first. */
+	if (s->ctrl >= 0)
+		ctrl_event(s, s->ctrl, POLLIN);
+	struct run *c = s->cur;
+	/* Gone on its own (a crash): nothing left to measure, and the
+	 * checkpoint that may take its place must not be measured instead. */
+	if (c)
+		usage_end(&c->usage, s->pidfd, s->ckpt_pidfd);
+	uint64_t *ts[] = { &s->watch_timer, &s->idle_timer };
+	for (size_t i = 0; i < 2; i++)
+		if (*ts[i]) {
+			loop_timer_cancel(sup->cfg.loop, *ts[i]);
+			*ts[i] = 0;
+		}
+	if (s->fork_child)
+		fork_failed(sup, s, "its process ended");
+	if (sup->cfg.policy->limits.checkpoint && roll_back(sup, s, wstatus, status_known))
+		return;
+	quiet_abandon_save(sup, s);
+	s->dirty = s->save_asked = false; /* the state died with the process */
+	session_close_fds(sup, s);
+	s->alive = false;
+	s->pid = s->hpid = 0;
+	s->want_spawn = false;
+	s->kill_pending = false;
+	s->resuming = s->checkpointing = false;
+	s->phase = P_NONE;
+	cancel_timers(sup, s);
+	cancel_resume_timer(sup, s);
+	if (!c && s->broke[0]) {
+		char note[600];
+		snprintf(note, sizeof note,
+			 "after the previous call the session's process broke its protocol with the server (%s), so it was "
+			 "ended as a crash; no copy of an earlier state was left, so this call starts a new interpreter",
+			 s->broke);
+		note_next(s, note);
+	}
+	if (!c && sup->zbroke[0])
+		note_next(s, sup->zbroke);
+	/* The zygote broke its protocol: the call (run again in a new
+	 * process, or ended with the old one) says why. */
+	if (c && sup->zbroke[0])
+		add_note(c, sup->zbroke);
+	s->broke[0] = '\0';
+	forks_waiting(sup, s);
+	if (!c || requeue_unstarted(sup, s)) {
+		start_next(sup, s); /* queued calls start in a new process */
+		return;
+	}
+	if (c) {
+		decide_on_death(c, wstatus, status_known);
+		/* Without a checkpoint the state died with the process. */
+		c->state = STATE_NEW;
+		if (!c->note) {
+			char note[300];
+			snprintf(note, sizeof note,
+				 "the session's process ended, so its state (variables, imports) was lost; "
+				 "the next call in session %s starts a new interpreter%s", s->name,
+				 sup->cfg.policy->limits.checkpoint ? "" : " (limits.checkpoint is false)");
+			c->note = strdup(note);
+		}
+		finish_cur(sup, s);
+	}
+}
+
+/* The control socket and the output pipes of a new session process: the
+ * server's ends in mine[3], the process's in theirs[3].  0 or -errno. */
+int session_fds_new(int mine[3], int theirs[3])
+{
+	int sv[2] = { -1, -1 }, po[2] = { -1, -1 }, pe[2] = { -1, -1 };
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0 ||
+	    pipe2(po, O_CLOEXEC) < 0 || pipe2(pe, O_CLOEXEC) < 0) {
+		int err = errno;
+		for (int i = 0; i < 2; i++) {
+			if (sv[i] >= 0) close(sv[i]);
+			if (po[i] >= 0) close(po[i]);
+			if (pe[i] >= 0) close(pe[i]);
+		}
+		return -err;
+	}
+	mine[0] = sv[0], mine[1] = po[0], mine[2] = pe[0];
+	theirs[0] = sv[1], theirs[1] = po[1], theirs[2] = pe[1];
+	return 0;
+}
+
+void close3(int fds[3])
+{
+	for (int i = 0; i < 3; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+}
+
+/* The session has a process on the way (spawned or forked) that talks on
+ * mine[3]: nothing of it is known yet but the descriptors. */
+void session_adopt_fds(struct sup *sup, struct session *s, const int mine[3], enum phase ph)
+{
+	s->alive = true;
+	s->pid = 0;
+	s->pidfd = -1;
+	s->ckpt_pid = 0;
+	s->ckpt_pidfd = -1;
+	s->ctrl = mine[0];
+	s->out_r = mine[1];
+	s->err_r = mine[2];
+	s->has_last = false;
+	set_nonblock(s->ctrl);
+	set_nonblock(s->out_r);
+	set_nonblock(s->err_r);
+	wire_reader_init(&s->rd, WIRE_MAX_PAYLOAD);
+	s->hello_due = true;
+	s->spawn_known = false;
+	s->hpid = s->ckpt_hpid = 0;
+	set_expect(sup, s, ph);
+	struct loop *l = sup->cfg.loop;
+	loop_watch(l, s->ctrl, POLLIN, ctrl_event, s);
+	loop_watch(l, s->out_r, POLLIN, pipe_event, s);
+	loop_watch(l, s->err_r, POLLIN, pipe_event, s);
+}
+
+int spawn_session(struct sup *sup, struct session *s)
+{
+	int mine[3], theirs[3];
+	int r = session_fds_new(mine, theirs);
+	if (r < 0)
+		return r;
+	s->id = ++sup->next_id;
+	cJSON *j = cJSON_CreateObject();
+	cJSON_AddNumberToObject(j, "id", s->id);
+	cJSON_AddStringToObject(j, "name", s->name);
+	cJSON_AddNumberToObject(j, "seed", (double)sup->cfg.policy->limits.seed);
+	cJSON_AddBoolToObject(j, "checkpoint", sup->cfg.policy->limits.checkpoint);
+	/* Saving is done by a fork of the checkpoint: none without one. */
+	cJSON_AddNumberToObject(j, "persist_cap",
+				persist_on(sup->persist) && sup->cfg.policy->limits.checkpoint
+					? (double)sup->cfg.policy->limits.persist_mb * 1048576.0 : 0.0);
+	char *txt = cJSON_PrintUnformatted(j);
+	cJSON_Delete(j);
+	r = txt ? zlink_spawn(sup->zl, s->id, txt, theirs, 3) : -ENOMEM;
+	free(txt);
+	close3(theirs);
+	if (r < 0) {
+		close3(mine);
+		return r;
+	}
+	s->cells = 0;
+	session_adopt_fds(sup, s, mine, P_RUNNING);
+	return 0;
+}
