@@ -205,21 +205,10 @@ struct sup {
 struct session *find_session(struct sup *sup, const char *name);
 void ended(struct sup *sup);
 void save_when_idle(struct sup *sup, struct session *s);
-void send_thumb_or_finish(struct sup *sup, struct session *s);
-bool status_from_result(const struct run *c);
-void drop_result(struct run *c);
-void timeout_fired(void *arg);
-void progress_fired(void *arg);
-void cancel_timers(struct sup *sup, struct session *s);
 void cancel_resume_timer(struct sup *sup, struct session *s);
 void over_limit_stop(struct session *s, unsigned long long bytes, unsigned long long scratch);
 void workspace_over(void *arg, unsigned long long bytes);
-void collected(struct run *c, void *arg);
 void warm_busy(struct sup *sup);
-void finish_cur(struct sup *sup, struct session *s);
-void collect(struct session *s, struct run *c);
-bool requeue_unstarted(struct sup *sup, struct session *s);
-void decide_on_death(struct run *c, int wstatus, bool status_known);
 bool roll_back(struct sup *sup, struct session *s, int wstatus, bool status_known);
 void resume_expired(void *arg);
 void set_expect(struct sup *sup, struct session *s, enum phase ph);
@@ -252,6 +241,19 @@ void prepared(struct run *c, void *arg);
 void fail_call_now(struct sup *sup, struct session *s, const char *msg);
 void start_next(struct sup *sup, struct session *s);
 void spawn_pending(struct sup *sup);
+
+/* call.c */
+void send_thumb_or_finish(struct sup *sup, struct session *s);
+bool status_from_result(const struct run *c);
+void drop_result(struct run *c);
+void timeout_fired(void *arg);
+void progress_fired(void *arg);
+void cancel_timers(struct sup *sup, struct session *s);
+void collected(struct run *c, void *arg);
+void finish_cur(struct sup *sup, struct session *s);
+void collect(struct session *s, struct run *c);
+bool requeue_unstarted(struct sup *sup, struct session *s);
+void decide_on_death(struct run *c, int wstatus, bool status_known);
 
 /* zstart.c */
 void end_orphans(void);

@@ -1,0 +1,218 @@
+/* A call's end: "what does the reply carry?"  Its timers (timeout,
+ * progress), the files it made collected, its images downscaled, its
+ * status decided and the run handed back to the layer that submitted it. */
+#include "private.h"
+
+void send_thumb_or_finish(struct sup *sup, struct session *s)
+{
+	struct run *c = s->cur;
+	char rel[4096];
+	if (c->ev->next_thumb(c, rel, sizeof rel)) {
+		cJSON *j = cJSON_CreateObject();
+		char path[4200];
+		snprintf(path, sizeof path, "%s/%s", sup->cfg.ws->abs, rel);
+		cJSON_AddStringToObject(j, "op", "thumb");
+		cJSON_AddStringToObject(j, "path", path);
+		cJSON_AddNumberToObject(j, "max_bytes", 256 * 1024 - 1024);
+		char *txt = cJSON_PrintUnformatted(j);
+		cJSON_Delete(j);
+		int r = txt ? wire_send(s->ctrl, W_THUMB, txt, strlen(txt), NULL, 0) : -ENOMEM;
+		free(txt);
+		if (r == 0) {
+			if (s->phase != P_THUMB && s->timeout_timer) {
+				loop_timer_cancel(sup->cfg.loop, s->timeout_timer);
+				s->timeout_timer = loop_timer(sup->cfg.loop, THUMBS_MS, timeout_fired, s);
+			}
+			set_expect(sup, s, P_THUMB);
+			return; /* wait for W_THUMB_DATA */
+		}
+		/* The session cannot be asked: no more images are. */
+	}
+	begin_freeze(sup, s);
+}
+
+/* The status a call has from its own result ("ok", "error"): the clock
+ * still runs until the session is frozen, so a later failure replaces it. */
+bool status_from_result(const struct run *c)
+{
+	return c->status == CALL_OK || c->status == CALL_ERROR;
+}
+
+/* The call's result no longer stands (the process broke the protocol, ran
+ * out of time after it, or went over a limit): its status comes from what
+ * ends it, and the state is rolled back. */
+void drop_result(struct run *c)
+{
+	if (status_from_result(c)) {
+		c->status = CALL_PENDING;
+		c->state = STATE_PENDING;
+	}
+	cJSON_Delete(c->py);
+	c->py = NULL;
+}
+
+/* Runs from the moment the cell is sent until the session is frozen again:
+ * a result frame alone does not stop it.
+ * Attack: a cell writes a well-formed result on its control socket and
+ * keeps running (burning CPU, writing files) after its reply. */
+void timeout_fired(void *arg)
+{
+	struct session *s = arg;
+	s->timeout_timer = 0;
+	if (!s->cur || (s->cur->status != CALL_PENDING && !status_from_result(s->cur)))
+		return;
+	drop_result(s->cur);
+	s->cur->status = CALL_TIMEOUT;
+	s->cur->exit_code = call_status_exit_code(CALL_TIMEOUT, 0, false);
+	kill_session(s);
+}
+
+void progress_fired(void *arg)
+{
+	struct session *s = arg;
+	s->progress_timer = 0;
+	struct run *c = s->cur;
+	if (!c || !c->wants_progress)
+		return;
+	double elapsed = (loop_now_ms() - c->t_start) / 1000.0;
+	s->progress = elapsed > s->progress ? elapsed : s->progress + 1;
+	c->ev->progress(c, s->progress, elapsed, s->out.last_len ? s->out.last_line : s->err.last_line);
+	s->progress_timer = loop_timer(s->sup->cfg.loop, PROGRESS_MS, progress_fired, s);
+}
+
+void cancel_timers(struct sup *sup, struct session *s)
+{
+	uint64_t *ts[] = { &s->timeout_timer, &s->progress_timer, &s->watch_timer, &s->idle_timer };
+	for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
+		if (*ts[i]) {
+			loop_timer_cancel(sup->cfg.loop, *ts[i]);
+			*ts[i] = 0;
+		}
+	save_pace_cancel(&s->pace, sup->cfg.loop);
+	wswatch_stop(s->watch);
+	s->watch = NULL;
+}
+
+/* Asks the layer above to find what the run made (once). */
+void collect(struct session *s, struct run *c);
+
+/* What the current run made is known: its images are downscaled next
+ * (once the checkpoint is in too), unless the run is being finished (its
+ * process died meanwhile). */
+void collected(struct run *c, void *arg)
+{
+	struct session *s = arg;
+	c->waiting = false;
+	c->collected = true;
+	if (s->cur != c)
+		return;
+	if (c->finish_pending) {
+		finish_cur(s->sup, s);
+	} else if (s->phase == P_SCANNING) {
+		/* The watcher looks every 250 ms or more: the snapshot after
+		 * the call is checked too, with files by their size.
+		 * Attack: one fast write past max_workspace_mb (or a sparse
+		 * file, 4 KiB on disk) in a call that ends before the watcher
+		 * looks, which then ended ok. */
+		unsigned long long limit = (unsigned long long)s->sup->cfg.policy->limits.max_workspace_mb << 20;
+		if (c->ws_after > limit && c->ws_after > c->ws_before)
+			over_limit_stop(s, c->ws_after, c->scratch_after);
+		else
+			send_thumb_or_finish(s->sup, s);
+	}
+}
+
+/* Collects the output and hands the run back to its owner (ev->done). */
+void finish_cur(struct sup *sup, struct session *s)
+{
+	struct run *c = s->cur;
+	if (!c)
+		return;
+	usage_end(&c->usage, s->pidfd, s->ckpt_pidfd);
+	cancel_timers(sup, s);
+	drain_all(s);
+	if (!c->collected) {
+		/* Files written before a crash or timeout count too; the scan
+		 * runs off the loop and calls us again. */
+		c->finish_pending = true;
+		collect(s, c);
+		return;
+	}
+	const char *log_rel;
+	char disp[512];
+	c->out_text = outbuf_finish(&s->out, &c->out_truncated, &log_rel);
+	if (log_rel && ws_display_path(sup->cfg.ws, log_rel, disp, sizeof disp) == 0)
+		c->out_log = strdup(disp);
+	c->err_text = outbuf_finish(&s->err, &c->err_truncated, &log_rel);
+	if (log_rel && ws_display_path(sup->cfg.ws, log_rel, disp, sizeof disp) == 0)
+		c->err_log = strdup(disp);
+	c->duration_ms = loop_now_ms() - c->t_start;
+	if (s->restore_call == c)
+		restore_outcome(sup, s, c); /* the call ended before its result */
+	s->has_last = true;
+	s->last_exit = c->exit_code;
+	s->cur = NULL;
+	c->ev->done(c);
+	/* After the reply, never before: what sessions taught the zygote
+	 * loads while the agent reads it. */
+	if (sup->z == Z_READY) {
+		int n;
+		char *names = warmup_after_reply(sup->warm, &n);
+		if (names && zlink_send(sup->zl, W_WARM, names, NULL, 0) == 0)
+			zlink_warm_sent(sup->zl, n);
+		free(names);
+	}
+	start_next(sup, s);
+	warm_busy(sup);
+	ended(sup);
+}
+
+void collect(struct session *s, struct run *c)
+{
+	if (c->waiting || c->collected)
+		return;
+	c->waiting = true;
+	c->ev->collect(c, collected, s);
+}
+
+/* The process died before it received the current cell (no W_STARTED):
+ * the cell never ran, so it goes back to the head of the queue and is sent
+ * again to the resumed checkpoint or a new process.  Bounded, so a session
+ * that dies at once every time still gets an answer. */
+bool requeue_unstarted(struct sup *sup, struct session *s)
+{
+	struct run *c = s->cur;
+	if (!c || c->started || c->status != CALL_PENDING || c->py || c->resends >= 2)
+		return false;
+	cancel_timers(sup, s);
+	c->resends++;
+	s->cells--;
+	if (s->restore_call == c) {
+		/* The stream went to a process that never read it: the
+		 * resent cell looks for the saved state again. */
+		prestore_free(s->restore);
+		s->restore = NULL;
+		s->restore_call = NULL;
+		s->restore_tried = false;
+	}
+	c->prepared = false; /* a new snapshot before it is sent again */
+	s->cur = NULL;
+	c->next = s->qhead;
+	s->qhead = c;
+	if (!s->qtail)
+		s->qtail = c;
+	return true;
+}
+
+/* The call's status and exit code once its process has died: a call not
+ * yet decided (no timeout, cancellation or memory verdict) crashed. */
+void decide_on_death(struct run *c, int wstatus, bool status_known)
+{
+	if (c->status == CALL_PENDING) {
+		c->status = CALL_CRASHED;
+		/* Its own signal, not the SIGKILL of the server's verdict (a
+		 * limit, a protocol break), which the note already names. */
+		c->signal = status_known && WIFSIGNALED(wstatus) && !c->over_limit && !c->broke_protocol ? WTERMSIG(wstatus) : 0;
+	}
+	c->exit_code = call_status_exit_code(c->status, wstatus, status_known);
+}
