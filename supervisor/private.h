@@ -211,8 +211,6 @@ void workspace_over(void *arg, unsigned long long bytes);
 void warm_busy(struct sup *sup);
 bool roll_back(struct sup *sup, struct session *s, int wstatus, bool status_known);
 void resume_expired(void *arg);
-void set_expect(struct sup *sup, struct session *s, enum phase ph);
-void violation(struct sup *sup, struct session *s, const char *what);
 void dying_pids(const struct session *s, pid_t *host, pid_t *ns);
 int accept_checkpoint(struct sup *sup, struct session *s, int pidfd, pid_t said, char *why, size_t n);
 void start_watch(struct sup *sup, struct session *s);
@@ -220,7 +218,6 @@ void begin_freeze(struct sup *sup, struct session *s);
 void send_settle(struct sup *sup, struct session *s);
 void take_checkpoint(struct sup *sup, struct session *s, bool save);
 void settled(struct sup *sup, struct session *s);
-void ctrl_event(void *arg, int fd, short revents);
 void add_note(struct run *c, const char *text);
 void note_next(struct session *s, const char *text);
 void end_save_tree(struct sup *sup, struct session *s);
@@ -274,5 +271,10 @@ int session_fds_new(int mine[3], int theirs[3]);
 void close3(int fds[3]);
 void session_adopt_fds(struct sup *sup, struct session *s, const int mine[3], enum phase ph);
 int spawn_session(struct sup *sup, struct session *s);
+
+/* state.c */
+void set_expect(struct sup *sup, struct session *s, enum phase ph);
+void violation(struct sup *sup, struct session *s, const char *what);
+void ctrl_event(void *arg, int fd, short revents);
 
 #endif

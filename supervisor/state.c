@@ -1,0 +1,261 @@
+/* The state machine: "what may this session send now?"  One row per state
+ * (states[]): its name for the log, the messages it accepts with their
+ * sizes.  Every message a session sends is read here, checked against its
+ * state, and handed to the room that acts on it. */
+#include "private.h"
+
+/* What the session may send in phase ph, and how much (see enum phase).
+ * Sizes are tight per type: a result is bounded by the policy's output
+ * limit (the bootstrap caps the repr it sends), an image by the 256 KiB a
+ * reply may carry.
+ * Attack: one 16 MB result frame parsed into a JSON tree grew the server by
+ * hundreds of MB for good. */
+void set_expect(struct sup *sup, struct session *s, enum phase ph)
+{
+	long chars = sup->cfg.policy->limits.max_output_chars;
+	uint32_t result_max = (uint32_t)(64 * 1024 + (chars > 0 && chars < (1L << 19) ? chars : 1L << 19) * 12);
+	size_t n = 0;
+	s->phase = ph;
+	switch (ph) {
+	case P_RUNNING:
+		if (s->hello_due)
+			s->expect[n++] = (struct wire_expect){ W_HELLO, 256, 0 };
+		if (s->cur && !s->cur->started)
+			s->expect[n++] = (struct wire_expect){ W_STARTED, 0, 0 };
+		s->expect[n++] = (struct wire_expect){ W_RESULT, result_max, 0 };
+		break;
+	case P_SETTLING:
+		/* its pidfd, and the saver's pipe (saved sessions) */
+		s->expect[n++] = (struct wire_expect){ W_CHECKPOINT, 256, 2 };
+		break;
+	case P_THUMB:
+		s->expect[n++] = (struct wire_expect){ W_THUMB_DATA, 256 * 1024, 0 };
+		break;
+	case P_RESUMING:
+		s->expect[n++] = s->resume_ckpt ? (struct wire_expect){ W_CHECKPOINT, 256, 2 }
+						: (struct wire_expect){ W_HELLO, 256, 0 };
+		break;
+	case P_FORKING:
+		s->expect[n++] = (struct wire_expect){ W_FORKED, 256, 1 };
+		break;
+	default:
+		break; /* frozen or gone: nothing is expected */
+	}
+	s->rd.expect = s->expect;
+	s->rd.n_expect = n;
+}
+
+/* The session sent what it must not send now: it is ended like a crash, and
+ * rolled back (its exit report does the rest). */
+void violation(struct sup *sup, struct session *s, const char *what)
+{
+	log_warn("session %s: %s: the session is ended", s->name, what);
+	struct run *c = s->cur;
+	if (c && !c->note) {
+		char note[300];
+		snprintf(note, sizeof note,
+			 "the session's process broke its protocol with the server (%s), so it was ended as a crash", what);
+		c->note = strdup(note);
+	}
+	if (c) {
+		drop_result(c);
+		c->broke_protocol = true;
+	} else {
+		snprintf(s->broke, sizeof s->broke, "%s", what); /* said by the next reply */
+	}
+	/* Thawed to make a copy, its checkpoint holds the state after its
+	 * last call already: the rollback loses nothing. */
+	s->broke_kept = !c && s->phase == P_FORKING;
+	set_expect(sup, s, P_NONE);
+	loop_unwatch(sup->cfg.loop, s->ctrl);
+	kill_session(s);
+}
+
+static void on_message(struct sup *sup, struct session *s, struct wire_msg *m)
+{
+	struct run *c = s->cur;
+	/* It ran to send this: an earlier look says nothing about it now. */
+	s->look = (struct watch_look){ 0 };
+	switch (m->type) {
+	case W_HELLO:
+		if (s->phase == P_RESUMING) {
+			s->resume_ckpt = true;
+			if (!sup->cfg.policy->limits.checkpoint)
+				begin_freeze(sup, s);
+			else
+				set_expect(sup, s, P_RESUMING);
+		} else {
+			s->hello_due = false;
+			set_expect(sup, s, s->phase);
+		}
+		return;
+	case W_STARTED:
+		s->hello_due = false;
+		c->started = true;
+		set_expect(sup, s, s->phase);
+		return;
+	case W_CHECKPOINT: {
+		/* The saver's pipe (saved sessions): the state after this call,
+		 * streamed by a fork of the checkpoint, copied to disk and
+		 * authenticated here (persist.c), once the checkpoint itself is
+		 * accepted.  Without it (a call was waiting already, so the
+		 * session started no save; or no pipe was left) the state stays
+		 * dirty: the next state's save, or the one at exit, covers it. */
+		int save_fd = -1;
+		cJSON *body = cJSON_ParseWithLength((const char *)m->data, m->len);
+		const cJSON *cp = cJSON_GetObjectItemCaseSensitive(body, "pid");
+		pid_t claim = cJSON_IsNumber(cp) && cp->valuedouble >= 1 && cp->valuedouble < 4194305 ? (pid_t)cp->valuedouble : 0;
+		cJSON_Delete(body);
+		/* The saver's pipe must be one: a read end of a pipe, nothing
+		 * the server would open, seek or wait on otherwise.
+		 * Attack: a session passes its end of a socket, a file of the
+		 * workspace or /dev/zero where the saver's pipe belongs. */
+		if (m->nfds == 2 && !kproc_pipe_reader(m->fds[1])) {
+			violation(sup, s, "a checkpoint message whose second descriptor is not a pipe's read end");
+			return;
+		}
+		if (m->nfds == 2) {
+			save_fd = m->fds[1];
+			m->fds[1] = -1;
+			m->nfds = 1;
+		}
+		/* The message is the checkpoint: without its pidfd it is not
+		 * what the server asked for, and the session is ended as a
+		 * crash, rolled back to the previous checkpoint, and the next
+		 * reply says so.
+		 * Attack: a cell that uses up its descriptors (or lowers its
+		 * own limit) leaves a session that cannot take a checkpoint;
+		 * it said so, and the server went on with no copy of the state
+		 * at all and said nothing (a later crash lost everything). */
+		char why[160], what[240];
+		if (m->nfds == 0 || accept_checkpoint(sup, s, m->fds[0], claim, why, sizeof why) < 0) {
+			if (save_fd >= 0)
+				close(save_fd);
+			snprintf(what, sizeof what, "a checkpoint that is not a new child of the session (%s)", why);
+			violation(sup, s, m->nfds == 0 ? "a checkpoint message without the checkpoint" : what);
+			return;
+		}
+		/* A saver's pipe is read only when the server asked for one.
+		 * Attack: a session that hands one with every checkpoint would
+		 * have the server copy, hash and write its whole state after
+		 * every call again, the CPU that saving at rest spares. */
+		if (save_fd >= 0 && persist_on(sup->persist) && s->save_asked)
+			save_begin(sup, s, save_fd);
+		else if (save_fd >= 0)
+			close(save_fd);
+		/* Asked for a saver and none came (a call waits already, or no
+		 * pipe or process was left): the state stays dirty, for the
+		 * next call's state or the exit, not asked for again at once. */
+		s->save_missed = s->save_asked && save_fd < 0;
+		s->save_asked = false;
+		m->nfds = 0; /* kept */
+		if (s->phase == P_RESUMING || s->checkpointing) {
+			begin_freeze(sup, s);
+		} else {
+			/* The images next, once what the run made is known too
+			 * (collected). */
+			set_expect(sup, s, P_SCANNING);
+			if (c->collected)
+				send_thumb_or_finish(sup, s);
+		}
+		return;
+	}
+	case W_RESULT: {
+		/* The first of the two looks that must find it asleep before it
+		 * is frozen (begin_freeze), taken now: the scan of what the call
+		 * made runs in between, so the second look needs no wait. */
+		if (s->hpid > 0)
+			watch_idle(s->hpid, &s->look);
+		/* Measured now: thumbnails made after the cell are the server's
+		 * work, not the call's. */
+		usage_end(&c->usage, s->pidfd, s->ckpt_pidfd);
+		c->py = cJSON_ParseWithLength((const char *)m->data, m->len);
+		const cJSON *st = cJSON_GetObjectItemCaseSensitive(c->py, "status");
+		if (!cJSON_IsString(st)) {
+			violation(sup, s, "a result without a status");
+			return;
+		}
+		if (c->status != CALL_PENDING) {
+			/* Cancelled or over a limit meanwhile: its end is on the way. */
+			set_expect(sup, s, P_NONE);
+			return;
+		}
+		/* The session only ever reports ok, error or memory; a status
+		 * that rolls back (memory: a failed allocation may have left
+		 * objects half-built) is acted on by killing the process, so the
+		 * checkpoint resumes. */
+		enum call_status said = call_status_parse(st->valuestring);
+		if (said != CALL_OK && said != CALL_MEMORY)
+			said = CALL_ERROR;
+		c->status = said;
+		c->exit_code = call_status_exit_code(said, 0, false);
+		if (call_status_table[said].rolls_back) {
+			set_expect(sup, s, P_NONE);
+			kill_session(s);
+			return;
+		}
+		c->state = c->forked ? STATE_FORKED : STATE_KEPT;
+		/* The modules the cell imported: a report from the session,
+		 * checked by warmup_note. */
+		warmup_note(sup->warm, cJSON_GetObjectItemCaseSensitive(c->py, "imports"));
+		restore_outcome(sup, s, c);
+		set_expect(sup, s, P_SCANNING);
+		collect(s, c); /* then the thumbnails */
+		return;
+	}
+	case W_THUMB_DATA:
+		c->ev->thumb(c, m->data, m->len);
+		send_thumb_or_finish(sup, s);
+		return;
+	case W_FORKED:
+		forked(sup, s, m);
+		return;
+	default:
+		violation(sup, s, "an unexpected message");
+	}
+}
+
+void ctrl_event(void *arg, int fd, short revents)
+{
+	struct session *s = arg;
+	struct sup *sup = s->sup;
+	(void)revents;
+	/* Being ended (a protocol break, a rolled-back status): nothing more
+	 * it says matters. */
+	if (s->phase == P_NONE)
+		return;
+	/* Nothing from a new process is judged before the zygote's report of
+	 * it (its pidfd) is in: that report is already on its way, on the
+	 * zygote's socket. */
+	if (!s->spawn_known) {
+		zlink_poll(sup->zl);
+		return;
+	}
+	for (int budget = 0; budget < 64; budget++) {
+		struct wire_msg m;
+		int r = wire_reader_step(&s->rd, fd, &m);
+		if (r == 0)
+			return;
+		if (r == -EPIPE) {
+			/* End of stream: the process is ended; its exit (from the
+			 * zygote) finishes the call. */
+			loop_unwatch(sup->cfg.loop, fd);
+			kill_session(s);
+			return;
+		}
+		if (r < 0) {
+			char what[96];
+			uint32_t type, len;
+			memcpy(&type, s->rd.hdr + 4, 4);
+			memcpy(&len, s->rd.hdr + 8, 4);
+			snprintf(what, sizeof what, "%s (type %u, %u bytes)",
+				 r == -EMSGSIZE ? "a message over its size" : "a message it may not send now", type, len);
+			violation(sup, s, what);
+			return;
+		}
+		on_message(sup, s, &m);
+		wire_msg_free(&m);
+		if (s->phase == P_NONE || s->ctrl != fd)
+			return;
+	}
+}
