@@ -206,14 +206,11 @@ struct session *find_session(struct sup *sup, const char *name);
 void ended(struct sup *sup);
 void save_when_idle(struct sup *sup, struct session *s);
 void cancel_resume_timer(struct sup *sup, struct session *s);
-void over_limit_stop(struct session *s, unsigned long long bytes, unsigned long long scratch);
-void workspace_over(void *arg, unsigned long long bytes);
 void warm_busy(struct sup *sup);
 bool roll_back(struct sup *sup, struct session *s, int wstatus, bool status_known);
 void resume_expired(void *arg);
 void dying_pids(const struct session *s, pid_t *host, pid_t *ns);
 int accept_checkpoint(struct sup *sup, struct session *s, int pidfd, pid_t said, char *why, size_t n);
-void start_watch(struct sup *sup, struct session *s);
 void begin_freeze(struct sup *sup, struct session *s);
 void send_settle(struct sup *sup, struct session *s);
 void take_checkpoint(struct sup *sup, struct session *s, bool save);
@@ -276,5 +273,10 @@ int spawn_session(struct sup *sup, struct session *s);
 void set_expect(struct sup *sup, struct session *s, enum phase ph);
 void violation(struct sup *sup, struct session *s, const char *what);
 void ctrl_event(void *arg, int fd, short revents);
+
+/* limits.c */
+void over_limit_stop(struct session *s, unsigned long long bytes, unsigned long long scratch);
+void workspace_over(void *arg, unsigned long long bytes);
+void start_watch(struct sup *sup, struct session *s);
 
 #endif

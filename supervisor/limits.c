@@ -1,0 +1,179 @@
+/* The watchdog: "is this call over a limit?"  Memory, processes, CPU
+ * while a checkpoint is taken, the workspace's disk use: measured by the
+ * kernel's counters, never by what the session says. */
+#include "private.h"
+
+/* The call grew the workspace past limits.max_workspace_mb: stopped like a
+ * timeout, so the session rolls back.  Its files stay: the server never
+ * deletes what the code wrote (it cannot tell the user's from the code's). */
+void over_limit_stop(struct session *s, unsigned long long bytes, unsigned long long scratch)
+{
+	wswatch_stop(s->watch);
+	s->watch = NULL;
+	if (!s->cur || (s->cur->status != CALL_PENDING && !status_from_result(s->cur)))
+		return;
+	drop_result(s->cur);
+	s->cur->status = CALL_LIMITS;
+	s->cur->exit_code = call_status_exit_code(CALL_LIMITS, 0, false);
+	s->cur->ws_bytes = bytes;
+	s->cur->scratch_bytes = scratch;
+	kill_session(s);
+}
+
+void workspace_over(void *arg, unsigned long long bytes)
+{
+	struct session *s = arg;
+	over_limit_stop(s, bytes, wswatch_scratch_bytes(s->watch));
+}
+
+/* The memory and process watchdog, while the session's code may run.  It
+ * reads the kernel's counters of every process below the session (the
+ * frozen checkpoint left out): per-process rlimits cannot see shared
+ * memory, memfds, tmpfs files or how many processes share the work.
+ * Attack: 8 memfds of 250 MB mapped shared under a 256 MB limit, 6 GB of
+ * MAP_SHARED|MAP_ANONYMOUS, six forked children of 500 MB each. */
+/* A limit's verdict on the current call: nothing more of the session is
+ * read and the call's end (collecting what it made, thumbnails, the
+ * freeze) stops where it is; the process's death, which the kill brings,
+ * finishes the call, rolled back.  Without this, a verdict that came after
+ * the call's own result, while the server was collecting its files, let
+ * that end go on: the call was finished before the death, with its state
+ * "kept" (or no status at all), whatever the limit. */
+static void verdict_stops(struct sup *sup, struct session *s)
+{
+	set_expect(sup, s, P_NONE);
+	loop_unwatch(sup->cfg.loop, s->ctrl);
+}
+
+static void watch_fired(void *arg)
+{
+	struct session *s = arg;
+	struct sup *sup = s->sup;
+	s->watch_timer = 0;
+	if (!s->alive || s->phase == P_IDLE || s->phase == P_NONE)
+		return;
+	/* A new process is measured once the zygote's report of it is in.
+	 * Attack: the first look came before that report (a spawn slower than
+	 * 20 ms, on a loaded machine) and the watchdog stopped for the whole
+	 * call: a fresh session filled 2.2 GB of memfds under memory_mb 256. */
+	if (s->hpid <= 0) {
+		s->watch_timer = loop_timer(sup->cfg.loop, WATCH_MS, watch_fired, s);
+		return;
+	}
+	const struct policy_limits *L = &sup->cfg.policy->limits;
+	if (s->phase == P_SETTLING || s->phase == P_FORKING) {
+		/* Taking a checkpoint (or a copy) is a fork: milliseconds of CPU
+		 * even for gigabytes (page tables), no user code but at-fork
+		 * hooks. */
+		long cpu = watch_cpu_ms(s->hpid);
+		if (cpu >= 0 && s->thaw_cpu0 >= 0 && cpu - s->thaw_cpu0 > SETTLE_CPU_MS) {
+			log_warn("session %s: %ld ms of CPU while taking its checkpoint: ended", s->name, cpu - s->thaw_cpu0);
+			snprintf(s->broke, sizeof s->broke, "it used %ld ms of CPU while taking its checkpoint", cpu - s->thaw_cpu0);
+			kill_session(s);
+			return;
+		}
+	}
+	struct footprint u;
+	/* The jail's own procfs lists its processes only (cheap); the host's
+	 * lists every process of the machine. */
+	/* The checkpoint a new one replaced is killed, and counted no more
+	 * while it exits: a session of 800 MB under memory_mb 1024 was ended
+	 * as the old copy and the session summed to 1.6 GB. */
+	pid_t dying_h, dying_ns;
+	dying_pids(s, &dying_h, &dying_ns);
+	int wr = sup->proc_jail ? watch_footprint(sup->proc, sup->zhpid, s->pid, s->ckpt_pid, dying_ns, &u)
+				: watch_footprint("/proc", sup->zhpid, s->hpid, s->ckpt_hpid, dying_h, &u);
+	/* Without namespaces the private temp directory is no tmpfs of the
+	 * jail's that watch_footprint could count: where it lies on the
+	 * host's tmpfs, its size at the workspace watch's last walk is memory
+	 * too (as /tmp is with namespaces).
+	 * Attack: 400 MB written there under memory_mb 128 took host Shmem
+	 * from 9 to 419 MB until the server ended. */
+	if (s->watch)
+		sup->scratch_bytes = wswatch_scratch_bytes(s->watch);
+	if (wr == 0 && sup->scratch_tmpfs) {
+		u.tmpfs += sup->scratch_bytes;
+		u.total += sup->scratch_bytes;
+	}
+	double next = WATCH_MS;
+	if (wr == 0) {
+		struct run *c = s->cur;
+		uint64_t limit = (uint64_t)L->memory_mb << 20;
+		long max_tasks = L->max_processes;
+		if (s->phase == P_SETTLING || s->phase == P_FORKING) {
+			/* The new checkpoint is a fork, counted until the server
+			 * has it, and so is its saver (saved sessions), a fork of
+			 * it.  Each shows the session's shared pages in its RSS:
+			 * the sum may count the session three times here (a
+			 * session of 128 MB under memory_mb 256 showed 561 MB and
+			 * was ended with a limit of twice), and those are more
+			 * tasks. */
+			limit *= 3;
+			max_tasks += 3;
+		}
+		if (u.total > limit) {
+			log_info("session %s: %.0f MB in use (anon %.0f, shared %.0f, memfd %.0f, tmpfs %.0f) over memory_mb %ld: ended",
+				 s->name, u.total / 1048576.0, u.anon / 1048576.0, u.shmem / 1048576.0, u.memfd / 1048576.0,
+				 u.tmpfs / 1048576.0, L->memory_mb);
+			if (c && (c->status == CALL_PENDING || status_from_result(c))) {
+				drop_result(c);
+				c->over_limit = true;
+				c->status = CALL_MEMORY;
+				c->exit_code = call_status_exit_code(CALL_MEMORY, 0, false);
+				verdict_stops(sup, s);
+				if (!c->note) {
+					char note[300];
+					snprintf(note, sizeof note,
+						 "the session's processes used %.0f MB together, over memory_mb (%ld MB): "
+						 "shared memory, memfds, files in /tmp and /dev/shm and child processes all count",
+						 u.total / 1048576.0, L->memory_mb);
+					c->note = strdup(note);
+				}
+			}
+			if (!c)
+				snprintf(s->broke, sizeof s->broke, "its processes used %.0f MB while taking its checkpoint, over memory_mb",
+					 u.total / 1048576.0);
+			kill_session(s);
+			return;
+		}
+		if (u.tasks > max_tasks) {
+			log_info("session %s: %ld processes and threads, over max_processes %ld: ended", s->name, u.tasks, L->max_processes);
+			if (c && (c->status == CALL_PENDING || status_from_result(c))) {
+				drop_result(c);
+				c->over_limit = true;
+				/* Ended by SIGKILL, as its death will say: decided now,
+				 * so nothing the process sends meanwhile stands. */
+				c->status = CALL_CRASHED;
+				c->exit_code = 128 + SIGKILL;
+				verdict_stops(sup, s);
+				if (!c->note) {
+					char note[300];
+					snprintf(note, sizeof note,
+						 "the session ran %ld processes and threads at once, over max_processes (%ld), so it was ended",
+						 u.tasks, L->max_processes);
+					c->note = strdup(note);
+				}
+			}
+			if (!c)
+				snprintf(s->broke, sizeof s->broke, "%ld processes and threads while taking its checkpoint, over max_processes",
+					 u.tasks);
+			kill_session(s);
+			return;
+		}
+		/* Far below the limits, the looks are further apart (each reads
+		 * every process's status and descriptors: 0.4 ms of the server's
+		 * CPU, 21 ms a second at 20 ms apart, a fifth of a 2-core machine
+		 * with 50 agents), never so far apart that memory filled at the
+		 * machine's fastest passes the limit by more than its tolerance
+		 * before the next look. */
+		if (s->phase != P_SETTLING && s->phase != P_FORKING)
+			next = watch_next_ms(&u, limit, max_tasks);
+	}
+	s->watch_timer = loop_timer(sup->cfg.loop, next, watch_fired, s);
+}
+
+void start_watch(struct sup *sup, struct session *s)
+{
+	if (!s->watch_timer)
+		s->watch_timer = loop_timer(sup->cfg.loop, WATCH_MS, watch_fired, s);
+}
