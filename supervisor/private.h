@@ -211,7 +211,6 @@ bool roll_back(struct sup *sup, struct session *s, int wstatus, bool status_know
 void resume_expired(void *arg);
 void dying_pids(const struct session *s, pid_t *host, pid_t *ns);
 int accept_checkpoint(struct sup *sup, struct session *s, int pidfd, pid_t said, char *why, size_t n);
-void begin_freeze(struct sup *sup, struct session *s);
 void send_settle(struct sup *sup, struct session *s);
 void take_checkpoint(struct sup *sup, struct session *s, bool save);
 void settled(struct sup *sup, struct session *s);
@@ -278,5 +277,8 @@ void ctrl_event(void *arg, int fd, short revents);
 void over_limit_stop(struct session *s, unsigned long long bytes, unsigned long long scratch);
 void workspace_over(void *arg, unsigned long long bytes);
 void start_watch(struct sup *sup, struct session *s);
+
+/* freeze.c */
+void begin_freeze(struct sup *sup, struct session *s);
 
 #endif
