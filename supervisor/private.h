@@ -205,15 +205,7 @@ struct sup {
 struct session *find_session(struct sup *sup, const char *name);
 void ended(struct sup *sup);
 void save_when_idle(struct sup *sup, struct session *s);
-void cancel_resume_timer(struct sup *sup, struct session *s);
 void warm_busy(struct sup *sup);
-bool roll_back(struct sup *sup, struct session *s, int wstatus, bool status_known);
-void resume_expired(void *arg);
-void dying_pids(const struct session *s, pid_t *host, pid_t *ns);
-int accept_checkpoint(struct sup *sup, struct session *s, int pidfd, pid_t said, char *why, size_t n);
-void send_settle(struct sup *sup, struct session *s);
-void take_checkpoint(struct sup *sup, struct session *s, bool save);
-void settled(struct sup *sup, struct session *s);
 void add_note(struct run *c, const char *text);
 void note_next(struct session *s, const char *text);
 void end_save_tree(struct sup *sup, struct session *s);
@@ -280,5 +272,15 @@ void start_watch(struct sup *sup, struct session *s);
 
 /* freeze.c */
 void begin_freeze(struct sup *sup, struct session *s);
+
+/* checkpoint.c */
+void cancel_resume_timer(struct sup *sup, struct session *s);
+bool roll_back(struct sup *sup, struct session *s, int wstatus, bool status_known);
+void resume_expired(void *arg);
+void dying_pids(const struct session *s, pid_t *host, pid_t *ns);
+int accept_checkpoint(struct sup *sup, struct session *s, int pidfd, pid_t said, char *why, size_t n);
+void send_settle(struct sup *sup, struct session *s);
+void take_checkpoint(struct sup *sup, struct session *s, bool save);
+void settled(struct sup *sup, struct session *s);
 
 #endif

@@ -1,0 +1,283 @@
+/* Checkpoints: take, accept, drop, roll back, resume.  A checkpoint is a
+ * frozen fork of the session's process, holding its state after the last
+ * call; a crash resumes it in place of the dead process. */
+#include "private.h"
+
+static void drop_checkpoint(struct session *s);
+
+void cancel_resume_timer(struct sup *sup, struct session *s)
+{
+	if (s->resume_timer)
+		loop_timer_cancel(sup->cfg.loop, s->resume_timer);
+	s->resume_timer = 0;
+}
+
+/* The session's process died during a call: resume its checkpoint, so the
+ * state is what it was before the call.  False when there is none. */
+bool roll_back(struct sup *sup, struct session *s, int wstatus, bool status_known)
+{
+	struct run *c = s->cur;
+	if (!status_known || s->ckpt_pidfd < 0 || s->ctrl < 0)
+		return false;
+	drain_all(s);
+	discard_ctrl_input(s);
+	/* A save of the checkpoint's state ends with its saver, which the
+	 * resumed copy kills; the copy saves its state again (a new
+	 * checkpoint, a new saver). */
+	quiet_abandon_save(sup, s);
+	s->save_asked = false; /* the resumed copy's checkpoint comes unasked */
+	/* The copy is frozen (SIGSTOP since it was accepted): the resume
+	 * signal first, then SIGCONT, so it wakes with the signal pending. */
+	s->ckpt_since = kproc_now_ticks();
+	if (pidfd_signal(s->ckpt_pidfd, SIGUSR1) < 0 || pidfd_signal(s->ckpt_pidfd, SIGCONT) < 0) {
+		log_warn("session %s: the checkpoint is gone (%s)", s->name, strerror(errno));
+		return false;
+	}
+	if (s->pidfd >= 0)
+		close(s->pidfd);
+	s->pidfd = s->ckpt_pidfd;
+	s->pid = s->ckpt_pid;
+	s->hpid = s->ckpt_hpid;
+	s->ckpt_pidfd = -1;
+	s->ckpt_pid = s->ckpt_hpid = 0;
+	s->kill_pending = false;
+	/* Until the resumed copy says hello it drops whatever was queued for
+	 * the dead process (a cell sent after it died must not run).  It is
+	 * as hostile as the session was: if it does not say hello and take
+	 * its own checkpoint in time, it is ended (a copy that ignores the
+	 * resume signal must not hold the session, or a reset, forever). */
+	s->resuming = true;
+	s->resume_ckpt = false;
+	set_expect(sup, s, P_RESUMING);
+	cancel_resume_timer(sup, s);
+	s->resume_timer = loop_timer(sup->cfg.loop, RESUME_MS, resume_expired, s);
+	/* The pipes' write ends live on in the resumed process: watch again
+	 * in case a hang-up removed them. */
+	loop_watch(sup->cfg.loop, s->ctrl, POLLIN, ctrl_event, s);
+	loop_watch(sup->cfg.loop, s->out_r, POLLIN, pipe_event, s);
+	loop_watch(sup->cfg.loop, s->err_r, POLLIN, pipe_event, s);
+	if (s->broke[0] && !(c && c->started)) {
+		/* Ended between calls, while taking the checkpoint of the
+		 * previous call's state (or a copy of it): that call's reply
+		 * said the state was kept, so the next one says it was not
+		 * (the call that is sent again, if one was on its way). */
+		char note[600];
+		if (s->broke_kept)
+			snprintf(note, sizeof note,
+				 "after the previous call the session's process broke its protocol with the server (%s), so it was "
+				 "ended as a crash and resumed from its copy of the state after that call: nothing was lost", s->broke);
+		else
+			snprintf(note, sizeof note,
+				 "after the previous call the session's process broke its protocol with the server (%s), so it was "
+				 "ended as a crash and rolled back to its state before that call: what that call did to variables "
+				 "was lost (files it wrote stay)", s->broke);
+		note_next(s, note);
+		s->broke[0] = '\0';
+	}
+	if (requeue_unstarted(sup, s))
+		return true; /* sent again after the resumed copy's hello */
+	if (c) {
+		decide_on_death(c, wstatus, status_known);
+		c->state = STATE_ROLLED_BACK;
+		char note[800];
+		snprintf(note, sizeof note,
+			 "%s%sthe session was rolled back to its state before this call: everything defined earlier is still there, "
+			 "nothing this call did to variables was kept (files it wrote stay)",
+			 c->note ? c->note : "", c->note ? "; " : "");
+		free(c->note);
+		c->note = strdup(note);
+		finish_cur(sup, s);
+	}
+	s->broke[0] = '\0';
+	return true;
+}
+
+/* The resumed copy did not finish resuming in time: it is ended, and the
+ * next call starts a new process (its exit report closes the session). */
+void resume_expired(void *arg)
+{
+	struct session *s = arg;
+	s->resume_timer = 0;
+	if (!s->resuming)
+		return;
+	log_warn("session %s: the resumed checkpoint did not answer within %.0f s: ended", s->name, RESUME_MS / 1000);
+	/* The reply that rolled back said the state was kept: the next one
+	 * says that copy is gone too. */
+	snprintf(s->broke, sizeof s->broke, "the copy it was rolled back to did not answer within %.0f s", RESUME_MS / 1000);
+	drop_checkpoint(s);
+	kill_session(s);
+}
+
+static void drop_checkpoint(struct session *s)
+{
+	if (s->ckpt_pidfd >= 0) {
+		pidfd_signal(s->ckpt_pidfd, SIGKILL);
+		/* Kept until the next one: the end of the call tells the dying
+		 * copy from a live child by it (check_quiet). */
+		if (s->dropped_pidfd >= 0)
+			close(s->dropped_pidfd);
+		s->dropped_pidfd = s->ckpt_pidfd;
+	}
+	s->ckpt_pidfd = -1;
+	s->ckpt_pid = s->ckpt_hpid = 0;
+}
+
+/* A checkpoint is whatever process the pidfd names, as the kernel says: a
+ * live child of the session's process (not what the message claims).  It
+ * is frozen at once, so it runs nothing until it is resumed, and it stays
+ * as hostile as the session was (resumed under a timer).
+ * Attack: a cell forks a child that ignores the resume signal, announces it
+ * as the checkpoint and kills itself, so that the server resumes a process
+ * that never answers and keeps it from the sweep. */
+/* The checkpoint the last one replaced (killed, maybe still exiting): its
+ * pids here and in the zygote's namespace, as its pidfd says, or 0 when it
+ * is gone or there is none. */
+void dying_pids(const struct session *s, pid_t *host, pid_t *ns)
+{
+	if (s->dropped_pidfd < 0 || watch_pidfd(s->dropped_pidfd, host, ns) < 0)
+		*host = *ns = 0;
+}
+
+int accept_checkpoint(struct sup *sup, struct session *s, int pidfd, pid_t said, char *why, size_t n)
+{
+	struct kproc k;
+	if (!said) {
+		snprintf(why, n, "a checkpoint message without its pid");
+		return -EPROTO;
+	}
+	/* Born after the server asked for it: a child the cell forked
+	 * earlier is no checkpoint of this state. */
+	if (s->hpid <= 0 || kproc_confirm(pidfd, s->hpid, said, s->ckpt_since, &k, why, n) < 0)
+		return -EPROTO;
+	if (pidfd_signal(pidfd, SIGSTOP) < 0) {
+		snprintf(why, n, "its checkpoint cannot be stopped");
+		return -EPROTO;
+	}
+	drop_checkpoint(s); /* the previous one */
+	s->ckpt_pidfd = pidfd;
+	s->ckpt_pid = k.ns;
+	s->ckpt_hpid = k.host;
+	(void)sup;
+	return 0;
+}
+
+/* Asks the zygote to end what is below the frozen session (W_SETTLED
+ * answers). */
+void send_settle(struct sup *sup, struct session *s)
+{
+	cJSON *j = cJSON_CreateObject();
+	cJSON_AddNumberToObject(j, "pid", s->pid);
+	cJSON_AddNumberToObject(j, "keep", s->ckpt_pid);
+	cJSON_AddNumberToObject(j, "epoch", (double)sup->epoch);
+	/* The zygote's orphans are ended only when the list of what to keep
+	 * is whole: not while a copy is being forked (fork_in_flight). */
+	cJSON *all = fork_in_flight(sup) ? NULL : cJSON_AddArrayToObject(j, "all");
+	for (struct session *o = sup->sessions; o && all; o = o->next) {
+		if (!o->alive)
+			continue;
+		if (o->pid > 0)
+			cJSON_AddItemToArray(all, cJSON_CreateNumber(o->pid));
+		if (o->ckpt_pid > 0)
+			cJSON_AddItemToArray(all, cJSON_CreateNumber(o->ckpt_pid));
+	}
+	char *txt = cJSON_PrintUnformatted(j);
+	cJSON_Delete(j);
+	int r = txt ? zlink_settle(sup->zl, s->pid, txt) : -ENOMEM;
+	free(txt);
+	if (r < 0) {
+		log_warn("session %s: cannot ask the zygote to sweep: %s", s->name, strerror(-r));
+		kill_session(s);
+	}
+}
+
+/* The session did not take its checkpoint in time: it is ended as a crash,
+ * and the previous checkpoint (if any) resumes. */
+static void checkpoint_expired(void *arg)
+{
+	struct session *s = arg;
+	s->resume_timer = 0;
+	if (!s->checkpointing)
+		return;
+	log_warn("session %s: no checkpoint within %.0f s: ended", s->name, RESUME_MS / 1000);
+	snprintf(s->broke, sizeof s->broke, "no checkpoint within %.0f s", RESUME_MS / 1000);
+	kill_session(s);
+}
+
+/* Thaws the idle session just long enough to fork its checkpoint, under a
+ * timer; it is frozen and swept again once the checkpoint is in.  save:
+ * the checkpoint forks a saver of its state too (saved sessions: only once
+ * the session rests, or at exit; savepace.h). */
+void take_checkpoint(struct sup *sup, struct session *s, bool save)
+{
+	s->thaw_cpu0 = s->hpid > 0 ? watch_cpu_ms(s->hpid) : 0;
+	if (s->pidfd >= 0)
+		pidfd_signal(s->pidfd, SIGCONT);
+	set_expect(sup, s, P_SETTLING);
+	/* The limits hold while it runs for its checkpoint, too.
+	 * Attack: a cell that sent a made-up result and slept through the
+	 * looks (it is believed: a sleeping process looks idle) runs again
+	 * here, after its reply; without the watchdog it could hold shared
+	 * memory over memory_mb, or compute, until the checkpoint timer. */
+	start_watch(sup, s);
+	cancel_resume_timer(sup, s);
+	s->resume_timer = loop_timer(sup->cfg.loop, RESUME_MS, checkpoint_expired, s);
+	s->ckpt_since = kproc_now_ticks();
+	s->save_asked = save && persist_on(sup->persist);
+	const char *body = s->save_asked ? "{\"save\":true}" : "{}";
+	if (wire_send(s->ctrl, W_TAKE_CHECKPOINT, body, strlen(body), NULL, 0) < 0)
+		kill_session(s);
+}
+
+/* The zygote has ended what was left below the frozen session. */
+void settled(struct sup *sup, struct session *s)
+{
+	set_expect(sup, s, P_IDLE);
+	if (s->watch_timer) {
+		loop_timer_cancel(sup->cfg.loop, s->watch_timer);
+		s->watch_timer = 0;
+	}
+	/* A save that ended while the session was not yet idle left what it
+	 * started below the session: ended now, before the session rests. */
+	if (s->save_ran && !s->save)
+		end_save_tree(sup, s);
+	if (s->resuming || s->checkpointing) {
+		s->resuming = s->checkpointing = false;
+		cancel_resume_timer(sup, s);
+		start_next(sup, s);
+		forks_waiting(sup, s);
+		save_when_idle(sup, s);
+		ended(sup); /* the server may be waiting for this state's save */
+		return;
+	}
+	if (!s->cur) {
+		/* At rest again after making a copy (W_FORKED). */
+		start_next(sup, s);
+		forks_waiting(sup, s);
+		save_when_idle(sup, s);
+		return;
+	}
+	/* The reply goes out now; the checkpoint of the state it kept is
+	 * taken after it (no fork on the call's path), before the next cell.
+	 * The previous checkpoint stays until the new one is accepted: a
+	 * session that fails to take it is rolled back to that one. */
+	enum call_state st = s->cur->state;
+	/* A restored or forked state is a kept one too: it needs its copy
+	 * (and its save) like any other. */
+	bool take = sup->cfg.policy->limits.checkpoint && (st == STATE_KEPT || st == STATE_RESTORED || st == STATE_FORKED);
+	if (take)
+		s->checkpointing = true;
+	if (take && persist_on(sup->persist)) {
+		/* A new state: saved at rest even if the last one's save failed. */
+		s->save_missed = s->save_failed = false;
+		if (!s->dirty)
+			s->unsaved_since = loop_now_ms();
+		s->dirty = true;
+	}
+	if (take)
+		save_superseded(sup, s, s->cur);
+	finish_cur(sup, s);
+	if (take && s->checkpointing && s->alive && s->phase == P_IDLE)
+		take_checkpoint(sup, s, sup->stopping);
+	else
+		forks_waiting(sup, s);
+}
