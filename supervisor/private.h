@@ -204,19 +204,9 @@ struct sup {
 /* supervisor.c */
 struct session *find_session(struct sup *sup, const char *name);
 void ended(struct sup *sup);
-void save_when_idle(struct sup *sup, struct session *s);
 void warm_busy(struct sup *sup);
 void add_note(struct run *c, const char *text);
 void note_next(struct session *s, const char *text);
-void end_save_tree(struct sup *sup, struct session *s);
-void save_watch_stop(struct sup *sup, struct session *s);
-void quiet_abandon_save(struct sup *sup, struct session *s);
-void save_begin(struct sup *sup, struct session *s, int fd);
-void save_cut(struct sup *sup, struct session *s);
-void save_superseded(struct sup *sup, struct session *s, struct run *c);
-void restore_outcome(struct sup *sup, struct session *s, struct run *c);
-double restore_allowance(const struct sup *sup, const struct run *c, uint64_t bytes);
-int restore_begin(struct sup *sup, struct session *s, struct run *c, uint64_t *bytes, int *format);
 bool fork_in_flight(const struct sup *sup);
 void fork_failed(struct sup *sup, struct session *p, const char *why);
 void forked(struct sup *sup, struct session *p, struct wire_msg *m);
@@ -282,5 +272,17 @@ int accept_checkpoint(struct sup *sup, struct session *s, int pidfd, pid_t said,
 void send_settle(struct sup *sup, struct session *s);
 void take_checkpoint(struct sup *sup, struct session *s, bool save);
 void settled(struct sup *sup, struct session *s);
+
+/* saved.c */
+void save_when_idle(struct sup *sup, struct session *s);
+void end_save_tree(struct sup *sup, struct session *s);
+void save_watch_stop(struct sup *sup, struct session *s);
+void quiet_abandon_save(struct sup *sup, struct session *s);
+void save_begin(struct sup *sup, struct session *s, int fd);
+void save_cut(struct sup *sup, struct session *s);
+void save_superseded(struct sup *sup, struct session *s, struct run *c);
+void restore_outcome(struct sup *sup, struct session *s, struct run *c);
+double restore_allowance(const struct sup *sup, const struct run *c, uint64_t bytes);
+int restore_begin(struct sup *sup, struct session *s, struct run *c, uint64_t *bytes, int *format);
 
 #endif

@@ -1,0 +1,603 @@
+/* Saved sessions' glue: "is this session's state on disk?"  The saver a
+ * checkpoint starts, its budget and watchdog, the notes the replies carry
+ * about it, and the restore of a saved state into a new process
+ * (persist.c does the writing and reading). */
+#include "private.h"
+
+static double save_budget(const struct sup *sup, double ms, int factor);
+static void fallback_words(const struct session *s, char *buf, size_t n);
+
+/* An idle session whose state is not on disk, with nothing on the way
+ * that would save it: a checkpoint taken again starts a save. */
+static bool save_startable(const struct sup *sup, const struct session *s)
+{
+	return s->dirty && !s->save_failed && !s->save_missed && !s->save && s->alive && s->phase == P_IDLE && !s->cur && !s->qhead &&
+	       !s->checkpointing && !s->resuming && s->ctrl >= 0 && sup->cfg.policy->limits.checkpoint;
+}
+
+/* What keeps the state of an ended call from being on disk yet: its save
+ * running, its checkpoint (which starts the save) being taken, or a save
+ * that sup_shutdown can still start. */
+static bool session_saving(const struct sup *sup, const struct session *s)
+{
+	if (!persist_on(sup->persist) || !s->alive)
+		return false;
+	return s->save || (s->dirty && !s->save_failed && (s->checkpointing || s->resuming)) || save_startable(sup, s);
+}
+
+bool sup_saving(struct sup *sup)
+{
+	for (struct session *s = sup ? sup->sessions : NULL; s; s = s->next)
+		if (session_saving(sup, s))
+			return true;
+	return false;
+}
+
+/* The session rests with a state not on disk: saved once it has rested for
+ * the delay savepace.h prices (at once when the server is exiting), by a
+ * checkpoint taken again, with a saver.  Calls that come meanwhile move the
+ * save back: a working session is not saved after every call. */
+static void save_idle_fired(void *arg)
+{
+	struct session *s = arg;
+	struct sup *sup = s->sup;
+	save_pace_fired(&s->pace);
+	if (!persist_on(sup->persist) || !save_startable(sup, s))
+		return;
+	log_info("session %s: at rest: saving the state after cell %d", s->name, s->cells);
+	s->checkpointing = true;
+	take_checkpoint(sup, s, true);
+}
+
+void save_when_idle(struct sup *sup, struct session *s)
+{
+	if (!persist_on(sup->persist) || !save_startable(sup, s))
+		return;
+	if (sup->stopping)
+		save_idle_fired(s);
+	else
+		save_pace_arm(&s->pace, sup->cfg.loop, save_idle_fired, s);
+}
+
+void sup_shutdown(struct sup *sup)
+{
+	sup->stopping = true;
+	for (struct session *s = sup->sessions; s; s = s->next) {
+		/* One more try at exit for a state whose saver could not start. */
+		s->save_missed = false;
+		if (persist_on(sup->persist) && save_startable(sup, s)) {
+			/* Its last save was cut short, or never started (a call
+			 * was waiting): the checkpoint again, with a saver. */
+			log_info("session %s: saving the state after cell %d before exit", s->name, s->cells);
+			s->checkpointing = true;
+			take_checkpoint(sup, s, true);
+		}
+	}
+}
+
+void sup_report_unsaved(struct sup *sup)
+{
+	for (struct session *s = sup->sessions; s; s = s->next) {
+		if (!s->alive || !persist_on(sup->persist))
+			continue;
+		const char *why = s->save ? "its save was still running"
+				  : s->cur ? "a call was still running"
+				  : s->dirty && !s->save_failed && (s->checkpointing || s->resuming) ? "its checkpoint was still being taken"
+				  : s->dirty && !s->save_failed && s->save_missed ? "no process to save it could be started"
+				  : NULL;
+		if (!why)
+			continue;
+		char fb[160];
+		fallback_words(s, fb, sizeof fb);
+		log_warn("session %s: the state after cell %d could not be saved before the server exited (%s); %s", s->name,
+			 s->save ? (int)s->save_cells : s->cells, why, fb);
+	}
+}
+
+/* What the state's save costs at most, besides the session's own limits
+ * (save_watch_fired): pickling runs user code (__reduce__, __getstate__),
+ * so the saver is bounded like a call, in wall-clock and CPU time.  A base
+ * for the pickling, then time in proportion to the state it announced
+ * (measured: 1.3 s for 1 GiB on the test machine, quiet; 11 s loaded). */
+#define SAVE_WALL_MS(sup, bytes) save_budget(sup, 30000.0 + (double)(bytes) / (16.0 * 1048576.0) * 1000.0, 2)
+#define SAVE_CPU_MS(sup, bytes) save_budget(sup, 20000.0 + (double)(bytes) / (32.0 * 1048576.0) * 1000.0, 1)
+
+/* PSM_TEST_SAVE_MS=N: a test knob that can only tighten the save's budgets
+ * (CPU N ms, wall-clock 2N), so that the tests of a save that runs too long
+ * do not take 30 s each. */
+static double save_budget(const struct sup *sup, double ms, int factor)
+{
+	double cap = sup->save_test_ms * factor;
+	return cap > 0 && cap < ms ? cap : ms;
+}
+
+static void fmt_age(double sec, char *buf, size_t sz)
+{
+	if (sec < 120)
+		snprintf(buf, sz, "%.0f s", sec);
+	else if (sec < 7200)
+		snprintf(buf, sz, "%.0f min", sec / 60);
+	else if (sec < 172800)
+		snprintf(buf, sz, "%.0f h", sec / 3600);
+	else
+		snprintf(buf, sz, "%.0f days", sec / 86400);
+}
+
+/* Appends up to 30 entries of a list the session sent: names, or
+ * [name, reason] pairs.  Untrusted: each piece is sanitised and cut. */
+static void list_names(char *buf, size_t sz, const cJSON *list, bool reasons)
+{
+	size_t n = strlen(buf);
+	int shown = 0, total = cJSON_GetArraySize(list);
+	const cJSON *it;
+	cJSON_ArrayForEach(it, list)
+	{
+		const cJSON *name = reasons ? cJSON_GetArrayItem(it, 0) : it;
+		const cJSON *why = reasons ? cJSON_GetArrayItem(it, 1) : NULL;
+		if (!cJSON_IsString(name) || shown >= 30 || n + 8 >= sz)
+			continue;
+		char *nm = utf8_sanitize((const unsigned char *)name->valuestring, strnlen(name->valuestring, 64), NULL);
+		char *wy = cJSON_IsString(why) ? utf8_sanitize((const unsigned char *)why->valuestring, strnlen(why->valuestring, 200), NULL) : NULL;
+		int k = snprintf(buf + n, sz - n, "%s%s%s%s%s", shown ? ", " : "", nm ? nm : "?", wy ? " (" : "", wy ? wy : "", wy ? ")" : "");
+		free(nm);
+		free(wy);
+		if (k < 0 || (size_t)k >= sz - n) {
+			buf[n] = 0;
+			break;
+		}
+		n += (size_t)k;
+		shown++;
+	}
+	if (total > shown && n + 32 < sz)
+		snprintf(buf + n, sz - n, " and %d more", total - shown);
+}
+
+/* What a restart of the server would bring back now, for a note. */
+static void fallback_words(const struct session *s, char *buf, size_t n)
+{
+	if (s->saved_cells)
+		snprintf(buf, n, "a restart of the server would bring back the state saved after cell %u", s->saved_cells);
+	else
+		snprintf(buf, n, "a restart of the server would bring back the last state saved before it, if any");
+}
+
+/* The processes of the save: whatever the saver (a child of the frozen
+ * checkpoint) started, and what it left behind, which comes up to the
+ * session (a subreaper) when its parent ends.  Ended by the server itself,
+ * by host pid, from the kernel's parent links: the checkpoint and the
+ * session are frozen, so nothing of theirs forks meanwhile, and only their
+ * descendants are looked at.  The part below the session waits for the
+ * session to be idle (frozen between calls): during a call, or while it
+ * takes a checkpoint, its children are the call's (or the new checkpoint).
+ * Attack: a __reduce__ that forks a child during the save; the child ran
+ * on between calls (a heartbeat file grew 23 times in 8 idle seconds),
+ * outside every limit. */
+void end_save_tree(struct sup *sup, struct session *s)
+{
+	int r = 0;
+	if (s->ckpt_hpid > 0)
+		r = procs_end_below(s->ckpt_hpid, NULL, 0, false);
+	if (s->phase == P_IDLE && s->hpid > 0 && !s->save) {
+		pid_t keep = s->ckpt_hpid;
+		int r2 = procs_end_below(s->hpid, &keep, keep > 0 ? 1 : 0, false);
+		if (r2 > 0 || r < 0)
+			r = r < 0 ? r : r + r2;
+		s->save_ran = false;
+	}
+	if (r > 0)
+		log_info("session %s: ended %d process(es) its save left running", s->name, r);
+	else if (r < 0)
+		log_warn("session %s: cannot end what its save started: %s", s->name, strerror(-r));
+	(void)sup;
+}
+
+void save_watch_stop(struct sup *sup, struct session *s)
+{
+	if (s->save_timer)
+		loop_timer_cancel(sup->cfg.loop, s->save_timer);
+	s->save_timer = 0;
+	wswatch_stop(s->save_ws);
+	s->save_ws = NULL;
+}
+
+/* The process a save belongs to is gone or rolled back: nothing to say. */
+void quiet_abandon_save(struct sup *sup, struct session *s)
+{
+	struct psave *sv = s->save;
+	s->save = NULL;
+	psave_abandon(sv);
+	save_watch_stop(sup, s);
+}
+
+/* The next reply names what could not be pickled, once for each new set
+ * of names (the save goes on without them). */
+static void note_unpicklable(struct session *s, const char *summary)
+{
+	cJSON *j = summary ? cJSON_Parse(summary) : NULL;
+	const cJSON *list = cJSON_GetObjectItemCaseSensitive(j, "unsaved");
+	unsigned long sig = 5381;
+	const cJSON *it;
+	cJSON_ArrayForEach(it, list)
+	{
+		const cJSON *nm = cJSON_GetArrayItem(it, 0);
+		for (const char *p = cJSON_IsString(nm) ? nm->valuestring : ""; *p; p++)
+			sig = sig * 33 + (unsigned char)*p;
+		sig = sig * 33 + 1;
+	}
+	if (cJSON_GetArraySize(list) == 0)
+		sig = 0;
+	if (sig && sig != s->unsaved_sig) {
+		char m[3000];
+		snprintf(m, sizeof m, "not saved with the session's state (a restart of the server loses them; the rest is saved): ");
+		list_names(m, sizeof m, list, true);
+		note_next(s, m);
+	}
+	s->unsaved_sig = sig;
+	cJSON_Delete(j);
+}
+
+/* A save that did not make it: said at warn level, and in the next reply
+ * unless the last one said the same already (a disk that stays full). */
+static void save_failure(struct sup *sup, struct session *s, const char *why)
+{
+	char fb[160], m[900];
+	s->save_failed = true;
+	fallback_words(s, fb, sizeof fb);
+	snprintf(m, sizeof m, "the state after cell %u was not saved: %s; %s", s->save_cells, why, fb);
+	log_warn("session %s: %s", s->name, m);
+	if (strncmp(s->fail_said, why, sizeof s->fail_said - 1) != 0)
+		note_next(s, m);
+	snprintf(s->fail_said, sizeof s->fail_said, "%s", why);
+	(void)sup;
+}
+
+static void save_done(void *arg, const struct psave_result *r)
+{
+	struct session *s = arg;
+	struct sup *sup = s->sup;
+	s->save = NULL;
+	save_watch_stop(sup, s);
+	end_save_tree(sup, s);
+	if (r->status == 0) {
+		log_info("session %s: state saved (%llu bytes in %.0f ms)", s->name, (unsigned long long)r->bytes, r->ms);
+		s->cap_noted = s->save_failed = s->abandon_noted = false;
+		s->fail_said[0] = '\0';
+		s->dirty = false;
+		s->saved_cells = s->save_cells;
+		save_pace_saved(&s->pace, loop_now_ms() - s->save_t0);
+		note_unpicklable(s, r->summary);
+	} else if (r->status == -EFBIG) {
+		/* A restart must not bring back an older state as if it were
+		 * the last one: the previous snapshot goes too. */
+		persist_discard(sup->persist, s->name);
+		s->saved_cells = 0;
+		s->save_failed = true;
+		if (!s->cap_noted) {
+			char m[400];
+			snprintf(m, sizeof m,
+				 "the session's state (%.0f MB) is over limits.persist_mb (%ld MB): it is not saved, and a restart of the server will lose it; "
+				 "delete large variables you no longer need (del name) or raise persist_mb in the policy",
+				 (double)r->bytes / 1048576.0, sup->cfg.policy->limits.persist_mb);
+			note_next(s, m);
+			s->cap_noted = true;
+		}
+		log_warn("session %s: state not saved: %s", s->name, r->msg);
+	} else {
+		char why[400];
+		if (s->save_stop[0])
+			snprintf(why, sizeof why, "%s", s->save_stop);
+		else if (r->status == -ENOSPC || r->status == -EDQUOT)
+			snprintf(why, sizeof why, "the disk of the workspace is full (%s): free some space there", strerror(-r->status));
+		else if (r->status == -EPIPE)
+			snprintf(why, sizeof why, "the process that pickles it ended before it was done (%s)", r->msg);
+		else
+			snprintf(why, sizeof why, "%s", r->msg);
+		save_failure(sup, s, why);
+	}
+	s->save_stop[0] = '\0';
+	ended(sup);
+}
+
+/* Stops the save: its processes are ended, and the reason goes to the
+ * next reply (save_done, once the stream ends). */
+static void stop_save(struct sup *sup, struct session *s, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static void stop_save(struct sup *sup, struct session *s, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(s->save_stop, sizeof s->save_stop, fmt, ap);
+	va_end(ap);
+	struct psave *sv = s->save;
+	s->save = NULL;
+	psave_abandon(sv);
+	struct psave_result r = { .status = -ECANCELED };
+	snprintf(r.msg, sizeof r.msg, "%s", s->save_stop);
+	save_done(s, &r);
+}
+
+/* The workspace grew past max_workspace_mb (more than the snapshot the
+ * server is writing) while the saver ran. */
+static void save_workspace_over(void *arg, unsigned long long bytes)
+{
+	struct session *s = arg;
+	wswatch_stop(s->save_ws);
+	s->save_ws = NULL;
+	if (s->save)
+		stop_save(s->sup, s,
+			  "while it was being saved, code run by pickling (a __reduce__ or __getstate__ method) grew the workspace to %llu MB, "
+			  "past limits.max_workspace_mb (%ld MB); the files it wrote stay",
+			  bytes >> 20, s->sup->cfg.policy->limits.max_workspace_mb);
+}
+
+/* The save's watchdog: everything below the checkpoint (the saver and what
+ * it started) counts with the session against memory_mb and max_processes,
+ * and against the save's own time and CPU budgets. */
+static void save_watch_fired(void *arg)
+{
+	struct session *s = arg;
+	struct sup *sup = s->sup;
+	s->save_timer = 0;
+	if (!s->save)
+		return;
+	const struct policy_limits *L = &sup->cfg.policy->limits;
+	uint64_t announced = psave_total(s->save);
+	double wall = loop_now_ms() - s->save_t0;
+	if (wall > SAVE_WALL_MS(sup, announced)) {
+		stop_save(sup, s, "saving it took longer than %.0f s (code run by pickling, a __reduce__ or __getstate__ method, may be slow)",
+			  SAVE_WALL_MS(sup, announced) / 1000.0);
+		return;
+	}
+	wswatch_allow(s->save_ws, psave_written(s->save));
+	/* A call runs meanwhile: what the server writes is not its growth. */
+	if (s->cur && psave_written(s->save) > s->save_written0)
+		wswatch_allow(s->watch, psave_written(s->save) - s->save_written0);
+	double next = WATCH_MAX_INTERVAL_MS;
+	struct footprint u;
+	struct save_footprint v;
+	pid_t dying_h, dying_ns;
+	dying_pids(s, &dying_h, &dying_ns);
+	int wr = s->hpid <= 0 || s->ckpt_hpid <= 0 ? -ESRCH
+		 : sup->proc_jail ? watch_save_footprint(sup->proc, sup->zhpid, s->pid, s->ckpt_pid, dying_ns, &u, &v)
+				  : watch_save_footprint("/proc", sup->zhpid, s->hpid, s->ckpt_hpid, dying_h, &u, &v);
+	if (wr == 0) {
+		/* With each process's proportional share of what it maps (Pss),
+		 * the saver's copy-on-write view of the state counts a third;
+		 * where that cannot be read (a server without CAP_SYS_PTRACE
+		 * over its sessions), the saver may map as much as the session
+		 * holds before it counts. */
+		uint64_t anon = v.pss ? v.anon : v.anon > u.anon ? v.anon - u.anon : 0;
+		uint64_t total = u.total + anon + v.shmem + v.memfd;
+		uint64_t limit = (uint64_t)L->memory_mb << 20;
+		long tasks = u.tasks + v.tasks;
+		if (total > limit) {
+			stop_save(sup, s,
+				  "while it was being saved, the session with the code run by pickling (a __reduce__ or __getstate__ method) "
+				  "and the processes it started used %.0f MB, over memory_mb (%ld MB)",
+				  (double)total / 1048576.0, L->memory_mb);
+			return;
+		}
+		if (tasks > L->max_processes + 1) {
+			stop_save(sup, s,
+				  "while it was being saved, the code run by pickling started processes: %ld processes and threads with the session, "
+				  "over max_processes (%ld)",
+				  tasks, L->max_processes);
+			return;
+		}
+		if ((double)v.cpu_ms > SAVE_CPU_MS(sup, announced)) {
+			stop_save(sup, s, "saving it used %ld ms of CPU, over the save's budget of %.0f ms", v.cpu_ms,
+				  SAVE_CPU_MS(sup, announced));
+			return;
+		}
+		struct footprint both = u;
+		both.total = total;
+		both.tasks = tasks;
+		next = watch_next_ms(&both, limit, L->max_processes);
+	}
+	s->save_timer = loop_timer(sup->cfg.loop, next, save_watch_fired, s);
+}
+
+/* The saver's pipe came with a checkpoint: the state after the session's
+ * last call (cells) is written to disk in the background, watched. */
+void save_begin(struct sup *sup, struct session *s, int fd)
+{
+	struct err e = { 0 };
+	psave_abandon(s->save);
+	save_watch_stop(sup, s);
+	s->save_cells = (uint32_t)s->cells;
+	s->save_stop[0] = '\0';
+	s->save = psave_start(sup->persist, sup->cfg.loop, s->name, (uint32_t)s->cells, fd, save_done, s, &e);
+	if (!s->save) {
+		save_failure(sup, s, e.msg);
+		return;
+	}
+	s->save_ran = true;
+	s->save_t0 = loop_now_ms();
+	s->save_timer = loop_timer(sup->cfg.loop, WATCH_MS, save_watch_fired, s);
+	s->save_ws = wswatch_start(sup->cfg.loop, sup->work, sup->cfg.ws, sup_scratch(sup),
+				   (unsigned long long)sup->cfg.policy->limits.max_workspace_mb << 20, save_workspace_over, s);
+}
+
+/* A new call: a save still running goes on meanwhile (the saver is a fork
+ * of the frozen checkpoint, niced, and its watchdog keeps counting it with
+ * the session); what an earlier save started and left ends before the
+ * session runs again. */
+void save_cut(struct sup *sup, struct session *s)
+{
+	if (s->save_ran && !s->save)
+		end_save_tree(sup, s);
+}
+
+/* The call is over and its state's checkpoint replaces the one a save
+ * still runs from: that save stops, and the state after this call is saved
+ * instead, so nothing is lost by it.  Only when saves keep being cut short
+ * this way (calls that come faster than a large state is saved) does the
+ * state on disk fall behind: once it is SUPERSEDED_NOTE_MS older than the
+ * session's state, the reply says so, once until a save makes it. */
+#define SUPERSEDED_NOTE_MS 30000.0
+
+void save_superseded(struct sup *sup, struct session *s, struct run *c)
+{
+	if (!s->save)
+		return;
+	double behind = loop_now_ms() - s->unsaved_since;
+	if (!s->abandon_noted && s->dirty && behind > SUPERSEDED_NOTE_MS) {
+		char fb[160], m[700];
+		fallback_words(s, fb, sizeof fb);
+		snprintf(m, sizeof m,
+			 "the session's saves keep being cut short: each call so far ended before the save of the state before it was done "
+			 "(the last one had written %.0f of %.0f MB after %.1f s), so nothing has been saved for %.0f s; the state after this call is "
+			 "saved next, and a pause between calls lets it finish; %s",
+			 (double)psave_written(s->save) / 1048576.0, (double)psave_total(s->save) / 1048576.0,
+			 (loop_now_ms() - s->save_t0) / 1000.0, behind / 1000.0, fb);
+		add_note(c, m);
+		s->abandon_noted = true;
+	}
+	log_info("session %s: the save of the state after cell %u abandoned: the next state replaces it", s->name, s->save_cells);
+	save_pace_cut(&s->pace, loop_now_ms() - s->save_t0);
+	quiet_abandon_save(sup, s);
+}
+
+static void restore_done(void *arg, int verdict)
+{
+	struct session *s = arg;
+	struct sup *sup = s->sup;
+	s->restore_verdict = verdict == 1 ? RESTORE_OK : verdict == 0 ? RESTORE_BAD : -1;
+	if (verdict == 1)
+		log_info("session %s: saved state streamed and verified (%llu bytes in %.0f ms)", s->name,
+			 (unsigned long long)prestore_bytes(s->restore), prestore_ms(s->restore));
+	if (verdict == 0)
+		log_warn("session %s: the saved state does not match its tag: refused", s->name);
+	/* The extra time was for loading the state: with nothing to load, the
+	 * call has its own timeout (from when it was sent). */
+	struct run *c = s->cur;
+	if (verdict != 1 && c && c == s->restore_call && s->timeout_timer && s->restore_extra_ms > 0) {
+		loop_timer_cancel(sup->cfg.loop, s->timeout_timer);
+		double left = c->t_start + c->timeout_ms - loop_now_ms();
+		s->timeout_timer = loop_timer(sup->cfg.loop, left > 0 ? left : 0, timeout_fired, s);
+		s->restore_extra_ms = 0;
+	}
+}
+
+/* The reply of the call that carried the saved state: what the server
+ * knows (its verdict, the age) decides the state; the session's lists only
+ * name what came back. */
+void restore_outcome(struct sup *sup, struct session *s, struct run *c)
+{
+	if (!s->restore || s->restore_call != c)
+		return;
+	const cJSON *rj = cJSON_GetObjectItemCaseSensitive(c->py, "restore");
+	char age[32], m[6144];
+	fmt_age(s->restore_age_s, age, sizeof age);
+	bool forked = s->fork_src[0] != '\0';
+	if (s->restore_verdict == RESTORE_OK && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(rj, "verified"))) {
+		c->state = forked ? STATE_FORKED : STATE_RESTORED;
+		if (forked)
+			snprintf(m, sizeof m, "forked from session %s: this session started as a copy of its state saved %s ago (after cell %u), before this code ran. Restored: ",
+				 s->fork_src, age, s->restore_cells);
+		else
+			snprintf(m, sizeof m, "the session was restored from its state saved %s ago (after cell %u), before this code ran. Restored: ",
+				 age, s->restore_cells);
+		list_names(m, sizeof m, cJSON_GetObjectItemCaseSensitive(rj, "restored"), false);
+		const cJSON *failed = cJSON_GetObjectItemCaseSensitive(rj, "failed");
+		const cJSON *unsaved = cJSON_GetObjectItemCaseSensitive(rj, "unsaved");
+		if (cJSON_GetArraySize(failed) > 0 && strlen(m) + 40 < sizeof m) {
+			strcat(m, ". Could not be restored: ");
+			list_names(m, sizeof m, failed, true);
+		}
+		if (cJSON_GetArraySize(unsaved) > 0 && strlen(m) + 40 < sizeof m) {
+			strcat(m, ". Could not be saved (run the cells that made them again): ");
+			list_names(m, sizeof m, unsaved, true);
+		}
+		s->saved_cells = s->restore_cells;
+		if (forked) {
+			s->dirty = true; /* its own name has nothing on disk yet */
+			s->unsaved_since = loop_now_ms();
+		}
+	} else {
+		if (s->restore_verdict == RESTORE_BAD) {
+			snprintf(m, sizeof m,
+				 "the saved state of session %s was refused: its bytes do not match the tag the server wrote with them "
+				 "(changed or planted by something other than the server); this call runs in a fresh session",
+				 forked ? s->fork_src : s->name);
+		} else {
+			/* The call ended before the state was loaded (a timeout, a
+			 * crash): the snapshot is still on disk and whole.  The
+			 * next call tries once more, rather than let the next save
+			 * replace it with an empty session. */
+			bool again = ++s->restore_attempts < 2 && !forked;
+			if (again)
+				s->restore_tried = false;
+			snprintf(m, sizeof m, "the saved state of session %s could not be loaded in this call%s; this call ran in a fresh session",
+				 forked ? s->fork_src : s->name, again ? " (the next call tries again)" : "");
+		}
+		c->state = STATE_NEW;
+		/* Nothing came back: the session's cells count from 1 (the
+		 * session did so too, bootstrap handle). */
+		c->cell = 1;
+		s->cells = 1;
+	}
+	add_note(c, m);
+	s->fork_src[0] = '\0';
+	prestore_free(s->restore);
+	s->restore = NULL;
+	s->restore_call = NULL;
+}
+
+/* The extra time the call that loads a saved state of `bytes` gets: 10 s
+ * and 1 s per 32 MB, never taking the call past max_timeout_s. */
+double restore_allowance(const struct sup *sup, const struct run *c, uint64_t bytes)
+{
+	double want = 10000.0 + (double)bytes / (32.0 * 1048576.0) * 1000.0;
+	double room = sup->cfg.policy->limits.max_timeout_s * 1000.0 - c->timeout_ms;
+	return room <= 0 ? 0 : want < room ? want : room;
+}
+
+/* The first call to a session in this server's life looks for a saved
+ * state: its own, or (fork_from a session that is only on disk) the
+ * parent's.  Returns the fd to send with the cell (its size in *bytes and
+ * its layout in *format), or -1 when there is none (a refused one is said
+ * in the call's note). */
+int restore_begin(struct sup *sup, struct session *s, struct run *c, uint64_t *bytes, int *format)
+{
+	if (s->restore_tried || !persist_on(sup->persist))
+		return -1;
+	s->restore_tried = true;
+	const char *src = s->fork_src[0] ? s->fork_src : s->name;
+	struct prestore *r = NULL;
+	struct err e = { 0 };
+	int rc = prestore_open(sup->persist, src, &r, &e);
+	if (rc < 0) {
+		char m[1000];
+		if (rc == -EKEYREJECTED) {
+			snprintf(m, sizeof m,
+				 "the saved state of session %s was saved with another key: not restored (it was made by another user, or with "
+				 "another XDG_STATE_HOME, and this server can only check what it saved itself); this call runs in a fresh session",
+				 src);
+			log_info("session %s: %s", s->name, m);
+		} else {
+			snprintf(m, sizeof m, "the saved state of session %s %s: %.700s; this call runs in a fresh session", src,
+				 rc == -EFBIG ? "is not restored" : "was refused", e.msg);
+			log_warn("session %s: %s", s->name, m);
+		}
+		add_note(c, m);
+		s->fork_src[0] = '\0';
+		return -1;
+	}
+	if (rc == 0)
+		return -1;
+	int fd = prestore_start(r, sup->cfg.loop, restore_done, s);
+	if (fd < 0) {
+		prestore_free(r);
+		return -1;
+	}
+	s->restore = r;
+	s->restore_call = c;
+	s->restore_verdict = RESTORE_PENDING;
+	s->restore_age_s = prestore_age_s(r);
+	s->restore_cells = prestore_cells(r);
+	s->cells = (int)s->restore_cells;
+	*bytes = prestore_bytes(r);
+	*format = prestore_format(r);
+	return fd;
+}
