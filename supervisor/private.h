@@ -207,11 +207,6 @@ void ended(struct sup *sup);
 void warm_busy(struct sup *sup);
 void add_note(struct run *c, const char *text);
 void note_next(struct session *s, const char *text);
-bool fork_in_flight(const struct sup *sup);
-void fork_failed(struct sup *sup, struct session *p, const char *why);
-void forked(struct sup *sup, struct session *p, struct wire_msg *m);
-void forks_waiting(struct sup *sup, struct session *p);
-int begin_copy(struct sup *sup, struct session *s, struct run *c);
 void prepared(struct run *c, void *arg);
 void fail_call_now(struct sup *sup, struct session *s, const char *msg);
 void start_next(struct sup *sup, struct session *s);
@@ -284,5 +279,12 @@ void save_superseded(struct sup *sup, struct session *s, struct run *c);
 void restore_outcome(struct sup *sup, struct session *s, struct run *c);
 double restore_allowance(const struct sup *sup, const struct run *c, uint64_t bytes);
 int restore_begin(struct sup *sup, struct session *s, struct run *c, uint64_t *bytes, int *format);
+
+/* fork.c */
+bool fork_in_flight(const struct sup *sup);
+void fork_failed(struct sup *sup, struct session *p, const char *why);
+void forked(struct sup *sup, struct session *p, struct wire_msg *m);
+void forks_waiting(struct sup *sup, struct session *p);
+int begin_copy(struct sup *sup, struct session *s, struct run *c);
 
 #endif

@@ -1,0 +1,281 @@
+/* Branching (fork_from): "how is a session copied?"  The parent is thawed
+ * to fork a copy of itself, which becomes the new session's process. */
+#include "private.h"
+
+static void fork_expired(void *arg);
+
+/* A copy is being made: its process is a child of the zygote that the
+ * server does not know yet, which a sweep or the orphans' part of a settle
+ * would end as a left-over. */
+bool fork_in_flight(const struct sup *sup)
+{
+	for (const struct session *s = sup->sessions; s; s = s->next)
+		if (s->fork_child)
+			return true;
+	return false;
+}
+
+/* Whether a live session's process holds a state to copy now (idle,
+ * nothing on the way), and whether it will (busy with a call, a checkpoint,
+ * a resume, another copy). */
+static bool fork_ready(const struct session *p)
+{
+	return p->alive && p->spawn_known && p->phase == P_IDLE && !p->cur && !p->qhead && !p->checkpointing && !p->resuming &&
+	       !p->fork_child && p->pidfd >= 0 && p->ctrl >= 0;
+}
+
+int sup_fork_check(struct sup *sup, const char *parent, const char *session, bool reset, char *why, size_t n)
+{
+	if (strcmp(parent, session) == 0) {
+		snprintf(why, n, "\"fork_from\" names the session itself: give the new session another name");
+		return -1;
+	}
+	struct session *p = find_session(sup, parent);
+	if (!(p && p->alive) && !persist_has(sup->persist, parent)) {
+		snprintf(why, n,
+			 "\"fork_from\": session \"%s\" does not exist (no session of that name runs in this server%s); fork an existing session",
+			 parent, persist_on(sup->persist) ? " and none is saved" : "");
+		return -1;
+	}
+	if (!reset && (find_session(sup, session) || persist_has(sup->persist, session))) {
+		snprintf(why, n,
+			 "cannot fork into session \"%s\": it already exists%s; choose a new session name, or pass reset: true to replace it",
+			 session, find_session(sup, session) ? "" : " (its state is saved)");
+		return -1;
+	}
+	return 0;
+}
+
+/* Asks the idle parent for a copy of its process, a child of the zygote
+ * (zygote.c: fork_copy), talking on descriptors of its own.  The parent
+ * is thawed for it under a timer and the watchdog, as for a checkpoint. */
+static int fork_session(struct sup *sup, struct session *s, struct session *p)
+{
+	int mine[3], theirs[3];
+	int r = session_fds_new(mine, theirs);
+	if (r < 0)
+		return r;
+	cJSON *j = cJSON_CreateObject();
+	cJSON_AddStringToObject(j, "name", s->name);
+	char *txt = cJSON_PrintUnformatted(j);
+	cJSON_Delete(j);
+	r = txt ? wire_send(p->ctrl, W_FORK, txt, strlen(txt), theirs, 3) : -ENOMEM;
+	free(txt);
+	close3(theirs);
+	if (r < 0) {
+		close3(mine);
+		return r;
+	}
+	s->id = ++sup->next_id;
+	s->cells = p->cells;
+	s->restore_tried = true; /* its state is the copy */
+	session_adopt_fds(sup, s, mine, P_RESUMING);
+	/* Until its hello and its own checkpoint it is as a resumed copy. */
+	s->resuming = true;
+	s->resume_ckpt = false;
+	s->resume_timer = loop_timer(sup->cfg.loop, RESUME_MS, resume_expired, s);
+	s->fork_parent = p;
+	s->fork_asked = kproc_now_ticks();
+	s->fork_t0 = loop_now_ms();
+	snprintf(s->fork_of, sizeof s->fork_of, "%s", p->name);
+	s->fork_of_cells = (uint32_t)p->cells;
+	p->fork_child = s;
+	warm_busy(sup);
+	p->thaw_cpu0 = p->hpid > 0 ? watch_cpu_ms(p->hpid) : 0;
+	set_expect(sup, p, P_FORKING);
+	pidfd_signal(p->pidfd, SIGCONT);
+	start_watch(sup, p);
+	cancel_resume_timer(sup, p);
+	p->resume_timer = loop_timer(sup->cfg.loop, RESUME_MS, fork_expired, p);
+	return 0;
+}
+
+/* What waited while a copy was being forked, now that none is: the held
+ * sweep, the sessions to spawn, the warm-up. */
+static void release_sweep(struct sup *sup)
+{
+	if (fork_in_flight(sup))
+		return;
+	if (sup->sweep_held) {
+		sup->sweep_held = false;
+		send_sweep(sup, (unsigned long long)sup->held_epoch);
+	}
+	spawn_pending(sup);
+	warm_busy(sup);
+}
+
+/* The copy did not come (the parent refused, failed or lied): its call
+ * hears why; the parent goes back to rest. */
+void fork_failed(struct sup *sup, struct session *p, const char *why)
+{
+	struct session *s = p->fork_child;
+	p->fork_child = NULL;
+	if (s) {
+		s->fork_parent = NULL;
+		char m[400];
+		snprintf(m, sizeof m, "could not fork session %s: %s", p->name, why);
+		log_warn("session %s: %s", s->name, m);
+		session_close_fds(sup, s);
+		cancel_resume_timer(sup, s);
+		s->alive = s->resuming = false;
+		s->phase = P_NONE;
+		s->fork_of[0] = '\0';
+		/* The copy's first call waits at the head of its queue. */
+		struct run *c = s->qhead;
+		if (!s->cur && c && c->fork_from[0]) {
+			s->qhead = c->next;
+			if (!s->qhead)
+				s->qtail = NULL;
+			c->next = NULL;
+			s->cur = c;
+		}
+		if (s->cur)
+			fail_call_now(sup, s, m);
+		start_next(sup, s);
+	}
+	release_sweep(sup);
+}
+
+/* The parent did not answer in time: ended as a crash (rolled back), and
+ * the copy's call hears it. */
+static void fork_expired(void *arg)
+{
+	struct session *p = arg;
+	p->resume_timer = 0;
+	if (!p->fork_child)
+		return;
+	log_warn("session %s: no copy within %.0f s: ended", p->name, RESUME_MS / 1000);
+	snprintf(p->broke, sizeof p->broke, "no copy of the session within %.0f s", RESUME_MS / 1000);
+	fork_failed(p->sup, p, "it did not answer in time");
+	kill_session(p);
+}
+
+/* W_FORKED from the parent: the copy's pidfd, acted on only once the kernel
+ * says it names a new child of the zygote, started after the request, that
+ * is no process the server knows.  While a copy is being made nothing else
+ * becomes a child of the zygote (spawns wait, and so does the warm-up's
+ * probe), so such a pidfd names the copy, or a process the parent's own
+ * code made, which is no more than the parent.
+ * Attack: a parent that answers with the pidfd of another session, of the
+ * zygote's warm-up probe, or of an old process of its own (sessions may
+ * pidfd_open), to have the server freeze, watch or end it as the new
+ * session. */
+void forked(struct sup *sup, struct session *p, struct wire_msg *m)
+{
+	struct session *s = p->fork_child;
+	cancel_resume_timer(sup, p);
+	cJSON *j = cJSON_ParseWithLength((const char *)m->data, m->len);
+	const cJSON *err = cJSON_GetObjectItemCaseSensitive(j, "error");
+	/* The copy is a new child of the zygote (it forks it for the
+	 * parent), as the kernel says (kproc.h), born after the request. */
+	const cJSON *cp = cJSON_GetObjectItemCaseSensitive(j, "pid");
+	pid_t claim = cJSON_IsNumber(cp) && cp->valuedouble >= 1 && cp->valuedouble < 4194305 ? (pid_t)cp->valuedouble : 0;
+	struct kproc k = { 0 };
+	char kwhy[160];
+	int wp = m->nfds == 1 ? kproc_confirm(m->fds[0], sup->zhpid, claim, s->fork_asked, &k, kwhy, sizeof kwhy) : -EBADF;
+	pid_t host = k.host, ns = k.ns;
+	if (wp == -ESRCH) {
+		/* The copy ended at once (killed, out of memory): no lie. */
+		cJSON_Delete(j);
+		fork_failed(sup, p, "the copy ended as soon as it started");
+		begin_freeze(sup, p);
+		return;
+	}
+	bool ok = wp == 0 && host > 0;
+	for (struct session *o = sup->sessions; ok && o; o = o->next)
+		if (o->alive && (o->hpid == host || o->ckpt_hpid == host))
+			ok = false;
+	if (!ok) {
+		char e[200];
+		if (cJSON_IsString(err) && m->nfds == 0) {
+			char *safe = utf8_sanitize((const unsigned char *)err->valuestring, strnlen(err->valuestring, 150), NULL);
+			snprintf(e, sizeof e, "the fork failed (%s)", safe ? safe : "?");
+			free(safe);
+			fork_failed(sup, p, e);
+			begin_freeze(sup, p);
+		} else {
+			if (m->nfds == 1)
+				pidfd_signal(m->fds[0], SIGKILL);
+			fork_failed(sup, p, "its process answered with something that is not its copy");
+			violation(sup, p, "a copy that is no new child of the zygote");
+		}
+		cJSON_Delete(j);
+		return;
+	}
+	cJSON_Delete(j);
+	p->fork_child = NULL;
+	s->fork_parent = NULL;
+	s->pid = ns;
+	s->hpid = host;
+	s->pidfd = m->fds[0];
+	m->nfds = 0; /* kept */
+	s->spawn_known = true;
+	/* Its name has nothing on disk yet: its first checkpoint saves it. */
+	s->dirty = persist_on(sup->persist);
+	s->unsaved_since = loop_now_ms();
+	log_info("session %s: forked from session %s (cell %d) in %.1f ms", s->name, p->name, p->cells, loop_now_ms() - s->fork_t0);
+	/* The parent rests again (frozen, swept: the copy is known now). */
+	begin_freeze(sup, p);
+	release_sweep(sup);
+	if (s->ctrl >= 0)
+		ctrl_event(s, s->ctrl, POLLIN); /* its hello may be in already */
+}
+
+/* Calls that wait for this parent to rest before they can copy it: tried
+ * again once it rests, or once it is gone (then from its saved state). */
+void forks_waiting(struct sup *sup, struct session *p)
+{
+	for (struct session *s = sup->sessions; s && (fork_ready(p) || !p->alive); s = s->next)
+		if (s->fork_wait && strcmp(s->fork_wait_for, p->name) == 0) {
+			s->fork_wait = false;
+			start_next(sup, s);
+		}
+}
+
+/* The first call of a session that starts as a copy (fork_from), before
+ * it is sent: the copy is forked from the parent's process when it rests
+ * (the call goes back to the head of the queue meanwhile), or, when the
+ * parent lives only on disk, the new session is restored from the
+ * parent's saved state.  1: the call waits; 0: go on and spawn; -1: the
+ * call was answered (it failed). */
+int begin_copy(struct sup *sup, struct session *s, struct run *c)
+{
+	struct session *p = find_session(sup, c->fork_from);
+	if (p && p->alive) {
+		s->cur = NULL;
+		c->next = s->qhead;
+		s->qhead = c;
+		if (!s->qtail)
+			s->qtail = c;
+		if (!fork_ready(p)) {
+			s->fork_wait = true;
+			snprintf(s->fork_wait_for, sizeof s->fork_wait_for, "%s", p->name);
+			return 1;
+		}
+		int r = fork_session(sup, s, p);
+		if (r < 0) {
+			s->qhead = c->next;
+			if (!s->qhead)
+				s->qtail = NULL;
+			c->next = NULL;
+			s->cur = c;
+			char m[300];
+			snprintf(m, sizeof m, "could not fork session %s: %s", p->name, strerror(-r));
+			fail_call_now(sup, s, m);
+			return -1;
+		}
+		c->fork_done = true;
+		return 1;
+	}
+	if (persist_has(sup->persist, c->fork_from)) {
+		snprintf(s->fork_src, sizeof s->fork_src, "%s", c->fork_from);
+		s->restore_tried = false;
+		s->restore_attempts = 0;
+		c->fork_done = true;
+		return 0;
+	}
+	char m[300];
+	snprintf(m, sizeof m, "could not fork session %s: it no longer exists (it was reset or its process ended)", c->fork_from);
+	fail_call_now(sup, s, m);
+	return -1;
+}
