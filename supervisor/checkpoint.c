@@ -47,7 +47,6 @@ bool roll_back(struct sup *sup, struct session *s, int wstatus, bool status_know
 	 * its own checkpoint in time, it is ended (a copy that ignores the
 	 * resume signal must not hold the session, or a reset, forever). */
 	s->resuming = true;
-	s->resume_ckpt = false;
 	set_expect(sup, s, P_RESUMING);
 	cancel_resume_timer(sup, s);
 	s->resume_timer = loop_timer(sup->cfg.loop, RESUME_MS, resume_expired, s);

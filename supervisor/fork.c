@@ -72,7 +72,6 @@ static int fork_session(struct sup *sup, struct session *s, struct session *p)
 	session_adopt_fds(sup, s, mine, P_RESUMING);
 	/* Until its hello and its own checkpoint it is as a resumed copy. */
 	s->resuming = true;
-	s->resume_ckpt = false;
 	s->resume_timer = loop_timer(sup->cfg.loop, RESUME_MS, resume_expired, s);
 	s->fork_parent = p;
 	s->fork_asked = kproc_now_ticks();

@@ -53,7 +53,7 @@
 #define SETTLE_CPU_MS 2000
 
 /* Where a session's process is in its exchange with the server, which says
- * what it may send next (expect_for).  The session is hostile: anything else
+ * what it may send next: one row each in state.c (phases[]).  The session is hostile: anything else
  * ends it as a crash. */
 enum phase {
 	P_NONE,      /* no process */
@@ -63,7 +63,8 @@ enum phase {
 	P_SCANNING,  /* result and checkpoint in: the server's scan of the workspace runs */
 	P_THUMB,     /* an image to downscale was sent: its data next */
 	P_FREEZING,  /* all it had to say is in: being frozen and swept */
-	P_RESUMING,  /* a checkpoint was told to resume (or a copy was forked): hello, then checkpoint */
+	P_RESUMING,  /* a checkpoint was told to resume (or a copy was forked): its hello next */
+	P_RESUMED,   /* ... its hello is in: its own checkpoint next */
 	P_FORKING,   /* thawed to fork a copy of itself for another session: the copy's pidfd next */
 };
 
@@ -88,7 +89,6 @@ struct session {
 	enum phase phase;
 	bool hello_due;      /* a new process: its hello may precede the result */
 	bool spawn_known;    /* the zygote's report of the fork (pid, pidfd) is in */
-	bool resume_ckpt;    /* resuming: the hello came, the checkpoint is due */
 	bool checkpointing;  /* after a reply: its checkpoint is being taken */
 	uint64_t resume_timer, watch_timer, idle_timer;
 	int idle_tries;
@@ -247,6 +247,7 @@ int spawn_session(struct sup *sup, struct session *s);
 
 /* state.c */
 void set_expect(struct sup *sup, struct session *s, enum phase ph);
+const char *phase_name(enum phase ph);
 void violation(struct sup *sup, struct session *s, const char *what);
 void ctrl_event(void *arg, int fd, short revents);
 

@@ -4,42 +4,67 @@
  * state, and handed to the room that acts on it. */
 #include "private.h"
 
-/* What the session may send in phase ph, and how much (see enum phase).
- * Sizes are tight per type: a result is bounded by the policy's output
- * limit (the bootstrap caps the repr it sends), an image by the 256 KiB a
- * reply may carry.
+/* When a row's message is accepted, besides the phase. */
+enum accept_when { ALWAYS, HELLO_DUE, NOT_STARTED };
+/* A result's size: bounded by the policy's output limit (result_max). */
+#define RESULT_MAX 0
+
+/* The session's states, one row each (enum phase): its name for the log,
+ * what the session may send in it (each message with its largest body and
+ * how many descriptors come with it), and the timer that ends the state
+ * when the session says nothing.  Anything else a session sends ends it as
+ * a crash (violation).  Sizes are tight per type: a result is bounded by
+ * the policy's output limit (the bootstrap caps the repr it sends), an
+ * image by the 256 KiB a reply may carry.
  * Attack: one 16 MB result frame parsed into a JSON tree grew the server by
  * hundreds of MB for good. */
-void set_expect(struct sup *sup, struct session *s, enum phase ph)
+static const struct phase_row {
+	const char *name;
+	struct {
+		uint32_t type, max_len;
+		int max_fds;
+		enum accept_when when;
+	} accepts[3];
+	const char *timer;
+} phases[] = {
+	[P_NONE] = { "none", { { 0 } }, "none: there is no process" },
+	[P_IDLE] = { "idle", { { 0 } }, "none: frozen between calls, it sends nothing" },
+	[P_RUNNING] = { "running",
+			{ { W_HELLO, 256, 0, HELLO_DUE }, { W_STARTED, 0, 0, NOT_STARTED }, { W_RESULT, RESULT_MAX, 0, ALWAYS } },
+			"the call's timeout (timeout_fired)" },
+	/* its pidfd, and the saver's pipe (saved sessions) */
+	[P_SETTLING] = { "settling", { { W_CHECKPOINT, 256, 2, ALWAYS } }, "RESUME_MS (checkpoint_expired)" },
+	[P_SCANNING] = { "scanning", { { 0 } }, "the call's timeout (timeout_fired)" },
+	[P_THUMB] = { "thumbnail", { { W_THUMB_DATA, 256 * 1024, 0, ALWAYS } }, "THUMBS_MS (timeout_fired)" },
+	[P_FREEZING] = { "freezing", { { 0 } }, "the call's timeout or RESUME_MS; looks by try_freeze, check_quiet" },
+	[P_RESUMING] = { "resuming", { { W_HELLO, 256, 0, ALWAYS } }, "RESUME_MS (resume_expired)" },
+	[P_RESUMED] = { "resumed", { { W_CHECKPOINT, 256, 2, ALWAYS } }, "RESUME_MS (resume_expired)" },
+	[P_FORKING] = { "forking", { { W_FORKED, 256, 1, ALWAYS } }, "RESUME_MS (fork_expired)" },
+};
+
+const char *phase_name(enum phase ph)
+{
+	return (size_t)ph < N_ELEMENTS(phases) && phases[ph].name ? phases[ph].name : "?";
+}
+
+static uint32_t result_max(const struct sup *sup)
 {
 	long chars = sup->cfg.policy->limits.max_output_chars;
-	uint32_t result_max = (uint32_t)(64 * 1024 + (chars > 0 && chars < (1L << 19) ? chars : 1L << 19) * 12);
-	size_t n = 0;
+	return (uint32_t)(64 * 1024 + (chars > 0 && chars < (1L << 19) ? chars : 1L << 19) * 12);
+}
+
+/* Enters phase ph: what the session may send from now on is its row. */
+void set_expect(struct sup *sup, struct session *s, enum phase ph)
+{
+	if (s->phase != ph)
+		log_debug("session %s: %s -> %s", s->name, phase_name(s->phase), phase_name(ph));
 	s->phase = ph;
-	switch (ph) {
-	case P_RUNNING:
-		if (s->hello_due)
-			s->expect[n++] = (struct wire_expect){ W_HELLO, 256, 0 };
-		if (s->cur && !s->cur->started)
-			s->expect[n++] = (struct wire_expect){ W_STARTED, 0, 0 };
-		s->expect[n++] = (struct wire_expect){ W_RESULT, result_max, 0 };
-		break;
-	case P_SETTLING:
-		/* its pidfd, and the saver's pipe (saved sessions) */
-		s->expect[n++] = (struct wire_expect){ W_CHECKPOINT, 256, 2 };
-		break;
-	case P_THUMB:
-		s->expect[n++] = (struct wire_expect){ W_THUMB_DATA, 256 * 1024, 0 };
-		break;
-	case P_RESUMING:
-		s->expect[n++] = s->resume_ckpt ? (struct wire_expect){ W_CHECKPOINT, 256, 2 }
-						: (struct wire_expect){ W_HELLO, 256, 0 };
-		break;
-	case P_FORKING:
-		s->expect[n++] = (struct wire_expect){ W_FORKED, 256, 1 };
-		break;
-	default:
-		break; /* frozen or gone: nothing is expected */
+	size_t n = 0;
+	for (size_t i = 0; i < N_ELEMENTS(phases[ph].accepts) && phases[ph].accepts[i].type; i++) {
+		const __typeof__(phases[ph].accepts[0]) *a = &phases[ph].accepts[i];
+		if ((a->when == HELLO_DUE && !s->hello_due) || (a->when == NOT_STARTED && !(s->cur && !s->cur->started)))
+			continue;
+		s->expect[n++] = (struct wire_expect){ a->type, a->type == W_RESULT ? result_max(sup) : a->max_len, a->max_fds };
 	}
 	s->rd.expect = s->expect;
 	s->rd.n_expect = n;
@@ -49,7 +74,7 @@ void set_expect(struct sup *sup, struct session *s, enum phase ph)
  * rolled back (its exit report does the rest). */
 void violation(struct sup *sup, struct session *s, const char *what)
 {
-	log_warn("session %s: %s: the session is ended", s->name, what);
+	log_warn("session %s (%s): %s: the session is ended", s->name, phase_name(s->phase), what);
 	struct run *c = s->cur;
 	if (c && !c->note) {
 		char note[300];
@@ -79,11 +104,10 @@ static void on_message(struct sup *sup, struct session *s, struct wire_msg *m)
 	switch (m->type) {
 	case W_HELLO:
 		if (s->phase == P_RESUMING) {
-			s->resume_ckpt = true;
 			if (!sup->cfg.policy->limits.checkpoint)
 				begin_freeze(sup, s);
 			else
-				set_expect(sup, s, P_RESUMING);
+				set_expect(sup, s, P_RESUMED);
 		} else {
 			s->hello_due = false;
 			set_expect(sup, s, s->phase);
@@ -149,7 +173,7 @@ static void on_message(struct sup *sup, struct session *s, struct wire_msg *m)
 		s->save_missed = s->save_asked && save_fd < 0;
 		s->save_asked = false;
 		m->nfds = 0; /* kept */
-		if (s->phase == P_RESUMING || s->checkpointing) {
+		if (s->phase == P_RESUMED || s->checkpointing) {
 			begin_freeze(sup, s);
 		} else {
 			/* The images next, once what the run made is known too
