@@ -46,7 +46,7 @@ bool roll_back(struct sup *sup, struct session *s, int wstatus, bool status_know
 	 * as hostile as the session was: if it does not say hello and take
 	 * its own checkpoint in time, it is ended (a copy that ignores the
 	 * resume signal must not hold the session, or a reset, forever). */
-	s->resuming = true;
+	s->ckpt_due = DUE_RESUMED;
 	set_expect(sup, s, P_RESUMING);
 	cancel_resume_timer(sup, s);
 	s->resume_timer = loop_timer(sup->cfg.loop, RESUME_MS, resume_expired, s);
@@ -97,7 +97,7 @@ void resume_expired(void *arg)
 {
 	struct session *s = arg;
 	s->resume_timer = 0;
-	if (!s->resuming)
+	if (s->ckpt_due != DUE_RESUMED)
 		return;
 	log_warn("session %s: the resumed checkpoint did not answer within %.0f s: ended", s->name, RESUME_MS / 1000);
 	/* The reply that rolled back said the state was kept: the next one
@@ -195,7 +195,7 @@ static void checkpoint_expired(void *arg)
 {
 	struct session *s = arg;
 	s->resume_timer = 0;
-	if (!s->checkpointing)
+	if (s->ckpt_due != DUE_AFTER_CALL)
 		return;
 	log_warn("session %s: no checkpoint within %.0f s: ended", s->name, RESUME_MS / 1000);
 	snprintf(s->broke, sizeof s->broke, "no checkpoint within %.0f s", RESUME_MS / 1000);
@@ -239,8 +239,8 @@ void settled(struct sup *sup, struct session *s)
 	 * started below the session: ended now, before the session rests. */
 	if (s->save_ran && !s->save)
 		end_save_tree(sup, s);
-	if (s->resuming || s->checkpointing) {
-		s->resuming = s->checkpointing = false;
+	if (s->ckpt_due != DUE_NONE) {
+		s->ckpt_due = DUE_NONE;
 		cancel_resume_timer(sup, s);
 		start_next(sup, s);
 		forks_waiting(sup, s);
@@ -264,7 +264,7 @@ void settled(struct sup *sup, struct session *s)
 	 * (and its save) like any other. */
 	bool take = sup->cfg.policy->limits.checkpoint && (st == STATE_KEPT || st == STATE_RESTORED || st == STATE_FORKED);
 	if (take)
-		s->checkpointing = true;
+		s->ckpt_due = DUE_AFTER_CALL;
 	if (take && persist_on(sup->persist)) {
 		/* A new state: saved at rest even if the last one's save failed. */
 		s->save_missed = s->save_failed = false;
@@ -275,7 +275,7 @@ void settled(struct sup *sup, struct session *s)
 	if (take)
 		save_superseded(sup, s, s->cur);
 	finish_cur(sup, s);
-	if (take && s->checkpointing && s->alive && s->phase == P_IDLE)
+	if (take && s->ckpt_due == DUE_AFTER_CALL && s->alive && s->phase == P_IDLE)
 		take_checkpoint(sup, s, sup->stopping);
 	else
 		forks_waiting(sup, s);

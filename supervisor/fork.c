@@ -20,7 +20,7 @@ bool fork_in_flight(const struct sup *sup)
  * a resume, another copy). */
 static bool fork_ready(const struct session *p)
 {
-	return p->alive && p->spawn_known && p->phase == P_IDLE && !p->cur && !p->qhead && !p->checkpointing && !p->resuming &&
+	return p->alive && p->spawn_known && p->phase == P_IDLE && !p->cur && !p->qhead && p->ckpt_due == DUE_NONE &&
 	       !p->fork_child && p->pidfd >= 0 && p->ctrl >= 0;
 }
 
@@ -71,7 +71,7 @@ static int fork_session(struct sup *sup, struct session *s, struct session *p)
 	s->restore_tried = true; /* its state is the copy */
 	session_adopt_fds(sup, s, mine, P_RESUMING);
 	/* Until its hello and its own checkpoint it is as a resumed copy. */
-	s->resuming = true;
+	s->ckpt_due = DUE_RESUMED;
 	s->resume_timer = loop_timer(sup->cfg.loop, RESUME_MS, resume_expired, s);
 	s->fork_parent = p;
 	s->fork_asked = kproc_now_ticks();
@@ -116,7 +116,8 @@ void fork_failed(struct sup *sup, struct session *p, const char *why)
 		log_warn("session %s: %s", s->name, m);
 		session_close_fds(sup, s);
 		cancel_resume_timer(sup, s);
-		s->alive = s->resuming = false;
+		s->alive = false;
+		s->ckpt_due = DUE_NONE;
 		s->phase = P_NONE;
 		s->fork_of[0] = '\0';
 		/* The copy's first call waits at the head of its queue. */

@@ -68,6 +68,14 @@ enum phase {
 	P_FORKING,   /* thawed to fork a copy of itself for another session: the copy's pidfd next */
 };
 
+/* A checkpoint the session owes, whatever its phase: until it is in (and
+ * the session frozen again, settled), no call is sent to it. */
+enum ckpt_due {
+	DUE_NONE,
+	DUE_AFTER_CALL, /* after a reply: the checkpoint of the state it kept */
+	DUE_RESUMED,    /* a checkpoint resumed (or a copy forked): its hello, then its own checkpoint */
+};
+
 enum zstate { Z_DOWN, Z_WARMING, Z_READY, Z_FAILED };
 
 struct session {
@@ -89,7 +97,7 @@ struct session {
 	enum phase phase;
 	bool hello_due;      /* a new process: its hello may precede the result */
 	bool spawn_known;    /* the zygote's report of the fork (pid, pidfd) is in */
-	bool checkpointing;  /* after a reply: its checkpoint is being taken */
+	enum ckpt_due ckpt_due; /* a checkpoint on its way, and why (enum ckpt_due) */
 	uint64_t resume_timer, watch_timer, idle_timer;
 	int idle_tries;
 	struct watch_look look; /* the previous look while freezing */
@@ -106,7 +114,6 @@ struct session {
 	struct wswatch *watch;   /* the workspace's disk use during a call */
 	bool kill_pending;   /* kill as soon as the pidfd arrives */
 	bool want_spawn;     /* waiting for the zygote */
-	bool resuming;       /* checkpoint signalled; nothing is sent until its hello */
 	double progress;
 	/* Saved sessions (persist.c) */
 	struct psave *save;        /* the state being written, or NULL */

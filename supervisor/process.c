@@ -160,7 +160,7 @@ void session_dead(struct sup *sup, struct session *s, int wstatus, bool status_k
 	s->pid = s->hpid = 0;
 	s->want_spawn = false;
 	s->kill_pending = false;
-	s->resuming = s->checkpointing = false;
+	s->ckpt_due = DUE_NONE;
 	s->phase = P_NONE;
 	cancel_timers(sup, s);
 	cancel_resume_timer(sup, s);

@@ -12,7 +12,7 @@ static void fallback_words(const struct session *s, char *buf, size_t n);
 static bool save_startable(const struct sup *sup, const struct session *s)
 {
 	return s->dirty && !s->save_failed && !s->save_missed && !s->save && s->alive && s->phase == P_IDLE && !s->cur && !s->qhead &&
-	       !s->checkpointing && !s->resuming && s->ctrl >= 0 && sup->cfg.policy->limits.checkpoint;
+	       s->ckpt_due == DUE_NONE && s->ctrl >= 0 && sup->cfg.policy->limits.checkpoint;
 }
 
 /* What keeps the state of an ended call from being on disk yet: its save
@@ -22,7 +22,7 @@ static bool session_saving(const struct sup *sup, const struct session *s)
 {
 	if (!persist_on(sup->persist) || !s->alive)
 		return false;
-	return s->save || (s->dirty && !s->save_failed && (s->checkpointing || s->resuming)) || save_startable(sup, s);
+	return s->save || (s->dirty && !s->save_failed && s->ckpt_due != DUE_NONE) || save_startable(sup, s);
 }
 
 bool sup_saving(struct sup *sup)
@@ -45,7 +45,7 @@ static void save_idle_fired(void *arg)
 	if (!persist_on(sup->persist) || !save_startable(sup, s))
 		return;
 	log_info("session %s: at rest: saving the state after cell %d", s->name, s->cells);
-	s->checkpointing = true;
+	s->ckpt_due = DUE_AFTER_CALL;
 	take_checkpoint(sup, s, true);
 }
 
@@ -69,7 +69,7 @@ void sup_shutdown(struct sup *sup)
 			/* Its last save was cut short, or never started (a call
 			 * was waiting): the checkpoint again, with a saver. */
 			log_info("session %s: saving the state after cell %d before exit", s->name, s->cells);
-			s->checkpointing = true;
+			s->ckpt_due = DUE_AFTER_CALL;
 			take_checkpoint(sup, s, true);
 		}
 	}
@@ -82,7 +82,7 @@ void sup_report_unsaved(struct sup *sup)
 			continue;
 		const char *why = s->save ? "its save was still running"
 				  : s->cur ? "a call was still running"
-				  : s->dirty && !s->save_failed && (s->checkpointing || s->resuming) ? "its checkpoint was still being taken"
+				  : s->dirty && !s->save_failed && s->ckpt_due != DUE_NONE ? "its checkpoint was still being taken"
 				  : s->dirty && !s->save_failed && s->save_missed ? "no process to save it could be started"
 				  : NULL;
 		if (!why)

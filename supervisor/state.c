@@ -173,7 +173,7 @@ static void on_message(struct sup *sup, struct session *s, struct wire_msg *m)
 		s->save_missed = s->save_asked && save_fd < 0;
 		s->save_asked = false;
 		m->nfds = 0; /* kept */
-		if (s->phase == P_RESUMED || s->checkpointing) {
+		if (s->phase == P_RESUMED || s->ckpt_due == DUE_AFTER_CALL) {
 			begin_freeze(sup, s);
 		} else {
 			/* The images next, once what the run made is known too

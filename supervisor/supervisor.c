@@ -123,7 +123,7 @@ void prepared(struct run *c, void *arg)
 		return;
 	if (c->finish_pending)
 		finish_cur(s->sup, s);
-	else if (s->alive && !s->resuming && !s->want_spawn)
+	else if (s->alive && s->ckpt_due != DUE_RESUMED && !s->want_spawn)
 		send_exec(s->sup, s);
 }
 
@@ -227,7 +227,7 @@ void start_next(struct sup *sup, struct session *s)
 	/* A resumed checkpoint finishes resuming, or a new checkpoint is
 	 * taken, first (settled() calls us again, or a timer ends it), unless
 	 * a reset discards it anyway. */
-	if ((s->resuming || s->checkpointing || s->fork_child || s->fork_wait) && !(s->qhead && s->qhead->reset))
+	if ((s->ckpt_due != DUE_NONE || s->fork_child || s->fork_wait) && !(s->qhead && s->qhead->reset))
 		return;
 	while (!s->cur && s->qhead) {
 		struct run *c = s->qhead;
@@ -255,7 +255,7 @@ void start_next(struct sup *sup, struct session *s)
 			kill_session(s);
 			session_close_fds(sup, s);
 			s->alive = false;
-			s->resuming = s->checkpointing = false;
+			s->ckpt_due = DUE_NONE;
 			s->pid = s->hpid = 0;
 			cancel_resume_timer(sup, s);
 			set_expect(sup, s, P_NONE);
@@ -351,7 +351,7 @@ void sup_submit(struct sup *sup, struct run *c)
 	/* The session copies ahead what the next call will write while it
 	 * takes its checkpoint (interp/precopy.h); with a call waiting, that
 	 * only delays it. */
-	if (s->checkpointing && s->phase == P_SETTLING && s->ctrl >= 0)
+	if (s->ckpt_due == DUE_AFTER_CALL && s->phase == P_SETTLING && s->ctrl >= 0)
 		(void)wire_send(s->ctrl, W_HURRY, "", 0, NULL, 0);
 	start_next(sup, s);
 }
