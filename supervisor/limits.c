@@ -45,6 +45,103 @@ static void verdict_stops(struct sup *sup, struct session *s)
 	loop_unwatch(sup->cfg.loop, s->ctrl);
 }
 
+/* Taking a checkpoint (or a copy) is a fork: milliseconds of CPU even for
+ * gigabytes (page tables), no user code but at-fork hooks.  True when the
+ * session used more, and was ended. */
+static bool settle_cpu_over(struct session *s)
+{
+	if (s->phase != P_SETTLING && s->phase != P_FORKING)
+		return false;
+	long cpu = watch_cpu_ms(s->hpid);
+	if (cpu < 0 || s->thaw_cpu0 < 0 || cpu - s->thaw_cpu0 <= SETTLE_CPU_MS)
+		return false;
+	log_warn("session %s: %ld ms of CPU while taking its checkpoint: ended", s->name, cpu - s->thaw_cpu0);
+	snprintf(s->broke, sizeof s->broke, "it used %ld ms of CPU while taking its checkpoint", cpu - s->thaw_cpu0);
+	kill_session(s);
+	return true;
+}
+
+/* What the session's processes use together, as the kernel counts it. */
+static int measure(struct sup *sup, struct session *s, struct footprint *u)
+{
+	/* The jail's own procfs lists its processes only (cheap); the host's
+	 * lists every process of the machine. */
+	/* The checkpoint a new one replaced is killed, and counted no more
+	 * while it exits: a session of 800 MB under memory_mb 1024 was ended
+	 * as the old copy and the session summed to 1.6 GB. */
+	pid_t dying_h, dying_ns;
+	dying_pids(s, &dying_h, &dying_ns);
+	int wr = sup->proc_jail ? watch_footprint(sup->proc, sup->zhpid, s->pid, s->ckpt_pid, dying_ns, u)
+				: watch_footprint("/proc", sup->zhpid, s->hpid, s->ckpt_hpid, dying_h, u);
+	/* Without namespaces the private temp directory is no tmpfs of the
+	 * jail's that watch_footprint could count: where it lies on the
+	 * host's tmpfs, its size at the workspace watch's last walk is memory
+	 * too (as /tmp is with namespaces).
+	 * Attack: 400 MB written there under memory_mb 128 took host Shmem
+	 * from 9 to 419 MB until the server ended. */
+	if (s->watch)
+		sup->scratch_bytes = wswatch_scratch_bytes(s->watch);
+	if (wr == 0 && sup->scratch_tmpfs) {
+		u->tmpfs += sup->scratch_bytes;
+		u->total += sup->scratch_bytes;
+	}
+	return wr;
+}
+
+/* The verdict of a limit on the current call (status, exit code, note),
+ * or for the next reply when no call runs; then the session is ended. */
+static void over_limit_end(struct sup *sup, struct session *s, enum call_status st, int exit_code, const char *note,
+			   const char *broke)
+{
+	struct run *c = s->cur;
+	if (c && (c->status == CALL_PENDING || status_from_result(c))) {
+		drop_result(c);
+		c->over_limit = true;
+		c->status = st;
+		c->exit_code = exit_code;
+		verdict_stops(sup, s);
+		if (!c->note)
+			c->note = xstrdup(note);
+	}
+	if (!c)
+		snprintf(s->broke, sizeof s->broke, "%s", broke);
+	kill_session(s);
+}
+
+/* True when the footprint is over memory_mb or max_processes, and the
+ * session was ended for it. */
+static bool footprint_over(struct sup *sup, struct session *s, const struct footprint *u, uint64_t limit, long max_tasks)
+{
+	const struct policy_limits *L = &sup->cfg.policy->limits;
+	char note[300], broke[200];
+	if (u->total > limit) {
+		log_info("session %s: %.0f MB in use (anon %.0f, shared %.0f, memfd %.0f, tmpfs %.0f) over memory_mb %ld: ended",
+			 s->name, u->total / 1048576.0, u->anon / 1048576.0, u->shmem / 1048576.0, u->memfd / 1048576.0,
+			 u->tmpfs / 1048576.0, L->memory_mb);
+		snprintf(note, sizeof note,
+			 "the session's processes used %.0f MB together, over memory_mb (%ld MB): "
+			 "shared memory, memfds, files in /tmp and /dev/shm and child processes all count",
+			 u->total / 1048576.0, L->memory_mb);
+		snprintf(broke, sizeof broke, "its processes used %.0f MB while taking its checkpoint, over memory_mb",
+			 u->total / 1048576.0);
+		over_limit_end(sup, s, CALL_MEMORY, call_status_exit_code(CALL_MEMORY, 0, false), note, broke);
+		return true;
+	}
+	if (u->tasks > max_tasks) {
+		log_info("session %s: %ld processes and threads, over max_processes %ld: ended", s->name, u->tasks, L->max_processes);
+		snprintf(note, sizeof note,
+			 "the session ran %ld processes and threads at once, over max_processes (%ld), so it was ended",
+			 u->tasks, L->max_processes);
+		snprintf(broke, sizeof broke, "%ld processes and threads while taking its checkpoint, over max_processes",
+			 u->tasks);
+		/* Ended by SIGKILL, as its death will say: decided now, so
+		 * nothing the process sends meanwhile stands. */
+		over_limit_end(sup, s, CALL_CRASHED, 128 + SIGKILL, note, broke);
+		return true;
+	}
+	return false;
+}
+
 static void watch_fired(void *arg)
 {
 	struct session *s = arg;
@@ -61,43 +158,12 @@ static void watch_fired(void *arg)
 		return;
 	}
 	const struct policy_limits *L = &sup->cfg.policy->limits;
-	if (s->phase == P_SETTLING || s->phase == P_FORKING) {
-		/* Taking a checkpoint (or a copy) is a fork: milliseconds of CPU
-		 * even for gigabytes (page tables), no user code but at-fork
-		 * hooks. */
-		long cpu = watch_cpu_ms(s->hpid);
-		if (cpu >= 0 && s->thaw_cpu0 >= 0 && cpu - s->thaw_cpu0 > SETTLE_CPU_MS) {
-			log_warn("session %s: %ld ms of CPU while taking its checkpoint: ended", s->name, cpu - s->thaw_cpu0);
-			snprintf(s->broke, sizeof s->broke, "it used %ld ms of CPU while taking its checkpoint", cpu - s->thaw_cpu0);
-			kill_session(s);
-			return;
-		}
-	}
+	if (settle_cpu_over(s))
+		return;
 	struct footprint u;
-	/* The jail's own procfs lists its processes only (cheap); the host's
-	 * lists every process of the machine. */
-	/* The checkpoint a new one replaced is killed, and counted no more
-	 * while it exits: a session of 800 MB under memory_mb 1024 was ended
-	 * as the old copy and the session summed to 1.6 GB. */
-	pid_t dying_h, dying_ns;
-	dying_pids(s, &dying_h, &dying_ns);
-	int wr = sup->proc_jail ? watch_footprint(sup->proc, sup->zhpid, s->pid, s->ckpt_pid, dying_ns, &u)
-				: watch_footprint("/proc", sup->zhpid, s->hpid, s->ckpt_hpid, dying_h, &u);
-	/* Without namespaces the private temp directory is no tmpfs of the
-	 * jail's that watch_footprint could count: where it lies on the
-	 * host's tmpfs, its size at the workspace watch's last walk is memory
-	 * too (as /tmp is with namespaces).
-	 * Attack: 400 MB written there under memory_mb 128 took host Shmem
-	 * from 9 to 419 MB until the server ended. */
-	if (s->watch)
-		sup->scratch_bytes = wswatch_scratch_bytes(s->watch);
-	if (wr == 0 && sup->scratch_tmpfs) {
-		u.tmpfs += sup->scratch_bytes;
-		u.total += sup->scratch_bytes;
-	}
+	int wr = measure(sup, s, &u);
 	double next = WATCH_MS;
 	if (wr == 0) {
-		struct run *c = s->cur;
 		uint64_t limit = (uint64_t)L->memory_mb << 20;
 		long max_tasks = L->max_processes;
 		if (s->phase == P_SETTLING || s->phase == P_FORKING) {
@@ -111,55 +177,8 @@ static void watch_fired(void *arg)
 			limit *= 3;
 			max_tasks += 3;
 		}
-		if (u.total > limit) {
-			log_info("session %s: %.0f MB in use (anon %.0f, shared %.0f, memfd %.0f, tmpfs %.0f) over memory_mb %ld: ended",
-				 s->name, u.total / 1048576.0, u.anon / 1048576.0, u.shmem / 1048576.0, u.memfd / 1048576.0,
-				 u.tmpfs / 1048576.0, L->memory_mb);
-			if (c && (c->status == CALL_PENDING || status_from_result(c))) {
-				drop_result(c);
-				c->over_limit = true;
-				c->status = CALL_MEMORY;
-				c->exit_code = call_status_exit_code(CALL_MEMORY, 0, false);
-				verdict_stops(sup, s);
-				if (!c->note) {
-					char note[300];
-					snprintf(note, sizeof note,
-						 "the session's processes used %.0f MB together, over memory_mb (%ld MB): "
-						 "shared memory, memfds, files in /tmp and /dev/shm and child processes all count",
-						 u.total / 1048576.0, L->memory_mb);
-					c->note = strdup(note);
-				}
-			}
-			if (!c)
-				snprintf(s->broke, sizeof s->broke, "its processes used %.0f MB while taking its checkpoint, over memory_mb",
-					 u.total / 1048576.0);
-			kill_session(s);
+		if (footprint_over(sup, s, &u, limit, max_tasks))
 			return;
-		}
-		if (u.tasks > max_tasks) {
-			log_info("session %s: %ld processes and threads, over max_processes %ld: ended", s->name, u.tasks, L->max_processes);
-			if (c && (c->status == CALL_PENDING || status_from_result(c))) {
-				drop_result(c);
-				c->over_limit = true;
-				/* Ended by SIGKILL, as its death will say: decided now,
-				 * so nothing the process sends meanwhile stands. */
-				c->status = CALL_CRASHED;
-				c->exit_code = 128 + SIGKILL;
-				verdict_stops(sup, s);
-				if (!c->note) {
-					char note[300];
-					snprintf(note, sizeof note,
-						 "the session ran %ld processes and threads at once, over max_processes (%ld), so it was ended",
-						 u.tasks, L->max_processes);
-					c->note = strdup(note);
-				}
-			}
-			if (!c)
-				snprintf(s->broke, sizeof s->broke, "%ld processes and threads while taking its checkpoint, over max_processes",
-					 u.tasks);
-			kill_session(s);
-			return;
-		}
 		/* Far below the limits, the looks are further apart (each reads
 		 * every process's status and descriptors: 0.4 ms of the server's
 		 * CPU, 21 ms a second at 20 ms apart, a fifth of a 2-core machine

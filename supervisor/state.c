@@ -96,6 +96,75 @@ void violation(struct sup *sup, struct session *s, const char *what)
 	kill_session(s);
 }
 
+/* W_CHECKPOINT: the checkpoint's pidfd, checked by accept_checkpoint. */
+static void on_checkpoint(struct sup *sup, struct session *s, struct wire_msg *m)
+{
+	struct run *c = s->cur;
+	/* The saver's pipe (saved sessions): the state after this call,
+	 * streamed by a fork of the checkpoint, copied to disk and
+	 * authenticated here (persist.c), once the checkpoint itself is
+	 * accepted.  Without it (a call was waiting already, so the
+	 * session started no save; or no pipe was left) the state stays
+	 * dirty: the next state's save, or the one at exit, covers it. */
+	int save_fd = -1;
+	cJSON *body = cJSON_ParseWithLength((const char *)m->data, m->len);
+	const cJSON *cp = cJSON_GetObjectItemCaseSensitive(body, "pid");
+	pid_t claim = cJSON_IsNumber(cp) && cp->valuedouble >= 1 && cp->valuedouble < 4194305 ? (pid_t)cp->valuedouble : 0;
+	cJSON_Delete(body);
+	/* The saver's pipe must be one: a read end of a pipe, nothing
+	 * the server would open, seek or wait on otherwise.
+	 * Attack: a session passes its end of a socket, a file of the
+	 * workspace or /dev/zero where the saver's pipe belongs. */
+	if (m->nfds == 2 && !kproc_pipe_reader(m->fds[1])) {
+		violation(sup, s, "a checkpoint message whose second descriptor is not a pipe's read end");
+		return;
+	}
+	if (m->nfds == 2) {
+		save_fd = m->fds[1];
+		m->fds[1] = -1;
+		m->nfds = 1;
+	}
+	/* The message is the checkpoint: without its pidfd it is not
+	 * what the server asked for, and the session is ended as a
+	 * crash, rolled back to the previous checkpoint, and the next
+	 * reply says so.
+	 * Attack: a cell that uses up its descriptors (or lowers its
+	 * own limit) leaves a session that cannot take a checkpoint;
+	 * it said so, and the server went on with no copy of the state
+	 * at all and said nothing (a later crash lost everything). */
+	char why[160], what[240];
+	if (m->nfds == 0 || accept_checkpoint(sup, s, m->fds[0], claim, why, sizeof why) < 0) {
+		if (save_fd >= 0)
+			close(save_fd);
+		snprintf(what, sizeof what, "a checkpoint that is not a new child of the session (%s)", why);
+		violation(sup, s, m->nfds == 0 ? "a checkpoint message without the checkpoint" : what);
+		return;
+	}
+	/* A saver's pipe is read only when the server asked for one.
+	 * Attack: a session that hands one with every checkpoint would
+	 * have the server copy, hash and write its whole state after
+	 * every call again, the CPU that saving at rest spares. */
+	if (save_fd >= 0 && persist_on(sup->persist) && s->save_asked)
+		save_begin(sup, s, save_fd);
+	else if (save_fd >= 0)
+		close(save_fd);
+	/* Asked for a saver and none came (a call waits already, or no
+	 * pipe or process was left): the state stays dirty, for the
+	 * next call's state or the exit, not asked for again at once. */
+	s->save_missed = s->save_asked && save_fd < 0;
+	s->save_asked = false;
+	m->nfds = 0; /* kept */
+	if (s->phase == P_RESUMED || s->ckpt_due == DUE_AFTER_CALL) {
+		begin_freeze(sup, s);
+	} else {
+		/* The images next, once what the run made is known too
+		 * (collected). */
+		set_expect(sup, s, P_SCANNING);
+		if (c->collected)
+			send_thumb_or_finish(sup, s);
+	}
+}
+
 static void on_message(struct sup *sup, struct session *s, struct wire_msg *m)
 {
 	struct run *c = s->cur;
@@ -118,72 +187,9 @@ static void on_message(struct sup *sup, struct session *s, struct wire_msg *m)
 		c->started = true;
 		set_expect(sup, s, s->phase);
 		return;
-	case W_CHECKPOINT: {
-		/* The saver's pipe (saved sessions): the state after this call,
-		 * streamed by a fork of the checkpoint, copied to disk and
-		 * authenticated here (persist.c), once the checkpoint itself is
-		 * accepted.  Without it (a call was waiting already, so the
-		 * session started no save; or no pipe was left) the state stays
-		 * dirty: the next state's save, or the one at exit, covers it. */
-		int save_fd = -1;
-		cJSON *body = cJSON_ParseWithLength((const char *)m->data, m->len);
-		const cJSON *cp = cJSON_GetObjectItemCaseSensitive(body, "pid");
-		pid_t claim = cJSON_IsNumber(cp) && cp->valuedouble >= 1 && cp->valuedouble < 4194305 ? (pid_t)cp->valuedouble : 0;
-		cJSON_Delete(body);
-		/* The saver's pipe must be one: a read end of a pipe, nothing
-		 * the server would open, seek or wait on otherwise.
-		 * Attack: a session passes its end of a socket, a file of the
-		 * workspace or /dev/zero where the saver's pipe belongs. */
-		if (m->nfds == 2 && !kproc_pipe_reader(m->fds[1])) {
-			violation(sup, s, "a checkpoint message whose second descriptor is not a pipe's read end");
-			return;
-		}
-		if (m->nfds == 2) {
-			save_fd = m->fds[1];
-			m->fds[1] = -1;
-			m->nfds = 1;
-		}
-		/* The message is the checkpoint: without its pidfd it is not
-		 * what the server asked for, and the session is ended as a
-		 * crash, rolled back to the previous checkpoint, and the next
-		 * reply says so.
-		 * Attack: a cell that uses up its descriptors (or lowers its
-		 * own limit) leaves a session that cannot take a checkpoint;
-		 * it said so, and the server went on with no copy of the state
-		 * at all and said nothing (a later crash lost everything). */
-		char why[160], what[240];
-		if (m->nfds == 0 || accept_checkpoint(sup, s, m->fds[0], claim, why, sizeof why) < 0) {
-			if (save_fd >= 0)
-				close(save_fd);
-			snprintf(what, sizeof what, "a checkpoint that is not a new child of the session (%s)", why);
-			violation(sup, s, m->nfds == 0 ? "a checkpoint message without the checkpoint" : what);
-			return;
-		}
-		/* A saver's pipe is read only when the server asked for one.
-		 * Attack: a session that hands one with every checkpoint would
-		 * have the server copy, hash and write its whole state after
-		 * every call again, the CPU that saving at rest spares. */
-		if (save_fd >= 0 && persist_on(sup->persist) && s->save_asked)
-			save_begin(sup, s, save_fd);
-		else if (save_fd >= 0)
-			close(save_fd);
-		/* Asked for a saver and none came (a call waits already, or no
-		 * pipe or process was left): the state stays dirty, for the
-		 * next call's state or the exit, not asked for again at once. */
-		s->save_missed = s->save_asked && save_fd < 0;
-		s->save_asked = false;
-		m->nfds = 0; /* kept */
-		if (s->phase == P_RESUMED || s->ckpt_due == DUE_AFTER_CALL) {
-			begin_freeze(sup, s);
-		} else {
-			/* The images next, once what the run made is known too
-			 * (collected). */
-			set_expect(sup, s, P_SCANNING);
-			if (c->collected)
-				send_thumb_or_finish(sup, s);
-		}
+	case W_CHECKPOINT:
+		on_checkpoint(sup, s, m);
 		return;
-	}
 	case W_RESULT: {
 		/* The first of the two looks that must find it asleep before it
 		 * is frozen (begin_freeze), taken now: the scan of what the call
