@@ -331,6 +331,101 @@ static void abandon_save(void)
 
 /* save: the server asked for the state to be saved too (it does once the
  * session rests, and at exit; savepace.h): the copy forks a saver. */
+/* The checkpoint itself (the child of make_checkpoint's fork): it starts
+ * its saver, waits frozen for the resume signal, and once resumed becomes
+ * the session, says hello and takes a checkpoint of its own. */
+static void checkpoint_child(int sp[2], int sync[2], const sigset_t *usr1, const sigset_t *old, pid_t session)
+{
+	char *out;
+	size_t len;
+	int is_bytes;
+	struct err e = { 0 };
+	PyOS_AfterFork_Child();
+	/* Its pagemap descriptor is the session's map, not its own: a
+	 * resumed checkpoint goes without the pre-copy. */
+	precopy_close();
+	/* A group of its own: a kill of the session's group (by the
+	 * code, with os.killpg) must not end it. */
+	setpgid(0, 0);
+	/* The state is saved by a fork of this copy, off the session's
+	 * path: the session answers the next call meanwhile. */
+	pid_t saver = -1;
+	if (sp[1] >= 0) {
+		close(sp[0]);
+		close(sync[0]);
+		saver = fork_saver(sp[1], old);
+		close(sp[1]);
+		int32_t v = saver;
+		if (write(sync[1], &v, sizeof v) != (ssize_t)sizeof v)
+			log_warn("checkpoint: could not report its saver");
+		close(sync[1]);
+	}
+	/* Wait for the resume signal.  Should the session and the zygote
+	 * both be gone (no pid namespace to end us), give up. */
+	for (;;) {
+		struct timespec one = { 1, 0 };
+		if (sigtimedwait(usr1, NULL, &one) == SIGUSR1)
+			break;
+		if (saver > 0 && waitpid(saver, NULL, WNOHANG) != 0)
+			saver = -1;
+		pid_t pp = getppid();
+		if (pp != session && pp != zygote_pid)
+			_exit(0);
+	}
+	if (saver > 0) {
+		kill(saver, SIGKILL);
+		waitpid(saver, NULL, 0);
+	}
+	sigprocmask(SIG_SETMASK, old, NULL);
+	/* Resumed: this process is the session now. */
+	checkpoint_pid = 0;
+	title_session();
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	prctl(PR_SET_CHILD_SUBREAPER, 1); /* not inherited: see session_main */
+	if (py_call("after_rollback", "", &out, &len, &is_bytes, &e) == 0)
+		free(out);
+	/* Whatever waits on the socket was meant for the dead session (a
+	 * cell sent before the server knew): the server sends nothing new
+	 * until our hello, so all of it is stale. */
+	char junk[65536];
+	while (recv(SESSION_CTRL_FD, junk, sizeof junk, MSG_DONTWAIT) > 0)
+		;
+	/* The server already holds this process's pidfd (it signalled it). */
+	cJSON *hello = cJSON_CreateObject();
+	cJSON_AddNumberToObject(hello, "pid", getpid());
+	cJSON_AddBoolToObject(hello, "resumed", 1);
+	send_json(SESSION_CTRL_FD, W_HELLO, hello, NULL, 0);
+	cJSON_Delete(hello);
+	/* A copy of this state at once: the next cell may fail too.
+	 * Its save waits until the session rests (the server asks). */
+	make_checkpoint(false);
+}
+
+/* In the session, after the fork: the saver's pid from the checkpoint
+ * (sync), and the pipe its state comes through (sp), or -1 when no saver
+ * runs. */
+static int saver_pipe(int sp[2], int sync[2], pid_t pid)
+{
+	int save_fd = -1;
+	if (sp[1] >= 0) {
+		close(sp[1]);
+		close(sync[1]);
+		int32_t v = -1;
+		ssize_t n;
+		do
+			n = pid > 0 ? read(sync[0], &v, sizeof v) : 0;
+		while (n < 0 && errno == EINTR);
+		close(sync[0]);
+		if (n == (ssize_t)sizeof v && v > 0) {
+			saver_pid = v;
+			save_fd = sp[0];
+		} else {
+			close(sp[0]);
+		}
+	}
+	return save_fd;
+}
+
 static void make_checkpoint(bool save)
 {
 	char *out;
@@ -381,65 +476,7 @@ static void make_checkpoint(bool save)
 	if (pid != 0)
 		title_session();
 	if (pid == 0) {
-		PyOS_AfterFork_Child();
-		/* Its pagemap descriptor is the session's map, not its own: a
-		 * resumed checkpoint goes without the pre-copy. */
-		precopy_close();
-		/* A group of its own: a kill of the session's group (by the
-		 * code, with os.killpg) must not end it. */
-		setpgid(0, 0);
-		/* The state is saved by a fork of this copy, off the session's
-		 * path: the session answers the next call meanwhile. */
-		pid_t saver = -1;
-		if (sp[1] >= 0) {
-			close(sp[0]);
-			close(sync[0]);
-			saver = fork_saver(sp[1], &old);
-			close(sp[1]);
-			int32_t v = saver;
-			if (write(sync[1], &v, sizeof v) != (ssize_t)sizeof v)
-				log_warn("checkpoint: could not report its saver");
-			close(sync[1]);
-		}
-		/* Wait for the resume signal.  Should the session and the zygote
-		 * both be gone (no pid namespace to end us), give up. */
-		for (;;) {
-			struct timespec one = { 1, 0 };
-			if (sigtimedwait(&usr1, NULL, &one) == SIGUSR1)
-				break;
-			if (saver > 0 && waitpid(saver, NULL, WNOHANG) != 0)
-				saver = -1;
-			pid_t pp = getppid();
-			if (pp != session && pp != zygote_pid)
-				_exit(0);
-		}
-		if (saver > 0) {
-			kill(saver, SIGKILL);
-			waitpid(saver, NULL, 0);
-		}
-		sigprocmask(SIG_SETMASK, &old, NULL);
-		/* Resumed: this process is the session now. */
-		checkpoint_pid = 0;
-		title_session();
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		prctl(PR_SET_CHILD_SUBREAPER, 1); /* not inherited: see session_main */
-		if (py_call("after_rollback", "", &out, &len, &is_bytes, &e) == 0)
-			free(out);
-		/* Whatever waits on the socket was meant for the dead session (a
-		 * cell sent before the server knew): the server sends nothing new
-		 * until our hello, so all of it is stale. */
-		char junk[65536];
-		while (recv(SESSION_CTRL_FD, junk, sizeof junk, MSG_DONTWAIT) > 0)
-			;
-		/* The server already holds this process's pidfd (it signalled it). */
-		cJSON *hello = cJSON_CreateObject();
-		cJSON_AddNumberToObject(hello, "pid", getpid());
-		cJSON_AddBoolToObject(hello, "resumed", 1);
-		send_json(SESSION_CTRL_FD, W_HELLO, hello, NULL, 0);
-		cJSON_Delete(hello);
-		/* A copy of this state at once: the next cell may fail too.
-		 * Its save waits until the session rests (the server asks). */
-		make_checkpoint(false);
+		checkpoint_child(sp, sync, &usr1, &old, session);
 		return;
 	}
 	/* Also from the parent: the child may not have run yet when the code
@@ -460,23 +497,7 @@ static void make_checkpoint(bool save)
 		precopy_run(PRECOPY_RUN_MS, SESSION_CTRL_FD);
 	else
 		precopy_forget();
-	int save_fd = -1;
-	if (sp[1] >= 0) {
-		close(sp[1]);
-		close(sync[1]);
-		int32_t v = -1;
-		ssize_t n;
-		do
-			n = pid > 0 ? read(sync[0], &v, sizeof v) : 0;
-		while (n < 0 && errno == EINTR);
-		close(sync[0]);
-		if (n == (ssize_t)sizeof v && v > 0) {
-			saver_pid = v;
-			save_fd = sp[0];
-		} else {
-			close(sp[0]);
-		}
-	}
+	int save_fd = saver_pipe(sp, sync, pid);
 	/* The previous copy is ended by the server once it has accepted this
 	 * one.  Without a pidfd (no fork, no descriptor left) the message
 	 * still goes out, so the server need not wait for its timer: it ends
@@ -614,6 +635,68 @@ static bool fork_copy(struct wire_msg *m, bool checkpoints)
 	return false;
 }
 
+/* A cell (W_EXEC) or a thumbnail to make (W_THUMB): run by the bootstrap,
+ * its answer sent back; the process ends when the server is gone. */
+static void run_cell(struct wire_msg *m)
+{
+	char *out;
+	size_t len;
+	int is_bytes;
+	struct err e = { 0 };
+	uint32_t reply_type = m->type == W_THUMB ? W_THUMB_DATA : W_RESULT;
+	if (m->type == W_EXEC)
+		reap_ended();
+	/* Tells the server the cell was received: should this process die
+	 * before this point, the server sends the cell again rather than
+	 * report a crash of code that never ran. */
+	if (m->type == W_EXEC && wire_send(SESSION_CTRL_FD, W_STARTED, "", 0, NULL, 0) < 0)
+		_exit(0);
+	if (m->type == W_EXEC) {
+		cJSON *cell = cJSON_ParseWithLength((const char *)m->data, m->len);
+		const cJSON *n = cJSON_GetObjectItemCaseSensitive(cell, "cell");
+		if (cJSON_IsNumber(n))
+			last_cell = (long)n->valuedouble;
+		cJSON_Delete(cell);
+	}
+	/* The first call after a restart brings the saved state on a
+	 * pipe from the server (bootstrap _restore). */
+	int restore_fd = m->type == W_EXEC && m->nfds == 1 ? m->fds[0] : -1;
+	if (restore_fd >= 0) {
+		char num[16];
+		snprintf(num, sizeof num, "%d", restore_fd);
+		if (py_call("restore_fd", num, &out, &len, &is_bytes, &e) == 0)
+			free(out);
+	}
+	if (py_call("handle", (const char *)m->data, &out, &len, &is_bytes, &e) < 0) {
+		/* The bootstrap itself failed (user code broke an internal);
+		 * still answer, so the server never waits forever. */
+		cJSON *j = cJSON_CreateObject();
+		cJSON_AddStringToObject(j, "status", "error");
+		cJSON *er2 = cJSON_AddObjectToObject(j, "error");
+		cJSON_AddStringToObject(er2, "type", "InternalError");
+		cJSON_AddStringToObject(er2, "message", e.msg);
+		out = cJSON_PrintUnformatted(j);
+		len = out ? strlen(out) : 0;
+		cJSON_Delete(j);
+		if (reply_type == W_THUMB_DATA)
+			len = 0;
+	}
+	fflush(NULL); /* C-level stdio of extensions, before the reply */
+	if (restore_fd >= 0) {
+		char *o2;
+		size_t l2;
+		if (py_call("restore_fd", "-1", &o2, &l2, &is_bytes, &e) == 0)
+			free(o2);
+	}
+	wire_msg_free(m);
+	int r = wire_send(SESSION_CTRL_FD, reply_type, out, len, NULL, 0);
+	free(out);
+	if (r < 0)
+		_exit(0);
+	/* The checkpoint of this state is taken when the server asks
+	 * (W_TAKE_CHECKPOINT), once it has seen this process idle. */
+}
+
 static __attribute__((noreturn)) void session_main(const char *init_json, int fds[3], bool checkpoints)
 {
 	/* Only stdin, stdout, stderr and the control socket survive: user code
@@ -696,58 +779,7 @@ static __attribute__((noreturn)) void session_main(const char *init_json, int fd
 				make_checkpoint(save);
 			continue;
 		}
-		uint32_t reply_type = m.type == W_THUMB ? W_THUMB_DATA : W_RESULT;
-		if (m.type == W_EXEC)
-			reap_ended();
-		/* Tells the server the cell was received: should this process die
-		 * before this point, the server sends the cell again rather than
-		 * report a crash of code that never ran. */
-		if (m.type == W_EXEC && wire_send(SESSION_CTRL_FD, W_STARTED, "", 0, NULL, 0) < 0)
-			_exit(0);
-		if (m.type == W_EXEC) {
-			cJSON *cell = cJSON_ParseWithLength((const char *)m.data, m.len);
-			const cJSON *n = cJSON_GetObjectItemCaseSensitive(cell, "cell");
-			if (cJSON_IsNumber(n))
-				last_cell = (long)n->valuedouble;
-			cJSON_Delete(cell);
-		}
-		/* The first call after a restart brings the saved state on a
-		 * pipe from the server (bootstrap _restore). */
-		int restore_fd = m.type == W_EXEC && m.nfds == 1 ? m.fds[0] : -1;
-		if (restore_fd >= 0) {
-			char num[16];
-			snprintf(num, sizeof num, "%d", restore_fd);
-			if (py_call("restore_fd", num, &out, &len, &is_bytes, &e) == 0)
-				free(out);
-		}
-		if (py_call("handle", (const char *)m.data, &out, &len, &is_bytes, &e) < 0) {
-			/* The bootstrap itself failed (user code broke an internal);
-			 * still answer, so the server never waits forever. */
-			cJSON *j = cJSON_CreateObject();
-			cJSON_AddStringToObject(j, "status", "error");
-			cJSON *er2 = cJSON_AddObjectToObject(j, "error");
-			cJSON_AddStringToObject(er2, "type", "InternalError");
-			cJSON_AddStringToObject(er2, "message", e.msg);
-			out = cJSON_PrintUnformatted(j);
-			len = out ? strlen(out) : 0;
-			cJSON_Delete(j);
-			if (reply_type == W_THUMB_DATA)
-				len = 0;
-		}
-		fflush(NULL); /* C-level stdio of extensions, before the reply */
-		if (restore_fd >= 0) {
-			char *o2;
-			size_t l2;
-			if (py_call("restore_fd", "-1", &o2, &l2, &is_bytes, &e) == 0)
-				free(o2);
-		}
-		wire_msg_free(&m);
-		r = wire_send(SESSION_CTRL_FD, reply_type, out, len, NULL, 0);
-		free(out);
-		if (r < 0)
-			_exit(0);
-		/* The checkpoint of this state is taken when the server asks
-		 * (W_TAKE_CHECKPOINT), once it has seen this process idle. */
+		run_cell(&m);
 	}
 }
 
