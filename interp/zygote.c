@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include "../common/log.h"
+#include "../common/util.h"
 #include "../jail/jail.h"
 #include "../policy/trust.h"
 #include "pyembed.h"
@@ -74,11 +75,9 @@ static void test_hooks_read(void)
 	FILE *fp = f && *f ? fopen(f, "re") : NULL;
 	if (fp) {
 		size_t cap = 1 << 20, n = 0;
-		test_hook = calloc(1, cap + 1);
-		if (test_hook)
-			n = fread(test_hook, 1, cap, fp);
-		if (test_hook)
-			test_hook[n] = '\0';
+		test_hook = xcalloc(1, cap + 1);
+		n = fread(test_hook, 1, cap, fp);
+		test_hook[n] = '\0';
 		fclose(fp);
 	}
 	const char *p = getenv("PSM_TEST_ZYGOTE_PIDFD");
@@ -857,25 +856,23 @@ static void sweep(const struct wire_msg *m)
 	const cJSON *list = cJSON_GetObjectItemCaseSensitive(j, "keep");
 	if (cJSON_IsNumber(ep) && (unsigned long long)ep->valuedouble == exits && cJSON_IsArray(list)) {
 		size_t cap = sizeof spawned / sizeof spawned[0] + (size_t)cJSON_GetArraySize(list) + 1;
-		pid_t *keep = calloc(cap, sizeof *keep);
+		pid_t *keep = xcalloc(cap, sizeof *keep);
 		size_t n = 0;
 		/* The warm-up's probe is the zygote's own, no session's. */
-		if (keep && warm_probe_pid() > 0)
+		if (warm_probe_pid() > 0)
 			keep[n++] = warm_probe_pid();
-		for (size_t i = 0; keep && i < sizeof spawned / sizeof spawned[0]; i++)
+		for (size_t i = 0; i < sizeof spawned / sizeof spawned[0]; i++)
 			if (spawned[i] > 0)
 				keep[n++] = spawned[i];
 		const cJSON *it;
 		cJSON_ArrayForEach(it, list)
 		{
-			if (keep && cJSON_IsNumber(it) && it->valueint > 0)
+			if (cJSON_IsNumber(it) && it->valueint > 0)
 				keep[n++] = it->valueint;
 		}
-		if (keep) {
-			int r = procs_end_below(getpid(), keep, n, false);
-			if (r > 0)
-				log_info("ended %d process(es) left by ended sessions", r);
-		}
+		int r = procs_end_below(getpid(), keep, n, false);
+		if (r > 0)
+			log_info("ended %d process(es) left by ended sessions", r);
 		free(keep);
 	}
 	cJSON_Delete(j);

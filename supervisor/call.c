@@ -142,10 +142,10 @@ void finish_cur(struct sup *sup, struct session *s)
 	char disp[512];
 	c->out_text = outbuf_finish(&s->out, &c->out_truncated, &log_rel);
 	if (log_rel && ws_display_path(sup->cfg.ws, log_rel, disp, sizeof disp) == 0)
-		c->out_log = strdup(disp);
+		c->out_log = xstrdup(disp);
 	c->err_text = outbuf_finish(&s->err, &c->err_truncated, &log_rel);
 	if (log_rel && ws_display_path(sup->cfg.ws, log_rel, disp, sizeof disp) == 0)
-		c->err_log = strdup(disp);
+		c->err_log = xstrdup(disp);
 	c->duration_ms = loop_now_ms() - c->t_start;
 	if (s->restore_call == c)
 		restore_outcome(sup, s, c); /* the call ended before its result */

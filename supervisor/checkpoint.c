@@ -84,7 +84,7 @@ bool roll_back(struct sup *sup, struct session *s, int wstatus, bool status_know
 			 "nothing this call did to variables was kept (files it wrote stay)",
 			 c->note ? c->note : "", c->note ? "; " : "");
 		free(c->note);
-		c->note = strdup(note);
+		c->note = xstrdup(note);
 		finish_cur(sup, s);
 	}
 	s->broke[0] = '\0';

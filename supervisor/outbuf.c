@@ -17,7 +17,7 @@
 /* Room left at the end of a capped log for the marker. */
 #define LOG_MARKER_MAX 400
 
-int outbuf_init(struct outbuf *ob, const struct workspace *ws, size_t limit, unsigned long long log_cap)
+void outbuf_init(struct outbuf *ob, const struct workspace *ws, size_t limit, unsigned long long log_cap)
 {
 	memset(ob, 0, sizeof *ob);
 	ob->ws = ws;
@@ -27,10 +27,9 @@ int outbuf_init(struct outbuf *ob, const struct workspace *ws, size_t limit, uns
 	 * worth, the tail the last half of it. */
 	ob->head_cap = limit * 4 + 4;
 	ob->tail_cap = limit * 2 + 4;
-	ob->head = malloc(ob->head_cap);
-	ob->tail = malloc(ob->tail_cap);
+	ob->head = xmalloc(ob->head_cap);
+	ob->tail = xmalloc(ob->tail_cap);
 	ob->log_fd = -1;
-	return ob->head && ob->tail ? 0 : -ENOMEM;
 }
 
 static void log_close(struct outbuf *ob);
@@ -245,9 +244,7 @@ void outbuf_feed(struct outbuf *ob, const unsigned char *data, size_t len)
 static unsigned char *tail_bytes(const struct outbuf *ob, size_t *len)
 {
 	size_t n = ob->tail_pos < ob->tail_cap ? ob->tail_pos : ob->tail_cap;
-	unsigned char *out = malloc(n + 1);
-	if (!out)
-		return NULL;
+	unsigned char *out = xmalloc(n + 1);
 	size_t start = ob->tail_pos < ob->tail_cap ? 0 : ob->tail_pos % ob->tail_cap;
 	for (size_t i = 0; i < n; i++)
 		out[i] = ob->tail[(start + i) % ob->tail_cap];
@@ -322,7 +319,7 @@ char *outbuf_finish(struct outbuf *ob, bool *truncated, const char **log_rel)
 	size_t hl, tl, traw;
 	char *h = text_for_model(ob->head, ob->head_len, true, &hl);
 	unsigned char *t = tail_bytes(ob, &traw);
-	char *ts = t ? text_for_model(t, traw, true, &tl) : NULL;
+	char *ts = text_for_model(t, traw, true, &tl);
 	free(t);
 	if (!h || !ts) {
 		free(h);
@@ -345,13 +342,11 @@ char *outbuf_finish(struct outbuf *ob, bool *truncated, const char **log_rel)
 	snprintf(marker, sizeof marker, "\n[... %llu characters omitted (%llu in all); %s ...]\n",
 		 omitted, ob->total_chars, where);
 	size_t ml = strlen(marker);
-	char *out = malloc(hcut + ml + (tl - tcut) + 1);
-	if (out) {
-		memcpy(out, h, hcut);
-		memcpy(out + hcut, marker, ml);
-		memcpy(out + hcut + ml, ts + tcut, tl - tcut);
-		out[hcut + ml + tl - tcut] = 0;
-	}
+	char *out = xmalloc(hcut + ml + (tl - tcut) + 1);
+	memcpy(out, h, hcut);
+	memcpy(out + hcut, marker, ml);
+	memcpy(out + hcut + ml, ts + tcut, tl - tcut);
+	out[hcut + ml + tl - tcut] = 0;
 	free(h);
 	free(ts);
 	return out;

@@ -38,7 +38,7 @@ struct outbuf {
 };
 
 /* limit: characters in the reply; log_cap: bytes of the log file. */
-int outbuf_init(struct outbuf *ob, const struct workspace *ws, size_t limit, unsigned long long log_cap);
+void outbuf_init(struct outbuf *ob, const struct workspace *ws, size_t limit, unsigned long long log_cap);
 void outbuf_free(struct outbuf *ob);
 
 /* Starts a new execution; log_rel names the log file should one be needed. */

@@ -80,7 +80,7 @@ void violation(struct sup *sup, struct session *s, const char *what)
 		char note[300];
 		snprintf(note, sizeof note,
 			 "the session's process broke its protocol with the server (%s), so it was ended as a crash", what);
-		c->note = strdup(note);
+		c->note = xstrdup(note);
 	}
 	if (c) {
 		drop_result(c);

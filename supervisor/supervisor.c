@@ -7,9 +7,7 @@ static void send_exec(struct sup *sup, struct session *s);
 
 struct sup *sup_new(const struct sup_config *cfg)
 {
-	struct sup *sup = calloc(1, sizeof *sup);
-	if (!sup)
-		return NULL;
+	struct sup *sup = xcalloc(1, sizeof *sup);
 	sup->cfg = *cfg;
 	sup->zpid = -1;
 	const char *t = getenv("PSM_TEST_SAVE_MS");
@@ -86,9 +84,7 @@ static void append_para(char **dst, const char *text)
 	if (!text || !*text)
 		return;
 	size_t a = *dst ? strlen(*dst) : 0, b = strlen(text);
-	char *n = malloc(a + b + 2);
-	if (!n)
-		return;
+	char *n = xmalloc(a + b + 2);
 	if (a) {
 		memcpy(n, *dst, a);
 		n[a++] = '\n';
@@ -324,18 +320,11 @@ void sup_submit(struct sup *sup, struct run *c)
 {
 	struct session *s = find_session(sup, c->session);
 	if (!s) {
-		s = calloc(1, sizeof *s);
+		s = xcalloc(1, sizeof *s);
 		const struct policy_limits *L = &sup->cfg.policy->limits;
 		unsigned long long log_cap = (unsigned long long)L->max_file_mb << 20;
-		if (!s || outbuf_init(&s->out, sup->cfg.ws, (size_t)L->max_output_chars, log_cap) < 0 ||
-		    outbuf_init(&s->err, sup->cfg.ws, (size_t)L->max_output_chars, log_cap) < 0) {
-			c->status = CALL_ERROR;
-			c->exit_code = call_status_exit_code(CALL_ERROR, 0, false);
-			c->note = strdup("out of memory");
-			c->ev->done(c);
-			free(s);
-			return;
-		}
+		outbuf_init(&s->out, sup->cfg.ws, (size_t)L->max_output_chars, log_cap);
+		outbuf_init(&s->err, sup->cfg.ws, (size_t)L->max_output_chars, log_cap);
 		snprintf(s->name, sizeof s->name, "%s", c->session);
 		s->sup = sup;
 		s->pidfd = s->ctrl = s->out_r = s->err_r = s->ckpt_pidfd = s->dropped_pidfd = -1;

@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../common/util.h"
 #include "../interp/procs.h"
 
 /* Reads a small /proc file whole; its length or -errno. */
@@ -341,9 +342,7 @@ static int footprint_seen(const char *proc, pid_t zygote, pid_t root, pid_t skip
 
 int watch_footprint(const char *proc, pid_t zygote, pid_t root, pid_t skip, pid_t dying, struct footprint *u)
 {
-	struct inos *seen = calloc(1, sizeof *seen);
-	if (!seen)
-		return -ENOMEM;
+	struct inos *seen = xcalloc(1, sizeof *seen);
 	int rc = footprint_seen(proc, zygote, root, skip, dying, u, seen);
 	free(seen);
 	return rc;
@@ -386,9 +385,7 @@ int watch_save_footprint(const char *proc, pid_t zygote, pid_t session, pid_t ck
 			 struct save_footprint *v)
 {
 	memset(v, 0, sizeof *v);
-	struct inos *seen = calloc(1, sizeof *seen);
-	if (!seen)
-		return -ENOMEM;
+	struct inos *seen = xcalloc(1, sizeof *seen);
 	int rc = footprint_seen(proc, zygote, session, ckpt, dying, u, seen);
 	pid_t *below = NULL;
 	size_t n = 0;
