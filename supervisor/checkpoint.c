@@ -107,6 +107,9 @@ void resume_expired(void *arg)
 	kill_session(s);
 }
 
+/* The checkpoint goes: killed through its pidfd.  Until it has exited it
+ * is "dying" (dying_pids): neither counted against the session's limits
+ * nor taken for something the call left. */
 static void drop_checkpoint(struct session *s)
 {
 	if (s->ckpt_pidfd >= 0) {
@@ -160,35 +163,6 @@ int accept_checkpoint(struct sup *sup, struct session *s, int pidfd, pid_t said,
 	return 0;
 }
 
-/* Asks the zygote to end what is below the frozen session (W_SETTLED
- * answers). */
-void send_settle(struct sup *sup, struct session *s)
-{
-	cJSON *j = cJSON_CreateObject();
-	cJSON_AddNumberToObject(j, "pid", s->pid);
-	cJSON_AddNumberToObject(j, "keep", s->ckpt_pid);
-	cJSON_AddNumberToObject(j, "epoch", (double)sup->epoch);
-	/* The zygote's orphans are ended only when the list of what to keep
-	 * is whole: not while a copy is being forked (fork_in_flight). */
-	cJSON *all = fork_in_flight(sup) ? NULL : cJSON_AddArrayToObject(j, "all");
-	for (struct session *o = sup->sessions; o && all; o = o->next) {
-		if (!o->alive)
-			continue;
-		if (o->pid > 0)
-			cJSON_AddItemToArray(all, cJSON_CreateNumber(o->pid));
-		if (o->ckpt_pid > 0)
-			cJSON_AddItemToArray(all, cJSON_CreateNumber(o->ckpt_pid));
-	}
-	char *txt = cJSON_PrintUnformatted(j);
-	cJSON_Delete(j);
-	int r = txt ? zlink_settle(sup->zl, s->pid, txt) : -ENOMEM;
-	free(txt);
-	if (r < 0) {
-		log_warn("session %s: cannot ask the zygote to sweep: %s", s->name, strerror(-r));
-		kill_session(s);
-	}
-}
-
 /* The session did not take its checkpoint in time: it is ended as a crash,
  * and the previous checkpoint (if any) resumes. */
 static void checkpoint_expired(void *arg)
@@ -225,58 +199,4 @@ void take_checkpoint(struct sup *sup, struct session *s, bool save)
 	const char *body = s->save_asked ? "{\"save\":true}" : "{}";
 	if (wire_send(s->ctrl, W_TAKE_CHECKPOINT, body, strlen(body), NULL, 0) < 0)
 		kill_session(s);
-}
-
-/* The zygote has ended what was left below the frozen session. */
-void settled(struct sup *sup, struct session *s)
-{
-	set_expect(sup, s, P_IDLE);
-	if (s->watch_timer) {
-		loop_timer_cancel(sup->cfg.loop, s->watch_timer);
-		s->watch_timer = 0;
-	}
-	/* A save that ended while the session was not yet idle left what it
-	 * started below the session: ended now, before the session rests. */
-	if (s->save_ran && !s->save)
-		end_save_tree(sup, s);
-	if (s->ckpt_due != DUE_NONE) {
-		s->ckpt_due = DUE_NONE;
-		cancel_resume_timer(sup, s);
-		start_next(sup, s);
-		forks_waiting(sup, s);
-		save_when_idle(sup, s);
-		ended(sup); /* the server may be waiting for this state's save */
-		return;
-	}
-	if (!s->cur) {
-		/* At rest again after making a copy (W_FORKED). */
-		start_next(sup, s);
-		forks_waiting(sup, s);
-		save_when_idle(sup, s);
-		return;
-	}
-	/* The reply goes out now; the checkpoint of the state it kept is
-	 * taken after it (no fork on the call's path), before the next cell.
-	 * The previous checkpoint stays until the new one is accepted: a
-	 * session that fails to take it is rolled back to that one. */
-	enum call_state st = s->cur->state;
-	/* A restored or forked state is a kept one too: it needs its copy
-	 * (and its save) like any other. */
-	bool take = sup->cfg.policy->limits.checkpoint && (st == STATE_KEPT || st == STATE_RESTORED || st == STATE_FORKED);
-	if (take)
-		s->ckpt_due = DUE_AFTER_CALL;
-	if (take && persist_on(sup->persist)) {
-		/* A new state: saved at rest even if the last one's save failed. */
-		s->save_missed = s->save_failed = false;
-		if (!s->dirty)
-			s->unsaved_since = loop_now_ms();
-		s->dirty = true;
-	}
-	if (take)
-		save_superseded(sup, s, s->cur);
-	finish_cur(sup, s);
-	if (take && s->ckpt_due == DUE_AFTER_CALL && s->alive && s->phase == P_IDLE)
-		take_checkpoint(sup, s, sup->stopping);
-	else
-		forks_waiting(sup, s);
 }

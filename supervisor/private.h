@@ -265,6 +265,7 @@ void start_watch(struct sup *sup, struct session *s);
 
 /* freeze.c */
 void begin_freeze(struct sup *sup, struct session *s);
+void settled(struct sup *sup, struct session *s);
 
 /* checkpoint.c */
 void cancel_resume_timer(struct sup *sup, struct session *s);
@@ -272,9 +273,7 @@ bool roll_back(struct sup *sup, struct session *s, int wstatus, bool status_know
 void resume_expired(void *arg);
 void dying_pids(const struct session *s, pid_t *host, pid_t *ns);
 int accept_checkpoint(struct sup *sup, struct session *s, int pidfd, pid_t said, char *why, size_t n);
-void send_settle(struct sup *sup, struct session *s);
 void take_checkpoint(struct sup *sup, struct session *s, bool save);
-void settled(struct sup *sup, struct session *s);
 
 /* saved.c */
 void save_when_idle(struct sup *sup, struct session *s);

@@ -337,9 +337,9 @@ void sup_submit(struct sup *sup, struct run *c)
 		s->qhead = c;
 	s->qtail = c;
 	warm_busy(sup);
-	/* The session copies ahead what the next call will write while it
-	 * takes its checkpoint (interp/precopy.h); with a call waiting, that
-	 * only delays it. */
+	/* Hurry: the session copies ahead what the next call will write while
+	 * it takes its checkpoint (interp/precopy.h); with a call waiting,
+	 * that only delays it, so W_HURRY cuts it short. */
 	if (s->ckpt_due == DUE_AFTER_CALL && s->phase == P_SETTLING && s->ctrl >= 0)
 		(void)wire_send(s->ctrl, W_HURRY, "", 0, NULL, 0);
 	start_next(sup, s);

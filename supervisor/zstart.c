@@ -243,8 +243,8 @@ void sup_disable(struct sup *sup, const char *why)
 	fail_waiting(sup);
 }
 
-/* After each exit (once a checkpoint has resumed in place of a dead session):
- * tell the zygote which of its processes are sessions and checkpoints; it
+/* The sweep.  After each exit (once a checkpoint has resumed in place of a
+ * dead session): tell the zygote which of its processes are sessions and checkpoints; it
  * ends the rest, which the code of a dead session left running
  * (zygote.c: sweep). */
 void send_sweep(struct sup *sup, unsigned long long epoch)
