@@ -297,7 +297,7 @@ static int plan(const struct jail_config *c, struct tree *t, struct err *e)
 		return err_set(e, -E2BIG, "jail: too many mounts");
 	/* Files in a tmpfs are host memory that outlives the call: /tmp and
 	 * /dev/shm together hold at most half of memory_mb, and the memory
-	 * watchdog counts what they hold as the session's (supervisor.c), so
+	 * watchdog counts what they hold as the session's (supervisor/limits.c), so
 	 * a session with full scratch space still has half its memory. */
 	long tmp_mb = p->limits.memory_mb * 3 / 8;
 	if (p->limits.max_file_mb < tmp_mb)

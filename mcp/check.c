@@ -67,7 +67,7 @@ static double now_ms(void)
 }
 
 /* Without namespaces no mount caps the private temp directory: what the
- * server counts it against instead (supervisor.c, files/wswatch.h). */
+ * server counts it against instead (supervisor/limits.c, files/wswatch.h). */
 static void scratch_line(const struct policy *p, FILE *f)
 {
 	struct statfs fs;

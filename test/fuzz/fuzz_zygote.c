@@ -1,15 +1,15 @@
 /* Fuzz target: the server's side of the zygote and its sessions, against a
- * process that plays a lying zygote.  The real supervisor (supervisor.c,
- * zlink.c, kproc.c) runs one call; its zygote is a fork of the fuzzer
- * (sup_config.fake_zygote) that plays the input as a script on the real
- * wire protocol: frames of every type the zygote or a session may send,
- * in any order, with bodies from the input, and with descriptors chosen
- * from a menu: a pidfd of the canary (a process the server never made), of
- * the fake zygote itself, of the server, of a process that has exited, of
- * a child the fake forked (a session as the server asked for one, when
- * the input sends it in answer to a spawn), a pipe, /dev/null.  It reads
- * what the server sends (spawn ids, the sessions' sockets, settle and
- * warm-up requests) and can answer on a session's socket too.
+ * process that plays a lying zygote.  The real supervisor (the rooms of
+ * supervisor/private.h, zlink.c, kproc.c) runs one call; its zygote is a
+ * fork of the fuzzer (sup_config.fake_zygote) that plays the input as a
+ * script on the real wire protocol: frames of every type the zygote or a
+ * session may send, in any order, with bodies from the input, and with
+ * descriptors chosen from a menu: a pidfd of the canary (a process the
+ * server never made), of the fake zygote itself, of the server, of a process
+ * that has exited, of a child the fake forked (a session as the server asked
+ * for one, when the input sends it in answer to a spawn), a pipe, /dev/null.
+ * It reads what the server sends (spawn ids, the sessions' sockets, settle
+ * and warm-up requests) and can answer on a session's socket too.
  *
  * Input: a sequence of ops, one byte each (op % 16), most followed by a few
  * bytes of arguments (see play()).  The fake ends when the input does,

@@ -1,5 +1,5 @@
-/* The supervisor's state machine (supervisor/supervisor.c) against a fake
- * zygote and fake sessions: real processes on the other end of the real
+/* The supervisor's state machine (the rooms of supervisor/private.h)
+ * against a fake zygote and fake sessions: real processes on the other end of the real
  * wire protocol, with real pidfds, frozen and resumed with real signals.
  *
  * The supervisor execs its "zygote" as `SELF --zygote-fd N`; SELF is this
