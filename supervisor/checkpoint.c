@@ -49,7 +49,7 @@ bool roll_back(struct sup *sup, struct session *s, int wstatus, bool status_know
 	s->ckpt_due = DUE_RESUMED;
 	set_expect(sup, s, P_RESUMING);
 	cancel_resume_timer(sup, s);
-	s->resume_timer = loop_timer(sup->cfg.loop, RESUME_MS, resume_expired, s);
+	s->resume_timer = loop_timer(sup->cfg.loop, RESUME_MS, due_expired, s);
 	/* The pipes' write ends live on in the resumed process: watch again
 	 * in case a hang-up removed them. */
 	loop_watch(sup->cfg.loop, s->ctrl, POLLIN, ctrl_event, s);
@@ -91,19 +91,28 @@ bool roll_back(struct sup *sup, struct session *s, int wstatus, bool status_know
 	return true;
 }
 
-/* The resumed copy did not finish resuming in time: it is ended, and the
- * next call starts a new process (its exit report closes the session). */
-void resume_expired(void *arg)
+/* The checkpoint the session owes (ckpt_due) did not come within
+ * RESUME_MS: the session is ended as a crash.  After a call the previous
+ * checkpoint (if any) resumes; a resumed copy that did not answer is
+ * dropped too, and the next call starts a new process (its exit report
+ * closes the session). */
+void due_expired(void *arg)
 {
 	struct session *s = arg;
 	s->resume_timer = 0;
-	if (s->ckpt_due != DUE_RESUMED)
+	if (s->ckpt_due == DUE_NONE)
 		return;
-	log_warn("session %s: the resumed checkpoint did not answer within %.0f s: ended", s->name, RESUME_MS / 1000);
+	bool resumed = s->ckpt_due == DUE_RESUMED;
+	log_warn(resumed ? "session %s: the resumed checkpoint did not answer within %.0f s: ended"
+			 : "session %s: no checkpoint within %.0f s: ended",
+		 s->name, RESUME_MS / 1000);
 	/* The reply that rolled back said the state was kept: the next one
 	 * says that copy is gone too. */
-	snprintf(s->broke, sizeof s->broke, "the copy it was rolled back to did not answer within %.0f s", RESUME_MS / 1000);
-	drop_checkpoint(s);
+	snprintf(s->broke, sizeof s->broke,
+		 resumed ? "the copy it was rolled back to did not answer within %.0f s" : "no checkpoint within %.0f s",
+		 RESUME_MS / 1000);
+	if (resumed)
+		drop_checkpoint(s);
 	kill_session(s);
 }
 
@@ -163,19 +172,6 @@ int accept_checkpoint(struct sup *sup, struct session *s, int pidfd, pid_t said,
 	return 0;
 }
 
-/* The session did not take its checkpoint in time: it is ended as a crash,
- * and the previous checkpoint (if any) resumes. */
-static void checkpoint_expired(void *arg)
-{
-	struct session *s = arg;
-	s->resume_timer = 0;
-	if (s->ckpt_due != DUE_AFTER_CALL)
-		return;
-	log_warn("session %s: no checkpoint within %.0f s: ended", s->name, RESUME_MS / 1000);
-	snprintf(s->broke, sizeof s->broke, "no checkpoint within %.0f s", RESUME_MS / 1000);
-	kill_session(s);
-}
-
 /* Thaws the idle session just long enough to fork its checkpoint, under a
  * timer; it is frozen and swept again once the checkpoint is in.  save:
  * the checkpoint forks a saver of its state too (saved sessions: only once
@@ -193,7 +189,7 @@ void take_checkpoint(struct sup *sup, struct session *s, bool save)
 	 * memory over memory_mb, or compute, until the checkpoint timer. */
 	start_watch(sup, s);
 	cancel_resume_timer(sup, s);
-	s->resume_timer = loop_timer(sup->cfg.loop, RESUME_MS, checkpoint_expired, s);
+	s->resume_timer = loop_timer(sup->cfg.loop, RESUME_MS, due_expired, s);
 	s->ckpt_since = kproc_now_ticks();
 	s->save_asked = save && persist_on(sup->persist);
 	const char *body = s->save_asked ? "{\"save\":true}" : "{}";

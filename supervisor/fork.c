@@ -72,7 +72,7 @@ static int fork_session(struct sup *sup, struct session *s, struct session *p)
 	session_adopt_fds(sup, s, mine, P_RESUMING);
 	/* Until its hello and its own checkpoint it is as a resumed copy. */
 	s->ckpt_due = DUE_RESUMED;
-	s->resume_timer = loop_timer(sup->cfg.loop, RESUME_MS, resume_expired, s);
+	s->resume_timer = loop_timer(sup->cfg.loop, RESUME_MS, due_expired, s);
 	s->fork_parent = p;
 	s->fork_asked = kproc_now_ticks();
 	s->fork_t0 = loop_now_ms();

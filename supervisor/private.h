@@ -270,7 +270,7 @@ void settled(struct sup *sup, struct session *s);
 /* checkpoint.c */
 void cancel_resume_timer(struct sup *sup, struct session *s);
 bool roll_back(struct sup *sup, struct session *s, int wstatus, bool status_known);
-void resume_expired(void *arg);
+void due_expired(void *arg);
 void dying_pids(const struct session *s, pid_t *host, pid_t *ns);
 int accept_checkpoint(struct sup *sup, struct session *s, int pidfd, pid_t said, char *why, size_t n);
 void take_checkpoint(struct sup *sup, struct session *s, bool save);

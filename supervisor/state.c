@@ -33,12 +33,12 @@ static const struct phase_row {
 			{ { W_HELLO, 256, 0, HELLO_DUE }, { W_STARTED, 0, 0, NOT_STARTED }, { W_RESULT, RESULT_MAX, 0, ALWAYS } },
 			"the call's timeout (timeout_fired)" },
 	/* its pidfd, and the saver's pipe (saved sessions) */
-	[P_SETTLING] = { "settling", { { W_CHECKPOINT, 256, 2, ALWAYS } }, "RESUME_MS (checkpoint_expired)" },
+	[P_SETTLING] = { "settling", { { W_CHECKPOINT, 256, 2, ALWAYS } }, "RESUME_MS (due_expired)" },
 	[P_SCANNING] = { "scanning", { { 0 } }, "the call's timeout (timeout_fired)" },
 	[P_THUMB] = { "thumbnail", { { W_THUMB_DATA, 256 * 1024, 0, ALWAYS } }, "THUMBS_MS (timeout_fired)" },
 	[P_FREEZING] = { "freezing", { { 0 } }, "the call's timeout or RESUME_MS; looks by try_freeze, check_quiet" },
-	[P_RESUMING] = { "resuming", { { W_HELLO, 256, 0, ALWAYS } }, "RESUME_MS (resume_expired)" },
-	[P_RESUMED] = { "resumed", { { W_CHECKPOINT, 256, 2, ALWAYS } }, "RESUME_MS (resume_expired)" },
+	[P_RESUMING] = { "resuming", { { W_HELLO, 256, 0, ALWAYS } }, "RESUME_MS (due_expired)" },
+	[P_RESUMED] = { "resumed", { { W_CHECKPOINT, 256, 2, ALWAYS } }, "RESUME_MS (due_expired)" },
 	[P_FORKING] = { "forking", { { W_FORKED, 256, 1, ALWAYS } }, "RESUME_MS (fork_expired)" },
 };
 
