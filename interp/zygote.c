@@ -42,6 +42,7 @@
 #include "../policy/trust.h"
 #include "pyembed.h"
 #include "../proto/config.h"
+#include "../proto/smsg.h"
 #include "../proto/wire.h"
 
 #define SESSION_CTRL_FD 3
@@ -112,6 +113,14 @@ static int send_json(int sock, uint32_t type, cJSON *j, const int *fds, int nfds
 	char *s = cJSON_PrintUnformatted(j);
 	int r = s ? wire_send(sock, type, s, strlen(s), fds, nfds) : -ENOMEM;
 	free(s);
+	return r;
+}
+
+/* Sends a codec's payload (proto/smsg.h) and frees it. */
+static int send_msg(int sock, uint32_t type, char *txt, const int *fds, int nfds)
+{
+	int r = wire_send(sock, type, txt, strlen(txt), fds, nfds);
+	free(txt);
 	return r;
 }
 
@@ -390,11 +399,7 @@ static void checkpoint_child(int sp[2], int sync[2], const sigset_t *usr1, const
 	while (recv(SESSION_CTRL_FD, junk, sizeof junk, MSG_DONTWAIT) > 0)
 		;
 	/* The server already holds this process's pidfd (it signalled it). */
-	cJSON *hello = cJSON_CreateObject();
-	cJSON_AddNumberToObject(hello, "pid", getpid());
-	cJSON_AddBoolToObject(hello, "resumed", 1);
-	send_json(SESSION_CTRL_FD, W_HELLO, hello, NULL, 0);
-	cJSON_Delete(hello);
+	send_msg(SESSION_CTRL_FD, W_HELLO, smsg_hello_encode(&(struct smsg_hello){ .pid = getpid(), .resumed = true }), NULL, 0);
 	/* A copy of this state at once: the next cell may fail too.
 	 * Its save waits until the session rests (the server asks). */
 	make_checkpoint(false);
@@ -503,12 +508,10 @@ static void make_checkpoint(bool save)
 	 * this process and resumes the previous checkpoint. */
 	if (pid > 0)
 		checkpoint_pid = pid;
-	cJSON *j = cJSON_CreateObject();
-	cJSON_AddNumberToObject(j, "pid", pid);
 	/* The saver's pipe rides with the checkpoint (never without it). */
 	int fds[2] = { pidfd, save_fd };
-	send_json(SESSION_CTRL_FD, W_CHECKPOINT, j, pidfd >= 0 ? fds : NULL, pidfd < 0 ? 0 : save_fd >= 0 ? 2 : 1);
-	cJSON_Delete(j);
+	send_msg(SESSION_CTRL_FD, W_CHECKPOINT, smsg_checkpoint_encode(&(struct smsg_checkpoint){ .pid = pid }),
+		 pidfd >= 0 ? fds : NULL, pidfd < 0 ? 0 : save_fd >= 0 ? 2 : 1);
 	if (pidfd >= 0)
 		close(pidfd);
 	if (save_fd >= 0)
@@ -562,11 +565,7 @@ static void become_copy(const char *name, int fds[3], bool checkpoints)
 	if (txt && py_call("fork_init", txt, &out, &len, &is_bytes, &e) == 0)
 		free(out);
 	free(txt);
-	cJSON *hello = cJSON_CreateObject();
-	cJSON_AddNumberToObject(hello, "pid", getpid());
-	cJSON_AddBoolToObject(hello, "resumed", 1);
-	send_json(SESSION_CTRL_FD, W_HELLO, hello, NULL, 0);
-	cJSON_Delete(hello);
+	send_msg(SESSION_CTRL_FD, W_HELLO, smsg_hello_encode(&(struct smsg_hello){ .pid = getpid(), .resumed = true }), NULL, 0);
 	/* Its first cell may fail: a copy of the forked state to go back to
 	 * (and, saved sessions, the save of it under its own name). */
 	if (checkpoints)
@@ -584,16 +583,12 @@ static void become_copy(const char *name, int fds[3], bool checkpoints)
  * new session. */
 static bool fork_copy(struct wire_msg *m, bool checkpoints)
 {
-	cJSON *req = cJSON_ParseWithLength((const char *)m->data, m->len);
-	const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(req, "name"));
-	char nm[65];
-	snprintf(nm, sizeof nm, "%s", name ? name : "");
-	cJSON_Delete(req);
-	cJSON *rep = cJSON_CreateObject();
-	if (m->nfds != 3 || !nm[0]) {
-		cJSON_AddStringToObject(rep, "error", "malformed request");
-		send_json(SESSION_CTRL_FD, W_FORKED, rep, NULL, 0);
-		cJSON_Delete(rep);
+	struct smsg_fork req;
+	struct err de = { 0 };
+	struct smsg_forked rep = { 0 };
+	if (smsg_fork_decode(m->data, m->len, &req, &de) < 0 || m->nfds != 3) {
+		snprintf(rep.error, sizeof rep.error, "malformed request");
+		send_msg(SESSION_CTRL_FD, W_FORKED, smsg_forked_encode(&rep), NULL, 0);
 		return false;
 	}
 	char *out;
@@ -612,25 +607,22 @@ static bool fork_copy(struct wire_msg *m, bool checkpoints)
 	if (copy == 0) {
 		int fds[3] = { m->fds[0], m->fds[1], m->fds[2] };
 		m->nfds = 0;
-		cJSON_Delete(rep);
-		become_copy(nm, fds, checkpoints);
+		become_copy(req.name, fds, checkpoints);
 		return true;
 	}
 	int err = errno;
 	PyOS_AfterFork_Parent();
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
 	if (copy < 0 || pidfd < 0) {
-		cJSON_AddStringToObject(rep, "error", copy < 0 ? strerror(err) : "no pidfd for the copy");
-		send_json(SESSION_CTRL_FD, W_FORKED, rep, NULL, 0);
-		cJSON_Delete(rep);
+		snprintf(rep.error, sizeof rep.error, "%s", copy < 0 ? strerror(err) : "no pidfd for the copy");
+		send_msg(SESSION_CTRL_FD, W_FORKED, smsg_forked_encode(&rep), NULL, 0);
 		if (pidfd >= 0)
 			close(pidfd);
 		return false;
 	}
-	cJSON_AddNumberToObject(rep, "pid", copy);
-	send_json(SESSION_CTRL_FD, W_FORKED, rep, &pidfd, 1);
+	rep.pid = copy;
+	send_msg(SESSION_CTRL_FD, W_FORKED, smsg_forked_encode(&rep), &pidfd, 1);
 	close(pidfd);
-	cJSON_Delete(rep);
 	return false;
 }
 
@@ -738,10 +730,7 @@ static __attribute__((noreturn)) void session_main(const char *init_json, int fd
 	}
 	free(out);
 
-	cJSON *hello = cJSON_CreateObject();
-	cJSON_AddNumberToObject(hello, "pid", getpid());
-	send_json(SESSION_CTRL_FD, W_HELLO, hello, NULL, 0);
-	cJSON_Delete(hello);
+	send_msg(SESSION_CTRL_FD, W_HELLO, smsg_hello_encode(&(struct smsg_hello){ .pid = getpid() }), NULL, 0);
 
 	for (;;) {
 		struct wire_msg m;

@@ -16,6 +16,11 @@
 #define WIRE_MAGIC 0x50534d31u /* "PSM1" */
 #define WIRE_MAX_PAYLOAD (64u << 20)
 #define WIRE_MAX_FDS 4
+/* The largest pid the kernel gives (PID_MAX_LIMIT on 64-bit), and the
+ * longest session name (the server checks its characters): the bounds the
+ * codecs hold every pid and name of a message to. */
+#define PROTO_PID_MAX 4194304
+#define PROTO_NAME_MAX 64
 
 enum wire_type {
 	/* server -> zygote */

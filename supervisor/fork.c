@@ -55,11 +55,10 @@ static int fork_session(struct sup *sup, struct session *s, struct session *p)
 	int r = session_fds_new(mine, theirs);
 	if (r < 0)
 		return r;
-	cJSON *j = cJSON_CreateObject();
-	cJSON_AddStringToObject(j, "name", s->name);
-	char *txt = cJSON_PrintUnformatted(j);
-	cJSON_Delete(j);
-	r = txt ? wire_send(p->ctrl, W_FORK, txt, strlen(txt), theirs, 3) : -ENOMEM;
+	struct smsg_fork fm;
+	snprintf(fm.name, sizeof fm.name, "%s", s->name);
+	char *txt = smsg_fork_encode(&fm);
+	r = wire_send(p->ctrl, W_FORK, txt, strlen(txt), theirs, 3);
 	free(txt);
 	close3(theirs);
 	if (r < 0) {
@@ -164,19 +163,21 @@ void forked(struct sup *sup, struct session *p, struct wire_msg *m)
 {
 	struct session *s = p->fork_child;
 	cancel_resume_timer(sup, p);
-	cJSON *j = cJSON_ParseWithLength((const char *)m->data, m->len);
-	const cJSON *err = cJSON_GetObjectItemCaseSensitive(j, "error");
+	/* A body that is not one (proto/smsg.h) claims no pid and says no
+	 * error: the copy is then judged by its pidfd alone. */
+	struct smsg_forked fm;
+	struct err de = { 0 };
+	if (smsg_forked_decode(m->data, m->len, &fm, &de) < 0)
+		fm = (struct smsg_forked){ 0 };
 	/* The copy is a new child of the zygote (it forks it for the
 	 * parent), as the kernel says (kproc.h), born after the request. */
-	const cJSON *cp = cJSON_GetObjectItemCaseSensitive(j, "pid");
-	pid_t claim = cJSON_IsNumber(cp) && cp->valuedouble >= 1 && cp->valuedouble < 4194305 ? (pid_t)cp->valuedouble : 0;
+	pid_t claim = fm.pid;
 	struct kproc k = { 0 };
 	char kwhy[160];
 	int wp = m->nfds == 1 ? kproc_confirm(m->fds[0], sup->zhpid, claim, s->fork_asked, &k, kwhy, sizeof kwhy) : -EBADF;
 	pid_t host = k.host, ns = k.ns;
 	if (wp == -ESRCH) {
 		/* The copy ended at once (killed, out of memory): no lie. */
-		cJSON_Delete(j);
 		fork_failed(sup, p, "the copy ended as soon as it started");
 		begin_freeze(sup, p);
 		return;
@@ -187,10 +188,8 @@ void forked(struct sup *sup, struct session *p, struct wire_msg *m)
 			ok = false;
 	if (!ok) {
 		char e[200];
-		if (cJSON_IsString(err) && m->nfds == 0) {
-			char *safe = utf8_sanitize((const unsigned char *)err->valuestring, strnlen(err->valuestring, 150), NULL);
-			snprintf(e, sizeof e, "the fork failed (%s)", safe ? safe : "?");
-			free(safe);
+		if (fm.error[0] && m->nfds == 0) {
+			snprintf(e, sizeof e, "the fork failed (%s)", fm.error);
 			fork_failed(sup, p, e);
 			begin_freeze(sup, p);
 		} else {
@@ -199,10 +198,8 @@ void forked(struct sup *sup, struct session *p, struct wire_msg *m)
 			fork_failed(sup, p, "its process answered with something that is not its copy");
 			violation(sup, p, "a copy that is no new child of the zygote");
 		}
-		cJSON_Delete(j);
 		return;
 	}
-	cJSON_Delete(j);
 	p->fork_child = NULL;
 	s->fork_parent = NULL;
 	s->pid = ns;

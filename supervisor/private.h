@@ -25,6 +25,7 @@
 #include "../common/text.h"
 #include "../common/util.h"
 #include "../proto/config.h"
+#include "../proto/smsg.h"
 #include "../proto/wire.h"
 #include "../interp/procs.h"
 #include "../interp/zygote.h"

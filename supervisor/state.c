@@ -107,10 +107,11 @@ static void on_checkpoint(struct sup *sup, struct session *s, struct wire_msg *m
 	 * session started no save; or no pipe was left) the state stays
 	 * dirty: the next state's save, or the one at exit, covers it. */
 	int save_fd = -1;
-	cJSON *body = cJSON_ParseWithLength((const char *)m->data, m->len);
-	const cJSON *cp = cJSON_GetObjectItemCaseSensitive(body, "pid");
-	pid_t claim = cJSON_IsNumber(cp) && cp->valuedouble >= 1 && cp->valuedouble < 4194305 ? (pid_t)cp->valuedouble : 0;
-	cJSON_Delete(body);
+	/* A body that is not one (proto/smsg.h) claims no pid, which
+	 * accept_checkpoint refuses. */
+	struct smsg_checkpoint cm;
+	struct err de = { 0 };
+	pid_t claim = smsg_checkpoint_decode(m->data, m->len, &cm, &de) == 0 && cm.pid > 0 ? cm.pid : 0;
 	/* The saver's pipe must be one: a read end of a pipe, nothing
 	 * the server would open, seek or wait on otherwise.
 	 * Attack: a session passes its end of a socket, a file of the

@@ -1,0 +1,159 @@
+/* The field checks every decoder of proto/ is made of (private.h). */
+#include "private.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/text.h"
+#include "../common/util.h"
+#include "wire.h"
+
+int pdec_begin(struct pdec *d, const char *what, const void *data, size_t len, struct err *e)
+{
+	*d = (struct pdec){ .what = what, .e = e };
+	d->j = cJSON_ParseWithLength(data, len);
+	d->at = d->j;
+	if (!cJSON_IsObject(d->j)) {
+		cJSON_Delete(d->j);
+		d->j = NULL;
+		d->at = NULL;
+		d->rc = err_set(e, -EPROTO, "a %s whose body is not a JSON object", what);
+	}
+	return d->rc;
+}
+
+int pdec_end(struct pdec *d, void **keep)
+{
+	if (keep && d->rc == 0)
+		*keep = d->j;
+	else
+		cJSON_Delete(d->j);
+	d->j = NULL;
+	d->at = NULL;
+	return d->rc;
+}
+
+void pdec_fail(struct pdec *d, const char *key, const char *fmt, ...)
+{
+	if (d->rc < 0)
+		return;
+	char why[400];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof why, fmt, ap);
+	va_end(ap);
+	d->rc = err_set(d->e, -EPROTO, "a %s whose \"%s\" %s", d->what, key, why);
+}
+
+const char *pdec_kind(const cJSON *v, char *buf, size_t n)
+{
+	if (!v)
+		return "nothing";
+	if (cJSON_IsNull(v))
+		return "null";
+	if (cJSON_IsBool(v))
+		return "a boolean";
+	if (cJSON_IsNumber(v)) {
+		snprintf(buf, n, "the number %.17g", v->valuedouble);
+		return buf;
+	}
+	if (cJSON_IsString(v))
+		return "a string";
+	if (cJSON_IsArray(v))
+		return "a list";
+	return "an object";
+}
+
+/* The value under key, or NULL: absent and null are one for an optional
+ * field; a required one must be there. */
+static cJSON *field(struct pdec *d, const char *key, enum pflag f)
+{
+	if (d->rc < 0 || !d->at)
+		return NULL;
+	cJSON *v = cJSON_GetObjectItemCaseSensitive(d->at, key);
+	if (f == PF_OPT && cJSON_IsNull(v))
+		return NULL;
+	if (!v && f == PF_REQ)
+		pdec_fail(d, key, "is missing");
+	return v;
+}
+
+bool pdec_int(struct pdec *d, const char *key, enum pflag f, long long lo, long long hi, long long *out)
+{
+	const cJSON *v = field(d, key, f);
+	if (!v)
+		return false;
+	/* A fraction, NaN, or a number past 2^53 (where a double skips
+	 * integers) is not one. */
+	double x = cJSON_IsNumber(v) ? v->valuedouble : (double)NAN;
+	if (!(x >= (double)lo && x <= (double)hi) || x != floor(x)) {
+		char k[64];
+		pdec_fail(d, key, "is not an integer from %lld to %lld (it is %s)", lo, hi, pdec_kind(v, k, sizeof k));
+		return false;
+	}
+	*out = (long long)x;
+	return true;
+}
+
+bool pdec_str(struct pdec *d, const char *key, enum pflag f, size_t max, const char **out)
+{
+	const cJSON *v = field(d, key, f);
+	if (!v)
+		return false;
+	if (!cJSON_IsString(v)) {
+		char k[64];
+		pdec_fail(d, key, "is not a string (it is %s)", pdec_kind(v, k, sizeof k));
+		return false;
+	}
+	size_t n = strlen(v->valuestring);
+	if (n > max) {
+		pdec_fail(d, key, "is longer than %zu bytes (%zu)", max, n);
+		return false;
+	}
+	*out = v->valuestring;
+	return true;
+}
+
+bool pdec_text(struct pdec *d, const char *key, enum pflag f, size_t cut, bool lines, const char **out)
+{
+	const char *s;
+	if (!pdec_str(d, key, f, SIZE_MAX, &s))
+		return false;
+	size_t n = strnlen(s, cut);
+	char *t = utf8_sanitize((const unsigned char *)s, utf8_prefix(s, n, n), NULL);
+	if (!t)
+		die_oom();
+	for (char *p = t; *p; p++)
+		if (((unsigned char)*p < 0x20 && !(lines && *p == '\n')) || *p == 0x7f)
+			*p = ' ';
+	/* In place of the string it came as: the tree owns it from now on. */
+	cJSON *item = cJSON_CreateString(t);
+	free(t);
+	if (!item)
+		die_oom();
+	cJSON_ReplaceItemInObjectCaseSensitive(d->at, key, item);
+	*out = item->valuestring;
+	return true;
+}
+
+bool pdec_name(struct pdec *d, const char *key, enum pflag f, char *buf, size_t n)
+{
+	const char *s;
+	if (!pdec_str(d, key, f, n - 1, &s))
+		return false;
+	memcpy(buf, s, strlen(s) + 1);
+	return true;
+}
+
+char *penc_print(cJSON *j)
+{
+	char *txt = j ? cJSON_PrintUnformatted(j) : NULL;
+	cJSON_Delete(j);
+	if (!txt)
+		die_oom();
+	return txt;
+}

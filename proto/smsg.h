@@ -1,0 +1,64 @@
+/* The messages between the server and a session that have a codec: one
+ * struct per type, encoded by the side that sends it and decoded by the
+ * other, so a field is added in one place and the compiler checks both
+ * ends.  Each decoder is the check of a message from below (private.h has
+ * the rule: every field of its type and within its range, or the message
+ * is refused with an error naming the field; sizes and descriptors are
+ * judged before, by the reader and the state's row in supervisor/state.c).
+ * What the server then believes of a pid is the kernel's word
+ * (supervisor/kproc.h), never the message's.
+ *
+ * Encoders return the payload, malloc'd, never NULL (out of memory ends
+ * the process: common/util.h).  Decoders return 0, or -EPROTO with e
+ * naming the field.
+ *
+ * Still built and read by hand on both sides: W_EXEC, W_THUMB and W_RESULT
+ * (the bootstrap, interp/bootstrap.py, reads and writes those), and the
+ * zygote's messages but W_CONFIG (config.h).  W_STARTED,
+ * W_TAKE_CHECKPOINT and W_HURRY are empty, W_THUMB_DATA raw bytes. */
+#ifndef PROTO_SMSG_H
+#define PROTO_SMSG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "../common/err.h"
+#include "wire.h"
+
+/* W_HELLO, session -> server: a new process, a resumed checkpoint or a
+ * copy is up.  The server reads nothing of it (a pid is the kernel's word,
+ * from the pidfd), so it has no decoder: its size and its place in the
+ * exchange are the check. */
+struct smsg_hello {
+	pid_t pid;
+	bool resumed;           /* a checkpoint or a copy, not a fresh fork */
+};
+char *smsg_hello_encode(const struct smsg_hello *m);
+
+/* W_CHECKPOINT, session -> server; descriptors: the checkpoint's pidfd,
+ * then (saved sessions) the read end of the pipe its saver writes to. */
+struct smsg_checkpoint {
+	pid_t pid;              /* the checkpoint, as the session claims; -1: the fork failed */
+};
+char *smsg_checkpoint_encode(const struct smsg_checkpoint *m);
+int smsg_checkpoint_decode(const void *data, size_t len, struct smsg_checkpoint *m, struct err *e);
+
+/* W_FORK, server -> session; descriptors: the control socket, stdout and
+ * stderr of a new session `name` that starts as a copy of this one. */
+struct smsg_fork {
+	char name[PROTO_NAME_MAX + 1];
+};
+char *smsg_fork_encode(const struct smsg_fork *m);
+int smsg_fork_decode(const void *data, size_t len, struct smsg_fork *m, struct err *e);
+
+/* W_FORKED, session -> server; descriptor: the copy's pidfd (a child of
+ * the zygote), or none with error. */
+struct smsg_forked {
+	pid_t pid;              /* as the session claims it, or 0 */
+	char error[160];        /* why there is no copy (sanitized, cut), or "" */
+};
+char *smsg_forked_encode(const struct smsg_forked *m);
+int smsg_forked_decode(const void *data, size_t len, struct smsg_forked *m, struct err *e);
+
+#endif

@@ -1,0 +1,106 @@
+/* Unit tests of the session messages' codecs (proto/smsg.c): what one
+ * side encodes the other decodes to the same struct, and a body from
+ * below that does not hold to a field's type and range is refused with an
+ * error that names the message and the field. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../proto/smsg.h"
+
+static void test_checkpoint_round_trip(void **state)
+{
+	(void)state;
+	struct err e = { 0 };
+	struct smsg_checkpoint in = { .pid = 4321 }, out;
+	char *txt = smsg_checkpoint_encode(&in);
+	assert_int_equal(smsg_checkpoint_decode(txt, strlen(txt), &out, &e), 0);
+	assert_int_equal(out.pid, 4321);
+	free(txt);
+	/* A failed fork says -1, which is a valid claim of none. */
+	in.pid = -1;
+	txt = smsg_checkpoint_encode(&in);
+	assert_int_equal(smsg_checkpoint_decode(txt, strlen(txt), &out, &e), 0);
+	assert_int_equal(out.pid, -1);
+	free(txt);
+}
+
+static void test_checkpoint_refusals_name_the_field(void **state)
+{
+	(void)state;
+	static const char *const bad[] = { "{\"pid\":\"12\"}", "{\"pid\":1.5}", "{\"pid\":4194305}", "{}", "[1]", "x" };
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		struct err e = { 0 };
+		struct smsg_checkpoint out = { .pid = 99 };
+		assert_int_not_equal(smsg_checkpoint_decode(bad[i], strlen(bad[i]), &out, &e), 0);
+		assert_non_null(strstr(e.msg, "W_CHECKPOINT"));
+		if (bad[i][0] == '{')
+			assert_non_null(strstr(e.msg, "\"pid\""));
+	}
+}
+
+static void test_fork_round_trip_and_refusals(void **state)
+{
+	(void)state;
+	struct err e = { 0 };
+	struct smsg_fork in, out;
+	snprintf(in.name, sizeof in.name, "%s", "branch-1");
+	char *txt = smsg_fork_encode(&in);
+	assert_int_equal(smsg_fork_decode(txt, strlen(txt), &out, &e), 0);
+	assert_string_equal(out.name, "branch-1");
+	free(txt);
+	char longname[200];
+	snprintf(longname, sizeof longname, "{\"name\":\"%0*d\"}", PROTO_NAME_MAX + 1, 0);
+	assert_int_not_equal(smsg_fork_decode(longname, strlen(longname), &out, &e), 0);
+	assert_non_null(strstr(e.msg, "\"name\""));
+	assert_int_not_equal(smsg_fork_decode("{\"name\":\"\"}", 11, &out, &e), 0);
+}
+
+static void test_forked_sanitizes_the_error(void **state)
+{
+	(void)state;
+	struct err e = { 0 };
+	struct smsg_forked in = { .pid = 77 }, out;
+	char *txt = smsg_forked_encode(&in);
+	assert_int_equal(smsg_forked_decode(txt, strlen(txt), &out, &e), 0);
+	assert_int_equal(out.pid, 77);
+	assert_string_equal(out.error, "");
+	free(txt);
+	/* From below: a control character and an over-long reason. */
+	char body[600];
+	snprintf(body, sizeof body, "{\"error\":\"bad\\nline %0*d\"}", 400, 0);
+	assert_int_equal(smsg_forked_decode(body, strlen(body), &out, &e), 0);
+	assert_int_equal(out.pid, 0);
+	assert_null(strchr(out.error, '\n'));
+	assert_true(strlen(out.error) < sizeof out.error);
+	assert_memory_equal(out.error, "bad line ", 9);
+	assert_int_not_equal(smsg_forked_decode("{\"pid\":0}", 9, &out, &e), 0);
+}
+
+static void test_hello_encodes_resumed_only_when_set(void **state)
+{
+	(void)state;
+	char *a = smsg_hello_encode(&(struct smsg_hello){ .pid = 5 });
+	char *b = smsg_hello_encode(&(struct smsg_hello){ .pid = 5, .resumed = true });
+	assert_string_equal(a, "{\"pid\":5}");
+	assert_string_equal(b, "{\"pid\":5,\"resumed\":true}");
+	free(a);
+	free(b);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_checkpoint_round_trip),
+		cmocka_unit_test(test_checkpoint_refusals_name_the_field),
+		cmocka_unit_test(test_fork_round_trip_and_refusals),
+		cmocka_unit_test(test_forked_sanitizes_the_error),
+		cmocka_unit_test(test_hello_encodes_resumed_only_when_set),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
