@@ -6,7 +6,9 @@
  * and write blocking; the server reads session sockets non-blocking through
  * a wire_reader, since a session runs hostile code that may write anything
  * to its control socket: every length is bounded and every payload is
- * parsed as untrusted. */
+ * parsed as untrusted.  The messages with a codec (one struct per type,
+ * both sides through it) are in config.h and smsg.h; the shapes below of
+ * the others are what each side builds and reads by hand. */
 #ifndef PROTO_WIRE_H
 #define PROTO_WIRE_H
 
