@@ -13,6 +13,8 @@
 #include <limits.h>
 #include <unistd.h>
 
+#include "../common/util.h"
+
 struct proc {
 	pid_t pid, ppid;
 	unsigned long long start; /* clock ticks after boot: tells a reused pid */
@@ -68,12 +70,7 @@ static int scan_at(const char *proc, struct table *t)
 			continue; /* gone meanwhile */
 		if (t->n == t->cap) {
 			size_t cap = t->cap ? t->cap * 2 : 64;
-			struct proc *np = realloc(t->p, cap * sizeof *np);
-			if (!np) {
-				closedir(d);
-				return -ENOMEM;
-			}
-			t->p = np;
+			t->p = xreallocarray(t->p, cap, sizeof *t->p);
 			t->cap = cap;
 		}
 		t->p[t->n++] = pr;
@@ -154,8 +151,8 @@ int procs_list_below(const char *proc, pid_t parent, const pid_t *keep, size_t n
 	*out = NULL;
 	*n = 0;
 	int rc = scan_at(proc, &t);
-	if (rc == 0 && t.n && !(*out = calloc(t.n, sizeof **out)))
-		rc = -ENOMEM;
+	if (rc == 0 && t.n)
+		*out = xcalloc(t.n, sizeof **out);
 	for (size_t i = 0; rc == 0 && i < t.n; i++) {
 		const struct proc *p = &t.p[i];
 		if (p->state != 'Z' && p->state != 'X' && is_target(&t, p, parent, keep, nkeep))
@@ -198,6 +195,9 @@ int procs_end_below(pid_t parent, const pid_t *keep, size_t nkeep, bool reap)
 			}
 			if (nmarks == cap) {
 				size_t ncap = cap ? cap * 2 : 16;
+				/* Not xrealloc: out of memory here, ending what was
+				 * already found matters more than this process's
+				 * rule (kill_all ends them, then it says ENOMEM). */
 				struct mark *nm = realloc(marks, ncap * sizeof *nm);
 				if (!nm) {
 					rc = -ENOMEM;

@@ -8,6 +8,8 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "../common/util.h"
+
 static void put32(unsigned char *p, uint32_t v)
 {
 	memcpy(p, &v, 4);
@@ -146,9 +148,7 @@ static int check_header(const unsigned char *hdr, uint32_t max_len, struct wire_
 	m->len = get32(hdr + 8);
 	if (m->len > max_len || m->len > WIRE_MAX_PAYLOAD)
 		return -EMSGSIZE;
-	m->data = malloc((size_t)m->len + 1);
-	if (!m->data)
-		return -ENOMEM;
+	m->data = xmalloc((size_t)m->len + 1);
 	m->data[m->len] = 0;
 	return 0;
 }
