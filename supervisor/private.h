@@ -45,9 +45,11 @@
  * or it is ended and the next call starts a new process. */
 #define RESUME_MS 30000.0
 /* Downscaling the call's images in the session gets its own time, once the
- * cell is done (a large PNG takes seconds on a loaded machine): still a
- * timer, so a session that never answers is ended. */
-#define THUMBS_MS 60000.0
+ * cell is done: the session first cuts an image to 1568 pixels a side
+ * (interp/bootstrap.py, _thumbnail), so an 8000x8000 PNG takes under 2 s;
+ * the timer leaves room for a loaded machine, and a session that never
+ * answers (code that patched PIL) is ended. */
+#define THUMBS_MS 15000.0
 #define WATCH_MS ((double)WATCH_INTERVAL_MS)
 /* What a session may use of CPU while thawed to take its checkpoint (a
  * fork takes a few ms, also of a process of gigabytes). */
