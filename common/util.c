@@ -3,6 +3,7 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <sys/stat.h>
 #include <stdarg.h>
@@ -126,4 +127,18 @@ int exec_self(const char *path, char *const argv[], char *const envp[])
 	execve("/proc/self/exe", argv, envp);
 	errno = first;
 	return -1;
+}
+
+ssize_t read_small(const char *path, char *buf, size_t cap)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	ssize_t n = read(fd, buf, cap - 1);
+	int err = errno;
+	close(fd);
+	if (n < 0)
+		return -err;
+	buf[n] = 0;
+	return n;
 }

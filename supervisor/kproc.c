@@ -12,20 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Reads a small /proc file whole; its length or -errno. */
-static ssize_t read_small(const char *path, char *buf, size_t cap)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	ssize_t n = read(fd, buf, cap - 1);
-	int err = errno;
-	close(fd);
-	if (n < 0)
-		return -err;
-	buf[n] = 0;
-	return n;
-}
+#include "../common/util.h"
 
 unsigned long long kproc_now_ticks(void)
 {

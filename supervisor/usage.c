@@ -11,22 +11,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../common/util.h"
+
 /* A session may hold at most max_processes processes; a hostile one must
  * not make the server walk an unbounded tree. */
 #define USAGE_MAX_PROCS 256
-
-static ssize_t read_small(const char *path, char *buf, size_t n)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	ssize_t r = read(fd, buf, n - 1);
-	close(fd);
-	if (r < 0)
-		return -1;
-	buf[r] = 0;
-	return r;
-}
 
 pid_t pidfd_pid(int pidfd)
 {

@@ -19,21 +19,6 @@
 #include "../common/util.h"
 #include "../interp/procs.h"
 
-/* Reads a small /proc file whole; its length or -errno. */
-static ssize_t read_small(const char *path, char *buf, size_t cap)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	ssize_t n = read(fd, buf, cap - 1);
-	int err = errno;
-	close(fd);
-	if (n < 0)
-		return -err;
-	buf[n] = 0;
-	return n;
-}
-
 int watch_pidfd(int pidfd, pid_t *host, pid_t *ns)
 {
 	char path[64], buf[1024];

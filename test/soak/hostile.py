@@ -62,14 +62,7 @@ class Hostile:
         return self.null_errors(srv)
 
     def hwm_kb(self, srv):
-        try:
-            with open(f"/proc/{srv.p.pid}/status") as f:
-                for line in f:
-                    if line.startswith("VmHWM:"):
-                        return int(line.split()[1])
-        except OSError:
-            pass
-        return 0
+        return mcpproc.status_kb(srv.p.pid, "VmHWM")
 
     def text_of(self, r):
         return ((r or {}).get("result") or {}).get("content", [{}])[0].get("text", "")

@@ -59,15 +59,20 @@ def descendants(pid):
     return out
 
 
-def rss_kb(pid):
+def status_kb(pid, field):
+    """A kB field of /proc/PID/status (VmRSS, VmHWM), or -1."""
     try:
         with open(f"/proc/{pid}/status") as f:
             for line in f:
-                if line.startswith("VmRSS:"):
+                if line.startswith(field + ":"):
                     return int(line.split()[1])
     except OSError:
         pass
     return -1
+
+
+def rss_kb(pid):
+    return status_kb(pid, "VmRSS")
 
 
 def make_root(tag="psm"):
