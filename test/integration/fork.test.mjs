@@ -8,6 +8,7 @@
 import { test, describe } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
+import path from 'node:path';
 
 import { execPy, newProject, writeFile, procTable, descendants, sleep, show } from './lib.mjs';
 import { stateHome, start, snapPath, waitSaved } from './persist_lib.mjs';
@@ -132,9 +133,10 @@ describe('fork_from', () => {
 		const h = await start(root, stateHome());
 		let r = await execPy(h, 'kept = 7');
 		assert.equal(r.sc.status, 'ok', show(r.text));
-		// A hook that runs before each fork of the session's process:
-		// the first after this call is its checkpoint's, the second the
-		// copy's, where it answers W_FORKED itself, before the real answer,
+		// A hook that runs before each fork of the session's process: the
+		// first once the test has written workspace/forge-now is the copy's
+		// (not the checkpoint's after this call, nor the one a save at rest
+		// takes later), where it answers W_FORKED itself, before the real answer,
 		// with a pidfd of a child of its own (clone(CLONE_PIDFD): the
 		// sandbox refuses pidfd_open): a new process, but no child of the
 		// zygote.
@@ -143,12 +145,14 @@ import os, socket, struct, json, ctypes, time
 W_FORKED = 40
 libc = ctypes.CDLL(None, use_errno=True)
 libc.syscall.restype = ctypes.c_long
-calls, me = [0], os.getpid()
+done, me = [False], os.getpid()
 def forge():
     if os.getpid() != me:
         return  # the checkpoint's own fork of its saver
-    calls[0] += 1
-    if calls[0] == 2:
+    if not os.path.exists("workspace/forge-now"):
+        open("workspace/forks-seen", "a").write("fork ")  # the checkpoint's
+    elif not done[0]:
+        done[0] = True
         fdv = ctypes.c_int(-1)
         kid = libc.syscall(56, 0x1000 | 17, 0, ctypes.byref(fdv), 0, 0)
         if kid == 0:
@@ -161,7 +165,14 @@ def forge():
 os.register_at_fork(before=forge)
 kept = 8`);
 		assert.equal(r.sc.status, 'ok', show(r.text));
-		await sleep(500);
+		// The checkpoint after that call is taken (its fork seen by the
+		// hook) before the copy is asked for.
+		const seen = path.join(root, 'workspace/forks-seen');
+		for (let i = 0; i < 600 && !fs.existsSync(seen); i++)
+			await sleep(50);
+		assert.ok(fs.existsSync(seen), 'the checkpoint after the call was taken');
+		await sleep(200);
+		fs.writeFileSync(path.join(root, 'workspace/forge-now'), '');
 		r = await execPy(h, 'kept', { session: 'copy', fork_from: 'default' });
 		assert.equal(r.res.isError, true, show(r.text));
 		assert.match(r.text, /could not fork session default: its process answered with something that is not its copy/);
