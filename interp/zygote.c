@@ -43,6 +43,7 @@
 #include "pyembed.h"
 #include "../proto/config.h"
 #include "../proto/smsg.h"
+#include "../proto/zmsg.h"
 #include "../proto/wire.h"
 
 #define SESSION_CTRL_FD 3
@@ -688,19 +689,16 @@ static void run_cell(struct wire_msg *m)
 	 * (W_TAKE_CHECKPOINT), once it has seen this process idle. */
 }
 
-static __attribute__((noreturn)) void session_main(const char *init_json, int fds[3], bool checkpoints)
+static __attribute__((noreturn)) void session_main(const struct zmsg_spawn *sp, int fds[3])
 {
+	bool checkpoints = sp->checkpoint;
 	/* Only stdin, stdout, stderr and the control socket survive: user code
 	 * must not inherit the zygote's socket (it could ask for sessions). */
 	fds_into_place(fds);
 	log_set_prefix("session");
-	cJSON *init = cJSON_Parse(init_json);
-	snprintf(session_name, sizeof session_name, "%s",
-		 cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(init, "name")) ?: "?");
-	const cJSON *cap = cJSON_GetObjectItemCaseSensitive(init, "persist_cap");
-	if (cJSON_IsNumber(cap) && cap->valuedouble > 0 && checkpoints)
-		persist_cap = (unsigned long long)cap->valuedouble;
-	cJSON_Delete(init);
+	snprintf(session_name, sizeof session_name, "%s", sp->name);
+	if (checkpoints)
+		persist_cap = sp->persist_cap;
 	title_session();
 	setpgid(0, 0);
 	/* Whatever the code forks stays below the session, orphaned or not, so
@@ -724,10 +722,13 @@ static __attribute__((noreturn)) void session_main(const char *init_json, int fd
 	char *out;
 	size_t len;
 	int is_bytes;
+	/* What the bootstrap reads is what was checked. */
+	char *init_json = zmsg_spawn_encode(sp);
 	if (py_call("session_init", init_json, &out, &len, &is_bytes, &e) < 0) {
 		log_error("%s", e.msg);
 		_exit(73);
 	}
+	free(init_json);
 	free(out);
 
 	send_msg(SESSION_CTRL_FD, W_HELLO, smsg_hello_encode(&(struct smsg_hello){ .pid = getpid() }), NULL, 0);
@@ -788,12 +789,10 @@ static void note_spawned(pid_t pid, bool add)
 
 static void spawn_session(int ctrl, struct wire_msg *m, int sfd)
 {
-	cJSON *req = cJSON_ParseWithLength((const char *)m->data, m->len);
-	const cJSON *id = cJSON_GetObjectItemCaseSensitive(req, "id");
-	bool checkpoints = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(req, "checkpoint"));
-	if (!req || !cJSON_IsNumber(id) || m->nfds != 3) {
-		log_error("malformed spawn request");
-		cJSON_Delete(req);
+	struct zmsg_spawn sp;
+	struct err e = { 0 };
+	if (zmsg_spawn_decode(m->data, m->len, &sp, &e) < 0 || m->nfds != 3) {
+		log_error("malformed spawn request: %s", e.msg[0] ? e.msg : "not three descriptors");
 		return;
 	}
 	test_kill_point("spawn");
@@ -811,13 +810,13 @@ static void spawn_session(int ctrl, struct wire_msg *m, int sfd)
 		close(ctrl);
 		int fds[3] = { m->fds[0], m->fds[1], m->fds[2] };
 		m->nfds = 0;
-		session_main((const char *)m->data, fds, checkpoints);
+		session_main(&sp, fds);
 	}
 	PyOS_AfterFork_Parent();
 	if (pid > 0)
 		note_spawned(pid, true);
 	cJSON *rep = cJSON_CreateObject();
-	cJSON_AddNumberToObject(rep, "id", id->valuedouble);
+	cJSON_AddNumberToObject(rep, "id", sp.id);
 	cJSON_AddNumberToObject(rep, "pid", pid < 0 ? -1 : pid);
 	if (pid < 0)
 		cJSON_AddStringToObject(rep, "error", strerror(errno));
@@ -825,7 +824,6 @@ static void spawn_session(int ctrl, struct wire_msg *m, int sfd)
 	if (pidfd >= 0)
 		close(pidfd);
 	cJSON_Delete(rep);
-	cJSON_Delete(req);
 }
 
 /* When a session dies, what its code left running is reparented here,

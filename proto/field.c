@@ -99,6 +99,35 @@ bool pdec_int(struct pdec *d, const char *key, enum pflag f, long long lo, long 
 	return true;
 }
 
+bool pdec_num(struct pdec *d, const char *key, enum pflag f, double lo, double hi, double *out)
+{
+	const cJSON *v = field(d, key, f);
+	if (!v)
+		return false;
+	double x = cJSON_IsNumber(v) ? v->valuedouble : (double)NAN;
+	if (!(x >= lo && x <= hi)) {
+		char k[64];
+		pdec_fail(d, key, "is not a number from %g to %g (it is %s)", lo, hi, pdec_kind(v, k, sizeof k));
+		return false;
+	}
+	*out = x;
+	return true;
+}
+
+bool pdec_bool(struct pdec *d, const char *key, enum pflag f, bool *out)
+{
+	const cJSON *v = field(d, key, f);
+	if (!v)
+		return false;
+	if (!cJSON_IsBool(v)) {
+		char k[64];
+		pdec_fail(d, key, "is not a boolean (it is %s)", pdec_kind(v, k, sizeof k));
+		return false;
+	}
+	*out = cJSON_IsTrue(v);
+	return true;
+}
+
 bool pdec_str(struct pdec *d, const char *key, enum pflag f, size_t max, const char **out)
 {
 	const cJSON *v = field(d, key, f);

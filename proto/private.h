@@ -49,6 +49,8 @@ void pdec_fail(struct pdec *d, const char *key, const char *fmt, ...) __attribut
 
 /* Each returns true when the field is present and valid (and sets *out). */
 bool pdec_int(struct pdec *d, const char *key, enum pflag f, long long lo, long long hi, long long *out);
+bool pdec_num(struct pdec *d, const char *key, enum pflag f, double lo, double hi, double *out);
+bool pdec_bool(struct pdec *d, const char *key, enum pflag f, bool *out);
 /* A string of at most max bytes, as it came (NUL-free: cJSON stops at one). */
 bool pdec_str(struct pdec *d, const char *key, enum pflag f, size_t max, const char **out);
 /* Text from below, for a log line or a reply: valid UTF-8, every control

@@ -26,6 +26,7 @@
 #include "../common/util.h"
 #include "../proto/config.h"
 #include "../proto/smsg.h"
+#include "../proto/zmsg.h"
 #include "../proto/wire.h"
 #include "../interp/procs.h"
 #include "../interp/zygote.h"

@@ -261,18 +261,18 @@ int spawn_session(struct sup *sup, struct session *s)
 	if (r < 0)
 		return r;
 	s->id = ++sup->next_id;
-	cJSON *j = cJSON_CreateObject();
-	cJSON_AddNumberToObject(j, "id", s->id);
-	cJSON_AddStringToObject(j, "name", s->name);
-	cJSON_AddNumberToObject(j, "seed", (double)sup->cfg.policy->limits.seed);
-	cJSON_AddBoolToObject(j, "checkpoint", sup->cfg.policy->limits.checkpoint);
-	/* Saving is done by a fork of the checkpoint: none without one. */
-	cJSON_AddNumberToObject(j, "persist_cap",
-				persist_on(sup->persist) && sup->cfg.policy->limits.checkpoint
-					? (double)sup->cfg.policy->limits.persist_mb * 1048576.0 : 0.0);
-	char *txt = cJSON_PrintUnformatted(j);
-	cJSON_Delete(j);
-	r = txt ? zlink_spawn(sup->zl, s->id, txt, theirs, 3) : -ENOMEM;
+	const struct policy_limits *lim = &sup->cfg.policy->limits;
+	struct zmsg_spawn sp = {
+		.id = s->id,
+		.seed = lim->seed,
+		.checkpoint = lim->checkpoint,
+		/* Saving is done by a fork of the checkpoint: none without one. */
+		.persist_cap = persist_on(sup->persist) && lim->checkpoint
+				       ? (unsigned long long)lim->persist_mb * 1048576ull : 0,
+	};
+	snprintf(sp.name, sizeof sp.name, "%s", s->name);
+	char *txt = zmsg_spawn_encode(&sp);
+	r = zlink_spawn(sup->zl, s->id, txt, theirs, 3);
 	free(txt);
 	close3(theirs);
 	if (r < 0) {

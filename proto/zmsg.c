@@ -1,0 +1,48 @@
+/* The messages of the zygote's link (zmsg.h): one encoder and one decoder
+ * per type, the decoder being the check of what came (private.h). */
+#include "zmsg.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "private.h"
+
+/* The largest integer a JSON number (a double) holds exactly: a counter's
+ * or a size's bound. */
+#define EXACT_MAX 9007199254740991LL
+
+/* ------------------------------------------------------------ W_SPAWN */
+
+char *zmsg_spawn_encode(const struct zmsg_spawn *m)
+{
+	cJSON *j = cJSON_CreateObject();
+	cJSON_AddNumberToObject(j, "id", m->id);
+	cJSON_AddStringToObject(j, "name", m->name);
+	cJSON_AddNumberToObject(j, "seed", (double)m->seed);
+	cJSON_AddBoolToObject(j, "checkpoint", m->checkpoint);
+	cJSON_AddNumberToObject(j, "persist_cap", (double)m->persist_cap);
+	return penc_print(j);
+}
+
+int zmsg_spawn_decode(const void *data, size_t len, struct zmsg_spawn *m, struct err *e)
+{
+	struct pdec d;
+	long long id = 0, seed = 0, cap = 0;
+	*m = (struct zmsg_spawn){ 0 };
+	if (pdec_begin(&d, "W_SPAWN", data, len, e) < 0)
+		return d.rc;
+	pdec_int(&d, "id", PF_REQ, 1, INT_MAX, &id);
+	if (pdec_name(&d, "name", PF_REQ, m->name, sizeof m->name) && !m->name[0])
+		pdec_fail(&d, "name", "is empty");
+	pdec_int(&d, "seed", PF_OPT, -EXACT_MAX, EXACT_MAX, &seed);
+	pdec_bool(&d, "checkpoint", PF_OPT, &m->checkpoint);
+	pdec_int(&d, "persist_cap", PF_OPT, 0, EXACT_MAX, &cap);
+	m->id = (int)id;
+	m->seed = seed;
+	m->persist_cap = (unsigned long long)cap;
+	return pdec_end(&d, NULL);
+}

@@ -1,0 +1,44 @@
+/* The messages between the server and the zygote (W_CONFIG, the first, is
+ * in config.h): one struct per type, encoded by the side that sends it and
+ * decoded by the other, so a field is added in one place and the compiler
+ * checks both ends.
+ *
+ * Every process below the server may run code nobody approved, the zygote
+ * too (a venv's .pth file, a module's import-time code): each decoder is
+ * the check of a message from there (private.h has the rule: every field
+ * of its type and within its range, or the message is refused with an
+ * error naming the field; sizes and descriptors are judged by the reader
+ * before, in supervisor/zlink.c).  What the server then believes of a pid
+ * is the kernel's word (supervisor/kproc.h), never the message's.  The
+ * messages the server sends down are decoded by the zygote through the
+ * same checks.
+ *
+ * Encoders return the message's payload, malloc'd, never NULL (out of
+ * memory ends the process: common/util.h).  Decoders return 0, or -EPROTO
+ * with e naming the field. */
+#ifndef PROTO_ZMSG_H
+#define PROTO_ZMSG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "../common/err.h"
+#include "wire.h"
+
+/* W_SPAWN, server -> zygote; descriptors: the session's control socket,
+ * its stdout and its stderr (write ends).  Fork session `name`.  The
+ * zygote hands the body, encoded again from what it decoded, to the
+ * bootstrap's session_init (interp/bootstrap.py reads name and seed). */
+struct zmsg_spawn {
+	int id;                 /* the server's spawn id, answered in W_SPAWNED */
+	char name[PROTO_NAME_MAX + 1];
+	long long seed;         /* limits.seed: random and numpy.random */
+	bool checkpoint;        /* limits.checkpoint: the session forks its checkpoints */
+	unsigned long long persist_cap; /* the largest state its saver writes, in bytes; 0: none */
+};
+char *zmsg_spawn_encode(const struct zmsg_spawn *m);
+int zmsg_spawn_decode(const void *data, size_t len, struct zmsg_spawn *m, struct err *e);
+
+#endif

@@ -1,0 +1,76 @@
+/* Unit tests of the zygote messages' codecs (proto/zmsg.c): what one side
+ * encodes the other decodes to the same struct, and a body from below
+ * that does not hold to a field's type and range is refused with an error
+ * that names the message and the field. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../proto/zmsg.h"
+
+typedef int (*decode_fn)(const void *, size_t, void *, struct err *);
+
+/* Each body is refused, and the error names the message and, for an
+ * object, the field given with it ("" for a body that is no object). */
+struct refusal {
+	const char *body, *field;
+};
+
+static void refused(decode_fn dec, void *out, const char *what, const struct refusal *r, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		struct err e = { 0 };
+		if (dec(r[i].body, strlen(r[i].body), out, &e) == 0)
+			fail_msg("accepted: %s", r[i].body);
+		if (!strstr(e.msg, what))
+			fail_msg("%s: %s", r[i].body, e.msg);
+		char quoted[64];
+		snprintf(quoted, sizeof quoted, "\"%s\"", r[i].field);
+		if (r[i].field[0] && !strstr(e.msg, quoted))
+			fail_msg("%s: %s", r[i].body, e.msg);
+	}
+}
+#define REFUSED(dec, out, what, rows) refused((decode_fn)(dec), (out), (what), (rows), sizeof(rows) / sizeof(rows)[0])
+
+static void test_spawn_round_trip_and_refusals(void **state)
+{
+	(void)state;
+	struct err e = { 0 };
+	struct zmsg_spawn in = { .id = 7, .seed = -42, .checkpoint = true, .persist_cap = 1073741824ull }, out;
+	snprintf(in.name, sizeof in.name, "%s", "default");
+	char *txt = zmsg_spawn_encode(&in);
+	assert_int_equal(zmsg_spawn_decode(txt, strlen(txt), &out, &e), 0);
+	assert_int_equal(out.id, 7);
+	assert_string_equal(out.name, "default");
+	assert_true(out.seed == -42);
+	assert_true(out.checkpoint);
+	assert_true(out.persist_cap == 1073741824ull);
+	free(txt);
+	static const struct refusal bad[] = {
+		{ "{\"name\":\"a\"}", "id" },
+		{ "{\"id\":0,\"name\":\"a\"}", "id" },
+		{ "{\"id\":1.5,\"name\":\"a\"}", "id" },
+		{ "{\"id\":1}", "name" },
+		{ "{\"id\":1,\"name\":\"\"}", "name" },
+		{ "{\"id\":1,\"name\":7}", "name" },
+		{ "{\"id\":1,\"name\":\"a\",\"checkpoint\":1}", "checkpoint" },
+		{ "{\"id\":1,\"name\":\"a\",\"persist_cap\":-1}", "persist_cap" },
+		{ "{\"id\":1,\"name\":\"a\",\"seed\":\"3\"}", "seed" },
+		{ "not json", "" },
+	};
+	REFUSED(zmsg_spawn_decode, &out, "W_SPAWN", bad);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_spawn_round_trip_and_refusals),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
