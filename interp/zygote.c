@@ -800,6 +800,7 @@ static void spawn_session(int ctrl, struct wire_msg *m, int sfd)
 	PyOS_BeforeFork();
 	int pidfd = -1;
 	pid_t pid = fork_pidfd(&pidfd);
+	int fork_errno = errno;
 	if (pid == 0) {
 		PyOS_AfterFork_Child();
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -815,15 +816,12 @@ static void spawn_session(int ctrl, struct wire_msg *m, int sfd)
 	PyOS_AfterFork_Parent();
 	if (pid > 0)
 		note_spawned(pid, true);
-	cJSON *rep = cJSON_CreateObject();
-	cJSON_AddNumberToObject(rep, "id", sp.id);
-	cJSON_AddNumberToObject(rep, "pid", pid < 0 ? -1 : pid);
+	struct zmsg_spawned rep = { .id = sp.id, .pid = pid < 0 ? -1 : pid };
 	if (pid < 0)
-		cJSON_AddStringToObject(rep, "error", strerror(errno));
-	send_json(ctrl, W_SPAWNED, rep, pidfd >= 0 ? &pidfd : NULL, pidfd >= 0 ? 1 : 0);
+		snprintf(rep.error, sizeof rep.error, "%s", strerror(fork_errno));
+	send_msg(ctrl, W_SPAWNED, zmsg_spawned_encode(&rep), pidfd >= 0 ? &pidfd : NULL, pidfd >= 0 ? 1 : 0);
 	if (pidfd >= 0)
 		close(pidfd);
-	cJSON_Delete(rep);
 }
 
 /* When a session dies, what its code left running is reparented here,

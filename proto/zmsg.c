@@ -46,3 +46,32 @@ int zmsg_spawn_decode(const void *data, size_t len, struct zmsg_spawn *m, struct
 	m->persist_cap = (unsigned long long)cap;
 	return pdec_end(&d, NULL);
 }
+
+/* ------------------------------------------------------------ W_SPAWNED */
+
+char *zmsg_spawned_encode(const struct zmsg_spawned *m)
+{
+	cJSON *j = cJSON_CreateObject();
+	cJSON_AddNumberToObject(j, "id", m->id);
+	cJSON_AddNumberToObject(j, "pid", m->pid);
+	if (m->error[0])
+		cJSON_AddStringToObject(j, "error", m->error);
+	return penc_print(j);
+}
+
+int zmsg_spawned_decode(const void *data, size_t len, struct zmsg_spawned *m, struct err *e)
+{
+	struct pdec d;
+	long long id = 0, pid = 0;
+	const char *why = NULL;
+	*m = (struct zmsg_spawned){ 0 };
+	if (pdec_begin(&d, "W_SPAWNED", data, len, e) < 0)
+		return d.rc;
+	pdec_int(&d, "id", PF_REQ, 1, INT_MAX, &id);
+	pdec_int(&d, "pid", PF_REQ, -1, PROTO_PID_MAX, &pid);
+	if (pdec_text(&d, "error", PF_OPT, sizeof m->error - 1, false, &why))
+		snprintf(m->error, sizeof m->error, "%s", why);
+	m->id = (int)id;
+	m->pid = (pid_t)pid;
+	return pdec_end(&d, NULL);
+}

@@ -41,4 +41,14 @@ struct zmsg_spawn {
 char *zmsg_spawn_encode(const struct zmsg_spawn *m);
 int zmsg_spawn_decode(const void *data, size_t len, struct zmsg_spawn *m, struct err *e);
 
+/* W_SPAWNED, zygote -> server; descriptor: the session's pidfd (none when
+ * the fork failed). */
+struct zmsg_spawned {
+	int id;                 /* the W_SPAWN it answers */
+	pid_t pid;              /* in the zygote's pid namespace; -1: the fork failed */
+	char error[160];        /* why it failed, or "" (sanitized, cut) */
+};
+char *zmsg_spawned_encode(const struct zmsg_spawned *m);
+int zmsg_spawned_decode(const void *data, size_t len, struct zmsg_spawned *m, struct err *e);
+
 #endif

@@ -17,6 +17,7 @@
 #include "../common/text.h"
 #include "../common/util.h"
 #include "../proto/wire.h"
+#include "../proto/zmsg.h"
 
 /* Requests that can wait at once: a spawn per session (max_sessions is at
  * most 256) and a settle per session, and the processes killed meanwhile. */
@@ -599,16 +600,19 @@ static size_t find_wait(struct zlink *z, int kind, int id, pid_t pid)
  * Attack: a W_SPAWNED for an id the server never asked for, carrying a
  * pidfd of a host process (which pidfd_open reached without namespaces),
  * made a root server SIGKILL that process as an unwanted orphan. */
-static void on_spawned(struct zlink *z, const cJSON *j, struct wire_msg *m)
+static void on_spawned(struct zlink *z, struct wire_msg *m)
 {
-	double id, pid;
-	if (!number(j, "id", 1, 2147483647.0, &id) || !number(j, "pid", -1, 4194304, &pid)) {
-		lose(z, true, "a spawn report without a valid id and pid");
+	struct zmsg_spawned rep;
+	struct err e = { 0 };
+	if (zmsg_spawned_decode(m->data, m->len, &rep, &e) < 0) {
+		lose(z, true, "%s", e.msg);
 		return;
 	}
-	size_t at = find_wait(z, W_SPAWN, (int)id, 0);
+	int id = rep.id;
+	pid_t pid = rep.pid;
+	size_t at = find_wait(z, W_SPAWN, id, 0);
 	if (at == SIZE_MAX) {
-		lose(z, true, "a spawn report for session process %d, which the server never asked for", (int)id);
+		lose(z, true, "a spawn report for session process %d, which the server never asked for", id);
 		return;
 	}
 	unsigned long long since = z->waits[at].since;
@@ -618,15 +622,15 @@ static void on_spawned(struct zlink *z, const cJSON *j, struct wire_msg *m)
 			lose(z, true, "a spawn report with a pid and no pidfd");
 			return;
 		}
-		z->ev->spawned(z->arg, (int)id, -1, NULL, false); /* it could not fork */
+		z->ev->spawned(z->arg, id, -1, NULL, false); /* it could not fork */
 		return;
 	}
 	struct kproc k;
 	char why[160];
-	int r = kproc_confirm(m->fds[0], z->zhpid, (pid_t)pid, since, &k, why, sizeof why);
+	int r = kproc_confirm(m->fds[0], z->zhpid, pid, since, &k, why, sizeof why);
 	if (r == -ESRCH) {
 		/* Exited already (it died at once): nothing to signal. */
-		z->ev->spawned(z->arg, (int)id, -1, NULL, true);
+		z->ev->spawned(z->arg, id, -1, NULL, true);
 		return;
 	}
 	if (r < 0) {
@@ -635,7 +639,7 @@ static void on_spawned(struct zlink *z, const cJSON *j, struct wire_msg *m)
 	}
 	int pidfd = m->fds[0];
 	m->fds[0] = -1;
-	z->ev->spawned(z->arg, (int)id, pidfd, &k, false);
+	z->ev->spawned(z->arg, id, pidfd, &k, false);
 }
 
 static void on_exited(struct zlink *z, const cJSON *j)
@@ -679,6 +683,12 @@ static void on_warmed(struct zlink *z, const cJSON *j)
 
 static void dispatch(struct zlink *z, struct wire_msg *m)
 {
+	/* The messages with a codec (proto/zmsg.h) decode themselves. */
+	switch (m->type) {
+	case W_SPAWNED:
+		on_spawned(z, m);
+		return;
+	}
 	cJSON *j = cJSON_ParseWithLength((const char *)m->data, m->len);
 	if (!cJSON_IsObject(j)) {
 		cJSON_Delete(j);
@@ -703,9 +713,6 @@ static void dispatch(struct zlink *z, struct wire_msg *m)
 		free(msg);
 		break;
 	}
-	case W_SPAWNED:
-		on_spawned(z, j, m);
-		break;
 	case W_EXITED:
 		on_exited(z, j);
 		break;

@@ -67,10 +67,40 @@ static void test_spawn_round_trip_and_refusals(void **state)
 	REFUSED(zmsg_spawn_decode, &out, "W_SPAWN", bad);
 }
 
+static void test_spawned_round_trip_and_refusals(void **state)
+{
+	(void)state;
+	struct err e = { 0 };
+	struct zmsg_spawned in = { .id = 3, .pid = 1234 }, out;
+	char *txt = zmsg_spawned_encode(&in);
+	assert_int_equal(zmsg_spawned_decode(txt, strlen(txt), &out, &e), 0);
+	assert_int_equal(out.id, 3);
+	assert_int_equal(out.pid, 1234);
+	assert_string_equal(out.error, "");
+	free(txt);
+	/* A failed fork: -1 and why, the why made one clean line. */
+	const char *failed = "{\"id\":3,\"pid\":-1,\"error\":\"Resource\\ntemporarily unavailable\"}";
+	assert_int_equal(zmsg_spawned_decode(failed, strlen(failed), &out, &e), 0);
+	assert_int_equal(out.pid, -1);
+	assert_string_equal(out.error, "Resource temporarily unavailable");
+	static const struct refusal bad[] = {
+		{ "{\"pid\":5}", "id" },
+		{ "{\"id\":2147483648,\"pid\":5}", "id" },
+		{ "{\"id\":1}", "pid" },
+		{ "{\"id\":1,\"pid\":-2}", "pid" },
+		{ "{\"id\":1,\"pid\":4194305}", "pid" },
+		{ "{\"id\":1,\"pid\":\"5\"}", "pid" },
+		{ "{\"id\":1,\"pid\":-1,\"error\":5}", "error" },
+		{ "[]", "" },
+	};
+	REFUSED(zmsg_spawned_decode, &out, "W_SPAWNED", bad);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_spawn_round_trip_and_refusals),
+		cmocka_unit_test(test_spawned_round_trip_and_refusals),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
