@@ -921,12 +921,8 @@ static void reap(int ctrl)
 		note_spawned(pid, false);
 		/* What the code of a dead session left running is ended by the
 		 * sweep the server sends in answer (see sweep). */
-		cJSON *j = cJSON_CreateObject();
-		cJSON_AddNumberToObject(j, "pid", pid);
-		cJSON_AddNumberToObject(j, "status", status);
-		cJSON_AddNumberToObject(j, "epoch", (double)exits);
-		send_json(ctrl, W_EXITED, j, NULL, 0);
-		cJSON_Delete(j);
+		struct zmsg_exited x = { .pid = pid, .status = status, .status_known = true, .epoch = exits };
+		send_msg(ctrl, W_EXITED, zmsg_exited_encode(&x), NULL, 0);
 	}
 }
 

@@ -75,3 +75,31 @@ int zmsg_spawned_decode(const void *data, size_t len, struct zmsg_spawned *m, st
 	m->pid = (pid_t)pid;
 	return pdec_end(&d, NULL);
 }
+
+/* ------------------------------------------------------------ W_EXITED */
+
+char *zmsg_exited_encode(const struct zmsg_exited *m)
+{
+	cJSON *j = cJSON_CreateObject();
+	cJSON_AddNumberToObject(j, "pid", m->pid);
+	if (m->status_known)
+		cJSON_AddNumberToObject(j, "status", m->status);
+	cJSON_AddNumberToObject(j, "epoch", (double)m->epoch);
+	return penc_print(j);
+}
+
+int zmsg_exited_decode(const void *data, size_t len, struct zmsg_exited *m, struct err *e)
+{
+	struct pdec d;
+	long long pid = 0, status = 0, epoch = 0;
+	*m = (struct zmsg_exited){ 0 };
+	if (pdec_begin(&d, "W_EXITED", data, len, e) < 0)
+		return d.rc;
+	pdec_int(&d, "pid", PF_REQ, 1, PROTO_PID_MAX, &pid);
+	m->status_known = pdec_int(&d, "status", PF_OPT, 0, 65535, &status);
+	pdec_int(&d, "epoch", PF_REQ, 0, EXACT_MAX, &epoch);
+	m->pid = (pid_t)pid;
+	m->status = (int)status;
+	m->epoch = (unsigned long long)epoch;
+	return pdec_end(&d, NULL);
+}

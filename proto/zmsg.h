@@ -51,4 +51,14 @@ struct zmsg_spawned {
 char *zmsg_spawned_encode(const struct zmsg_spawned *m);
 int zmsg_spawned_decode(const void *data, size_t len, struct zmsg_spawned *m, struct err *e);
 
+/* W_EXITED, zygote -> server: it reaped a child. */
+struct zmsg_exited {
+	pid_t pid;              /* in its namespace */
+	int status;             /* the wait status, when status_known */
+	bool status_known;
+	unsigned long long epoch; /* how many children it has reaped, this one counted */
+};
+char *zmsg_exited_encode(const struct zmsg_exited *m);
+int zmsg_exited_decode(const void *data, size_t len, struct zmsg_exited *m, struct err *e);
+
 #endif

@@ -642,20 +642,20 @@ static void on_spawned(struct zlink *z, struct wire_msg *m)
 	z->ev->spawned(z->arg, id, pidfd, &k, false);
 }
 
-static void on_exited(struct zlink *z, const cJSON *j)
+static void on_exited(struct zlink *z, const struct wire_msg *m)
 {
-	double pid, status = 0, epoch;
-	if (!number(j, "pid", 1, 4194304, &pid) || !number(j, "epoch", 0, 9007199254740991.0, &epoch)) {
-		lose(z, true, "an exit report without a valid pid and epoch");
+	struct zmsg_exited x;
+	struct err e = { 0 };
+	if (zmsg_exited_decode(m->data, m->len, &x, &e) < 0) {
+		lose(z, true, "%s", e.msg);
 		return;
 	}
-	bool known = number(j, "status", 0, 65535, &status);
 	/* A kill's exit report is in, once the kernel agrees the process has
 	 * exited (a report for a live one waits on). */
-	size_t at = find_wait(z, W_EXITED, 0, (pid_t)pid);
+	size_t at = find_wait(z, W_EXITED, 0, x.pid);
 	if (at != SIZE_MAX && kproc_exited(z->waits[at].pidfd))
 		drop_wait(z, at);
-	z->ev->exited(z->arg, (pid_t)pid, (int)status, known, (unsigned long long)epoch);
+	z->ev->exited(z->arg, x.pid, x.status, x.status_known, x.epoch);
 }
 
 static void on_settled(struct zlink *z, const cJSON *j)
@@ -688,6 +688,9 @@ static void dispatch(struct zlink *z, struct wire_msg *m)
 	case W_SPAWNED:
 		on_spawned(z, m);
 		return;
+	case W_EXITED:
+		on_exited(z, m);
+		return;
 	}
 	cJSON *j = cJSON_ParseWithLength((const char *)m->data, m->len);
 	if (!cJSON_IsObject(j)) {
@@ -713,9 +716,6 @@ static void dispatch(struct zlink *z, struct wire_msg *m)
 		free(msg);
 		break;
 	}
-	case W_EXITED:
-		on_exited(z, j);
-		break;
 	case W_SETTLED:
 		on_settled(z, j);
 		break;

@@ -96,11 +96,39 @@ static void test_spawned_round_trip_and_refusals(void **state)
 	REFUSED(zmsg_spawned_decode, &out, "W_SPAWNED", bad);
 }
 
+static void test_exited_round_trip_and_refusals(void **state)
+{
+	(void)state;
+	struct err e = { 0 };
+	struct zmsg_exited in = { .pid = 99, .status = 0x0900, .status_known = true, .epoch = 1ull << 40 }, out;
+	char *txt = zmsg_exited_encode(&in);
+	assert_int_equal(zmsg_exited_decode(txt, strlen(txt), &out, &e), 0);
+	assert_int_equal(out.pid, 99);
+	assert_int_equal(out.status, 0x0900);
+	assert_true(out.status_known);
+	assert_true(out.epoch == 1ull << 40);
+	free(txt);
+	/* Without a status, the exit is known and its status is not. */
+	assert_int_equal(zmsg_exited_decode("{\"pid\":5,\"epoch\":0}", 20, &out, &e), 0);
+	assert_false(out.status_known);
+	static const struct refusal bad[] = {
+		{ "{\"epoch\":1}", "pid" },
+		{ "{\"pid\":0,\"epoch\":1}", "pid" },
+		{ "{\"pid\":5}", "epoch" },
+		{ "{\"pid\":5,\"epoch\":-1}", "epoch" },
+		{ "{\"pid\":5,\"epoch\":1e300}", "epoch" },
+		{ "{\"pid\":5,\"epoch\":1,\"status\":65536}", "status" },
+		{ "not json", "" },
+	};
+	REFUSED(zmsg_exited_decode, &out, "W_EXITED", bad);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_spawn_round_trip_and_refusals),
 		cmocka_unit_test(test_spawned_round_trip_and_refusals),
+		cmocka_unit_test(test_exited_round_trip_and_refusals),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
