@@ -834,33 +834,36 @@ static void spawn_session(int ctrl, struct wire_msg *m, int sfd)
  * A sweep sent before a later exit is stale (a checkpoint that has just
  * resumed may be missing from it) and is skipped: that exit's own sweep
  * follows. */
-static void sweep(const struct wire_msg *m)
+static void sweep(const struct zmsg_sweep *m)
 {
-	cJSON *j = cJSON_ParseWithLength((const char *)m->data, m->len);
-	const cJSON *ep = cJSON_GetObjectItemCaseSensitive(j, "epoch");
-	const cJSON *list = cJSON_GetObjectItemCaseSensitive(j, "keep");
-	if (cJSON_IsNumber(ep) && (unsigned long long)ep->valuedouble == exits && cJSON_IsArray(list)) {
-		size_t cap = sizeof spawned / sizeof spawned[0] + (size_t)cJSON_GetArraySize(list) + 1;
-		pid_t *keep = xcalloc(cap, sizeof *keep);
-		size_t n = 0;
-		/* The warm-up's probe is the zygote's own, no session's. */
-		if (warm_probe_pid() > 0)
-			keep[n++] = warm_probe_pid();
-		for (size_t i = 0; i < sizeof spawned / sizeof spawned[0]; i++)
-			if (spawned[i] > 0)
-				keep[n++] = spawned[i];
-		const cJSON *it;
-		cJSON_ArrayForEach(it, list)
-		{
-			if (cJSON_IsNumber(it) && it->valueint > 0)
-				keep[n++] = it->valueint;
-		}
-		int r = procs_end_below(getpid(), keep, n, false);
-		if (r > 0)
-			log_info("ended %d process(es) left by ended sessions", r);
-		free(keep);
-	}
-	cJSON_Delete(j);
+	if (m->epoch != exits)
+		return;
+	size_t cap = sizeof spawned / sizeof spawned[0] + m->n_keep + 1;
+	pid_t *keep = xcalloc(cap, sizeof *keep);
+	size_t n = 0;
+	/* The warm-up's probe is the zygote's own, no session's. */
+	if (warm_probe_pid() > 0)
+		keep[n++] = warm_probe_pid();
+	for (size_t i = 0; i < sizeof spawned / sizeof spawned[0]; i++)
+		if (spawned[i] > 0)
+			keep[n++] = spawned[i];
+	memcpy(keep + n, m->keep, m->n_keep * sizeof *keep);
+	n += m->n_keep;
+	int r = procs_end_below(getpid(), keep, n, false);
+	if (r > 0)
+		log_info("ended %d process(es) left by ended sessions", r);
+	free(keep);
+}
+
+static void sweep_msg(const struct wire_msg *m)
+{
+	struct zmsg_sweep *sw = xcalloc(1, sizeof *sw);
+	struct err e = { 0 };
+	if (zmsg_sweep_decode(m->data, m->len, sw, &e) < 0)
+		log_error("%s", e.msg);
+	else
+		sweep(sw);
+	free(sw);
 }
 
 /* The server froze a session at the end of a call: end everything below it
@@ -889,16 +892,16 @@ static void settle(int ctrl, const struct wire_msg *m)
 	const cJSON *ep = cJSON_GetObjectItemCaseSensitive(j, "epoch");
 	const cJSON *all = cJSON_GetObjectItemCaseSensitive(j, "all");
 	if (cJSON_IsNumber(ep) && (unsigned long long)ep->valuedouble == exits && cJSON_IsArray(all)) {
-		cJSON *sw = cJSON_CreateObject();
-		cJSON_AddNumberToObject(sw, "epoch", ep->valuedouble);
-		cJSON_AddItemToObject(sw, "keep", cJSON_Duplicate(all, 1));
-		char *txt = cJSON_PrintUnformatted(sw);
-		cJSON_Delete(sw);
-		if (txt) {
-			struct wire_msg fake = { .type = W_SWEEP, .len = (uint32_t)strlen(txt), .data = (unsigned char *)txt };
-			sweep(&fake);
+		struct zmsg_sweep *sw = xcalloc(1, sizeof *sw);
+		sw->epoch = exits;
+		const cJSON *it;
+		cJSON_ArrayForEach(it, all)
+		{
+			if (cJSON_IsNumber(it) && it->valueint > 0 && sw->n_keep < ZMSG_PIDS_MAX)
+				sw->keep[sw->n_keep++] = it->valueint;
 		}
-		free(txt);
+		sweep(sw);
+		free(sw);
 	}
 	cJSON *rep = cJSON_CreateObject();
 	cJSON_AddNumberToObject(rep, "pid", cJSON_IsNumber(pid) ? pid->valuedouble : 0);
@@ -1107,7 +1110,7 @@ void zygote_main(const struct zygote_config *zc)
 			if (m.type == W_SPAWN)
 				spawn_session(ctrl, &m, sfd);
 			else if (m.type == W_SWEEP)
-				sweep(&m);
+				sweep_msg(&m);
 			else if (m.type == W_SETTLE)
 				settle(ctrl, &m);
 			else if (m.type == W_WARM)

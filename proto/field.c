@@ -178,6 +178,35 @@ bool pdec_name(struct pdec *d, const char *key, enum pflag f, char *buf, size_t 
 	return true;
 }
 
+bool pdec_pids(struct pdec *d, const char *key, enum pflag f, pid_t *out, size_t max, size_t *n)
+{
+	const cJSON *list = field(d, key, f);
+	if (!list)
+		return false;
+	char kind[64];
+	if (!cJSON_IsArray(list)) {
+		pdec_fail(d, key, "is not a list (it is %s)", pdec_kind(list, kind, sizeof kind));
+		return false;
+	}
+	size_t k = 0;
+	const cJSON *it;
+	cJSON_ArrayForEach(it, list)
+	{
+		double x = cJSON_IsNumber(it) ? it->valuedouble : (double)NAN;
+		if (k == max) {
+			pdec_fail(d, key, "holds more than %zu pids", max);
+			return false;
+		}
+		if (!(x >= 1 && x <= PROTO_PID_MAX) || x != floor(x)) {
+			pdec_fail(d, key, "holds %s, not a pid from 1 to %d", pdec_kind(it, kind, sizeof kind), PROTO_PID_MAX);
+			return false;
+		}
+		out[k++] = (pid_t)x;
+	}
+	*n = k;
+	return true;
+}
+
 char *penc_print(cJSON *j)
 {
 	char *txt = j ? cJSON_PrintUnformatted(j) : NULL;
@@ -185,4 +214,15 @@ char *penc_print(cJSON *j)
 	if (!txt)
 		die_oom();
 	return txt;
+}
+
+void penc_pids(cJSON *j, const char *key, const pid_t *pids, size_t n)
+{
+	/* A pid dropped would be a live process swept: never silently. */
+	cJSON *list = cJSON_AddArrayToObject(j, key);
+	if (!list)
+		die_oom();
+	for (size_t i = 0; i < n; i++)
+		if (!cJSON_AddItemToArray(list, cJSON_CreateNumber(pids[i])))
+			die_oom();
 }

@@ -60,10 +60,16 @@ bool pdec_text(struct pdec *d, const char *key, enum pflag f, size_t cut, bool l
 /* A string copied into buf (n bytes, the string at most n - 1). */
 bool pdec_name(struct pdec *d, const char *key, enum pflag f, char *buf, size_t n);
 
+/* A list of at most max pids (each from 1 to PROTO_PID_MAX); *n their
+ * number. */
+bool pdec_pids(struct pdec *d, const char *key, enum pflag f, pid_t *out, size_t max, size_t *n);
+
 /* What a value is, for an error: "a string", "the number 1.5", "nothing". */
 const char *pdec_kind(const cJSON *v, char *buf, size_t n);
 
 /* The encoders' end: the text of j (which is freed), never NULL. */
 char *penc_print(cJSON *j);
+/* A list of pids (an array of numbers) in j under key. */
+void penc_pids(cJSON *j, const char *key, const pid_t *pids, size_t n);
 
 #endif

@@ -103,3 +103,27 @@ int zmsg_exited_decode(const void *data, size_t len, struct zmsg_exited *m, stru
 	m->epoch = (unsigned long long)epoch;
 	return pdec_end(&d, NULL);
 }
+
+/* ------------------------------------------------------------ W_SWEEP */
+
+char *zmsg_sweep_encode(const struct zmsg_sweep *m)
+{
+	cJSON *j = cJSON_CreateObject();
+	cJSON_AddNumberToObject(j, "epoch", (double)m->epoch);
+	penc_pids(j, "keep", m->keep, m->n_keep);
+	return penc_print(j);
+}
+
+int zmsg_sweep_decode(const void *data, size_t len, struct zmsg_sweep *m, struct err *e)
+{
+	struct pdec d;
+	long long epoch = 0;
+	m->epoch = 0;
+	m->n_keep = 0;
+	if (pdec_begin(&d, "W_SWEEP", data, len, e) < 0)
+		return d.rc;
+	pdec_int(&d, "epoch", PF_REQ, 0, EXACT_MAX, &epoch);
+	pdec_pids(&d, "keep", PF_REQ, m->keep, ZMSG_PIDS_MAX, &m->n_keep);
+	m->epoch = (unsigned long long)epoch;
+	return pdec_end(&d, NULL);
+}

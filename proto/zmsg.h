@@ -61,4 +61,19 @@ struct zmsg_exited {
 char *zmsg_exited_encode(const struct zmsg_exited *m);
 int zmsg_exited_decode(const void *data, size_t len, struct zmsg_exited *m, struct err *e);
 
+/* How many pids a sweep or a settle names: two per session (its process
+ * and its checkpoint), at most 256 sessions, with room. */
+#define ZMSG_PIDS_MAX 1024
+
+/* W_SWEEP, server -> zygote: end every child of the zygote but these (what
+ * a dead session's code left, reparented to it).  Stale, and skipped, when
+ * the zygote has reaped more children since (epoch). */
+struct zmsg_sweep {
+	unsigned long long epoch;
+	pid_t keep[ZMSG_PIDS_MAX]; /* the live sessions and checkpoints, zygote's namespace */
+	size_t n_keep;
+};
+char *zmsg_sweep_encode(const struct zmsg_sweep *m);
+int zmsg_sweep_decode(const void *data, size_t len, struct zmsg_sweep *m, struct err *e);
+
 #endif

@@ -240,6 +240,9 @@ void decide_on_death(struct run *c, int wstatus, bool status_known);
 void end_orphans(void);
 void remove_scratch(struct sup *sup);
 void send_sweep(struct sup *sup, unsigned long long epoch);
+/* The pids of the live sessions and their checkpoints (at most max, in
+ * the zygote's namespace): false when there are more. */
+bool live_pids(const struct sup *sup, pid_t *out, size_t max, size_t *n);
 
 /* process.c */
 int pidfd_signal(int pidfd, int sig);

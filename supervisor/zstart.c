@@ -259,22 +259,38 @@ void send_sweep(struct sup *sup, unsigned long long epoch)
 		sup->held_epoch = (double)epoch;
 		return;
 	}
-	cJSON *j = cJSON_CreateObject();
-	cJSON_AddNumberToObject(j, "epoch", (double)epoch);
-	cJSON *keep = cJSON_AddArrayToObject(j, "keep");
-	for (struct session *s = sup->sessions; s && keep; s = s->next) {
-		if (!s->alive)
-			continue;
-		if (s->pid > 0)
-			cJSON_AddItemToArray(keep, cJSON_CreateNumber(s->pid));
-		if (s->ckpt_pid > 0)
-			cJSON_AddItemToArray(keep, cJSON_CreateNumber(s->ckpt_pid));
+	struct zmsg_sweep *sw = xcalloc(1, sizeof *sw);
+	sw->epoch = epoch;
+	if (!live_pids(sup, sw->keep, ZMSG_PIDS_MAX, &sw->n_keep)) {
+		/* Never a list cut short: what it left out would be ended. */
+		log_warn("more than %d live processes: no sweep", ZMSG_PIDS_MAX);
+		free(sw);
+		return;
 	}
-	char *txt = cJSON_PrintUnformatted(j);
-	if (txt && zlink_send(sup->zl, W_SWEEP, txt, NULL, 0) < 0)
+	char *txt = zmsg_sweep_encode(sw);
+	free(sw);
+	if (zlink_send(sup->zl, W_SWEEP, txt, NULL, 0) < 0)
 		log_warn("could not send the sweep to the zygote");
 	free(txt);
-	cJSON_Delete(j);
+}
+
+bool live_pids(const struct sup *sup, pid_t *out, size_t max, size_t *n)
+{
+	size_t k = 0;
+	for (const struct session *s = sup->sessions; s; s = s->next) {
+		if (!s->alive)
+			continue;
+		pid_t two[2] = { s->pid, s->ckpt_pid };
+		for (int i = 0; i < 2; i++) {
+			if (two[i] <= 0)
+				continue;
+			if (k == max)
+				return false;
+			out[k++] = two[i];
+		}
+	}
+	*n = k;
+	return true;
 }
 
 static void z_jail(void *arg, bool enforceable, bool nsfree, const char *why, const char *report)

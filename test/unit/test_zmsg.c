@@ -123,12 +123,58 @@ static void test_exited_round_trip_and_refusals(void **state)
 	REFUSED(zmsg_exited_decode, &out, "W_EXITED", bad);
 }
 
+static void test_sweep_round_trip_and_refusals(void **state)
+{
+	(void)state;
+	struct err e = { 0 };
+	struct zmsg_sweep *in = calloc(1, sizeof *in), *out = calloc(1, sizeof *out);
+	in->epoch = 12;
+	in->keep[0] = 2;
+	in->keep[1] = 4194304;
+	in->n_keep = 2;
+	char *txt = zmsg_sweep_encode(in);
+	assert_int_equal(zmsg_sweep_decode(txt, strlen(txt), out, &e), 0);
+	assert_true(out->epoch == 12);
+	assert_int_equal(out->n_keep, 2);
+	assert_int_equal(out->keep[0], 2);
+	assert_int_equal(out->keep[1], 4194304);
+	free(txt);
+	/* One pid more than a sweep can name is refused, never cut short. */
+	in->n_keep = ZMSG_PIDS_MAX;
+	for (size_t i = 0; i < ZMSG_PIDS_MAX; i++)
+		in->keep[i] = (pid_t)(i + 1);
+	txt = zmsg_sweep_encode(in);
+	assert_int_equal(zmsg_sweep_decode(txt, strlen(txt), out, &e), 0);
+	assert_int_equal(out->n_keep, ZMSG_PIDS_MAX);
+	size_t n = strlen(txt);
+	char *more = malloc(n + 16);
+	memcpy(more, txt, n);
+	snprintf(more + n - 2, 16, ",7]}");
+	assert_int_not_equal(zmsg_sweep_decode(more, strlen(more), out, &e), 0);
+	assert_non_null(strstr(e.msg, "\"keep\" holds more than"));
+	free(more);
+	free(txt);
+	static const struct refusal bad[] = {
+		{ "{\"keep\":[]}", "epoch" },
+		{ "{\"epoch\":1}", "keep" },
+		{ "{\"epoch\":1,\"keep\":{}}", "keep" },
+		{ "{\"epoch\":1,\"keep\":[0]}", "keep" },
+		{ "{\"epoch\":1,\"keep\":[1.5]}", "keep" },
+		{ "{\"epoch\":1,\"keep\":[\"3\"]}", "keep" },
+		{ "", "" },
+	};
+	REFUSED(zmsg_sweep_decode, out, "W_SWEEP", bad);
+	free(in);
+	free(out);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_spawn_round_trip_and_refusals),
 		cmocka_unit_test(test_spawned_round_trip_and_refusals),
 		cmocka_unit_test(test_exited_round_trip_and_refusals),
+		cmocka_unit_test(test_sweep_round_trip_and_refusals),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
