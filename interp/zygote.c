@@ -834,11 +834,11 @@ static void spawn_session(int ctrl, struct wire_msg *m, int sfd)
  * A sweep sent before a later exit is stale (a checkpoint that has just
  * resumed may be missing from it) and is skipped: that exit's own sweep
  * follows. */
-static void sweep(const struct zmsg_sweep *m)
+static void sweep(unsigned long long epoch, const pid_t *list, size_t n_list)
 {
-	if (m->epoch != exits)
+	if (epoch != exits)
 		return;
-	size_t cap = sizeof spawned / sizeof spawned[0] + m->n_keep + 1;
+	size_t cap = sizeof spawned / sizeof spawned[0] + n_list + 1;
 	pid_t *keep = xcalloc(cap, sizeof *keep);
 	size_t n = 0;
 	/* The warm-up's probe is the zygote's own, no session's. */
@@ -847,8 +847,8 @@ static void sweep(const struct zmsg_sweep *m)
 	for (size_t i = 0; i < sizeof spawned / sizeof spawned[0]; i++)
 		if (spawned[i] > 0)
 			keep[n++] = spawned[i];
-	memcpy(keep + n, m->keep, m->n_keep * sizeof *keep);
-	n += m->n_keep;
+	memcpy(keep + n, list, n_list * sizeof *keep);
+	n += n_list;
 	int r = procs_end_below(getpid(), keep, n, false);
 	if (r > 0)
 		log_info("ended %d process(es) left by ended sessions", r);
@@ -862,7 +862,7 @@ static void sweep_msg(const struct wire_msg *m)
 	if (zmsg_sweep_decode(m->data, m->len, sw, &e) < 0)
 		log_error("%s", e.msg);
 	else
-		sweep(sw);
+		sweep(sw->epoch, sw->keep, sw->n_keep);
 	free(sw);
 }
 
@@ -877,38 +877,25 @@ static void sweep_msg(const struct wire_msg *m)
  * read /proc and the child runs on across calls. */
 static void settle(int ctrl, const struct wire_msg *m)
 {
-	cJSON *j = cJSON_ParseWithLength((const char *)m->data, m->len);
-	const cJSON *pid = cJSON_GetObjectItemCaseSensitive(j, "pid");
-	const cJSON *keep = cJSON_GetObjectItemCaseSensitive(j, "keep");
-	int ended = 0;
-	if (cJSON_IsNumber(pid) && pid->valueint > 1) {
-		pid_t k = cJSON_IsNumber(keep) ? (pid_t)keep->valueint : 0;
-		int r = procs_end_below((pid_t)pid->valueint, &k, k > 0 ? 1 : 0, false);
+	struct zmsg_settle *st = xcalloc(1, sizeof *st);
+	struct err e = { 0 };
+	struct zmsg_settled rep = { 0 };
+	if (zmsg_settle_decode(m->data, m->len, st, &e) < 0) {
+		log_error("%s", e.msg);
+	} else {
+		rep.pid = st->pid;
+		pid_t k = st->keep;
+		/* Never below the zygote itself (pid 1 of its namespace). */
+		int r = st->pid > 1 ? procs_end_below(st->pid, &k, k > 0 ? 1 : 0, false) : 0;
 		if (r > 0)
-			ended += r;
+			rep.ended += r;
 		else if (r < 0)
 			log_warn("settle: %s", strerror(-r));
+		if (st->has_all)
+			sweep(st->epoch, st->all, st->n_all);
 	}
-	const cJSON *ep = cJSON_GetObjectItemCaseSensitive(j, "epoch");
-	const cJSON *all = cJSON_GetObjectItemCaseSensitive(j, "all");
-	if (cJSON_IsNumber(ep) && (unsigned long long)ep->valuedouble == exits && cJSON_IsArray(all)) {
-		struct zmsg_sweep *sw = xcalloc(1, sizeof *sw);
-		sw->epoch = exits;
-		const cJSON *it;
-		cJSON_ArrayForEach(it, all)
-		{
-			if (cJSON_IsNumber(it) && it->valueint > 0 && sw->n_keep < ZMSG_PIDS_MAX)
-				sw->keep[sw->n_keep++] = it->valueint;
-		}
-		sweep(sw);
-		free(sw);
-	}
-	cJSON *rep = cJSON_CreateObject();
-	cJSON_AddNumberToObject(rep, "pid", cJSON_IsNumber(pid) ? pid->valuedouble : 0);
-	cJSON_AddNumberToObject(rep, "ended", ended);
-	send_json(ctrl, W_SETTLED, rep, NULL, 0);
-	cJSON_Delete(rep);
-	cJSON_Delete(j);
+	send_msg(ctrl, W_SETTLED, zmsg_settled_encode(&rep), NULL, 0);
+	free(st);
 }
 
 static void reap(int ctrl)

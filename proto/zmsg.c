@@ -127,3 +127,60 @@ int zmsg_sweep_decode(const void *data, size_t len, struct zmsg_sweep *m, struct
 	m->epoch = (unsigned long long)epoch;
 	return pdec_end(&d, NULL);
 }
+
+/* ------------------------------------------------------------ W_SETTLE */
+
+char *zmsg_settle_encode(const struct zmsg_settle *m)
+{
+	cJSON *j = cJSON_CreateObject();
+	cJSON_AddNumberToObject(j, "pid", m->pid);
+	cJSON_AddNumberToObject(j, "keep", m->keep);
+	cJSON_AddNumberToObject(j, "epoch", (double)m->epoch);
+	if (m->has_all)
+		penc_pids(j, "all", m->all, m->n_all);
+	return penc_print(j);
+}
+
+int zmsg_settle_decode(const void *data, size_t len, struct zmsg_settle *m, struct err *e)
+{
+	struct pdec d;
+	long long pid = 0, keep = 0, epoch = 0;
+	m->pid = m->keep = 0;
+	m->epoch = 0;
+	m->has_all = false;
+	m->n_all = 0;
+	if (pdec_begin(&d, "W_SETTLE", data, len, e) < 0)
+		return d.rc;
+	pdec_int(&d, "pid", PF_REQ, 1, PROTO_PID_MAX, &pid);
+	pdec_int(&d, "keep", PF_REQ, 0, PROTO_PID_MAX, &keep);
+	pdec_int(&d, "epoch", PF_REQ, 0, EXACT_MAX, &epoch);
+	m->has_all = pdec_pids(&d, "all", PF_OPT, m->all, ZMSG_PIDS_MAX, &m->n_all);
+	m->pid = (pid_t)pid;
+	m->keep = (pid_t)keep;
+	m->epoch = (unsigned long long)epoch;
+	return pdec_end(&d, NULL);
+}
+
+/* ------------------------------------------------------------ W_SETTLED */
+
+char *zmsg_settled_encode(const struct zmsg_settled *m)
+{
+	cJSON *j = cJSON_CreateObject();
+	cJSON_AddNumberToObject(j, "pid", m->pid);
+	cJSON_AddNumberToObject(j, "ended", m->ended);
+	return penc_print(j);
+}
+
+int zmsg_settled_decode(const void *data, size_t len, struct zmsg_settled *m, struct err *e)
+{
+	struct pdec d;
+	long long pid = 0, ended = 0;
+	*m = (struct zmsg_settled){ 0 };
+	if (pdec_begin(&d, "W_SETTLED", data, len, e) < 0)
+		return d.rc;
+	pdec_int(&d, "pid", PF_REQ, 0, PROTO_PID_MAX, &pid);
+	pdec_int(&d, "ended", PF_OPT, 0, INT_MAX, &ended);
+	m->pid = (pid_t)pid;
+	m->ended = (int)ended;
+	return pdec_end(&d, NULL);
+}

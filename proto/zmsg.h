@@ -76,4 +76,27 @@ struct zmsg_sweep {
 char *zmsg_sweep_encode(const struct zmsg_sweep *m);
 int zmsg_sweep_decode(const void *data, size_t len, struct zmsg_sweep *m, struct err *e);
 
+/* W_SETTLE, server -> zygote: end what the call left below the frozen
+ * session `pid` but its checkpoint `keep`; and, with the list of every
+ * session and checkpoint (has_all, when the server's view is whole), the
+ * zygote's other children too, as a sweep of that epoch would. */
+struct zmsg_settle {
+	pid_t pid;
+	pid_t keep;             /* 0: none */
+	unsigned long long epoch;
+	bool has_all;
+	pid_t all[ZMSG_PIDS_MAX];
+	size_t n_all;
+};
+char *zmsg_settle_encode(const struct zmsg_settle *m);
+int zmsg_settle_decode(const void *data, size_t len, struct zmsg_settle *m, struct err *e);
+
+/* W_SETTLED, zygote -> server: the answer to W_SETTLE. */
+struct zmsg_settled {
+	pid_t pid;              /* the settle's (0: it could not read it) */
+	int ended;              /* how many processes it ended */
+};
+char *zmsg_settled_encode(const struct zmsg_settled *m);
+int zmsg_settled_decode(const void *data, size_t len, struct zmsg_settled *m, struct err *e);
+
 #endif

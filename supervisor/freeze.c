@@ -118,24 +118,15 @@ static void check_quiet(void *arg)
  * answers). */
 static void send_settle(struct sup *sup, struct session *s)
 {
-	cJSON *j = cJSON_CreateObject();
-	cJSON_AddNumberToObject(j, "pid", s->pid);
-	cJSON_AddNumberToObject(j, "keep", s->ckpt_pid);
-	cJSON_AddNumberToObject(j, "epoch", (double)sup->epoch);
+	struct zmsg_settle *st = xcalloc(1, sizeof *st);
+	*st = (struct zmsg_settle){ .pid = s->pid, .keep = s->ckpt_pid > 0 ? s->ckpt_pid : 0, .epoch = sup->epoch };
 	/* The zygote's orphans are ended only when the list of what to keep
-	 * is whole: not while a copy is being forked (fork_in_flight). */
-	cJSON *all = fork_in_flight(sup) ? NULL : cJSON_AddArrayToObject(j, "all");
-	for (struct session *o = sup->sessions; o && all; o = o->next) {
-		if (!o->alive)
-			continue;
-		if (o->pid > 0)
-			cJSON_AddItemToArray(all, cJSON_CreateNumber(o->pid));
-		if (o->ckpt_pid > 0)
-			cJSON_AddItemToArray(all, cJSON_CreateNumber(o->ckpt_pid));
-	}
-	char *txt = cJSON_PrintUnformatted(j);
-	cJSON_Delete(j);
-	int r = txt ? zlink_settle(sup->zl, s->pid, txt) : -ENOMEM;
+	 * is whole: not while a copy is being forked (fork_in_flight), nor
+	 * when it would not fit. */
+	st->has_all = !fork_in_flight(sup) && live_pids(sup, st->all, ZMSG_PIDS_MAX, &st->n_all);
+	char *txt = zmsg_settle_encode(st);
+	free(st);
+	int r = zlink_settle(sup->zl, s->pid, txt);
 	free(txt);
 	if (r < 0) {
 		log_warn("session %s: cannot ask the zygote to sweep: %s", s->name, strerror(-r));

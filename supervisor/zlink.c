@@ -531,17 +531,6 @@ static char *clean(const cJSON *item, size_t max, bool lines)
 	return t;
 }
 
-/* An integer in [lo, hi] (a fraction, NaN or a string is not one). */
-static bool number(const cJSON *j, const char *key, double lo, double hi, double *out)
-{
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);
-	if (!cJSON_IsNumber(v) || !(v->valuedouble >= lo && v->valuedouble <= hi) ||
-	    v->valuedouble != (double)(long long)v->valuedouble)
-		return false;
-	*out = v->valuedouble;
-	return true;
-}
-
 static const char *type_name(uint32_t t)
 {
 	switch (t) {
@@ -658,16 +647,21 @@ static void on_exited(struct zlink *z, const struct wire_msg *m)
 	z->ev->exited(z->arg, x.pid, x.status, x.status_known, x.epoch);
 }
 
-static void on_settled(struct zlink *z, const cJSON *j)
+static void on_settled(struct zlink *z, const struct wire_msg *m)
 {
-	double pid;
-	size_t at = number(j, "pid", 0, 4194304, &pid) ? find_wait(z, W_SETTLE, 0, (pid_t)pid) : SIZE_MAX;
+	struct zmsg_settled rep;
+	struct err e = { 0 };
+	if (zmsg_settled_decode(m->data, m->len, &rep, &e) < 0) {
+		lose(z, true, "%s", e.msg);
+		return;
+	}
+	size_t at = find_wait(z, W_SETTLE, 0, rep.pid);
 	if (at == SIZE_MAX) {
 		lose(z, true, "a clean-up report the server did not ask for");
 		return;
 	}
 	drop_wait(z, at);
-	z->ev->settled(z->arg, (pid_t)pid);
+	z->ev->settled(z->arg, rep.pid);
 }
 
 static void on_warmed(struct zlink *z, const cJSON *j)
@@ -690,6 +684,9 @@ static void dispatch(struct zlink *z, struct wire_msg *m)
 		return;
 	case W_EXITED:
 		on_exited(z, m);
+		return;
+	case W_SETTLED:
+		on_settled(z, m);
 		return;
 	}
 	cJSON *j = cJSON_ParseWithLength((const char *)m->data, m->len);
@@ -716,9 +713,6 @@ static void dispatch(struct zlink *z, struct wire_msg *m)
 		free(msg);
 		break;
 	}
-	case W_SETTLED:
-		on_settled(z, j);
-		break;
 	case W_WARMED:
 		on_warmed(z, j);
 		break;

@@ -168,6 +168,65 @@ static void test_sweep_round_trip_and_refusals(void **state)
 	free(out);
 }
 
+static void test_settle_round_trip_and_refusals(void **state)
+{
+	(void)state;
+	struct err e = { 0 };
+	struct zmsg_settle *in = calloc(1, sizeof *in), *out = calloc(1, sizeof *out);
+	*in = (struct zmsg_settle){ .pid = 40, .keep = 41, .epoch = 3, .has_all = true, .n_all = 2 };
+	in->all[0] = 40;
+	in->all[1] = 41;
+	char *txt = zmsg_settle_encode(in);
+	assert_int_equal(zmsg_settle_decode(txt, strlen(txt), out, &e), 0);
+	assert_int_equal(out->pid, 40);
+	assert_int_equal(out->keep, 41);
+	assert_true(out->epoch == 3);
+	assert_true(out->has_all);
+	assert_int_equal(out->n_all, 2);
+	assert_int_equal(out->all[1], 41);
+	free(txt);
+	/* Without the list (a copy being forked): no sweep with it. */
+	in->has_all = false;
+	in->keep = 0;
+	txt = zmsg_settle_encode(in);
+	assert_null(strstr(txt, "all"));
+	assert_int_equal(zmsg_settle_decode(txt, strlen(txt), out, &e), 0);
+	assert_false(out->has_all);
+	assert_int_equal(out->keep, 0);
+	free(txt);
+	static const struct refusal bad[] = {
+		{ "{\"keep\":0,\"epoch\":0}", "pid" },
+		{ "{\"pid\":0,\"keep\":0,\"epoch\":0}", "pid" },
+		{ "{\"pid\":2,\"epoch\":0}", "keep" },
+		{ "{\"pid\":2,\"keep\":-1,\"epoch\":0}", "keep" },
+		{ "{\"pid\":2,\"keep\":0}", "epoch" },
+		{ "{\"pid\":2,\"keep\":0,\"epoch\":0,\"all\":[true]}", "all" },
+		{ "{\"pid\":2,\"keep\":0,\"epoch\":0,\"all\":7}", "all" },
+	};
+	REFUSED(zmsg_settle_decode, out, "W_SETTLE", bad);
+	free(in);
+	free(out);
+}
+
+static void test_settled_round_trip_and_refusals(void **state)
+{
+	(void)state;
+	struct err e = { 0 };
+	struct zmsg_settled out;
+	char *txt = zmsg_settled_encode(&(struct zmsg_settled){ .pid = 40, .ended = 3 });
+	assert_int_equal(zmsg_settled_decode(txt, strlen(txt), &out, &e), 0);
+	assert_int_equal(out.pid, 40);
+	assert_int_equal(out.ended, 3);
+	free(txt);
+	static const struct refusal bad[] = {
+		{ "{\"ended\":1}", "pid" },
+		{ "{\"pid\":-1}", "pid" },
+		{ "{\"pid\":4,\"ended\":-1}", "ended" },
+		{ "{\"pid\":4,\"ended\":\"1\"}", "ended" },
+	};
+	REFUSED(zmsg_settled_decode, &out, "W_SETTLED", bad);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -175,6 +234,8 @@ int main(void)
 		cmocka_unit_test(test_spawned_round_trip_and_refusals),
 		cmocka_unit_test(test_exited_round_trip_and_refusals),
 		cmocka_unit_test(test_sweep_round_trip_and_refusals),
+		cmocka_unit_test(test_settle_round_trip_and_refusals),
+		cmocka_unit_test(test_settled_round_trip_and_refusals),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
