@@ -974,16 +974,12 @@ void zygote_jail_config(const struct zygote_config *zc, struct jail_config *jc)
  * refuses to run code, and this process waits for its end. */
 static void send_jail_report(int ctrl, const struct jail_report *rep)
 {
-	cJSON *j = cJSON_CreateObject();
 	char *desc = jail_report_describe(rep);
-	cJSON_AddStringToObject(j, "jail", desc ? desc : "");
+	struct zmsg_jail jm = { .enforceable = rep->enforceable, .nsfree = rep->nsfree, .why = rep->why, .report = desc };
+	int r = send_msg(ctrl, W_JAIL, zmsg_jail_encode(&jm), NULL, 0);
 	free(desc);
-	cJSON_AddBoolToObject(j, "enforceable", rep->enforceable);
-	cJSON_AddBoolToObject(j, "nsfree", rep->nsfree);
-	cJSON_AddStringToObject(j, "why", rep->why);
-	if (send_json(ctrl, W_JAIL, j, NULL, 0) < 0)
+	if (r < 0)
 		_exit(0);
-	cJSON_Delete(j);
 	if (rep->enforceable)
 		return;
 	struct wire_msg m;

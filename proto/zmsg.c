@@ -184,3 +184,40 @@ int zmsg_settled_decode(const void *data, size_t len, struct zmsg_settled *m, st
 	m->ended = (int)ended;
 	return pdec_end(&d, NULL);
 }
+
+/* ------------------------------------------------------------ W_JAIL */
+
+char *zmsg_jail_encode(const struct zmsg_jail *m)
+{
+	cJSON *j = cJSON_CreateObject();
+	cJSON_AddStringToObject(j, "jail", m->report ? m->report : "");
+	cJSON_AddBoolToObject(j, "enforceable", m->enforceable);
+	cJSON_AddBoolToObject(j, "nsfree", m->nsfree);
+	cJSON_AddStringToObject(j, "why", m->why ? m->why : "");
+	return penc_print(j);
+}
+
+/* Sizes: the report is a few kB (the layers, the remedy); the verdict's
+ * reason one line. */
+int zmsg_jail_decode(const void *data, size_t len, struct zmsg_jail *m, struct err *e)
+{
+	struct pdec d;
+	*m = (struct zmsg_jail){ .why = "", .report = "" };
+	if (pdec_begin(&d, "W_JAIL", data, len, e) < 0)
+		return d.rc;
+	pdec_bool(&d, "enforceable", PF_REQ, &m->enforceable);
+	pdec_bool(&d, "nsfree", PF_OPT, &m->nsfree);
+	pdec_text(&d, "why", PF_OPT, 512, false, &m->why);
+	pdec_text(&d, "jail", PF_OPT, 16384, true, &m->report);
+	if (pdec_end(&d, &m->decoded) < 0) {
+		m->why = m->report = "";
+		return d.rc;
+	}
+	return 0;
+}
+
+void zmsg_jail_free(struct zmsg_jail *m)
+{
+	cJSON_Delete(m->decoded);
+	*m = (struct zmsg_jail){ .why = "", .report = "" };
+}

@@ -99,4 +99,18 @@ struct zmsg_settled {
 char *zmsg_settled_encode(const struct zmsg_settled *m);
 int zmsg_settled_decode(const void *data, size_t len, struct zmsg_settled *m, struct err *e);
 
+/* W_JAIL, zygote -> server, its first message: the jail's report, made
+ * before the interpreter started.  Decoded, the strings point into the
+ * message (decoded) until zmsg_jail_free. */
+struct zmsg_jail {
+	bool enforceable;       /* the jail holds what the policy needs */
+	bool nsfree;            /* Landlock and seccomp without namespaces */
+	const char *why;        /* not enforceable: why (sanitized, one line, cut), or "" */
+	const char *report;     /* the layers as applied (sanitized, lines, cut), or "" */
+	void *decoded;
+};
+char *zmsg_jail_encode(const struct zmsg_jail *m);
+int zmsg_jail_decode(const void *data, size_t len, struct zmsg_jail *m, struct err *e);
+void zmsg_jail_free(struct zmsg_jail *m);
+
 #endif

@@ -547,11 +547,12 @@ static const char *type_name(uint32_t t)
 
 /* The jail is built: the zygote's own process, as the kernel says, from
  * now on (the sessions' parent, the root the watchdog reads through). */
-static void on_jail(struct zlink *z, const cJSON *j)
+static void on_jail(struct zlink *z, const struct wire_msg *m)
 {
-	const cJSON *enf = cJSON_GetObjectItemCaseSensitive(j, "enforceable");
-	if (!cJSON_IsBool(enf)) {
-		lose(z, true, "a jail report without its verdict");
+	struct zmsg_jail jm;
+	struct err e = { 0 };
+	if (zmsg_jail_decode(m->data, m->len, &jm, &e) < 0) {
+		lose(z, true, "%s", e.msg);
 		return;
 	}
 	pid_t zh = kproc_zygote(z->zpid);
@@ -560,19 +561,15 @@ static void on_jail(struct zlink *z, const cJSON *j)
 	if (pfd < 0 || kproc_read(pfd, &k) < 0 || (zh != z->zpid && k.ppid != z->zpid)) {
 		if (pfd >= 0)
 			close(pfd);
+		zmsg_jail_free(&jm);
 		lose(z, true, "its process cannot be found below the one the server started");
 		return;
 	}
 	z->zhpid = zh;
 	z->zpidfd = pfd;
-	bool ok = cJSON_IsTrue(enf);
-	z->phase = ok ? ZL_PYTHON : ZL_IDLE;
-	char *why = clean(cJSON_GetObjectItemCaseSensitive(j, "why"), 512, false);
-	char *rep = clean(cJSON_GetObjectItemCaseSensitive(j, "jail"), 16384, true);
-	z->ev->jail(z->arg, ok, cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "nsfree")), why ? why : "",
-		    rep ? rep : "");
-	free(why);
-	free(rep);
+	z->phase = jm.enforceable ? ZL_PYTHON : ZL_IDLE;
+	z->ev->jail(z->arg, jm.enforceable, jm.nsfree, jm.why, jm.report);
+	zmsg_jail_free(&jm);
 }
 
 static size_t find_wait(struct zlink *z, int kind, int id, pid_t pid)
@@ -679,6 +676,9 @@ static void dispatch(struct zlink *z, struct wire_msg *m)
 {
 	/* The messages with a codec (proto/zmsg.h) decode themselves. */
 	switch (m->type) {
+	case W_JAIL:
+		on_jail(z, m);
+		return;
 	case W_SPAWNED:
 		on_spawned(z, m);
 		return;
@@ -696,9 +696,6 @@ static void dispatch(struct zlink *z, struct wire_msg *m)
 		return;
 	}
 	switch (m->type) {
-	case W_JAIL:
-		on_jail(z, j);
-		break;
 	case W_READY: {
 		const cJSON *t = cJSON_GetObjectItemCaseSensitive(j, "start_ms");
 		double ms = cJSON_IsNumber(t) && t->valuedouble >= 0 && t->valuedouble < 1e9 ? t->valuedouble : -1;

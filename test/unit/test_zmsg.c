@@ -227,6 +227,39 @@ static void test_settled_round_trip_and_refusals(void **state)
 	REFUSED(zmsg_settled_decode, &out, "W_SETTLED", bad);
 }
 
+static void test_jail_round_trip_sanitizes_and_refuses(void **state)
+{
+	(void)state;
+	struct err e = { 0 };
+	struct zmsg_jail out;
+	char *txt = zmsg_jail_encode(&(struct zmsg_jail){ .enforceable = true, .nsfree = true, .report = "landlock: on\nseccomp: on\n" });
+	assert_int_equal(zmsg_jail_decode(txt, strlen(txt), &out, &e), 0);
+	assert_true(out.enforceable);
+	assert_true(out.nsfree);
+	assert_string_equal(out.why, "");
+	assert_string_equal(out.report, "landlock: on\nseccomp: on\n");
+	zmsg_jail_free(&out);
+	free(txt);
+	/* From below: the reason is one line, the report keeps its lines
+	 * and loses its other control characters. */
+	const char *lie = "{\"enforceable\":false,\"why\":\"a\\nb\\u001b[2J\",\"jail\":\"x\\ny\\u0007\"}";
+	assert_int_equal(zmsg_jail_decode(lie, strlen(lie), &out, &e), 0);
+	assert_false(out.enforceable);
+	assert_false(out.nsfree);
+	assert_string_equal(out.why, "a b [2J");
+	assert_string_equal(out.report, "x\ny ");
+	zmsg_jail_free(&out);
+	static const struct refusal bad[] = {
+		{ "{}", "enforceable" },
+		{ "{\"enforceable\":1}", "enforceable" },
+		{ "{\"enforceable\":true,\"nsfree\":\"yes\"}", "nsfree" },
+		{ "{\"enforceable\":true,\"why\":[]}", "why" },
+		{ "{\"enforceable\":true,\"jail\":{}}", "jail" },
+	};
+	REFUSED(zmsg_jail_decode, &out, "W_JAIL", bad);
+	assert_string_equal(out.report, "");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -236,6 +269,7 @@ int main(void)
 		cmocka_unit_test(test_sweep_round_trip_and_refusals),
 		cmocka_unit_test(test_settle_round_trip_and_refusals),
 		cmocka_unit_test(test_settled_round_trip_and_refusals),
+		cmocka_unit_test(test_jail_round_trip_sanitizes_and_refuses),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
