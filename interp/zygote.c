@@ -109,15 +109,7 @@ static void test_kill_point(const char *step)
 	}
 }
 
-static int send_json(int sock, uint32_t type, cJSON *j, const int *fds, int nfds)
-{
-	char *s = cJSON_PrintUnformatted(j);
-	int r = s ? wire_send(sock, type, s, strlen(s), fds, nfds) : -ENOMEM;
-	free(s);
-	return r;
-}
-
-/* Sends a codec's payload (proto/smsg.h) and frees it. */
+/* Sends a codec's payload (proto/smsg.h, proto/zmsg.h) and frees it. */
 static int send_msg(int sock, uint32_t type, char *txt, const int *fds, int nfds)
 {
 	int r = wire_send(sock, type, txt, strlen(txt), fds, nfds);
@@ -128,10 +120,7 @@ static int send_msg(int sock, uint32_t type, char *txt, const int *fds, int nfds
 static __attribute__((noreturn)) void fatal(int ctrl, const char *msg)
 {
 	log_error("%s", msg);
-	cJSON *j = cJSON_CreateObject();
-	cJSON_AddStringToObject(j, "message", msg);
-	send_json(ctrl, W_FATAL, j, NULL, 0);
-	cJSON_Delete(j);
+	send_msg(ctrl, W_FATAL, zmsg_fatal_encode(&(struct zmsg_fatal){ .message = msg }), NULL, 0);
 	_exit(70);
 }
 
@@ -1055,15 +1044,9 @@ void zygote_main(const struct zygote_config *zc)
 	if (sfd < 0)
 		fatal(ctrl, "signalfd failed");
 
-	cJSON *ready = cJSON_CreateObject();
-	cJSON *pinfo = cJSON_Parse(info);
-	free(info);
-	if (pinfo)
-		cJSON_AddItemToObject(ready, "python", pinfo);
-	cJSON_AddNumberToObject(ready, "start_ms", now_ms() - t0);
+	free(info); /* what the bootstrap says of the interpreter: no one reads it */
 	test_kill_point("ready");
-	send_json(ctrl, W_READY, ready, NULL, 0);
-	cJSON_Delete(ready);
+	send_msg(ctrl, W_READY, zmsg_ready_encode(&(struct zmsg_ready){ .start_ms = now_ms() - t0 }), NULL, 0);
 
 	struct pollfd pf[3] = { { .fd = ctrl, .events = POLLIN }, { .fd = sfd, .events = POLLIN }, { .fd = -1, .events = POLLIN } };
 	for (;;) {

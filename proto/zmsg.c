@@ -221,3 +221,53 @@ void zmsg_jail_free(struct zmsg_jail *m)
 	cJSON_Delete(m->decoded);
 	*m = (struct zmsg_jail){ .why = "", .report = "" };
 }
+
+/* ------------------------------------------------------------ W_READY */
+
+char *zmsg_ready_encode(const struct zmsg_ready *m)
+{
+	cJSON *j = cJSON_CreateObject();
+	if (m->start_ms >= 0)
+		cJSON_AddNumberToObject(j, "start_ms", m->start_ms);
+	return penc_print(j);
+}
+
+int zmsg_ready_decode(const void *data, size_t len, struct zmsg_ready *m, struct err *e)
+{
+	struct pdec d;
+	*m = (struct zmsg_ready){ .start_ms = -1 };
+	if (pdec_begin(&d, "W_READY", data, len, e) < 0)
+		return d.rc;
+	pdec_num(&d, "start_ms", PF_OPT, 0, 1e9, &m->start_ms);
+	return pdec_end(&d, NULL);
+}
+
+/* ------------------------------------------------------------ W_FATAL */
+
+char *zmsg_fatal_encode(const struct zmsg_fatal *m)
+{
+	cJSON *j = cJSON_CreateObject();
+	cJSON_AddStringToObject(j, "message", m->message ? m->message : "");
+	return penc_print(j);
+}
+
+int zmsg_fatal_decode(const void *data, size_t len, struct zmsg_fatal *m, struct err *e)
+{
+	struct pdec d;
+	*m = (struct zmsg_fatal){ .message = "unknown error" };
+	if (pdec_begin(&d, "W_FATAL", data, len, e) < 0)
+		return d.rc;
+	if (pdec_text(&d, "message", PF_OPT, 1024, false, &m->message) && !m->message[0])
+		m->message = "unknown error";
+	if (pdec_end(&d, &m->decoded) < 0) {
+		m->message = "unknown error";
+		return d.rc;
+	}
+	return 0;
+}
+
+void zmsg_fatal_free(struct zmsg_fatal *m)
+{
+	cJSON_Delete(m->decoded);
+	*m = (struct zmsg_fatal){ .message = "unknown error" };
+}

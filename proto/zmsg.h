@@ -113,4 +113,21 @@ char *zmsg_jail_encode(const struct zmsg_jail *m);
 int zmsg_jail_decode(const void *data, size_t len, struct zmsg_jail *m, struct err *e);
 void zmsg_jail_free(struct zmsg_jail *m);
 
+/* W_READY, zygote -> server: the interpreter is up (after W_JAIL). */
+struct zmsg_ready {
+	double start_ms;        /* how long it took, or -1 */
+};
+char *zmsg_ready_encode(const struct zmsg_ready *m);
+int zmsg_ready_decode(const void *data, size_t len, struct zmsg_ready *m, struct err *e);
+
+/* W_FATAL, zygote -> server, before W_READY: it cannot start.  Decoded,
+ * message points into the message (decoded) until zmsg_fatal_free. */
+struct zmsg_fatal {
+	const char *message;    /* sanitized, cut to 1 KiB; "unknown error" when it gave none */
+	void *decoded;
+};
+char *zmsg_fatal_encode(const struct zmsg_fatal *m);
+int zmsg_fatal_decode(const void *data, size_t len, struct zmsg_fatal *m, struct err *e);
+void zmsg_fatal_free(struct zmsg_fatal *m);
+
 #endif

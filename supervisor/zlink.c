@@ -14,7 +14,6 @@
 #include <unistd.h>
 
 #include "../common/log.h"
-#include "../common/text.h"
 #include "../common/util.h"
 #include "../proto/wire.h"
 #include "../proto/zmsg.h"
@@ -516,21 +515,6 @@ void zlink_warm_paused(struct zlink *z, bool paused)
 
 /* ------------------------------------------------------------ reading */
 
-/* A string from below, for a log line or a reply: valid UTF-8, no control
- * character (newlines too, unless lines), at most max bytes.  Caller frees. */
-static char *clean(const cJSON *item, size_t max, bool lines)
-{
-	const char *s = cJSON_GetStringValue(item);
-	if (!s)
-		return NULL;
-	size_t n = strnlen(s, max);
-	char *t = utf8_sanitize((const unsigned char *)s, utf8_prefix(s, n, n), NULL);
-	for (char *p = t; p && *p; p++)
-		if (((unsigned char)*p < 0x20 && !(lines && *p == '\n')) || *p == 0x7f)
-			*p = ' ';
-	return t;
-}
-
 static const char *type_name(uint32_t t)
 {
 	switch (t) {
@@ -570,6 +554,31 @@ static void on_jail(struct zlink *z, const struct wire_msg *m)
 	z->phase = jm.enforceable ? ZL_PYTHON : ZL_IDLE;
 	z->ev->jail(z->arg, jm.enforceable, jm.nsfree, jm.why, jm.report);
 	zmsg_jail_free(&jm);
+}
+
+static void on_ready(struct zlink *z, const struct wire_msg *m)
+{
+	struct zmsg_ready r;
+	struct err e = { 0 };
+	if (zmsg_ready_decode(m->data, m->len, &r, &e) < 0) {
+		lose(z, true, "%s", e.msg);
+		return;
+	}
+	z->phase = ZL_READY;
+	z->ev->ready(z->arg, r.start_ms);
+}
+
+static void on_fatal(struct zlink *z, const struct wire_msg *m)
+{
+	struct zmsg_fatal f;
+	struct err e = { 0 };
+	if (zmsg_fatal_decode(m->data, m->len, &f, &e) < 0) {
+		lose(z, true, "%s", e.msg);
+		return;
+	}
+	z->phase = ZL_IDLE;
+	z->ev->fatal(z->arg, f.message);
+	zmsg_fatal_free(&f);
 }
 
 static size_t find_wait(struct zlink *z, int kind, int id, pid_t pid)
@@ -679,6 +688,12 @@ static void dispatch(struct zlink *z, struct wire_msg *m)
 	case W_JAIL:
 		on_jail(z, m);
 		return;
+	case W_READY:
+		on_ready(z, m);
+		return;
+	case W_FATAL:
+		on_fatal(z, m);
+		return;
 	case W_SPAWNED:
 		on_spawned(z, m);
 		return;
@@ -696,20 +711,6 @@ static void dispatch(struct zlink *z, struct wire_msg *m)
 		return;
 	}
 	switch (m->type) {
-	case W_READY: {
-		const cJSON *t = cJSON_GetObjectItemCaseSensitive(j, "start_ms");
-		double ms = cJSON_IsNumber(t) && t->valuedouble >= 0 && t->valuedouble < 1e9 ? t->valuedouble : -1;
-		z->phase = ZL_READY;
-		z->ev->ready(z->arg, ms);
-		break;
-	}
-	case W_FATAL: {
-		char *msg = clean(cJSON_GetObjectItemCaseSensitive(j, "message"), 1024, false);
-		z->phase = ZL_IDLE;
-		z->ev->fatal(z->arg, msg ? msg : "unknown error");
-		free(msg);
-		break;
-	}
 	case W_WARMED:
 		on_warmed(z, j);
 		break;

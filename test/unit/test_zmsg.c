@@ -109,7 +109,8 @@ static void test_exited_round_trip_and_refusals(void **state)
 	assert_true(out.epoch == 1ull << 40);
 	free(txt);
 	/* Without a status, the exit is known and its status is not. */
-	assert_int_equal(zmsg_exited_decode("{\"pid\":5,\"epoch\":0}", 20, &out, &e), 0);
+	const char *bare = "{\"pid\":5,\"epoch\":0}";
+	assert_int_equal(zmsg_exited_decode(bare, strlen(bare), &out, &e), 0);
 	assert_false(out.status_known);
 	static const struct refusal bad[] = {
 		{ "{\"epoch\":1}", "pid" },
@@ -260,6 +261,47 @@ static void test_jail_round_trip_sanitizes_and_refuses(void **state)
 	assert_string_equal(out.report, "");
 }
 
+static void test_ready_and_fatal(void **state)
+{
+	(void)state;
+	struct err e = { 0 };
+	struct zmsg_ready r;
+	char *txt = zmsg_ready_encode(&(struct zmsg_ready){ .start_ms = 812.5 });
+	assert_int_equal(zmsg_ready_decode(txt, strlen(txt), &r, &e), 0);
+	assert_true(r.start_ms == 812.5);
+	free(txt);
+	assert_int_equal(zmsg_ready_decode("{}", 2, &r, &e), 0);
+	assert_true(r.start_ms < 0);
+	static const struct refusal bad_ready[] = {
+		{ "{\"start_ms\":-1}", "start_ms" },
+		{ "{\"start_ms\":1e10}", "start_ms" },
+		{ "{\"start_ms\":\"5\"}", "start_ms" },
+		{ "7", "" },
+	};
+	REFUSED(zmsg_ready_decode, &r, "W_READY", bad_ready);
+
+	struct zmsg_fatal f;
+	txt = zmsg_fatal_encode(&(struct zmsg_fatal){ .message = "no python" });
+	assert_int_equal(zmsg_fatal_decode(txt, strlen(txt), &f, &e), 0);
+	assert_string_equal(f.message, "no python");
+	zmsg_fatal_free(&f);
+	free(txt);
+	/* None, or an empty one: the server still says something. */
+	const char *empty = "{\"message\":\"\"}";
+	assert_int_equal(zmsg_fatal_decode(empty, strlen(empty), &f, &e), 0);
+	assert_string_equal(f.message, "unknown error");
+	zmsg_fatal_free(&f);
+	const char *two = "{\"message\":\"a\\r\\nb\"}";
+	assert_int_equal(zmsg_fatal_decode(two, strlen(two), &f, &e), 0);
+	assert_string_equal(f.message, "a  b");
+	zmsg_fatal_free(&f);
+	static const struct refusal bad_fatal[] = {
+		{ "{\"message\":3}", "message" },
+		{ "null", "" },
+	};
+	REFUSED(zmsg_fatal_decode, &f, "W_FATAL", bad_fatal);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -270,6 +312,7 @@ int main(void)
 		cmocka_unit_test(test_settle_round_trip_and_refusals),
 		cmocka_unit_test(test_settled_round_trip_and_refusals),
 		cmocka_unit_test(test_jail_round_trip_sanitizes_and_refuses),
+		cmocka_unit_test(test_ready_and_fatal),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
