@@ -23,6 +23,7 @@
 #include "../common/util.h"
 #include "../jail/jail.h"
 #include "../proto/wire.h"
+#include "../proto/zmsg.h"
 #include "pyembed.h"
 
 /* As many names as the server keeps per project, and some more. */
@@ -148,31 +149,34 @@ bool warm_reaped(pid_t pid)
 	return true;
 }
 
-/* The outcome of cur for the server: the bootstrap's JSON with the name. */
+/* The outcome of cur for the server: the bootstrap's JSON (which may be
+ * the probe's, a process that ran the module's code) with the name, put
+ * through the codec's decoder (proto/zmsg.h): what goes up is what the
+ * codec knows, or a refusal that says why the answer was not one. */
 static void report(int ctrl, const char *json, const char *why)
 {
+	struct zmsg_warmed w;
+	struct err e = { 0 };
 	cJSON *j = json ? cJSON_Parse(json) : NULL;
-	if (!cJSON_IsObject(j)) {
-		cJSON_Delete(j);
-		j = cJSON_CreateObject();
-		cJSON_AddBoolToObject(j, "ok", 0);
-		cJSON_AddStringToObject(j, "why", why ? why : "no answer");
+	char *txt = NULL;
+	if (cJSON_IsObject(j)) {
+		cJSON_DeleteItemFromObjectCaseSensitive(j, "name");
+		cJSON_AddStringToObject(j, "name", cur);
+		txt = cJSON_PrintUnformatted(j);
 	}
-	cJSON_DeleteItemFromObjectCaseSensitive(j, "order");
-	cJSON_DeleteItemFromObjectCaseSensitive(j, "name");
-	cJSON_AddStringToObject(j, "name", cur);
-	char *s = cJSON_PrintUnformatted(j);
 	cJSON_Delete(j);
-	if (s && wire_send(ctrl, W_WARMED, s, strlen(s), NULL, 0) < 0)
-		_exit(0); /* the server is gone: so are we */
-	free(s);
-	bool ok = false;
-	if (json) {
-		cJSON *k = cJSON_Parse(json);
-		ok = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(k, "ok"));
-		cJSON_Delete(k);
+	if (!txt || zmsg_warmed_decode(txt, strlen(txt), &w, &e) < 0) {
+		w = (struct zmsg_warmed){ .why = txt ? e.msg : why ? why : "no answer", .ms = -1, .steps = -1, .longest_ms = -1 };
+		snprintf(w.name, sizeof w.name, "%s", cur);
 	}
-	log_debug("warm-up: %s %s", cur, ok ? "loaded" : "refused");
+	free(txt);
+	char *msg = zmsg_warmed_encode(&w);
+	int r = wire_send(ctrl, W_WARMED, msg, strlen(msg), NULL, 0);
+	free(msg);
+	if (r < 0)
+		_exit(0); /* the server is gone: so are we */
+	log_debug("warm-up: %s %s", cur, w.ok ? "loaded" : "refused");
+	zmsg_warmed_free(&w);
 }
 
 static void close_probe(void)

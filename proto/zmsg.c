@@ -271,3 +271,50 @@ void zmsg_fatal_free(struct zmsg_fatal *m)
 	cJSON_Delete(m->decoded);
 	*m = (struct zmsg_fatal){ .message = "unknown error" };
 }
+
+/* ------------------------------------------------------------ W_WARMED */
+
+char *zmsg_warmed_encode(const struct zmsg_warmed *m)
+{
+	cJSON *j = cJSON_CreateObject();
+	cJSON_AddStringToObject(j, "name", m->name);
+	cJSON_AddBoolToObject(j, "ok", m->ok);
+	if (m->why)
+		cJSON_AddStringToObject(j, "why", m->why);
+	if (m->ms >= 0)
+		cJSON_AddNumberToObject(j, "ms", m->ms);
+	if (m->steps >= 0)
+		cJSON_AddNumberToObject(j, "steps", (double)m->steps);
+	if (m->longest_ms >= 0)
+		cJSON_AddNumberToObject(j, "longest_ms", m->longest_ms);
+	return penc_print(j);
+}
+
+int zmsg_warmed_decode(const void *data, size_t len, struct zmsg_warmed *m, struct err *e)
+{
+	struct pdec d;
+	long long steps = -1;
+	*m = (struct zmsg_warmed){ .ms = -1, .steps = -1, .longest_ms = -1 };
+	if (pdec_begin(&d, "W_WARMED", data, len, e) < 0)
+		return d.rc;
+	if (pdec_name(&d, "name", PF_REQ, m->name, sizeof m->name) && !m->name[0])
+		pdec_fail(&d, "name", "is empty");
+	pdec_bool(&d, "ok", PF_REQ, &m->ok);
+	pdec_text(&d, "why", PF_OPT, 300, false, &m->why);
+	pdec_num(&d, "ms", PF_OPT, 0, 1e12, &m->ms);
+	pdec_int(&d, "steps", PF_OPT, 0, INT_MAX, &steps);
+	pdec_num(&d, "longest_ms", PF_OPT, 0, 1e12, &m->longest_ms);
+	m->steps = (long)steps;
+	if (pdec_end(&d, &m->decoded) < 0) {
+		m->why = NULL;
+		return d.rc;
+	}
+	return 0;
+}
+
+void zmsg_warmed_free(struct zmsg_warmed *m)
+{
+	cJSON_Delete(m->decoded);
+	m->decoded = NULL;
+	m->why = NULL;
+}

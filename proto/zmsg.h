@@ -130,4 +130,25 @@ char *zmsg_fatal_encode(const struct zmsg_fatal *m);
 int zmsg_fatal_decode(const void *data, size_t len, struct zmsg_fatal *m, struct err *e);
 void zmsg_fatal_free(struct zmsg_fatal *m);
 
+/* A module's name in the learned warm-up (a dotted identifier). */
+#define ZMSG_MODULE_MAX 128
+
+/* W_WARMED, zygote -> server: the outcome for one name it was sent.  The
+ * bootstrap's probe makes the outcome (interp/bootstrap.py, warm_probe:
+ * ok, why, ms, steps, longest_ms); the zygote puts it through this
+ * decoder and sends what the encoder makes of it, with the name.
+ * Decoded, why points into the message (decoded) until zmsg_warmed_free. */
+struct zmsg_warmed {
+	char name[ZMSG_MODULE_MAX + 1];
+	bool ok;                /* loaded in the zygote */
+	const char *why;        /* refused: why (sanitized, cut to 300 bytes), or NULL */
+	double ms;              /* the time it took, or -1 */
+	long steps;             /* the imports it made, or -1 */
+	double longest_ms;      /* the longest of them, or -1 */
+	void *decoded;
+};
+char *zmsg_warmed_encode(const struct zmsg_warmed *m);
+int zmsg_warmed_decode(const void *data, size_t len, struct zmsg_warmed *m, struct err *e);
+void zmsg_warmed_free(struct zmsg_warmed *m);
+
 #endif

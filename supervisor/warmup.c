@@ -468,27 +468,23 @@ void warmup_zygote_started(struct warmup *w)
 	w->n_due = 0;
 }
 
-bool warmup_outcome(struct warmup *w, const cJSON *j)
+bool warmup_outcome(struct warmup *w, const struct zmsg_warmed *m)
 {
-	const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "name"));
+	const char *name = m->name;
 	size_t at, k;
-	for (k = 0; w && name && k < w->n_due; k++)
+	for (k = 0; w && k < w->n_due; k++)
 		if (strcmp(w->due[k], name) == 0)
 			break;
-	if (!w || !name || k == w->n_due)
+	if (!w || k == w->n_due)
 		return false;
 	memmove(w->due[k], w->due[k + 1], (w->n_due - k - 1) * sizeof w->due[0]);
 	w->n_due--;
 	if (!w->on || !warmup_name_valid(name) || !find(w, name, &at))
 		return true; /* forgotten meanwhile */
 	struct entry *en = &w->e[at];
-	const cJSON *ms = cJSON_GetObjectItemCaseSensitive(j, "ms");
-	if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "ok"))) {
-		const cJSON *steps = cJSON_GetObjectItemCaseSensitive(j, "steps");
-		const cJSON *longest = cJSON_GetObjectItemCaseSensitive(j, "longest_ms");
-		log_info("warm-up: %s loaded in the zygote (%.0f ms, %d imports, the longest %.0f ms)", name,
-			 cJSON_IsNumber(ms) ? ms->valuedouble : 0.0, cJSON_IsNumber(steps) ? steps->valueint : 0,
-			 cJSON_IsNumber(longest) ? longest->valuedouble : 0.0);
+	if (m->ok) {
+		log_info("warm-up: %s loaded in the zygote (%.0f ms, %ld imports, the longest %.0f ms)", name,
+			 m->ms >= 0 ? m->ms : 0.0, m->steps >= 0 ? m->steps : 0, m->longest_ms >= 0 ? m->longest_ms : 0.0);
 		en->answered = true;
 		if (en->learned)
 			return true;
@@ -505,7 +501,7 @@ bool warmup_outcome(struct warmup *w, const cJSON *j)
 		save(w);
 		return true;
 	}
-	refuse(w, at, cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "why")));
+	refuse(w, at, m->why);
 	return true;
 }
 

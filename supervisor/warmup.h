@@ -20,6 +20,7 @@
 #include <stdbool.h>
 
 #include "../policy/policy.h"
+#include "../proto/zmsg.h"
 #include "../files/fsafe.h"
 
 #define WARMUP_MAX 32          /* names learned per project */
@@ -69,7 +70,7 @@ void warmup_zygote_started(struct warmup *w);
 
 /* The zygote's W_WARMED for one name: false when the zygote was not sent
  * that name, or answered it already (it is then broken, and ended). */
-bool warmup_outcome(struct warmup *w, const cJSON *j);
+bool warmup_outcome(struct warmup *w, const struct zmsg_warmed *m);
 
 /* The learned names, most recent first (for the tests and the logs). */
 size_t warmup_count(const struct warmup *w);

@@ -670,10 +670,17 @@ static void on_settled(struct zlink *z, const struct wire_msg *m)
 	z->ev->settled(z->arg, rep.pid);
 }
 
-static void on_warmed(struct zlink *z, const cJSON *j)
+static void on_warmed(struct zlink *z, const struct wire_msg *m)
 {
-	const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "name"));
-	if (!cJSON_IsObject(j) || !name || !z->ev->warmed(z->arg, j)) {
+	struct zmsg_warmed w;
+	struct err e = { 0 };
+	if (zmsg_warmed_decode(m->data, m->len, &w, &e) < 0) {
+		lose(z, true, "%s", e.msg);
+		return;
+	}
+	bool due = z->ev->warmed(z->arg, &w);
+	zmsg_warmed_free(&w);
+	if (!due) {
 		lose(z, true, "a warm-up answer for a name it was not sent");
 		return;
 	}
@@ -683,7 +690,7 @@ static void on_warmed(struct zlink *z, const cJSON *j)
 
 static void dispatch(struct zlink *z, struct wire_msg *m)
 {
-	/* The messages with a codec (proto/zmsg.h) decode themselves. */
+	/* Each message's codec (proto/zmsg.h) is its check. */
 	switch (m->type) {
 	case W_JAIL:
 		on_jail(z, m);
@@ -703,19 +710,10 @@ static void dispatch(struct zlink *z, struct wire_msg *m)
 	case W_SETTLED:
 		on_settled(z, m);
 		return;
-	}
-	cJSON *j = cJSON_ParseWithLength((const char *)m->data, m->len);
-	if (!cJSON_IsObject(j)) {
-		cJSON_Delete(j);
-		lose(z, true, "a %s whose body is not a JSON object", type_name(m->type));
+	case W_WARMED:
+		on_warmed(z, m);
 		return;
 	}
-	switch (m->type) {
-	case W_WARMED:
-		on_warmed(z, j);
-		break;
-	}
-	cJSON_Delete(j);
 }
 
 static void read_some(struct zlink *z)

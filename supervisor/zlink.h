@@ -20,12 +20,12 @@
 #ifndef SUPERVISOR_ZLINK_H
 #define SUPERVISOR_ZLINK_H
 
-#include <cjson/cJSON.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "../proto/zmsg.h"
 #include "../rpc/loop.h"
 #include "kproc.h"
 
@@ -66,9 +66,9 @@ struct zlink_events {
 	void (*exited)(void *arg, pid_t pid, int status, bool status_known, unsigned long long epoch);
 	/* The answer to zlink_settle(pid). */
 	void (*settled)(void *arg, pid_t pid);
-	/* W_WARMED (an object with a valid "name"): false when that name was
-	 * not waiting for an answer (the link then breaks). */
-	bool (*warmed)(void *arg, const cJSON *j);
+	/* W_WARMED, decoded: false when that name was not waiting for an
+	 * answer (the link then breaks). */
+	bool (*warmed)(void *arg, const struct zmsg_warmed *w);
 	/* The link is down: the zygote broke its protocol (broken, with why)
 	 * or its socket ended.  The link is closed already; the supervisor
 	 * ends the zygote's processes and decides about a new one. */

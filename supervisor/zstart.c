@@ -403,10 +403,10 @@ static void z_settled(void *arg, pid_t pid)
 		settled(sup, s);
 }
 
-static bool z_warmed(void *arg, const cJSON *j)
+static bool z_warmed(void *arg, const struct zmsg_warmed *w)
 {
 	struct sup *sup = arg;
-	return warmup_outcome(sup->warm, j);
+	return warmup_outcome(sup->warm, w);
 }
 
 /* The zygote is gone, or broke its protocol (then the server ends it): a

@@ -302,6 +302,47 @@ static void test_ready_and_fatal(void **state)
 	REFUSED(zmsg_fatal_decode, &f, "W_FATAL", bad_fatal);
 }
 
+static void test_warmed_round_trip_and_refusals(void **state)
+{
+	(void)state;
+	struct err e = { 0 };
+	struct zmsg_warmed in = { .ok = true, .ms = 120.5, .steps = 14, .longest_ms = 80 }, out;
+	snprintf(in.name, sizeof in.name, "%s", "scipy.stats");
+	char *txt = zmsg_warmed_encode(&in);
+	assert_int_equal(zmsg_warmed_decode(txt, strlen(txt), &out, &e), 0);
+	assert_string_equal(out.name, "scipy.stats");
+	assert_true(out.ok);
+	assert_null(out.why);
+	assert_true(out.ms == 120.5);
+	assert_int_equal(out.steps, 14);
+	assert_true(out.longest_ms == 80);
+	zmsg_warmed_free(&out);
+	free(txt);
+	/* A refusal's reason from below: one clean line, cut. */
+	char big[1200];
+	int n = snprintf(big, sizeof big, "{\"name\":\"x\",\"ok\":false,\"why\":\"a\\n%0700d\"}", 0);
+	assert_int_equal(zmsg_warmed_decode(big, (size_t)n, &out, &e), 0);
+	assert_false(out.ok);
+	assert_int_equal(strlen(out.why), 300);
+	assert_memory_equal(out.why, "a 0", 3);
+	assert_true(out.ms < 0 && out.steps < 0 && out.longest_ms < 0);
+	zmsg_warmed_free(&out);
+	static const struct refusal bad[] = {
+		{ "{\"ok\":true}", "name" },
+		{ "{\"name\":\"\",\"ok\":true}", "name" },
+		{ "{\"name\":\"x\"}", "ok" },
+		{ "{\"name\":\"x\",\"ok\":\"true\"}", "ok" },
+		{ "{\"name\":\"x\",\"ok\":true,\"ms\":-3}", "ms" },
+		{ "{\"name\":\"x\",\"ok\":true,\"steps\":0.5}", "steps" },
+		{ "{\"name\":\"x\",\"ok\":false,\"why\":false}", "why" },
+	};
+	REFUSED(zmsg_warmed_decode, &out, "W_WARMED", bad);
+	char longname[200];
+	snprintf(longname, sizeof longname, "{\"name\":\"%0*d\",\"ok\":true}", ZMSG_MODULE_MAX + 1, 0);
+	assert_int_not_equal(zmsg_warmed_decode(longname, strlen(longname), &out, &e), 0);
+	assert_non_null(strstr(e.msg, "\"name\""));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -313,6 +354,7 @@ int main(void)
 		cmocka_unit_test(test_settled_round_trip_and_refusals),
 		cmocka_unit_test(test_jail_round_trip_sanitizes_and_refuses),
 		cmocka_unit_test(test_ready_and_fatal),
+		cmocka_unit_test(test_warmed_round_trip_and_refusals),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
