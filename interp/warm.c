@@ -95,23 +95,24 @@ static void set_paused(bool on)
 
 void warm_enqueue(const struct wire_msg *m)
 {
-	cJSON *j = cJSON_ParseWithLength((const char *)m->data, m->len);
-	const cJSON *pause = cJSON_GetObjectItemCaseSensitive(j, "pause");
-	if (cJSON_IsBool(pause) && cJSON_IsTrue(pause) != paused)
-		set_paused(cJSON_IsTrue(pause));
-	const cJSON *names = cJSON_GetObjectItemCaseSensitive(j, "names");
-	const cJSON *it;
-	cJSON_ArrayForEach(it, names)
-	{
-		/* The server checked every name; the bootstrap checks them
-		 * again before anything is imported.  Here only the bounds. */
-		const char *s = cJSON_GetStringValue(it);
-		if (!s || !*s || strlen(s) > NAME_MAX_LEN || q_len == QUEUE_MAX || queued(s))
+	struct zmsg_warm *w = xcalloc(1, sizeof *w);
+	struct err e = { 0 };
+	if (zmsg_warm_decode(m->data, m->len, w, &e) < 0) {
+		log_error("%s", e.msg);
+		free(w);
+		return;
+	}
+	if (w->has_pause && w->pause != paused)
+		set_paused(w->pause);
+	/* The server checked every name; the bootstrap checks them again
+	 * before anything is imported.  Here only the queue's bound. */
+	for (size_t i = 0; i < w->n_names; i++) {
+		if (q_len == QUEUE_MAX || queued(w->names[i]))
 			continue;
-		snprintf(queue[(q_head + q_len) % QUEUE_MAX], NAME_MAX_LEN + 1, "%s", s);
+		snprintf(queue[(q_head + q_len) % QUEUE_MAX], NAME_MAX_LEN + 1, "%s", w->names[i]);
 		q_len++;
 	}
-	cJSON_Delete(j);
+	free(w);
 }
 
 int warm_fd(void)

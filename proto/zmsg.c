@@ -318,3 +318,48 @@ void zmsg_warmed_free(struct zmsg_warmed *m)
 	m->decoded = NULL;
 	m->why = NULL;
 }
+
+/* ------------------------------------------------------------ W_WARM */
+
+char *zmsg_warm_encode(const struct zmsg_warm *m)
+{
+	cJSON *j = cJSON_CreateObject();
+	if (m->n_names) {
+		cJSON *names = cJSON_AddArrayToObject(j, "names");
+		for (size_t i = 0; i < m->n_names; i++)
+			cJSON_AddItemToArray(names, cJSON_CreateString(m->names[i]));
+	}
+	if (m->has_pause)
+		cJSON_AddBoolToObject(j, "pause", m->pause);
+	return penc_print(j);
+}
+
+int zmsg_warm_decode(const void *data, size_t len, struct zmsg_warm *m, struct err *e)
+{
+	struct pdec d;
+	m->n_names = 0;
+	m->has_pause = m->pause = false;
+	if (pdec_begin(&d, "W_WARM", data, len, e) < 0)
+		return d.rc;
+	const cJSON *names = cJSON_GetObjectItemCaseSensitive(d.j, "names");
+	char kind[64];
+	if (names && !cJSON_IsNull(names) && !cJSON_IsArray(names))
+		pdec_fail(&d, "names", "is not a list (it is %s)", pdec_kind(names, kind, sizeof kind));
+	const cJSON *list = cJSON_IsArray(names) ? names : NULL, *it;
+	cJSON_ArrayForEach(it, list)
+	{
+		const char *s = cJSON_GetStringValue(it);
+		size_t n = s ? strlen(s) : 0;
+		if (!n || n > ZMSG_MODULE_MAX || m->n_names == ZMSG_WARM_NAMES) {
+			pdec_fail(&d, "names", "holds more than %d names, or one that is not a name of 1 to %d bytes",
+				  ZMSG_WARM_NAMES, ZMSG_MODULE_MAX);
+			break;
+		}
+		memcpy(m->names[m->n_names++], s, n + 1);
+	}
+	m->has_pause = pdec_bool(&d, "pause", PF_OPT, &m->pause);
+	int rc = pdec_end(&d, NULL);
+	if (rc < 0)
+		m->n_names = 0;
+	return rc;
+}

@@ -151,4 +151,18 @@ char *zmsg_warmed_encode(const struct zmsg_warmed *m);
 int zmsg_warmed_decode(const void *data, size_t len, struct zmsg_warmed *m, struct err *e);
 void zmsg_warmed_free(struct zmsg_warmed *m);
 
+/* How many names one W_WARM carries (the server sends at most the names
+ * it learned and one cell's report). */
+#define ZMSG_WARM_NAMES 64
+
+/* W_WARM, server -> zygote: names to load while idle (learned warm-up),
+ * and (has_pause) whether a call runs, so that it starts nothing new. */
+struct zmsg_warm {
+	char names[ZMSG_WARM_NAMES][ZMSG_MODULE_MAX + 1];
+	size_t n_names;
+	bool has_pause, pause;
+};
+char *zmsg_warm_encode(const struct zmsg_warm *m);
+int zmsg_warm_decode(const void *data, size_t len, struct zmsg_warm *m, struct err *e);
+
 #endif

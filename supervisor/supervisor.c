@@ -72,9 +72,10 @@ void warm_busy(struct sup *sup)
 	bool busy = fork_in_flight(sup);
 	for (struct session *o = sup->sessions; o && !busy; o = o->next)
 		busy = o->cur || o->qhead;
-	const char *txt = sup->z == Z_READY ? warmup_busy(sup->warm, busy) : NULL;
+	char *txt = sup->z == Z_READY ? warmup_busy(sup->warm, busy) : NULL;
 	if (txt && zlink_send(sup->zl, W_WARM, txt, NULL, 0) == 0)
 		warmup_busy_sent(sup->warm, busy);
+	free(txt);
 	zlink_warm_paused(sup->zl, busy);
 }
 

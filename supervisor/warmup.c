@@ -410,25 +410,31 @@ char *warmup_after_reply(struct warmup *w, int *n)
 	*n = 0;
 	if (!w || !w->on)
 		return NULL;
-	cJSON *j = cJSON_CreateObject();
-	cJSON *names = cJSON_AddArrayToObject(j, "names");
+	struct zmsg_warm *m = xcalloc(1, sizeof *m);
+	_Static_assert(N_ELEMENTS(w->due) <= ZMSG_WARM_NAMES, "one W_WARM holds every name due");
+	_Static_assert(WARMUP_NAME_MAX <= ZMSG_MODULE_MAX, "a W_WARM holds every name");
 	for (size_t i = 0; i < w->n && w->n_due < N_ELEMENTS(w->due); i++)
 		if (!w->e[i].sent) {
-			cJSON_AddItemToArray(names, cJSON_CreateString(w->e[i].name));
+			snprintf(m->names[m->n_names++], sizeof m->names[0], "%s", w->e[i].name);
 			w->e[i].sent = true;
 			memcpy(w->due[w->n_due++], w->e[i].name, sizeof w->due[0]);
 			(*n)++;
 		}
-	char *txt = *n ? cJSON_PrintUnformatted(j) : NULL;
-	cJSON_Delete(j);
+	char *txt = *n ? zmsg_warm_encode(m) : NULL;
+	free(m);
 	return txt;
 }
 
-const char *warmup_busy(const struct warmup *w, bool busy)
+char *warmup_busy(const struct warmup *w, bool busy)
 {
 	if (!w || !w->on || busy == w->paused)
 		return NULL;
-	return busy ? "{\"pause\":true}" : "{\"pause\":false}";
+	struct zmsg_warm *m = xcalloc(1, sizeof *m);
+	m->has_pause = true;
+	m->pause = busy;
+	char *txt = zmsg_warm_encode(m);
+	free(m);
+	return txt;
 }
 
 void warmup_busy_sent(struct warmup *w, bool busy)

@@ -62,7 +62,7 @@ char *warmup_after_reply(struct warmup *w, int *n);
  * the zygote (it settles the session) and a spawn waits for its loop.  The
  * W_WARM body to send when that changed, or NULL; warmup_busy_sent says
  * it went out. */
-const char *warmup_busy(const struct warmup *w, bool busy);
+char *warmup_busy(const struct warmup *w, bool busy);
 void warmup_busy_sent(struct warmup *w, bool busy);
 
 /* A new zygote starts: it holds nothing learned yet. */

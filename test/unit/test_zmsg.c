@@ -343,6 +343,47 @@ static void test_warmed_round_trip_and_refusals(void **state)
 	assert_non_null(strstr(e.msg, "\"name\""));
 }
 
+static void test_warm_round_trip_and_refusals(void **state)
+{
+	(void)state;
+	struct err e = { 0 };
+	struct zmsg_warm *in = calloc(1, sizeof *in), *out = calloc(1, sizeof *out);
+	snprintf(in->names[0], sizeof in->names[0], "%s", "pandas");
+	snprintf(in->names[1], sizeof in->names[1], "%s", "scipy.stats");
+	in->n_names = 2;
+	char *txt = zmsg_warm_encode(in);
+	assert_int_equal(zmsg_warm_decode(txt, strlen(txt), out, &e), 0);
+	assert_int_equal(out->n_names, 2);
+	assert_string_equal(out->names[1], "scipy.stats");
+	assert_false(out->has_pause);
+	free(txt);
+	*in = (struct zmsg_warm){ .has_pause = true, .pause = true };
+	txt = zmsg_warm_encode(in);
+	assert_string_equal(txt, "{\"pause\":true}");
+	assert_int_equal(zmsg_warm_decode(txt, strlen(txt), out, &e), 0);
+	assert_true(out->has_pause && out->pause);
+	assert_int_equal(out->n_names, 0);
+	free(txt);
+	static const struct refusal bad[] = {
+		{ "{\"names\":\"pandas\"}", "names" },
+		{ "{\"names\":[\"\"]}", "names" },
+		{ "{\"names\":[7]}", "names" },
+		{ "{\"pause\":1}", "pause" },
+	};
+	REFUSED(zmsg_warm_decode, out, "W_WARM", bad);
+	/* One name more than a W_WARM holds. */
+	char *many = malloc(8 * (ZMSG_WARM_NAMES + 1) + 16), *p = many;
+	p += sprintf(p, "{\"names\":[");
+	for (int i = 0; i <= ZMSG_WARM_NAMES; i++)
+		p += sprintf(p, "%s\"m%d\"", i ? "," : "", i);
+	sprintf(p, "]}");
+	assert_int_not_equal(zmsg_warm_decode(many, strlen(many), out, &e), 0);
+	assert_int_equal(out->n_names, 0);
+	free(many);
+	free(in);
+	free(out);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -355,6 +396,7 @@ int main(void)
 		cmocka_unit_test(test_jail_round_trip_sanitizes_and_refuses),
 		cmocka_unit_test(test_ready_and_fatal),
 		cmocka_unit_test(test_warmed_round_trip_and_refusals),
+		cmocka_unit_test(test_warm_round_trip_and_refusals),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
