@@ -633,11 +633,13 @@ static void run_cell(struct wire_msg *m)
 	if (m->type == W_EXEC && wire_send(SESSION_CTRL_FD, W_STARTED, "", 0, NULL, 0) < 0)
 		_exit(0);
 	if (m->type == W_EXEC) {
-		cJSON *cell = cJSON_ParseWithLength((const char *)m->data, m->len);
-		const cJSON *n = cJSON_GetObjectItemCaseSensitive(cell, "cell");
-		if (cJSON_IsNumber(n))
-			last_cell = (long)n->valuedouble;
-		cJSON_Delete(cell);
+		struct smsg_exec ex;
+		if (smsg_exec_decode(m->data, m->len, &ex, &e) == 0)
+			last_cell = ex.cell;
+		else
+			log_error("%s", e.msg); /* the bootstrap answers it too */
+		smsg_exec_free(&ex);
+		e = (struct err){ 0 };
 	}
 	/* The first call after a restart brings the saved state on a
 	 * pipe from the server (bootstrap _restore). */

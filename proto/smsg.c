@@ -87,3 +87,48 @@ int smsg_forked_decode(const void *data, size_t len, struct smsg_forked *m, stru
 	m->pid = (pid_t)pid;
 	return pdec_end(&d, NULL);
 }
+
+/* ------------------------------------------------------------ W_EXEC */
+
+char *smsg_exec_encode(const struct smsg_exec *m)
+{
+	cJSON *j = cJSON_CreateObject();
+	cJSON_AddStringToObject(j, "op", "exec");
+	cJSON_AddStringToObject(j, "code", m->code ? m->code : "");
+	cJSON_AddNumberToObject(j, "cell", m->cell);
+	if (m->restore) {
+		cJSON_AddNumberToObject(j, "restore", (double)m->restore);
+		cJSON_AddNumberToObject(j, "restore_format", m->restore_format);
+	}
+	return penc_print(j);
+}
+
+int smsg_exec_decode(const void *data, size_t len, struct smsg_exec *m, struct err *e)
+{
+	struct pdec d;
+	long long cell = 0, restore = 0, format = 1;
+	const char *op = NULL;
+	*m = (struct smsg_exec){ .code = "", .restore_format = 1 };
+	if (pdec_begin(&d, "W_EXEC", data, len, e) < 0)
+		return d.rc;
+	if (pdec_str(&d, "op", PF_REQ, 16, &op) && strcmp(op, "exec") != 0)
+		pdec_fail(&d, "op", "is not \"exec\"");
+	pdec_str(&d, "code", PF_REQ, WIRE_MAX_PAYLOAD, &m->code);
+	pdec_int(&d, "cell", PF_REQ, 1, INT_MAX, &cell);
+	pdec_int(&d, "restore", PF_OPT, 0, 9007199254740991LL, &restore);
+	pdec_int(&d, "restore_format", PF_OPT, 1, 255, &format);
+	m->cell = (int)cell;
+	m->restore = (unsigned long long)restore;
+	m->restore_format = (int)format;
+	if (pdec_end(&d, &m->decoded) < 0) {
+		m->code = "";
+		return d.rc;
+	}
+	return 0;
+}
+
+void smsg_exec_free(struct smsg_exec *m)
+{
+	cJSON_Delete(m->decoded);
+	*m = (struct smsg_exec){ .code = "", .restore_format = 1 };
+}

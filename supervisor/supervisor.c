@@ -161,15 +161,12 @@ static void send_exec(struct sup *sup, struct session *s)
 	outbuf_reset(&s->out, log_rel);
 	snprintf(log_rel, sizeof log_rel, ".logs/%s-%d.stderr.log", s->name, c->cell);
 	outbuf_reset(&s->err, log_rel);
-	cJSON *j = cJSON_CreateObject();
-	cJSON_AddStringToObject(j, "op", "exec");
-	cJSON_AddStringToObject(j, "code", c->code);
-	cJSON_AddNumberToObject(j, "cell", c->cell);
+	struct smsg_exec ex = { .code = c->code, .cell = c->cell };
 	double timeout_ms = c->timeout_ms;
 	s->restore_extra_ms = 0;
 	if (restore_fd >= 0) {
-		cJSON_AddNumberToObject(j, "restore", (double)restore_bytes);
-		cJSON_AddNumberToObject(j, "restore_format", restore_format);
+		ex.restore = restore_bytes;
+		ex.restore_format = restore_format;
 		/* Loading the state is not the cell's work: it gets time of its
 		 * own, bounded (restore_allowance), and dropped as soon as the
 		 * server's verdict says there is nothing to load.
@@ -178,8 +175,7 @@ static void send_exec(struct sup *sup, struct session *s)
 		s->restore_extra_ms = restore_allowance(sup, c, restore_bytes);
 		timeout_ms += s->restore_extra_ms;
 	}
-	char *txt = cJSON_PrintUnformatted(j);
-	cJSON_Delete(j);
+	char *txt = smsg_exec_encode(&ex);
 	usage_begin(&c->usage, s->pidfd);
 	c->t_start = loop_now_ms();
 	s->progress = 0;
@@ -195,7 +191,7 @@ static void send_exec(struct sup *sup, struct session *s)
 	s->save_written0 = psave_written(s->save);
 	if (c->wants_progress)
 		s->progress_timer = loop_timer(sup->cfg.loop, PROGRESS_MS, progress_fired, s);
-	int r = txt ? wire_send(s->ctrl, W_EXEC, txt, strlen(txt), restore_fd >= 0 ? &restore_fd : NULL, restore_fd >= 0 ? 1 : 0) : -ENOMEM;
+	int r = wire_send(s->ctrl, W_EXEC, txt, strlen(txt), restore_fd >= 0 ? &restore_fd : NULL, restore_fd >= 0 ? 1 : 0);
 	free(txt);
 	if (restore_fd >= 0)
 		close(restore_fd);

@@ -93,6 +93,43 @@ static void test_hello_encodes_resumed_only_when_set(void **state)
 	free(b);
 }
 
+static void test_exec_round_trip_and_refusals(void **state)
+{
+	(void)state;
+	struct err e = { 0 };
+	struct smsg_exec out;
+	char *txt = smsg_exec_encode(&(struct smsg_exec){ .code = "x = 1\nx", .cell = 3 });
+	assert_null(strstr(txt, "restore"));
+	assert_int_equal(smsg_exec_decode(txt, strlen(txt), &out, &e), 0);
+	assert_string_equal(out.code, "x = 1\nx");
+	assert_int_equal(out.cell, 3);
+	assert_true(out.restore == 0);
+	smsg_exec_free(&out);
+	free(txt);
+	txt = smsg_exec_encode(&(struct smsg_exec){ .code = "", .cell = 1, .restore = 123456, .restore_format = 2 });
+	assert_int_equal(smsg_exec_decode(txt, strlen(txt), &out, &e), 0);
+	assert_true(out.restore == 123456);
+	assert_int_equal(out.restore_format, 2);
+	smsg_exec_free(&out);
+	free(txt);
+	static const char *const bad[][2] = {
+		{ "{\"code\":\"\",\"cell\":1}", "op" },
+		{ "{\"op\":\"thumb\",\"code\":\"\",\"cell\":1}", "op" },
+		{ "{\"op\":\"exec\",\"cell\":1}", "code" },
+		{ "{\"op\":\"exec\",\"code\":\"\",\"cell\":0}", "cell" },
+		{ "{\"op\":\"exec\",\"code\":\"\",\"cell\":1,\"restore\":-1}", "restore" },
+		{ "{\"op\":\"exec\",\"code\":\"\",\"cell\":1,\"restore\":9,\"restore_format\":0}", "restore_format" },
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		assert_int_not_equal(smsg_exec_decode(bad[i][0], strlen(bad[i][0]), &out, &e), 0);
+		char q[40];
+		snprintf(q, sizeof q, "\"%s\"", bad[i][1]);
+		if (!strstr(e.msg, "W_EXEC") || !strstr(e.msg, q))
+			fail_msg("%s: %s", bad[i][0], e.msg);
+		assert_string_equal(out.code, "");
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -101,6 +138,7 @@ int main(void)
 		cmocka_unit_test(test_fork_round_trip_and_refusals),
 		cmocka_unit_test(test_forked_sanitizes_the_error),
 		cmocka_unit_test(test_hello_encodes_resumed_only_when_set),
+		cmocka_unit_test(test_exec_round_trip_and_refusals),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
