@@ -745,9 +745,11 @@ static __attribute__((noreturn)) void session_main(const struct zmsg_spawn *sp, 
 			/* After the reply went out and the server froze and swept
 			 * us: taken while the agent reads the reply.  With a saver
 			 * when the server asks ({"save": true}). */
-			cJSON *tb = cJSON_ParseWithLength((const char *)m.data, m.len);
-			bool save = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(tb, "save"));
-			cJSON_Delete(tb);
+			struct smsg_take_checkpoint tc;
+			struct err te = { 0 };
+			if (smsg_take_checkpoint_decode(m.data, m.len, &tc, &te) < 0)
+				log_error("%s", te.msg); /* taken without a saver */
+			bool save = tc.save;
 			wire_msg_free(&m);
 			/* The zombies of what the sweep ended first: they still
 			 * count against RLIMIT_NPROC, and a cell that filled it

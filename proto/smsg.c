@@ -132,3 +132,23 @@ void smsg_exec_free(struct smsg_exec *m)
 	cJSON_Delete(m->decoded);
 	*m = (struct smsg_exec){ .code = "", .restore_format = 1 };
 }
+
+/* ------------------------------------------------------------ W_TAKE_CHECKPOINT */
+
+char *smsg_take_checkpoint_encode(const struct smsg_take_checkpoint *m)
+{
+	cJSON *j = cJSON_CreateObject();
+	if (m->save)
+		cJSON_AddBoolToObject(j, "save", 1);
+	return penc_print(j);
+}
+
+int smsg_take_checkpoint_decode(const void *data, size_t len, struct smsg_take_checkpoint *m, struct err *e)
+{
+	struct pdec d;
+	m->save = false;
+	if (pdec_begin(&d, "W_TAKE_CHECKPOINT", data, len, e) < 0)
+		return d.rc;
+	pdec_bool(&d, "save", PF_OPT, &m->save);
+	return pdec_end(&d, NULL);
+}

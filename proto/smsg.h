@@ -77,4 +77,12 @@ char *smsg_exec_encode(const struct smsg_exec *m);
 int smsg_exec_decode(const void *data, size_t len, struct smsg_exec *m, struct err *e);
 void smsg_exec_free(struct smsg_exec *m);
 
+/* W_TAKE_CHECKPOINT, server -> session: fork the checkpoint of the state
+ * now (after the reply), with a saver (save) when the session is saved. */
+struct smsg_take_checkpoint {
+	bool save;
+};
+char *smsg_take_checkpoint_encode(const struct smsg_take_checkpoint *m);
+int smsg_take_checkpoint_decode(const void *data, size_t len, struct smsg_take_checkpoint *m, struct err *e);
+
 #endif

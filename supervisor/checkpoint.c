@@ -192,7 +192,9 @@ void take_checkpoint(struct sup *sup, struct session *s, bool save)
 	s->resume_timer = loop_timer(sup->cfg.loop, RESUME_MS, due_expired, s);
 	s->ckpt_since = kproc_now_ticks();
 	s->save_asked = save && persist_on(sup->persist);
-	const char *body = s->save_asked ? "{\"save\":true}" : "{}";
-	if (wire_send(s->ctrl, W_TAKE_CHECKPOINT, body, strlen(body), NULL, 0) < 0)
+	char *body = smsg_take_checkpoint_encode(&(struct smsg_take_checkpoint){ .save = s->save_asked });
+	int r = wire_send(s->ctrl, W_TAKE_CHECKPOINT, body, strlen(body), NULL, 0);
+	free(body);
+	if (r < 0)
 		kill_session(s);
 }

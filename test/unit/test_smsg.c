@@ -130,6 +130,25 @@ static void test_exec_round_trip_and_refusals(void **state)
 	}
 }
 
+static void test_take_checkpoint(void **state)
+{
+	(void)state;
+	struct err e = { 0 };
+	struct smsg_take_checkpoint out = { .save = true };
+	char *a = smsg_take_checkpoint_encode(&(struct smsg_take_checkpoint){ .save = false });
+	char *b = smsg_take_checkpoint_encode(&(struct smsg_take_checkpoint){ .save = true });
+	assert_string_equal(a, "{}");
+	assert_int_equal(smsg_take_checkpoint_decode(a, strlen(a), &out, &e), 0);
+	assert_false(out.save);
+	assert_int_equal(smsg_take_checkpoint_decode(b, strlen(b), &out, &e), 0);
+	assert_true(out.save);
+	free(a);
+	free(b);
+	assert_int_not_equal(smsg_take_checkpoint_decode("{\"save\":1}", 10, &out, &e), 0);
+	assert_non_null(strstr(e.msg, "W_TAKE_CHECKPOINT whose \"save\""));
+	assert_false(out.save);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -139,6 +158,7 @@ int main(void)
 		cmocka_unit_test(test_forked_sanitizes_the_error),
 		cmocka_unit_test(test_hello_encodes_resumed_only_when_set),
 		cmocka_unit_test(test_exec_round_trip_and_refusals),
+		cmocka_unit_test(test_take_checkpoint),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
