@@ -640,6 +640,12 @@ static void run_cell(struct wire_msg *m)
 			log_error("%s", e.msg); /* the bootstrap answers it too */
 		smsg_exec_free(&ex);
 		e = (struct err){ 0 };
+	} else if (m->type == W_THUMB) {
+		struct smsg_thumb th;
+		if (smsg_thumb_decode(m->data, m->len, &th, &e) < 0)
+			log_error("%s", e.msg); /* the bootstrap answers it too */
+		smsg_thumb_free(&th);
+		e = (struct err){ 0 };
 	}
 	/* The first call after a restart brings the saved state on a
 	 * pipe from the server (bootstrap _restore). */

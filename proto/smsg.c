@@ -152,3 +152,41 @@ int smsg_take_checkpoint_decode(const void *data, size_t len, struct smsg_take_c
 	pdec_bool(&d, "save", PF_OPT, &m->save);
 	return pdec_end(&d, NULL);
 }
+
+/* ------------------------------------------------------------ W_THUMB */
+
+char *smsg_thumb_encode(const struct smsg_thumb *m)
+{
+	cJSON *j = cJSON_CreateObject();
+	cJSON_AddStringToObject(j, "op", "thumb");
+	cJSON_AddStringToObject(j, "path", m->path ? m->path : "");
+	cJSON_AddNumberToObject(j, "max_bytes", (double)m->max_bytes);
+	return penc_print(j);
+}
+
+int smsg_thumb_decode(const void *data, size_t len, struct smsg_thumb *m, struct err *e)
+{
+	struct pdec d;
+	long long max = 0;
+	const char *op = NULL;
+	*m = (struct smsg_thumb){ .path = "" };
+	if (pdec_begin(&d, "W_THUMB", data, len, e) < 0)
+		return d.rc;
+	if (pdec_str(&d, "op", PF_REQ, 16, &op) && strcmp(op, "thumb") != 0)
+		pdec_fail(&d, "op", "is not \"thumb\"");
+	if (pdec_str(&d, "path", PF_REQ, 8192, &m->path) && m->path[0] != '/')
+		pdec_fail(&d, "path", "is not an absolute path");
+	pdec_int(&d, "max_bytes", PF_REQ, 1, WIRE_MAX_PAYLOAD, &max);
+	m->max_bytes = (long)max;
+	if (pdec_end(&d, &m->decoded) < 0) {
+		m->path = "";
+		return d.rc;
+	}
+	return 0;
+}
+
+void smsg_thumb_free(struct smsg_thumb *m)
+{
+	cJSON_Delete(m->decoded);
+	*m = (struct smsg_thumb){ .path = "" };
+}

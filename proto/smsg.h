@@ -12,10 +12,11 @@
  * the process: common/util.h).  Decoders return 0, or -EPROTO with e
  * naming the field.
  *
- * Still built and read by hand on both sides: W_EXEC, W_THUMB and W_RESULT
- * (the bootstrap, interp/bootstrap.py, reads and writes those), and the
- * zygote's messages but W_CONFIG (config.h).  W_STARTED,
- * W_TAKE_CHECKPOINT and W_HURRY are empty, W_THUMB_DATA raw bytes. */
+ * The zygote's messages are in zmsg.h (W_CONFIG in config.h).  Still
+ * built and read by hand: W_RESULT, the cell's result (the bootstrap,
+ * interp/bootstrap.py, writes it; the supervisor and mcp/exec.c read it
+ * by key).  W_STARTED and W_HURRY are
+ * empty, W_THUMB_DATA raw bytes. */
 #ifndef PROTO_SMSG_H
 #define PROTO_SMSG_H
 
@@ -84,5 +85,19 @@ struct smsg_take_checkpoint {
 };
 char *smsg_take_checkpoint_encode(const struct smsg_take_checkpoint *m);
 int smsg_take_checkpoint_decode(const void *data, size_t len, struct smsg_take_checkpoint *m, struct err *e);
+
+/* W_THUMB, server -> session: make a thumbnail of the image at path (a
+ * file the call made in the workspace), at most max_bytes; the session
+ * answers W_THUMB_DATA.  The bootstrap's handle (interp/bootstrap.py,
+ * _thumbnail) reads the same body in Python (op, path, max_bytes); the
+ * session's C side decodes it here first. */
+struct smsg_thumb {
+	const char *path;
+	long max_bytes;
+	void *decoded;
+};
+char *smsg_thumb_encode(const struct smsg_thumb *m);
+int smsg_thumb_decode(const void *data, size_t len, struct smsg_thumb *m, struct err *e);
+void smsg_thumb_free(struct smsg_thumb *m);
 
 #endif

@@ -8,15 +8,10 @@ void send_thumb_or_finish(struct sup *sup, struct session *s)
 	struct run *c = s->cur;
 	char rel[4096];
 	if (c->ev->next_thumb(c, rel, sizeof rel)) {
-		cJSON *j = cJSON_CreateObject();
 		char path[4200];
 		snprintf(path, sizeof path, "%s/%s", sup->cfg.ws->abs, rel);
-		cJSON_AddStringToObject(j, "op", "thumb");
-		cJSON_AddStringToObject(j, "path", path);
-		cJSON_AddNumberToObject(j, "max_bytes", 256 * 1024 - 1024);
-		char *txt = cJSON_PrintUnformatted(j);
-		cJSON_Delete(j);
-		int r = txt ? wire_send(s->ctrl, W_THUMB, txt, strlen(txt), NULL, 0) : -ENOMEM;
+		char *txt = smsg_thumb_encode(&(struct smsg_thumb){ .path = path, .max_bytes = 256 * 1024 - 1024 });
+		int r = wire_send(s->ctrl, W_THUMB, txt, strlen(txt), NULL, 0);
 		free(txt);
 		if (r == 0) {
 			if (s->phase != P_THUMB && s->timeout_timer) {

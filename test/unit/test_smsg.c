@@ -149,6 +149,32 @@ static void test_take_checkpoint(void **state)
 	assert_false(out.save);
 }
 
+static void test_thumb_round_trip_and_refusals(void **state)
+{
+	(void)state;
+	struct err e = { 0 };
+	struct smsg_thumb out;
+	char *txt = smsg_thumb_encode(&(struct smsg_thumb){ .path = "/w/plot.png", .max_bytes = 261120 });
+	assert_int_equal(smsg_thumb_decode(txt, strlen(txt), &out, &e), 0);
+	assert_string_equal(out.path, "/w/plot.png");
+	assert_int_equal(out.max_bytes, 261120);
+	smsg_thumb_free(&out);
+	free(txt);
+	static const char *const bad[][2] = {
+		{ "{\"path\":\"/a\",\"max_bytes\":5}", "op" },
+		{ "{\"op\":\"thumb\",\"max_bytes\":5}", "path" },
+		{ "{\"op\":\"thumb\",\"path\":\"a.png\",\"max_bytes\":5}", "path" },
+		{ "{\"op\":\"thumb\",\"path\":\"/a\",\"max_bytes\":0}", "max_bytes" },
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		assert_int_not_equal(smsg_thumb_decode(bad[i][0], strlen(bad[i][0]), &out, &e), 0);
+		char q[40];
+		snprintf(q, sizeof q, "\"%s\"", bad[i][1]);
+		if (!strstr(e.msg, "W_THUMB") || !strstr(e.msg, q))
+			fail_msg("%s: %s", bad[i][0], e.msg);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -159,6 +185,7 @@ int main(void)
 		cmocka_unit_test(test_hello_encodes_resumed_only_when_set),
 		cmocka_unit_test(test_exec_round_trip_and_refusals),
 		cmocka_unit_test(test_take_checkpoint),
+		cmocka_unit_test(test_thumb_round_trip_and_refusals),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
