@@ -7,8 +7,9 @@
  * a wire_reader, since a session runs hostile code that may write anything
  * to its control socket: every length is bounded and every payload is
  * parsed as untrusted.  The messages with a codec (one struct per type,
- * both sides through it) are in config.h and smsg.h; the shapes below of
- * the others are what each side builds and reads by hand. */
+ * both sides through it) are in config.h, zmsg.h (the zygote's) and
+ * smsg.h (the session's); W_RESULT, the cell's result, is still built by
+ * the bootstrap and read by key by the server. */
 #ifndef PROTO_WIRE_H
 #define PROTO_WIRE_H
 
@@ -26,16 +27,16 @@
 
 enum wire_type {
 	/* server -> zygote */
-	W_SPAWN = 1,     /* JSON {id, name, seed}; fds: ctrl, stdout w, stderr w */
+	W_SPAWN = 1,     /* JSON {id, name, seed, checkpoint, persist_cap}; fds: ctrl, stdout w, stderr w */
 	W_CONFIG = 20,   /* JSON: the policy text and paths, first message after exec */
 	/* zygote -> server */
-	W_READY,         /* JSON {python, start_ms}: the interpreter is up (after W_JAIL) */
-	W_SPAWNED,       /* JSON {id, pid}; fd: pidfd (may be absent) */
+	W_READY,         /* JSON {start_ms}: the interpreter is up (after W_JAIL) */
+	W_SPAWNED,       /* JSON {id, pid, error?}; fd: pidfd (may be absent) */
 	W_EXITED,        /* JSON {pid, status, epoch} (wait status; epoch counts exits) */
 	W_FATAL,         /* JSON {message} */
 	/* server -> session */
-	W_EXEC,          /* JSON {code, cell, restore?}; fd with restore: the saved state */
-	W_THUMB,         /* JSON {path, max_bytes} */
+	W_EXEC,          /* JSON {op, code, cell, restore?, restore_format?}; fd with restore: the saved state */
+	W_THUMB,         /* JSON {op, path, max_bytes} */
 	/* session -> server */
 	W_RESULT,        /* JSON result of a cell */
 	W_THUMB_DATA,    /* raw image bytes (empty when it could not be made) */
@@ -50,12 +51,12 @@ enum wire_type {
 	/* zygote -> server */
 	W_SETTLED,       /* JSON {pid, ended} */
 	/* server -> session */
-	W_TAKE_CHECKPOINT, /* empty: fork the checkpoint of the state now (after the reply) */
+	W_TAKE_CHECKPOINT, /* JSON {save?}: fork the checkpoint of the state now (after the reply) */
 	/* server -> zygote */
 	W_WARM,          /* JSON {names: [module]} to load while idle (learned warm-up), or
 			    {pause: bool}: a call runs, start nothing new */
 	/* zygote -> server */
-	W_WARMED,        /* JSON {name, ok, why?, ms}: the outcome for one name */
+	W_WARMED,        /* JSON {name, ok, why?, ms?, steps?, longest_ms?}: the outcome for one name */
 	/* server -> session */
 	W_HURRY,         /* empty: a call waits for the checkpoint under way: cut its pre-copy short */
 	W_FORK,          /* JSON {name}; fds: ctrl, stdout w, stderr w of a new session that starts as a
