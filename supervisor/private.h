@@ -44,7 +44,11 @@
 
 /* A resumed checkpoint says hello and takes its own checkpoint within this,
  * or it is ended and the next call starts a new process. */
-#define RESUME_MS 30000.0
+#define RESUME_MS resume_ms()
+/* 30 s, or less under PSM_TEST_RESUME_MS=N (a test knob that can only
+ * tighten it, so that a test of a copy that never answers does not wait
+ * 30 s). */
+double resume_ms(void);
 /* Downscaling the call's images in the session gets its own time, once the
  * cell is done: the session first cuts an image to 1568 pixels a side
  * (interp/bootstrap.py, _thumbnail), so an 8000x8000 PNG takes under 2 s;

@@ -164,7 +164,11 @@ void session_dead(struct sup *sup, struct session *s, int wstatus, bool status_k
 	s->phase = P_NONE;
 	cancel_timers(sup, s);
 	cancel_resume_timer(sup, s);
-	if (!c && s->broke[0]) {
+	/* Said to the next call that runs, also one that was already waiting
+	 * for the process (sent again to the new one): without this, a call
+	 * waiting for a resumed copy that never took its checkpoint started a
+	 * new interpreter, and its reply said nothing of the state lost. */
+	if (s->broke[0] && !(c && c->started)) {
 		char note[600];
 		snprintf(note, sizeof note,
 			 "after the previous call the session's process broke its protocol with the server (%s), so it was "

@@ -103,6 +103,13 @@ void add_note(struct run *c, const char *text)
 }
 
 /* Adds a paragraph to the note of the session's next reply. */
+double resume_ms(void)
+{
+	const char *t = getenv("PSM_TEST_RESUME_MS");
+	double v = t ? atof(t) : 0;
+	return v > 0 && v < 30000.0 ? v : 30000.0;
+}
+
 void note_next(struct session *s, const char *text)
 {
 	append_para(&s->next_note, text);

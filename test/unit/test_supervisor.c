@@ -12,7 +12,8 @@
  *   hang_unstarted  never say W_STARTED (not when resumed)
  * and answers {"status": "ok", "result": "<x>", "pid", "resumed"}.  Its
  * checkpoint is a fork that waits for SIGUSR1, then says hello as the
- * session; while the file HOLD_RESUME exists in the workspace it waits
+ * session (then, while HOLD_RECKPT exists, it waits before taking its
+ * own checkpoint); while the file HOLD_RESUME exists in the workspace it waits
  * before that hello, and a new session waits before its first hello while
  * HOLD_HELLO exists.  Nothing here is a mock of the supervisor's side: the
  * test drives the real supervisor through its public functions and reads
@@ -48,6 +49,7 @@
 
 #define HOLD_RESUME "hold-resume"
 #define HOLD_HELLO "hold-hello"
+#define HOLD_RECKPT "hold-reckpt"
 
 /* ------------------------------------------------------------ the fake processes */
 
@@ -247,6 +249,8 @@ static void checkpoint(bool save)
 		while (recv(ctrl_fd, junk, sizeof junk, MSG_DONTWAIT) > 0)
 			;
 		hello();
+		while (held(HOLD_RECKPT))
+			usleep(20 * 1000);
 		checkpoint(false);
 		return;
 	}
@@ -730,6 +734,7 @@ static int sup_up(void **state)
 	struct err e = { 0 };
 	hold(HOLD_RESUME, false);
 	hold(HOLD_HELLO, false);
+	hold(HOLD_RECKPT, false);
 	sup = sup_new(&cfg);
 	assert_non_null(sup);
 	assert_int_equal(sup_start(sup, &e), 0);
@@ -834,6 +839,42 @@ static void test_cancel_while_resuming(void **state)
 	trun_free(b);
 	trun_free(c);
 	trun_free(d);
+}
+
+/* The resumed copy says hello but never takes its own checkpoint (a
+ * hostile copy, or one that hangs): dropped after RESUME_MS, and the call
+ * that waited for it runs in a new process, its reply saying that the
+ * state is gone. */
+static void test_resumed_never_answers(void **state)
+{
+	trun_free(run_ok("inc"));
+	hold(HOLD_RECKPT, true);
+	struct trun *b = submit("inc crash", 30000.0);
+	wait_done(b);
+	assert_int_equal(b->run.state, STATE_ROLLED_BACK);
+	struct trun *c = submit("inc", 30000.0);
+	wait_done(c);
+	assert_int_equal(c->run.status, CALL_OK);
+	assert_int_equal(c->x, 1); /* a new process: the state before was lost */
+	assert_false(c->resumed);
+	if (!c->run.note || !strstr(c->run.note, "the copy it was rolled back to did not answer within 1 s") ||
+	    !strstr(c->run.note, "this call starts a new interpreter"))
+		fail_msg("the reply does not say the state was lost: %s", c->run.note ? c->run.note : "(no note)");
+	hold(HOLD_RECKPT, false);
+	trun_free(b);
+	trun_free(c);
+}
+
+static int resume_short_up(void **state)
+{
+	setenv("PSM_TEST_RESUME_MS", "1000", 1);
+	return sup_up(state);
+}
+
+static int resume_short_down(void **state)
+{
+	unsetenv("PSM_TEST_RESUME_MS");
+	return sup_down(state);
 }
 
 /* The cell's time ran out before the session said it had started it: a
@@ -1268,6 +1309,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_resume_twice, sup_up, sup_down),
 		cmocka_unit_test_setup_teardown(test_requeue_unstarted, sup_up, sup_down),
 		cmocka_unit_test_setup_teardown(test_cancel_while_resuming, sup_up, sup_down),
+		cmocka_unit_test_setup_teardown(test_resumed_never_answers, resume_short_up, resume_short_down),
 		cmocka_unit_test_setup_teardown(test_timeout_while_starting, sup_up, sup_down),
 		cmocka_unit_test_setup_teardown(test_timeout_before_hello, sup_up, sup_down),
 		cmocka_unit_test_setup_teardown(test_cancel_while_preparing, sup_up, sup_down),
