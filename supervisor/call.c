@@ -124,7 +124,13 @@ void finish_cur(struct sup *sup, struct session *s)
 	if (!c)
 		return;
 	usage_end(&c->usage, s->pidfd, s->ckpt_pidfd);
-	cancel_timers(sup, s);
+	/* Once: a finish that waited for the scan (finish_pending) comes
+	 * back after the session moved on (a rolled-back session's resumed
+	 * copy being frozen), and the timers running then are that phase's.
+	 * Cancelling them left the freeze waiting for a look that never
+	 * came, and the state was dropped 30 s later. */
+	if (!c->finish_pending)
+		cancel_timers(sup, s);
 	drain_all(s);
 	if (!c->collected) {
 		/* Files written before a crash or timeout count too; the scan
