@@ -13,7 +13,8 @@
  * and answers {"status": "ok", "result": "<x>", "pid", "resumed"}.  Its
  * checkpoint is a fork that waits for SIGUSR1, then says hello as the
  * session (then, while HOLD_RECKPT exists, it waits before taking its
- * own checkpoint); while the file HOLD_RESUME exists in the workspace it waits
+ * own checkpoint, and while HOLD_BUSY exists it runs after taking it);
+ * while the file HOLD_RESUME exists in the workspace it waits
  * before that hello, and a new session waits before its first hello while
  * HOLD_HELLO exists.  Nothing here is a mock of the supervisor's side: the
  * test drives the real supervisor through its public functions and reads
@@ -50,6 +51,7 @@
 #define HOLD_RESUME "hold-resume"
 #define HOLD_HELLO "hold-hello"
 #define HOLD_RECKPT "hold-reckpt"
+#define HOLD_BUSY "hold-busy"
 
 /* ------------------------------------------------------------ the fake processes */
 
@@ -252,6 +254,8 @@ static void checkpoint(bool save)
 		while (held(HOLD_RECKPT))
 			usleep(20 * 1000);
 		checkpoint(false);
+		while (held(HOLD_BUSY))
+			; /* runs: the server's freeze keeps looking */
 		return;
 	}
 	int fds[2] = { pid > 0 ? pidfd_of(pid) : -1, -1 };
@@ -577,6 +581,17 @@ static const struct run_events events_later = {
 	.drop = ev_drop,
 };
 
+/* A scan of what the run wrote that the test finishes when it chooses. */
+static const struct run_events events_collect_later = {
+	.prepare = ev_ready,
+	.collect = ev_prepare_later,
+	.next_thumb = ev_no_thumb,
+	.thumb = ev_thumb,
+	.progress = ev_progress,
+	.done = ev_done,
+	.drop = ev_drop,
+};
+
 static const struct run_events events = {
 	.prepare = ev_ready,
 	.collect = ev_ready,
@@ -735,6 +750,7 @@ static int sup_up(void **state)
 	hold(HOLD_RESUME, false);
 	hold(HOLD_HELLO, false);
 	hold(HOLD_RECKPT, false);
+	hold(HOLD_BUSY, false);
 	sup = sup_new(&cfg);
 	assert_non_null(sup);
 	assert_int_equal(sup_start(sup, &e), 0);
@@ -861,6 +877,41 @@ static void test_resumed_never_answers(void **state)
 	    !strstr(c->run.note, "this call starts a new interpreter"))
 		fail_msg("the reply does not say the state was lost: %s", c->run.note ? c->run.note : "(no note)");
 	hold(HOLD_RECKPT, false);
+	trun_free(b);
+	trun_free(c);
+}
+
+/* A crashed call is finished once the scan of what it wrote is in (off
+ * the loop); that scan comes back while the resumed copy is being frozen:
+ * the freeze goes on, and the next call runs in the resumed copy.  Before,
+ * the late finish cancelled the freeze's timer, and the copy was dropped
+ * at RESUME_MS with the state. */
+static void test_late_scan_during_resume(void **state)
+{
+	trun_free(run_ok("inc"));
+	hold(HOLD_BUSY, true);
+	struct trun *b = calloc(1, sizeof *b);
+	assert_non_null(b);
+	b->run.ev = &events_collect_later;
+	b->run.code = strdup("inc crash");
+	snprintf(b->run.session, sizeof b->run.session, "default");
+	b->run.timeout_ms = 30000.0;
+	pending.r = NULL;
+	sup_submit(sup, &b->run);
+	for (int i = 0; i < 100 && !pending.r; i++)
+		spin(20);
+	assert_non_null(pending.r); /* the crash is in; its scan runs */
+	spin(300);                  /* the copy resumed, checkpointed, runs */
+	assert_false(b->done);
+	pending.ready(pending.r, pending.arg);
+	wait_done(b);
+	assert_int_equal(b->run.state, STATE_ROLLED_BACK);
+	hold(HOLD_BUSY, false);
+	struct trun *c = run_ok("");
+	assert_int_equal(c->x, 1);
+	assert_true(c->resumed);
+	if (c->run.note && strstr(c->run.note, "did not answer"))
+		fail_msg("the resumed copy was dropped: %s", c->run.note);
 	trun_free(b);
 	trun_free(c);
 }
@@ -1310,6 +1361,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_requeue_unstarted, sup_up, sup_down),
 		cmocka_unit_test_setup_teardown(test_cancel_while_resuming, sup_up, sup_down),
 		cmocka_unit_test_setup_teardown(test_resumed_never_answers, resume_short_up, resume_short_down),
+		cmocka_unit_test_setup_teardown(test_late_scan_during_resume, resume_short_up, resume_short_down),
 		cmocka_unit_test_setup_teardown(test_timeout_while_starting, sup_up, sup_down),
 		cmocka_unit_test_setup_teardown(test_timeout_before_hello, sup_up, sup_down),
 		cmocka_unit_test_setup_teardown(test_cancel_while_preparing, sup_up, sup_down),
