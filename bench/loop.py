@@ -417,11 +417,7 @@ def main():
             targets.record(a.targets, "loop", measured)
         L.append("")
         L += targets.table(targets.loop_rows({"loop": measured}))
-    text = "\n".join(L) + "\n"
-    print(text, flush=True)
-    if a.results:
-        with open(a.results, "a") as f:
-            f.write("\n" + text)
+    targets.emit(L, a.results)
     return 0
 
 

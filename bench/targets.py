@@ -117,6 +117,15 @@ def table(rows):
     return out
 
 
+def emit(lines, results):
+    """Prints the report and appends it to the results file, if one is named."""
+    text = "\n".join(lines) + "\n"
+    print(text, flush=True)
+    if results:
+        with open(results, "a") as f:
+            f.write("\n" + text)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--targets", required=True, help="the JSON file the bench scripts recorded into")
@@ -128,11 +137,7 @@ def main():
          "%s; load average at the end %s; each ratio measured side by side in its own section above." % (
              time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), " ".join("%.2f" % x for x in load1)), ""]
     L += table(loop_rows(data) + other_rows(data))
-    text = "\n".join(L) + "\n"
-    print(text)
-    if a.results:
-        with open(a.results, "a") as f:
-            f.write("\n" + text)
+    emit(L, a.results)
     return 0
 
 
