@@ -102,15 +102,17 @@ static bool kept(pid_t pid, const pid_t *keep, size_t nkeep)
 	return false;
 }
 
-/* Below `parent`, and not under a kept direct child of it. */
-static bool is_target(const struct table *t, const struct proc *p, pid_t parent, const pid_t *keep, size_t nkeep)
+/* Below `parent`, and not under a kept direct child of it, nor under one
+ * born after `born_by` (the list does not know it: see procs_end_below_by). */
+static bool is_target(const struct table *t, const struct proc *p, pid_t parent, const pid_t *keep, size_t nkeep,
+		      unsigned long long born_by)
 {
 	const struct proc *q = p;
 	for (int depth = 0; depth < 4096; depth++) {
 		if (q->pid == parent || q->pid <= 1)
 			return false;
 		if (q->ppid == parent)
-			return !kept(q->pid, keep, nkeep);
+			return !kept(q->pid, keep, nkeep) && q->start <= born_by;
 		q = find(t, q->ppid);
 		if (!q)
 			return false;
@@ -155,7 +157,7 @@ int procs_list_below(const char *proc, pid_t parent, const pid_t *keep, size_t n
 		*out = xcalloc(t.n, sizeof **out);
 	for (size_t i = 0; rc == 0 && i < t.n; i++) {
 		const struct proc *p = &t.p[i];
-		if (p->state != 'Z' && p->state != 'X' && is_target(&t, p, parent, keep, nkeep))
+		if (p->state != 'Z' && p->state != 'X' && is_target(&t, p, parent, keep, nkeep, ULLONG_MAX))
 			(*out)[(*n)++] = p->pid;
 	}
 	free(t.p);
@@ -163,6 +165,11 @@ int procs_list_below(const char *proc, pid_t parent, const pid_t *keep, size_t n
 }
 
 int procs_end_below(pid_t parent, const pid_t *keep, size_t nkeep, bool reap)
+{
+	return procs_end_below_by(parent, keep, nkeep, reap, ULLONG_MAX);
+}
+
+int procs_end_below_by(pid_t parent, const pid_t *keep, size_t nkeep, bool reap, unsigned long long born_by)
 {
 	struct table t = { 0 };
 	struct mark *marks = NULL;
@@ -183,7 +190,7 @@ int procs_end_below(pid_t parent, const pid_t *keep, size_t nkeep, bool reap)
 		for (size_t i = 0; i < t.n; i++) {
 			const struct proc *p = &t.p[i];
 			bool dead = p->state == 'Z' || p->state == 'X';
-			if ((dead && !reap) || !is_target(&t, p, parent, keep, nkeep))
+			if ((dead && !reap) || !is_target(&t, p, parent, keep, nkeep, born_by))
 				continue;
 			if (is_marked(marks, nmarks, p)) {
 				/* kill() returns before the stop takes effect: one in

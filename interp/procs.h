@@ -23,6 +23,16 @@
  * /proc), or -errno when /proc cannot be read. */
 int procs_end_below(pid_t parent, const pid_t *keep, size_t nkeep, bool reap);
 
+/* The same, for a keep[] made elsewhere at clock tick born_by (after boot,
+ * as /proc's start times count): a direct child of `parent` born in a
+ * later tick is kept with its subtree, because the list cannot know it.
+ * The zygote's sweep needs this: the server's list of sessions and
+ * checkpoints is made before the sweep runs, and a checkpoint taken in
+ * between is reparented to the zygote when its session dies; judged by
+ * the older list it was ended, and the session's next rollback found no
+ * copy to resume. */
+int procs_end_below_by(pid_t parent, const pid_t *keep, size_t nkeep, bool reap, unsigned long long born_by);
+
 /* The live processes below `parent` (itself excluded) except the subtrees of
  * the direct children in keep[], as read now from the procfs at `proc`
  * ("/proc", or another pid namespace's, with that namespace's pids): *out

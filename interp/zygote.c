@@ -71,6 +71,21 @@ static char kill_step[32];
 static char *test_hook;
 static int test_pidfd = -1;
 
+/* PSM_TEST_ZYGOTE_SWEEP_MS=N (at most 2000): a test hook that pauses the
+ * zygote for N ms inside each sweep, after it has checked that the list is
+ * current, as a preemption on a loaded machine does, so the tests can
+ * check that what happens meanwhile (a checkpoint taken, its session
+ * dead) is not judged by the older list.  It only slows the zygote. */
+static unsigned sweep_pause_ms;
+
+static void test_sweep_pause(void)
+{
+	if (sweep_pause_ms) {
+		struct timespec ts = { sweep_pause_ms / 1000, (long)(sweep_pause_ms % 1000) * 1000000L };
+		nanosleep(&ts, NULL);
+	}
+}
+
 static void test_hooks_read(void)
 {
 	const char *f = getenv("PSM_TEST_ZYGOTE_HOOK");
@@ -82,6 +97,9 @@ static void test_hooks_read(void)
 		test_hook[n] = '\0';
 		fclose(fp);
 	}
+	const char *sp = getenv("PSM_TEST_ZYGOTE_SWEEP_MS");
+	long ms = sp && *sp ? strtol(sp, NULL, 10) : 0;
+	sweep_pause_ms = ms > 0 && ms <= 2000 ? (unsigned)ms : 0;
 	const char *p = getenv("PSM_TEST_ZYGOTE_PIDFD");
 	long pid = p && *p ? strtol(p, NULL, 10) : 0;
 	test_pidfd = pid > 0 ? (int)syscall(SYS_pidfd_open, (pid_t)pid, 0) : -1;
@@ -833,10 +851,17 @@ static void spawn_session(int ctrl, struct wire_msg *m, int sfd)
  * A sweep sent before a later exit is stale (a checkpoint that has just
  * resumed may be missing from it) and is skipped: that exit's own sweep
  * follows. */
-static void sweep(unsigned long long epoch, const pid_t *list, size_t n_list)
+static void reap(int ctrl);
+
+static void sweep(int ctrl, unsigned long long epoch, unsigned long long born_by, const pid_t *list, size_t n_list)
 {
+	/* An exit the server has not heard of yet makes the list stale: the
+	 * dead session's checkpoint is a child of the zygote now, and may be
+	 * what its rollback resumes. */
+	reap(ctrl);
 	if (epoch != exits)
 		return;
+	test_sweep_pause();
 	size_t cap = sizeof spawned / sizeof spawned[0] + n_list + 1;
 	pid_t *keep = xcalloc(cap, sizeof *keep);
 	size_t n = 0;
@@ -848,20 +873,24 @@ static void sweep(unsigned long long epoch, const pid_t *list, size_t n_list)
 			keep[n++] = spawned[i];
 	memcpy(keep + n, list, n_list * sizeof *keep);
 	n += n_list;
-	int r = procs_end_below(getpid(), keep, n, false);
+	/* Judged only what the list can know: a session can still die during
+	 * the scan (the zygote is one process on a loaded machine), and a
+	 * checkpoint it took after the list was made would be an orphan the
+	 * list does not name. */
+	int r = procs_end_below_by(getpid(), keep, n, false, born_by);
 	if (r > 0)
 		log_info("ended %d process(es) left by ended sessions", r);
 	free(keep);
 }
 
-static void sweep_msg(const struct wire_msg *m)
+static void sweep_msg(int ctrl, const struct wire_msg *m)
 {
 	struct zmsg_sweep *sw = xcalloc(1, sizeof *sw);
 	struct err e = { 0 };
 	if (zmsg_sweep_decode(m->data, m->len, sw, &e) < 0)
 		log_error("%s", e.msg);
 	else
-		sweep(sw->epoch, sw->keep, sw->n_keep);
+		sweep(ctrl, sw->epoch, sw->born_by, sw->keep, sw->n_keep);
 	free(sw);
 }
 
@@ -891,7 +920,7 @@ static void settle(int ctrl, const struct wire_msg *m)
 		else if (r < 0)
 			log_warn("settle: %s", strerror(-r));
 		if (st->has_all)
-			sweep(st->epoch, st->all, st->n_all);
+			sweep(ctrl, st->epoch, st->born_by, st->all, st->n_all);
 	}
 	send_msg(ctrl, W_SETTLED, zmsg_settled_encode(&rep), NULL, 0);
 	free(st);
@@ -1086,7 +1115,7 @@ void zygote_main(const struct zygote_config *zc)
 			if (m.type == W_SPAWN)
 				spawn_session(ctrl, &m, sfd);
 			else if (m.type == W_SWEEP)
-				sweep_msg(&m);
+				sweep_msg(ctrl, &m);
 			else if (m.type == W_SETTLE)
 				settle(ctrl, &m);
 			else if (m.type == W_WARM)

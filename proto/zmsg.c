@@ -110,6 +110,7 @@ char *zmsg_sweep_encode(const struct zmsg_sweep *m)
 {
 	cJSON *j = cJSON_CreateObject();
 	cJSON_AddNumberToObject(j, "epoch", (double)m->epoch);
+	cJSON_AddNumberToObject(j, "born_by", (double)m->born_by);
 	penc_pids(j, "keep", m->keep, m->n_keep);
 	return penc_print(j);
 }
@@ -117,14 +118,16 @@ char *zmsg_sweep_encode(const struct zmsg_sweep *m)
 int zmsg_sweep_decode(const void *data, size_t len, struct zmsg_sweep *m, struct err *e)
 {
 	struct pdec d;
-	long long epoch = 0;
-	m->epoch = 0;
+	long long epoch = 0, born_by = 0;
+	m->epoch = m->born_by = 0;
 	m->n_keep = 0;
 	if (pdec_begin(&d, "W_SWEEP", data, len, e) < 0)
 		return d.rc;
 	pdec_int(&d, "epoch", PF_REQ, 0, EXACT_MAX, &epoch);
+	pdec_int(&d, "born_by", PF_REQ, 0, EXACT_MAX, &born_by);
 	pdec_pids(&d, "keep", PF_REQ, m->keep, ZMSG_PIDS_MAX, &m->n_keep);
 	m->epoch = (unsigned long long)epoch;
+	m->born_by = (unsigned long long)born_by;
 	return pdec_end(&d, NULL);
 }
 
@@ -136,6 +139,7 @@ char *zmsg_settle_encode(const struct zmsg_settle *m)
 	cJSON_AddNumberToObject(j, "pid", m->pid);
 	cJSON_AddNumberToObject(j, "keep", m->keep);
 	cJSON_AddNumberToObject(j, "epoch", (double)m->epoch);
+	cJSON_AddNumberToObject(j, "born_by", (double)m->born_by);
 	if (m->has_all)
 		penc_pids(j, "all", m->all, m->n_all);
 	return penc_print(j);
@@ -144,9 +148,9 @@ char *zmsg_settle_encode(const struct zmsg_settle *m)
 int zmsg_settle_decode(const void *data, size_t len, struct zmsg_settle *m, struct err *e)
 {
 	struct pdec d;
-	long long pid = 0, keep = 0, epoch = 0;
+	long long pid = 0, keep = 0, epoch = 0, born_by = 0;
 	m->pid = m->keep = 0;
-	m->epoch = 0;
+	m->epoch = m->born_by = 0;
 	m->has_all = false;
 	m->n_all = 0;
 	if (pdec_begin(&d, "W_SETTLE", data, len, e) < 0)
@@ -154,10 +158,12 @@ int zmsg_settle_decode(const void *data, size_t len, struct zmsg_settle *m, stru
 	pdec_int(&d, "pid", PF_REQ, 1, PROTO_PID_MAX, &pid);
 	pdec_int(&d, "keep", PF_REQ, 0, PROTO_PID_MAX, &keep);
 	pdec_int(&d, "epoch", PF_REQ, 0, EXACT_MAX, &epoch);
+	pdec_int(&d, "born_by", PF_REQ, 0, EXACT_MAX, &born_by);
 	m->has_all = pdec_pids(&d, "all", PF_OPT, m->all, ZMSG_PIDS_MAX, &m->n_all);
 	m->pid = (pid_t)pid;
 	m->keep = (pid_t)keep;
 	m->epoch = (unsigned long long)epoch;
+	m->born_by = (unsigned long long)born_by;
 	return pdec_end(&d, NULL);
 }
 

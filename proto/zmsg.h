@@ -70,6 +70,8 @@ int zmsg_exited_decode(const void *data, size_t len, struct zmsg_exited *m, stru
  * the zygote has reaped more children since (epoch). */
 struct zmsg_sweep {
 	unsigned long long epoch;
+	unsigned long long born_by; /* the clock tick the list was made at (kproc_now_ticks):
+				     * what was born later is not judged by it */
 	pid_t keep[ZMSG_PIDS_MAX]; /* the live sessions and checkpoints, zygote's namespace */
 	size_t n_keep;
 };
@@ -84,6 +86,7 @@ struct zmsg_settle {
 	pid_t pid;
 	pid_t keep;             /* 0: none */
 	unsigned long long epoch;
+	unsigned long long born_by; /* for all[], as in a sweep */
 	bool has_all;
 	pid_t all[ZMSG_PIDS_MAX];
 	size_t n_all;

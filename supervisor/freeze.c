@@ -119,7 +119,8 @@ static void check_quiet(void *arg)
 static void send_settle(struct sup *sup, struct session *s)
 {
 	struct zmsg_settle *st = xcalloc(1, sizeof *st);
-	*st = (struct zmsg_settle){ .pid = s->pid, .keep = s->ckpt_pid > 0 ? s->ckpt_pid : 0, .epoch = sup->epoch };
+	*st = (struct zmsg_settle){ .pid = s->pid, .keep = s->ckpt_pid > 0 ? s->ckpt_pid : 0, .epoch = sup->epoch,
+				    .born_by = kproc_now_ticks() };
 	/* The zygote's orphans are ended only when the list of what to keep
 	 * is whole: not while a copy is being forked (fork_in_flight), nor
 	 * when it would not fit. */

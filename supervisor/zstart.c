@@ -165,7 +165,7 @@ int sup_start(struct sup *sup, struct err *e)
 		 * clears the environment.  The zygote gets only the test and
 		 * sanitizer knobs it reads, nothing else. */
 		static const char *const keep[] = { "PSM_JAIL_DISABLE=", "PSM_SECCOMP_PFC=", "PSM_TEST_ZYGOTE_KILL=",
-						    "PSM_TEST_ZYGOTE_HOOK=", "PSM_TEST_ZYGOTE_PIDFD=",
+						    "PSM_TEST_ZYGOTE_HOOK=", "PSM_TEST_ZYGOTE_PIDFD=", "PSM_TEST_ZYGOTE_SWEEP_MS=",
 						    "ASAN_OPTIONS=", "UBSAN_OPTIONS=", "LSAN_OPTIONS=" };
 		/* Room for the titles the zygote and its sessions give themselves
 		 * (setproctitle reuses the argv and environment area). */
@@ -261,6 +261,7 @@ void send_sweep(struct sup *sup, unsigned long long epoch)
 	}
 	struct zmsg_sweep *sw = xcalloc(1, sizeof *sw);
 	sw->epoch = epoch;
+	sw->born_by = kproc_now_ticks(); /* before the list: nothing it names is younger */
 	if (!live_pids(sup, sw->keep, ZMSG_PIDS_MAX, &sw->n_keep)) {
 		/* Never a list cut short: what it left out would be ended. */
 		log_warn("more than %d live processes: no sweep", ZMSG_PIDS_MAX);

@@ -3,6 +3,9 @@
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 
+import fs from 'node:fs';
+import path from 'node:path';
+
 import { startClient, newProject, execPy, show } from './lib.mjs';
 
 describe('concurrency and timeouts', () => {
@@ -110,4 +113,46 @@ describe('concurrency and timeouts', () => {
 	});
 
 	test('no SDK transport or protocol error happened', () => { assert.deepEqual(h.errors.map(String), []); });
+});
+
+// The zygote ends what a dead session left by a list of the live sessions
+// and checkpoints that the server made before; on a loaded machine the
+// zygote can be preempted for longer than a whole call.  PSM_TEST_ZYGOTE_
+// SWEEP_MS pauses it inside each sweep: meanwhile the rolled-back session
+// takes a checkpoint, runs a call and crashes again, so that checkpoint is
+// an orphan the older list does not name.  Ended by it, the next rollback
+// found no copy, and the state was lost without a word.
+describe('a zygote slow to sweep', () => {
+	let h;
+	before(async () => { h = await startClient(newProject('slowsweep'), { structured: true, env: { PSM_TEST_ZYGOTE_SWEEP_MS: '400' } }); });
+	after(async () => { await h?.close(); });
+
+	test('does not end the checkpoint a rollback needs', { timeout: 90000 }, async () => {
+		await execPy(h, 'import ctypes\nkeep = 7', { session: 'slow' });
+		for (let i = 1; i <= 4; i++) {
+			const r = await execPy(h, 'keep = -1\nctypes.string_at(0)', { session: 'slow' });
+			assert.equal(r.sc.state, 'rolled_back', `crash ${i}: ${show(r.sc)}`);
+			const k = await execPy(h, 'keep', { session: 'slow' });
+			assert.equal(k.sc.result, '7', `after crash ${i}: ${k.text.split('\n')[0]} ${show(k.sc.error)}`);
+		}
+	});
+
+	test('still ends what a crashed cell left running', { timeout: 90000 }, async () => {
+		const beat = 'workspace/outputs/beat.txt';
+		const r = await execPy(h, [
+			'import os, time, ctypes',
+			'if os.fork() == 0:',
+			'    os.setsid()',
+			'    while True:',
+			`        open(${JSON.stringify(beat)}, "a").write("x")`,
+			'        time.sleep(0.05)',
+			'time.sleep(0.3)',
+			'ctypes.string_at(0)',
+		].join('\n'), { session: 'orphan' });
+		assert.equal(r.sc.status, 'crashed', show(r.sc));
+		await new Promise((res) => setTimeout(res, 1500)); // the sweep, paused 400 ms
+		const size = fs.statSync(path.join(h.root, beat)).size;
+		await new Promise((res) => setTimeout(res, 1000));
+		assert.equal(fs.statSync(path.join(h.root, beat)).size, size, 'the orphan is still writing');
+	});
 });

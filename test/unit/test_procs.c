@@ -121,6 +121,53 @@ static void test_kept_child_and_its_subtree_survive(void **state)
 	assert_true(no_children_left());
 }
 
+static unsigned long long now_ticks(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_BOOTTIME, &ts);
+	unsigned long long ns = (unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec;
+	return ns / (1000000000ull / (unsigned long long)sysconf(_SC_CLK_TCK));
+}
+
+/* The zygote's sweep with a list made earlier: K is kept; after the list,
+ * K forks C (a checkpoint) and dies, so C comes to us, unnamed by the
+ * list.  Born after it, C is not judged by it; O, an orphan older than the
+ * list, is. */
+static void test_born_after_the_list_is_not_judged_by_it(void **state)
+{
+	(void)state;
+	int p[2];
+	assert_int_equal(pipe(p), 0);
+	pid_t o = fork();
+	if (o == 0)
+		for (;;)
+			pause();
+	sleep_ms(30); /* a clock tick is 10 ms */
+	unsigned long long listed = now_ticks();
+	pid_t k = fork();
+	if (k == 0) {
+		sleep_ms(30);
+		pid_t c = fork();
+		if (c == 0)
+			for (;;)
+				pause();
+		assert_int_equal(write(p[1], &c, sizeof c), (ssize_t)sizeof c);
+		_exit(0);
+	}
+	pid_t c;
+	read_pids(p[0], &c, 1);
+	assert_int_equal(waitpid(k, NULL, 0), k);
+	sleep_ms(20);
+	assert_int_equal(procs_end_below_by(getpid(), &k, 1, true, listed), 1);
+	assert_false(alive(o));
+	assert_true(alive(c));
+	/* A list made after it judges it. */
+	assert_int_equal(procs_end_below_by(getpid(), NULL, 0, true, now_ticks()), 1);
+	assert_true(no_children_left());
+	close(p[0]);
+	close(p[1]);
+}
+
 /* A process that forks as fast as it can while it is being ended: each
  * child forks in turn, so the tree grows in width and depth (up to 2^10
  * processes; sessions have RLIMIT_NPROC besides). */
@@ -184,6 +231,7 @@ int main(void)
 		cmocka_unit_test(test_nothing_to_end),
 		cmocka_unit_test(test_new_group_new_session_double_fork),
 		cmocka_unit_test(test_kept_child_and_its_subtree_survive),
+		cmocka_unit_test(test_born_after_the_list_is_not_judged_by_it),
 		cmocka_unit_test(test_fork_loop_cannot_outrun),
 		cmocka_unit_test(test_without_reaping),
 		cmocka_unit_test(test_an_empty_procfs),

@@ -130,12 +130,14 @@ static void test_sweep_round_trip_and_refusals(void **state)
 	struct err e = { 0 };
 	struct zmsg_sweep *in = calloc(1, sizeof *in), *out = calloc(1, sizeof *out);
 	in->epoch = 12;
+	in->born_by = 123456789012ull;
 	in->keep[0] = 2;
 	in->keep[1] = 4194304;
 	in->n_keep = 2;
 	char *txt = zmsg_sweep_encode(in);
 	assert_int_equal(zmsg_sweep_decode(txt, strlen(txt), out, &e), 0);
 	assert_true(out->epoch == 12);
+	assert_true(out->born_by == 123456789012ull);
 	assert_int_equal(out->n_keep, 2);
 	assert_int_equal(out->keep[0], 2);
 	assert_int_equal(out->keep[1], 4194304);
@@ -156,12 +158,14 @@ static void test_sweep_round_trip_and_refusals(void **state)
 	free(more);
 	free(txt);
 	static const struct refusal bad[] = {
-		{ "{\"keep\":[]}", "epoch" },
-		{ "{\"epoch\":1}", "keep" },
-		{ "{\"epoch\":1,\"keep\":{}}", "keep" },
-		{ "{\"epoch\":1,\"keep\":[0]}", "keep" },
-		{ "{\"epoch\":1,\"keep\":[1.5]}", "keep" },
-		{ "{\"epoch\":1,\"keep\":[\"3\"]}", "keep" },
+		{ "{\"keep\":[],\"born_by\":1}", "epoch" },
+		{ "{\"epoch\":1,\"keep\":[]}", "born_by" },
+		{ "{\"epoch\":1,\"born_by\":-1,\"keep\":[]}", "born_by" },
+		{ "{\"epoch\":1,\"born_by\":1}", "keep" },
+		{ "{\"epoch\":1,\"born_by\":1,\"keep\":{}}", "keep" },
+		{ "{\"epoch\":1,\"born_by\":1,\"keep\":[0]}", "keep" },
+		{ "{\"epoch\":1,\"born_by\":1,\"keep\":[1.5]}", "keep" },
+		{ "{\"epoch\":1,\"born_by\":1,\"keep\":[\"3\"]}", "keep" },
 		{ "", "" },
 	};
 	REFUSED(zmsg_sweep_decode, out, "W_SWEEP", bad);
@@ -174,7 +178,7 @@ static void test_settle_round_trip_and_refusals(void **state)
 	(void)state;
 	struct err e = { 0 };
 	struct zmsg_settle *in = calloc(1, sizeof *in), *out = calloc(1, sizeof *out);
-	*in = (struct zmsg_settle){ .pid = 40, .keep = 41, .epoch = 3, .has_all = true, .n_all = 2 };
+	*in = (struct zmsg_settle){ .pid = 40, .keep = 41, .epoch = 3, .born_by = 77, .has_all = true, .n_all = 2 };
 	in->all[0] = 40;
 	in->all[1] = 41;
 	char *txt = zmsg_settle_encode(in);
@@ -182,6 +186,7 @@ static void test_settle_round_trip_and_refusals(void **state)
 	assert_int_equal(out->pid, 40);
 	assert_int_equal(out->keep, 41);
 	assert_true(out->epoch == 3);
+	assert_true(out->born_by == 77);
 	assert_true(out->has_all);
 	assert_int_equal(out->n_all, 2);
 	assert_int_equal(out->all[1], 41);
@@ -196,13 +201,14 @@ static void test_settle_round_trip_and_refusals(void **state)
 	assert_int_equal(out->keep, 0);
 	free(txt);
 	static const struct refusal bad[] = {
-		{ "{\"keep\":0,\"epoch\":0}", "pid" },
-		{ "{\"pid\":0,\"keep\":0,\"epoch\":0}", "pid" },
-		{ "{\"pid\":2,\"epoch\":0}", "keep" },
-		{ "{\"pid\":2,\"keep\":-1,\"epoch\":0}", "keep" },
-		{ "{\"pid\":2,\"keep\":0}", "epoch" },
-		{ "{\"pid\":2,\"keep\":0,\"epoch\":0,\"all\":[true]}", "all" },
-		{ "{\"pid\":2,\"keep\":0,\"epoch\":0,\"all\":7}", "all" },
+		{ "{\"keep\":0,\"epoch\":0,\"born_by\":0}", "pid" },
+		{ "{\"pid\":0,\"keep\":0,\"epoch\":0,\"born_by\":0}", "pid" },
+		{ "{\"pid\":2,\"epoch\":0,\"born_by\":0}", "keep" },
+		{ "{\"pid\":2,\"keep\":-1,\"epoch\":0,\"born_by\":0}", "keep" },
+		{ "{\"pid\":2,\"keep\":0,\"born_by\":0}", "epoch" },
+		{ "{\"pid\":2,\"keep\":0,\"epoch\":0}", "born_by" },
+		{ "{\"pid\":2,\"keep\":0,\"epoch\":0,\"born_by\":0,\"all\":[true]}", "all" },
+		{ "{\"pid\":2,\"keep\":0,\"epoch\":0,\"born_by\":0,\"all\":7}", "all" },
 	};
 	REFUSED(zmsg_settle_decode, out, "W_SETTLE", bad);
 	free(in);
