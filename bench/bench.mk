@@ -28,7 +28,8 @@ bench: setup bench-setup $(BIN) $(BENCH_FLOORS) $(BUILD)/helpers/dockerrun
 		$(or $(AGENT_ARGS),$(BENCH_QUICK))
 	$(BENCH_PY) bench/loop.py --server $(BIN) --results bench/RESULTS.md --targets $(BENCH_TARGETS) \
 		$(or $(LOOP_ARGS),$(BENCH_QUICK))
-	$(BENCH_PY) bench/warmup.py --server $(BIN) --results bench/RESULTS.md $(or $(WARMUP_ARGS),$(BENCH_QUICK))
+	$(BENCH_PY) bench/warmup.py --server $(BIN) --results bench/RESULTS.md --targets $(BENCH_TARGETS) \
+		$(or $(WARMUP_ARGS),$(BENCH_QUICK))
 	$(BENCH_PY) bench/targets.py --targets $(BENCH_TARGETS) --results bench/RESULTS.md
 
 #   make bench-loop LOOP_ARGS=--quick                 one round, each kind of cell once (about 3 min)
