@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include "util.h"
 
 struct hmac {
 	EVP_MAC_CTX *ctx;
@@ -15,7 +16,7 @@ struct hmac {
 
 static struct hmac *mac_new(const char *name, const unsigned char *key, size_t key_len, const OSSL_PARAM *params, size_t len)
 {
-	struct hmac *h = calloc(1, sizeof *h);
+	struct hmac *h = xcalloc(1, sizeof *h);
 	EVP_MAC *mac = EVP_MAC_fetch(NULL, name, NULL);
 	if (!h || !mac)
 		goto fail;

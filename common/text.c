@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include "util.h"
 
 size_t utf8_decode(const unsigned char *p, size_t avail, uint32_t *cp_out)
 {
@@ -67,9 +68,7 @@ bool utf8_valid(const unsigned char *buf, size_t len)
 char *utf8_sanitize(const unsigned char *buf, size_t len, size_t *out_len)
 {
 	/* Worst case: every byte becomes the 3-byte U+FFFD. */
-	char *out = malloc(len * 3 + 1);
-	if (!out)
-		return NULL;
+	char *out = xmalloc(len * 3 + 1);
 	size_t o = 0;
 	for (size_t i = 0; i < len;) {
 		size_t n = seq_len(buf + i, len - i);
@@ -141,13 +140,11 @@ char *utf8_clip(const char *s, size_t max_chars, bool keep_tail)
 	size_t head = utf8_prefix(t, len, keep_tail ? max_chars / 3 : max_chars);
 	size_t tail = keep_tail ? utf8_suffix(t, len, max_chars - max_chars / 3) : len;
 	size_t mlen = sizeof marker - (keep_tail ? 1 : 2); /* no newline at the very end */
-	char *out = malloc(head + mlen + (len - tail) + 1);
-	if (out) {
-		memcpy(out, t, head);
-		memcpy(out + head, marker, mlen);
-		memcpy(out + head + mlen, t + tail, len - tail);
-		out[head + mlen + len - tail] = '\0';
-	}
+	char *out = xmalloc(head + mlen + (len - tail) + 1);
+	memcpy(out, t, head);
+	memcpy(out + head, marker, mlen);
+	memcpy(out + head + mlen, t + tail, len - tail);
+	out[head + mlen + len - tail] = '\0';
 	free(t);
 	return out;
 }
@@ -156,9 +153,9 @@ char *utf8_clip(const char *s, size_t max_chars, bool keep_tail)
 char *base64_encode(const unsigned char *buf, size_t len)
 {
 	size_t olen = (len + 2) / 3 * 4 + 1;
-	char *out = malloc(olen);
+	char *out = xmalloc(olen);
 
-	if (out && b64_ntop(buf, len, out, olen) < 0) {
+	if (b64_ntop(buf, len, out, olen) < 0) {
 		free(out);
 		return NULL;
 	}
@@ -207,9 +204,7 @@ char *text_for_model(const unsigned char *buf, size_t len, bool collapse_cr, siz
 {
 	/* Worst case: every byte becomes "\xNN" (4 bytes), or a 4-byte code
 	 * point "\UNNNNNNNN" (10). */
-	char *out = malloc(len * 4 + len / 4 * 6 + 1);
-	if (!out)
-		return NULL;
+	char *out = xmalloc(len * 4 + len / 4 * 6 + 1);
 	size_t o = 0;
 	for (size_t ls = 0; ls < len;) {
 		const unsigned char *nl = memchr(buf + ls, '\n', len - ls);

@@ -157,11 +157,7 @@ int userdir_read(const struct userdir *ud, const char *name, size_t max,
 		rc = err_set(e, -EFBIG, "%s is larger than %zu bytes; it was not written by this program, remove it", full, max);
 		goto out;
 	}
-	b = malloc(max + 2);
-	if (!b) {
-		rc = err_set(e, -ENOMEM, "out of memory");
-		goto out;
-	}
+	b = xmalloc(max + 2);
 	for (;;) {
 		ssize_t r = read(fd, b + got, max + 1 - got);
 		if (r < 0 && errno == EINTR)

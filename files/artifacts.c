@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "../common/util.h"
 
 struct walk {
 	const struct art_scan_opts *o;
@@ -48,9 +49,7 @@ static int add_entry(struct art_list *l, const char *rel, const struct stat *st)
 		l->v = nv;
 		l->cap = ncap;
 	}
-	char *r = strdup(rel);
-	if (!r)
-		return -ENOMEM;
+	char *r = xstrdup(rel);
 	l->v[l->n++] = (struct art_entry){
 		.rel = r,
 		.bytes = st->st_size,
@@ -184,9 +183,7 @@ int art_scan(const struct workspace *ws, const struct art_scan_opts *o, struct a
 	if (!o)
 		o = &defaults;
 	sub = o->subdir ? o->subdir : "";
-	w = calloc(1, sizeof *w);
-	if (!w)
-		return err_set(e, -ENOMEM, "out of memory");
+	w = xcalloc(1, sizeof *w);
 	w->o = o;
 	w->out = out;
 	w->max = o->max_entries ? o->max_entries : 100000;

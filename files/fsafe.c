@@ -121,17 +121,13 @@ int ws_open(struct workspace *ws, const char *root, const char *workspace_path, 
 
 	size_t rl = strlen(ws->root);
 	if (strcmp(ws->abs, ws->root) == 0)
-		ws->display = strdup(".");
+		ws->display = xstrdup(".");
 	else if (strcmp(ws->root, "/") == 0)
-		ws->display = strdup(ws->abs + 1);
+		ws->display = xstrdup(ws->abs + 1);
 	else if (strncmp(ws->abs, ws->root, rl) == 0 && ws->abs[rl] == '/')
-		ws->display = strdup(ws->abs + rl + 1);
+		ws->display = xstrdup(ws->abs + rl + 1);
 	else
-		ws->display = strdup(ws->abs);
-	if (!ws->display) {
-		rc = err_set(e, -ENOMEM, "out of memory");
-		goto fail;
-	}
+		ws->display = xstrdup(ws->abs);
 
 	rc = ws_mkdirs(ws, "outputs", e);
 	if (rc < 0)
@@ -689,6 +685,9 @@ int ws_read_file(const struct workspace *ws, const char *rel, size_t max, unsign
 	cap = (size_t)st.st_size + 1;
 	if (cap < 4096)
 		cap = max < 4096 ? max + 1 : 4096;
+	/* Not xmalloc: `max` is the caller's (verify_outputs reads files of
+	 * many MB), and a file too large for the memory left is an error for
+	 * that call, not a reason to end the server. */
 	buf = malloc(cap + 1);
 	if (!buf) {
 		rc = err_set(e, -ENOMEM, "out of memory reading '%s'", rel);

@@ -50,9 +50,7 @@ static void buf_add(struct buf *b, const char *d, size_t n)
 {
 	if (b->n + n > CAP_OUT)
 		return; /* bounded: a runaway server cannot grow us */
-	char *t = realloc(b->s, b->n + n + 1);
-	if (!t)
-		return;
+	char *t = xrealloc(b->s, b->n + n + 1);
 	memcpy(t + b->n, d, n);
 	b->n += n;
 	t[b->n] = '\0';
@@ -263,11 +261,11 @@ static char *reply_text(const char *out, bool *is_error)
 			const cJSON *first = cJSON_GetArrayItem(content, 0);
 			const char *txt = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(first, "text"));
 			*is_error = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(res, "isError"));
-			char *copy = txt ? strdup(txt) : NULL;
+			char *copy = txt ? xstrdup(txt) : NULL;
 			if (!txt) {
 				const cJSON *er = cJSON_GetObjectItemCaseSensitive(j, "error");
 				const char *msg = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(er, "message"));
-				copy = strdup(msg ? msg : "no result");
+				copy = xstrdup(msg ? msg : "no result");
 				*is_error = true;
 			}
 			cJSON_Delete(j);

@@ -7,6 +7,7 @@
 
 #include "../common/log.h"
 #include "../supervisor/supervisor.h"
+#include "../common/util.h"
 
 cJSON *tool_text_result(const char *text, bool is_error)
 {
@@ -114,24 +115,19 @@ void tool_reply(struct server *s, const struct req *q, cJSON *result)
 				continue;
 			char line[9000];
 			link_as_line(b, line, sizeof line);
-			char *p = realloc(lines, len + strlen(line) + 1);
-			if (p) {
-				lines = p;
-				memcpy(lines + len, line, strlen(line) + 1);
-				len += strlen(line);
-			}
+			lines = xrealloc(lines, len + strlen(line) + 1);
+			memcpy(lines + len, line, strlen(line) + 1);
+			len += strlen(line);
 			cJSON_Delete(cJSON_DetachItemViaPointer(content, b));
 		}
 		cJSON *t = cJSON_GetObjectItemCaseSensitive(text, "text");
 		if (lines && cJSON_IsString(t)) {
 			size_t tl = strlen(t->valuestring);
-			char *joined = malloc(tl + len + 16);
-			if (joined) {
-				sprintf(joined, "%s%s\nlinks:\n%s", t->valuestring,
-					tl && t->valuestring[tl - 1] == '\n' ? "" : "\n", lines);
-				cJSON_SetValuestring(t, joined);
-				free(joined);
-			}
+			char *joined = xmalloc(tl + len + 16);
+			sprintf(joined, "%s%s\nlinks:\n%s", t->valuestring,
+				tl && t->valuestring[tl - 1] == '\n' ? "" : "\n", lines);
+			cJSON_SetValuestring(t, joined);
+			free(joined);
 		}
 		free(lines);
 	}

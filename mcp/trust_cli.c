@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "../common/util.h"
 
 #define PFX "python-sandbox-mcp: "
 
@@ -145,7 +146,7 @@ int trust_cli_revoke(const char *skill_path, const char *root, const char *works
 		/* A file that is gone is named by its absolute path as it was. */
 		real = realpath(skill_path, NULL);
 		if (!real && skill_path[0] == '/')
-			real = strdup(skill_path);
+			real = xstrdup(skill_path);
 		if (!real) {
 			fprintf(stderr, PFX "--untrust: %s: %s; pass its absolute path with --skill\n", skill_path, strerror(errno));
 			return 2;

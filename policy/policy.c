@@ -201,9 +201,7 @@ static int build(struct pctx *c, yaml_parser_t *p, const yaml_event_t *ev,
 		return perr(c, ev_line(ev), NULL,
 			    "the frontmatter has more than %d YAML values; keep it short", MAX_NODES);
 
-	n = calloc(1, sizeof *n);
-	if (!n)
-		return err_set(c->e, -ENOMEM, "%s: out of memory", c->src);
+	n = xcalloc(1, sizeof *n);
 	n->line = ev_line(ev);
 	n->tagged = tag != NULL;
 
@@ -213,11 +211,7 @@ static int build(struct pctx *c, yaml_parser_t *p, const yaml_event_t *ev,
 			    !ev->data.scalar.quoted_implicit;
 		n->plain = ev->data.scalar.style == YAML_PLAIN_SCALAR_STYLE;
 		n->len = ev->data.scalar.length;
-		n->s = malloc(n->len + 1);
-		if (!n->s) {
-			free(n);
-			return err_set(c->e, -ENOMEM, "%s: out of memory", c->src);
-		}
+		n->s = xmalloc(n->len + 1);
 		memcpy(n->s, ev->data.scalar.value, n->len);
 		n->s[n->len] = '\0';
 		*out = n;
@@ -240,12 +234,7 @@ static int build(struct pctx *c, yaml_parser_t *p, const yaml_event_t *ev,
 			goto fail;
 		if (n->n == n->cap) {
 			size_t cap = n->cap ? n->cap * 2 : 8;
-			struct ynode **k = realloc(n->kids, cap * sizeof *k);
-			if (!k) {
-				ynode_free(kid);
-				rc = err_set(c->e, -ENOMEM, "%s: out of memory", c->src);
-				goto fail;
-			}
+			struct ynode **k = xreallocarray(n->kids, cap, sizeof *k);
 			n->kids = k;
 			n->cap = cap;
 		}
@@ -651,13 +640,8 @@ static int want_path_list(const struct pctx *c, const struct ynode *n, const cha
 		*lines = NULL;
 		return 0;
 	}
-	v = calloc(n->n, sizeof *v);
-	l = calloc(n->n, sizeof *l);
-	if (!v || !l) {
-		free(v);
-		free(l);
-		return err_set(c->e, -ENOMEM, "%s: out of memory", c->src);
-	}
+	v = xcalloc(n->n, sizeof *v);
+	l = xcalloc(n->n, sizeof *l);
 	for (size_t i = 0; i < n->n; i++) {
 		const struct ynode *it = n->kids[i];
 		int rc = 0;
@@ -697,8 +681,8 @@ static int want_path_list(const struct pctx *c, const struct ynode *n, const cha
 			rc = perr(c, it->line, ekey,
 				  "\"%s\" is the whole file system; list the directories that are needed",
 				  esc_bytes(buf, sizeof buf, it->s, it->len, SHOW_MAX));
-		if (rc == 0 && !(v[i] = strdup(it->s)))
-			rc = err_set(c->e, -ENOMEM, "%s: out of memory", c->src);
+		if (rc == 0)
+			v[i] = xstrdup(it->s);
 		if (rc < 0) {
 			free_strv(v, n->n);
 			free(l);
@@ -870,9 +854,7 @@ static int want_text(const struct pctx *c, const struct ynode *v, const char *ke
 	if (v->kind != Y_SCALAR || is_null(v))
 		return perr(c, v->line, key, "expected a string, got %s", show(v, buf, sizeof buf));
 	free(*out);
-	*out = strdup(v->s);
-	if (!*out)
-		return err_set(c->e, -ENOMEM, "%s: out of memory", c->src);
+	*out = xstrdup(v->s);
 	return 0;
 }
 
@@ -1047,23 +1029,13 @@ int policy_parse(const char *text, size_t len, const char *source,
 	if (rc < 0)
 		return rc;
 
-	p = calloc(1, sizeof *p);
-	if (!p) {
-		rc = err_set(e, -ENOMEM, "%s: out of memory", c.src);
-		goto out_tree;
-	}
+	p = xcalloc(1, sizeof *p);
 	set_defaults(p);
-	p->source = strdup(c.src);
-	p->text = malloc(len + 1);
-	if (p->text) {
-		memcpy(p->text, text, len);
-		p->text[len] = '\0';
-		p->text_len = len;
-	}
-	if (!p->source || !p->text) {
-		rc = err_set(e, -ENOMEM, "%s: out of memory", c.src);
-		goto out_policy;
-	}
+	p->source = xstrdup(c.src);
+	p->text = xmalloc(len + 1);
+	memcpy(p->text, text, len);
+	p->text[len] = '\0';
+	p->text_len = len;
 	rc = parse_top(&c, root, p, &ln);
 	if (rc < 0)
 		goto out_policy;
@@ -1076,7 +1048,6 @@ out_policy:
 	free(ln.read);
 	free(ln.write);
 	policy_free(p);
-out_tree:
 	ynode_free(root);
 	return rc;
 }
@@ -1114,11 +1085,7 @@ int policy_load_file(const char *path, struct policy **out, struct err *e)
 		goto out_fd;
 	}
 	/* Read up to one byte over the cap: the file may grow after fstat. */
-	buf = malloc(MAX_FILE_BYTES + 1);
-	if (!buf) {
-		rc = err_set(e, -ENOMEM, "%s: out of memory", path);
-		goto out_fd;
-	}
+	buf = xmalloc(MAX_FILE_BYTES + 1);
 	for (;;) {
 		ssize_t r = read(fd, buf + len, MAX_FILE_BYTES + 1 - len);
 		if (r < 0 && errno == EINTR)
@@ -1311,11 +1278,7 @@ int policy_resolve(struct policy *p, const char *root, struct err *e)
 	/* Resolve into new arrays, then swap: on error the policy is left as
 	 * it was, never half-resolved. */
 	if (p->fs_read == FS_READ_LIST && p->n_fs_read_paths) {
-		nr = calloc(p->n_fs_read_paths, sizeof *nr);
-		if (!nr) {
-			rc = err_set(e, -ENOMEM, "out of memory");
-			goto out;
-		}
+		nr = xcalloc(p->n_fs_read_paths, sizeof *nr);
 		for (size_t i = 0; i < p->n_fs_read_paths; i++) {
 			rc = resolve_one(p, e, 0, i, rroot, p->fs_read_paths[i], &nr[i]);
 			if (rc < 0)
@@ -1327,11 +1290,7 @@ int policy_resolve(struct policy *p, const char *root, struct err *e)
 	 * the user creates the directory only to hear of the real error. */
 	struct err missing = { 0 };
 	if (p->fs_write == FS_WRITE_LIST && p->n_fs_write_paths) {
-		nw = calloc(p->n_fs_write_paths, sizeof *nw);
-		if (!nw) {
-			rc = err_set(e, -ENOMEM, "out of memory");
-			goto out;
-		}
+		nw = xcalloc(p->n_fs_write_paths, sizeof *nw);
 		for (size_t i = 0; i < p->n_fs_write_paths; i++) {
 			const char *w = p->fs_write_paths[i];
 			struct err one = { 0 };

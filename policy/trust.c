@@ -11,6 +11,7 @@
 #include <sha2.h>
 
 #include "../common/escape.h"
+#include "../common/util.h"
 #include "../common/userdir.h"
 #include "../common/util.h"
 
@@ -144,21 +145,11 @@ static bool keep_write(const void *arg, const char *dir)
 static int copy_paths(char ***out, size_t *nout, char *const *v, size_t n, bool (*keep)(const void *, const char *),
 		      const void *arg)
 {
-	char **w = n ? calloc(n, sizeof *w) : NULL;
+	char **w = n ? xcalloc(n, sizeof *w) : NULL;
 	size_t o = 0;
-	if (n && !w)
-		return -ENOMEM;
-	for (size_t i = 0; i < n; i++) {
-		if (!keep(arg, v[i]))
-			continue;
-		if (!(w[o] = strdup(v[i]))) {
-			for (size_t j = 0; j < o; j++)
-				free(w[j]);
-			free(w);
-			return -ENOMEM;
-		}
-		o++;
-	}
+	for (size_t i = 0; i < n; i++)
+		if (keep(arg, v[i]))
+			w[o++] = xstrdup(v[i]);
 	if (o == 0) {
 		free(w);
 		w = NULL;
@@ -249,13 +240,9 @@ static int add_deny(struct policy *p, const struct policy *c, bool apply, FILE *
 		*keys |= TRUST_FS_READ;
 		if (!apply)
 			continue;
-		char **v = realloc(p->fs_read_deny, (p->n_fs_read_deny + 1) * sizeof *v);
-		if (!v)
-			return -ENOMEM;
+		char **v = xreallocarray(p->fs_read_deny, p->n_fs_read_deny + 1, sizeof *v);
 		p->fs_read_deny = v;
-		if (!(v[p->n_fs_read_deny] = strdup(c->fs_read_deny[i])))
-			return -ENOMEM;
-		p->n_fs_read_deny++;
+		v[p->n_fs_read_deny++] = xstrdup(c->fs_read_deny[i]);
 	}
 	return 0;
 }
@@ -564,10 +551,7 @@ static size_t parse_store(char *buf, struct entry **out)
 		if (hex) {
 			if (n == cap) {
 				size_t nc = cap ? cap * 2 : 16;
-				struct entry *w = realloc(v, nc * sizeof *w);
-				if (!w)
-					break;
-				v = w;
+				v = xreallocarray(v, nc, sizeof *v);
 				cap = nc;
 			}
 			memcpy(v[n].hex, line, 64);
@@ -819,12 +803,7 @@ int trust_decide(struct trust_state *t, struct policy *p, bool project, const ch
 	/* The real path, after every symlink: what is approved is the file
 	 * that is read, for this project. */
 	t->path = realpath(p->source, NULL);
-	t->source = strdup(p->source);
-	if (!t->source) {
-		free(t->path);
-		t->path = NULL;
-		return err_set(e, -ENOMEM, "out of memory");
-	}
+	t->source = xstrdup(p->source);
 	if (!t->path)
 		return err_sys(e, -errno, "%s: cannot resolve the policy file's path", p->source);
 	/* The hash of the bytes that were parsed, not a second read of the

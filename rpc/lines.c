@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "../common/log.h"
+#include "../common/util.h"
 
 void lines_feed(struct lines *l, const char *buf, size_t n)
 {
@@ -29,14 +30,7 @@ void lines_feed(struct lines *l, const char *buf, size_t n)
 					size_t cap = l->cap ? l->cap : 65536;
 					while (cap < l->len + chunk + 1)
 						cap *= 2;
-					char *p = realloc(l->buf, cap);
-					if (!p) {
-						log_error("out of memory reading a message");
-						l->discarding = true;
-						l->len = 0;
-						continue;
-					}
-					l->buf = p;
+					l->buf = xrealloc(l->buf, cap);
 					l->cap = cap;
 				}
 				memcpy(l->buf + l->len, buf + i, chunk);

@@ -47,7 +47,7 @@ struct loop *loop_new(void)
 	/* Timers of tens of microseconds (the supervisor's looks at a session
 	 * it is stopping) woke 150 us late with the default 50 us slack. */
 	prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
-	return calloc(1, sizeof(struct loop));
+	return xcalloc(1, sizeof(struct loop));
 }
 
 void loop_free(struct loop *l)

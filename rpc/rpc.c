@@ -10,15 +10,14 @@
 
 #include "../common/log.h"
 #include "../common/text.h"
+#include "../common/util.h"
 
 static void write_line(const char *s)
 {
 	size_t len = strlen(s);
 	/* One buffer with the newline, so a line is never split by a short
 	 * write in the middle of another message. */
-	char *buf = malloc(len + 1);
-	if (!buf)
-		return;
+	char *buf = xmalloc(len + 1);
 	memcpy(buf, s, len);
 	buf[len] = '\n';
 	const char *p = buf;
