@@ -310,76 +310,80 @@ static void venv_describe(const struct server *srv, char *out, size_t n)
 			 v->pth_off ? "; its .pth files are not run: the sandboxed code can write there" : "");
 }
 
-int main(int argc, char **argv)
+/* What main gathers before it serves: the command line, then ROOT, the
+ * policy, the workspace and the venv, one step per function below, each
+ * returning GO_ON or the process's exit status.  Static: main runs once,
+ * and the buffers are large. */
+struct start {
+	struct server srv;
+	bool check, trust, untrust, yes;
+	char root_abs[PATH_MAX];
+	const char *skill_file; /* NULL: the built-in policy */
+	char skill_path[PATH_MAX + 128];
+	char skill_differs[4 * PATH_MAX + 512];
+	const char *wsp;
+	char ws_buf[PATH_MAX + 16];
+	const char *venv;
+	bool venv_given;
+	char venv_abs[PATH_MAX], venv_default[PATH_MAX + 32], venv_line[PATH_MAX + 300];
+};
+#define GO_ON (-1)
+
+/* The command line's options (usage above says what each does). */
+static const struct option opts[] = {
+	{ "root", required_argument, NULL, 'r' },
+	{ "workspace", required_argument, NULL, 'w' },
+	{ "skill", required_argument, NULL, 's' },
+	{ "venv", required_argument, NULL, 'v' },
+	{ "timeout", required_argument, NULL, 't' },
+	{ "memory", required_argument, NULL, 'm' },
+	{ "structured-content", no_argument, NULL, 'S' },
+	{ "images", required_argument, NULL, 'I' },
+	{ "resource-links", required_argument, NULL, 'L' },
+	{ "max-reply-kb", required_argument, NULL, 'K' },
+	{ "warmup", required_argument, NULL, 'W' },
+	{ "log-level", required_argument, NULL, 'l' },
+	{ "check", no_argument, NULL, 'c' },
+	{ "trust", no_argument, NULL, 'T' },
+	{ "untrust", no_argument, NULL, 'U' },
+	{ "yes", no_argument, NULL, 'y' },
+	{ "check-session", no_argument, NULL, 'C' }, /* internal: --check's server */
+	{ "version", no_argument, NULL, 'V' },
+	{ "help", no_argument, NULL, 'h' },
+	{ "zygote-fd", required_argument, NULL, 'Z' }, /* internal */
+	{ "resume-mcp", required_argument, NULL, 'R' }, /* internal: started again on the client's root */
+	{ "resume-input", required_argument, NULL, 'F' }, /* internal: the requests held meanwhile */
+	{ 0 },
+};
+
+/* The command line.  --zygote-fd sets *zygote_fd (this process is the
+ * zygote, not a server). */
+static int parse_args(struct start *ctx, int argc, char **argv, int *zygote_fd)
 {
-	static const struct option opts[] = {
-		{ "root", required_argument, NULL, 'r' },
-		{ "workspace", required_argument, NULL, 'w' },
-		{ "skill", required_argument, NULL, 's' },
-		{ "venv", required_argument, NULL, 'v' },
-		{ "timeout", required_argument, NULL, 't' },
-		{ "memory", required_argument, NULL, 'm' },
-		{ "structured-content", no_argument, NULL, 'S' },
-		{ "images", required_argument, NULL, 'I' },
-		{ "resource-links", required_argument, NULL, 'L' },
-		{ "max-reply-kb", required_argument, NULL, 'K' },
-		{ "warmup", required_argument, NULL, 'W' },
-		{ "log-level", required_argument, NULL, 'l' },
-		{ "check", no_argument, NULL, 'c' },
-		{ "trust", no_argument, NULL, 'T' },
-		{ "untrust", no_argument, NULL, 'U' },
-		{ "yes", no_argument, NULL, 'y' },
-		{ "check-session", no_argument, NULL, 'C' }, /* internal: --check's server */
-		{ "version", no_argument, NULL, 'V' },
-		{ "help", no_argument, NULL, 'h' },
-		{ "zygote-fd", required_argument, NULL, 'Z' }, /* internal */
-		{ "resume-mcp", required_argument, NULL, 'R' }, /* internal: started again on the client's root */
-		{ "resume-input", required_argument, NULL, 'F' }, /* internal: the requests held meanwhile */
-		{ 0 },
-	};
-	/* One out-of-memory rule for every JSON value built in this process
-	 * (server, zygote, session): see common/util.h. */
-	util_cjson_hooks();
-	/* libbsd's setproctitle may then reuse the argv and environment area:
-	 * the zygote, sessions and checkpoints name themselves in ps. */
-	/* A copy first: a restart on the client's root (roots/list) needs the
-	 * command line as it was given. */
-	static char **argv_copy; /* static: reachable for the whole run */
-	argv_copy = xreallocarray(NULL, (size_t)argc + 1, sizeof *argv_copy);
-	for (int i = 0; i < argc; i++)
-		argv_copy[i] = xstrdup(argv[i]);
-	argv_copy[argc] = NULL;
-	setproctitle_init(argc, argv, environ);
-	struct server srv = { 0 };
-	srv.opts.argv = argv_copy;
-	srv.opts.resume_fd = -1;
-	srv.opts.timeout_s = -1;
-	srv.opts.memory_mb = -1;
-	bool check = false, trust = false, untrust = false, yes = false;
 	int c;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
-		case 'r': srv.opts.root = optarg; break;
-		case 'w': srv.opts.workspace = optarg; break;
-		case 's': srv.opts.skill = optarg; break;
-		case 'v': srv.opts.venv = optarg; break;
-		case 't': srv.opts.timeout_s = parse_number("--timeout", optarg); break;
-		case 'm': srv.opts.memory_mb = (long)parse_number("--memory", optarg); break;
-		case 'S': srv.opts.structured_content = true; break;
+		case 'r': ctx->srv.opts.root = optarg; break;
+		case 'w': ctx->srv.opts.workspace = optarg; break;
+		case 's': ctx->srv.opts.skill = optarg; break;
+		case 'v': ctx->srv.opts.venv = optarg; break;
+		case 't': ctx->srv.opts.timeout_s = parse_number("--timeout", optarg); break;
+		case 'm': ctx->srv.opts.memory_mb = (long)parse_number("--memory", optarg); break;
+		case 'S': ctx->srv.opts.structured_content = true; break;
 		case 'I':
 			if (strcmp(optarg, "inline") == 0)
-				srv.opts.images_link = false;
+				ctx->srv.opts.images_link = false;
 			else if (strcmp(optarg, "link") == 0)
-				srv.opts.images_link = true;
+				ctx->srv.opts.images_link = true;
 			else
 				die_usage("--images must be inline or link, not '%s'", optarg);
 			break;
 		case 'L':
 			if (strcmp(optarg, "block") == 0)
-				srv.opts.links_text = false;
+				ctx->srv.opts.links_text = false;
 			else if (strcmp(optarg, "text") == 0)
-				srv.opts.links_text = true;
+				ctx->srv.opts.links_text = true;
 			else
 				die_usage("--resource-links must be block or text, not '%s'", optarg);
 			break;
@@ -387,16 +391,16 @@ int main(int argc, char **argv)
 			double kb = parse_number("--max-reply-kb", optarg);
 			if (kb < 2 || kb > 4096 || kb != (double)(long)kb)
 				die_usage("--max-reply-kb needs a whole number of KiB from 2 to 4096 (default %d), not '%s'", REPLY_DEFAULT_KB, optarg);
-			srv.opts.max_reply_kb = (long)kb;
+			ctx->srv.opts.max_reply_kb = (long)kb;
 			break;
 		}
 		case 'W':
 			if (strcmp(optarg, "on") == 0)
-				srv.opts.warmup = WARMUP_ON;
+				ctx->srv.opts.warmup = WARMUP_ON;
 			else if (strcmp(optarg, "off") == 0)
-				srv.opts.warmup = WARMUP_OFF;
+				ctx->srv.opts.warmup = WARMUP_OFF;
 			else if (strcmp(optarg, "clear") == 0)
-				srv.opts.warmup = WARMUP_CLEAR;
+				ctx->srv.opts.warmup = WARMUP_CLEAR;
 			else
 				die_usage("--warmup must be on, off or clear, not '%s'", optarg);
 			break;
@@ -407,28 +411,29 @@ int main(int argc, char **argv)
 			log_threshold = (enum log_level)l;
 			break;
 		}
-		case 'c': check = true; break;
-		case 'T': trust = true; break;
-		case 'U': untrust = true; break;
-		case 'y': yes = true; break;
-		case 'C': srv.opts.check_session = true; break;
+		case 'c': ctx->check = true; break;
+		case 'T': ctx->trust = true; break;
+		case 'U': ctx->untrust = true; break;
+		case 'y': ctx->yes = true; break;
+		case 'C': ctx->srv.opts.check_session = true; break;
 		case 'Z': {
 			const char *bad = NULL;
 			int fd = (int)strtonum(optarg, 3, INT_MAX, &bad);
 			if (bad)
 				die_usage("--zygote-fd is internal: the server passes a descriptor number (%s)", bad);
-			return zygote_exec_main(fd);
+			*zygote_fd = fd;
+			return 0;
 		}
 		case 'R':
 			/* Only the versions the server knows are echoed; the rest
 			 * is refused as the internal option it is. */
 			if (strlen(optarg) != 10 || strspn(optarg, "0123456789-") != 10)
 				die_usage("--resume-mcp is internal: a protocol version (YYYY-MM-DD)");
-			srv.opts.resume_version = optarg;
+			ctx->srv.opts.resume_version = optarg;
 			break;
 		case 'F': {
 			const char *bad = NULL;
-			srv.opts.resume_fd = (int)strtonum(optarg, 3, INT_MAX, &bad);
+			ctx->srv.opts.resume_fd = (int)strtonum(optarg, 3, INT_MAX, &bad);
 			if (bad)
 				die_usage("--resume-input is internal: the server passes a descriptor number (%s)", bad);
 			break;
@@ -441,20 +446,25 @@ int main(int argc, char **argv)
 	}
 	if (optind < argc)
 		die_usage("unexpected argument '%s'", argv[optind]);
-	server_not_dumpable();
-	if (check + trust + untrust > 1)
+	if (ctx->check + ctx->trust + ctx->untrust > 1)
 		die_usage("--check, --trust and --untrust are separate commands: give one of them");
-	if (yes && !trust)
+	if (ctx->yes && !ctx->trust)
 		die_usage("--yes only goes with --trust");
-	ssize_t sl = readlink("/proc/self/exe", srv.opts.self_exe, sizeof srv.opts.self_exe - 1);
+	ssize_t sl = readlink("/proc/self/exe", ctx->srv.opts.self_exe, sizeof ctx->srv.opts.self_exe - 1);
 	if (sl <= 0) {
 		fprintf(stderr, "python-sandbox-mcp: cannot find its own binary (/proc/self/exe): %s\n", strerror(errno));
 		return 2;
 	}
-	srv.opts.self_exe[sl] = '\0';
+	ctx->srv.opts.self_exe[sl] = '\0';
+	return GO_ON;
+}
 
-	/* ROOT */
-	const char *root = srv.opts.root;
+/* ROOT: --root, CLAUDE_PROJECT_DIR or the current directory; one that is no
+ * project (/ or the home directory) is served on an empty stand-in that
+ * refuses every call. */
+static int find_root(struct start *ctx)
+{
+	const char *root = ctx->srv.opts.root;
 	const char *root_from = "--root";
 	if (!root) {
 		root = getenv("CLAUDE_PROJECT_DIR");
@@ -470,18 +480,17 @@ int main(int argc, char **argv)
 	if (!root || !*root) {
 		root = getcwd(cwd, sizeof cwd);
 		root_from = "the current directory";
-		srv.opts.root_from_cwd = true; /* the client's roots may name it */
+		ctx->srv.opts.root_from_cwd = true; /* the client's roots may name it */
 	}
-	char root_abs[PATH_MAX];
-	if (!root || !realpath(root, root_abs) || !is_dir(root_abs))
+	if (!root || !realpath(root, ctx->root_abs) || !is_dir(ctx->root_abs))
 		die_usage("%s '%s' is not an existing directory: write the absolute path of the project's directory (for example --root /home/me/project)",
 			  root_from, root ? root : "(cwd)");
-	if (srv.opts.resume_version) {
+	if (ctx->srv.opts.resume_version) {
 		/* Started again on the client's first root: the current
 		 * directory is still the one the client started us in. */
 		char here[PATH_MAX];
-		srv.root_note = xasprintf("the project is %s, the client's first root (roots/list); the server was started in %s, "
-					  "which is not used", root_abs, getcwd(here, sizeof here) ? here : "another directory");
+		ctx->srv.root_note = xasprintf("the project is %s, the client's first root (roots/list); the server was started in %s, "
+					  "which is not used", ctx->root_abs, getcwd(here, sizeof here) ? here : "another directory");
 	}
 	/* ROOT = "/" or the home directory is no project: with fs_read true
 	 * the code would read the whole file system (or every dotfile), and
@@ -491,69 +500,72 @@ int main(int argc, char **argv)
 	 * (named like the jail's scratch directories, so that the same careful
 	 * removal takes it at exit), creates nothing, and refuses every call. */
 	char which[64];
-	if (!trust && !untrust && jail_root_not_project(root_abs, getenv("HOME"), which, sizeof which)) {
-		char *not_project = strcmp(root_abs, "/") == 0
+	if (!ctx->trust && !ctx->untrust && jail_root_not_project(ctx->root_abs, getenv("HOME"), which, sizeof which)) {
+		char *not_project = strcmp(ctx->root_abs, "/") == 0
 			? xasprintf("the project root is / (%s), not a project: start the server with --root set to the "
 				    "project directory (for example --root /home/me/project), or start it from inside the project", which)
 			: xasprintf("the project root %s is %s, not a project: start the server with --root set to the "
 				    "project directory (for example --root %s/project), or start it from inside the project",
-				    root_abs, which, root_abs);
-		if (check) {
-			printf("python-sandbox-mcp %s\nroot: %s\ncheck: %s\n", PSM_VERSION, root_abs, not_project);
+				    ctx->root_abs, which, ctx->root_abs);
+		if (ctx->check) {
+			printf("python-sandbox-mcp %s\nroot: %s\ncheck: %s\n", PSM_VERSION, ctx->root_abs, not_project);
 			free(not_project);
 			return 1;
 		}
-		if (refuse_all(&srv, root_abs, sizeof root_abs, not_project) < 0)
+		if (refuse_all(&ctx->srv, ctx->root_abs, sizeof ctx->root_abs, not_project) < 0)
 			return 2;
 	}
-	srv.opts.root = root_abs;
+	ctx->srv.opts.root = ctx->root_abs;
+	return GO_ON;
+}
 
+/* The policy: the project's SKILL.md (or --skill, or the built-in one).
+ * One that cannot be used is served as an error on every call. */
+static int load_policy(struct start *ctx)
+{
 	/* The policy: never run under one that could not be read. */
 	struct err e = { 0 };
-	char skill_differs[4 * PATH_MAX + 512];
-	skill_differs[0] = '\0';
-	char skill_path[PATH_MAX + 128];
-	const char *skill_file = srv.opts.skill; /* NULL: the built-in policy */
+	ctx->skill_file = ctx->srv.opts.skill; /* NULL: the built-in policy */
 	int r;
-	if (!skill_file) {
+	if (!ctx->skill_file) {
 		static const char *const cands[] = {
 			".agents/skills/code-interpreter-sandbox-executor/SKILL.md",
 			".claude/skills/code-interpreter-sandbox-executor/SKILL.md",
 		};
-		for (size_t i = 0; i < 2 && !skill_file; i++) {
-			snprintf(skill_path, sizeof skill_path, "%s/%s", root_abs, cands[i]);
-			if (is_file(skill_path))
-				skill_file = skill_path;
+		for (size_t i = 0; i < 2 && !ctx->skill_file; i++) {
+			snprintf(ctx->skill_path, sizeof ctx->skill_path, "%s/%s", ctx->root_abs, cands[i]);
+			if (is_file(ctx->skill_path))
+				ctx->skill_file = ctx->skill_path;
 		}
 		/* Agents that read the other copy (Claude Code reads .claude's)
 		 * follow a policy this server does not enforce. */
 		char other[PATH_MAX + 128];
-		snprintf(other, sizeof other, "%s/%s", root_abs, cands[1]);
-		if (skill_file && strcmp(skill_file, other) != 0 && is_file(other) && !same_bytes(skill_file, other)) {
-			snprintf(skill_differs, sizeof skill_differs,
+		snprintf(other, sizeof other, "%s/%s", ctx->root_abs, cands[1]);
+		if (ctx->skill_file && strcmp(ctx->skill_file, other) != 0 && is_file(other) && !same_bytes(ctx->skill_file, other)) {
+			snprintf(ctx->skill_differs, sizeof ctx->skill_differs,
 				 "%s differs from %s, which is the one used: copy one over the other "
 				 "(make install-skill PROJECT=%s installs the same file in both)",
-				 other, skill_file, root_abs);
-			log_warn("%s", skill_differs);
+				 other, ctx->skill_file, ctx->root_abs);
+			log_warn("%s", ctx->skill_differs);
 		}
 	}
-	if (untrust)
-		return trust_cli_revoke(skill_file, root_abs, NULL);
-	if (skill_file)
-		r = policy_load_file(skill_file, &srv.policy, &e);
+	if (ctx->untrust)
+		return trust_cli_revoke(ctx->skill_file, ctx->root_abs, NULL);
+	if (ctx->skill_file)
+		r = policy_load_file(ctx->skill_file, &ctx->srv.policy, &e);
 	else
-		r = policy_builtin(&srv.policy, &e);
+		r = policy_builtin(&ctx->srv.policy, &e);
 	if (r == 0)
-		r = policy_resolve(srv.policy, root_abs, &e);
+		r = policy_resolve(ctx->srv.policy, ctx->root_abs, &e);
 	if (r < 0) {
 		fprintf(stderr, "python-sandbox-mcp: policy error: %s\n", e.msg);
-		policy_free(srv.policy);
-		srv.policy = NULL;
-		if (trust)
+		policy_free(ctx->srv.policy);
+		ctx->srv.policy = NULL;
+		if (ctx->trust)
 			return 2;
-		if (check) {
+		if (ctx->check) {
 			printf("python-sandbox-mcp %s\nroot: %s\npolicy: %s\n%s\ncheck: the policy cannot be used: %s\n",
-			       PSM_VERSION, root_abs, skill_file ? skill_file : "<built-in SKILL.md>", e.msg,
+			       PSM_VERSION, ctx->root_abs, ctx->skill_file ? ctx->skill_file : "<built-in SKILL.md>", e.msg,
 			       "fix the file as the line above says (or remove it to use the built-in policy); no code runs until then");
 			return 1;
 		}
@@ -567,132 +579,184 @@ int main(int argc, char **argv)
 			"the sandbox's policy cannot be used, so no code runs until it is fixed: %s. "
 			"Fix that line of the file (or remove the file to use the built-in policy), then restart this MCP server "
 			"(reconnect it in the client); python-sandbox-mcp --check%s%s shows whether the policy is good.",
-			e.msg, srv.opts.skill ? " --skill " : "", srv.opts.skill ? skill_file : "");
-		if (refuse_all(&srv, root_abs, sizeof root_abs, why) < 0)
+			e.msg, ctx->srv.opts.skill ? " --skill " : "", ctx->srv.opts.skill ? ctx->skill_file : "");
+		if (refuse_all(&ctx->srv, ctx->root_abs, sizeof ctx->root_abs, why) < 0)
 			return 2;
-		skill_file = NULL;
+		ctx->skill_file = NULL;
 		struct err be = { 0 };
-		if (policy_builtin(&srv.policy, &be) < 0 || policy_resolve(srv.policy, root_abs, &be) < 0) {
+		if (policy_builtin(&ctx->srv.policy, &be) < 0 || policy_resolve(ctx->srv.policy, ctx->root_abs, &be) < 0) {
 			fprintf(stderr, "python-sandbox-mcp: the built-in policy: %s\n", be.msg);
 			return 2;
 		}
 	}
+	return GO_ON;
+}
 
-	char ws_buf[PATH_MAX + 16];
-	const char *wsp = srv.opts.workspace;
-	if (!wsp) {
-		snprintf(ws_buf, sizeof ws_buf, "%s/workspace", root_abs);
-		wsp = ws_buf;
+/* The workspace's path and the venv: --venv DIR, or ROOT/.interpreter-venv. */
+static int find_venv(struct start *ctx)
+{
+	ctx->wsp = ctx->srv.opts.workspace;
+	if (!ctx->wsp) {
+		snprintf(ctx->ws_buf, sizeof ctx->ws_buf, "%s/workspace", ctx->root_abs);
+		ctx->wsp = ctx->ws_buf;
 	}
 	/* The venv: --venv DIR (the user's own word), else the project's
 	 * ROOT/.interpreter-venv (the skill's own guide tells users to make
 	 * it), which is the project's code: used only once approved
 	 * (policy_settle). */
-	char venv_abs[PATH_MAX], venv_default[PATH_MAX + 32], venv_line[PATH_MAX + 300] = "";
-	const char *venv = srv.opts.venv;
-	bool venv_given = venv != NULL;
-	if (!venv_given) {
-		snprintf(venv_default, sizeof venv_default, "%s/.interpreter-venv", root_abs);
-		if (is_dir(venv_default))
-			venv = venv_default;
+	ctx->venv = ctx->srv.opts.venv;
+	ctx->venv_given = ctx->venv != NULL;
+	if (!ctx->venv_given) {
+		snprintf(ctx->venv_default, sizeof ctx->venv_default, "%s/.interpreter-venv", ctx->root_abs);
+		if (is_dir(ctx->venv_default))
+			ctx->venv = ctx->venv_default;
 	}
-	srv.opts.venv = NULL;
-	if (venv) {
-		const char *flag = venv_given ? "--venv" : "the project's venv";
-		if (!realpath(venv, venv_abs) || !is_dir(venv_abs))
-			die_usage("--venv '%s' is not an existing directory", venv);
+	ctx->srv.opts.venv = NULL;
+	if (ctx->venv) {
+		const char *flag = ctx->venv_given ? "--venv" : "the project's venv";
+		if (!realpath(ctx->venv, ctx->venv_abs) || !is_dir(ctx->venv_abs))
+			die_usage("--venv '%s' is not an existing directory", ctx->venv);
 		char why[PATH_MAX + 600];
-		if (venv_check(venv_abs, why, sizeof why) < 0) {
-			fprintf(stderr, "python-sandbox-mcp: %s %s: %s\n", flag, venv_abs, why);
-			policy_free(srv.policy);
+		if (venv_check(ctx->venv_abs, why, sizeof why) < 0) {
+			fprintf(stderr, "python-sandbox-mcp: %s %s: %s\n", flag, ctx->venv_abs, why);
+			policy_free(ctx->srv.policy);
 			return 2;
 		}
-		venv = venv_abs;
+		ctx->venv = ctx->venv_abs;
 	}
-	if (check) {
-		/* Before ws_open, which would create a missing workspace: a
-		 * check changes nothing on the host.  Its server (--check-session)
-		 * makes the same trust decision; this one prints it. */
-		char wsabs[PATH_MAX], real[PATH_MAX];
-		if (wsp[0] == '/')
-			snprintf(wsabs, sizeof wsabs, "%.4000s", wsp);
-		else
-			snprintf(wsabs, sizeof wsabs, "%.2000s/%.2000s", root_abs, wsp);
-		const char *ws_final = realpath(wsabs, real) ? real : wsabs;
-		char *requested = policy_describe(srv.policy);
-		if (policy_settle(&srv, skill_file != NULL, root_abs, ws_final, venv, venv_given) < 0) {
-			free(requested);
-			policy_free(srv.policy);
-			return 2;
-		}
-		venv_describe(&srv, venv_line, sizeof venv_line);
-		char *desc = policy_describe(srv.policy);
-		printf("python-sandbox-mcp %s\nroot: %s\nworkspace: %s\n%s%s", PSM_VERSION, root_abs, ws_final,
-		       venv_line, desc ? desc : "");
-		trust_print(&srv.trust, requested ? requested : "", stdout);
-		if (skill_differs[0])
-			printf("warning: %s\n", skill_differs);
-		fflush(stdout);
-		free(desc);
+	return GO_ON;
+}
+
+/* --check: what the server would enforce, and a session started to try it;
+ * nothing on the host is changed. */
+static int run_check(struct start *ctx)
+{
+	/* Before ws_open, which would create a missing workspace: a
+	 * check changes nothing on the host.  Its server (--check-session)
+	 * makes the same trust decision; this one prints it. */
+	char wsabs[PATH_MAX], real[PATH_MAX];
+	if (ctx->wsp[0] == '/')
+		snprintf(wsabs, sizeof wsabs, "%.4000s", ctx->wsp);
+	else
+		snprintf(wsabs, sizeof wsabs, "%.2000s/%.2000s", ctx->root_abs, ctx->wsp);
+	const char *ws_final = realpath(wsabs, real) ? real : wsabs;
+	char *requested = policy_describe(ctx->srv.policy);
+	if (policy_settle(&ctx->srv, ctx->skill_file != NULL, ctx->root_abs, ws_final, ctx->venv, ctx->venv_given) < 0) {
 		free(requested);
-		struct check_opts co = {
-			.policy = srv.policy, .root = root_abs, .workspace = ws_final,
-			.skill_path = srv.opts.skill, .venv = srv.opts.venv,
-			.timeout_s = srv.opts.timeout_s, .memory_mb = srv.opts.memory_mb,
-			.self_exe = srv.opts.self_exe,
-		};
-		int st = check_run(&co, stdout);
-		if (st == 0 && (srv.trust.withheld || srv.opts.venv_withheld))
-			st = 1; /* the project does not get what it asks for */
-		trust_state_free(&srv.trust);
-		policy_free(srv.policy);
-		return st;
-	}
-	if (ws_open(&srv.ws, root_abs, wsp, &e) < 0) {
-		/* A read-only checkout, a directory of another user's: the
-		 * agent hears why and what to pass, as for a bad policy. */
-		if (trust || refuse_all(&srv, root_abs, sizeof root_abs,
-					xasprintf("the workspace cannot be created, so no code runs: %s. %s", e.msg, WS_REMEDY)) < 0 ||
-		    ws_open(&srv.ws, root_abs, "workspace", &e) < 0) {
-			fprintf(stderr, "python-sandbox-mcp: workspace: %s\n", e.msg);
-			policy_free(srv.policy);
-			return 2;
-		}
-	}
-	if (trust) {
-		const char **w = writable_dirs(srv.policy, srv.ws.abs);
-		struct trust_cli_args ta = {
-			.project = skill_file != NULL, .root = srv.ws.root, .workspace = srv.ws.abs,
-			.skill_given = srv.opts.skill != NULL, .venv = venv, .venv_given = venv_given,
-			.writable = w, .yes = yes,
-		};
-		int st = trust_cli_approve(srv.policy, &ta);
-		free(w);
-		ws_close(&srv.ws);
-		policy_free(srv.policy);
-		return st;
-	}
-	if (policy_settle(&srv, skill_file != NULL, srv.ws.root, srv.ws.abs, venv, venv_given) < 0) {
-		ws_close(&srv.ws);
-		policy_free(srv.policy);
+		policy_free(ctx->srv.policy);
 		return 2;
 	}
-	venv_describe(&srv, venv_line, sizeof venv_line);
-
-	char *desc = policy_describe(srv.policy);
-	log_info("root %s, workspace %s, %spolicy:\n%s", srv.ws.root, srv.ws.abs, venv_line, desc ? desc : "");
+	venv_describe(&ctx->srv, ctx->venv_line, sizeof ctx->venv_line);
+	char *desc = policy_describe(ctx->srv.policy);
+	printf("python-sandbox-mcp %s\nroot: %s\nworkspace: %s\n%s%s", PSM_VERSION, ctx->root_abs, ws_final,
+	       ctx->venv_line, desc ? desc : "");
+	trust_print(&ctx->srv.trust, requested ? requested : "", stdout);
+	if (ctx->skill_differs[0])
+		printf("warning: %s\n", ctx->skill_differs);
+	fflush(stdout);
 	free(desc);
-	if (srv.trust.note)
-		log_warn("%s", srv.trust.note);
-	else if (srv.trust.approved)
-		log_info("the project's policy %s is approved on this machine (sha256 %s): all of it applies",
-			 srv.trust.path, srv.trust.hex);
+	free(requested);
+	struct check_opts co = {
+		.policy = ctx->srv.policy, .root = ctx->root_abs, .workspace = ws_final,
+		.skill_path = ctx->srv.opts.skill, .venv = ctx->srv.opts.venv,
+		.timeout_s = ctx->srv.opts.timeout_s, .memory_mb = ctx->srv.opts.memory_mb,
+		.self_exe = ctx->srv.opts.self_exe,
+	};
+	int rc = check_run(&co, stdout);
+	if (rc == 0 && (ctx->srv.trust.withheld || ctx->srv.opts.venv_withheld))
+		rc = 1; /* the project does not get what it asks for */
+	trust_state_free(&ctx->srv.trust);
+	policy_free(ctx->srv.policy);
+	return rc;
+}
 
-	int status = server_run(&srv);
-	trust_state_free(&srv.trust);
-	free(srv.root_note);
-	free(srv.opts.refuse_all);
-	ws_close(&srv.ws);
-	policy_free(srv.policy);
+/* The workspace opened (or the server refuses every call, saying why);
+ * --trust ends here; the policy settled against what is approved. */
+static int open_workspace(struct start *ctx)
+{
+	struct err e = { 0 };
+	if (ws_open(&ctx->srv.ws, ctx->root_abs, ctx->wsp, &e) < 0) {
+		/* A read-only checkout, a directory of another user's: the
+		 * agent hears why and what to pass, as for a bad policy. */
+		if (ctx->trust || refuse_all(&ctx->srv, ctx->root_abs, sizeof ctx->root_abs,
+					xasprintf("the workspace cannot be created, so no code runs: %s. %s", e.msg, WS_REMEDY)) < 0 ||
+		    ws_open(&ctx->srv.ws, ctx->root_abs, "workspace", &e) < 0) {
+			fprintf(stderr, "python-sandbox-mcp: workspace: %s\n", e.msg);
+			policy_free(ctx->srv.policy);
+			return 2;
+		}
+	}
+	if (ctx->trust) {
+		const char **w = writable_dirs(ctx->srv.policy, ctx->srv.ws.abs);
+		struct trust_cli_args ta = {
+			.project = ctx->skill_file != NULL, .root = ctx->srv.ws.root, .workspace = ctx->srv.ws.abs,
+			.skill_given = ctx->srv.opts.skill != NULL, .venv = ctx->venv, .venv_given = ctx->venv_given,
+			.writable = w, .yes = ctx->yes,
+		};
+		int rc = trust_cli_approve(ctx->srv.policy, &ta);
+		free(w);
+		ws_close(&ctx->srv.ws);
+		policy_free(ctx->srv.policy);
+		return rc;
+	}
+	if (policy_settle(&ctx->srv, ctx->skill_file != NULL, ctx->srv.ws.root, ctx->srv.ws.abs, ctx->venv, ctx->venv_given) < 0) {
+		ws_close(&ctx->srv.ws);
+		policy_free(ctx->srv.policy);
+		return 2;
+	}
+	venv_describe(&ctx->srv, ctx->venv_line, sizeof ctx->venv_line);
+	return GO_ON;
+}
+
+int main(int argc, char **argv)
+{
+	/* One out-of-memory rule for every JSON value built in this process
+	 * (server, zygote, session): see common/util.h. */
+	util_cjson_hooks();
+	/* libbsd's setproctitle may then reuse the argv and environment area:
+	 * the zygote, sessions and checkpoints name themselves in ps. */
+	/* A copy first: a restart on the client's root (roots/list) needs the
+	 * command line as it was given. */
+	static char **argv_copy; /* static: reachable for the whole run */
+	argv_copy = xreallocarray(NULL, (size_t)argc + 1, sizeof *argv_copy);
+	for (int i = 0; i < argc; i++)
+		argv_copy[i] = xstrdup(argv[i]);
+	argv_copy[argc] = NULL;
+	setproctitle_init(argc, argv, environ);
+	static struct start start;
+	struct start *ctx = &start;
+	ctx->srv.opts.argv = argv_copy;
+	ctx->srv.opts.resume_fd = -1;
+	ctx->srv.opts.timeout_s = -1;
+	ctx->srv.opts.memory_mb = -1;
+	int zygote_fd = -1;
+	int r = parse_args(ctx, argc, argv, &zygote_fd);
+	if (zygote_fd >= 0)
+		return zygote_exec_main(zygote_fd);
+	if (r != GO_ON)
+		return r;
+	server_not_dumpable();
+	if ((r = find_root(ctx)) != GO_ON || (r = load_policy(ctx)) != GO_ON || (r = find_venv(ctx)) != GO_ON)
+		return r;
+	if (ctx->check)
+		return run_check(ctx);
+	if ((r = open_workspace(ctx)) != GO_ON)
+		return r;
+
+	char *desc = policy_describe(ctx->srv.policy);
+	log_info("root %s, workspace %s, %spolicy:\n%s", ctx->srv.ws.root, ctx->srv.ws.abs, ctx->venv_line, desc ? desc : "");
+	free(desc);
+	if (ctx->srv.trust.note)
+		log_warn("%s", ctx->srv.trust.note);
+	else if (ctx->srv.trust.approved)
+		log_info("the project's policy %s is approved on this machine (sha256 %s): all of it applies",
+			 ctx->srv.trust.path, ctx->srv.trust.hex);
+
+	int status = server_run(&ctx->srv);
+	trust_state_free(&ctx->srv.trust);
+	free(ctx->srv.root_note);
+	free(ctx->srv.opts.refuse_all);
+	ws_close(&ctx->srv.ws);
+	policy_free(ctx->srv.policy);
 	return status;
 }
