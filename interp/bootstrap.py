@@ -702,11 +702,109 @@ def handle(msg_json):
         out = _run_cell(msg["code"], cell)
         if restored is not None:
             out["restore"] = restored
-        return json.dumps(out)
+        return _wire_result(out)
     if kind == "thumb":
         return _thumbnail(msg["path"], int(msg.get("max_bytes", 262144)))
-    return json.dumps({"status": "error", "error": {"type": "ProtocolError",
-                                                    "message": "unknown op"}})
+    return _wire_result({"status": "error", "error": {"type": "ProtocolError", "message": "unknown op"}})
+
+
+# ---------------------------------------------------------------- the result
+
+# A cell's result (W_RESULT) as the server reads it.  proto/result.h is the
+# one definition of its shape; these are its keys and bounds on this side,
+# and _wire_result the one place that writes them (result_shape reports
+# them, and test/unit/test_result.c checks that against the header).
+# Every bound is the server's: a string or a list past it, and the server
+# ends the session as one that broke its protocol, so a cell's own values
+# (a class with a 10 kB name, a message holding a lone surrogate, which
+# JSON cannot carry) are cut and made sendable here.
+_RESULT_STATUS = ("ok", "error", "memory")
+_RESULT_ERROR = (("type", 256), ("message", None), ("traceback", None),
+                 ("denied_by", 32), ("hint", 4096), ("limit", 64))
+_RESULT_IMPORTS, _RESULT_MODULE = 16, 128
+_RESULT_LISTED, _RESULT_VAR, _RESULT_WHY = 32, 256, 512
+_RESULT_RESTORE_LISTS = ("restored", "failed", "unsaved")
+
+
+def _result_frame_max():
+    """The largest result frame the server reads (result_frame_max in
+    proto/result.h): 64 KiB and 12 bytes per character of the output
+    limit, counted to at most 2**19 characters."""
+    chars = int(_cfg.get("max_result_chars", 0) or 0)
+    return 65536 + 12 * (chars if 0 < chars < (1 << 19) else 1 << 19)
+
+
+def result_shape(_arg):
+    """The keys and bounds above, for test/unit/test_result.c."""
+    return json.dumps({"status": _RESULT_STATUS, "error": _RESULT_ERROR,
+                       "imports": [_RESULT_IMPORTS, _RESULT_MODULE],
+                       "listed": [_RESULT_LISTED, _RESULT_VAR, _RESULT_WHY],
+                       "restore": _RESULT_RESTORE_LISTS, "frame_max": _result_frame_max()})
+
+
+def _wire_text(s, limit=None):
+    """s as the server takes it: a str, no NUL (a C string ends there), no
+    lone surrogate (its escape instead), at most limit bytes of UTF-8."""
+    if s is None:
+        return None
+    b = str(s).replace("\0", "\\x00").encode("utf-8", "backslashreplace")
+    if limit is not None and len(b) > limit:
+        b = b[:limit]
+    return b.decode("utf-8", "ignore")
+
+
+def _wire_list(items, pairs):
+    """At most _RESULT_LISTED names (or [name, why] pairs), and how many
+    more there were."""
+    out = []
+    for it in items[:_RESULT_LISTED]:
+        name, why = (it[0], it[1]) if pairs and isinstance(it, (list, tuple)) and len(it) == 2 else (it, "")
+        name = _wire_text(name, _RESULT_VAR) or "?"
+        out.append([name, _wire_text(why, _RESULT_WHY)] if pairs else name)
+    return out, max(0, len(items) - _RESULT_LISTED)
+
+
+def _wire_body(out, cut):
+    status = out.get("status")
+    msg = {"status": status if status in _RESULT_STATUS else "error",
+           "result": _wire_text(_cap(out["result"], cut) if cut and out.get("result") else out.get("result")),
+           "error": None}
+    err = out.get("error")
+    if err:
+        e = {}
+        for key, limit in _RESULT_ERROR:
+            v = err.get(key)
+            e[key] = _wire_text(_cap(str(v), cut) if cut and v and limit is None else v, limit)
+        e["type"] = e["type"] or "Exception"
+        msg["error"] = e
+    names = [n for n in out.get("imports") or () if isinstance(n, str)]
+    names = [n for n in names if 0 < len(n.encode("utf-8", "backslashreplace")) <= _RESULT_MODULE]
+    if names:
+        msg["imports"] = [_wire_text(n) for n in names[:_RESULT_IMPORTS]]
+    r = out.get("restore")
+    if isinstance(r, dict):
+        rs = {"verified": bool(r.get("verified"))}
+        for key in _RESULT_RESTORE_LISTS:
+            items = r.get(key)
+            rs[key], more = _wire_list(list(items) if isinstance(items, (list, tuple)) else [], key != "restored")
+            if more:
+                rs[key + "_more"] = more
+        msg["restore"] = rs
+    return json.dumps(msg)
+
+
+def _wire_result(out):
+    """The W_RESULT body of a cell's outcome.  The long texts (the value,
+    the message, the traceback) are each capped by the output limit
+    already; together they may still outgrow the frame (three of them, and
+    JSON spends up to 12 bytes on a character): then each is cut to its
+    head and tail, shorter each time, until the frame fits."""
+    body = _wire_body(out, None)
+    cut = max(int(_cfg.get("max_result_chars", 8000) or 8000), 1000)
+    while len(body) > _result_frame_max() - 4096 and cut >= 64:
+        body = _wire_body(out, cut)
+        cut //= 2
+    return body
 
 
 # ---------------------------------------------------------------- cells
@@ -735,7 +833,7 @@ def _run_cell(code, cell):
     linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
     _events.clear()
     _current_cell[0] = cell
-    out = {"status": "ok", "result": None, "error": None, "figures": []}
+    out = {"status": "ok", "result": None, "error": None}
     tree = None
     me = os.getpid()
     exit_code = None
@@ -767,7 +865,7 @@ def _run_cell(code, cell):
     finally:
         if os.getpid() != me:
             _end_forked_child(out, exit_code)
-        out["figures"] = _flush_figures(cell)
+        _flush_figures(cell)
         if tree is not None:
             out["imports"] = _imports_of(tree)
         for stream in (sys.stdout, sys.stderr):
@@ -1096,8 +1194,8 @@ def _describe(e):
     msg = str(e)
     err = {
         "type": type(e).__name__,
-        "message": msg.replace("\0", "\\x00"),  # a C string ends at NUL
-        "traceback": _format_tb(e).replace("\0", "\\x00"),
+        "message": msg,
+        "traceback": _format_tb(e),
         "denied_by": perm,
     }
     if perm:

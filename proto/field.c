@@ -46,7 +46,7 @@ void pdec_fail(struct pdec *d, const char *key, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(why, sizeof why, fmt, ap);
 	va_end(ap);
-	d->rc = err_set(d->e, -EPROTO, "a %s whose \"%s\" %s", d->what, key, why);
+	d->rc = err_set(d->e, -EPROTO, "a %s whose \"%s%s%s\" %s", d->what, d->in ? d->in : "", d->in ? "." : "", key, why);
 }
 
 const char *pdec_kind(const cJSON *v, char *buf, size_t n)
@@ -175,6 +175,103 @@ bool pdec_name(struct pdec *d, const char *key, enum pflag f, char *buf, size_t 
 	if (!pdec_str(d, key, f, n - 1, &s))
 		return false;
 	memcpy(buf, s, strlen(s) + 1);
+	return true;
+}
+
+bool pdec_enter(struct pdec *d, const char *key, enum pflag f)
+{
+	cJSON *v = field(d, key, f);
+	if (!v)
+		return false;
+	if (!cJSON_IsObject(v)) {
+		char k[64];
+		pdec_fail(d, key, "is not an object (it is %s)", pdec_kind(v, k, sizeof k));
+		return false;
+	}
+	d->at = v;
+	d->in = key;
+	return true;
+}
+
+void pdec_leave(struct pdec *d)
+{
+	d->at = d->j;
+	d->in = NULL;
+}
+
+/* The list under key, of at most max entries, or NULL (d's error set when
+ * it is something else). */
+static const cJSON *list_of(struct pdec *d, const char *key, enum pflag f, size_t max)
+{
+	const cJSON *list = field(d, key, f);
+	if (!list)
+		return NULL;
+	char kind[64];
+	if (!cJSON_IsArray(list)) {
+		pdec_fail(d, key, "is not a list (it is %s)", pdec_kind(list, kind, sizeof kind));
+		return NULL;
+	}
+	/* Counted before any entry is read: a forged list of a million
+	 * entries costs one walk of the tree the frame's size allowed. */
+	size_t k = 0;
+	for (const cJSON *it = list->child; it; it = it->next)
+		k++;
+	if (k > max) {
+		pdec_fail(d, key, "holds %zu entries, more than %zu", k, max);
+		return NULL;
+	}
+	return list;
+}
+
+/* One string of a list: true when it is one of lo to hi bytes. */
+static bool item_str(struct pdec *d, const char *key, size_t i, const char *part, const cJSON *v, size_t lo, size_t hi,
+		     const char **out)
+{
+	char kind[64];
+	size_t n = cJSON_IsString(v) ? strlen(v->valuestring) : 0;
+	if (!cJSON_IsString(v) || n < lo || n > hi) {
+		if (cJSON_IsString(v))
+			snprintf(kind, sizeof kind, "a string of %zu bytes", n);
+		pdec_fail(d, key, "holds at %zu%s %s, not a string of %zu to %zu bytes", i, part,
+			  cJSON_IsString(v) ? kind : pdec_kind(v, kind, sizeof kind), lo, hi);
+		return false;
+	}
+	*out = v->valuestring;
+	return true;
+}
+
+bool pdec_strv(struct pdec *d, const char *key, enum pflag f, size_t max, size_t len, const char **out, size_t *n)
+{
+	const cJSON *list = list_of(d, key, f, max);
+	if (!list)
+		return false;
+	size_t k = 0;
+	for (const cJSON *it = list->child; it; it = it->next, k++)
+		if (!item_str(d, key, k, "", it, 1, len, &out[k]))
+			return false;
+	*n = k;
+	return true;
+}
+
+bool pdec_pairv(struct pdec *d, const char *key, enum pflag f, size_t max, size_t len0, size_t len1,
+		const char *(*out)[2], size_t *n)
+{
+	const cJSON *list = list_of(d, key, f, max);
+	if (!list)
+		return false;
+	size_t k = 0;
+	for (const cJSON *it = list->child; it; it = it->next, k++) {
+		char kind[64];
+		if (!cJSON_IsArray(it) || cJSON_GetArraySize(it) != 2) {
+			pdec_fail(d, key, "holds at %zu %s, not a list of two strings", k,
+				  cJSON_IsArray(it) ? "a list of another length" : pdec_kind(it, kind, sizeof kind));
+			return false;
+		}
+		if (!item_str(d, key, k, "[0]", it->child, 1, len0, &out[k][0]) ||
+		    !item_str(d, key, k, "[1]", it->child->next, 0, len1, &out[k][1]))
+			return false;
+	}
+	*n = k;
 	return true;
 }
 

@@ -33,6 +33,7 @@ struct pdec {
 	const char *what; /* the message, as its type is named: "W_SPAWNED" */
 	cJSON *j;         /* the body, a JSON object */
 	cJSON *at;        /* the object the fields are read from */
+	const char *in;   /* its key when it is a field of the body ("error"), or NULL */
 	struct err *e;
 	int rc;           /* 0, or -EPROTO from the first field that failed */
 };
@@ -59,6 +60,20 @@ bool pdec_str(struct pdec *d, const char *key, enum pflag f, size_t max, const c
 bool pdec_text(struct pdec *d, const char *key, enum pflag f, size_t cut, bool lines, const char **out);
 /* A string copied into buf (n bytes, the string at most n - 1). */
 bool pdec_name(struct pdec *d, const char *key, enum pflag f, char *buf, size_t n);
+
+/* The object under key (a field of the body) becomes the one the fields
+ * are read from, until pdec_leave; an error names its fields as
+ * "key.field".  False when it is absent (or null, PF_OPT) or no object. */
+bool pdec_enter(struct pdec *d, const char *key, enum pflag f);
+void pdec_leave(struct pdec *d);
+
+/* A list of at most max strings, each of 1 to len bytes, into out (their
+ * number in *n). */
+bool pdec_strv(struct pdec *d, const char *key, enum pflag f, size_t max, size_t len, const char **out, size_t *n);
+/* A list of at most max [first, second] lists of two strings (the first of
+ * 1 to len0 bytes, the second of at most len1), into out[i][0], out[i][1]. */
+bool pdec_pairv(struct pdec *d, const char *key, enum pflag f, size_t max, size_t len0, size_t len1,
+		const char *(*out)[2], size_t *n);
 
 /* A list of at most max pids (each from 1 to PROTO_PID_MAX); *n their
  * number. */

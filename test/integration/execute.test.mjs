@@ -147,6 +147,20 @@ describe('execute_python', () => {
 		assert.equal(frames.length, 3, r.sc.error.traceback);
 	});
 
+	// What JSON cannot carry (a lone surrogate), or a message of megabytes:
+	// the error as raised, cut to fit, never a result the server refuses.
+	test('an exception whose message holds a lone surrogate, or is 10 MB long, is an error result, not a crash', { timeout: 60000 }, async () => {
+		await execPy(h, 'kept_here = 3');
+		let r = await execPy(h, 'raise ValueError("bad \\udcff byte")');
+		assert.deepEqual([r.sc.status, r.sc.error?.type], ['error', 'ValueError'], show(r.sc));
+		assert.match(r.sc.error.message, /^bad .udcff byte$/, show(r.sc.error));
+		r = await execPy(h, 'raise ValueError("x" * 10_000_000)');
+		assert.deepEqual([r.sc.status, r.sc.error?.type], ['error', 'ValueError'], show(r.sc));
+		assert.match(r.sc.error.message, /characters omitted/, show(r.sc.error.message.slice(0, 300)));
+		r = await execPy(h, 'kept_here');
+		assert.deepEqual([r.sc.status, r.sc.result, r.sc.state], ['ok', '3', 'kept'], show(r.sc));
+	});
+
 	test('SystemExit and sys.exit do not end the session or the server', async () => {
 		await execPy(h, 'survivor = 7');
 		const r = await execPy(h, 'import sys\nsys.exit(3)');
