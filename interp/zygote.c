@@ -42,6 +42,7 @@
 #include "../policy/trust.h"
 #include "pyembed.h"
 #include "../proto/config.h"
+#include "../proto/result.h"
 #include "../proto/smsg.h"
 #include "../proto/zmsg.h"
 #include "../proto/wire.h"
@@ -677,14 +678,11 @@ static void run_cell(struct wire_msg *m)
 	if (py_call("handle", (const char *)m->data, &out, &len, &is_bytes, &e) < 0) {
 		/* The bootstrap itself failed (user code broke an internal);
 		 * still answer, so the server never waits forever. */
-		cJSON *j = cJSON_CreateObject();
-		cJSON_AddStringToObject(j, "status", "error");
-		cJSON *er2 = cJSON_AddObjectToObject(j, "error");
-		cJSON_AddStringToObject(er2, "type", "InternalError");
-		cJSON_AddStringToObject(er2, "message", e.msg);
-		out = cJSON_PrintUnformatted(j);
-		len = out ? strlen(out) : 0;
-		cJSON_Delete(j);
+		struct cell_result r = { .status = RESULT_ERROR, .has_error = true };
+		r.error.type = "InternalError";
+		r.error.message = e.msg;
+		out = result_encode(&r);
+		len = strlen(out);
 		if (reply_type == W_THUMB_DATA)
 			len = 0;
 	}

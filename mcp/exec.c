@@ -494,6 +494,12 @@ static const char *json_str(const cJSON *o, const char *key)
 	return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
+/* The error the session reported, or NULL. */
+static const struct result_error *result_error_of(const struct run *r)
+{
+	return r->result && r->result->has_error ? &r->result->error : NULL;
+}
+
 #define WITHHELD_MSG "the project's policy is not approved on this machine"
 
 /* What the reply of a call says, gathered once for the text and the
@@ -651,10 +657,10 @@ static char *model_text(char *s)
 /* The error, the permission that refused and the limit that stopped the
  * call, from the session's (untrusted) result and the supervisor's
  * outcome. */
-static void view_error(const struct call *c, const cJSON *err, struct view *v)
+static void view_error(const struct call *c, const struct result_error *err, struct view *v)
 {
 	const struct policy_limits *l = &c->srv->policy->limits;
-	const char *d = json_str(err, "denied_by");
+	const char *d = err ? err->denied_by : NULL;
 	static const char *const perms[] = { "net_access", "fs_write", "fs_read", "shell_exec", "limits" };
 	for (size_t i = 0; d && i < sizeof perms / sizeof perms[0]; i++)
 		if (strcmp(d, perms[i]) == 0)
@@ -694,8 +700,8 @@ static void view_error(const struct call *c, const cJSON *err, struct view *v)
 		snprintf(v->limit, sizeof v->limit, "memory_mb: %ld", l->memory_mb);
 	else if (c->run.status == CALL_LIMITS && c->run.ws_bytes)
 		snprintf(v->limit, sizeof v->limit, "max_workspace_mb: %ld", l->max_workspace_mb);
-	else if (v->denied && strcmp(v->denied, "limits") == 0 && limit_text_valid(json_str(err, "limit")))
-		snprintf(v->limit, sizeof v->limit, "%s", json_str(err, "limit"));
+	else if (v->denied && strcmp(v->denied, "limits") == 0 && err && limit_text_valid(err->limit))
+		snprintf(v->limit, sizeof v->limit, "%s", err->limit);
 	if (v->limit[0] && !v->denied)
 		v->denied = "limits";
 }
@@ -703,15 +709,16 @@ static void view_error(const struct call *c, const cJSON *err, struct view *v)
 static void view_of(struct call *c, struct view *v)
 {
 	struct server *s = c->srv;
-	const cJSON *err = cJSON_GetObjectItemCaseSensitive(c->run.py, "error");
+	const struct result_error *err = result_error_of(&c->run);
 	size_t lim = (size_t)s->policy->limits.max_output_chars;
-	/* The session's strings are untrusted: re-sanitised, bounded, and
-	 * shown with their controls and invisible characters escaped. */
-	v->result = model_text(utf8_clip(json_str(c->run.py, "result"), lim + 200, false));
-	v->etype = model_text(utf8_clip(json_str(err, "type"), 200, false));
-	v->emsg = model_text(utf8_clip(json_str(err, "message"), lim, false));
-	v->etb = model_text(utf8_clip(json_str(err, "traceback"), lim + 200, true));
-	v->hint = model_text(utf8_clip(json_str(err, "hint"), 1000, false));
+	/* The session's strings are untrusted (the decoder held them to their
+	 * types and bounds only): re-sanitised, cut, and shown with their
+	 * controls and invisible characters escaped. */
+	v->result = model_text(utf8_clip(c->run.result ? c->run.result->value : NULL, lim + 200, false));
+	v->etype = model_text(utf8_clip(err ? err->type : NULL, 200, false));
+	v->emsg = model_text(utf8_clip(err ? err->message : NULL, lim, false));
+	v->etb = model_text(utf8_clip(err ? err->traceback : NULL, lim + 200, true));
+	v->hint = model_text(utf8_clip(err ? err->hint : NULL, 1000, false));
 	if (c->run.status == CALL_CRASHED && c->run.signal && !v->etype) {
 		free(v->emsg);
 		free(v->etb);
@@ -917,8 +924,8 @@ static void earlier_cut(const struct call *c, size_t i, const char *text, struct
  * server's own cut. */
 static const char *whole_text(const struct call *c, const struct view *v, size_t i, const char *part)
 {
-	const cJSON *err = cJSON_GetObjectItemCaseSensitive(c->run.py, "error");
-	const char *raw = i == 3 && v->etb && *v->etb ? json_str(err, "traceback") : NULL;
+	const struct result_error *err = result_error_of(&c->run);
+	const char *raw = i == 3 && v->etb && *v->etb && err ? err->traceback : NULL;
 	return raw ? raw : part;
 }
 
@@ -1047,7 +1054,7 @@ static void call_free(struct call *c)
 		return;
 	cJSON_Delete(c->id);
 	cJSON_Delete(c->progress_token);
-	cJSON_Delete(c->run.py);
+	result_destroy(c->run.result);
 	cJSON_Delete(c->artifacts);
 	free(c->run.code);
 	free(c->run.out_text);

@@ -42,8 +42,8 @@ void drop_result(struct run *c)
 		c->status = CALL_PENDING;
 		c->state = STATE_PENDING;
 	}
-	cJSON_Delete(c->py);
-	c->py = NULL;
+	result_destroy(c->result);
+	c->result = NULL;
 }
 
 /* Runs from the moment the cell is sent until the session is frozen again:
@@ -183,7 +183,7 @@ void collect(struct session *s, struct run *c)
 bool requeue_unstarted(struct sup *sup, struct session *s)
 {
 	struct run *c = s->cur;
-	if (!c || c->started || c->status != CALL_PENDING || c->py || c->resends >= 2)
+	if (!c || c->started || c->status != CALL_PENDING || c->result || c->resends >= 2)
 		return false;
 	cancel_timers(sup, s);
 	c->resends++;

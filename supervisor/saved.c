@@ -123,21 +123,17 @@ static void fmt_age(double sec, char *buf, size_t sz)
 		snprintf(buf, sz, "%.0f days", sec / 86400);
 }
 
-/* Appends up to 30 entries of a list the session sent: names, or
- * [name, reason] pairs.  Untrusted: each piece is sanitised and cut. */
-static void list_names(char *buf, size_t sz, const cJSON *list, bool reasons)
+/* Appends up to 30 entries of a list the session sent: n names, or n
+ * [name, reason] pairs, of total in all.  Untrusted: each piece is
+ * sanitised and cut. */
+static void list_names(char *buf, size_t sz, const char *const *names, const char *const (*pairs)[2], size_t n_in,
+		       size_t total)
 {
-	size_t n = strlen(buf);
-	int shown = 0, total = cJSON_GetArraySize(list);
-	const cJSON *it;
-	cJSON_ArrayForEach(it, list)
-	{
-		const cJSON *name = reasons ? cJSON_GetArrayItem(it, 0) : it;
-		const cJSON *why = reasons ? cJSON_GetArrayItem(it, 1) : NULL;
-		if (!cJSON_IsString(name) || shown >= 30 || n + 8 >= sz)
-			continue;
-		char *nm = utf8_sanitize((const unsigned char *)name->valuestring, strnlen(name->valuestring, 64), NULL);
-		char *wy = cJSON_IsString(why) ? utf8_sanitize((const unsigned char *)why->valuestring, strnlen(why->valuestring, 200), NULL) : NULL;
+	size_t n = strlen(buf), shown = 0;
+	for (size_t i = 0; i < n_in && shown < 30 && n + 8 < sz; i++) {
+		const char *name = pairs ? pairs[i][0] : names[i], *why = pairs ? pairs[i][1] : NULL;
+		char *nm = utf8_sanitize((const unsigned char *)name, strnlen(name, 64), NULL);
+		char *wy = why ? utf8_sanitize((const unsigned char *)why, strnlen(why, 200), NULL) : NULL;
 		int k = snprintf(buf + n, sz - n, "%s%s%s%s%s", shown ? ", " : "", nm ? nm : "?", wy ? " (" : "", wy ? wy : "", wy ? ")" : "");
 		free(nm);
 		free(wy);
@@ -149,7 +145,7 @@ static void list_names(char *buf, size_t sz, const cJSON *list, bool reasons)
 		shown++;
 	}
 	if (total > shown && n + 32 < sz)
-		snprintf(buf + n, sz - n, " and %d more", total - shown);
+		snprintf(buf + n, sz - n, " and %zu more", total - shown);
 }
 
 /* What a restart of the server would bring back now, for a note. */
@@ -217,19 +213,25 @@ static void note_unpicklable(struct session *s, const char *summary)
 	const cJSON *list = cJSON_GetObjectItemCaseSensitive(j, "unsaved");
 	unsigned long sig = 5381;
 	const cJSON *it;
+	const char *pairs[30][2];
+	size_t n = 0;
 	cJSON_ArrayForEach(it, list)
 	{
-		const cJSON *nm = cJSON_GetArrayItem(it, 0);
+		const cJSON *nm = cJSON_GetArrayItem(it, 0), *why = cJSON_GetArrayItem(it, 1);
 		for (const char *p = cJSON_IsString(nm) ? nm->valuestring : ""; *p; p++)
 			sig = sig * 33 + (unsigned char)*p;
 		sig = sig * 33 + 1;
+		if (cJSON_IsString(nm) && n < N_ELEMENTS(pairs)) {
+			pairs[n][0] = nm->valuestring;
+			pairs[n++][1] = cJSON_IsString(why) ? why->valuestring : "";
+		}
 	}
 	if (cJSON_GetArraySize(list) == 0)
 		sig = 0;
 	if (sig && sig != s->unsaved_sig) {
 		char m[3000];
 		snprintf(m, sizeof m, "not saved with the session's state (a restart of the server loses them; the rest is saved): ");
-		list_names(m, sizeof m, list, true);
+		list_names(m, sizeof m, NULL, (const char *const(*)[2])pairs, n, (size_t)cJSON_GetArraySize(list));
 		note_next(s, m);
 	}
 	s->unsaved_sig = sig;
@@ -486,11 +488,12 @@ void restore_outcome(struct sup *sup, struct session *s, struct run *c)
 {
 	if (!s->restore || s->restore_call != c)
 		return;
-	const cJSON *rj = cJSON_GetObjectItemCaseSensitive(c->py, "restore");
+	/* What the session says came back (proto/result.h bounds each list). */
+	const struct result_restore *rs = c->result && c->result->has_restore ? &c->result->restore : NULL;
 	char age[32], m[6144];
 	fmt_age(s->restore_age_s, age, sizeof age);
 	bool forked = s->fork_src[0] != '\0';
-	if (s->restore_verdict == RESTORE_OK && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(rj, "verified"))) {
+	if (s->restore_verdict == RESTORE_OK && rs && rs->verified) {
 		c->state = forked ? STATE_FORKED : STATE_RESTORED;
 		if (forked)
 			snprintf(m, sizeof m, "forked from session %s: this session started as a copy of its state saved %s ago (after cell %u), before this code ran. Restored: ",
@@ -498,16 +501,16 @@ void restore_outcome(struct sup *sup, struct session *s, struct run *c)
 		else
 			snprintf(m, sizeof m, "the session was restored from its state saved %s ago (after cell %u), before this code ran. Restored: ",
 				 age, s->restore_cells);
-		list_names(m, sizeof m, cJSON_GetObjectItemCaseSensitive(rj, "restored"), false);
-		const cJSON *failed = cJSON_GetObjectItemCaseSensitive(rj, "failed");
-		const cJSON *unsaved = cJSON_GetObjectItemCaseSensitive(rj, "unsaved");
-		if (cJSON_GetArraySize(failed) > 0 && strlen(m) + 40 < sizeof m) {
+		list_names(m, sizeof m, rs->restored, NULL, rs->n_restored, rs->n_restored + (size_t)rs->restored_more);
+		if (rs->n_failed > 0 && strlen(m) + 40 < sizeof m) {
 			strcat(m, ". Could not be restored: ");
-			list_names(m, sizeof m, failed, true);
+			list_names(m, sizeof m, NULL, (const char *const(*)[2])rs->failed, rs->n_failed,
+				   rs->n_failed + (size_t)rs->failed_more);
 		}
-		if (cJSON_GetArraySize(unsaved) > 0 && strlen(m) + 40 < sizeof m) {
+		if (rs->n_unsaved > 0 && strlen(m) + 40 < sizeof m) {
 			strcat(m, ". Could not be saved (run the cells that made them again): ");
-			list_names(m, sizeof m, unsaved, true);
+			list_names(m, sizeof m, NULL, (const char *const(*)[2])rs->unsaved, rs->n_unsaved,
+				   rs->n_unsaved + (size_t)rs->unsaved_more);
 		}
 		s->saved_cells = s->restore_cells;
 		if (forked) {

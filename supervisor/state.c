@@ -49,8 +49,7 @@ const char *phase_name(enum phase ph)
 
 static uint32_t result_max(const struct sup *sup)
 {
-	long chars = sup->cfg.policy->limits.max_output_chars;
-	return (uint32_t)(64 * 1024 + (chars > 0 && chars < (1L << 19) ? chars : 1L << 19) * 12);
+	return result_frame_max(sup->cfg.policy->limits.max_output_chars);
 }
 
 /* Enters phase ph: what the session may send from now on is its row. */
@@ -200,24 +199,25 @@ static void on_message(struct sup *sup, struct session *s, struct wire_msg *m)
 		/* Measured now: thumbnails made after the cell are the server's
 		 * work, not the call's. */
 		usage_end(&c->usage, s->pidfd, s->ckpt_pidfd);
-		c->py = cJSON_ParseWithLength((const char *)m->data, m->len);
-		const cJSON *st = cJSON_GetObjectItemCaseSensitive(c->py, "status");
-		if (!cJSON_IsString(st)) {
-			violation(sup, s, "a result without a status");
+		/* Decoded once, every field held to its bound (proto/result.h):
+		 * the first field that is wrong is named in the call's error. */
+		struct err de = { 0 };
+		struct cell_result *res = result_parse(m->data, m->len, &de);
+		if (!res) {
+			violation(sup, s, de.msg);
 			return;
 		}
+		result_destroy(c->result); /* none: one result per run, the phase moves on after it */
+		c->result = res;
 		if (c->status != CALL_PENDING) {
 			/* Cancelled or over a limit meanwhile: its end is on the way. */
 			set_expect(sup, s, P_NONE);
 			return;
 		}
-		/* The session only ever reports ok, error or memory; a status
-		 * that rolls back (memory: a failed allocation may have left
-		 * objects half-built) is acted on by killing the process, so the
-		 * checkpoint resumes. */
-		enum call_status said = call_status_parse(st->valuestring);
-		if (said != CALL_OK && said != CALL_MEMORY)
-			said = CALL_ERROR;
+		/* A status that rolls back (memory: a failed allocation may
+		 * have left objects half-built) is acted on by killing the
+		 * process, so the checkpoint resumes. */
+		enum call_status said = res->status == RESULT_OK ? CALL_OK : res->status == RESULT_MEMORY ? CALL_MEMORY : CALL_ERROR;
 		c->status = said;
 		c->exit_code = call_status_exit_code(said, 0, false);
 		if (call_status_table[said].rolls_back) {
@@ -228,7 +228,7 @@ static void on_message(struct sup *sup, struct session *s, struct wire_msg *m)
 		c->state = c->forked ? STATE_FORKED : STATE_KEPT;
 		/* The modules the cell imported: a report from the session,
 		 * checked by warmup_note. */
-		warmup_note(sup->warm, cJSON_GetObjectItemCaseSensitive(c->py, "imports"));
+		warmup_note(sup->warm, res->imports, res->n_imports);
 		restore_outcome(sup, s, c);
 		set_expect(sup, s, P_SCANNING);
 		collect(s, c); /* then the thumbnails */

@@ -22,6 +22,7 @@
 #include "../policy/policy.h"
 #include "../rpc/loop.h"
 #include "../files/fsafe.h"
+#include "../proto/result.h"
 #include "callstatus.h"
 #include "usage.h"
 #include "warmup.h"
@@ -82,7 +83,10 @@ struct run {
 	int exit_code;
 	enum call_state state;   /* STATE_PENDING until decided */
 	bool new_session;
-	cJSON *py;               /* the session's result JSON (untrusted), or NULL */
+	/* The session's result, decoded (proto/result.h: every field held to
+	 * its type and bound; the strings still as the session wrote them), or
+	 * NULL: none came, or it no longer stands. */
+	struct cell_result *result;
 	char *out_text, *err_text;
 	bool out_truncated, err_truncated;
 	char *out_log, *err_log; /* display paths of full logs, or NULL */

@@ -15,6 +15,7 @@
 #include "../common/userdir.h"
 #include "../common/util.h"
 #include "../policy/trust.h"
+#include "../proto/result.h"
 #include "../common/escape.h"
 
 /* The saved list: a few dozen names; anything larger was not written by
@@ -364,21 +365,21 @@ static void remember_refused(struct warmup *w, const char *name)
 		w->n_refused++;
 }
 
-void warmup_note(struct warmup *w, const cJSON *imports)
+void warmup_note(struct warmup *w, const char *const *imports, size_t n)
 {
-	if (!w || !w->on || !imports)
+	_Static_assert(RESULT_IMPORTS_MAX <= WARMUP_REPORT_MAX, "one result's report fits");
+	_Static_assert(RESULT_MODULE_MAX <= WARMUP_NAME_MAX, "a result's module name fits");
+	if (!w || !w->on)
 		return;
 	/* Attack: a session writes its own result frame (it owns the control
 	 * socket) with thousands of names, or names such as "../x" or
-	 * "os;import x".  More names than one cell could report, or any entry
-	 * that is not a string, and the whole report is dropped; each name
-	 * must be a plain dotted identifier. */
-	if (!cJSON_IsArray(imports) || cJSON_GetArraySize(imports) > WARMUP_REPORT_MAX)
+	 * "os;import x".  The decoder (proto/result.h) refuses more names than
+	 * one cell could report, or an entry that is not a string; each name
+	 * must be a plain dotted identifier here. */
+	if (n > WARMUP_REPORT_MAX)
 		return;
-	const cJSON *it;
-	cJSON_ArrayForEach(it, imports)
-	{
-		const char *s = cJSON_GetStringValue(it);
+	for (size_t i = 0; i < n; i++) {
+		const char *s = imports[i];
 		size_t at;
 		if (!warmup_name_valid(s) || was_refused(w, s))
 			continue;

@@ -46,9 +46,10 @@ bool warmup_name_valid(const char *name);
 /* Why a valid name is never sent to a zygote, or NULL. */
 const char *warmup_name_denied(const char *name);
 
-/* A session's report (the "imports" of its result; untrusted, NULL-safe):
- * new valid names become candidates, known ones move to the front. */
-void warmup_note(struct warmup *w, const cJSON *imports);
+/* A session's report (the n "imports" of its result, proto/result.h;
+ * untrusted): new valid names become candidates, known ones move to the
+ * front. */
+void warmup_note(struct warmup *w, const char *const *imports, size_t n);
 
 /* A reply went out, and the zygote is ready: the W_WARM body that sends it
  * every name it has not been sent yet (malloc'd), or NULL; *n the number

@@ -531,7 +531,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		struct frun *r = runs[i];
 		FUZZ_CHECK(r->done == 1 && r->dropped == 0, "call %d was answered %d times, dropped %d times", i + 1, r->done,
 			   r->dropped);
-		cJSON_Delete(r->run.py);
+		result_destroy(r->run.result);
 		free(r->run.out_text);
 		free(r->run.err_text);
 		free(r->run.out_log);

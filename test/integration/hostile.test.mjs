@@ -132,6 +132,25 @@ describe('a forged reply on the control socket', () => {
 		const n = await execPy(h, 'kept');
 		assert.deepEqual([n.sc.status, n.sc.result], ['ok', '7'], show(n.sc));
 	});
+
+	// Every field of a result is held to its type and bound once, as it
+	// arrives (proto/result.h); a forged one names the field it got wrong.
+	test('a result frame with a wrong-typed field: a protocol break that names the field, rolled back', { timeout: 60000 }, async () => {
+		const r = await execPy(h, [
+			'kept = 10',
+			'b = json.dumps({"status": "ok", "result": "\'forged\'", "error": {"type": 5}}).encode()',
+			`os.write(3, ${frame(W_RESULT, 'b')})`,
+			'time.sleep(5)',
+		].join('\n'), { timeout_s: 20 });
+		assert.equal(r.sc.status, 'crashed', show(r.sc));
+		assert.match(r.sc.error.message,
+			/broke its protocol with the server \(a W_RESULT whose "error\.type" is not a string \(it is the number 5\)\), so it was ended as a crash/,
+			show(r.sc));
+		assert.equal(r.sc.state, 'rolled_back', show(r.sc));
+		assert.notEqual(r.sc.result, "'forged'", show(r.sc));
+		const n = await execPy(h, 'kept');
+		assert.deepEqual([n.sc.status, n.sc.result], ['ok', '7'], show(n.sc));
+	});
 });
 
 // A cell that sends a result of its own and then sleeps looks idle (no look

@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../../proto/result.h"
 #include "../../supervisor/warmup.h"
 
 struct t {
@@ -86,11 +87,17 @@ static void test_names(void **state)
 	assert_false(warmup_name_valid(NULL));
 }
 
-static cJSON *names(const char *json)
+/* A session's report, as it reaches warmup_note: the "imports" of a
+ * result, through its decoder (proto/result.h). */
+static void note(struct warmup *w, const char *json)
 {
-	cJSON *j = cJSON_Parse(json);
-	assert_non_null(j);
-	return j;
+	char body[8192];
+	snprintf(body, sizeof body, "{\"status\": \"ok\", \"imports\": %s}", json);
+	struct err e = { 0 };
+	struct cell_result *r = result_parse(body, strlen(body), &e);
+	assert_non_null(r);
+	warmup_note(w, r->imports, r->n_imports);
+	result_destroy(r);
 }
 
 /* What the server has not sent yet goes to the zygote, which answers name:
@@ -108,9 +115,7 @@ static void test_learn_save_load(void **state)
 {
 	struct t *t = *state;
 	struct warmup *w = warmup_new(&t->ws, &t->pol, WARMUP_ON);
-	cJSON *r = names("[\"scipy.stats\", \"../x\", 7, \"sklearn.linear_model\"]");
-	warmup_note(w, r);
-	cJSON_Delete(r);
+	note(w, "[\"scipy.stats\", \"../x\", \"sklearn.linear_model\"]");
 	/* Reported, not learned: nothing is saved until the zygote loaded it. */
 	assert_int_equal(warmup_count(w), 0);
 	assert_true(outcome(w, "scipy.stats", true));
@@ -121,10 +126,8 @@ static void test_learn_save_load(void **state)
 	assert_int_equal(warmup_count(w), 1);
 	assert_string_equal(warmup_name(w, 0), "scipy.stats");
 	/* Refused once: reported again, it is not tried again in this run. */
-	r = names("[\"sklearn.linear_model\"]");
-	warmup_note(w, r);
+	note(w, "[\"sklearn.linear_model\"]");
 	assert_false(outcome(w, "sklearn.linear_model", true));
-	cJSON_Delete(r);
 	assert_int_equal(warmup_count(w), 1);
 	warmup_free(w);
 
@@ -149,8 +152,7 @@ static void test_learn_save_load(void **state)
 	/* clear forgets, off neither loads nor learns. */
 	w = warmup_new(&t->ws, &t->pol, WARMUP_OFF);
 	assert_int_equal(warmup_count(w), 0);
-	r = names("[\"wave\"]");
-	warmup_note(w, r);
+	note(w, "[\"wave\"]");
 	assert_false(outcome(w, "wave", true)); /* never sent */
 	assert_int_equal(warmup_count(w), 0);
 	warmup_free(w);
@@ -160,22 +162,22 @@ static void test_learn_save_load(void **state)
 	w = warmup_new(&t->ws, &t->pol, WARMUP_ON);
 	assert_int_equal(warmup_count(w), 0);
 	warmup_free(w);
-	cJSON_Delete(r);
 }
 
 static void test_bounds(void **state)
 {
 	struct t *t = *state;
 	struct warmup *w = warmup_new(&t->ws, &t->pol, WARMUP_ON);
-	/* More names than one cell reports: the whole report is dropped. */
-	cJSON *r = cJSON_CreateArray();
+	/* More names than one cell reports: the decoder refuses such a
+	 * result (test_result.c); handed over anyway, the whole report is
+	 * dropped. */
+	char n17[WARMUP_REPORT_MAX + 1][16];
+	const char *many[WARMUP_REPORT_MAX + 1];
 	for (int i = 0; i <= WARMUP_REPORT_MAX; i++) {
-		char n[16];
-		snprintf(n, sizeof n, "m%d", i);
-		cJSON_AddItemToArray(r, cJSON_CreateString(n));
+		snprintf(n17[i], sizeof n17[i], "m%d", i);
+		many[i] = n17[i];
 	}
-	warmup_note(w, r);
-	cJSON_Delete(r);
+	warmup_note(w, many, WARMUP_REPORT_MAX + 1);
 	assert_false(outcome(w, "m0", true));
 	assert_int_equal(warmup_count(w), 0);
 	/* Nothing learned, nothing made in the user's state directory. */
@@ -188,16 +190,10 @@ static void test_bounds(void **state)
 		char n[16], js[40];
 		snprintf(n, sizeof n, "n%d", i);
 		snprintf(js, sizeof js, "[\"%s\"]", n);
-		r = names(js);
-		warmup_note(w, r);
-		cJSON_Delete(r);
+		note(w, js);
 		assert_true(outcome(w, n, true));
-		if (i == 10) {
-			/* n0 used again: it stays. */
-			r = names("[\"n0\"]");
-			warmup_note(w, r);
-			cJSON_Delete(r);
-		}
+		if (i == 10)
+			note(w, "[\"n0\"]"); /* n0 used again: it stays. */
 	}
 	assert_int_equal(warmup_count(w), WARMUP_MAX);
 	bool has0 = false, has1 = false;
@@ -223,9 +219,7 @@ static void test_files_bounded(void **state)
 		 dir, dir, t->tmp, dir);
 	assert_int_equal(system(cmd), 0);
 	struct warmup *w = warmup_new(&t->ws, &t->pol, WARMUP_ON);
-	cJSON *r = names("[\"wave\"]");
-	warmup_note(w, r);
-	cJSON_Delete(r);
+	note(w, "[\"wave\"]");
 	outcome(w, "wave", true);
 	warmup_free(w);
 	snprintf(cmd, sizeof cmd, "test $(ls %s | grep -c '^warm-.*\\.json$') -eq 256 && test -f %s/key", dir, dir);
@@ -242,9 +236,7 @@ static void test_state_dir_inside_project(void **state)
 	snprintf(xdg, sizeof xdg, "%s/.state", t->root);
 	setenv("XDG_STATE_HOME", xdg, 1);
 	struct warmup *w = warmup_new(&t->ws, &t->pol, WARMUP_ON);
-	cJSON *r = names("[\"wave\"]");
-	warmup_note(w, r);
-	cJSON_Delete(r);
+	note(w, "[\"wave\"]");
 	outcome(w, "wave", true);
 	/* Learned for this run, never written inside the project. */
 	assert_int_equal(warmup_count(w), 1);
