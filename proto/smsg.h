@@ -12,11 +12,9 @@
  * the process: common/util.h).  Decoders return 0, or -EPROTO with e
  * naming the field.
  *
- * The zygote's messages are in zmsg.h (W_CONFIG in config.h).  Still
- * built and read by hand: W_RESULT, the cell's result (the bootstrap,
- * interp/bootstrap.py, writes it; the supervisor and mcp/exec.c read it
- * by key).  W_STARTED and W_HURRY are
- * empty, W_THUMB_DATA raw bytes. */
+ * The zygote's messages are in zmsg.h (W_CONFIG in config.h), the cell's
+ * result, W_RESULT, in result.h.  W_STARTED and W_HURRY are empty,
+ * W_THUMB_DATA raw bytes. */
 #ifndef PROTO_SMSG_H
 #define PROTO_SMSG_H
 

@@ -6,10 +6,9 @@
  * and write blocking; the server reads session sockets non-blocking through
  * a wire_reader, since a session runs hostile code that may write anything
  * to its control socket: every length is bounded and every payload is
- * parsed as untrusted.  The messages with a codec (one struct per type,
- * both sides through it) are in config.h, zmsg.h (the zygote's) and
- * smsg.h (the session's); W_RESULT, the cell's result, is still built by
- * the bootstrap and read by key by the server. */
+ * parsed as untrusted.  Every message with a body has a codec (one struct
+ * per type, both sides through it): config.h, zmsg.h (the zygote's),
+ * smsg.h (the session's) and result.h (W_RESULT, the cell's result). */
 #ifndef PROTO_WIRE_H
 #define PROTO_WIRE_H
 
@@ -38,7 +37,7 @@ enum wire_type {
 	W_EXEC,          /* JSON {op, code, cell, restore?, restore_format?}; fd with restore: the saved state */
 	W_THUMB,         /* JSON {op, path, max_bytes} */
 	/* session -> server */
-	W_RESULT,        /* JSON result of a cell */
+	W_RESULT,        /* JSON {status, result?, error?, imports?, restore?}: a cell's result (result.h) */
 	W_THUMB_DATA,    /* raw image bytes (empty when it could not be made) */
 	W_HELLO,         /* JSON {pid, resumed}: a session (or resumed checkpoint) is up */
 	W_CHECKPOINT,    /* JSON {pid}; fds: the checkpoint's pidfd, then (saved sessions) the read end
