@@ -217,7 +217,7 @@ static const cJSON *list_of(struct pdec *d, const char *key, enum pflag f, size_
 	for (const cJSON *it = list->child; it; it = it->next)
 		k++;
 	if (k > max) {
-		pdec_fail(d, key, "holds %zu entries, more than %zu", k, max);
+		pdec_fail(d, key, "holds more than %zu entries (%zu)", max, k);
 		return NULL;
 	}
 	return list;
@@ -277,23 +277,15 @@ bool pdec_pairv(struct pdec *d, const char *key, enum pflag f, size_t max, size_
 
 bool pdec_pids(struct pdec *d, const char *key, enum pflag f, pid_t *out, size_t max, size_t *n)
 {
-	const cJSON *list = field(d, key, f);
+	const cJSON *list = list_of(d, key, f, max);
 	if (!list)
 		return false;
 	char kind[64];
-	if (!cJSON_IsArray(list)) {
-		pdec_fail(d, key, "is not a list (it is %s)", pdec_kind(list, kind, sizeof kind));
-		return false;
-	}
 	size_t k = 0;
 	const cJSON *it;
 	cJSON_ArrayForEach(it, list)
 	{
 		double x = cJSON_IsNumber(it) ? it->valuedouble : (double)NAN;
-		if (k == max) {
-			pdec_fail(d, key, "holds more than %zu pids", max);
-			return false;
-		}
 		if (!(x >= 1 && x <= PROTO_PID_MAX) || x != floor(x)) {
 			pdec_fail(d, key, "holds %s, not a pid from 1 to %d", pdec_kind(it, kind, sizeof kind), PROTO_PID_MAX);
 			return false;
@@ -311,6 +303,16 @@ char *penc_print(cJSON *j)
 	if (!txt)
 		die_oom();
 	return txt;
+}
+
+void penc_strs(cJSON *j, const char *key, const char *const *s, size_t n)
+{
+	cJSON *list = cJSON_AddArrayToObject(j, key);
+	if (!list)
+		die_oom();
+	for (size_t i = 0; i < n; i++)
+		if (!cJSON_AddItemToArray(list, cJSON_CreateString(s[i])))
+			die_oom();
 }
 
 void penc_pids(cJSON *j, const char *key, const pid_t *pids, size_t n)

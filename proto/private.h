@@ -84,6 +84,8 @@ const char *pdec_kind(const cJSON *v, char *buf, size_t n);
 
 /* The encoders' end: the text of j (which is freed), never NULL. */
 char *penc_print(cJSON *j);
+/* A list of n strings in j under key. */
+void penc_strs(cJSON *j, const char *key, const char *const *s, size_t n);
 /* A list of pids (an array of numbers) in j under key. */
 void penc_pids(cJSON *j, const char *key, const pid_t *pids, size_t n);
 

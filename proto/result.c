@@ -35,16 +35,6 @@ static size_t upto(size_t n, size_t max)
 	return n < max ? n : max;
 }
 
-static void add_names(cJSON *j, const char *key, const char *const *names, size_t n)
-{
-	cJSON *list = cJSON_AddArrayToObject(j, key);
-	if (!list)
-		die_oom();
-	for (size_t i = 0; i < n; i++)
-		if (!cJSON_AddItemToArray(list, cJSON_CreateString(names[i])))
-			die_oom();
-}
-
 static void add_pairs(cJSON *j, const char *key, const char *const (*pairs)[2], size_t n)
 {
 	cJSON *list = cJSON_AddArrayToObject(j, key);
@@ -62,7 +52,7 @@ static void add_restore(cJSON *j, const struct result_restore *rs)
 	cJSON *o = cJSON_AddObjectToObject(j, "restore");
 	if (!o || !cJSON_AddBoolToObject(o, "verified", rs->verified))
 		die_oom();
-	add_names(o, "restored", rs->restored, upto(rs->n_restored, RESULT_LISTED_MAX));
+	penc_strs(o, "restored", rs->restored, upto(rs->n_restored, RESULT_LISTED_MAX));
 	add_pairs(o, "failed", (const char *const(*)[2])rs->failed, upto(rs->n_failed, RESULT_LISTED_MAX));
 	add_pairs(o, "unsaved", (const char *const(*)[2])rs->unsaved, upto(rs->n_unsaved, RESULT_LISTED_MAX));
 	const struct {
@@ -93,7 +83,7 @@ char *result_encode(const struct cell_result *r)
 		add_str(e, "limit", r->error.limit);
 	}
 	if (r->n_imports)
-		add_names(j, "imports", r->imports, upto(r->n_imports, RESULT_IMPORTS_MAX));
+		penc_strs(j, "imports", r->imports, upto(r->n_imports, RESULT_IMPORTS_MAX));
 	if (r->has_restore)
 		add_restore(j, &r->restore);
 	return penc_print(j);
