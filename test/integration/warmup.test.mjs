@@ -268,8 +268,12 @@ import evilmod, sqlite3, mailbox
 		const forge = (names) => `import _psm\n_psm._imports_of = lambda tree: ${JSON.stringify(names)}\n1`;
 		await ok(h, forge(['../../etc/passwd', 'os;import x', 'a'.repeat(200), 'évil', '.x', 'x.', '1abc', 'wave']), { session: 'f' });
 		await waitLog(h, /warm-up: learned wave/);
+		// More names than a cell reports (the bootstrap sends 16 at most):
+		// the result's decoder refuses the whole result, and says why.
 		const many = Array.from({ length: 17 }, (_, i) => (i === 0 ? 'colorsys' : `m${i}`));
-		await ok(h, forge(many), { session: 'f' });
+		const r = await execPy(h, `import _psm\n_psm._RESULT_IMPORTS = 17\n${forge(many)}`, { session: 'f' });
+		assert.equal(r.sc.status, 'crashed', show(r.text));
+		assert.match(r.sc.error.message, /broke its protocol with the server \(a W_RESULT whose "imports" holds more than 16 entries \(17\)\)/, show(r.text));
 		// A name that fails to import is refused and never saved; one the
 		// zygote must never hold (it prints on import) is refused at once.
 		await ok(h, forge(['matplotlib.backends.backend_qtagg', 'this']), { session: 'f' });
