@@ -224,7 +224,7 @@ def _imports_of(tree):
                 out.append(n)
         # scipy.stats says scipy too: keep the longest names only.
         out = [n for n in out if not any(o.startswith(n + ".") for o in out)]
-        return out[:16]
+        return out[:_RESULT_IMPORTS]
     except Exception:
         return []
 

@@ -200,7 +200,11 @@ static void on_message(struct sup *sup, struct session *s, struct wire_msg *m)
 		 * work, not the call's. */
 		usage_end(&c->usage, s->pidfd, s->ckpt_pidfd);
 		/* Decoded once, every field held to its bound (proto/result.h):
-		 * the first field that is wrong is named in the call's error. */
+		 * the first field that is wrong is named in the call's error.
+		 * Attack: a cell writes its own result frame (it owns the
+		 * control socket) whose error type is a number, or whose
+		 * lists hold a million entries; read by key, the first made
+		 * an "ok" reply with the error dropped. */
 		struct err de = { 0 };
 		struct cell_result *res = result_parse(m->data, m->len, &de);
 		if (!res) {
