@@ -107,11 +107,12 @@ describe('what the model is told', () => {
 		const h = await start(root, xdg);
 		await execPy(h, '1', { session: 'warm' });
 		const t0 = Date.now();
-		// 320 MB gave 10 s of extra time before, whatever the verdict.
-		const r = await execPy(h, 'import time\ntime.sleep(8)\n"slept"', { session: 'victim', timeout_s: 2 });
+		// 320 MB gave 10 s of extra time before, whatever the verdict: a
+		// second of it lets a 3 s sleep end ok under a 2 s timeout.  The
+		// verdict, not a wall clock, tells (this machine may be loaded).
+		const r = await execPy(h, 'import time\ntime.sleep(3)\n"slept"', { session: 'victim', timeout_s: 2 });
 		const took = Date.now() - t0;
-		assert.equal(r.sc.status, 'timeout', show(r.text));
-		assert.ok(took < 7000, `${took} ms`);
+		assert.equal(r.sc.status, 'timeout', `${took} ms: ${show(r.text)}`);
 		assert.match(r.text, /saved state of session victim was refused: its bytes do not match the tag/);
 		await h.close();
 	});
