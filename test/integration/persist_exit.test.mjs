@@ -89,7 +89,7 @@ kept = "second"` }, { timeout: 60000 });
 			const e = await s.stop('SIGTERM', { timeout: 20000 });
 			const took = performance.now() - t0;
 			assert.deepEqual(e, { code: 0, signal: null });
-			assert.ok(took > 9000 && took < 13000, `the wait is bounded at 10 s: ${took.toFixed(0)} ms`);
+			assert.ok(took > 9000 && took < 16000, `the wait is bounded at 10 s (and the exit after it): ${took.toFixed(0)} ms`);
 			assert.match(s.stderr(), /session default: the state after cell 2 could not be saved before the server exited \(its save was still running\); a restart of the server would bring back the state saved after cell 1/,
 				s.stderr().slice(-2000));
 		} finally {

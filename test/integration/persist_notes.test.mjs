@@ -92,10 +92,11 @@ describe('what the model is told', () => {
 		await execPy(h, '1', { session: 'warm' });
 		const c0 = cpuMs(h.pid);
 		const t0 = Date.now();
-		const r = await execPy(h, 'import time\ntime.sleep(40)', { session: 'victim', timeout_s: 2 });
+		// Any second of extra time lets the 3 s sleep end ok (2 GiB gave
+		// 64 s before: the call returned ok after 44.6 s).
+		const r = await execPy(h, 'import time\ntime.sleep(3)', { session: 'victim', timeout_s: 2 });
 		const took = Date.now() - t0;
-		assert.equal(r.sc.status, 'timeout', show(r.text));
-		assert.ok(took < 8000, `the call took ${took} ms with timeout_s 2 (44.6 s before)`);
+		assert.equal(r.sc.status, 'timeout', `${took} ms: ${show(r.text)}`);
 		assert.ok(cpuMs(h.pid) - c0 < 1000, 'the server hashed nothing');
 		assert.match(r.text, /saved state of session victim is not restored: it is 2048 MB, over limits\.persist_mb \(1024 MB\)/, show(r.text));
 		await h.close();
