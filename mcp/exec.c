@@ -194,6 +194,9 @@ struct scan_job {
 	char **thumb_rel;
 	size_t n_thumbs;
 	unsigned long long ws_before, ws_after; /* the after scan: art_list_bytes */
+	/* The after scan: a file created, modified or deleted (or unsure). */
+	bool changed;
+	size_t created;
 	char *scratch;               /* sup_scratch's copy, or NULL */
 	unsigned long long scratch_bytes; /* what it takes now */
 };
@@ -201,6 +204,8 @@ struct scan_job {
 static void on_change(const struct art_entry *en, enum art_change ch, void *arg)
 {
 	struct scan_job *sj = arg;
+	sj->changed = true;
+	sj->created += ch == ART_CREATED;
 	if (art_path_under(en->rel, art_server_dirs) || en->is_symlink)
 		return;
 	char disp[4200];
@@ -254,10 +259,15 @@ static void scan_run(struct job *j)
 		sj->scratch_bytes = 0;
 	if (art_scan(sj->ws, &o, &sj->list, &e) < 0) {
 		log_warn("workspace %s: %s", sj->after ? "scan" : "snapshot", e.msg);
+		sj->changed = true;
 		return;
 	}
 	if (sj->after && sj->artifacts)
 		art_diff(&sj->before, &sj->list, on_change, sj);
+	/* What the diff does not list: files deleted (fewer left than were
+	 * there and were made), and anything past a truncated list. */
+	if (sj->after && (sj->before.n + sj->created > sj->list.n || sj->before.truncated || sj->list.truncated))
+		sj->changed = true;
 	if (sj->after) {
 		/* Summed here, off the loop: the supervisor's end-of-call
 		 * check of max_workspace_mb walks nothing of its own. */
@@ -294,6 +304,7 @@ static void scan_done(struct job *j, bool abandoned)
 		c->run.ws_before = sj->ws_before + c->scratch_before;
 		c->run.ws_after = sj->ws_after;
 		c->run.scratch_after = sj->scratch_bytes;
+		c->run.ws_changed = sj->changed;
 		c->artifacts = sj->artifacts;
 		sj->artifacts = NULL;
 		for (size_t i = 0; i < sj->n_images && c->n_images < MAX_IMAGES; i++) {

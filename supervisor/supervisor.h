@@ -97,6 +97,10 @@ struct run {
 	 * namespaces they include the private temp directory (sup_scratch),
 	 * scratch_bytes of ws_bytes at the stop. */
 	unsigned long long ws_before, ws_after, scratch_after, scratch_bytes;
+	/* The diff of those snapshots found a file created, modified or
+	 * deleted (ev->collect sets it; when unsure, true): a cell that wrote
+	 * is never run a second time (replay.c). */
+	bool ws_changed;
 	struct usage usage;      /* CPU time and peak memory of this run */
 	bool cancelled;          /* no reply may be sent */
 	bool over_limit;         /* ended by the server's watchdog (denied_by limits) */
