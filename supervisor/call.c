@@ -153,7 +153,10 @@ void finish_cur(struct sup *sup, struct session *s)
 	s->has_last = true;
 	s->last_exit = c->exit_code;
 	s->cur = NULL;
-	c->ev->done(c);
+	/* A logged cell's entry is made now, from the output the reply
+	 * carries; a rolled-back call's reply waits for its replay. */
+	if (!replay_call_done(sup, s, c))
+		c->ev->done(c);
 	/* After the reply, never before: what sessions taught the zygote
 	 * loads while the agent reads it. */
 	if (sup->z == Z_READY) {

@@ -73,18 +73,25 @@ bool roll_back(struct sup *sup, struct session *s, int wstatus, bool status_know
 		note_next(s, note);
 		s->broke[0] = '\0';
 	}
-	if (requeue_unstarted(sup, s))
+	/* The cells logged since the checkpoint run again first, ahead of
+	 * every call (replay.c); this call's reply waits for them and says
+	 * how they went. */
+	bool requeued = requeue_unstarted(sup, s);
+	bool replaying = replay_begin(sup, s, requeued ? NULL : c);
+	if (requeued)
 		return true; /* sent again after the resumed copy's hello */
 	if (c) {
 		decide_on_death(c, wstatus, status_known);
 		c->state = STATE_ROLLED_BACK;
-		char note[800];
-		snprintf(note, sizeof note,
-			 "%s%sthe session was rolled back to its state before this call: everything defined earlier is still there, "
-			 "nothing this call did to variables was kept (files it wrote stay)",
-			 c->note ? c->note : "", c->note ? "; " : "");
-		free(c->note);
-		c->note = xstrdup(note);
+		if (!replaying) {
+			char note[800];
+			snprintf(note, sizeof note,
+				 "%s%sthe session was rolled back to its state before this call: everything defined earlier is still "
+				 "there, nothing this call did to variables was kept (files it wrote stay)",
+				 c->note ? c->note : "", c->note ? "; " : "");
+			free(c->note);
+			c->note = xstrdup(note);
+		}
 		finish_cur(sup, s);
 	}
 	s->broke[0] = '\0';
@@ -165,6 +172,7 @@ int accept_checkpoint(struct sup *sup, struct session *s, int pidfd, pid_t said,
 		return -EPROTO;
 	}
 	drop_checkpoint(s); /* the previous one */
+	replay_checkpoint_taken(s, s->phase == P_RESUMED);
 	s->ckpt_pidfd = pidfd;
 	s->ckpt_pid = k.ns;
 	s->ckpt_hpid = k.host;

@@ -166,25 +166,44 @@ void settled(struct sup *sup, struct session *s)
 	/* The reply goes out now; the checkpoint of the state it kept is
 	 * taken after it (no fork on the call's path), before the next cell.
 	 * The previous checkpoint stays until the new one is accepted: a
-	 * session that fails to take it is rolled back to that one. */
-	enum call_state st = s->cur->state;
+	 * session that fails to take it is rolled back to that one.  A cell
+	 * cheap and safe to run again is only logged instead (replay.c): a
+	 * rollback resumes the last checkpoint and runs it again. */
+	struct run *c = s->cur;
+	enum call_state st = c->state;
 	/* A restored or forked state is a kept one too: it needs its copy
 	 * (and its save) like any other. */
-	bool take = sup->cfg.policy->limits.checkpoint && (st == STATE_KEPT || st == STATE_RESTORED || st == STATE_FORKED);
+	bool kept = sup->cfg.policy->limits.checkpoint && (st == STATE_KEPT || st == STATE_RESTORED || st == STATE_FORKED);
+	if (kept && replay_is_run(c) && !replay_run_same_status(c)) {
+		/* A cell run again after a rollback ended otherwise than the
+		 * first time (it fails now, or no longer fails): the state it
+		 * left is not the one it left then.  The session goes back to
+		 * the checkpoint taken after the cell before it (roll_back, at
+		 * its exit), and the replay stops there. */
+		cancel_timers(sup, s);
+		kill_session(s);
+		return;
+	}
+	bool logged = kept && !replay_is_run(c) && replay_log_instead(sup, s, c);
+	bool take = kept && !logged;
 	if (take)
 		s->ckpt_due = DUE_AFTER_CALL;
-	if (take && persist_on(sup->persist)) {
-		/* A new state: saved at rest even if the last one's save failed. */
+	if (kept && persist_on(sup->persist)) {
+		/* A new state: saved at rest even if the last one's save failed
+		 * (a logged one too: the save at rest takes its checkpoint). */
 		s->save_missed = s->save_failed = false;
 		if (!s->dirty)
 			s->unsaved_since = loop_now_ms();
 		s->dirty = true;
 	}
-	if (take)
-		save_superseded(sup, s, s->cur);
+	if (kept)
+		save_superseded(sup, s, c);
 	finish_cur(sup, s);
-	if (take && s->ckpt_due == DUE_AFTER_CALL && s->alive && s->phase == P_IDLE)
+	if (take && s->ckpt_due == DUE_AFTER_CALL && s->alive && s->phase == P_IDLE) {
 		take_checkpoint(sup, s, sup->stopping);
-	else
+	} else {
 		forks_waiting(sup, s);
+		if (logged)
+			save_when_idle(sup, s);
+	}
 }

@@ -40,6 +40,7 @@
 #include "watch.h"
 #include "../files/wswatch.h"
 #include "kproc.h"
+#include "replay.h"
 #include "zlink.h"
 
 /* A resumed checkpoint says hello and takes its own checkpoint within this,
@@ -167,6 +168,9 @@ struct session {
 	 * session that is only on disk), or "". */
 	char fork_src[SESSION_NAME_MAX + 1];
 	char *next_note;           /* for the next reply (note_next) */
+	/* The cells run since the last checkpoint, to run again on a
+	 * rollback (replay.c), or NULL. */
+	struct replay *rp;
 	/* Why the process was ended between calls (a protocol break while
 	 * taking its checkpoint), for the next reply; "" when it was not. */
 	char broke[256];
@@ -304,5 +308,26 @@ void fork_failed(struct sup *sup, struct session *p, const char *why);
 void forked(struct sup *sup, struct session *p, struct wire_msg *m);
 void forks_waiting(struct sup *sup, struct session *p);
 int begin_copy(struct sup *sup, struct session *s, struct run *c);
+
+/* replay.c */
+/* In settled, after a call that keeps its state: true when the cell is
+ * only logged (no checkpoint), false when a checkpoint is to be taken. */
+bool replay_log_instead(struct sup *sup, struct session *s, struct run *c);
+/* In finish_cur, before the reply: the logged cell's entry is made (its
+ * output digest); true when the call is a rolled-back one whose reply
+ * waits for the replay (replay.c hands it over then). */
+bool replay_call_done(struct sup *sup, struct session *s, struct run *c);
+/* A checkpoint was accepted: the log starts again from it (not for a
+ * resumed copy's own checkpoint, which holds the old base). */
+void replay_checkpoint_taken(struct session *s, bool resumed);
+/* In roll_back: queues the logged cells to run again ahead of every call;
+ * c (or NULL) is the call whose reply waits for them.  False when the
+ * log is empty. */
+bool replay_begin(struct sup *sup, struct session *s, struct run *c);
+bool replay_is_run(const struct run *c);
+int replay_cell(const struct run *c);
+bool replay_run_same_status(const struct run *c);
+bool replay_active(const struct session *s);
+void replay_free(struct session *s);
 
 #endif

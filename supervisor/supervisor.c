@@ -144,12 +144,15 @@ static void send_exec(struct sup *sup, struct session *s)
 		}
 		return;
 	}
-	if (s->next_note) {
+	/* A cell run again after a rollback (replay.c) keeps its number and
+	 * carries no note: nobody reads its reply. */
+	bool again = replay_is_run(c);
+	if (s->next_note && !again) {
 		add_note(c, s->next_note);
 		free(s->next_note);
 		s->next_note = NULL;
 	}
-	if (s->fork_of[0]) {
+	if (s->fork_of[0] && !again) {
 		char m[400];
 		snprintf(m, sizeof m,
 			 "forked from session %s: this session started as a copy of its state after cell %u; what runs here does not change %s, "
@@ -162,7 +165,7 @@ static void send_exec(struct sup *sup, struct session *s)
 	uint64_t restore_bytes = 0;
 	int restore_format = 1;
 	int restore_fd = c->new_session ? restore_begin(sup, s, c, &restore_bytes, &restore_format) : -1;
-	c->cell = ++s->cells;
+	c->cell = again ? replay_cell(c) : ++s->cells;
 	char log_rel[192];
 	snprintf(log_rel, sizeof log_rel, ".logs/%s-%d.stdout.log", s->name, c->cell);
 	outbuf_reset(&s->out, log_rel);
@@ -352,7 +355,9 @@ void sup_submit(struct sup *sup, struct run *c)
 bool sup_cancel(struct sup *sup, bool (*match)(const struct run *r, const void *key), const void *key)
 {
 	for (struct session *s = sup->sessions; s; s = s->next) {
-		if (s->cur && match(s->cur, key)) {
+		/* The cells run again after a rollback are the server's own:
+		 * no request matches them (and match reads the caller's run). */
+		if (s->cur && !replay_is_run(s->cur) && match(s->cur, key)) {
 			s->cur->cancelled = true;
 			if (s->cur->status == CALL_PENDING) {
 				s->cur->status = CALL_CANCELLED;
@@ -365,7 +370,7 @@ bool sup_cancel(struct sup *sup, bool (*match)(const struct run *r, const void *
 			return true;
 		}
 		for (struct run **pp = &s->qhead; *pp; pp = &(*pp)->next)
-			if (match(*pp, key)) {
+			if (!replay_is_run(*pp) && match(*pp, key)) {
 				struct run *c = *pp;
 				*pp = c->next;
 				if (s->qtail == c) {
@@ -435,6 +440,7 @@ void sup_free(struct sup *sup)
 		save_watch_stop(sup, s);
 		prestore_free(s->restore);
 		free(s->next_note);
+		replay_free(s);
 		free(s);
 		s = next;
 	}

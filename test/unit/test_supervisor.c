@@ -10,6 +10,7 @@
  *   crash           exit(9) once the cell has started (after the words before it)
  *   die_unstarted   exit(3) on reading the cell, before W_STARTED (not when resumed)
  *   hang_unstarted  never say W_STARTED (not when resumed)
+ *   fail_resumed    answer "error" when run in a resumed copy (a replay)
  * and answers {"status": "ok", "result": "<x>", "pid", "resumed"}.  Its
  * checkpoint is a fork that waits for SIGUSR1, then says hello as the
  * session (then, while HOLD_RECKPT exists, it waits before taking its
@@ -44,6 +45,7 @@
 #include "../../common/log.h"
 #include "../../proto/config.h"
 #include "../../proto/wire.h"
+#include "../../supervisor/replay.h"
 #include "../../supervisor/supervisor.h"
 #include "../../supervisor/zlink.h"
 #include "tmptree.h"
@@ -330,6 +332,11 @@ static __attribute__((noreturn)) void session_main(void)
 			char v[64];
 			snprintf(v, sizeof v, "%ld %d %d", x, (int)getpid(), resumed ? 1 : 0);
 			struct cell_result res = { .status = RESULT_OK, .value = v };
+			if (resumed && has_word(code, "fail_resumed")) {
+				res.status = RESULT_ERROR;
+				res.has_error = true;
+				res.error.type = "ReplayError";
+			}
 			char *txt = result_encode(&res);
 			wire_send(ctrl_fd, W_RESULT, txt, strlen(txt), NULL, 0);
 			free(txt);
@@ -828,6 +835,154 @@ static void test_requeue_unstarted(void **state)
 	trun_free(b);
 }
 
+/* The decision after a call that kept its state: each fact that makes a
+ * second run unsafe takes a checkpoint, and so do the log's bounds and the
+ * budget; only a cheap, safe cell is logged. */
+static void test_replay_decide(void **state)
+{
+	struct replay_facts f = { .has_base = true, .plain = true, .threads = 1, .code = "x = 1", .ms = 10, .budget_ms = 1000 };
+	assert_int_equal(replay_decide(&f), REPLAY_LOG);
+	struct replay_facts g = f;
+	g.has_base = false;
+	assert_int_equal(replay_decide(&g), REPLAY_FORK_NO_BASE);
+	g = f;
+	g.plain = false;
+	assert_int_equal(replay_decide(&g), REPLAY_FORK_KIND);
+	g = f;
+	g.wrote = true;
+	assert_int_equal(replay_decide(&g), REPLAY_FORK_WROTE);
+	g = f;
+	g.threads = 2;
+	assert_int_equal(replay_decide(&g), REPLAY_FORK_THREADS);
+	g.threads = 0; /* unknown: unsure */
+	assert_int_equal(replay_decide(&g), REPLAY_FORK_THREADS);
+	g = f;
+	g.code = "t = time.time()";
+	assert_int_equal(replay_decide(&g), REPLAY_FORK_CODE);
+	g = f;
+	g.log_n = REPLAY_MAX_CELLS - 1;
+	assert_int_equal(replay_decide(&g), REPLAY_LOG);
+	g.log_n = REPLAY_MAX_CELLS;
+	assert_int_equal(replay_decide(&g), REPLAY_FORK_FULL);
+	g = f;
+	g.log_code = REPLAY_MAX_CODE - 3;
+	assert_int_equal(replay_decide(&g), REPLAY_FORK_FULL);
+	g = f;
+	g.log_ms = 985;
+	assert_int_equal(replay_decide(&g), REPLAY_LOG);
+	g.log_ms = 990;
+	assert_int_equal(replay_decide(&g), REPLAY_FORK_BUDGET);
+	g = f;
+	g.budget_ms = 0; /* PSM_TEST_REPLAY_MS=0: a checkpoint after every call */
+	assert_int_equal(replay_decide(&g), REPLAY_FORK_BUDGET);
+	setenv("PSM_TEST_REPLAY_MS", "250", 1);
+	assert_true(replay_budget_ms() == 250.0);
+	setenv("PSM_TEST_REPLAY_MS", "5000", 1); /* it only tightens */
+	assert_true(replay_budget_ms() == REPLAY_BUDGET_MS);
+	setenv("PSM_TEST_REPLAY_MS", "x", 1);
+	assert_true(replay_budget_ms() == REPLAY_BUDGET_MS);
+	unsetenv("PSM_TEST_REPLAY_MS");
+	assert_true(replay_budget_ms() == REPLAY_BUDGET_MS);
+}
+
+/* What the code text names: the clock, entropy, the process, threads,
+ * temporary files; random only without a seed. */
+static void test_replay_code(void **state)
+{
+	static const char *const unsafe[] = {
+		"import time\nt = time.time()", "from datetime import datetime\nd = datetime.now()", "datetime.date.today()",
+		"datetime.datetime.utcnow()", "import random\nx = random.random()", "np.random.rand(3)",
+		"rng = np.random.default_rng()", "os.urandom(8)", "import secrets", "uuid.uuid4()", "uuid.uuid1()",
+		"t0 = perf_counter()", "os.getpid()", "import threading", "open('/tmp/x', 'w')", "tempfile.mkstemp()",
+		"np.random.seed(0); g = np.random.default_rng()",
+	};
+	static const char *const safe[] = {
+		"x = 1", "df.groupby('k').mean()", "rng = np.random.default_rng(42)\nx = rng.normal()",
+		"np.random.seed(0)\nx = np.random.rand(3)", "model.fit(X, y, random_state=0) if False else None",
+		"runtime = 3; timeout_s = 2", "r = random.Random(7).random()",
+	};
+	char why[64];
+	for (size_t i = 0; i < sizeof unsafe / sizeof unsafe[0]; i++)
+		if (!replay_code_unsafe(unsafe[i], why, sizeof why))
+			fail_msg("taken for safe: %s", unsafe[i]);
+	for (size_t i = 0; i < sizeof safe / sizeof safe[0]; i++)
+		if (replay_code_unsafe(safe[i], why, sizeof why))
+			fail_msg("taken for unsafe (%s): %s", why, safe[i]);
+}
+
+/* Cheap cells are logged (no checkpoint): a crash resumes the checkpoint of
+ * cell 1 and runs cells 2 and 3 again, and the reply says so. */
+static void test_replay_rollback(void **state)
+{
+	struct trun *a = run_ok("inc");
+	trun_free(run_ok("inc"));
+	trun_free(run_ok("inc"));
+	struct trun *b = submit("inc crash", 30000.0);
+	wait_done(b);
+	assert_int_equal(b->run.state, STATE_ROLLED_BACK);
+	assert_non_null(b->run.note);
+	/* The fake session's value carries its pid: another process, another
+	 * output, which the note names. */
+	if (!strstr(b->run.note, "the copy taken after cell 1 was resumed and cells 2 to 3 run again") ||
+	    !strstr(b->run.note, "cell 2 gave another output when run again"))
+		fail_msg("note: %s", b->run.note);
+	struct trun *c = run_ok("");
+	assert_int_equal(c->x, 3); /* cells 2 and 3 ran again; 4 did not */
+	assert_true(c->resumed);
+	assert_int_not_equal(c->pid, a->pid);
+	assert_int_equal(c->run.cell, 5);
+	/* The replay ended with a checkpoint of cell 3's state: a second
+	 * crash runs only cell 5 (logged) again. */
+	struct trun *d = submit("inc crash", 30000.0);
+	wait_done(d);
+	if (!d->run.note || !strstr(d->run.note, "the copy taken after cell 3 was resumed and cell 5 run again"))
+		fail_msg("note: %s", d->run.note ? d->run.note : "(none)");
+	struct trun *e = run_ok("");
+	assert_int_equal(e->x, 3);
+	trun_free(a);
+	trun_free(b);
+	trun_free(c);
+	trun_free(d);
+	trun_free(e);
+}
+
+/* A cell whose second run fails (its status changed): the replay stops,
+ * the state is the one after the cell before it, and the reply says so. */
+static void test_replay_fails(void **state)
+{
+	trun_free(run_ok("inc"));
+	trun_free(run_ok("inc"));
+	trun_free(run_ok("inc fail_resumed"));
+	trun_free(run_ok("inc"));
+	struct trun *b = submit("inc crash", 30000.0);
+	wait_done(b);
+	assert_int_equal(b->run.state, STATE_ROLLED_BACK);
+	if (!b->run.note || !strstr(b->run.note, "cell 3 failed when run again") || !strstr(b->run.note, "the state is as after cell 2") ||
+	    !strstr(b->run.note, "what cells 3 to 4 did to variables is gone"))
+		fail_msg("note: %s", b->run.note ? b->run.note : "(none)");
+	struct trun *c = run_ok("");
+	assert_int_equal(c->x, 2); /* cells 1 and 2, not the half-done 3 */
+	trun_free(b);
+	trun_free(c);
+}
+
+/* Under PSM_TEST_REPLAY_MS=0 every call takes its checkpoint, as before the
+ * log: a crash resumes the last call's state, nothing is run again. */
+static void test_replay_off(void **state)
+{
+	setenv("PSM_TEST_REPLAY_MS", "0", 1);
+	trun_free(run_ok("inc"));
+	trun_free(run_ok("inc"));
+	struct trun *b = submit("inc crash", 30000.0);
+	wait_done(b);
+	unsetenv("PSM_TEST_REPLAY_MS");
+	assert_null(strstr(b->run.note, "run again"));
+	struct trun *c = run_ok("");
+	assert_int_equal(c->x, 2);
+	trun_free(b);
+	trun_free(c);
+}
+
 static bool same_run(const struct run *r, const void *key)
 {
 	return r == key;
@@ -1321,6 +1476,9 @@ static int count_lines(const char *text, const char *line)
  * state after every call, the CPU that saving only at rest spares. */
 static void test_ckpt_saver_unasked(void **state)
 {
+	/* A checkpoint after every call (cheap cells are only logged
+	 * otherwise, replay.c): three pipes to judge. */
+	setenv("PSM_TEST_REPLAY_MS", "0", 1);
 	const char *log = capture_end();
 	if (strstr(log, "sessions will not be saved"))
 		fail_msg("saving is off in this test: %s", log);
@@ -1349,6 +1507,7 @@ static void test_ckpt_saver_unasked(void **state)
 	if (strstr(log, "not saved") || strstr(log, "broke its protocol"))
 		fail_msg("log: %s", log);
 	capture_begin();
+	unsetenv("PSM_TEST_REPLAY_MS");
 }
 
 #define FORGED(fn, name) cmocka_unit_test_prestate_setup_teardown(fn, forged_up, forged_down, (void *)name)
@@ -1368,6 +1527,11 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_timeout_while_starting, sup_up, sup_down),
 		cmocka_unit_test_setup_teardown(test_timeout_before_hello, sup_up, sup_down),
 		cmocka_unit_test_setup_teardown(test_cancel_while_preparing, sup_up, sup_down),
+		cmocka_unit_test(test_replay_decide),
+		cmocka_unit_test(test_replay_code),
+		cmocka_unit_test_setup_teardown(test_replay_rollback, sup_up, sup_down),
+		cmocka_unit_test_setup_teardown(test_replay_fails, sup_up, sup_down),
+		cmocka_unit_test_setup_teardown(test_replay_off, sup_up, sup_down),
 		FORGED(test_spawned_unknown, "spawned-unknown"),
 		FORGED(test_spawned_foreign, "spawned-foreign"),
 		FORGED(test_spawned_old, "spawned-old"),

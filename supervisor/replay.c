@@ -1,0 +1,657 @@
+/* The replay log: "after this call, a checkpoint, or a line in the log?"
+ *
+ * A checkpoint (a fork of the session, frozen) after every call that keeps
+ * its state costs the fork and then a copy of every page the next call
+ * writes.  Most cells are cheap to run again, so after such a cell the
+ * server only logs it (its code, its duration, a digest of its output),
+ * here in the server's memory (the session is hostile: nothing of the log
+ * lives in it).  A rollback resumes the last checkpoint and runs the logged
+ * cells again, in order, comparing each one's output with the first run's;
+ * the rolled-back call's reply says what was run again and what differed.
+ * A checkpoint is still taken when running the cell again would be unsafe
+ * or costly (replay_decide), and it empties the log.
+ *
+ * A hostile cell can make its second run differ, fail or run long: that
+ * changes only what the reply says about its own session's state, within
+ * the bounds here (each replayed cell has the timeout of twice its first
+ * duration plus a second, and the call's watchdog); everything it can do
+ * in a replay it could do by being sent again. */
+#include "private.h"
+#include "replay.h"
+
+#include "../common/hmac.h"
+
+#include <dirent.h>
+
+/* What of each output is kept to show where two runs part. */
+#define SHOWN_MAX 400
+
+struct replay_entry {
+	int cell;
+	char *code;
+	double ms;
+	enum call_status status;
+	unsigned char digest[HMAC_LEN];
+	char *shown;
+};
+
+/* A cell being run again: a run of the supervisor's own, never handed to
+ * the layer above. */
+struct replay_run {
+	struct run run;
+	struct session *s;
+	struct replay_entry e;
+};
+
+struct replay {
+	struct replay_entry log[REPLAY_MAX_CELLS];
+	int n;
+	size_t code_bytes;
+	double ms;
+	struct run *pending;     /* logged in settled: its entry at finish_cur */
+	double pending_ms;
+	/* A replay under way (after a rollback). */
+	bool active;
+	struct run *to_hold;     /* the rolled-back call, until finish_cur hands it over */
+	struct run *held;        /* ... whose reply waits for the replay */
+	char *final_note;        /* the replay ended before the call was held */
+	/* The cell whose state the process holds, and the one the last
+	 * checkpoint holds (0: the fresh interpreter's). */
+	int state_cell, base_cell;
+	int from_cell;           /* the base the replay started from */
+	int first, last, total, done, last_ok;
+	int failed;              /* the cell that failed when run again, or 0 */
+	char failed_why[240];
+	char differed[900];
+	int n_differed;
+	double t0;
+};
+
+/* ------------------------------------------------------------ the decision */
+
+const char *replay_verdict_name(enum replay_verdict v)
+{
+	static const char *const names[] = {
+		[REPLAY_LOG] = "log",
+		[REPLAY_FORK_NO_BASE] = "fork: no checkpoint yet",
+		[REPLAY_FORK_KIND] = "fork: not a plain kept state",
+		[REPLAY_FORK_WROTE] = "fork: it changed the workspace",
+		[REPLAY_FORK_THREADS] = "fork: more than one thread",
+		[REPLAY_FORK_CODE] = "fork: the code names the clock or entropy",
+		[REPLAY_FORK_FULL] = "fork: the log is full",
+		[REPLAY_FORK_BUDGET] = "fork: the budget is spent",
+	};
+	return (size_t)v < N_ELEMENTS(names) ? names[v] : "?";
+}
+
+static bool ident_char(char ch)
+{
+	return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '_';
+}
+
+/* After an identifier ending at p: whether a call with something in its
+ * parentheses follows ("seed(0)", not "seed()"). */
+static int call_args(const char *p)
+{
+	while (*p == ' ' || *p == '\t')
+		p++;
+	if (*p != '(')
+		return -1; /* not a call */
+	p++;
+	while (*p == ' ' || *p == '\t' || *p == '\n')
+		p++;
+	return *p != ')';
+}
+
+bool replay_code_unsafe(const char *code, char *why, size_t n)
+{
+	/* Each makes a second run see another value than the first: the
+	 * clock, the operating system's entropy, the process id (a resumed
+	 * copy is another process), threads (they run on between calls),
+	 * temporary files (outside the workspace, so the server's diff does
+	 * not see them written).  Code that builds the names at run time
+	 * (getattr, __import__ of a string) is a hostile cell's own affair:
+	 * its replay may differ, which the comparison of outputs reports. */
+	static const char *const words[] = {
+		"time", "perf_counter", "perf_counter_ns", "monotonic", "monotonic_ns", "process_time", "process_time_ns",
+		"time_ns", "thread_time", "clock_gettime", "now", "today", "utcnow", "urandom", "getrandom", "secrets",
+		"uuid1", "uuid4", "SystemRandom", "getrandbits", "getpid", "tempfile", "mkstemp", "mkdtemp", "gettempdir",
+		"NamedTemporaryFile", "TemporaryFile", "threading", "Thread", "multiprocessing", "concurrent", "asyncio",
+		"socket", "__import__", "importlib", "exec", "fork",
+	};
+	static const char *const seeders[] = { "seed", "default_rng", "RandomState", "Random", "Generator", "PCG64" };
+	bool random = false, seeded = false, unseeded = false;
+	if (strstr(code, "/tmp") || strstr(code, "/dev/")) {
+		snprintf(why, n, "%s", strstr(code, "/tmp") ? "/tmp" : "/dev/");
+		return true;
+	}
+	for (const char *p = code; *p;) {
+		if (!ident_char(*p) || (*p >= '0' && *p <= '9')) {
+			p++;
+			continue;
+		}
+		const char *b = p;
+		while (ident_char(*p))
+			p++;
+		size_t len = (size_t)(p - b);
+		for (size_t i = 0; i < N_ELEMENTS(words); i++)
+			if (strlen(words[i]) == len && memcmp(words[i], b, len) == 0) {
+				snprintf(why, n, "%s", words[i]);
+				return true;
+			}
+		if (len == 6 && memcmp(b, "random", 6) == 0)
+			random = true;
+		for (size_t i = 0; i < N_ELEMENTS(seeders); i++)
+			if (strlen(seeders[i]) == len && memcmp(seeders[i], b, len) == 0) {
+				int a = call_args(p);
+				if (a == 1)
+					seeded = true;
+				else if (a == 0)
+					unseeded = true; /* default_rng(): seeded from the OS */
+			}
+	}
+	if (unseeded || (random && !seeded)) {
+		snprintf(why, n, "%s", unseeded ? "a generator without a seed" : "random without a seed");
+		return true;
+	}
+	return false;
+}
+
+enum replay_verdict replay_decide(const struct replay_facts *f)
+{
+	char why[64];
+	if (!f->has_base)
+		return REPLAY_FORK_NO_BASE;
+	if (!f->plain)
+		return REPLAY_FORK_KIND;
+	if (f->wrote)
+		return REPLAY_FORK_WROTE;
+	if (f->threads != 1)
+		return REPLAY_FORK_THREADS;
+	if (!f->code || replay_code_unsafe(f->code, why, sizeof why))
+		return REPLAY_FORK_CODE;
+	if (f->log_n + 1 > REPLAY_MAX_CELLS || f->log_code + strlen(f->code) > REPLAY_MAX_CODE)
+		return REPLAY_FORK_FULL;
+	if (f->log_ms + f->ms >= f->budget_ms)
+		return REPLAY_FORK_BUDGET;
+	return REPLAY_LOG;
+}
+
+double replay_budget_ms(void)
+{
+	const char *t = getenv("PSM_TEST_REPLAY_MS");
+	if (!t || !*t)
+		return REPLAY_BUDGET_MS;
+	char *end;
+	double v = strtod(t, &end);
+	return *end == '\0' && v >= 0 && v < REPLAY_BUDGET_MS ? v : REPLAY_BUDGET_MS;
+}
+
+/* ------------------------------------------------------------ the log */
+
+static struct replay *rp_of(struct session *s)
+{
+	if (!s->rp)
+		s->rp = xcalloc(1, sizeof *s->rp);
+	return s->rp;
+}
+
+static void entry_free(struct replay_entry *e)
+{
+	free(e->code);
+	free(e->shown);
+	*e = (struct replay_entry){ 0 };
+}
+
+static void replay_clear(struct session *s)
+{
+	struct replay *rp = s->rp;
+	if (!rp)
+		return;
+	for (int i = 0; i < rp->n; i++)
+		entry_free(&rp->log[i]);
+	rp->n = 0;
+	rp->code_bytes = 0;
+	rp->ms = 0;
+	rp->pending = NULL;
+}
+
+void replay_checkpoint_taken(struct session *s, bool resumed)
+{
+	if (resumed)
+		return; /* a resumed copy's own checkpoint holds the base again */
+	rp_of(s);
+	replay_clear(s);
+	s->rp->base_cell = s->rp->state_cell;
+}
+
+/* The session's threads, as the kernel lists them; 0 when unknown. */
+static int thread_count(pid_t hpid)
+{
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%d/task", (int)hpid);
+	DIR *d = hpid > 0 ? opendir(path) : NULL;
+	if (!d)
+		return 0;
+	int n = 0;
+	for (struct dirent *de; (de = readdir(d));)
+		if (de->d_name[0] != '.')
+			n++;
+	closedir(d);
+	return n;
+}
+
+bool replay_log_instead(struct sup *sup, struct session *s, struct run *c)
+{
+	struct replay *rp = rp_of(s);
+	double ms = loop_now_ms() - c->t_start;
+	struct replay_facts f = {
+		.has_base = s->ckpt_pidfd >= 0,
+		.plain = c->state == STATE_KEPT && !sup->stopping && !c->new_session,
+		/* The diff of the workspace's files, and its size (without
+		 * namespaces the private temp directory counts in it). */
+		.wrote = c->ws_changed || c->ws_after != c->ws_before,
+		.threads = thread_count(s->hpid),
+		.code = c->code,
+		.ms = ms,
+		.log_n = rp->n,
+		.log_code = rp->code_bytes,
+		.log_ms = rp->ms,
+		.budget_ms = replay_budget_ms(),
+	};
+	enum replay_verdict v = replay_decide(&f);
+	log_debug("session %s: cell %d (%.0f ms): %s (%d logged, %.0f ms)", s->name, c->cell, ms, replay_verdict_name(v), rp->n,
+		  rp->ms);
+	if (v != REPLAY_LOG)
+		return false;
+	rp->pending = c;
+	rp->pending_ms = ms;
+	return true;
+}
+
+/* What the digest and the note see of a run's output: its status, what it
+ * printed, its value and its error, as the server captured them for the
+ * reply.  Each part with its length, so that no two outputs run together. */
+static void digest_of(const struct run *c, unsigned char out[HMAC_LEN], char **shown)
+{
+	static const unsigned char key[] = "python-sandbox-mcp replay digest";
+	struct hmac *h = hmac_new(key, sizeof key - 1);
+	const struct cell_result *r = c->result;
+	const struct result_error *er = r && r->has_error ? &r->error : NULL;
+	const char *parts[] = {
+		call_status_name(c->status), c->out_text ? c->out_text : "", c->err_text ? c->err_text : "",
+		r && r->value ? r->value : "", er && er->type ? er->type : "", er && er->message ? er->message : "",
+		er && er->traceback ? er->traceback : "",
+	};
+	memset(out, 0, HMAC_LEN);
+	for (size_t i = 0; h && i < N_ELEMENTS(parts); i++) {
+		uint64_t len = strlen(parts[i]);
+		hmac_update(h, &len, sizeof len);
+		hmac_update(h, parts[i], len);
+	}
+	if (h && hmac_final(h, out) < 0)
+		memset(out, 0, HMAC_LEN);
+	hmac_free(h);
+	if (shown) {
+		char buf[SHOWN_MAX + 1];
+		snprintf(buf, sizeof buf, "%s%s%s", parts[1], *parts[3] && *parts[1] ? "\n" : "", *parts[3] ? parts[3] : parts[5]);
+		*shown = xstrdup(buf);
+	}
+}
+
+/* ------------------------------------------------------------ the replay */
+
+static void rr_prepare(struct run *r, void (*ready)(struct run *r, void *arg), void *arg)
+{
+	ready(r, arg); /* no snapshot: its files are not reported to anyone */
+}
+
+static bool rr_next_thumb(struct run *r, char *rel, size_t size)
+{
+	(void)r;
+	(void)rel;
+	(void)size;
+	return false;
+}
+
+static void rr_thumb(struct run *r, const unsigned char *data, size_t len)
+{
+	(void)r;
+	(void)data;
+	(void)len;
+}
+
+static void rr_progress(struct run *r, double progress, double elapsed_s, const char *last_line)
+{
+	(void)r;
+	(void)progress;
+	(void)elapsed_s;
+	(void)last_line;
+}
+
+static void rr_free(struct replay_run *rr)
+{
+	struct run *r = &rr->run;
+	free(r->out_text);
+	free(r->err_text);
+	free(r->out_log);
+	free(r->err_log);
+	free(r->note);
+	result_destroy(r->result);
+	entry_free(&rr->e);
+	free(rr);
+}
+
+static void rr_drop(struct run *r)
+{
+	rr_free((struct replay_run *)r);
+}
+
+static void rr_done(struct run *r);
+
+static const struct run_events replay_events = {
+	.prepare = rr_prepare,
+	.collect = rr_prepare,
+	.next_thumb = rr_next_thumb,
+	.thumb = rr_thumb,
+	.progress = rr_progress,
+	.done = rr_done,
+	.drop = rr_drop,
+};
+
+bool replay_is_run(const struct run *c)
+{
+	return c && c->ev == &replay_events;
+}
+
+int replay_cell(const struct run *c)
+{
+	return ((const struct replay_run *)c)->e.cell;
+}
+
+/* The session's bytes as the note shows them: printable ASCII, so that a
+ * cut never splits a character and no control byte reaches the reply. */
+static char printable(char ch)
+{
+	unsigned char u = (unsigned char)ch;
+	return u == '\n' || u == '\t' ? ' ' : u < 0x20 || u >= 0x7f || u == '`' ? '?' : ch;
+}
+
+static void plain(char *dst, size_t n, const char *text)
+{
+	size_t k = 0;
+	for (; text[k] && k + 1 < n; k++)
+		dst[k] = printable(text[k]);
+	dst[k] = '\0';
+}
+
+/* Quotes a window of text around offset at, on one line. */
+static void quote(char *dst, size_t n, const char *text, size_t at)
+{
+	size_t len = strlen(text), k = 0;
+	while (len > 0 && (text[len - 1] == '\n' || text[len - 1] == ' ' || text[len - 1] == '\t'))
+		len--;
+	size_t from = at > 20 ? (at - 20 < len ? at - 20 : len) : 0;
+	if (from > 0 && k + 3 < n) {
+		memcpy(dst, "...", 3);
+		k = 3;
+	}
+	for (size_t i = from; i < len && i < from + 60 && k + 4 < n; i++)
+		dst[k++] = printable(text[i]);
+	if (from + 60 < len && k + 4 < n) {
+		memcpy(dst + k, "...", 3);
+		k += 3;
+	}
+	dst[k] = '\0';
+}
+
+static void append(char *buf, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void append(char *buf, size_t n, const char *fmt, ...)
+{
+	size_t k = strlen(buf);
+	if (k + 1 >= n)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(buf + k, n - k, fmt, ap);
+	va_end(ap);
+}
+
+static void replay_end(struct sup *sup, struct session *s);
+
+/* A cell run again is over: its output compared with the first run's. */
+static void rr_done(struct run *r)
+{
+	struct replay_run *rr = (struct replay_run *)r;
+	struct session *s = rr->s;
+	struct replay *rp = s->rp;
+	rp->done++;
+	if (r->state == STATE_KEPT)
+		rp->state_cell = rr->e.cell;
+	char *shown = NULL;
+	unsigned char d[HMAC_LEN];
+	digest_of(r, d, &shown);
+	if (r->status != rr->e.status || r->state == STATE_ROLLED_BACK || r->state == STATE_NEW) {
+		/* Its status changed (it fails now, or ran out of time or
+		 * memory): the replay stops, and the state is the one after
+		 * the cell before it (the checkpoint taken after that one, which
+		 * the session was rolled back to). */
+		rp->failed = rr->e.cell;
+		const struct result_error *er = r->result && r->result->has_error ? &r->result->error : NULL;
+		char et[80], em[120];
+		plain(et, sizeof et, er && er->type ? er->type : "");
+		plain(em, sizeof em, er && er->message ? er->message : "");
+		if (r->status == CALL_ERROR && et[0])
+			snprintf(rp->failed_why, sizeof rp->failed_why, "%s: %s", et, em);
+		else if (r->status == CALL_TIMEOUT)
+			snprintf(rp->failed_why, sizeof rp->failed_why, "it ran past %.1f s, twice its first duration and a second",
+				 r->timeout_ms / 1000.0);
+		else
+			snprintf(rp->failed_why, sizeof rp->failed_why, "%s; the first time it ended %s", call_status_name(r->status),
+				 call_status_name(rr->e.status));
+		/* The cells after it are not run again. */
+		for (struct run **pp = &s->qhead; *pp;) {
+			if (replay_is_run(*pp)) {
+				struct run *q = *pp;
+				*pp = q->next;
+				rr_free((struct replay_run *)q);
+			} else {
+				pp = &(*pp)->next;
+			}
+		}
+		s->qtail = NULL;
+		for (struct run *q = s->qhead; q; q = q->next)
+			s->qtail = q;
+		free(shown);
+		rr_free(rr);
+		replay_end(s->sup, s);
+		return;
+	}
+	if (memcmp(d, rr->e.digest, HMAC_LEN) != 0) {
+		const char *a = rr->e.shown ? rr->e.shown : "", *b = shown;
+		size_t i = 0;
+		while (a[i] && a[i] == b[i])
+			i++;
+		char qa[80], qb[80];
+		quote(qa, sizeof qa, a, i);
+		quote(qb, sizeof qb, b, i);
+		if (rp->n_differed++ < 3)
+			append(rp->differed, sizeof rp->differed, "%scell %d gave another output when run again (first `%s`, now `%s`)",
+			       rp->n_differed > 1 ? "; " : "", rr->e.cell, qa, qb);
+	}
+	free(shown);
+	rp->last_ok = rr->e.cell;
+	bool last = rp->done == rp->total;
+	rr_free(rr);
+	if (last)
+		replay_end(s->sup, s);
+}
+
+/* The replay is over: the note for the call that rolled back (or the next
+ * reply, when that call is sent again). */
+static void replay_end(struct sup *sup, struct session *s)
+{
+	struct replay *rp = s->rp;
+	rp->active = false;
+	char note[2000];
+	double secs = (loop_now_ms() - rp->t0) / 1000.0;
+	char range[64];
+	if (rp->first == rp->last)
+		snprintf(range, sizeof range, "cell %d", rp->first);
+	else
+		snprintf(range, sizeof range, "cells %d to %d", rp->first, rp->last);
+	if (rp->failed) {
+		char gone[64];
+		if (rp->failed == rp->last)
+			snprintf(gone, sizeof gone, "cell %d", rp->failed);
+		else
+			snprintf(gone, sizeof gone, "cells %d to %d", rp->failed, rp->last);
+		snprintf(note, sizeof note,
+			 "the session was rolled back: nothing this call did to variables was kept (files it wrote stay); to rebuild the "
+			 "state before it, the copy taken after cell %d was resumed and %s were to be run again, but cell %d failed when run "
+			 "again (%s), so the state is as after cell %d: what %s did to variables is gone",
+			 rp->from_cell, range, rp->failed, rp->failed_why, rp->last_ok, gone);
+		if (rp->n_differed)
+			append(note, sizeof note, "; before it, %s", rp->differed);
+	} else {
+		snprintf(note, sizeof note,
+			 "the session was rolled back to its state before this call: everything defined earlier is still there, nothing "
+			 "this call did to variables was kept (files it wrote stay); to rebuild that state, the copy taken after cell %d "
+			 "was resumed and %s run again (%.2f s)",
+			 rp->from_cell, range, secs);
+		if (rp->n_differed)
+			append(note, sizeof note, ", but %s: what %s computed may differ from before", rp->differed,
+			       rp->n_differed > 1 ? "they" : "it");
+		else
+			append(note, sizeof note, ", with the same output as the first time");
+	}
+	log_info("session %s: replay of %s after a rollback: %s", s->name, range,
+		 rp->failed ? "stopped" : rp->n_differed ? "outputs differed" : "same outputs");
+	struct run *c = rp->held;
+	rp->held = NULL;
+	if (c) {
+		add_note(c, note);
+		c->ev->done(c);
+		ended(sup);
+	} else if (rp->to_hold) {
+		free(rp->final_note);
+		rp->final_note = xstrdup(note);
+	} else {
+		note_next(s, note);
+	}
+}
+
+bool replay_begin(struct sup *sup, struct session *s, struct run *c)
+{
+	struct replay *rp = s->rp;
+	if (!rp)
+		return false;
+	rp->state_cell = rp->base_cell;
+	rp->pending = NULL;
+	if (rp->n == 0)
+		return false;
+	rp->active = true;
+	rp->to_hold = c;
+	rp->held = NULL;
+	rp->failed = 0;
+	rp->failed_why[0] = rp->differed[0] = '\0';
+	rp->n_differed = 0;
+	rp->total = rp->n;
+	rp->done = 0;
+	rp->first = rp->log[0].cell;
+	rp->last = rp->log[rp->n - 1].cell;
+	rp->last_ok = rp->from_cell = rp->base_cell;
+	rp->t0 = loop_now_ms();
+	free(rp->final_note);
+	rp->final_note = NULL;
+	/* In order, ahead of every call queued: the cells after the
+	 * checkpoint, each in a run of the server's own. */
+	struct run *head = NULL, **tail = &head, *last = NULL;
+	for (int i = 0; i < rp->n; i++) {
+		struct replay_run *rr = xcalloc(1, sizeof *rr);
+		rr->s = s;
+		rr->e = rp->log[i];
+		rp->log[i] = (struct replay_entry){ 0 };
+		struct run *r = &rr->run;
+		snprintf(r->session, sizeof r->session, "%s", s->name);
+		r->code = rr->e.code;
+		/* Bounded: a cell that notices its second run and sleeps
+		 * cannot hold the rolled-back call's reply for long. */
+		r->timeout_ms = 2.0 * rr->e.ms + 1000.0;
+		r->ev = &replay_events;
+		r->state = STATE_PENDING;
+		/* Never sent again to another process: a replay that did not
+		 * start failed (it must not run in a new interpreter). */
+		r->resends = 2;
+		*tail = last = r;
+		tail = &r->next;
+	}
+	*tail = s->qhead;
+	s->qhead = head;
+	if (!s->qtail)
+		s->qtail = last;
+	rp->n = 0;
+	rp->code_bytes = 0;
+	rp->ms = 0;
+	(void)sup;
+	return true;
+}
+
+bool replay_call_done(struct sup *sup, struct session *s, struct run *c)
+{
+	struct replay *rp = rp_of(s);
+	(void)sup;
+	if (c->state == STATE_KEPT || c->state == STATE_RESTORED || c->state == STATE_FORKED)
+		rp->state_cell = c->cell;
+	if (rp->pending == c) {
+		rp->pending = NULL;
+		struct replay_entry *e = &rp->log[rp->n];
+		e->cell = c->cell;
+		e->code = xstrdup(c->code);
+		e->ms = rp->pending_ms;
+		e->status = c->status;
+		digest_of(c, e->digest, &e->shown);
+		rp->code_bytes += strlen(c->code);
+		rp->ms += e->ms;
+		rp->n++;
+		return false;
+	}
+	if (rp->to_hold == c) {
+		rp->to_hold = NULL;
+		if (rp->active) {
+			rp->held = c; /* its reply waits for the replay */
+			return true;
+		}
+		if (rp->final_note) {
+			add_note(c, rp->final_note);
+			free(rp->final_note);
+			rp->final_note = NULL;
+		}
+	}
+	return false;
+}
+
+/* A cell run again kept its state: whether its status is the first run's
+ * (false: the session is rolled back to the checkpoint before it). */
+bool replay_run_same_status(const struct run *c)
+{
+	return c->status == ((const struct replay_run *)c)->e.status;
+}
+
+bool replay_active(const struct session *s)
+{
+	return s->rp && (s->rp->active || s->rp->held);
+}
+
+void replay_free(struct session *s)
+{
+	struct replay *rp = s->rp;
+	if (!rp)
+		return;
+	replay_clear(s);
+	if (rp->held)
+		rp->held->ev->drop(rp->held);
+	free(rp->final_note);
+	free(rp);
+	s->rp = NULL;
+}

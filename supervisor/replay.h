@@ -1,0 +1,60 @@
+/* The replay log's decision, on its own so that it can be tested as a
+ * table: after a call that keeps its state, is a checkpoint taken (a fork
+ * of the session), or is the cell only logged, to be run again on a
+ * rollback?  Everything it reads is the server's own: the code it sent, the
+ * time it measured, the workspace diff it made, the threads the kernel
+ * lists.  Nothing the session says about itself is believed. */
+#ifndef SUPERVISOR_REPLAY_H
+#define SUPERVISOR_REPLAY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* The log's bounds: at most this many cells and this much code since the
+ * last checkpoint. */
+#define REPLAY_MAX_CELLS 64
+#define REPLAY_MAX_CODE ((size_t)1 << 20)
+/* What the logged cells may take to run again before a checkpoint is
+ * taken anyway (the sum of their first durations). */
+#define REPLAY_BUDGET_MS 1000.0
+
+/* Why a checkpoint is taken, or REPLAY_LOG when the cell is only logged. */
+enum replay_verdict {
+	REPLAY_LOG,
+	REPLAY_FORK_NO_BASE,  /* no checkpoint yet to replay from */
+	REPLAY_FORK_KIND,     /* not a plain kept state (restored, forked, at exit) */
+	REPLAY_FORK_WROTE,    /* the workspace diff found a file created, changed or deleted */
+	REPLAY_FORK_THREADS,  /* more than one thread at the freeze */
+	REPLAY_FORK_CODE,     /* the code names the clock, entropy, threads, temp files */
+	REPLAY_FORK_FULL,     /* the log is full (cells or code) */
+	REPLAY_FORK_BUDGET,   /* the logged cells would take the budget to run again */
+};
+
+struct replay_facts {
+	bool has_base;        /* a checkpoint exists */
+	bool plain;           /* the call kept its state (not restored, forked, the exit's) */
+	bool wrote;
+	int threads;          /* the session's threads, or 0 when unknown (unsure: a fork) */
+	const char *code;
+	double ms;            /* the call's duration */
+	int log_n;            /* cells logged already */
+	size_t log_code;      /* their code's bytes */
+	double log_ms;        /* their durations' sum */
+	double budget_ms;
+};
+
+enum replay_verdict replay_decide(const struct replay_facts *f);
+const char *replay_verdict_name(enum replay_verdict v);
+
+/* Whether the code text names something that makes a second run differ
+ * from the first (the clock, entropy, the process id, threads, temporary
+ * files outside the workspace); the name it found in why.  Words in
+ * strings and comments count too: when unsure, a checkpoint. */
+bool replay_code_unsafe(const char *code, char *why, size_t n);
+
+/* The budget: REPLAY_BUDGET_MS, or less under PSM_TEST_REPLAY_MS=N (a knob
+ * that can only tighten it; 0 takes a checkpoint after every call, as
+ * before the log existed, for the benchmarks' comparison). */
+double replay_budget_ms(void);
+
+#endif

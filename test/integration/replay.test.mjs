@@ -1,0 +1,135 @@
+// The replay log: after a cheap, safe cell the server takes no checkpoint
+// (no fork of the session) and only logs the cell; a rollback resumes the
+// last checkpoint and runs the logged cells again, comparing each one's
+// output with the first run's.  Checked from outside: which cell each
+// checkpoint process holds (its title in /proc), the workspace's files,
+// the values the rolled-back session holds, and what the reply says.
+import { test, describe, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+
+import { startClient, newProject, execPy, descendants, writeFile, sleep, show } from './lib.mjs';
+
+/** The cells whose state the session's checkpoints hold (their titles). */
+function checkpointCells(pid, session) {
+	const out = [];
+	const want = `python-sandbox-mcp: checkpoint ${session} cell `;
+	for (const p of descendants(pid)) {
+		let t;
+		try { t = fs.readFileSync(`/proc/${p.pid}/cmdline`, 'utf8').replace(/\0+$/, '').replace(/\0/g, ' '); } catch { continue; }
+		if (t.startsWith(want)) out.push(Number(t.slice(want.length)));
+	}
+	return out.sort((a, b) => a - b);
+}
+
+/** Waits until the session's checkpoint holds the given cell (it is taken after the reply). */
+async function checkpointAt(h, session, cell, ms = 20000) {
+	const end = Date.now() + ms;
+	let got = checkpointCells(h.pid, session);
+	while (!(got.length === 1 && got[0] === cell) && Date.now() < end) {
+		await sleep(50);
+		got = checkpointCells(h.pid, session);
+	}
+	return got;
+}
+
+async function ok(h, session, code) {
+	const r = await execPy(h, code, { session });
+	assert.equal(r.sc.status, 'ok', show(r.sc));
+	return r;
+}
+
+async function timeout(h, session) {
+	const r = await execPy(h, 'while True: pass', { session, timeout_s: 1 });
+	assert.deepEqual([r.sc.status, r.sc.state], ['timeout', 'rolled_back'], show(r.sc));
+	return r;
+}
+
+describe('replay log', () => {
+	let h;
+	before(async () => { h = await startClient(newProject('replay'), { structured: true }); });
+	after(async () => { await h?.close(); });
+
+	test('cheap cells fork nothing; a rollback runs them again and keeps every value', { timeout: 120000 }, async () => {
+		const s = 'cheap';
+		await ok(h, s, 'a = 1');
+		assert.deepEqual(await checkpointAt(h, s, 1), [1], 'the first call has no checkpoint to replay from: it forks');
+		for (let i = 2; i <= 5; i++) await ok(h, s, `v${i} = a + ${i}\nprint(v${i})`);
+		await sleep(300);
+		assert.deepEqual(checkpointCells(h.pid, s), [1], 'no checkpoint after the cheap cells');
+		const r = await timeout(h, s);
+		assert.match(r.text, /the copy taken after cell 1 was resumed and cells 2 to 5 run again \([0-9.]+ s\), with the same output as the first time/, r.text);
+		const k = await ok(h, s, '(a, v2, v3, v4, v5)');
+		assert.equal(k.sc.result, '(1, 3, 4, 5, 6)', show(k.sc));
+		assert.equal(k.sc.state, 'kept');
+	});
+
+	test('a cell naming the clock or random forks: the rolled-back state has its first values', { timeout: 120000 }, async () => {
+		const s = 'entropy';
+		await ok(h, s, 'x = 1');
+		const t = await ok(h, s, 'import time\nt = time.time()\nrepr(t)');
+		assert.deepEqual(await checkpointAt(h, s, 2), [2], 'time.time() forces a checkpoint');
+		const rnd = await ok(h, s, 'import random\nr = random.random()\nrepr(r)');
+		assert.deepEqual(await checkpointAt(h, s, 3), [3], 'random without a seed forces a checkpoint');
+		await ok(h, s, 'u = 2');
+		const r = await timeout(h, s);
+		assert.match(r.text, /the copy taken after cell 3 was resumed and cell 4 run again/, r.text);
+		const k = await ok(h, s, 'repr(t), repr(r), u');
+		assert.equal(k.sc.result, `(${t.sc.result}, ${rnd.sc.result}, 2)`, show(k.sc));
+	});
+
+	test('a cell that writes in the workspace forks: the file is not written twice', { timeout: 120000 }, async () => {
+		const s = 'writer';
+		await ok(h, s, 'x = 1');
+		await ok(h, s, "with open('workspace/appends.txt', 'a') as f:\n    f.write('line\\n')");
+		assert.deepEqual(await checkpointAt(h, s, 2), [2], 'a workspace write forces a checkpoint');
+		await ok(h, s, 'y = 2');
+		const r = await timeout(h, s);
+		assert.match(r.text, /after cell 2 was resumed and cell 3 run again/, r.text);
+		assert.equal(fs.readFileSync(path.join(h.root, 'workspace', 'appends.txt'), 'utf8'), 'line\n');
+		const k = await ok(h, s, 'x, y');
+		assert.equal(k.sc.result, '(1, 2)', show(k.sc));
+	});
+
+	test('a replayed cell whose output differs is reported', { timeout: 120000 }, async () => {
+		const s = 'differ';
+		await ok(h, s, 'import time\ndef stamp():\n    return time.time()');
+		await ok(h, s, 'w = stamp()\nprint(repr(w))'); // no clock named: logged
+		await sleep(300);
+		assert.deepEqual(checkpointCells(h.pid, s), [1]);
+		const r = await timeout(h, s);
+		assert.match(r.text, /cell 2 gave another output when run again \(first `[0-9.]+`, now `[0-9.]+`\): what it computed may differ from before/, r.text);
+	});
+
+	test('a replayed cell that fails: reported, and the state is the cells before it', { timeout: 120000 }, async () => {
+		const s = 'fails';
+		writeFile(h.root, 'workspace/data.txt', 'payload');
+		await ok(h, s, 'x = 1');
+		await ok(h, s, 'y = 2');
+		await ok(h, s, "data = open('workspace/data.txt').read()");
+		await ok(h, s, 'z = 3');
+		await sleep(300);
+		assert.deepEqual(checkpointCells(h.pid, s), [1]);
+		fs.rmSync(path.join(h.root, 'workspace', 'data.txt')); // from outside: no call sees it go
+		const r = await timeout(h, s);
+		assert.match(r.text, /cell 3 failed when run again \(FileNotFoundError: [^)]*\), so the state is as after cell 2: what cells 3 to 4 did to variables is gone/, r.text);
+		const k = await ok(h, s, "x, y, 'data' in globals(), 'z' in globals()");
+		assert.equal(k.sc.result, '(1, 2, False, False)', show(k.sc));
+	});
+
+	test('a replayed cell that hangs is bounded by twice its first time plus 1 s', { timeout: 120000 }, async () => {
+		const s = 'hang';
+		await ok(h, s, 'x = 1');
+		await ok(h, s, "import os, signal\nif os.path.exists('workspace/go'):\n    signal.pause()\nw = 1");
+		writeFile(h.root, 'workspace/go', '');
+		const t0 = Date.now();
+		const r = await timeout(h, s);
+		const ms = Date.now() - t0;
+		assert.match(r.text, /cell 2 failed when run again \(it ran past [0-9.]+ s, twice its first duration and a second\), so the state is as after cell 1/, r.text);
+		assert.ok(ms < 15000, `the reply took ${ms} ms`);
+		const k = await ok(h, s, "x, 'w' in globals()");
+		assert.equal(k.sc.result, '(1, False)', show(k.sc));
+		fs.rmSync(path.join(h.root, 'workspace', 'go'));
+	});
+});
