@@ -132,4 +132,19 @@ describe('replay log', () => {
 		assert.equal(k.sc.result, '(1, False)', show(k.sc));
 		fs.rmSync(path.join(h.root, 'workspace', 'go'));
 	});
+
+	test('fork_from a session whose last cells were only logged copies its latest state', { timeout: 120000 }, async () => {
+		const s = 'parent';
+		await ok(h, s, 'x = 1');
+		await ok(h, s, 'x += 1');
+		await ok(h, s, 'x += 1');
+		await sleep(300);
+		assert.deepEqual(checkpointCells(h.pid, s), [1], 'cells 2 and 3 were logged');
+		const c = await execPy(h, 'x', { session: 'child', fork_from: s });
+		assert.equal(c.sc.result, '3', show(c.sc));
+		// The parent's own rollback still runs its log again.
+		const r = await timeout(h, s);
+		assert.match(r.text, /after cell 1 was resumed and cells 2 to 3 run again/, r.text);
+		assert.equal((await ok(h, s, 'x')).sc.result, '3');
+	});
 });
