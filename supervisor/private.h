@@ -325,6 +325,11 @@ void replay_checkpoint_taken(struct session *s, bool resumed);
  * log is empty. */
 bool replay_begin(struct sup *sup, struct session *s, struct run *c);
 bool replay_is_run(const struct run *c);
+/* A cell run again: its timeout, within what is left of the replay's. */
+double replay_timeout_ms(const struct run *c);
+/* A cell to run again, but the session's process is gone with its
+ * checkpoints: the replay ends (it never runs in a new interpreter). */
+void replay_lost(struct sup *sup, struct session *s, struct run *c);
 int replay_cell(const struct run *c);
 bool replay_run_same_status(const struct run *c);
 bool replay_active(const struct session *s);

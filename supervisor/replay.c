@@ -61,6 +61,8 @@ struct replay {
 	int from_cell;           /* the base the replay started from */
 	int first, last, total, done, last_ok;
 	int failed;              /* the cell that failed when run again, or 0 */
+	bool lost;               /* ... and no copy of the state was left */
+	double deadline;         /* loop_now_ms() by which the whole replay is over */
 	char failed_why[240];
 	char differed[900];
 	int n_differed;
@@ -359,6 +361,24 @@ static const struct run_events replay_events = {
 	.drop = rr_drop,
 };
 
+double replay_timeout_ms(const struct run *c)
+{
+	const struct replay_run *rr = (const struct replay_run *)c;
+	double left = rr->s->rp ? rr->s->rp->deadline - loop_now_ms() : c->timeout_ms;
+	left = left > 50.0 ? left : 50.0;
+	return c->timeout_ms < left ? c->timeout_ms : left;
+}
+
+void replay_lost(struct sup *sup, struct session *s, struct run *c)
+{
+	/* The process died between two cells run again and no copy was
+	 * left: they must not run in a new interpreter. */
+	c->status = CALL_CRASHED;
+	c->state = STATE_NEW;
+	c->ev->done(c);
+	(void)sup;
+}
+
 bool replay_is_run(const struct run *c)
 {
 	return c && c->ev == &replay_events;
@@ -419,6 +439,23 @@ static void append(char *buf, size_t n, const char *fmt, ...)
 
 static void replay_end(struct sup *sup, struct session *s);
 
+/* The cells queued to run again are not run after all. */
+static void drop_queued(struct session *s)
+{
+	for (struct run **pp = &s->qhead; *pp;) {
+		if (replay_is_run(*pp)) {
+			struct run *q = *pp;
+			*pp = q->next;
+			rr_free((struct replay_run *)q);
+		} else {
+			pp = &(*pp)->next;
+		}
+	}
+	s->qtail = NULL;
+	for (struct run *q = s->qhead; q; q = q->next)
+		s->qtail = q;
+}
+
 /* A cell run again is over: its output compared with the first run's. */
 static void rr_done(struct run *r)
 {
@@ -437,6 +474,7 @@ static void rr_done(struct run *r)
 		 * the cell before it (the checkpoint taken after that one, which
 		 * the session was rolled back to). */
 		rp->failed = rr->e.cell;
+		rp->lost = r->state == STATE_NEW; /* no checkpoint was left to go back to */
 		const struct result_error *er = r->result && r->result->has_error ? &r->result->error : NULL;
 		char et[80], em[120];
 		plain(et, sizeof et, er && er->type ? er->type : "");
@@ -449,19 +487,7 @@ static void rr_done(struct run *r)
 		else
 			snprintf(rp->failed_why, sizeof rp->failed_why, "%s; the first time it ended %s", call_status_name(r->status),
 				 call_status_name(rr->e.status));
-		/* The cells after it are not run again. */
-		for (struct run **pp = &s->qhead; *pp;) {
-			if (replay_is_run(*pp)) {
-				struct run *q = *pp;
-				*pp = q->next;
-				rr_free((struct replay_run *)q);
-			} else {
-				pp = &(*pp)->next;
-			}
-		}
-		s->qtail = NULL;
-		for (struct run *q = s->qhead; q; q = q->next)
-			s->qtail = q;
+		drop_queued(s); /* the cells after it are not run again */
 		free(shown);
 		rr_free(rr);
 		replay_end(s->sup, s);
@@ -500,7 +526,13 @@ static void replay_end(struct sup *sup, struct session *s)
 		snprintf(range, sizeof range, "cell %d", rp->first);
 	else
 		snprintf(range, sizeof range, "cells %d to %d", rp->first, rp->last);
-	if (rp->failed) {
+	if (rp->failed && rp->lost) {
+		snprintf(note, sizeof note,
+			 "the session was rolled back: nothing this call did to variables was kept (files it wrote stay); to rebuild the "
+			 "state before it, the copy taken after cell %d was resumed and %s were to be run again, but the session's process "
+			 "ended while cell %d ran again (%s) and no copy of the state was left: the next call starts a new interpreter",
+			 rp->from_cell, range, rp->failed, rp->failed_why);
+	} else if (rp->failed) {
 		char gone[64];
 		if (rp->failed == rp->last)
 			snprintf(gone, sizeof gone, "cell %d", rp->failed);
@@ -548,12 +580,23 @@ bool replay_begin(struct sup *sup, struct session *s, struct run *c)
 		return false;
 	rp->state_cell = rp->base_cell;
 	rp->pending = NULL;
+	if (rp->active && !replay_is_run(c)) {
+		/* Rolled back between two cells run again (a checkpoint after
+		 * one of them failed): the state is the last checkpoint's, and
+		 * the cells after it are not run on top of a gap. */
+		drop_queued(s);
+		rp->failed = rp->base_cell + 1 > rp->first ? rp->base_cell + 1 : rp->first;
+		snprintf(rp->failed_why, sizeof rp->failed_why, "the copy of the state after it could not be taken");
+		rp->last_ok = rp->base_cell;
+		replay_end(sup, s);
+	}
 	if (rp->n == 0)
 		return false;
 	rp->active = true;
 	rp->to_hold = c;
 	rp->held = NULL;
 	rp->failed = 0;
+	rp->lost = false;
 	rp->failed_why[0] = rp->differed[0] = '\0';
 	rp->n_differed = 0;
 	rp->total = rp->n;
@@ -562,6 +605,11 @@ bool replay_begin(struct sup *sup, struct session *s, struct run *c)
 	rp->last = rp->log[rp->n - 1].cell;
 	rp->last_ok = rp->from_cell = rp->base_cell;
 	rp->t0 = loop_now_ms();
+	/* The whole replay is bounded too, not only each cell: twice what
+	 * the cells took the first time, and two seconds.
+	 * Attack: 64 logged cells that each sleep on their second run,
+	 * holding the rolled-back call's reply a second each. */
+	rp->deadline = rp->t0 + 2.0 * rp->ms + 2000.0;
 	free(rp->final_note);
 	rp->final_note = NULL;
 	/* In order, ahead of every call queued: the cells after the

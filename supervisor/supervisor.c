@@ -172,7 +172,7 @@ static void send_exec(struct sup *sup, struct session *s)
 	snprintf(log_rel, sizeof log_rel, ".logs/%s-%d.stderr.log", s->name, c->cell);
 	outbuf_reset(&s->err, log_rel);
 	struct smsg_exec ex = { .code = c->code, .cell = c->cell };
-	double timeout_ms = c->timeout_ms;
+	double timeout_ms = again ? replay_timeout_ms(c) : c->timeout_ms;
 	s->restore_extra_ms = 0;
 	if (restore_fd >= 0) {
 		ex.restore = restore_bytes;
@@ -264,6 +264,11 @@ void start_next(struct sup *sup, struct session *s)
 			set_expect(sup, s, P_NONE);
 		}
 		c->reset = false; /* done: a copy's call comes back to this queue */
+		if (!s->alive && replay_is_run(c)) {
+			s->cur = NULL;
+			replay_lost(sup, s, c);
+			continue;
+		}
 		if (!s->alive) {
 			c->new_session = true;
 			if (sup->z == Z_FAILED) {
