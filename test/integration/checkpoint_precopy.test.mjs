@@ -13,6 +13,10 @@ import fs from 'node:fs';
 
 import { SANITIZED, startClient, newProject, projectWith, execPy, descendants, sleep, show } from './lib.mjs';
 
+// A checkpoint after every call (cheap cells are otherwise only logged,
+// supervisor/replay.c): what is measured here is each checkpoint's pre-copy.
+const EVERY_CALL = { PSM_TEST_REPLAY_MS: '0' };
+
 function cmdline(pid) {
 	try { return fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' '); } catch { return ''; }
 }
@@ -58,7 +62,7 @@ describe('the pages a call writes are copied after its checkpoint, not during th
 	after(async () => { await h?.close(); });
 
 	test('`1+1` after a checkpoint takes few page faults', { timeout: 120000 }, async () => {
-		h = await startClient(newProject('precopy'), { structured: true });
+		h = await startClient(newProject('precopy'), { structured: true, env: EVERY_CALL });
 		let cell = 0;
 		for (let i = 0; i < 4; i++) {
 			const r = await execPy(h, '1+1');
@@ -91,7 +95,7 @@ describe('the pre-copy stays within its bound and memory_mb holds', () => {
 	const MEM = SANITIZED ? 1024 : 256;
 	test(`a session of 130 MB under memory_mb ${MEM} rewriting its 64 MB array: every call ok, its private memory under memory_mb / 16`, { timeout: 180000 }, async () => {
 		const [root, skill] = projectWith('precopymem', [['memory_mb: 2048', `memory_mb: ${MEM}`]]);
-		h = await startClient(root, { structured: true, args: ['--skill', skill] });
+		h = await startClient(root, { structured: true, args: ['--skill', skill], env: EVERY_CALL });
 		let r = await execPy(h, 'import numpy as np\na = np.ones(8 << 20)\na.nbytes >> 20');
 		assert.deepEqual([r.sc.status, r.sc.result], ['ok', '64'], show(r.sc));
 		let cell = 1;

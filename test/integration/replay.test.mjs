@@ -23,8 +23,10 @@ function checkpointCells(pid, session) {
 	return out.sort((a, b) => a - b);
 }
 
-/** Waits until the session's checkpoint holds the given cell (it is taken after the reply). */
-async function checkpointAt(h, session, cell, ms = 20000) {
+/** Waits until the session's checkpoint holds the given cell (it is taken
+ *  right after the reply).  Not longer than 3 s: a session at rest for 5 s
+ *  takes a checkpoint of its latest state anyway, to save it. */
+async function checkpointAt(h, session, cell, ms = 3000) {
 	const end = Date.now() + ms;
 	let got = checkpointCells(h.pid, session);
 	while (!(got.length === 1 && got[0] === cell) && Date.now() < end) {
