@@ -30,7 +30,10 @@ async function waitTitles(pid, want, ms = 20000) {
 
 describe('process titles', () => {
 	let h;
-	before(async () => { h = await startClient(newProject('title')); });
+	// A checkpoint after every call (PSM_TEST_REPLAY_MS=0): cheap cells are
+	// otherwise only logged, and the checkpoint holds their state only once
+	// the session has rested (test/integration/replay.test.mjs).
+	before(async () => { h = await startClient(newProject('title'), { env: { PSM_TEST_REPLAY_MS: '0' } }); });
 	after(async () => { await h?.close(); });
 
 	test('ps shows the zygote, each session by name and each checkpoint with its cell', { timeout: 120000 }, async () => {
