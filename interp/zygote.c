@@ -687,6 +687,13 @@ static void run_cell(struct wire_msg *m)
 			len = 0;
 	}
 	fflush(NULL); /* C-level stdio of extensions, before the reply */
+	/* The checkpoint the server retired just before this cell (the
+	 * last call's state replaced by a newer one) has died by now: its
+	 * zombie goes here, since the next checkpoint request, which reaps
+	 * too, may be many calls away (cells only logged take none,
+	 * supervisor/replay.c). */
+	if (m->type == W_EXEC)
+		reap_ended();
 	if (restore_fd >= 0) {
 		char *o2;
 		size_t l2;
