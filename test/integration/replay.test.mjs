@@ -107,9 +107,11 @@ describe('replay log', () => {
 	test('a replayed cell that fails: reported, and the state is the cells before it', { timeout: 120000 }, async () => {
 		const s = 'fails';
 		writeFile(h.root, 'workspace/data.txt', 'payload');
-		await ok(h, s, 'x = 1');
+		// The read is hidden in a function defined by the first cell (which
+		// forks anyway): a cell that names it forks (the next test).
+		await ok(h, s, "x = 1\ndef get():\n    return open('workspace/data.txt').read()");
 		await ok(h, s, 'y = 2');
-		await ok(h, s, "data = open('workspace/data.txt').read()");
+		await ok(h, s, 'data = get()');
 		await ok(h, s, 'z = 3');
 		await sleep(300);
 		assert.deepEqual(checkpointCells(h.pid, s), [1]);
@@ -120,10 +122,25 @@ describe('replay log', () => {
 		assert.equal(k.sc.result, '(1, 2, False, False)', show(k.sc));
 	});
 
+	test('a cell that reads a file forks: replaced between calls, the rolled-back state keeps the first read', { timeout: 120000 }, async () => {
+		const s = 'writer'; // again, new (this file uses the policy's 8 sessions)
+		writeFile(h.root, 'workspace/input.csv', 'a,b\n1,2\n');
+		const first = await execPy(h, 'x = 1', { session: s, reset: true });
+		assert.deepEqual([first.sc.status, first.sc.execution_count], ['ok', 1], show(first.sc));
+		await ok(h, s, "rows = open('workspace/input.csv').read().splitlines()");
+		assert.deepEqual(await checkpointAt(h, s, 2), [2], 'a file read forces a checkpoint');
+		await ok(h, s, 'n = len(rows)');
+		writeFile(h.root, 'workspace/input.csv', 'a,b\n1,2\n3,4\n5,6\n'); // the user replaces it
+		const r = await timeout(h, s);
+		assert.match(r.text, /after cell 2 was resumed and cell 3 run again/, r.text);
+		const k = await ok(h, s, 'n, len(rows)');
+		assert.equal(k.sc.result, '(2, 2)', show(k.sc));
+	});
+
 	test('a replayed cell that hangs is bounded by twice its first time plus 1 s', { timeout: 120000 }, async () => {
 		const s = 'hang';
-		await ok(h, s, 'x = 1');
-		await ok(h, s, "import os, signal\nif os.path.exists('workspace/go'):\n    signal.pause()\nw = 1");
+		await ok(h, s, "import os, signal\nx = 1\ndef gate():\n    if os.path.exists('workspace/go'):\n        signal.pause()");
+		await ok(h, s, 'gate()\nw = 1');
 		writeFile(h.root, 'workspace/go', '');
 		const t0 = Date.now();
 		const r = await timeout(h, s);

@@ -895,11 +895,16 @@ static void test_replay_code(void **state)
 		"rng = np.random.default_rng()", "os.urandom(8)", "import secrets", "uuid.uuid4()", "uuid.uuid1()",
 		"t0 = perf_counter()", "os.getpid()", "import threading", "open('/tmp/x', 'w')", "tempfile.mkstemp()",
 		"np.random.seed(0); g = np.random.default_rng()",
+		/* what was read may have changed since */
+		"df = pd.read_csv('workspace/data.csv')", "import mymodule", "from helpers import f",
+		"text = open('notes.txt').read()", "a = np.load('a.npy')", "cfg = json.load(f)", "Path('x').read_text()",
+		"files = os.listdir('workspace')", "os.path.exists('workspace/go')", "glob.glob('*.csv')",
 	};
 	static const char *const safe[] = {
 		"x = 1", "df.groupby('k').mean()", "rng = np.random.default_rng(42)\nx = rng.normal()",
 		"np.random.seed(0)\nx = np.random.rand(3)", "model.fit(X, y, random_state=0) if False else None",
 		"runtime = 3; timeout_s = 2", "r = random.Random(7).random()",
+		"data = get()", "spread = df.max() - df.min()", "reader_count = 2", "already = True",
 	};
 	char why[64];
 	for (size_t i = 0; i < sizeof unsafe / sizeof unsafe[0]; i++)
