@@ -1697,7 +1697,19 @@ class _Stream:
         # it without a copy) is fresh private memory, faulted in as the
         # bytes arrive: bytearray(n) writes zeros over all of it first
         # (0.5 s of the restore of a 1 GiB array on the test machine).
-        buf = bytearray(n) if n < (1 << 20) else mmap.mmap(-1, n, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        # Huge pages for it: 512 times fewer faults, and the session's
+        # read from the pipe (the server vmsplices its pages, so this read
+        # is the only copy) runs at memory speed: 0.1 to 0.2 s for 1 GiB on
+        # the test machine instead of 0.5 to 0.8 s in 4 KiB pages.
+        if n < (1 << 20):
+            buf = bytearray(n)
+        else:
+            buf = mmap.mmap(-1, n, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+            if n >= (2 << 20):
+                try:
+                    buf.madvise(mmap.MADV_HUGEPAGE)
+                except (AttributeError, OSError):
+                    pass  # a kernel without transparent huge pages
         view = memoryview(buf)
         got = 0
         while got < n:

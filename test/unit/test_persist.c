@@ -3,7 +3,10 @@
  * the previous format (v1, HMAC-SHA256) still restores; one made with
  * another key is refused as such and left in place; a changed byte gets a
  * bad verdict and the file goes; one over persist_mb is refused by its size
- * and left in place; the saver's summary record reaches the caller. */
+ * and left in place; the saver's summary record reaches the caller; a
+ * state of many chunks (more than the ring the server streams it from)
+ * reaches a slow reader byte for byte, and a change to its file, before
+ * the stream or while it runs, gets a bad verdict. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -13,6 +16,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <linux/close_range.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "../../common/hmac.h"
@@ -259,6 +264,176 @@ static void test_over_the_cap_is_refused_by_its_size(void **state)
 	assert_int_equal(access(snap, F_OK), 0);
 }
 
+/* ---- a state of many chunks: the ring of chunks the server streams from
+ * is reused while a slow session reads, so every byte must still be the
+ * one the tag covered. */
+
+#define BIG (9u << 20) /* over 1 MiB chunks x a ring of 3 to 8, not a multiple */
+
+static unsigned char big_byte(size_t i)
+{
+	uint32_t x = (uint32_t)i * 2654435761u;
+	return (unsigned char)(x >> 24 ^ x >> 13 ^ i);
+}
+
+static int setup_big(void **state)
+{
+	setup(state);
+	persist_free(p);
+	pol->limits.persist_mb = 16;
+	p = persist_new(&f->ws, pol);
+	assert_true(persist_on(p));
+	return 0;
+}
+
+/* The saver's side of a save of BIG bytes of state, from a child (more
+ * than a pipe holds). */
+static void save_big(void)
+{
+	int pp[2];
+	assert_int_equal(pipe(pp), 0);
+	pid_t w = fork();
+	assert_true(w >= 0);
+	if (w == 0) {
+		close(pp[0]);
+		unsigned char h[24];
+		memcpy(h, PERSIST_SAVE_MAGIC, 8);
+		put64(h + 8, 8 + BIG);
+		put64(h + 16, 0); /* an empty summary */
+		if (write(pp[1], h, sizeof h) != (ssize_t)sizeof h)
+			_exit(1);
+		static unsigned char b[BIG];
+		for (size_t i = 0; i < BIG; i++)
+			b[i] = big_byte(i);
+		for (size_t off = 0; off < BIG;) {
+			ssize_t k = write(pp[1], b + off, BIG - off);
+			if (k <= 0)
+				_exit(1);
+			off += (size_t)k;
+		}
+		_exit(0);
+	}
+	close(pp[1]);
+	struct err e = { 0 };
+	assert_non_null(psave_start(p, loop, "default", 3, pp[0], save_done, NULL, &e));
+	loop_run(loop);
+	int st;
+	assert_int_equal(waitpid(w, &st, 0), w);
+	assert_int_equal(saved.status, 0);
+}
+
+enum { READ_SLOWLY, CHANGE_AHEAD, CUT_AHEAD };
+
+/* The session's side, in a child that reads slowly (the pipe stays full,
+ * the server's ring wraps many times): 0 when every byte is the one saved
+ * and the verdict 'Y', 1 when the verdict is 'N' or the stream ends short,
+ * 2 when a byte differs behind a 'Y'.  CHANGE_AHEAD and CUT_AHEAD change
+ * the file once 2 MiB are read (a hostile cell writing the workspace
+ * while the state streams): a byte 7 MiB in, or the file cut at 5 MiB. */
+static int read_big(int fd, int how)
+{
+	static unsigned char b[64 << 10];
+	size_t at = 0, want = 8 + BIG;
+	bool bad = false;
+	while (at < want) {
+		size_t n = want - at < sizeof b ? want - at : sizeof b;
+		ssize_t k = read(fd, b, n);
+		if (k <= 0)
+			return 1;
+		for (ssize_t i = 0; i < k; i++) {
+			size_t pos = at + (size_t)i;
+			unsigned char expect = pos < 8 ? 0 : big_byte(pos - 8);
+			if (b[i] != expect)
+				bad = true;
+		}
+		at += (size_t)k;
+		if (at >= (2u << 20) && at - (size_t)k < (2u << 20) && how != READ_SLOWLY) {
+			if (how == CHANGE_AHEAD) {
+				int sf = open(snap, O_WRONLY);
+				unsigned char x = (unsigned char)~big_byte(7u << 20);
+				if (sf < 0 || pwrite(sf, &x, 1, 8 + (7 << 20)) != 1)
+					return 3;
+				close(sf);
+			} else if (truncate(snap, 5 << 20) != 0) {
+				return 3;
+			}
+		}
+		if (at < (3u << 20))
+			usleep(2000);
+	}
+	char v;
+	if (read(fd, &v, 1) != 1 || v != 'Y')
+		return 1;
+	return bad ? 2 : 0;
+}
+
+static int restore_big(int how)
+{
+	/* Cold, as after a reboot: the server reads it from the disk (and
+	 * drops it from the cache behind itself). */
+	int sf = open(snap, O_RDONLY);
+	assert_true(sf >= 0);
+	assert_int_equal(fsync(sf), 0);
+	assert_int_equal(posix_fadvise(sf, 0, 0, POSIX_FADV_DONTNEED), 0);
+	close(sf);
+	struct prestore *r = NULL;
+	struct err e = { 0 };
+	assert_int_equal(prestore_open(p, "default", &r, &e), 1);
+	assert_int_equal(prestore_bytes(r), 8 + BIG);
+	int fd = prestore_start(r, loop, restore_done, NULL);
+	assert_true(fd >= 0);
+	pid_t c = fork();
+	assert_true(c >= 0);
+	if (c == 0) {
+		/* Only the read end: the server's write end (in this copy of
+		 * it) would keep the pipe from ever ending. */
+		if (dup2(fd, 100) != 100 || close_range(3, 99, 0) != 0 || close_range(101, ~0u, 0) != 0)
+			_exit(4);
+		_exit(read_big(100, how));
+	}
+	close(fd);
+	verdict_of = -99;
+	loop_run(loop);
+	prestore_free(r);
+	int st;
+	assert_int_equal(waitpid(c, &st, 0), c);
+	assert_true(WIFEXITED(st));
+	return WEXITSTATUS(st);
+}
+
+static void test_many_chunks_reach_a_slow_reader_byte_for_byte(void **state)
+{
+	save_big();
+	assert_int_equal(restore_big(READ_SLOWLY), 0);
+	assert_int_equal(verdict_of, 1);
+}
+
+static void test_a_change_in_the_last_chunk_gets_a_bad_verdict(void **state)
+{
+	save_big();
+	int fd = open(snap, O_RDWR);
+	unsigned char x = (unsigned char)~big_byte(BIG - 3);
+	assert_int_equal(pwrite(fd, &x, 1, 8 + BIG - 3), 1);
+	close(fd);
+	assert_int_equal(restore_big(READ_SLOWLY), 1);
+	assert_int_equal(verdict_of, 0);
+	assert_int_equal(access(snap, F_OK), -1);
+}
+
+static void test_a_file_changed_while_it_streams_gets_a_bad_verdict(void **state)
+{
+	save_big();
+	assert_int_equal(restore_big(CHANGE_AHEAD), 1);
+	assert_int_equal(verdict_of, 0);
+}
+
+static void test_a_file_cut_while_it_streams_gets_a_bad_verdict(void **state)
+{
+	save_big();
+	assert_int_equal(restore_big(CUT_AHEAD), 1);
+	assert_int_equal(verdict_of, 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -267,6 +442,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_a_changed_byte_gets_a_bad_verdict_and_goes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_a_v1_snapshot_still_restores, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_over_the_cap_is_refused_by_its_size, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_many_chunks_reach_a_slow_reader_byte_for_byte, setup_big, teardown),
+		cmocka_unit_test_setup_teardown(test_a_change_in_the_last_chunk_gets_a_bad_verdict, setup_big, teardown),
+		cmocka_unit_test_setup_teardown(test_a_file_changed_while_it_streams_gets_a_bad_verdict, setup_big, teardown),
+		cmocka_unit_test_setup_teardown(test_a_file_cut_while_it_streams_gets_a_bad_verdict, setup_big, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
