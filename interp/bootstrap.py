@@ -1697,19 +1697,11 @@ class _Stream:
         # it without a copy) is fresh private memory, faulted in as the
         # bytes arrive: bytearray(n) writes zeros over all of it first
         # (0.5 s of the restore of a 1 GiB array on the test machine).
-        # Huge pages for it: 512 times fewer faults, and the session's
-        # read from the pipe (the server vmsplices its pages, so this read
-        # is the only copy) runs at memory speed: 0.1 to 0.2 s for 1 GiB on
-        # the test machine instead of 0.5 to 0.8 s in 4 KiB pages.
-        if n < (1 << 20):
-            buf = bytearray(n)
-        else:
-            buf = mmap.mmap(-1, n, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-            if n >= (2 << 20):
-                try:
-                    buf.madvise(mmap.MADV_HUGEPAGE)
-                except (AttributeError, OSError):
-                    pass  # a kernel without transparent huge pages
+        # Not huge pages (MADV_HUGEPAGE): measured on the test machine, a
+        # VM whose free memory goes back to its host, each fresh huge page
+        # cost the host a fault, and a cold 1 GiB restore took 3 to 4.7
+        # times cat's read of the file instead of 0.5 to 1.4.
+        buf = bytearray(n) if n < (1 << 20) else mmap.mmap(-1, n, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
         view = memoryview(buf)
         got = 0
         while got < n:
@@ -1742,6 +1734,7 @@ def _restore(fd, total, layout=1):
     import importlib
     import pickle
 
+    t0 = time.perf_counter()
     stream = _Stream(fd, total)
     meta, blobs, problem = None, [], None
     try:
@@ -1756,6 +1749,7 @@ def _restore(fd, total, layout=1):
         ok = stream.verdict() == b"Y"
     except Exception:
         ok = False
+    read_ms = (time.perf_counter() - t0) * 1000.0
     if not ok:
         return {"verified": False}
     if problem is not None or not isinstance(meta, dict):
@@ -1805,5 +1799,7 @@ def _restore(fd, total, layout=1):
             restored.append(d[0])
         except BaseException as e:
             failed.append([d[0], _reason(e)])
+    # How long the stream and the load took, for the server's log.
+    ms = [round(read_ms, 1), round((time.perf_counter() - t0) * 1000.0 - read_ms, 1)]
     return {"verified": True, "restored": restored, "failed": failed,
-            "unsaved": meta.get("unsaved", [])}
+            "unsaved": meta.get("unsaved", []), "ms": ms}
