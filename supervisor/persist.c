@@ -606,6 +606,7 @@ struct prestore {
 	 * past ends[i], the pipe's count (piped) after its last byte. */
 	uint64_t ends[RING_MAX], piped;
 	bool copy;         /* vmsplice refused: plain writes (a copy) */
+	unsigned char verdict; /* 'Y' or 'N' once the tag is judged, else 0 */
 	double t0;
 	unsigned waits;    /* wake-ups that found the pipe full */
 	prestore_done_fn done;
@@ -887,10 +888,20 @@ static void prestore_event(void *arg, int fd, short revents)
 				/* Everything sent: the verdict is the last byte.
 				 * The session reads exactly total bytes, so no byte
 				 * of the file can pose as the verdict. */
-				unsigned char tag[HMAC_LEN];
-				bool ok = hmac_final(r->h, tag) == 0 && mac_equal(tag, r->tag, r->tag_len);
-				unsigned char v = ok ? 'Y' : 'N';
-				ssize_t w = write(fd, &v, 1);
+				/* Judged once: the pipe may be full (the session
+				 * has yet to read the last chunk), and the next
+				 * wake-up only writes the verdict.  Finishing the
+				 * MAC twice crashed the server (a NULL call in
+				 * libcrypto) whenever the last chunk filled the
+				 * pipe: a snapshot planted by a cell, cut to a
+				 * whole number of MiB, did it every time. */
+				if (!r->verdict) {
+					unsigned char tag[HMAC_LEN];
+					bool good = hmac_final(r->h, tag) == 0 && mac_equal(tag, r->tag, r->tag_len);
+					r->verdict = good ? 'Y' : 'N';
+				}
+				bool ok = r->verdict == 'Y';
+				ssize_t w = write(fd, &r->verdict, 1);
 				if (w < 0 && errno == EAGAIN)
 					return;
 				log_debug("restore: %llu bytes streamed in %.0f ms (%s, %u waits on a full pipe)",

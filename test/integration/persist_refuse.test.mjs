@@ -8,11 +8,11 @@ import path from 'node:path';
 import { execPy, newProject, writeFile, sleep, show } from './lib.mjs';
 import { stateHome, start, snapPath, waitSaved, end, BUILD, DIGEST } from './persist_lib.mjs';
 describe('a snapshot the server did not write is refused', () => {
-	async function savedProject(tag) {
+	async function savedProject(tag, code = 'value = 123') {
 		const root = newProject(tag);
 		const xdg = stateHome();
 		const h = await start(root, xdg);
-		const r = await execPy(h, 'value = 123');
+		const r = await execPy(h, code);
 		assert.equal(r.sc.status, 'ok');
 		await waitSaved(h, 1);
 		await h.close();
@@ -36,6 +36,29 @@ describe('a snapshot the server did not write is refused', () => {
 		const buf = fs.readFileSync(p);
 		buf[Math.floor(buf.length / 3)] ^= 0x01;
 		fs.writeFileSync(p, buf);
+		await expectRefused(root, xdg, 'do not match the tag');
+	});
+
+	// The server streams a large state from a ring of 1 MiB chunks that it
+	// refills while the session reads: a byte changed in the last chunk,
+	// and a file cut short (with a trailer that says so), are still refused.
+	test('one byte changed in the last of many chunks, and a file cut short', { timeout: 180000 }, async () => {
+		const code = 'import numpy as np\nvalue = np.random.default_rng(5).integers(0, 255, 6 << 20, dtype=np.uint8)';
+		let { root, xdg } = await savedProject('tamper-late', code);
+		let p = snapPath(root);
+		let buf = fs.readFileSync(p);
+		assert.ok(buf.length > 6 << 20, `a snapshot of ${buf.length} bytes`);
+		buf[buf.length - 72 - 1000] ^= 0x01;
+		fs.writeFileSync(p, buf);
+		await expectRefused(root, xdg, 'do not match the tag');
+		({ root, xdg } = await savedProject('tamper-cut', code));
+		p = snapPath(root);
+		buf = fs.readFileSync(p);
+		// Cut to 3 MiB, the trailer after it saying so (its length, at 8,
+		// rewritten): well-formed, so it is streamed, and its tag fails.
+		const trailer = Buffer.from(buf.subarray(buf.length - 72));
+		trailer.writeBigUInt64LE(BigInt(3 << 20), 8);
+		fs.writeFileSync(p, Buffer.concat([buf.subarray(0, 3 << 20), trailer]));
 		await expectRefused(root, xdg, 'do not match the tag');
 	});
 

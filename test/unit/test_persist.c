@@ -269,6 +269,7 @@ static void test_over_the_cap_is_refused_by_its_size(void **state)
  * one the tag covered. */
 
 #define BIG (9u << 20) /* over 1 MiB chunks x a ring of 3 to 8, not a multiple */
+static size_t big = BIG; /* the state's length in this test */
 
 static unsigned char big_byte(size_t i)
 {
@@ -298,15 +299,15 @@ static void save_big(void)
 		close(pp[0]);
 		unsigned char h[24];
 		memcpy(h, PERSIST_SAVE_MAGIC, 8);
-		put64(h + 8, 8 + BIG);
+		put64(h + 8, 8 + big);
 		put64(h + 16, 0); /* an empty summary */
 		if (write(pp[1], h, sizeof h) != (ssize_t)sizeof h)
 			_exit(1);
 		static unsigned char b[BIG];
-		for (size_t i = 0; i < BIG; i++)
+		for (size_t i = 0; i < big; i++)
 			b[i] = big_byte(i);
-		for (size_t off = 0; off < BIG;) {
-			ssize_t k = write(pp[1], b + off, BIG - off);
+		for (size_t off = 0; off < big;) {
+			ssize_t k = write(pp[1], b + off, big - off);
 			if (k <= 0)
 				_exit(1);
 			off += (size_t)k;
@@ -322,7 +323,7 @@ static void save_big(void)
 	assert_int_equal(saved.status, 0);
 }
 
-enum { READ_SLOWLY, CHANGE_AHEAD, CUT_AHEAD };
+enum { READ_SLOWLY, CHANGE_AHEAD, CUT_AHEAD, PAUSE_AT_END };
 
 /* The session's side, in a child that reads slowly (the pipe stays full,
  * the server's ring wraps many times): 0 when every byte is the one saved
@@ -333,7 +334,7 @@ enum { READ_SLOWLY, CHANGE_AHEAD, CUT_AHEAD };
 static int read_big(int fd, int how)
 {
 	static unsigned char b[64 << 10];
-	size_t at = 0, want = 8 + BIG;
+	size_t at = 0, want = 8 + big;
 	bool bad = false;
 	while (at < want) {
 		size_t n = want - at < sizeof b ? want - at : sizeof b;
@@ -360,6 +361,9 @@ static int read_big(int fd, int how)
 		}
 		if (at < (3u << 20))
 			usleep(2000);
+		/* The last chunk then fills the pipe: the verdict waits. */
+		if (how == PAUSE_AT_END && at == want - (1u << 20))
+			usleep(300000);
 	}
 	char v;
 	if (read(fd, &v, 1) != 1 || v != 'Y')
@@ -379,7 +383,7 @@ static int restore_big(int how)
 	struct prestore *r = NULL;
 	struct err e = { 0 };
 	assert_int_equal(prestore_open(p, "default", &r, &e), 1);
-	assert_int_equal(prestore_bytes(r), 8 + BIG);
+	assert_int_equal(prestore_bytes(r), 8 + big);
 	int fd = prestore_start(r, loop, restore_done, NULL);
 	assert_true(fd >= 0);
 	pid_t c = fork();
@@ -399,6 +403,18 @@ static int restore_big(int how)
 	assert_int_equal(waitpid(c, &st, 0), c);
 	assert_true(WIFEXITED(st));
 	return WEXITSTATUS(st);
+}
+
+/* A state of a whole number of chunks, read by a session that pauses
+ * before the last one: the verdict finds the pipe full and is written at
+ * the next wake-up (the MAC was finished twice, and the server crashed). */
+static void test_the_verdict_waits_for_a_full_pipe(void **state)
+{
+	big = (4u << 20) - 8;
+	save_big();
+	assert_int_equal(restore_big(PAUSE_AT_END), 0);
+	assert_int_equal(verdict_of, 1);
+	big = BIG;
 }
 
 static void test_many_chunks_reach_a_slow_reader_byte_for_byte(void **state)
@@ -444,6 +460,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_over_the_cap_is_refused_by_its_size, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_many_chunks_reach_a_slow_reader_byte_for_byte, setup_big, teardown),
 		cmocka_unit_test_setup_teardown(test_a_change_in_the_last_chunk_gets_a_bad_verdict, setup_big, teardown),
+		cmocka_unit_test_setup_teardown(test_the_verdict_waits_for_a_full_pipe, setup_big, teardown),
 		cmocka_unit_test_setup_teardown(test_a_file_changed_while_it_streams_gets_a_bad_verdict, setup_big, teardown),
 		cmocka_unit_test_setup_teardown(test_a_file_cut_while_it_streams_gets_a_bad_verdict, setup_big, teardown),
 	};
