@@ -13,7 +13,9 @@ array, and 10,000 small objects) it measures, on the real server:
   posix_fadvise(DONTNEED), nothing else's);
 - restore: the first call after a restart (the server streams the snapshot
   to the session, which loads it, then runs `1`), less the first call of a
-  session with nothing saved in the same warm server, warm and cold;
+  session with nothing saved in the same warm server, warm and cold (each
+  cold one right after a cold read of the file, so that the ratio of the
+  two is taken under the same load: the median of those ratios is shown);
 - fork: a call with fork_from (the copy, then `1` in it), less a call `1`
   in the parent, and the copy alone as the server logs it.
 Prints a table with the ratios the targets are about (restore over cold
@@ -130,9 +132,13 @@ def restore_closed(binary, root, log, snap, cold):
     return t
 
 
-def med_of(n, f):
-    xs = sorted(f() for _ in range(max(n, 1)))
+def med(xs):
+    xs = sorted(xs)
     return xs[len(xs) // 2]
+
+
+def med_of(n, f):
+    return med([f() for _ in range(max(n, 1))])
 
 
 def main():
@@ -170,11 +176,19 @@ def main():
             s.close()
             disk = os.path.getsize(snap)
             # Medians of a.reps runs each: the disk's speed moves a lot on
-            # a shared machine.
+            # a shared machine, so each cold restore is paired with a cold
+            # read just before it, and the ratio is the median of the
+            # pairs' ratios (not the ratio of two medians taken minutes
+            # apart).
             read_warm = med_of(a.reps, lambda: cat_s(snap))
-            read_cold = med_of(a.reps, lambda: (drop(snap), cat_s(snap))[1])
             restore_warm = med_of(a.reps, lambda: restore_closed(binary, root, log, snap, False))
-            restore_cold = med_of(a.reps, lambda: restore_closed(binary, root, log, snap, True))
+            reads, restores, ratios = [], [], []
+            for _ in range(max(a.reps, 1)):
+                drop(snap)
+                reads.append(cat_s(snap))
+                restores.append(restore_closed(binary, root, log, snap, True))
+                ratios.append(restores[-1] / reads[-1] if reads[-1] else 0.0)
+            read_cold, restore_cold, ratio = med(reads), med(restores), med(ratios)
             _, s = restore_once(binary, root, log, snap, cold=False)  # a parent to fork
             try:
                 call, _ = timed(s, "1")
@@ -190,13 +204,13 @@ def main():
             finally:
                 s.close()
             row = (name, build, float(save_ms) / 1000.0, disk, read_warm, read_cold, restore_warm, restore_cold,
-                   fork - call, copy_ms / 1000.0)
+                   ratio, fork - call, copy_ms / 1000.0)
             rows.append(row)
-            print("%-22s build %6.2f s  save %6.2f s  %8.1f MB  read %5.2f/%5.2f s  restore %5.2f/%5.2f s  "
-                  "(cold: %.2fx the read, %.2fx the build)  fork +%.3f s (copy %.1f ms)" % (
+            print("%-22s build %6.2f s  save %6.2f s  %8.1f MB  read %5.3f/%5.3f s  restore %5.3f/%5.3f s  "
+                  "(cold: %.2fx the read [%s], %.2fx the build)  fork +%.3f s (copy %.1f ms)" % (
                       name, build, row[2], disk / 1e6, read_warm, read_cold, restore_warm, restore_cold,
-                      restore_cold / read_cold if read_cold else 0, restore_cold / build if build else 0,
-                      row[8], copy_ms), flush=True)
+                      ratio, " ".join("%.2f" % x for x in ratios), restore_cold / build if build else 0,
+                      row[9], copy_ms), flush=True)
         finally:
             shutil.rmtree(root, ignore_errors=True)
             shutil.rmtree(xdg, ignore_errors=True)
@@ -210,17 +224,19 @@ def main():
         "restore, warm / cold | cold restore / cold read | cold restore / build | fork_from (the call, more than `1`) | the copy alone |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for (name, build, save, disk, rw, rc, sw, sc, fork, copy) in rows:
-        lines.append("| %s | %.2f s | %.2f s | %.1f MB | %.2f / %.2f s | %.2f / %.2f s | %.2f | %.2f | %.0f ms | %.1f ms |" % (
-            name, build, save, disk / 1e6, rw, rc, sw, sc, sc / rc if rc else 0, sc / build if build else 0,
+    for (name, build, save, disk, rw, rc, sw, sc, ratio, fork, copy) in rows:
+        lines.append("| %s | %.2f s | %.2f s | %.1f MB | %.3f / %.3f s | %.3f / %.3f s | %.2f | %.2f | %.0f ms | %.1f ms |" % (
+            name, build, save, disk / 1e6, rw, rc, sw, sc, ratio, sc / build if build else 0,
             fork * 1000.0, copy * 1000.0))
     lines += [
         "",
         "Restore is the first call after a restart less the first call of a session with nothing",
         "saved, in the same warm server; cold means the snapshot's pages were dropped from the page",
-        "cache first (posix_fadvise DONTNEED), as after a reboot. The save runs after the reply, in a",
-        "fork of the checkpoint, niced, while the agent reads. The copy is the fork of the parent",
-        "(reparented to the zygote) until the server has its pidfd; the call adds the copy's hello and",
+        "cache first (posix_fadvise DONTNEED), as after a reboot; each cold restore follows a cold read",
+        "of the file by `cat`, and the ratio is the median of those pairs' ratios. The save runs after",
+        "the reply, in a fork of the checkpoint, niced, while the agent reads. The copy is the fork of",
+        "the parent"
+        " (reparented to the zygote) until the server has its pidfd; the call adds the copy's hello and",
         "its first checkpoint.",
         "",
     ]
