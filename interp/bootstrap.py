@@ -1778,7 +1778,6 @@ def _restore(fd, total, layout=1):
     import importlib
     import pickle
 
-    t0 = time.perf_counter()
     stream = _Stream(fd, total)
     meta, blobs, problem = None, [], None
     try:
@@ -1793,7 +1792,6 @@ def _restore(fd, total, layout=1):
         ok = stream.verdict() == b"Y"
     except Exception:
         ok = False
-    read_ms = (time.perf_counter() - t0) * 1000.0
     if not ok:
         return {"verified": False}
     if problem is not None or not isinstance(meta, dict):
@@ -1843,7 +1841,5 @@ def _restore(fd, total, layout=1):
             restored.append(d[0])
         except BaseException as e:
             failed.append([d[0], _reason(e)])
-    # How long the stream and the load took, for the server's log.
-    ms = [round(read_ms, 1), round((time.perf_counter() - t0) * 1000.0 - read_ms, 1)]
     return {"verified": True, "restored": restored, "failed": failed,
-            "unsaved": meta.get("unsaved", []), "ms": ms}
+            "unsaved": meta.get("unsaved", [])}

@@ -512,12 +512,6 @@ void restore_outcome(struct sup *sup, struct session *s, struct run *c)
 			list_names(m, sizeof m, NULL, (const char *const(*)[2])rs->unsaved, rs->n_unsaved,
 				   rs->n_unsaved + (size_t)rs->unsaved_more);
 		}
-		/* The session's own timings, for the log only (untrusted). */
-		const cJSON *ms = cJSON_GetObjectItemCaseSensitive(rj, "ms");
-		const cJSON *rd = cJSON_GetArrayItem(ms, 0), *ld = cJSON_GetArrayItem(ms, 1);
-		if (cJSON_IsNumber(rd) && cJSON_IsNumber(ld))
-			log_info("session %s: the session read the saved state in %.0f ms and loaded it in %.0f ms", s->name,
-				 rd->valuedouble, ld->valuedouble);
 		s->saved_cells = s->restore_cells;
 		if (forked) {
 			s->dirty = true; /* its own name has nothing on disk yet */
