@@ -789,11 +789,13 @@ static bool chunk_free(struct prestore *r, int i)
  * hold already (RWF_NOWAIT could not read it) is read, then dropped from
  * the cache: the session is about to fault in as much fresh memory for the
  * state, and it gets these pages back at once.  Measured on the test
- * machine (a VM whose free memory goes back to its host): a cold 1 GiB
+ * machine (a VM whose free memory goes back to its host, so that a page
+ * free for long costs the host a fault when touched again): a cold 1 GiB
  * restore took 1.9 times cat's read of the file with the pages dropped
- * behind, 5 to 14 times without (each fresh page of the session then
- * cost the host a fault), and the cache would only have held a second
- * copy of the session's state.  A file the cache held stays there. */
+ * behind, 5 to 14 times without (both with huge pages at the session,
+ * which made it worse still and are not used), and the cache would only
+ * have held a second copy of the session's state.  A file the cache held
+ * already stays there. */
 static ssize_t read_chunk(struct prestore *r, unsigned char *b, size_t want)
 {
 	struct iovec v = { .iov_base = b, .iov_len = want };
@@ -887,14 +889,14 @@ static void prestore_event(void *arg, int fd, short revents)
 			if (f == 0) {
 				/* Everything sent: the verdict is the last byte.
 				 * The session reads exactly total bytes, so no byte
-				 * of the file can pose as the verdict. */
-				/* Judged once: the pipe may be full (the session
-				 * has yet to read the last chunk), and the next
-				 * wake-up only writes the verdict.  Finishing the
-				 * MAC twice crashed the server (a NULL call in
-				 * libcrypto) whenever the last chunk filled the
-				 * pipe: a snapshot planted by a cell, cut to a
-				 * whole number of MiB, did it every time. */
+				 * of the file can pose as the verdict.  Judged
+				 * once: the pipe may be full (the session has yet
+				 * to read the last chunk), and the next wake-up
+				 * only writes it.  Attack: finishing the MAC twice
+				 * crashed the server (a NULL call in libcrypto)
+				 * whenever the last chunk filled the pipe, which a
+				 * snapshot planted by a cell, cut to a whole number
+				 * of MiB, did every time. */
 				if (!r->verdict) {
 					unsigned char tag[HMAC_LEN];
 					bool good = hmac_final(r->h, tag) == 0 && mac_equal(tag, r->tag, r->tag_len);
@@ -964,7 +966,9 @@ int prestore_start(struct prestore *r, struct loop *l, prestore_done_fn done, vo
 	 * done (a session that has not read them yet, or that tee'd them into
 	 * a pipe of its own).  Attack: a ring in the heap, freed and reused
 	 * for another session's state or the key while the pipe still pointed
-	 * at it, would let this session read them. */
+	 * at it, would let this session read them.  All a session that tees
+	 * the pipe can see of the ring is this snapshot's own bytes, which it
+	 * is sent anyway. */
 	void *ring = mmap(NULL, (size_t)r->nring * CHUNK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (ring == MAP_FAILED) {
 		int err = errno;
