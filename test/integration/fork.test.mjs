@@ -130,6 +130,11 @@ describe('fork_from', () => {
 
 	test('a parent that answers with a forged copy (a pidfd of its own child) is refused and ended as a protocol break', { timeout: 120000 }, async () => {
 		const root = newProject('fork-forged');
+		// Not saved: a save at rest forks the session too, and on a loaded
+		// machine it could come before the copy is asked for, so that the
+		// hook below forged its answer to the wrong fork.
+		writeFile(root, '.agents/skills/code-interpreter-sandbox-executor/SKILL.md',
+			'---\nname: t\ndescription: no saving\nlimits:\n  persist: false\n---\n');
 		const h = await start(root, stateHome());
 		let r = await execPy(h, 'kept = 7');
 		assert.equal(r.sc.status, 'ok', show(r.text));
