@@ -150,13 +150,8 @@ void exec_call(struct server *s, const struct req *q, const cJSON *args, const c
 			    name, lim->max_sessions);
 		return;
 	}
-	struct call *c = calloc(1, sizeof *c);
-	char *code_copy = c ? strdup(code->valuestring) : NULL;
-	if (!code_copy) {
-		free(c);
-		answer_error(s, q, RPC_INTERNAL_ERROR, "out of memory", NULL);
-		return;
-	}
+	struct call *c = xcalloc(1, sizeof *c);
+	char *code_copy = xstrdup(code->valuestring);
 	c->srv = s;
 	c->id = cJSON_Duplicate(q->id, 1);
 	c->q = *q;
@@ -460,10 +455,7 @@ static void sb_add(struct sbuf *b, const char *s, size_t n)
 		size_t cap = b->cap ? b->cap : 1024;
 		while (cap < b->len + n + 1)
 			cap *= 2;
-		char *p = realloc(b->p, cap);
-		if (!p)
-			return;
-		b->p = p;
+		b->p = xrealloc(b->p, cap);
 		b->cap = cap;
 	}
 	memcpy(b->p + b->len, s, n);

@@ -115,9 +115,7 @@ static int load_key(struct persist *p, const struct userdir *ud, struct err *e)
 
 struct persist *persist_new(const struct workspace *ws, const struct policy *pol)
 {
-	struct persist *p = calloc(1, sizeof *p);
-	if (!p)
-		return NULL;
+	struct persist *p = xcalloc(1, sizeof *p);
 	p->ws = ws;
 	p->cap = (uint64_t)pol->limits.persist_mb << 20;
 	if (!pol->limits.persist) {
@@ -400,7 +398,7 @@ static void psave_peek(struct psave *s, const unsigned char *b, size_t n)
 		if (at == 8) {
 			s->sum_len = get64(s->lenb);
 			if (s->sum_len <= SUMMARY_MAX)
-				s->summary = calloc(1, s->sum_len + 1);
+				s->summary = xcalloc(1, s->sum_len + 1);
 		}
 	}
 	if (!s->summary || !n || at >= 8 + s->sum_len)
@@ -492,13 +490,12 @@ static void psave_event(void *arg, int fd, short revents)
 struct psave *psave_start(struct persist *p, struct loop *l, const char *name, uint32_t cells, int fd,
 			  psave_done_fn done, void *arg, struct err *e)
 {
-	struct psave *s = calloc(1, sizeof *s);
-	if (!persist_on(p) || !s) {
-		free(s);
+	if (!persist_on(p)) {
 		close(fd);
-		err_set(e, -ENOMEM, "%s", persist_on(p) ? "out of memory" : "saving is off");
+		err_set(e, -ENOTSUP, "saving is off");
 		return NULL;
 	}
+	struct psave *s = xcalloc(1, sizeof *s);
 	s->p = p;
 	s->loop = l;
 	s->in = fd;
@@ -510,11 +507,11 @@ struct psave *psave_start(struct persist *p, struct loop *l, const char *name, u
 	s->arg = arg;
 	snprintf(s->name, sizeof s->name, "%s", name);
 	s->dir = session_dir(p, name, true, e);
-	s->buf = malloc(CHUNK);
+	s->buf = xmalloc(CHUNK);
 	int fl = fcntl(fd, F_GETFL);
-	if (s->dir < 0 || !s->buf || fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) {
+	if (s->dir < 0 || fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) {
 		if (s->dir >= 0)
-			err_set(e, -ENOMEM, "out of memory");
+			err_sys(e, -errno, "the saver's pipe");
 		s->in = -1;
 		close(fd);
 		psave_close(s, false);
@@ -669,9 +666,7 @@ int prestore_open(struct persist *p, const char *name, struct prestore **out, st
 	*out = NULL;
 	if (!persist_on(p))
 		return 0;
-	struct prestore *r = calloc(1, sizeof *r);
-	if (!r)
-		return err_set(e, -ENOMEM, "out of memory");
+	struct prestore *r = xcalloc(1, sizeof *r);
 	r->p = p;
 	r->in = r->out = -1;
 	snprintf(r->name, sizeof r->name, "%s", name);
