@@ -1672,7 +1672,9 @@ def save_state(arg_json):
     }).encode("utf-8")
     # First, what the server reads for the next reply (it parses nothing
     # else of the state): what could not be saved, at most 30 names.
-    summary = json.dumps({"unsaved": unsaved[:_MAX_LISTED], "unsaved_count": len(unsaved)}).encode("utf-8")
+    # Held to the bounds of proto/result.h (struct save_summary).
+    listed, more = _wire_list(unsaved, True)
+    summary = json.dumps({"unsaved": listed, "unsaved_more": more}).encode("utf-8")
     total = 16 + len(summary) + len(meta) + sum(memoryview(c).nbytes for c in chunks)
     _write_all(fd, _SAVE_MAGIC + _le64(total))
     if total > cap:

@@ -181,3 +181,26 @@ void result_destroy(struct cell_result *r)
 	result_free(r);
 	free(r);
 }
+
+int save_summary_decode(const void *data, size_t len, struct save_summary *s, struct err *e)
+{
+	struct pdec d;
+	*s = (struct save_summary){ 0 };
+	if (pdec_begin(&d, "saver's summary", data, len, e) < 0)
+		return d.rc;
+	long long more = 0;
+	pdec_pairv(&d, "unsaved", PF_OPT, RESULT_LISTED_MAX, RESULT_VAR_MAX, RESULT_WHY_MAX, s->unsaved, &s->n_unsaved);
+	pdec_int(&d, "unsaved_more", PF_OPT, 0, INT_MAX, &more);
+	s->unsaved_more = (int)more;
+	if (pdec_end(&d, &s->decoded) < 0) {
+		*s = (struct save_summary){ 0 };
+		return d.rc;
+	}
+	return 0;
+}
+
+void save_summary_free(struct save_summary *s)
+{
+	cJSON_Delete(s->decoded);
+	*s = (struct save_summary){ 0 };
+}

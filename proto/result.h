@@ -129,4 +129,26 @@ void result_free(struct cell_result *r);
 struct cell_result *result_parse(const void *data, size_t len, struct err *e);
 void result_destroy(struct cell_result *r);
 
+/* The saver's summary: the first record of a saved state's stream, the
+ * one part of it the server reads (for the next reply's note; the rest is
+ * only stored).  The saver runs the user's pickling code (__reduce__), so
+ * it is as untrusted as a result and held to the same bounds:
+ *
+ *   unsaved       [name, why] of each name the save left out: at most
+ *                 RESULT_LISTED_MAX pairs, the name 1 to RESULT_VAR_MAX
+ *                 bytes, the reason at most RESULT_WHY_MAX
+ *   unsaved_more  how many it left out beyond the list (0 to INT_MAX)
+ *
+ * Built by the bootstrap's save_state (through _wire_list, as a result's
+ * lists are). */
+struct save_summary {
+	const char *unsaved[RESULT_LISTED_MAX][2];
+	size_t n_unsaved;
+	int unsaved_more;
+	void *decoded; /* what the strings point into */
+};
+/* 0, or -EPROTO with e naming the field (s is then empty). */
+int save_summary_decode(const void *data, size_t len, struct save_summary *s, struct err *e);
+void save_summary_free(struct save_summary *s);
+
 #endif

@@ -209,33 +209,33 @@ void quiet_abandon_save(struct sup *sup, struct session *s)
  * of names (the save goes on without them). */
 static void note_unpicklable(struct session *s, const char *summary)
 {
-	cJSON *j = summary ? cJSON_Parse(summary) : NULL;
-	const cJSON *list = cJSON_GetObjectItemCaseSensitive(j, "unsaved");
+	struct save_summary sm;
+	struct err e = { 0 };
+	if (summary && save_summary_decode(summary, strlen(summary), &sm, &e) < 0) {
+		/* The saver ran the user's pickling code: its summary is
+		 * refused whole, and the state it saved is kept. */
+		log_warn("session %s: %s", s->name, e.msg);
+		return;
+	}
+	if (!summary)
+		sm = (struct save_summary){ 0 };
 	unsigned long sig = 5381;
-	const cJSON *it;
-	const char *pairs[30][2];
-	size_t n = 0;
-	cJSON_ArrayForEach(it, list)
-	{
-		const cJSON *nm = cJSON_GetArrayItem(it, 0), *why = cJSON_GetArrayItem(it, 1);
-		for (const char *p = cJSON_IsString(nm) ? nm->valuestring : ""; *p; p++)
+	for (size_t i = 0; i < sm.n_unsaved; i++) {
+		for (const char *p = sm.unsaved[i][0]; *p; p++)
 			sig = sig * 33 + (unsigned char)*p;
 		sig = sig * 33 + 1;
-		if (cJSON_IsString(nm) && n < N_ELEMENTS(pairs)) {
-			pairs[n][0] = nm->valuestring;
-			pairs[n++][1] = cJSON_IsString(why) ? why->valuestring : "";
-		}
 	}
-	if (cJSON_GetArraySize(list) == 0)
+	if (sm.n_unsaved == 0)
 		sig = 0;
 	if (sig && sig != s->unsaved_sig) {
 		char m[3000];
 		snprintf(m, sizeof m, "not saved with the session's state (a restart of the server loses them; the rest is saved): ");
-		list_names(m, sizeof m, NULL, (const char *const(*)[2])pairs, n, (size_t)cJSON_GetArraySize(list));
+		list_names(m, sizeof m, NULL, (const char *const(*)[2])sm.unsaved, sm.n_unsaved,
+			   sm.n_unsaved + (size_t)sm.unsaved_more);
 		note_next(s, m);
 	}
 	s->unsaved_sig = sig;
-	cJSON_Delete(j);
+	save_summary_free(&sm);
 }
 
 /* A save that did not make it: said at warn level, and in the next reply

@@ -131,6 +131,13 @@ describe('what the model is told', () => {
 		await waitSaved(h, 3);
 		r = await execPy(h, 'kept');
 		assert.match(r.text, /not saved with the session's state [^\n]*fh \([^\n]*lk \(TypeError/, 'a new name: said again, with all of them');
+		// More than a reply lists: the saver's summary names 32 and counts
+		// the rest, and the note counts them all.
+		await waitSaved(h, 4);
+		await execPy(h, 'for i in range(40):\n    globals()[f"g{i}"] = (x for x in [])');
+		await waitSaved(h, 5);
+		r = await execPy(h, 'kept');
+		assert.match(r.text, /not saved with the session's state [^\n]* and 12 more/, show(r.text));
 		await h.close();
 	});
 

@@ -528,6 +528,54 @@ static void test_bootstrap_restore_lists(void **state)
 	result_destroy(r);
 }
 
+/* The saver's summary: the names a save left out, held to a result's
+ * bounds (the saver runs the user's __reduce__ code). */
+static void test_save_summary(void **state)
+{
+	(void)state;
+	struct save_summary sm;
+	struct err e = { 0 };
+	const char *good = "{\"unsaved\": [[\"gen\", \"TypeError: cannot pickle 'generator' object\"]], \"unsaved_more\": 12}";
+	assert_int_equal(save_summary_decode(good, strlen(good), &sm, &e), 0);
+	assert_int_equal(sm.n_unsaved, 1);
+	assert_string_equal(sm.unsaved[0][0], "gen");
+	assert_int_equal(sm.unsaved_more, 12);
+	save_summary_free(&sm);
+	assert_int_equal(save_summary_decode("{}", 2, &sm, &e), 0);
+	assert_int_equal(sm.n_unsaved, 0);
+	save_summary_free(&sm);
+	static const char *const bad[][2] = {
+		{ "[]", "not a JSON object" },
+		{ "{\"unsaved\": 5}", "\"unsaved\"" },
+		{ "{\"unsaved\": [[\"x\", 1]]}", "\"unsaved\"" },
+		{ "{\"unsaved\": [[\"\", \"y\"]]}", "\"unsaved\"" },
+		{ "{\"unsaved_more\": -1}", "\"unsaved_more\"" },
+		{ "{\"unsaved_more\": 1.5}", "\"unsaved_more\"" },
+	};
+	for (size_t i = 0; i < N_ELEMENTS(bad); i++) {
+		e = (struct err){ 0 };
+		if (save_summary_decode(bad[i][0], strlen(bad[i][0]), &sm, &e) != -EPROTO || !strstr(e.msg, bad[i][1]))
+			fail_msg("%s: accepted or wrong error: %s", bad[i][0], e.msg);
+		assert_int_equal(sm.n_unsaved, 0);
+	}
+	/* One pair past the list's bound, one byte past a name's. */
+	char *name = xs(RESULT_VAR_MAX);
+	size_t cap = (RESULT_LISTED_MAX + 1) * (RESULT_VAR_MAX + 16) + 64;
+	char *b = xcalloc(1, cap);
+	size_t n = (size_t)snprintf(b, cap, "{\"unsaved\": [");
+	for (int i = 0; i < RESULT_LISTED_MAX + 1; i++)
+		n += (size_t)snprintf(b + n, cap - n, "%s[\"%s\", \"y\"]", i ? ", " : "", name);
+	snprintf(b + n, cap - n, "]}");
+	assert_int_equal(save_summary_decode(b, strlen(b), &sm, &e), -EPROTO);
+	snprintf(b, cap, "{\"unsaved\": [[\"%sx\", \"y\"]]}", name);
+	assert_int_equal(save_summary_decode(b, strlen(b), &sm, &e), -EPROTO);
+	snprintf(b, cap, "{\"unsaved\": [[\"%s\", \"y\"]]}", name);
+	assert_int_equal(save_summary_decode(b, strlen(b), &sm, &e), 0);
+	save_summary_free(&sm);
+	free(b);
+	free(name);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -538,6 +586,7 @@ int main(void)
 		cmocka_unit_test(test_imports),
 		cmocka_unit_test(test_restore),
 		cmocka_unit_test(test_forged_oversize_list),
+		cmocka_unit_test(test_save_summary),
 	};
 	const struct CMUnitTest py_tests[] = {
 		cmocka_unit_test(test_bootstrap_shape),
