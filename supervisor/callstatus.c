@@ -28,14 +28,6 @@ const char *const call_state_names[CALL_STATE_COUNT] = {
 	[STATE_FORKED] = "forked",
 };
 
-enum call_status call_status_parse(const char *name)
-{
-	for (int i = CALL_OK; name && i < CALL_STATUS_COUNT; i++)
-		if (strcmp(name, call_status_table[i].name) == 0)
-			return (enum call_status)i;
-	return CALL_ERROR;
-}
-
 int call_status_exit_code(enum call_status s, int wstatus, bool wstatus_known)
 {
 	if (call_status_table[s].exit_code >= 0)

@@ -50,10 +50,6 @@ static inline const char *call_state_name(enum call_state s)
 	return call_state_names[s];
 }
 
-/* The status a session reported by name ("ok", "error", "memory"...);
- * CALL_ERROR for anything else: what a session sends is untrusted. */
-enum call_status call_status_parse(const char *name);
-
 /* The exit code of a call that ended as s: the table's, or, for a status
  * whose code is the process's own, 128 + the signal that ended it (or its
  * exit status, at least 1); 128 + SIGKILL when the death is not known. */

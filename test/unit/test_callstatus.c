@@ -41,17 +41,13 @@ static void test_rollback_rule(void **state)
 		assert_true(call_status_table[s].rolls_back);
 }
 
-/* What a session says is untrusted: anything but a known name is an error,
- * and the names round-trip. */
-static void test_parse(void **state)
+/* The names a reply shows: one per status and per state, none empty. */
+static void test_names(void **state)
 {
 	(void)state;
 	for (int s = CALL_OK; s < CALL_STATUS_COUNT; s++)
-		assert_int_equal(call_status_parse(call_status_name((enum call_status)s)), s);
-	assert_int_equal(call_status_parse("pending"), CALL_ERROR);
-	assert_int_equal(call_status_parse("OK"), CALL_ERROR);
-	assert_int_equal(call_status_parse(""), CALL_ERROR);
-	assert_int_equal(call_status_parse(NULL), CALL_ERROR);
+		assert_true(call_status_name((enum call_status)s)[0] != '\0');
+	assert_string_equal(call_status_name(CALL_OK), "ok");
 	assert_string_equal(call_state_name(STATE_ROLLED_BACK), "rolled_back");
 }
 
@@ -94,7 +90,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_exit_codes),
 		cmocka_unit_test(test_rollback_rule),
-		cmocka_unit_test(test_parse),
+		cmocka_unit_test(test_names),
 		cmocka_unit_test(test_fault_report),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
