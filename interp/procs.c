@@ -103,7 +103,8 @@ static bool kept(pid_t pid, const pid_t *keep, size_t nkeep)
 }
 
 /* Below `parent`, and not under a kept direct child of it, nor under one
- * born after `born_by` (the list does not know it: see procs_end_below_by). */
+ * born in the tick `born_by` or later (the list may not know it: see
+ * procs_end_below_by). */
 static bool is_target(const struct table *t, const struct proc *p, pid_t parent, const pid_t *keep, size_t nkeep,
 		      unsigned long long born_by)
 {
@@ -112,7 +113,7 @@ static bool is_target(const struct table *t, const struct proc *p, pid_t parent,
 		if (q->pid == parent || q->pid <= 1)
 			return false;
 		if (q->ppid == parent)
-			return !kept(q->pid, keep, nkeep) && q->start <= born_by;
+			return !kept(q->pid, keep, nkeep) && q->start < born_by;
 		q = find(t, q->ppid);
 		if (!q)
 			return false;

@@ -24,8 +24,9 @@
 int procs_end_below(pid_t parent, const pid_t *keep, size_t nkeep, bool reap);
 
 /* The same, for a keep[] made elsewhere at clock tick born_by (after boot,
- * as /proc's start times count): a direct child of `parent` born in a
- * later tick is kept with its subtree, because the list cannot know it.
+ * as /proc's start times count): a direct child of `parent` born in that
+ * tick or later is kept with its subtree, because the list may not know it
+ * (a tick is 10 ms: a checkpoint is forked within one of a rollback).
  * The zygote's sweep needs this: the server's list of sessions and
  * checkpoints is made before the sweep runs, and a checkpoint taken in
  * between is reparented to the zygote when its session dies; judged by

@@ -125,10 +125,13 @@ static void send_settle(struct sup *sup, struct session *s)
 	 * is whole: not while a copy is being forked (fork_in_flight), nor
 	 * when it would not fit. */
 	st->has_all = !fork_in_flight(sup) && live_pids(sup, st->all, ZMSG_PIDS_MAX, &st->n_all);
+	bool st_all = st->has_all;
 	char *txt = zmsg_settle_encode(st);
 	free(st);
 	int r = zlink_settle(sup->zl, s->pid, txt);
 	free(txt);
+	if (st_all)
+		sweep_again(sup);
 	if (r < 0) {
 		log_warn("session %s: cannot ask the zygote to sweep: %s", s->name, strerror(-r));
 		kill_session(s);

@@ -217,6 +217,9 @@ struct sup {
 	 * child of the zygote the server does not know yet), sent after it. */
 	bool sweep_held;
 	double held_epoch;
+	/* A sweep leaves what was born in its list's clock tick or later
+	 * (zygote.c: sweep); another one, SWEEP_AGAIN_MS later, judges it. */
+	uint64_t sweep_again_timer;
 	double save_test_ms;     /* PSM_TEST_SAVE_MS (save_budget), or 0 */
 };
 
@@ -248,6 +251,8 @@ void decide_on_death(struct run *c, int wstatus, bool status_known);
 void end_orphans(void);
 void remove_scratch(struct sup *sup);
 void send_sweep(struct sup *sup, unsigned long long epoch);
+void sweep_again(struct sup *sup);
+#define SWEEP_AGAIN_MS 50.0
 /* The pids of the live sessions and their checkpoints (at most max, in
  * the zygote's namespace): false when there are more. */
 bool live_pids(const struct sup *sup, pid_t *out, size_t max, size_t *n);

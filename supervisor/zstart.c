@@ -273,6 +273,32 @@ void send_sweep(struct sup *sup, unsigned long long epoch)
 	if (zlink_send(sup->zl, W_SWEEP, txt, NULL, 0) < 0)
 		log_warn("could not send the sweep to the zygote");
 	free(txt);
+	sweep_again(sup);
+}
+
+static void sweep_again_fired(void *arg)
+{
+	struct sup *sup = arg;
+	sup->sweep_again_timer = 0;
+	send_sweep(sup, sup->epoch);
+	/* Not again after this one: it was made long after what the first
+	 * one left (that was born in the first list's tick). */
+	if (sup->sweep_again_timer) {
+		loop_timer_cancel(sup->cfg.loop, sup->sweep_again_timer);
+		sup->sweep_again_timer = 0;
+	}
+}
+
+/* A sweep or a settle's list leaves the zygote's children born in its own
+ * clock tick or later, which it may not know (a checkpoint forked within
+ * milliseconds of a rollback).  What a dead session left in that tick is
+ * still ended: by one more sweep, with a list made SWEEP_AGAIN_MS later.
+ * Attack: a cell forks a child and crashes at once, so that the child is
+ * born in the tick of the sweep that answers the crash. */
+void sweep_again(struct sup *sup)
+{
+	if (!sup->sweep_again_timer)
+		sup->sweep_again_timer = loop_timer(sup->cfg.loop, SWEEP_AGAIN_MS, sweep_again_fired, sup);
 }
 
 bool live_pids(const struct sup *sup, pid_t *out, size_t max, size_t *n)

@@ -155,4 +155,23 @@ describe('a zygote slow to sweep', () => {
 		await new Promise((res) => setTimeout(res, 1000));
 		assert.equal(fs.statSync(path.join(h.root, beat)).size, size, 'the orphan is still writing');
 	});
+
+	test('also what a cell leaves an instant before it crashes (born in the sweep\'s own clock tick)', { timeout: 90000 }, async () => {
+		const beat = 'workspace/outputs/beat2.txt';
+		const r = await execPy(h, [
+			'import os, time, ctypes',
+			'if os.fork() == 0:',
+			'    os.setsid()',
+			'    while True:',
+			`        open(${JSON.stringify(beat)}, "a").write("x")`,
+			'        time.sleep(0.05)',
+			'ctypes.string_at(0)',
+		].join('\n'), { session: 'orphan' });
+		assert.equal(r.sc.status, 'crashed', show(r.sc));
+		await new Promise((res) => setTimeout(res, 2500)); // two sweeps, each paused 400 ms
+		const size = fs.existsSync(path.join(h.root, beat)) ? fs.statSync(path.join(h.root, beat)).size : 0;
+		await new Promise((res) => setTimeout(res, 1000));
+		const now = fs.existsSync(path.join(h.root, beat)) ? fs.statSync(path.join(h.root, beat)).size : 0;
+		assert.equal(now, size, 'the orphan is still writing');
+	});
 });
