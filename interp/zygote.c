@@ -881,9 +881,11 @@ static void sweep(int ctrl, unsigned long long epoch, unsigned long long born_by
 	/* Judged only what the list can know: a session can still die during
 	 * the scan (the zygote is one process on a loaded machine), and a
 	 * checkpoint it took after the list was made would be an orphan the
-	 * list does not name.  Nothing a cell leaves escapes by this: an
-	 * orphan is born before the death that orphans it, and the server
-	 * answers every death with a sweep whose list is made after it. */
+	 * list does not name (born in the list's own tick or later).  Nothing
+	 * a cell leaves escapes by this: an orphan is born before the death
+	 * that orphans it, the server answers every death with a sweep whose
+	 * list is made after it, and each sweep with one more 50 ms later
+	 * (zstart.c: sweep_again), for what was born in the first one's tick. */
 	int r = procs_end_below_by(getpid(), keep, n, false, born_by);
 	if (r > 0)
 		log_info("ended %d process(es) left by ended sessions", r);
