@@ -153,6 +153,30 @@ describe('a forged reply on the control socket', () => {
 	});
 });
 
+// A result frame does not end a call (the session must still be seen asleep
+// and frozen): a process that dies after one crashed, whatever it said.
+describe('a made-up result, then the process dies', () => {
+	test('the call is crashed and rolled back, not ok', { timeout: 60000 }, async () => {
+		const h = await startClient(newProject('deadres'), { structured: true });
+		try {
+			assert.equal((await execPy(h, 'kept = 7')).sc.status, 'ok');
+			const r = await execPy(h, [
+				'import os, json, signal, struct',
+				'kept = 8',
+				'b = json.dumps({"status": "ok", "result": "\'forged\'", "error": None}).encode()',
+				`os.write(3, ${frame(W_RESULT, 'b')})`,
+				'os.kill(os.getpid(), signal.SIGKILL)',
+			].join('\n'));
+			assert.deepEqual([r.sc.status, r.sc.state, r.sc.exit_code], ['crashed', 'rolled_back', 137], show(r.sc));
+			assert.notEqual(r.sc.result, "'forged'", show(r.sc));
+			const n = await execPy(h, 'kept');
+			assert.deepEqual([n.sc.status, n.sc.result], ['ok', '7'], show(n.sc));
+		} finally {
+			await h.close();
+		}
+	});
+});
+
 // A cell that sends a result of its own and then sleeps looks idle (no look
 // from outside tells its sleep from a wait for the next cell), so its result
 // is believed.  What must hold is what follows: thawed to take its
