@@ -105,34 +105,55 @@ static int call_args(const char *p)
 	return *p != ')';
 }
 
-bool replay_code_unsafe(const char *code, char *why, size_t n)
-{
-	/* Each makes a second run see another value than the first: the
-	 * clock, the operating system's entropy, the process id (a resumed
-	 * copy is another process), threads (they run on between calls),
-	 * temporary files (outside the workspace, so the server's diff does
-	 * not see them written).  Code that builds the names at run time
-	 * (getattr, __import__ of a string) is a hostile cell's own affair:
-	 * its replay may differ, which the comparison of outputs reports. */
-	static const char *const words[] = {
-		"time", "perf_counter", "perf_counter_ns", "monotonic", "monotonic_ns", "process_time", "process_time_ns",
-		"time_ns", "thread_time", "clock_gettime", "now", "today", "utcnow", "urandom", "getrandom", "secrets",
-		"uuid1", "uuid4", "SystemRandom", "getrandbits", "getpid", "tempfile", "mkstemp", "mkdtemp", "gettempdir",
-		"NamedTemporaryFile", "TemporaryFile", "threading", "Thread", "multiprocessing", "concurrent", "asyncio",
-		"socket", "__import__", "importlib", "exec", "fork",
-	};
-	/* Files read: the project and the workspace can change between calls
+/* The words replay_code_unsafe looks for, each as a whole identifier. */
+enum word_kind {
+	/* Makes a second run see another value than the first: the clock, the
+	 * operating system's entropy, the process id (a resumed copy is
+	 * another process), threads (they run on between calls), temporary
+	 * files (outside the workspace, so the server's diff does not see them
+	 * written).  Code that builds the names at run time (getattr,
+	 * __import__ of a string) is a hostile cell's own affair: its replay
+	 * may differ, which the comparison of outputs reports. */
+	W_NONDET,
+	/* A file read: the project and the workspace can change between calls
 	 * (the agent edits a module, the user replaces a CSV), and a cell run
 	 * again would read the new bytes, so the state after the rollback
 	 * would not be the one before it, often with the same output.  A
 	 * checkpoint keeps what was read the first time.  Any import counts:
 	 * a module of the project is read from disk again on replay. */
-	static const char *const inputs[] = {
-		"open", "import", "glob", "listdir", "scandir", "walk", "iterdir", "exists", "isfile", "isdir", "stat",
-		"lstat", "getmtime", "getsize", "fromfile", "genfromtxt", "imread", "memmap", "ExcelFile", "HDFStore",
-		"read", "readline", "readlines", "readlink", "load", "loadtxt",
-	};
-	static const char *const seeders[] = { "seed", "default_rng", "RandomState", "Random", "Generator", "PCG64" };
+	W_INPUT,
+	/* Seeds a generator when called with an argument; without one it is
+	 * seeded from the operating system's entropy. */
+	W_SEEDER,
+};
+
+static const struct {
+	const char *w;
+	enum word_kind kind;
+} code_words[] = {
+	{ "time", W_NONDET }, { "perf_counter", W_NONDET }, { "perf_counter_ns", W_NONDET },
+	{ "monotonic", W_NONDET }, { "monotonic_ns", W_NONDET }, { "process_time", W_NONDET },
+	{ "process_time_ns", W_NONDET }, { "time_ns", W_NONDET }, { "thread_time", W_NONDET },
+	{ "clock_gettime", W_NONDET }, { "now", W_NONDET }, { "today", W_NONDET }, { "utcnow", W_NONDET },
+	{ "urandom", W_NONDET }, { "getrandom", W_NONDET }, { "secrets", W_NONDET }, { "uuid1", W_NONDET },
+	{ "uuid4", W_NONDET }, { "SystemRandom", W_NONDET }, { "getrandbits", W_NONDET }, { "getpid", W_NONDET },
+	{ "tempfile", W_NONDET }, { "mkstemp", W_NONDET }, { "mkdtemp", W_NONDET }, { "gettempdir", W_NONDET },
+	{ "NamedTemporaryFile", W_NONDET }, { "TemporaryFile", W_NONDET }, { "threading", W_NONDET },
+	{ "Thread", W_NONDET }, { "multiprocessing", W_NONDET }, { "concurrent", W_NONDET }, { "asyncio", W_NONDET },
+	{ "socket", W_NONDET }, { "__import__", W_NONDET }, { "importlib", W_NONDET }, { "exec", W_NONDET },
+	{ "fork", W_NONDET },
+	{ "open", W_INPUT }, { "import", W_INPUT }, { "glob", W_INPUT }, { "listdir", W_INPUT }, { "scandir", W_INPUT },
+	{ "walk", W_INPUT }, { "iterdir", W_INPUT }, { "exists", W_INPUT }, { "isfile", W_INPUT }, { "isdir", W_INPUT },
+	{ "stat", W_INPUT }, { "lstat", W_INPUT }, { "getmtime", W_INPUT }, { "getsize", W_INPUT },
+	{ "fromfile", W_INPUT }, { "genfromtxt", W_INPUT }, { "imread", W_INPUT }, { "memmap", W_INPUT },
+	{ "ExcelFile", W_INPUT }, { "HDFStore", W_INPUT }, { "read", W_INPUT }, { "readline", W_INPUT },
+	{ "readlines", W_INPUT }, { "readlink", W_INPUT }, { "load", W_INPUT }, { "loadtxt", W_INPUT },
+	{ "seed", W_SEEDER }, { "default_rng", W_SEEDER }, { "RandomState", W_SEEDER }, { "Random", W_SEEDER },
+	{ "Generator", W_SEEDER }, { "PCG64", W_SEEDER },
+};
+
+bool replay_code_unsafe(const char *code, char *why, size_t n)
+{
 	bool random = false, seeded = false, unseeded = false;
 	if (strstr(code, "/tmp") || strstr(code, "/dev/")) {
 		snprintf(why, n, "%s", strstr(code, "/tmp") ? "/tmp" : "/dev/");
@@ -147,16 +168,23 @@ bool replay_code_unsafe(const char *code, char *why, size_t n)
 		while (ident_char(*p))
 			p++;
 		size_t len = (size_t)(p - b);
-		for (size_t i = 0; i < N_ELEMENTS(words); i++)
-			if (strlen(words[i]) == len && memcmp(words[i], b, len) == 0) {
-				snprintf(why, n, "%s", words[i]);
+		for (size_t i = 0; i < N_ELEMENTS(code_words); i++) {
+			if (strlen(code_words[i].w) != len || memcmp(code_words[i].w, b, len) != 0)
+				continue;
+			if (code_words[i].kind == W_NONDET) {
+				snprintf(why, n, "%s", code_words[i].w);
 				return true;
 			}
-		for (size_t i = 0; i < N_ELEMENTS(inputs); i++)
-			if (strlen(inputs[i]) == len && memcmp(inputs[i], b, len) == 0) {
-				snprintf(why, n, "%s (a file read)", inputs[i]);
+			if (code_words[i].kind == W_INPUT) {
+				snprintf(why, n, "%s (a file read)", code_words[i].w);
 				return true;
 			}
+			int a = call_args(p);
+			if (a == 1)
+				seeded = true;
+			else if (a == 0)
+				unseeded = true; /* default_rng(): seeded from the OS */
+		}
 		/* read_csv, read_text, read_parquet, load_iris... */
 		if (len > 5 && (memcmp(b, "read_", 5) == 0 || memcmp(b, "load_", 5) == 0)) {
 			snprintf(why, n, "%.*s (a file read)", (int)(len < 40 ? len : 40), b);
@@ -164,14 +192,6 @@ bool replay_code_unsafe(const char *code, char *why, size_t n)
 		}
 		if (len == 6 && memcmp(b, "random", 6) == 0)
 			random = true;
-		for (size_t i = 0; i < N_ELEMENTS(seeders); i++)
-			if (strlen(seeders[i]) == len && memcmp(seeders[i], b, len) == 0) {
-				int a = call_args(p);
-				if (a == 1)
-					seeded = true;
-				else if (a == 0)
-					unseeded = true; /* default_rng(): seeded from the OS */
-			}
 	}
 	if (unseeded || (random && !seeded)) {
 		snprintf(why, n, "%s", unseeded ? "a generator without a seed" : "random without a seed");

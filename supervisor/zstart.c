@@ -294,11 +294,15 @@ static void sweep_again_fired(void *arg)
  * milliseconds of a rollback).  What a dead session left in that tick is
  * still ended: by one more sweep, with a list made SWEEP_AGAIN_MS later.
  * Attack: a cell forks a child and crashes at once, so that the child is
- * born in the tick of the sweep that answers the crash. */
+ * born in the tick of the sweep that answers the crash.  Each sweep pushes
+ * the follow-up back: after two exits within SWEEP_AGAIN_MS, the one that
+ * judges the second sweep's own tick must come after that sweep, not
+ * after the first (each sweep in between judges the ticks before its own). */
 void sweep_again(struct sup *sup)
 {
-	if (!sup->sweep_again_timer)
-		sup->sweep_again_timer = loop_timer(sup->cfg.loop, SWEEP_AGAIN_MS, sweep_again_fired, sup);
+	if (sup->sweep_again_timer)
+		loop_timer_cancel(sup->cfg.loop, sup->sweep_again_timer);
+	sup->sweep_again_timer = loop_timer(sup->cfg.loop, SWEEP_AGAIN_MS, sweep_again_fired, sup);
 }
 
 bool live_pids(const struct sup *sup, pid_t *out, size_t max, size_t *n)

@@ -137,8 +137,10 @@ describe('a zygote slow to sweep', () => {
 		}
 	});
 
-	test('still ends what a crashed cell left running', { timeout: 90000 }, async () => {
-		const beat = 'workspace/outputs/beat.txt';
+	// A cell forks a child that keeps writing to a file, waits `pause`
+	// seconds and crashes; `settle` ms later (the paused sweeps) the child
+	// must have stopped: the file no longer grows.
+	async function orphanThenCrash(beat, pause, settle) {
 		const r = await execPy(h, [
 			'import os, time, ctypes',
 			'if os.fork() == 0:',
@@ -146,32 +148,22 @@ describe('a zygote slow to sweep', () => {
 			'    while True:',
 			`        open(${JSON.stringify(beat)}, "a").write("x")`,
 			'        time.sleep(0.05)',
-			'time.sleep(0.3)',
+			...(pause ? [`time.sleep(${pause})`] : []),
 			'ctypes.string_at(0)',
 		].join('\n'), { session: 'orphan' });
 		assert.equal(r.sc.status, 'crashed', show(r.sc));
-		await new Promise((res) => setTimeout(res, 1500)); // the sweep, paused 400 ms
-		const size = fs.statSync(path.join(h.root, beat)).size;
+		const size = () => (fs.existsSync(path.join(h.root, beat)) ? fs.statSync(path.join(h.root, beat)).size : 0);
+		await new Promise((res) => setTimeout(res, settle));
+		const then = size();
 		await new Promise((res) => setTimeout(res, 1000));
-		assert.equal(fs.statSync(path.join(h.root, beat)).size, size, 'the orphan is still writing');
+		assert.equal(size(), then, 'the orphan is still writing');
+	}
+
+	test('still ends what a crashed cell left running', { timeout: 90000 }, async () => {
+		await orphanThenCrash('workspace/outputs/beat.txt', 0.3, 1500); // the sweep, paused 400 ms
 	});
 
 	test('also what a cell leaves an instant before it crashes (born in the sweep\'s own clock tick)', { timeout: 90000 }, async () => {
-		const beat = 'workspace/outputs/beat2.txt';
-		const r = await execPy(h, [
-			'import os, time, ctypes',
-			'if os.fork() == 0:',
-			'    os.setsid()',
-			'    while True:',
-			`        open(${JSON.stringify(beat)}, "a").write("x")`,
-			'        time.sleep(0.05)',
-			'ctypes.string_at(0)',
-		].join('\n'), { session: 'orphan' });
-		assert.equal(r.sc.status, 'crashed', show(r.sc));
-		await new Promise((res) => setTimeout(res, 2500)); // two sweeps, each paused 400 ms
-		const size = fs.existsSync(path.join(h.root, beat)) ? fs.statSync(path.join(h.root, beat)).size : 0;
-		await new Promise((res) => setTimeout(res, 1000));
-		const now = fs.existsSync(path.join(h.root, beat)) ? fs.statSync(path.join(h.root, beat)).size : 0;
-		assert.equal(now, size, 'the orphan is still writing');
+		await orphanThenCrash('workspace/outputs/beat2.txt', 0, 2500); // two sweeps, each paused 400 ms
 	});
 });
