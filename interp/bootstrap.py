@@ -307,6 +307,8 @@ def _warm_audit(event, args):
     empty working directory, the installation's path) let through: code
     that knows it is watched can undo anything in its own process, which
     is why those layers come first."""
+    if event == "import" and _cell_looked is not None and len(_cell_looked) <= _CELL_LOOKED_MAX:
+        _cell_looked.append(args[0] if args else None)
     if not _warm_watch:
         return
     path = None
@@ -334,6 +336,36 @@ def _warm_audit(event, args):
 # Non-empty while the zygote (or its probe) imports for the warm-up: the
 # first entry is a marker, the others what _warm_audit saw.
 _warm_watch = []
+
+# While a cell runs: the names it looked for that were not loaded yet (the
+# "import" audit event is raised only for those: each is a search of the
+# path, a read of files).  _import_read judges them after the cell.
+_cell_looked = None
+_CELL_LOOKED_MAX = 4096
+
+
+def _import_read(looked):
+    """Whether an import of the cell read beyond the installed Python: a
+    module now loaded from a file outside it (the project's, the
+    workspace's, a path the cell added), a name not found (a file added
+    later would be found by a second run), or more searches than are
+    judged.  The server then takes a checkpoint rather than log the cell
+    for replay (supervisor/replay.c): run again, such an import could read
+    other bytes.  The session's word, about its own rollback only."""
+    try:
+        if len(looked) > _CELL_LOOKED_MAX:
+            return True
+        for name in set(looked):
+            m = sys.modules.get(name) if isinstance(name, str) else None
+            if m is None:
+                return True
+            f = getattr(m, "__file__", None)
+            files = [f] if f else list(getattr(m, "__path__", None) or ())
+            if any(not isinstance(x, str) or _file_refused(x) for x in files):
+                return True
+        return False
+    except Exception:
+        return True
 
 
 def _spec_refused(spec, name):
@@ -781,6 +813,8 @@ def _wire_body(out, cut):
     names = [n for n in names if 0 < len(n.encode("utf-8", "backslashreplace")) <= _RESULT_MODULE]
     if names:
         msg["imports"] = [_wire_text(n) for n in names[:_RESULT_IMPORTS]]
+    if out.get("import_read"):
+        msg["import_read"] = True
     r = out.get("restore")
     if isinstance(r, dict):
         rs = {"verified": bool(r.get("verified"))}
@@ -837,6 +871,8 @@ def _run_cell(code, cell):
     tree = None
     me = os.getpid()
     exit_code = None
+    global _cell_looked
+    _cell_looked = looked = []
     try:
         tree = ast.parse(code, filename, "exec")
         last = None
@@ -866,6 +902,9 @@ def _run_cell(code, cell):
         if os.getpid() != me:
             _end_forked_child(out, exit_code)
         _flush_figures(cell)
+        _cell_looked = None
+        if looked:
+            out["import_read"] = _import_read(looked)
         if tree is not None:
             out["imports"] = _imports_of(tree)
         for stream in (sys.stdout, sys.stderr):

@@ -84,6 +84,8 @@ char *result_encode(const struct cell_result *r)
 	}
 	if (r->n_imports)
 		penc_strs(j, "imports", r->imports, upto(r->n_imports, RESULT_IMPORTS_MAX));
+	if (r->import_read && !cJSON_AddTrueToObject(j, "import_read"))
+		die_oom();
 	if (r->has_restore)
 		add_restore(j, &r->restore);
 	return penc_print(j);
@@ -150,6 +152,7 @@ int result_decode(const void *data, size_t len, struct cell_result *r, struct er
 	pdec_str(&d, "result", PF_OPT, WIRE_MAX_PAYLOAD, &r->value);
 	decode_error(&d, r);
 	pdec_strv(&d, "imports", PF_OPT, RESULT_IMPORTS_MAX, RESULT_MODULE_MAX, r->imports, &r->n_imports);
+	pdec_bool(&d, "import_read", PF_OPT, &r->import_read);
 	decode_restore(&d, r);
 	if (pdec_end(&d, &r->decoded) < 0) {
 		*r = (struct cell_result){ .status = RESULT_OK };

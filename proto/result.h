@@ -29,6 +29,10 @@
  *              learned warm-up's report; supervisor/warmup.c judges each
  *              name): at most RESULT_IMPORTS_MAX names of 1 to
  *              RESULT_MODULE_MAX bytes
+ *   import_read  optional boolean, absent for false: an import of the cell
+ *              read beyond the installed Python (a module of the project or
+ *              the workspace, a name not found); supervisor/replay.c then
+ *              checkpoints instead of logging the cell for replay
  *   restore    only in the call that carried a saved state: an object
  *     verified   required boolean: the server's verdict was good, the state
  *                was loaded
@@ -102,6 +106,7 @@ struct cell_result {
 	} error;
 	const char *imports[RESULT_IMPORTS_MAX];
 	size_t n_imports;
+	bool import_read;
 	bool has_restore;
 	struct result_restore {
 		bool verified;

@@ -119,9 +119,19 @@ enum word_kind {
 	 * (the agent edits a module, the user replaces a CSV), and a cell run
 	 * again would read the new bytes, so the state after the rollback
 	 * would not be the one before it, often with the same output.  A
-	 * checkpoint keeps what was read the first time.  Any import counts:
-	 * a module of the project is read from disk again on replay. */
+	 * checkpoint keeps what was read the first time. */
 	W_INPUT,
+	/* An import: a module of the project or the workspace is read from
+	 * disk again on replay, one of the installed Python is the same bytes
+	 * (apt does not run between two calls of a session), one already
+	 * loaded is not read at all.  Which it was, the session says
+	 * (import_read in its result, the bootstrap's _import_read: the
+	 * "import" audit events of the cell, each module's file).  A session
+	 * that lies about it gets its own cell logged instead of checkpointed:
+	 * a rollback of its own state that may differ, which the comparison
+	 * of outputs reports, and which its code could do to its own state
+	 * anyway. */
+	W_IMPORT,
 	/* Seeds a generator when called with an argument; without one it is
 	 * seeded from the operating system's entropy. */
 	W_SEEDER,
@@ -142,7 +152,7 @@ static const struct {
 	{ "Thread", W_NONDET }, { "multiprocessing", W_NONDET }, { "concurrent", W_NONDET }, { "asyncio", W_NONDET },
 	{ "socket", W_NONDET }, { "__import__", W_NONDET }, { "importlib", W_NONDET }, { "exec", W_NONDET },
 	{ "fork", W_NONDET },
-	{ "open", W_INPUT }, { "import", W_INPUT }, { "glob", W_INPUT }, { "listdir", W_INPUT }, { "scandir", W_INPUT },
+	{ "import", W_IMPORT }, { "open", W_INPUT }, { "glob", W_INPUT }, { "listdir", W_INPUT }, { "scandir", W_INPUT },
 	{ "walk", W_INPUT }, { "iterdir", W_INPUT }, { "exists", W_INPUT }, { "isfile", W_INPUT }, { "isdir", W_INPUT },
 	{ "stat", W_INPUT }, { "lstat", W_INPUT }, { "getmtime", W_INPUT }, { "getsize", W_INPUT },
 	{ "fromfile", W_INPUT }, { "genfromtxt", W_INPUT }, { "imread", W_INPUT }, { "memmap", W_INPUT },
@@ -152,7 +162,7 @@ static const struct {
 	{ "Generator", W_SEEDER }, { "PCG64", W_SEEDER },
 };
 
-bool replay_code_unsafe(const char *code, char *why, size_t n)
+bool replay_code_unsafe(const char *code, bool import_read, char *why, size_t n)
 {
 	bool random = false, seeded = false, unseeded = false;
 	if (strstr(code, "/tmp") || strstr(code, "/dev/")) {
@@ -175,10 +185,12 @@ bool replay_code_unsafe(const char *code, char *why, size_t n)
 				snprintf(why, n, "%s", code_words[i].w);
 				return true;
 			}
-			if (code_words[i].kind == W_INPUT) {
+			if (code_words[i].kind == W_INPUT || (code_words[i].kind == W_IMPORT && import_read)) {
 				snprintf(why, n, "%s (a file read)", code_words[i].w);
 				return true;
 			}
+			if (code_words[i].kind == W_IMPORT)
+				continue;
 			int a = call_args(p);
 			if (a == 1)
 				seeded = true;
@@ -211,7 +223,7 @@ enum replay_verdict replay_decide(const struct replay_facts *f)
 		return REPLAY_FORK_WROTE;
 	if (f->threads != 1)
 		return REPLAY_FORK_THREADS;
-	if (!f->code || replay_code_unsafe(f->code, why, sizeof why))
+	if (!f->code || replay_code_unsafe(f->code, f->import_read, why, sizeof why))
 		return REPLAY_FORK_CODE;
 	if (f->log_n + 1 > REPLAY_MAX_CELLS || f->log_code + strlen(f->code) > REPLAY_MAX_CODE)
 		return REPLAY_FORK_FULL;
@@ -296,6 +308,8 @@ bool replay_log_instead(struct sup *sup, struct session *s, struct run *c)
 		.wrote = c->ws_changed || c->ws_after != c->ws_before,
 		.threads = thread_count(s->hpid),
 		.code = c->code,
+		/* Unknown without a result: as if it read. */
+		.import_read = !c->result || c->result->import_read,
 		.ms = ms,
 		.log_n = rp->n,
 		.log_code = rp->code_bytes,

@@ -36,6 +36,7 @@ struct replay_facts {
 	bool wrote;
 	int threads;          /* the session's threads, or 0 when unknown (unsure: a fork) */
 	const char *code;
+	bool import_read;     /* the session's word: an import read beyond the installed Python */
 	double ms;            /* the call's duration */
 	int log_n;            /* cells logged already */
 	size_t log_code;      /* their code's bytes */
@@ -48,9 +49,11 @@ const char *replay_verdict_name(enum replay_verdict v);
 
 /* Whether the code text names something that makes a second run differ
  * from the first (the clock, entropy, the process id, threads, temporary
- * files outside the workspace); the name it found in why.  Words in
- * strings and comments count too: when unsure, a checkpoint. */
-bool replay_code_unsafe(const char *code, char *why, size_t n);
+ * files outside the workspace, a file read); the name it found in why.
+ * Words in strings and comments count too: when unsure, a checkpoint.
+ * The word import counts only with import_read (the cell's result said
+ * one of its imports read beyond the installed Python). */
+bool replay_code_unsafe(const char *code, bool import_read, char *why, size_t n);
 
 /* The budget: REPLAY_BUDGET_MS, or less under PSM_TEST_REPLAY_MS=N (a knob
  * that can only tighten it; 0 takes a checkpoint after every call, as

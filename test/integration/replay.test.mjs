@@ -137,6 +137,24 @@ describe('replay log', () => {
 		assert.equal(k.sc.result, '(2, 2)', show(k.sc));
 	});
 
+	test('an import of the installed Python is logged; one of a project module forks and keeps its first read', { timeout: 120000 }, async () => {
+		const s = 'differ'; // again (max_sessions), from its first cell
+		writeFile(h.root, 'workspace/psm_replay_mod.py', 'v = 1\n');
+		const first = await execPy(h, 'x = 1', { session: s, reset: true });
+		assert.equal(first.sc.execution_count, 1, show(first.sc));
+		await ok(h, s, 'import plistlib\nn = len(plistlib.__name__)');
+		assert.deepEqual(await checkpointAt(h, s, 2, 1000), [1], 'an import of the installation is no file read');
+		let r = await timeout(h, s);
+		assert.match(r.text, /after cell 1 was resumed and cell 2 run again/, r.text);
+		await ok(h, s, "import sys\nsys.path.insert(0, 'workspace')\nimport psm_replay_mod\ny = psm_replay_mod.v");
+		assert.deepEqual(await checkpointAt(h, s, 4), [4], "a project module's import forces a checkpoint");
+		writeFile(h.root, 'workspace/psm_replay_mod.py', 'v = 2\n'); // the agent edits it
+		r = await timeout(h, s);
+		assert.doesNotMatch(r.text, /run again/, r.text);
+		const k = await ok(h, s, 'y, n');
+		assert.equal(k.sc.result, '(1, 8)', show(k.sc));
+	});
+
 	test('a replayed cell that hangs is bounded by twice its first time plus 1 s', { timeout: 120000 }, async () => {
 		const s = 'hang';
 		await ok(h, s, "import os, signal\nx = 1\ndef gate():\n    if os.path.exists('workspace/go'):\n        signal.pause()");

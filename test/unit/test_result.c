@@ -243,6 +243,10 @@ static void test_imports(void **state)
 	struct err e;
 	assert_int_equal(decode(body, &r, &e), -EPROTO);
 	assert_string_equal(e.msg, "a W_RESULT whose \"imports\" holds more than 16 entries (17)");
+	accepted("{\"status\": \"ok\", \"import_read\": true}", &r);
+	assert_true(r.import_read);
+	result_free(&r);
+	refused("{\"status\": \"ok\", \"import_read\": 1}", "import_read");
 	refused("{\"status\": \"ok\", \"imports\": \"numpy\"}", "imports");
 	refused("{\"status\": \"ok\", \"imports\": [\"numpy\", 7]}", "imports");
 	refused("{\"status\": \"ok\", \"imports\": [\"\"]}", "imports");
@@ -484,6 +488,52 @@ static void test_bootstrap_cells(void **state)
 	result_destroy(r);
 }
 
+/* import_read: whether an import of the cell read beyond the installed
+ * Python (a name not found, a module from another directory); a module
+ * already loaded, or one of the installation, is not. */
+static void test_bootstrap_import_read(void **state)
+{
+	(void)state;
+	char dir[] = "/tmp/psm-test-import-XXXXXX";
+	assert_non_null(mkdtemp(dir));
+	char file[sizeof dir + 32];
+	snprintf(file, sizeof file, "%s/psm_own_module.py", dir);
+	FILE *f = fopen(file, "w");
+	assert_non_null(f);
+	fputs("v = 1\n", f);
+	fclose(f);
+	/* As in the zygote: the installation's directories, the audit hook. */
+	assert_int_equal(PyRun_SimpleString("import _psm\n_psm._warm_setup()\n"), 0);
+	static const struct {
+		const char *code;
+		bool read;
+	} cases[] = {
+		{ "x = 1", false },
+		{ "import sys, os", false },          /* loaded: no search */
+		{ "import plistlib\nplistlib.__name__", false }, /* the installation's */
+		{ "import psm_no_such_module", true },
+		{ "try:\n    import psm_no_such_either\nexcept ImportError:\n    pass", true },
+		{ "import plistlib", false },
+	};
+	for (size_t i = 0; i < N_ELEMENTS(cases); i++) {
+		struct cell_result *r = cell(cases[i].code, NULL);
+		if (r->import_read != cases[i].read)
+			fail_msg("import_read %d for: %s", r->import_read, cases[i].code);
+		result_destroy(r);
+	}
+	char code[sizeof dir + 96];
+	snprintf(code, sizeof code, "import sys\nsys.path.insert(0, '%s')\nimport psm_own_module", dir);
+	struct cell_result *r = cell(code, NULL);
+	assert_int_equal(r->status, RESULT_OK);
+	assert_true(r->import_read);
+	result_destroy(r);
+	r = cell("import psm_own_module", NULL); /* loaded now */
+	assert_false(r->import_read);
+	result_destroy(r);
+	unlink(file);
+	rmdir(dir);
+}
+
 /* Long texts together fit the frame the server reads: cut to their head
  * and tail, never a frame over its size (which ends the session). */
 static void test_bootstrap_fits_the_frame(void **state)
@@ -593,6 +643,7 @@ int main(void)
 		cmocka_unit_test(test_bootstrap_cells),
 		cmocka_unit_test(test_bootstrap_fits_the_frame),
 		cmocka_unit_test(test_bootstrap_restore_lists),
+		cmocka_unit_test(test_bootstrap_import_read),
 	};
 	int failed = cmocka_run_group_tests(tests, NULL, NULL);
 	/* The interpreter is never finalized (nor is it in the zygote): its

@@ -859,6 +859,10 @@ static void test_replay_decide(void **state)
 	g = f;
 	g.code = "t = time.time()";
 	assert_int_equal(replay_decide(&g), REPLAY_FORK_CODE);
+	g.code = "import mymod";
+	assert_int_equal(replay_decide(&g), REPLAY_LOG);
+	g.import_read = true;
+	assert_int_equal(replay_decide(&g), REPLAY_FORK_CODE);
 	g = f;
 	g.log_n = REPLAY_MAX_CELLS - 1;
 	assert_int_equal(replay_decide(&g), REPLAY_LOG);
@@ -908,11 +912,23 @@ static void test_replay_code(void **state)
 	};
 	char why[64];
 	for (size_t i = 0; i < sizeof unsafe / sizeof unsafe[0]; i++)
-		if (!replay_code_unsafe(unsafe[i], why, sizeof why))
+		if (!replay_code_unsafe(unsafe[i], true, why, sizeof why))
 			fail_msg("taken for safe: %s", unsafe[i]);
 	for (size_t i = 0; i < sizeof safe / sizeof safe[0]; i++)
-		if (replay_code_unsafe(safe[i], why, sizeof why))
+		if (replay_code_unsafe(safe[i], true, why, sizeof why))
 			fail_msg("taken for unsafe (%s): %s", why, safe[i]);
+	/* An import the session says read nothing beyond the installed Python
+	 * (or nothing at all: the module was loaded) is no file read; the
+	 * other words still count. */
+	static const char *const installed[] = { "import mymodule", "from scipy import stats\nstats.ttest_ind(a, b)",
+						  "from sklearn.linear_model import LinearRegression" };
+	for (size_t i = 0; i < sizeof installed / sizeof installed[0]; i++)
+		if (replay_code_unsafe(installed[i], false, why, sizeof why))
+			fail_msg("taken for unsafe (%s): %s", why, installed[i]);
+	assert_true(replay_code_unsafe("import time\nt = time.time()", false, why, sizeof why));
+	assert_true(replay_code_unsafe("import json\ncfg = json.load(f)", false, why, sizeof why));
+	assert_true(replay_code_unsafe("from helpers import f", true, why, sizeof why));
+	assert_string_equal(why, "import (a file read)");
 }
 
 /* Cheap cells are logged (no checkpoint): a crash resumes the checkpoint of
