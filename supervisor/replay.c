@@ -79,7 +79,7 @@ const char *replay_verdict_name(enum replay_verdict v)
 		[REPLAY_FORK_KIND] = "fork: not a plain kept state",
 		[REPLAY_FORK_WROTE] = "fork: it changed the workspace",
 		[REPLAY_FORK_THREADS] = "fork: more than one thread",
-		[REPLAY_FORK_CODE] = "fork: the code names the clock or entropy",
+		[REPLAY_FORK_CODE] = "fork: the code may not run the same twice",
 		[REPLAY_FORK_FULL] = "fork: the log is full",
 		[REPLAY_FORK_BUDGET] = "fork: the budget is spent",
 	};
@@ -317,8 +317,11 @@ bool replay_log_instead(struct sup *sup, struct session *s, struct run *c)
 		.budget_ms = replay_budget_ms(),
 	};
 	enum replay_verdict v = replay_decide(&f);
-	log_debug("session %s: cell %d (%.0f ms): %s (%d logged, %.0f ms)", s->name, c->cell, ms, replay_verdict_name(v), rp->n,
-		  rp->ms);
+	char why[64] = "";
+	if (v == REPLAY_FORK_CODE && f.code)
+		replay_code_unsafe(f.code, f.import_read, why, sizeof why);
+	log_debug("session %s: cell %d (%.0f ms): %s%s%s (%d logged, %.0f ms)", s->name, c->cell, ms, replay_verdict_name(v),
+		  *why ? ": " : "", why, rp->n, rp->ms);
 	if (v != REPLAY_LOG)
 		return false;
 	rp->pending = c;
