@@ -1,9 +1,9 @@
-# Fuzzing: four libFuzzer targets over the parsers, a plain
+# Fuzzing: libFuzzer targets over the parsers and decoders, a plain
 # replay driver, and a process-level fuzz of the JSON-RPC dispatcher.
 #
 #   make fuzz              libFuzzer (clang 14, ASan+UBSan), FUZZ_TIME seconds
 #                          per target, FUZZ_PAR targets at once, then fuzz-rpc
-#   make fuzz-run-TARGET   one target (policy, validate, wire, jsonrpc, dispatch, zygote)
+#   make fuzz-run-TARGET   one target (policy, validate, wire, jsonrpc, dispatch, zygote, result)
 #   make fuzz-replay       gcc replay of every corpus and regression file
 #                          (add SANITIZE=address,undefined for the sanitizers)
 #   make fuzz-rpc          mutated JSON-RPC lines to the real binary
@@ -14,7 +14,7 @@
 # read) and crashes to build/libfuzzer/crashes/TARGET/.  A crash worth
 # keeping goes to fixtures/fuzz/TARGET/regressions/, which fuzz-replay runs.
 
-FUZZ_TARGETS := policy validate wire jsonrpc dispatch zygote
+FUZZ_TARGETS := policy validate wire jsonrpc dispatch zygote result
 FUZZ_CC ?= clang-14
 FUZZ_TIME ?= 60
 FUZZ_RUNS ?= -1
@@ -40,6 +40,7 @@ FUZZ_MAXLEN_wire := 65536
 FUZZ_MAXLEN_jsonrpc := 16384
 FUZZ_MAXLEN_dispatch := 16384
 FUZZ_MAXLEN_zygote := 4096
+FUZZ_MAXLEN_result := 65536
 
 REPLAY_CFLAGS := $(filter-out -MMD -MP,$(ALL_CFLAGS))
 REPLAY_BINS := $(FUZZ_TARGETS:%=$(BUILD)/fuzz/replay_%)
@@ -69,7 +70,7 @@ $(FUZZ_DIR)/fuzz_%: test/fuzz/fuzz_%.c test/fuzz/fuzz.h $(FUZZ_DIR)/libpsm.a
 ## fuzz-build: build the libFuzzer targets (clang)
 fuzz-build: $(FUZZ_BINS)
 
-## fuzz-run-TARGET: one libFuzzer target (policy, validate, wire, jsonrpc, dispatch, zygote)
+## fuzz-run-TARGET: one libFuzzer target (policy, validate, wire, jsonrpc, dispatch, zygote, result)
 $(FUZZ_TARGETS:%=fuzz-run-%): fuzz-run-%: $(FUZZ_DIR)/fuzz_%
 	@mkdir -p $(FUZZ_DIR)/corpus/$* $(FUZZ_DIR)/crashes/$* fixtures/fuzz/$*/regressions
 	@echo "== fuzz $*: $(FUZZ_TIME) s (log: $(FUZZ_DIR)/$*.log)"

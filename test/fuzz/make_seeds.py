@@ -163,4 +163,22 @@ zygote = {
 }
 for name, ops in zygote.items():
     put("zygote", name, bytes(ops))
+# ---- result: byte 0 even for W_RESULT, odd for the saver's summary --------
+RESULTS = {
+    "ok": {"status": "ok", "result": "2"},
+    "error": {"status": "error", "error": {"type": "KeyError", "message": "'k'", "traceback": "Traceback...",
+                                           "denied_by": "fs_write", "hint": "write in workspace/", "limit": None}},
+    "memory": {"status": "memory", "error": {"type": "MemoryError"}},
+    "imports": {"status": "ok", "imports": ["scipy.stats", "sklearn.linear_model"], "import_read": True},
+    "restore": {"status": "ok", "restore": {"verified": True, "restored": ["df", "x"],
+                                            "failed": [["f", "a lambda"]], "unsaved": [["g", "a generator"]],
+                                            "restored_more": 3}},
+    "forged-type": {"status": "ok", "error": {"type": 5}},
+    "forged-status": {"status": "fine"},
+}
+for name, body in RESULTS.items():
+    put("result", name, b"\0" + json.dumps(body).encode())
+put("result", "summary", b"\1" + json.dumps({"unsaved": [["gen", "cannot pickle 'generator' object"]],
+                                              "unsaved_more": 40}).encode())
+put("result", "summary-bad", b"\1" + json.dumps({"unsaved": "all"}).encode())
 print("seeds written under", OUT)
