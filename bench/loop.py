@@ -27,6 +27,7 @@ bench/targets.py, which prints every target of `make bench` in one table.
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -123,14 +124,119 @@ def tree_cpu_ms(root):
     return t * 1000.0 / hz
 
 
+def _stat(pid):
+    """(own CPU ms, reaped children's CPU ms, minor faults) of pid, or None."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            st = f.read()
+    except OSError:
+        return None
+    x = st[st.rindex(")") + 2:].split()
+    ms = 1000.0 / os.sysconf("SC_CLK_TCK")
+    return (int(x[11]) + int(x[12])) * ms, (int(x[13]) + int(x[14])) * ms, int(x[7])
+
+
+def _title(pid):
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as f:
+            return f.read().split(b"\0")[0].decode("utf-8", "replace").strip()
+    except OSError:
+        return ""
+
+
+# Where a server side's CPU goes (docs/ARCHITECTURE.md, the process tree):
+# the session's own time, split into the calls (request sent to reply read)
+# and the rest (its checkpoint's fork, the pages it copies after the fork,
+# while the agent reads); everything else below the server (checkpoints,
+# savers, warm-up probes, live or reaped: a process that ended counts in its
+# reaper's children's time); the zygote's and the server's own time.
+PARTS = (("call", "session, in calls"), ("after", "session, after replies"),
+         ("below", "checkpoints, savers"), ("zygote", "zygote"), ("server", "server"))
+
+
+def tree_parts(root, session_pid):
+    """{part: CPU ms so far} of root's tree, PARTS' names, "all" the sum
+    (what tree_cpu_ms counts); "session" is the session's own time."""
+    own = {"server": 0.0, "zygote": 0.0, "session": 0.0}
+    total = 0.0
+    for p in [root] + run.descendants(root):
+        st = _stat(p)
+        if st is None:
+            continue
+        total += st[0] + st[1]
+        if p == root:
+            own["server"] += st[0]
+        elif p == session_pid:
+            own["session"] += st[0]
+        elif _title(p).startswith("python-sandbox-mcp: zygote"):
+            own["zygote"] += st[0]
+    own["below"] = total - own["server"] - own["zygote"] - own["session"]
+    own["all"] = total
+    return own
+
+
+def find_session(root, name):
+    for p in run.descendants(root):
+        if _title(p) == "python-sandbox-mcp: session %s" % name:
+            return p
+    return None
+
+
+# The server's debug line for each call that keeps its state
+# (supervisor/replay.c): "session loop: cell 5 (312 ms): fork: ... (2 logged,
+# 410 ms)" or "...: log (...)"; and its saves (supervisor/saved.c).
+VERDICT = re.compile(r"session loop: cell (\d+) \((\d+) ms\): (log|fork: [^(]*?) \(")
+SAVES = (("saves", "at rest: saving the state"), ("saved", "state saved ("),
+         ("abandoned", "save of the state after cell"))
+
+
+def read_log(path, off):
+    """(verdicts in order, {save event: count}, new offset) of the server's
+    stderr from byte off on."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(off)
+            text = f.read().decode("utf-8", "replace")
+            off = f.tell()
+    except OSError:
+        return [], {}, off
+    verdicts = [m.group(3).strip() for m in VERDICT.finditer(text)]
+    saves = {k: text.count(needle) for k, needle in SAVES}
+    return verdicts, saves, off
+
+
 class Ours:
-    """One session of one server; code -> latency in s."""
+    """One session of one server; code -> latency in s.  With the server's
+    log at debug level (its verdict after each call), and the session's own
+    CPU time and minor faults read around each call (/proc, one file)."""
 
     def __init__(self, server_bin, root, skill, stderr_path):
-        self.s = run.Server(server_bin, root, skill, stderr_path=stderr_path)
+        self.err = stderr_path
+        self.s = run.Server(server_bin, root, skill, stderr_path=stderr_path,
+                            extra=["--log-level", "debug"])
         self.s.initialize()
         self.s.execute("1+1", session="loop")
         self.pid = self.s.pid
+        self.begin()
+
+    def begin(self):
+        """Starts a measured sequence: the tree's CPU by part, the log's end."""
+        self.spid = find_session(self.pid, "loop")
+        self.in_call = [0.0, 0]  # session's CPU ms, minor faults, within calls
+        self.faults0 = (_stat(self.spid) or (0, 0, 0))[2] if self.spid else 0
+        self.parts0 = tree_parts(self.pid, self.spid)
+        self.off = os.path.getsize(self.err) if os.path.exists(self.err) else 0
+
+    def end(self):
+        """(CPU ms by part since begin, session's minor faults in calls and
+        after, verdicts, saves) of the sequence."""
+        parts = tree_parts(self.pid, self.spid)
+        d = {k: parts[k] - self.parts0[k] for k in parts}
+        d["call"] = self.in_call[0]
+        d["after"] = d.pop("session") - self.in_call[0]
+        faults = (_stat(self.spid) or (0, 0, self.faults0))[2] - self.faults0 if self.spid else 0
+        verdicts, saves, self.off = read_log(self.err, self.off)
+        return d, (self.in_call[1], faults - self.in_call[1]), verdicts, saves
 
     def reset(self, code):
         r = self.s.request("tools/call", {"name": "execute_python", "arguments": {
@@ -140,9 +246,15 @@ class Ours:
             raise run.ServerError("setup -> %s" % text[:600])
 
     def call(self, code):
+        a = _stat(self.spid) if self.spid else None
         t0 = run.now()
         self.s.execute(code, session="loop", timeout_s=300, timeout=400)
-        return run.now() - t0
+        dt = run.now() - t0
+        b = _stat(self.spid) if a else None
+        if a and b:
+            self.in_call[0] += b[0] - a[0]
+            self.in_call[1] += b[2] - a[2]
+        return dt
 
     def close(self):
         self.s.close()
@@ -269,6 +381,8 @@ def main():
     res = {n: {m: {s: [] for s in sides} for m, _ in modes} for n in sizes}
     setup_s = {n: {} for n in sizes}
     cpu = {n: {m: {s: [] for s in sides} for m, _ in modes} for n in sizes}
+    # expl[size][mode][side] = list over rounds of Ours.end()'s tuples
+    expl = {n: {m: {s: [] for s in sides} for m, _ in modes} for n in sizes}
     loads = []
     try:
         for s in sides:
@@ -309,6 +423,9 @@ def main():
                 order = sides if r % 2 == 0 else sides[::-1]
                 for mode, think in modes:
                     cpu0 = {s: tree_cpu_ms(actors[s].pid) for s in order}
+                    for s in order:
+                        if s != "jupyter":
+                            actors[s].begin()
                     if think:
                         res_r = interleaved(actors, order, cells, think)
                         for s in order:
@@ -326,6 +443,8 @@ def main():
                             settle(actors[s].pid, 30.0)
                     for s in order:
                         cpu[n][mode][s].append(tree_cpu_ms(actors[s].pid) - cpu0[s])
+                        if s != "jupyter":
+                            expl[n][mode][s].append(actors[s].end())
                     loads.append(os.getloadavg()[0])
                 run.log("agent loop: %d rows, round %d of %d done (load %.2f)" % (n, r + 1, a.rounds,
                                                                                     os.getloadavg()[0]))
@@ -391,6 +510,66 @@ def main():
                                            " | ".join(fmt(run.med(cpu[n][mode][s]) / len(cells))
                                                       if cpu[n][mode][s] else "-" for s in sides)))
     L.append("")
+    servers = [s for s in sides if s != "jupyter"]
+    explained = {}
+    if servers:
+        L.append("Where a server side's CPU goes, per call (ms, median over rounds): the session's own time "
+                 "within calls (request sent to reply read) and after replies (its checkpoint's fork, the pages "
+                 "it copies after it), the rest of the tree below the server (checkpoints, savers, warm-up "
+                 "probes, live or reaped), the zygote's and the server's own; the session's minor faults per "
+                 "call, within calls and after; the calls after which the server forked a checkpoint (its "
+                 "debug verdict, `--log-level debug`) and why, and its saves (all rounds):")
+        L.append("")
+        L.append("| rows | mode | side | forked after | saves | %s | all | minor faults: in calls, after |"
+                 % " | ".join(label for _, label in PARTS))
+        L.append("|---:|---|---|---|---:|" + "---:|" * (len(PARTS) + 2))
+    for n in sizes:
+        for mode, think in modes:
+            for s in servers:
+                got = expl[n][mode][s]
+                if not got:
+                    continue
+                per = {k: run.med([g[0][k] for g in got]) / len(cells) for k, _ in PARTS + (("all", ""),)}
+                faults = [run.med([g[1][i] for g in got]) / len(cells) for i in (0, 1)]
+                verdicts = [v for g in got for v in g[2]]
+                why = {}
+                for v in verdicts:
+                    if v != "log":
+                        r = v[len("fork: "):] if v.startswith("fork: ") else v
+                        why[r] = why.get(r, 0) + 1
+                forks = sum(why.values())
+                saves = {k: sum(g[3].get(k, 0) for g in got) for k, _ in SAVES}
+                kinds = {}
+                for g in got:
+                    if len(g[2]) != len(cells):
+                        continue
+                    for j, v in enumerate(g[2]):
+                        k = kinds.setdefault(cells[j][0], [0, 0, set()])
+                        k[1] += 1
+                        if v != "log":
+                            k[0] += 1
+                            k[2].add(v[len("fork: "):])
+                L.append("| %s | %s | %s | %d of %d calls%s | %d (%d saved) | %s | %s | %.0f, %.0f |" % (
+                    "{:,}".format(n), "think %.1f s" % think if think else "back to back", SIDES[s],
+                    forks, len(cells) * len(got),
+                    (": " + ", ".join("%s %d" % (r, c) for r, c in sorted(why.items(), key=lambda x: -x[1])))
+                    if why else "", saves["saves"], saves["saved"],
+                    " | ".join(fmt(per[k]) for k, _ in PARTS), fmt(per["all"]), faults[0], faults[1]))
+                if kinds:
+                    explained.setdefault("kinds", []).append("%s, %s, %s: forked after %s." % (
+                        "{:,}".format(n), "think" if think else "back to back", SIDES[s], ", ".join(
+                            "%s %d/%d (%s)" % (k, v[0], v[1], "; ".join(sorted(v[2])))
+                            for k, v in kinds.items() if v[0]) or "none"))
+                if s == "ours":
+                    jc = cpu[n][mode].get("jupyter")
+                    explained["%d/%s" % (n, mode)] = {
+                        "calls": len(cells) * len(got), "forks": forks, "why": why,
+                        "saves": saves["saves"], "cpu_ms": per, "faults": faults,
+                        "jupyter_cpu_ms": run.med(jc) / len(cells) if jc else None}
+    if servers:
+        L.append("")
+        L += explained.pop("kinds", [])
+        L.append("")
     L.append("Per cell, median over rounds and over both runs of each kind in a sequence (ms), think time "
              "then back to back; the setup (building the frame, not timed above) last:")
     L.append("")
@@ -413,10 +592,12 @@ def main():
         load_note = "load %.1f to %.1f" % (min(loads), max(loads)) if loads else ""
         measured["load"] = load_note
         measured["think_s"] = a.think
+        measured["explained"] = explained
         if a.targets:
             targets.record(a.targets, "loop", measured)
         L.append("")
         L += targets.table(targets.loop_rows({"loop": measured}))
+        L += targets.loop_explained({"loop": measured})
     targets.emit(L, a.results)
     return 0
 

@@ -77,6 +77,32 @@ def loop_rows(data):
     return rows
 
 
+def loop_explained(data):
+    """Lines under the table: where ours' time goes in the agent loop (the
+    calls that forked a checkpoint and why, the CPU per call by process),
+    as bench/loop.py measured it."""
+    lp = data.get("loop") or {}
+    ex = lp.get("explained") or {}
+    out = []
+    for n, label in (("400000", "400k"), ("4000000", "4M")):
+        for mode, wl in (("think", "%g s think" % lp.get("think_s", 1.0)), ("b2b", "back to back")):
+            e = ex.get("%s/%s" % (n, mode))
+            if not e:
+                continue
+            c = e["cpu_ms"]
+            why = ", ".join("%s %d" % (r, k) for r, k in sorted(e["why"].items(), key=lambda x: -x[1]))
+            out.append("- agent loop, %s rows, %s, explained by: forked after %d of %d calls%s; %d save%s; "
+                       "CPU per call %.0f ms = session %.0f in calls + %.0f after replies, checkpoints and "
+                       "savers %.0f, zygote %.0f, server %.0f%s; the session's minor faults per call %.0f in "
+                       "calls, %.0f after." % (
+                           label, wl, e["forks"], e["calls"], " (%s)" % why if why else "", e["saves"],
+                           "" if e["saves"] == 1 else "s", c["all"], c["call"], c["after"], c["below"],
+                           c["zygote"], c["server"],
+                           "; Jupyter's %.0f ms" % e["jupyter_cpu_ms"] if e.get("jupyter_cpu_ms") else "",
+                           e["faults"][0], e["faults"][1]))
+    return [""] + out if out else []
+
+
 def other_rows(data):
     rows = []
     su = data.get("suite")
@@ -147,6 +173,7 @@ def main():
          "%s; load average at the end %s; each ratio measured side by side in its own section above." % (
              time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), " ".join("%.2f" % x for x in load1)), ""]
     L += table(loop_rows(data) + other_rows(data))
+    L += loop_explained(data)
     emit(L, a.results)
     return 0
 
