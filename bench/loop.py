@@ -224,8 +224,13 @@ class Ours:
         self.spid = find_session(self.pid, "loop")
         self.in_call = [0.0, 0]  # session's CPU ms, minor faults, within calls
         self.faults0 = (_stat(self.spid) or (0, 0, 0))[2] if self.spid else 0
-        self.parts0 = tree_parts(self.pid, self.spid)
+        self.parts0 = self.parts_mid = tree_parts(self.pid, self.spid)
         self.off = os.path.getsize(self.err) if os.path.exists(self.err) else 0
+
+    def mark(self):
+        """The sequence's last reply is in: what comes after is its tail
+        (the last checkpoint, the save once the session rests)."""
+        self.parts_mid = tree_parts(self.pid, self.spid)
 
     def end(self):
         """(CPU ms by part since begin, session's minor faults in calls and
@@ -234,6 +239,7 @@ class Ours:
         d = {k: parts[k] - self.parts0[k] for k in parts}
         d["call"] = self.in_call[0]
         d["after"] = d.pop("session") - self.in_call[0]
+        d["tail"] = {k: parts[k] - self.parts_mid[k] for k in ("below", "server", "all")}
         faults = (_stat(self.spid) or (0, 0, self.faults0))[2] - self.faults0 if self.spid else 0
         verdicts, saves, self.off = read_log(self.err, self.off)
         return d, (self.in_call[1], faults - self.in_call[1]), verdicts, saves
@@ -265,6 +271,13 @@ class Jup:
         self.k = run.Kernel(dict(pyenv, PWD=root))
         self.k.execute("import os; os.chdir(%r)" % root)
         self.pid = self.k.km.provisioner.process.pid
+        self.begin()
+
+    def begin(self):
+        self.in_call = [0.0, 0]  # the kernel's own CPU ms, minor faults, within calls
+
+    def end(self):
+        return tuple(self.in_call)
 
     def reset(self, code):
         self.k.execute("%reset -f")
@@ -272,9 +285,14 @@ class Jup:
         self.k.drain()
 
     def call(self, code):
+        a = _stat(self.pid)
         t0 = run.now()
         self.k.execute(code, timeout=400)
         dt = run.now() - t0
+        b = _stat(self.pid) if a else None
+        if a and b:
+            self.in_call[0] += b[0] - a[0]
+            self.in_call[1] += b[2] - a[2]
         self.k.drain()
         return dt
 
@@ -424,8 +442,7 @@ def main():
                 for mode, think in modes:
                     cpu0 = {s: tree_cpu_ms(actors[s].pid) for s in order}
                     for s in order:
-                        if s != "jupyter":
-                            actors[s].begin()
+                        actors[s].begin()
                     if think:
                         res_r = interleaved(actors, order, cells, think)
                         for s in order:
@@ -433,6 +450,9 @@ def main():
                     else:
                         for s in order:
                             res[n][mode][s].append(sequence(actors[s], cells, 0.0))
+                    for s in order:
+                        if s != "jupyter":
+                            actors[s].mark()
                     # Work after the last reply (its checkpoint, its save)
                     # belongs to the sequence too: a save waits until the
                     # session has rested (at most SAVE_REST_S after the last
@@ -443,8 +463,7 @@ def main():
                             settle(actors[s].pid, 30.0)
                     for s in order:
                         cpu[n][mode][s].append(tree_cpu_ms(actors[s].pid) - cpu0[s])
-                        if s != "jupyter":
-                            expl[n][mode][s].append(actors[s].end())
+                        expl[n][mode][s].append(actors[s].end())
                     loads.append(os.getloadavg()[0])
                 run.log("agent loop: %d rows, round %d of %d done (load %.2f)" % (n, r + 1, a.rounds,
                                                                                     os.getloadavg()[0]))
@@ -516,20 +535,31 @@ def main():
         L.append("Where a server side's CPU goes, per call (ms, median over rounds): the session's own time "
                  "within calls (request sent to reply read) and after replies (its checkpoint's fork, the pages "
                  "it copies after it), the rest of the tree below the server (checkpoints, savers, warm-up "
-                 "probes, live or reaped), the zygote's and the server's own; the session's minor faults per "
-                 "call, within calls and after; the calls after which the server forked a checkpoint (its "
-                 "debug verdict, `--log-level debug`) and why, and its saves (all rounds):")
+                 "probes, live or reaped), the zygote's and the server's own; of all that, what came after the "
+                 "sequence's last reply (its last checkpoint, the save once the session rests); the session's "
+                 "minor faults per call, within calls and after; the calls after which the server forked a "
+                 "checkpoint (its debug verdict, `--log-level debug`) and why, and its saves (all rounds). "
+                 "Jupyter's row: the kernel's own time and faults within calls, and its whole tree:")
         L.append("")
-        L.append("| rows | mode | side | forked after | saves | %s | all | minor faults: in calls, after |"
-                 % " | ".join(label for _, label in PARTS))
-        L.append("|---:|---|---|---|---:|" + "---:|" * (len(PARTS) + 2))
+        L.append("| rows | mode | side | forked after | saves | %s | all | of which after the last reply | "
+                 "minor faults: in calls, after |" % " | ".join(label for _, label in PARTS))
+        L.append("|---:|---|---|---|---:|" + "---:|" * (len(PARTS) + 3))
     for n in sizes:
         for mode, think in modes:
+            jg = expl[n][mode].get("jupyter")
+            if servers and jg:
+                jc = run.med(cpu[n][mode]["jupyter"]) / len(cells)
+                L.append("| %s | %s | Jupyter | - | - | %s | - | - | - | - | %s | - | %.0f, - |" % (
+                    "{:,}".format(n), "think %.1f s" % think if think else "back to back",
+                    fmt(run.med([g[0] for g in jg]) / len(cells)), fmt(jc),
+                    run.med([g[1] for g in jg]) / len(cells)))
             for s in servers:
                 got = expl[n][mode][s]
                 if not got:
                     continue
                 per = {k: run.med([g[0][k] for g in got]) / len(cells) for k, _ in PARTS + (("all", ""),)}
+                per["tail"] = {k: run.med([g[0]["tail"][k] for g in got]) / len(cells)
+                               for k in ("below", "server", "all")}
                 faults = [run.med([g[1][i] for g in got]) / len(cells) for i in (0, 1)]
                 verdicts = [v for g in got for v in g[2]]
                 why = {}
@@ -549,12 +579,16 @@ def main():
                         if v != "log":
                             k[0] += 1
                             k[2].add(v[len("fork: "):])
-                L.append("| %s | %s | %s | %d of %d calls%s | %d (%d saved) | %s | %s | %.0f, %.0f |" % (
-                    "{:,}".format(n), "think %.1f s" % think if think else "back to back", SIDES[s],
-                    forks, len(cells) * len(got),
-                    (": " + ", ".join("%s %d" % (r, c) for r, c in sorted(why.items(), key=lambda x: -x[1])))
-                    if why else "", saves["saves"], saves["saved"],
-                    " | ".join(fmt(per[k]) for k, _ in PARTS), fmt(per["all"]), faults[0], faults[1]))
+                L.append("| %s | %s | %s | %d of %d calls%s | %d (%d saved) | %s | %s | %s (below %s, server %s) "
+                         "| %.0f, %.0f |" % (
+                             "{:,}".format(n), "think %.1f s" % think if think else "back to back", SIDES[s],
+                             forks, len(cells) * len(got),
+                             (": " + ", ".join("%s %d" % (r, c)
+                                               for r, c in sorted(why.items(), key=lambda x: -x[1])))
+                             if why else "", saves["saves"], saves["saved"],
+                             " | ".join(fmt(per[k]) for k, _ in PARTS), fmt(per["all"]),
+                             fmt(per["tail"]["all"]), fmt(per["tail"]["below"]), fmt(per["tail"]["server"]),
+                             faults[0], faults[1]))
                 if kinds:
                     explained.setdefault("kinds", []).append("%s, %s, %s: forked after %s." % (
                         "{:,}".format(n), "think" if think else "back to back", SIDES[s], ", ".join(
@@ -565,7 +599,9 @@ def main():
                     explained["%d/%s" % (n, mode)] = {
                         "calls": len(cells) * len(got), "forks": forks, "why": why,
                         "saves": saves["saves"], "cpu_ms": per, "faults": faults,
-                        "jupyter_cpu_ms": run.med(jc) / len(cells) if jc else None}
+                        "jupyter_cpu_ms": run.med(jc) / len(cells) if jc else None,
+                        "jupyter_kernel_call_ms": run.med([g[0] for g in jg]) / len(cells) if jg else None,
+                        "jupyter_faults": run.med([g[1] for g in jg]) / len(cells) if jg else None}
     if servers:
         L.append("")
         L += explained.pop("kinds", [])
