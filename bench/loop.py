@@ -188,6 +188,7 @@ def find_session(root, name):
 VERDICT = re.compile(r"session loop: cell (\d+) \((\d+) ms\): (log|fork: [^(]*?) \(")
 SAVES = (("saves", "at rest: saving the state"), ("saved", "state saved ("),
          ("abandoned", "save of the state after cell"))
+SAVED = re.compile(r"session loop: state saved \((\d+) bytes in (\d+) ms\)")
 
 
 def read_log(path, off):
@@ -202,6 +203,8 @@ def read_log(path, off):
         return [], {}, off
     verdicts = [m.group(3).strip() for m in VERDICT.finditer(text)]
     saves = {k: text.count(needle) for k, needle in SAVES}
+    got = [(int(m.group(1)), int(m.group(2))) for m in SAVED.finditer(text)]
+    saves["bytes"], saves["ms"] = sum(b for b, _ in got), sum(t for _, t in got)
     return verdicts, saves, off
 
 
@@ -568,7 +571,7 @@ def main():
                         r = v[len("fork: "):] if v.startswith("fork: ") else v
                         why[r] = why.get(r, 0) + 1
                 forks = sum(why.values())
-                saves = {k: sum(g[3].get(k, 0) for g in got) for k, _ in SAVES}
+                saves = {k: sum(g[3].get(k, 0) for g in got) for k in [k for k, _ in SAVES] + ["bytes", "ms"]}
                 kinds = {}
                 for g in got:
                     if len(g[2]) != len(cells):
@@ -579,13 +582,14 @@ def main():
                         if v != "log":
                             k[0] += 1
                             k[2].add(v[len("fork: "):])
-                L.append("| %s | %s | %s | %d of %d calls%s | %d (%d saved) | %s | %s | %s (below %s, server %s) "
+                L.append("| %s | %s | %s | %d of %d calls%s | %d (%d saved%s) | %s | %s | %s (below %s, server %s) "
                          "| %.0f, %.0f |" % (
                              "{:,}".format(n), "think %.1f s" % think if think else "back to back", SIDES[s],
                              forks, len(cells) * len(got),
                              (": " + ", ".join("%s %d" % (r, c)
                                                for r, c in sorted(why.items(), key=lambda x: -x[1])))
                              if why else "", saves["saves"], saves["saved"],
+                             ", %.0f MB in %.0f ms" % (saves["bytes"] / 1e6, saves["ms"]) if saves["saved"] else "",
                              " | ".join(fmt(per[k]) for k, _ in PARTS), fmt(per["all"]),
                              fmt(per["tail"]["all"]), fmt(per["tail"]["below"]), fmt(per["tail"]["server"]),
                              faults[0], faults[1]))
@@ -598,7 +602,8 @@ def main():
                     jc = cpu[n][mode].get("jupyter")
                     explained["%d/%s" % (n, mode)] = {
                         "calls": len(cells) * len(got), "forks": forks, "why": why,
-                        "saves": saves["saves"], "cpu_ms": per, "faults": faults,
+                        "saves": saves["saves"], "saved_mb": saves["bytes"] / 1e6, "save_ms": saves["ms"],
+                        "cpu_ms": per, "faults": faults,
                         "jupyter_cpu_ms": run.med(jc) / len(cells) if jc else None,
                         "jupyter_kernel_call_ms": run.med([g[0] for g in jg]) / len(cells) if jg else None,
                         "jupyter_faults": run.med([g[1] for g in jg]) / len(cells) if jg else None}

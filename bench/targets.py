@@ -98,13 +98,15 @@ def loop_explained(data):
                 if e.get("jupyter_kernel_call_ms") is not None:
                     jup += " (the kernel %.0f in calls, %.0f minor faults per call)" % (
                         e["jupyter_kernel_call_ms"], e["jupyter_faults"])
-            out.append("- agent loop, %s rows, %s, explained by: forked after %d of %d calls%s; %d save%s; "
+            out.append("- agent loop, %s rows, %s, explained by: forked after %d of %d calls%s; %d save%s%s; "
                        "CPU per call %.0f ms = session %.0f in calls + %.0f after replies, checkpoints and "
                        "savers %.0f, zygote %.0f, server %.0f (%.0f of it after the last reply: the last "
                        "checkpoint and the save at rest)%s; the session's minor faults per call %.0f in "
                        "calls, %.0f after." % (
                            label, wl, e["forks"], e["calls"], " (%s)" % why if why else "", e["saves"],
-                           "" if e["saves"] == 1 else "s", c["all"], c["call"], c["after"], c["below"],
+                           "" if e["saves"] == 1 else "s",
+                           " (%.0f MB in %.0f ms)" % (e["saved_mb"], e["save_ms"]) if e.get("save_ms") else "",
+                           c["all"], c["call"], c["after"], c["below"],
                            c["zygote"], c["server"], tail.get("all", float("nan")), jup,
                            e["faults"][0], e["faults"][1]))
     return [""] + out if out else []
