@@ -453,9 +453,13 @@ def main():
                     else:
                         for s in order:
                             res[n][mode][s].append(sequence(actors[s], cells, 0.0))
-                    for s in order:
-                        if s != "jupyter":
-                            actors[s].mark()
+                            # Its tail runs while the next side's sequence does.
+                            if s != "jupyter":
+                                actors[s].mark()
+                    if think:
+                        for s in order:
+                            if s != "jupyter":
+                                actors[s].mark()
                     # Work after the last reply (its checkpoint, its save)
                     # belongs to the sequence too: a save waits until the
                     # session has rested (at most SAVE_REST_S after the last
