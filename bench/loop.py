@@ -586,13 +586,14 @@ def main():
                         if v != "log":
                             k[0] += 1
                             k[2].add(v[len("fork: "):])
-                L.append("| %s | %s | %s | %d of %d calls%s | %d (%d saved%s) | %s | %s | %s (below %s, server %s) "
+                forked = "%d of %d calls%s" % (forks, len(cells) * len(got), (": " + ", ".join(
+                    "%s %d" % (r, c) for r, c in sorted(why.items(), key=lambda x: -x[1]))) if why else "")
+                if not verdicts:
+                    forked = "no verdict logged (a build without the replay log forks after every call)"
+                L.append("| %s | %s | %s | %s | %d (%d saved%s) | %s | %s | %s (below %s, server %s) "
                          "| %.0f, %.0f |" % (
                              "{:,}".format(n), "think %.1f s" % think if think else "back to back", SIDES[s],
-                             forks, len(cells) * len(got),
-                             (": " + ", ".join("%s %d" % (r, c)
-                                               for r, c in sorted(why.items(), key=lambda x: -x[1])))
-                             if why else "", saves["saves"], saves["saved"],
+                             forked, saves["saves"], saves["saved"],
                              ", %.0f MB in %.0f ms" % (saves["bytes"] / 1e6, saves["ms"]) if saves["saved"] else "",
                              " | ".join(fmt(per[k]) for k, _ in PARTS), fmt(per["all"]),
                              fmt(per["tail"]["all"]), fmt(per["tail"]["below"]), fmt(per["tail"]["server"]),
