@@ -226,6 +226,7 @@ class Ours:
         """Starts a measured sequence: the tree's CPU by part, the log's end."""
         self.spid = find_session(self.pid, "loop")
         self.in_call = [0.0, 0]  # session's CPU ms, minor faults, within calls
+        self.per_call = []  # (CPU ms, minor faults) of the session within each call
         self.faults0 = (_stat(self.spid) or (0, 0, 0))[2] if self.spid else 0
         self.parts0 = self.parts_mid = tree_parts(self.pid, self.spid)
         self.off = os.path.getsize(self.err) if os.path.exists(self.err) else 0
@@ -245,7 +246,7 @@ class Ours:
         d["tail"] = {k: parts[k] - self.parts_mid[k] for k in ("below", "server", "all")}
         faults = (_stat(self.spid) or (0, 0, self.faults0))[2] - self.faults0 if self.spid else 0
         verdicts, saves, self.off = read_log(self.err, self.off)
-        return d, (self.in_call[1], faults - self.in_call[1]), verdicts, saves
+        return d, (self.in_call[1], faults - self.in_call[1]), verdicts, saves, self.per_call
 
     def reset(self, code):
         r = self.s.request("tools/call", {"name": "execute_python", "arguments": {
@@ -263,6 +264,7 @@ class Ours:
         if a and b:
             self.in_call[0] += b[0] - a[0]
             self.in_call[1] += b[2] - a[2]
+        self.per_call.append((b[0] - a[0], b[2] - a[2]) if a and b else None)
         return dt
 
     def close(self):
@@ -615,6 +617,26 @@ def main():
     if servers:
         L.append("")
         L += explained.pop("kinds", [])
+        L.append("")
+        L.append("Per cell, each server side's session within the call: its own CPU time (ms) and minor faults "
+                 "(thousands), median over rounds and runs of each kind, think time / back to back; beside the "
+                 "latency (ms) above, it says whether a slow call worked or waited:")
+        L.append("")
+        L.append("| rows | cell | " + " | ".join("%s: CPU, faults" % SIDES[s] for s in servers) + " |")
+        L.append("|---:|---|" + "---:|" * len(servers))
+        for n in sizes:
+            for i, (kind, _) in enumerate(LOOP_CELLS):
+                idx = [j for j in range(len(cells)) if j % len(LOOP_CELLS) == i]
+                bits = []
+                for s in servers:
+                    c, f = [], []
+                    for mode, _ in modes:
+                        xs = [g[4][j] for g in expl[n][mode][s] for j in idx
+                              if len(g[4]) == len(cells) and g[4][j]]
+                        c.append(fmt(run.med([x[0] for x in xs])) if xs else "-")
+                        f.append("%.1fk" % (run.med([x[1] for x in xs]) / 1000.0) if xs else "-")
+                    bits.append("%s, %s" % (" / ".join(c), " / ".join(f)))
+                L.append("| %s | %s | %s |" % ("{:,}".format(n), kind, " | ".join(bits)))
         L.append("")
     L.append("Per cell, median over rounds and over both runs of each kind in a sequence (ms), think time "
              "then back to back; the setup (building the frame, not timed above) last:")
