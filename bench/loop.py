@@ -280,9 +280,10 @@ class Jup:
 
     def begin(self):
         self.in_call = [0.0, 0]  # the kernel's own CPU ms, minor faults, within calls
+        self.per_call = []
 
     def end(self):
-        return tuple(self.in_call)
+        return self.in_call[0], self.in_call[1], self.per_call
 
     def reset(self, code):
         self.k.execute("%reset -f")
@@ -298,6 +299,7 @@ class Jup:
         if a and b:
             self.in_call[0] += b[0] - a[0]
             self.in_call[1] += b[2] - a[2]
+        self.per_call.append((b[0] - a[0], b[2] - a[2]) if a and b else None)
         self.k.drain()
         return dt
 
@@ -618,21 +620,22 @@ def main():
         L.append("")
         L += explained.pop("kinds", [])
         L.append("")
-        L.append("Per cell, each server side's session within the call: its own CPU time (ms) and minor faults "
-                 "(thousands), median over rounds and runs of each kind, think time / back to back; beside the "
-                 "latency (ms) above, it says whether a slow call worked or waited:")
+        L.append("Per cell, each server side's session (and Jupyter's kernel) within the call: its own CPU time "
+                 "(ms) and minor faults (thousands), median over rounds and runs of each kind, think time / back "
+                 "to back; beside the latency (ms) below, it says whether a slow call worked or waited:")
         L.append("")
-        L.append("| rows | cell | " + " | ".join("%s: CPU, faults" % SIDES[s] for s in servers) + " |")
-        L.append("|---:|---|" + "---:|" * len(servers))
+        percell = servers + [s for s in sides if s == "jupyter"]
+        L.append("| rows | cell | " + " | ".join("%s: CPU, faults" % SIDES[s] for s in percell) + " |")
+        L.append("|---:|---|" + "---:|" * len(percell))
         for n in sizes:
             for i, (kind, _) in enumerate(LOOP_CELLS):
                 idx = [j for j in range(len(cells)) if j % len(LOOP_CELLS) == i]
                 bits = []
-                for s in servers:
+                for s in percell:
                     c, f = [], []
                     for mode, _ in modes:
-                        xs = [g[4][j] for g in expl[n][mode][s] for j in idx
-                              if len(g[4]) == len(cells) and g[4][j]]
+                        xs = [g[-1][j] for g in expl[n][mode][s] for j in idx
+                              if len(g[-1]) == len(cells) and g[-1][j]]
                         c.append(fmt(run.med([x[0] for x in xs])) if xs else "-")
                         f.append("%.1fk" % (run.med([x[1] for x in xs]) / 1000.0) if xs else "-")
                     bits.append("%s, %s" % (" / ".join(c), " / ".join(f)))
