@@ -593,7 +593,8 @@ def main():
                 forked = "%d of %d calls%s" % (forks, len(cells) * len(got), (": " + ", ".join(
                     "%s %d" % (r, c) for r, c in sorted(why.items(), key=lambda x: -x[1]))) if why else "")
                 if not verdicts:
-                    forked = "no verdict logged (a build without the replay log forks after every call)"
+                    forked = ("no verdict logged: checkpoints off" if s == "off" else
+                              "no verdict logged (a build without the replay log forks after every call)")
                 L.append("| %s | %s | %s | %s | %d (%d saved%s) | %s | %s | %s (below %s, server %s) "
                          "| %.0f, %.0f |" % (
                              "{:,}".format(n), "think %.1f s" % think if think else "back to back", SIDES[s],
