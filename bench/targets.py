@@ -17,7 +17,9 @@ target a ratio measured side by side in one run:
 Each script records what it measured with `--targets FILE` (one JSON object,
 a key per script, rewritten whole each time); `make bench` removes the file
 first and ends with `bench/targets.py --targets FILE`, which prints the
-table (and appends it to --results).  A target whose script did not run,
+table (and appends it to --results), and under it, for the agent loop, what
+explains its figures: the calls that forked a checkpoint and why, and where
+the CPU per call went, process by process.  A target whose script did not run,
 or ran too small (the scale rows below 50 agents), says so: n/a.
 """
 import argparse
