@@ -111,17 +111,7 @@ def tree_cpu_ms(root):
     the children it waited for, summed over the live tree, counts a process
     that ended in between once, in its reaper's (checkpoints, savers,
     replaced sessions)."""
-    hz = os.sysconf("SC_CLK_TCK")
-    t = 0
-    for p in [root] + run.descendants(root):
-        try:
-            with open("/proc/%d/stat" % p) as f:
-                st = f.read()
-        except OSError:
-            continue
-        x = st[st.rindex(")") + 2:].split()
-        t += int(x[11]) + int(x[12]) + int(x[13]) + int(x[14])
-    return t * 1000.0 / hz
+    return sum(st[0] + st[1] for st in map(_stat, [root] + run.descendants(root)) if st)
 
 
 def _stat(pid):
