@@ -21,6 +21,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <glob.h>
+#include <malloc.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -479,6 +480,15 @@ static void make_checkpoint(bool save)
 	 * already (W_HURRY). */
 	if (checkpoint_pid > 0 && precopy_cap && !waited && poll(&hurry, 1, 0) == 0)
 		precopy_scan(precopy_cap, precopy_max_map, PRECOPY_SCAN_MS);
+	/* Memory the cells freed and malloc keeps for later is given back
+	 * first: forked, it would be shared with the checkpoint, so that each
+	 * page the next cells reuse costs a fault and a copy (glibc keeps
+	 * freed blocks of up to 32 MB, a column of 4M rows, in its heap), and
+	 * the checkpoint would hold it for nothing.  Given back, the reuse is
+	 * a fault on a fresh page, a huge one where numpy asked for them.
+	 * Measured at 4M rows: 29k minor faults per call instead of 40k, for
+	 * 0.1 to 6 ms here. */
+	malloc_trim(0);
 	fflush(NULL);
 	PyOS_BeforeFork();
 	/* The copy is born with its title: the server may freeze it before it
