@@ -224,17 +224,6 @@ def categorize(pid):
     return "other"
 
 
-def proc_ticks(pid):
-    """(own CPU, reaped children's CPU) in clock ticks, and the same for minor faults."""
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            st = f.read()
-    except OSError:
-        return None
-    x = st[st.rindex(")") + 2:].split()
-    return int(x[11]) + int(x[12]), int(x[13]) + int(x[14]), int(x[7]), int(x[8])
-
-
 def tree(roots):
     kids = run.proc_children_map()
     out, todo = [], list(roots)
@@ -312,7 +301,7 @@ def window_end(roots, ticks0, idle0, tot0):
     busy = 1.0 - (idle1 - idle0) / max(1, tot1 - tot0)
     cpu_by, flt_by = {}, {}
     for p in tree(roots):
-        v = proc_ticks(p)
+        v = run.proc_ticks(p)
         if not v:
             continue
         b = ticks0.get(p) or (0, 0, 0, 0)
@@ -375,7 +364,7 @@ def scale_side(kind, n, a, work, pyenv):
     # Go: every driver starts its loop now; the parent samples.
     roots = [ag.pid for ag in live]
     pids0 = tree(roots)
-    ticks0 = {p: proc_ticks(p) for p in pids0}
+    ticks0 = {p: run.proc_ticks(p) for p in pids0}
     idle0, tot0 = cpu_idle_total()
     for ag in live:
         try:

@@ -116,14 +116,11 @@ def tree_cpu_ms(root):
 
 def _stat(pid):
     """(own CPU ms, reaped children's CPU ms, minor faults) of pid, or None."""
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            st = f.read()
-    except OSError:
+    t = run.proc_ticks(pid)
+    if not t:
         return None
-    x = st[st.rindex(")") + 2:].split()
     ms = 1000.0 / os.sysconf("SC_CLK_TCK")
-    return (int(x[11]) + int(x[12])) * ms, (int(x[13]) + int(x[14])) * ms, int(x[7])
+    return t[0] * ms, t[1] * ms, t[2]
 
 
 def _title(pid):
