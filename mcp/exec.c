@@ -1057,14 +1057,9 @@ static void call_free(struct call *c)
 		return;
 	cJSON_Delete(c->id);
 	cJSON_Delete(c->progress_token);
-	result_destroy(c->run.result);
+	run_outcome_free(&c->run);
 	cJSON_Delete(c->artifacts);
 	free(c->run.code);
-	free(c->run.out_text);
-	free(c->run.err_text);
-	free(c->run.out_log);
-	free(c->run.err_log);
-	free(c->run.note);
 	art_list_free(&c->before);
 	work_abandon(c->scan_job);
 	for (size_t i = 0; i < c->n_thumbs; i++)

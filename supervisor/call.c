@@ -46,6 +46,18 @@ void drop_result(struct run *c)
 	c->result = NULL;
 }
 
+void run_outcome_free(struct run *r)
+{
+	free(r->out_text);
+	free(r->err_text);
+	free(r->out_log);
+	free(r->err_log);
+	free(r->out_mark);
+	free(r->err_mark);
+	free(r->note);
+	result_destroy(r->result);
+}
+
 /* Runs from the moment the cell is sent until the session is frozen again:
  * a result frame alone does not stop it.
  * Attack: a cell writes a well-formed result on its control socket and
@@ -142,11 +154,17 @@ void finish_cur(struct sup *sup, struct session *s)
 	const char *log_rel;
 	char disp[512];
 	c->out_text = outbuf_finish(&s->out, &c->out_truncated, &log_rel);
-	if (log_rel && ws_display_path(sup->cfg.ws, log_rel, disp, sizeof disp) == 0)
-		c->out_log = xstrdup(disp);
+	if (log_rel) {
+		c->out_mark = outbuf_log_shown(&s->out);
+		if (ws_display_path(sup->cfg.ws, log_rel, disp, sizeof disp) == 0)
+			c->out_log = xstrdup(disp);
+	}
 	c->err_text = outbuf_finish(&s->err, &c->err_truncated, &log_rel);
-	if (log_rel && ws_display_path(sup->cfg.ws, log_rel, disp, sizeof disp) == 0)
-		c->err_log = xstrdup(disp);
+	if (log_rel) {
+		c->err_mark = outbuf_log_shown(&s->err);
+		if (ws_display_path(sup->cfg.ws, log_rel, disp, sizeof disp) == 0)
+			c->err_log = xstrdup(disp);
+	}
 	c->duration_ms = loop_now_ms() - c->t_start;
 	if (s->restore_call == c)
 		restore_outcome(sup, s, c); /* the call ended before its result */

@@ -257,6 +257,11 @@ bool outbuf_binary(const struct outbuf *ob)
 	return ob->bad_bytes >= 16 && ob->bad_bytes * 10 > ob->total_bytes;
 }
 
+char *outbuf_log_shown(const struct outbuf *ob)
+{
+	return xasprintf("%s/%s", ob->ws->display, ob->log_rel);
+}
+
 /* The text written after the last binary byte (a line printed after a
  * dump: what the cell says about it), at most the last BINARY_TEXT_MAX
  * characters of it, escaped; NULL when there is no whole line. */
@@ -291,10 +296,11 @@ static char *binary_summary(struct outbuf *ob, const char **log_rel)
 	if (saved)
 		*log_rel = ob->log_rel;
 	char *after = text_after_binary(ob);
-	char *sum = xasprintf("[%llu bytes of binary output (not text); %s%s%s%s]\n%s%s", ob->total_bytes,
-			      saved ? "the bytes are in " : "the bytes could not be saved",
-			      saved ? ob->ws->display : "", saved ? "/" : "", saved ? ob->log_rel : "",
+	char *shown = saved ? outbuf_log_shown(ob) : NULL;
+	char *sum = xasprintf("[%llu bytes of binary output (not text); %s%s]\n%s%s", ob->total_bytes,
+			      saved ? "the bytes are in " : "the bytes could not be saved", shown ? shown : "",
 			      after ? "the text written after them:\n" : "", after ? after : "");
+	free(shown);
 	free(after);
 	return sum;
 }
@@ -335,10 +341,13 @@ char *outbuf_finish(struct outbuf *ob, bool *truncated, const char **log_rel)
 	unsigned long long omitted = ob->total_chars > shown ? ob->total_chars - shown : 0;
 	char marker[400];
 	char where[300];
-	if (*log_rel)
-		snprintf(where, sizeof where, "full output in %s/%s", ob->ws->display, ob->log_rel);
-	else
+	if (*log_rel) {
+		char *shown_at = outbuf_log_shown(ob);
+		snprintf(where, sizeof where, "full output in %s", shown_at);
+		free(shown_at);
+	} else {
 		snprintf(where, sizeof where, "the full output could not be saved");
+	}
 	snprintf(marker, sizeof marker, "\n[... %llu characters omitted (%llu in all); %s ...]\n",
 		 omitted, ob->total_chars, where);
 	size_t ml = strlen(marker);

@@ -329,17 +329,40 @@ bool replay_log_instead(struct sup *sup, struct session *s, struct run *c)
 	return true;
 }
 
+/* text (or "") with every occurrence of mark left out (malloc'd). */
+static char *without(const char *text, const char *mark)
+{
+	if (!text)
+		return xstrdup("");
+	size_t ml = mark ? strlen(mark) : 0;
+	char *out = xmalloc(strlen(text) + 1), *o = out;
+	for (const char *p = text; *p;) {
+		const char *hit = ml ? strstr(p, mark) : NULL;
+		size_t n = hit ? (size_t)(hit - p) : strlen(p);
+		memcpy(o, p, n);
+		o += n;
+		p += n + (hit ? ml : 0);
+	}
+	*o = 0;
+	return out;
+}
+
 /* What the digest and the note see of a run's output: its status, what it
  * printed, its value and its error, as the server captured them for the
- * reply.  Each part with its length, so that no two outputs run together. */
+ * reply.  Each part with its length, so that no two outputs run together.
+ * The path of the log file a long or binary output was written to is left
+ * out of the digest: the run again writes a log of its own (the first run's
+ * stays, as its reply named it), so the same output named another file and
+ * every such cell was reported as computing something else. */
 static void digest_of(const struct run *c, unsigned char out[HMAC_LEN], char **shown)
 {
 	static const unsigned char key[] = "python-sandbox-mcp replay digest";
 	struct hmac *h = hmac_new(key, sizeof key - 1);
 	const struct cell_result *r = c->result;
 	const struct result_error *er = r && r->has_error ? &r->error : NULL;
+	char *out_text = without(c->out_text, c->out_mark), *err_text = without(c->err_text, c->err_mark);
 	const char *parts[] = {
-		call_status_name(c->status), c->out_text ? c->out_text : "", c->err_text ? c->err_text : "",
+		call_status_name(c->status), out_text, err_text,
 		r && r->value ? r->value : "", er && er->type ? er->type : "", er && er->message ? er->message : "",
 		er && er->traceback ? er->traceback : "",
 	};
@@ -357,6 +380,8 @@ static void digest_of(const struct run *c, unsigned char out[HMAC_LEN], char **s
 		snprintf(buf, sizeof buf, "%s%s%s", parts[1], *parts[3] && *parts[1] ? "\n" : "", *parts[3] ? parts[3] : parts[5]);
 		*shown = xstrdup(buf);
 	}
+	free(out_text);
+	free(err_text);
 }
 
 /* ------------------------------------------------------------ the replay */
@@ -391,13 +416,7 @@ static void rr_progress(struct run *r, double progress, double elapsed_s, const 
 
 static void rr_free(struct replay_run *rr)
 {
-	struct run *r = &rr->run;
-	free(r->out_text);
-	free(r->err_text);
-	free(r->out_log);
-	free(r->err_log);
-	free(r->note);
-	result_destroy(r->result);
+	run_outcome_free(&rr->run);
 	entry_free(&rr->e);
 	free(rr);
 }

@@ -90,6 +90,9 @@ struct run {
 	char *out_text, *err_text;
 	bool out_truncated, err_truncated;
 	char *out_log, *err_log; /* display paths of full logs, or NULL */
+	/* Those logs' paths as out_text and err_text name them (outbuf_log_shown),
+	 * or NULL: left out when a run's output is compared with another's. */
+	char *out_mark, *err_mark;
 	char *note;              /* extra line for the model, or NULL */
 	unsigned long long ws_bytes; /* CALL_LIMITS: the workspace's size then */
 	/* The workspace's files before and after the run (ev->collect fills
@@ -165,6 +168,9 @@ void sup_free(struct sup *sup);
 
 /* Takes r until r->ev->done or r->ev->drop. */
 void sup_submit(struct sup *sup, struct run *r);
+/* Frees what the supervisor filled in r (its outcome, note and result); r
+ * itself and its request stay the caller's. */
+void run_outcome_free(struct run *r);
 /* Cancels the first run (running or queued) for which match(r, key) holds:
  * true when one was found.  A running one ends with r->cancelled set, a
  * queued one is dropped. */

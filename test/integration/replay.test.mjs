@@ -185,3 +185,30 @@ describe('replay log', () => {
 		assert.equal((await ok(h, s, 'x')).sc.result, '3');
 	});
 });
+
+// Its own server: the suite above uses every session the policy allows.
+describe('replay log: outputs kept in log files', () => {
+	let h;
+	before(async () => { h = await startClient(newProject('replaylog'), { structured: true }); });
+	after(async () => { await h?.close(); });
+
+	// A long output and a binary one are cut in the reply, the whole kept in
+	// a log file whose name the reply shows; the run again writes a log of
+	// its own (the first one stays), so its text names another file.  The
+	// outputs are the same: a note that says they differ tells the model its
+	// state may be wrong when it is not (and quotes other calls' output).
+	test('a replayed cell with a long or a binary output has the same output', { timeout: 120000 }, async () => {
+		const s = 'longout';
+		await ok(h, s, 'a = 1');
+		assert.deepEqual(await checkpointAt(h, s, 1), [1]);
+		const long = await ok(h, s, "print('first')\nprint('y' * 30000)\nprint('last')");
+		assert.match(long.text, /characters omitted .*full output in .*\.logs\/longout-2\.stdout\.log/, long.text);
+		const bin = await ok(h, s, "import os\nos.write(1, bytes(range(256)))\nprint('\\nafter the bytes')");
+		assert.match(bin.text, /bytes of binary output .*\.logs\/longout-3\.stdout\.log/, bin.text);
+		await sleep(300);
+		assert.deepEqual(checkpointCells(h.pid, s), [1], 'both cells are logged, not forked');
+		const r = await timeout(h, s);
+		assert.match(r.text, /the copy taken after cell 1 was resumed and cells 2 to 3 run again \([0-9.]+ s\), with the same output as the first time/, r.text);
+		assert.doesNotMatch(r.text, /another output/, r.text);
+	});
+});
