@@ -626,14 +626,8 @@ static struct trun *submit(const char *code, double timeout_ms)
 
 static void trun_free(struct trun *t)
 {
-	struct run *r = &t->run;
-	result_destroy(r->result);
-	free(r->code);
-	free(r->out_text);
-	free(r->err_text);
-	free(r->out_log);
-	free(r->err_log);
-	free(r->note);
+	run_outcome_free(&t->run);
+	free(t->run.code);
 	free(t);
 }
 
