@@ -339,23 +339,17 @@ char *outbuf_finish(struct outbuf *ob, bool *truncated, const char **log_rel)
 	size_t tcut = utf8_suffix(ts, tl, half);
 	unsigned long long shown = utf8_chars(h, hcut) + utf8_chars(ts + tcut, tl - tcut);
 	unsigned long long omitted = ob->total_chars > shown ? ob->total_chars - shown : 0;
-	char marker[400];
-	char where[300];
-	if (*log_rel) {
-		char *shown_at = outbuf_log_shown(ob);
-		snprintf(where, sizeof where, "full output in %s", shown_at);
-		free(shown_at);
-	} else {
-		snprintf(where, sizeof where, "the full output could not be saved");
-	}
-	snprintf(marker, sizeof marker, "\n[... %llu characters omitted (%llu in all); %s ...]\n",
-		 omitted, ob->total_chars, where);
+	char *shown_at = *log_rel ? outbuf_log_shown(ob) : NULL;
+	char *marker = xasprintf("\n[... %llu characters omitted (%llu in all); %s%s ...]\n", omitted, ob->total_chars,
+				 shown_at ? "full output in " : "the full output could not be saved", shown_at ? shown_at : "");
+	free(shown_at);
 	size_t ml = strlen(marker);
 	char *out = xmalloc(hcut + ml + (tl - tcut) + 1);
 	memcpy(out, h, hcut);
 	memcpy(out + hcut, marker, ml);
 	memcpy(out + hcut + ml, ts + tcut, tl - tcut);
 	out[hcut + ml + tl - tcut] = 0;
+	free(marker);
 	free(h);
 	free(ts);
 	return out;
