@@ -52,8 +52,6 @@ void run_outcome_free(struct run *r)
 	free(r->err_text);
 	free(r->out_log);
 	free(r->err_log);
-	free(r->out_mark);
-	free(r->err_mark);
 	free(r->note);
 	result_destroy(r->result);
 }
@@ -152,19 +150,12 @@ void finish_cur(struct sup *sup, struct session *s)
 		return;
 	}
 	const char *log_rel;
-	char disp[512];
 	c->out_text = outbuf_finish(&s->out, &c->out_truncated, &log_rel);
-	if (log_rel) {
-		c->out_mark = outbuf_log_shown(&s->out);
-		if (ws_display_path(sup->cfg.ws, log_rel, disp, sizeof disp) == 0)
-			c->out_log = xstrdup(disp);
-	}
+	if (log_rel)
+		c->out_log = outbuf_log_shown(&s->out);
 	c->err_text = outbuf_finish(&s->err, &c->err_truncated, &log_rel);
-	if (log_rel) {
-		c->err_mark = outbuf_log_shown(&s->err);
-		if (ws_display_path(sup->cfg.ws, log_rel, disp, sizeof disp) == 0)
-			c->err_log = xstrdup(disp);
-	}
+	if (log_rel)
+		c->err_log = outbuf_log_shown(&s->err);
 	c->duration_ms = loop_now_ms() - c->t_start;
 	if (s->restore_call == c)
 		restore_outcome(sup, s, c); /* the call ended before its result */

@@ -259,6 +259,9 @@ bool outbuf_binary(const struct outbuf *ob)
 
 char *outbuf_log_shown(const struct outbuf *ob)
 {
+	char disp[512];
+	if (ws_display_path(ob->ws, ob->log_rel, disp, sizeof disp) == 0)
+		return xstrdup(disp);
 	return xasprintf("%s/%s", ob->ws->display, ob->log_rel);
 }
 

@@ -58,9 +58,10 @@ char *outbuf_finish(struct outbuf *ob, bool *truncated, const char **log_rel);
  * use. */
 bool outbuf_binary(const struct outbuf *ob);
 
-/* The log file's path as the text of outbuf_finish names it (malloc'd),
- * once it returned a log_rel.  A run of the same code again writes a log
- * of its own, so two texts of the same output differ only there: what the
+/* The log file's path as the reply shows it (ws_display_path; malloc'd),
+ * once outbuf_finish returned a log_rel: the path its text names, and the
+ * run's out_log or err_log.  A run of the same code again writes a log of
+ * its own, so two texts of the same output differ only there: what the
  * replay's comparison of outputs leaves out. */
 char *outbuf_log_shown(const struct outbuf *ob);
 

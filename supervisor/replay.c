@@ -181,21 +181,26 @@ bool replay_code_unsafe(const char *code, bool import_read, char *why, size_t n)
 		for (size_t i = 0; i < N_ELEMENTS(code_words); i++) {
 			if (strlen(code_words[i].w) != len || memcmp(code_words[i].w, b, len) != 0)
 				continue;
-			if (code_words[i].kind == W_NONDET) {
+			switch (code_words[i].kind) {
+			case W_NONDET:
 				snprintf(why, n, "%s", code_words[i].w);
 				return true;
-			}
-			if (code_words[i].kind == W_INPUT || (code_words[i].kind == W_IMPORT && import_read)) {
+			case W_IMPORT:
+				if (!import_read)
+					break;
+				/* fall through */
+			case W_INPUT:
 				snprintf(why, n, "%s (a file read)", code_words[i].w);
 				return true;
+			case W_SEEDER: {
+				int a = call_args(p);
+				if (a == 1)
+					seeded = true;
+				else if (a == 0)
+					unseeded = true; /* default_rng(): seeded from the OS */
+				break;
 			}
-			if (code_words[i].kind == W_IMPORT)
-				continue;
-			int a = call_args(p);
-			if (a == 1)
-				seeded = true;
-			else if (a == 0)
-				unseeded = true; /* default_rng(): seeded from the OS */
+			}
 		}
 		/* read_csv, read_text, read_parquet, load_iris... */
 		if (len > 5 && (memcmp(b, "read_", 5) == 0 || memcmp(b, "load_", 5) == 0)) {
@@ -212,9 +217,8 @@ bool replay_code_unsafe(const char *code, bool import_read, char *why, size_t n)
 	return false;
 }
 
-enum replay_verdict replay_decide(const struct replay_facts *f)
+enum replay_verdict replay_decide(const struct replay_facts *f, char *why, size_t n)
 {
-	char why[64];
 	if (!f->has_base)
 		return REPLAY_FORK_NO_BASE;
 	if (!f->plain)
@@ -223,7 +227,7 @@ enum replay_verdict replay_decide(const struct replay_facts *f)
 		return REPLAY_FORK_WROTE;
 	if (f->threads != 1)
 		return REPLAY_FORK_THREADS;
-	if (!f->code || replay_code_unsafe(f->code, f->import_read, why, sizeof why))
+	if (!f->code || replay_code_unsafe(f->code, f->import_read, why, n))
 		return REPLAY_FORK_CODE;
 	if (f->log_n + 1 > REPLAY_MAX_CELLS || f->log_code + strlen(f->code) > REPLAY_MAX_CODE)
 		return REPLAY_FORK_FULL;
@@ -316,10 +320,8 @@ bool replay_log_instead(struct sup *sup, struct session *s, struct run *c)
 		.log_ms = rp->ms,
 		.budget_ms = replay_budget_ms(),
 	};
-	enum replay_verdict v = replay_decide(&f);
 	char why[64] = "";
-	if (v == REPLAY_FORK_CODE && f.code)
-		replay_code_unsafe(f.code, f.import_read, why, sizeof why);
+	enum replay_verdict v = replay_decide(&f, why, sizeof why);
 	log_debug("session %s: cell %d (%.0f ms): %s%s%s (%d logged, %.0f ms)", s->name, c->cell, ms, replay_verdict_name(v),
 		  *why ? ": " : "", why, rp->n, rp->ms);
 	if (v != REPLAY_LOG)
@@ -360,7 +362,7 @@ static void digest_of(const struct run *c, unsigned char out[HMAC_LEN], char **s
 	struct hmac *h = hmac_new(key, sizeof key - 1);
 	const struct cell_result *r = c->result;
 	const struct result_error *er = r && r->has_error ? &r->error : NULL;
-	char *out_text = without(c->out_text, c->out_mark), *err_text = without(c->err_text, c->err_mark);
+	char *out_text = without(c->out_text, c->out_log), *err_text = without(c->err_text, c->err_log);
 	const char *parts[] = {
 		call_status_name(c->status), out_text, err_text,
 		r && r->value ? r->value : "", er && er->type ? er->type : "", er && er->message ? er->message : "",

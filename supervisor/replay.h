@@ -44,7 +44,9 @@ struct replay_facts {
 	double budget_ms;
 };
 
-enum replay_verdict replay_decide(const struct replay_facts *f);
+/* The verdict on a call; for REPLAY_FORK_CODE the word found goes to
+ * why[0..n) (replay_code_unsafe; why may be NULL when n is 0). */
+enum replay_verdict replay_decide(const struct replay_facts *f, char *why, size_t n);
 const char *replay_verdict_name(enum replay_verdict v);
 
 /* Whether the code text names something that makes a second run differ

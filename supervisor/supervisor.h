@@ -89,10 +89,9 @@ struct run {
 	struct cell_result *result;
 	char *out_text, *err_text;
 	bool out_truncated, err_truncated;
-	char *out_log, *err_log; /* display paths of full logs, or NULL */
-	/* Those logs' paths as out_text and err_text name them (outbuf_log_shown),
-	 * or NULL: left out when a run's output is compared with another's. */
-	char *out_mark, *err_mark;
+	/* Display paths of the full logs, as out_text and err_text name them
+	 * (outbuf_log_shown), or NULL. */
+	char *out_log, *err_log;
 	char *note;              /* extra line for the model, or NULL */
 	unsigned long long ws_bytes; /* CALL_LIMITS: the workspace's size then */
 	/* The workspace's files before and after the run (ev->collect fills

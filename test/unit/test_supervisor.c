@@ -835,44 +835,44 @@ static void test_requeue_unstarted(void **state)
 static void test_replay_decide(void **state)
 {
 	struct replay_facts f = { .has_base = true, .plain = true, .threads = 1, .code = "x = 1", .ms = 10, .budget_ms = 1000 };
-	assert_int_equal(replay_decide(&f), REPLAY_LOG);
+	assert_int_equal(replay_decide(&f, NULL, 0), REPLAY_LOG);
 	struct replay_facts g = f;
 	g.has_base = false;
-	assert_int_equal(replay_decide(&g), REPLAY_FORK_NO_BASE);
+	assert_int_equal(replay_decide(&g, NULL, 0), REPLAY_FORK_NO_BASE);
 	g = f;
 	g.plain = false;
-	assert_int_equal(replay_decide(&g), REPLAY_FORK_KIND);
+	assert_int_equal(replay_decide(&g, NULL, 0), REPLAY_FORK_KIND);
 	g = f;
 	g.wrote = true;
-	assert_int_equal(replay_decide(&g), REPLAY_FORK_WROTE);
+	assert_int_equal(replay_decide(&g, NULL, 0), REPLAY_FORK_WROTE);
 	g = f;
 	g.threads = 2;
-	assert_int_equal(replay_decide(&g), REPLAY_FORK_THREADS);
+	assert_int_equal(replay_decide(&g, NULL, 0), REPLAY_FORK_THREADS);
 	g.threads = 0; /* unknown: unsure */
-	assert_int_equal(replay_decide(&g), REPLAY_FORK_THREADS);
+	assert_int_equal(replay_decide(&g, NULL, 0), REPLAY_FORK_THREADS);
 	g = f;
 	g.code = "t = time.time()";
-	assert_int_equal(replay_decide(&g), REPLAY_FORK_CODE);
+	assert_int_equal(replay_decide(&g, NULL, 0), REPLAY_FORK_CODE);
 	g.code = "import mymod";
-	assert_int_equal(replay_decide(&g), REPLAY_LOG);
+	assert_int_equal(replay_decide(&g, NULL, 0), REPLAY_LOG);
 	g.import_read = true;
-	assert_int_equal(replay_decide(&g), REPLAY_FORK_CODE);
+	assert_int_equal(replay_decide(&g, NULL, 0), REPLAY_FORK_CODE);
 	g = f;
 	g.log_n = REPLAY_MAX_CELLS - 1;
-	assert_int_equal(replay_decide(&g), REPLAY_LOG);
+	assert_int_equal(replay_decide(&g, NULL, 0), REPLAY_LOG);
 	g.log_n = REPLAY_MAX_CELLS;
-	assert_int_equal(replay_decide(&g), REPLAY_FORK_FULL);
+	assert_int_equal(replay_decide(&g, NULL, 0), REPLAY_FORK_FULL);
 	g = f;
 	g.log_code = REPLAY_MAX_CODE - 3;
-	assert_int_equal(replay_decide(&g), REPLAY_FORK_FULL);
+	assert_int_equal(replay_decide(&g, NULL, 0), REPLAY_FORK_FULL);
 	g = f;
 	g.log_ms = 985;
-	assert_int_equal(replay_decide(&g), REPLAY_LOG);
+	assert_int_equal(replay_decide(&g, NULL, 0), REPLAY_LOG);
 	g.log_ms = 990;
-	assert_int_equal(replay_decide(&g), REPLAY_FORK_BUDGET);
+	assert_int_equal(replay_decide(&g, NULL, 0), REPLAY_FORK_BUDGET);
 	g = f;
 	g.budget_ms = 0; /* PSM_TEST_REPLAY_MS=0: a checkpoint after every call */
-	assert_int_equal(replay_decide(&g), REPLAY_FORK_BUDGET);
+	assert_int_equal(replay_decide(&g, NULL, 0), REPLAY_FORK_BUDGET);
 	setenv("PSM_TEST_REPLAY_MS", "250", 1);
 	assert_true(replay_budget_ms() == 250.0);
 	setenv("PSM_TEST_REPLAY_MS", "5000", 1); /* it only tightens */
