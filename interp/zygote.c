@@ -1016,14 +1016,19 @@ void zygote_jail_config(const struct zygote_config *zc, struct jail_config *jc)
 /* The jail's report goes first, before the interpreter starts: until then
  * nothing but this program has run in this process, so the verdict the
  * server acts on (fail closed) is the jail's own, not one that a .pth file
- * or a module's import-time code could write in its place.  A jail that
+ * or a module's import-time code could write in its place.  With it goes
+ * this process's own pidfd, which the server pins the zygote by once the
+ * kernel confirms it is the process it found below the one it started
+ * (the server does not open it itself: it may not be allowed to, as under
+ * valgrind, which does not know pidfd_open).  A jail that
  * cannot enforce the policy starts no interpreter at all: the server
  * refuses to run code, and this process waits for its end. */
-static void send_jail_report(int ctrl, const struct jail_report *rep)
+static void send_jail_report(int ctrl, const struct jail_report *rep, int self_pidfd)
 {
 	char *desc = jail_report_describe(rep);
 	struct zmsg_jail jm = { .enforceable = rep->enforceable, .nsfree = rep->nsfree, .why = rep->why, .report = desc };
-	int r = send_msg(ctrl, W_JAIL, zmsg_jail_encode(&jm), NULL, 0);
+	int r = send_msg(ctrl, W_JAIL, zmsg_jail_encode(&jm), &self_pidfd, 1);
+	close(self_pidfd);
 	free(desc);
 	if (r < 0)
 		_exit(0);
@@ -1046,6 +1051,8 @@ void zygote_main(const struct zygote_config *zc)
 
 	struct jail_config jc;
 	zygote_jail_config(zc, &jc);
+	int self_pidfd = -1;
+	jc.self_pidfd = &self_pidfd;
 	struct jail_report rep;
 	struct err e = { 0 };
 	memset(&rep, 0, sizeof rep);
@@ -1055,7 +1062,7 @@ void zygote_main(const struct zygote_config *zc)
 	if (jail_enter(&jc, &rep, &e) < 0)
 		fatal(ctrl, e.msg);
 	test_kill_point("jail");
-	send_jail_report(ctrl, &rep);
+	send_jail_report(ctrl, &rep, self_pidfd);
 	if (chdir(zc->root) < 0)
 		fatal(ctrl, "cannot enter the project directory inside the jail");
 	/* Orphans (a resumed checkpoint whose session died, a process the code

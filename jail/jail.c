@@ -31,6 +31,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -581,6 +582,22 @@ static int step_cwd(struct entry *en)
 	return err_sys(en->e, -errno, "jail: chdir %s", c->root);
 }
 
+/* The process's own pidfd for its parent (jail_config.self_pidfd): opened
+ * after the fork into the pid namespace, so it names the process that
+ * runs on, and before seccomp, which refuses pidfd_open. */
+static int step_self_pidfd(struct entry *en)
+{
+	if (!en->c->self_pidfd)
+		return 0;
+	int fd = (int)syscall(SYS_pidfd_open, getpid(), 0);
+	if (fd < 0)
+		return err_sys(en->e, -errno,
+			       "jail: pidfd_open of its own process (the server pins the zygote by it; a seccomp "
+			       "profile of the container that refuses pidfd_open, Linux 5.3, must allow it)");
+	*en->c->self_pidfd = fd; /* a pidfd is close-on-exec */
+	return 0;
+}
+
 static int step_seccomp(struct entry *en)
 {
 	return seccomp_apply(en->c, en->r, en->e);
@@ -609,6 +626,7 @@ static int (*const chain[])(struct entry *) = {
 	step_rlimits,
 	step_landlock,
 	step_cwd,       /* PDEATHSIG again, the project root as the cwd */
+	step_self_pidfd, /* where asked: the pidfd its parent pins it by */
 	step_seccomp,   /* last: it refuses what the steps above needed */
 };
 

@@ -85,6 +85,11 @@ struct jail_config {
 	/* The namespace-free mode's scratch directory, made by the server
 	 * (jail_scratch_make), or NULL: the jail then makes its own. */
 	const char *scratch;
+	/* Where set, the jail opens a pidfd of the process it leaves (the one
+	 * in the new pid namespace, when there is one) just before seccomp,
+	 * which refuses pidfd_open, and stores it here, close-on-exec: the
+	 * zygote sends it to the server with its first message. */
+	int *self_pidfd;
 };
 
 /* The default read-only runtime paths for this machine's interpreter

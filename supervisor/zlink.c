@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "../common/log.h"
@@ -232,7 +231,7 @@ static void set_expect(struct zlink *z)
 	}
 	switch (z->phase) {
 	case ZL_JAIL:
-		z->expect[n++] = (struct wire_expect){ W_JAIL, 32768, 0 };
+		z->expect[n++] = (struct wire_expect){ W_JAIL, 32768, 1 };
 		z->expect[n++] = (struct wire_expect){ W_FATAL, 8192, 0 };
 		break;
 	case ZL_PYTHON:
@@ -530,8 +529,13 @@ static const char *type_name(uint32_t t)
 }
 
 /* The jail is built: the zygote's own process, as the kernel says, from
- * now on (the sessions' parent, the root the watchdog reads through). */
-static void on_jail(struct zlink *z, const struct wire_msg *m)
+ * now on (the sessions' parent, the root the watchdog reads through).  It
+ * sends its own pidfd with the report, and the server pins it only once
+ * the kernel says it names the process found below the one the server
+ * started: zpid itself, or zpid's one child in the new pid namespace.
+ * Attack: a pidfd of another process (a host process, a child it forked)
+ * would make the server signal and watch that one as the zygote. */
+static void on_jail(struct zlink *z, struct wire_msg *m)
 {
 	struct zmsg_jail jm;
 	struct err e = { 0 };
@@ -540,15 +544,24 @@ static void on_jail(struct zlink *z, const struct wire_msg *m)
 		return;
 	}
 	pid_t zh = kproc_zygote(z->zpid);
-	int pfd = zh > 0 ? (int)syscall(SYS_pidfd_open, zh, 0) : -1;
+	int pfd = m->nfds == 1 ? m->fds[0] : -1;
 	struct kproc k;
-	if (pfd < 0 || kproc_read(pfd, &k) < 0 || (zh != z->zpid && k.ppid != z->zpid)) {
-		if (pfd >= 0)
-			close(pfd);
+	int kr = pfd >= 0 ? kproc_read(pfd, &k) : -EBADF;
+	if (zh <= 0 || kr < 0 || k.host != zh || (zh != z->zpid && k.ppid != z->zpid)) {
 		zmsg_jail_free(&jm);
-		lose(z, true, "its process cannot be found below the one the server started");
+		if (zh <= 0)
+			lose(z, true, "its process cannot be found below the one the server started");
+		else if (m->nfds != 1)
+			lose(z, true, "its jail report came without the pidfd of its process");
+		else if (kr == 0)
+			lose(z, true, "its jail report came with the pidfd of process %d, not of its own (%d)", (int)k.host, (int)zh);
+		else
+			lose(z, true, "its jail report came with a pidfd that does not name its process: %s",
+			     kr == -EBADF ? "the descriptor is no pidfd" : kr == -ESRCH ? "its process has exited"
+										: "it names a thread, not a process");
 		return;
 	}
+	m->fds[0] = -1;
 	z->zhpid = zh;
 	z->zpidfd = pfd;
 	z->phase = jm.enforceable ? ZL_PYTHON : ZL_IDLE;

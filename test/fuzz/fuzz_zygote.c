@@ -272,7 +272,13 @@ static __attribute__((noreturn)) void play(int zfd)
 			cJSON_AddBoolToObject(j, "enforceable", next(&f) & 1);
 			cJSON_AddBoolToObject(j, "nsfree", next(&f) & 1);
 			cJSON_AddStringToObject(j, "jail", "jail: a fake\n");
-			send_frame(&f, zfd, W_JAIL, &j, next(&f));
+			{
+				/* The report carries the zygote's own pidfd (kind 2):
+				 * kinds 0 and 2 swapped, so that the inputs that sent
+				 * it with none still reach the later phases. */
+				uint8_t k = next(&f);
+				send_frame(&f, zfd, W_JAIL, &j, k % 9 == 0 ? 2 : k % 9 == 2 ? 0 : k);
+			}
 			break;
 		case 1: { /* ready, perhaps with a scratch path that climbs out */
 			char path[300];

@@ -421,7 +421,22 @@ static __attribute__((noreturn)) void zygote_main(int zfd)
 	cJSON *jail = cJSON_CreateObject();
 	cJSON_AddBoolToObject(jail, "enforceable", 1);
 	cJSON_AddStringToObject(jail, "jail", "jail: enforceable (a fake)\n");
-	send_json(zfd, W_JAIL, jail, NULL, 0);
+	/* Its own pidfd goes with the report, as the real zygote's does;
+	 * a forged one names another process, or is missing. */
+	int self = (int)syscall(SYS_pidfd_open, getpid(), 0);
+	if (forging("jail-no-pidfd")) {
+		send_json(zfd, W_JAIL, jail, NULL, 0);
+	} else if (forging("jail-foreign-pidfd")) {
+		int other = (int)syscall(SYS_pidfd_open, canary, 0);
+		send_json(zfd, W_JAIL, jail, &other, 1);
+	} else if (forging("jail-pipe")) {
+		int pp[2];
+		if (pipe(pp) < 0)
+			_exit(82);
+		send_json(zfd, W_JAIL, jail, &pp[0], 1);
+	} else {
+		send_json(zfd, W_JAIL, jail, &self, 1);
+	}
 	cJSON *ready = cJSON_CreateObject();
 	cJSON_AddNumberToObject(ready, "start_ms", 1);
 	send_json(zfd, W_READY, ready, NULL, 0);
@@ -1332,6 +1347,38 @@ static void test_jail_again(void **state)
 	forged_at_spawn(state, why);
 }
 
+/* The zygote's first message carries its own pidfd, which the server pins
+ * it by: one naming another process (here the canary, a process of the
+ * host), a descriptor that is no pidfd, or none, and that zygote is ended
+ * before anything runs in it; the next one serves the call. */
+static void forged_at_jail(const char *why)
+{
+	struct trun *a = run_ok("inc");
+	trun_free(a);
+	const char *log = capture_end();
+	assert_true(canary_untouched());
+	if (!strstr(log, "the zygote broke its protocol with the server") || !strstr(log, why))
+		fail_msg("no \"%s\" in the log: %s", why, log);
+	capture_begin();
+}
+
+static void test_jail_no_pidfd(void **state)
+{
+	forged_at_jail("its jail report came without the pidfd of its process");
+}
+
+static void test_jail_foreign_pidfd(void **state)
+{
+	char why[96];
+	snprintf(why, sizeof why, "its jail report came with the pidfd of process %d, not of its own", (int)the_canary);
+	forged_at_jail(why);
+}
+
+static void test_jail_pipe(void **state)
+{
+	forged_at_jail("the descriptor is no pidfd");
+}
+
 static void test_settled_unasked(void **state)
 {
 	forged_at_spawn(state, "W_SETTLED (type 34) where the server expected none");
@@ -1554,6 +1601,9 @@ int main(int argc, char **argv)
 		FORGED(test_spawned_pipe, "spawned-pipe"),
 		FORGED(test_ready_again, "ready-again"),
 		FORGED(test_jail_again, "jail-again"),
+		FORGED(test_jail_no_pidfd, "jail-no-pidfd"),
+		FORGED(test_jail_foreign_pidfd, "jail-foreign-pidfd"),
+		FORGED(test_jail_pipe, "jail-pipe"),
 		FORGED(test_settled_unasked, "settled-unasked"),
 		FORGED(test_warmed_unasked, "warmed-unasked"),
 		FORGED(test_oversized, "oversized"),
