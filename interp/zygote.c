@@ -1027,8 +1027,9 @@ static void send_jail_report(int ctrl, const struct jail_report *rep, int self_p
 {
 	char *desc = jail_report_describe(rep);
 	struct zmsg_jail jm = { .enforceable = rep->enforceable, .nsfree = rep->nsfree, .why = rep->why, .report = desc };
-	int r = send_msg(ctrl, W_JAIL, zmsg_jail_encode(&jm), &self_pidfd, 1);
-	close(self_pidfd);
+	int r = send_msg(ctrl, W_JAIL, zmsg_jail_encode(&jm), self_pidfd >= 0 ? &self_pidfd : NULL, self_pidfd >= 0);
+	if (self_pidfd >= 0)
+		close(self_pidfd);
 	free(desc);
 	if (r < 0)
 		_exit(0);
