@@ -149,13 +149,8 @@ void finish_cur(struct sup *sup, struct session *s)
 		collect(s, c);
 		return;
 	}
-	const char *log_rel;
-	c->out_text = outbuf_finish(&s->out, &c->out_truncated, &log_rel);
-	if (log_rel)
-		c->out_log = outbuf_log_shown(&s->out);
-	c->err_text = outbuf_finish(&s->err, &c->err_truncated, &log_rel);
-	if (log_rel)
-		c->err_log = outbuf_log_shown(&s->err);
+	c->out_text = outbuf_finish(&s->out, &c->out_truncated, &c->out_log);
+	c->err_text = outbuf_finish(&s->err, &c->err_truncated, &c->err_log);
 	c->duration_ms = loop_now_ms() - c->t_start;
 	if (s->restore_call == c)
 		restore_outcome(sup, s, c); /* the call ended before its result */

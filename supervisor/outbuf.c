@@ -257,7 +257,8 @@ bool outbuf_binary(const struct outbuf *ob)
 	return ob->bad_bytes >= 16 && ob->bad_bytes * 10 > ob->total_bytes;
 }
 
-char *outbuf_log_shown(const struct outbuf *ob)
+/* The log file's path as the reply shows it (ws_display_path; malloc'd). */
+static char *log_shown(const struct outbuf *ob)
 {
 	char disp[512];
 	if (ws_display_path(ob->ws, ob->log_rel, disp, sizeof disp) == 0)
@@ -291,30 +292,28 @@ static char *text_after_binary(const struct outbuf *ob)
 /* Binary output (an image written to stdout, os.urandom): thousands of
  * escapes would tell the model nothing; it is told the size and where the
  * bytes are, and the text written after them. */
-static char *binary_summary(struct outbuf *ob, const char **log_rel)
+static char *binary_summary(struct outbuf *ob, char **shown)
 {
 	log_open(ob);
 	bool saved = ob->log_fd >= 0 && !ob->log_failed;
 	log_close(ob);
 	if (saved)
-		*log_rel = ob->log_rel;
+		*shown = log_shown(ob);
 	char *after = text_after_binary(ob);
-	char *shown = saved ? outbuf_log_shown(ob) : NULL;
 	char *sum = xasprintf("[%llu bytes of binary output (not text); %s%s]\n%s%s", ob->total_bytes,
-			      saved ? "the bytes are in " : "the bytes could not be saved", shown ? shown : "",
+			      saved ? "the bytes are in " : "the bytes could not be saved", saved ? *shown : "",
 			      after ? "the text written after them:\n" : "", after ? after : "");
-	free(shown);
 	free(after);
 	return sum;
 }
 
-char *outbuf_finish(struct outbuf *ob, bool *truncated, const char **log_rel)
+char *outbuf_finish(struct outbuf *ob, bool *truncated, char **shown)
 {
 	*truncated = false;
-	*log_rel = NULL;
+	*shown = NULL;
 	if (outbuf_binary(ob)) {
 		*truncated = true;
-		return binary_summary(ob, log_rel);
+		return binary_summary(ob, shown);
 	}
 	if (ob->total_bytes <= ob->head_cap && ob->total_chars <= ob->limit)
 		return text_for_model(ob->head, ob->head_len, true, NULL);
@@ -322,7 +321,7 @@ char *outbuf_finish(struct outbuf *ob, bool *truncated, const char **log_rel)
 	*truncated = true;
 	log_open(ob);
 	if (ob->log_fd >= 0 && !ob->log_failed)
-		*log_rel = ob->log_rel;
+		*shown = log_shown(ob);
 	log_close(ob);
 
 	size_t hl, tl, traw;
@@ -340,12 +339,10 @@ char *outbuf_finish(struct outbuf *ob, bool *truncated, const char **log_rel)
 	/* Start the tail at a character boundary (the ring may begin mid
 	 * sequence, which sanitizing turned into U+FFFD: skip those). */
 	size_t tcut = utf8_suffix(ts, tl, half);
-	unsigned long long shown = utf8_chars(h, hcut) + utf8_chars(ts + tcut, tl - tcut);
-	unsigned long long omitted = ob->total_chars > shown ? ob->total_chars - shown : 0;
-	char *shown_at = *log_rel ? outbuf_log_shown(ob) : NULL;
+	unsigned long long kept = utf8_chars(h, hcut) + utf8_chars(ts + tcut, tl - tcut);
+	unsigned long long omitted = ob->total_chars > kept ? ob->total_chars - kept : 0;
 	char *marker = xasprintf("\n[... %llu characters omitted (%llu in all); %s%s ...]\n", omitted, ob->total_chars,
-				 shown_at ? "full output in " : "the full output could not be saved", shown_at ? shown_at : "");
-	free(shown_at);
+				 *shown ? "full output in " : "the full output could not be saved", *shown ? *shown : "");
 	size_t ml = strlen(marker);
 	char *out = xmalloc(hcut + ml + (tl - tcut) + 1);
 	memcpy(out, h, hcut);

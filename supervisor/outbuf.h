@@ -48,21 +48,17 @@ void outbuf_feed(struct outbuf *ob, const unsigned char *data, size_t len);
 
 /* The text for the reply (text_for_model: valid UTF-8, controls escaped,
  * progress bars at their last state; malloc'd), whether it was cut, and
- * the log file's path relative to the workspace (NULL when not written).
- * Binary output (outbuf_binary) is one line saying how many bytes and
- * which log file holds them. */
-char *outbuf_finish(struct outbuf *ob, bool *truncated, const char **log_rel);
+ * the log file's path as the reply shows it (ws_display_path; malloc'd,
+ * NULL when none was written): the path the text names, which becomes the
+ * run's out_log or err_log.  A run of the same code again writes a log of
+ * its own, so two texts of the same output differ only there: what the
+ * replay's comparison of outputs leaves out.  Binary output (outbuf_binary)
+ * is one line saying how many bytes and which log file holds them. */
+char *outbuf_finish(struct outbuf *ob, bool *truncated, char **shown);
 
 /* Whether the output so far is binary rather than text: at least 16 bytes,
  * and more than a tenth, that are not UTF-8 or are controls text does not
  * use. */
 bool outbuf_binary(const struct outbuf *ob);
-
-/* The log file's path as the reply shows it (ws_display_path; malloc'd),
- * once outbuf_finish returned a log_rel: the path its text names, and the
- * run's out_log or err_log.  A run of the same code again writes a log of
- * its own, so two texts of the same output differ only there: what the
- * replay's comparison of outputs leaves out. */
-char *outbuf_log_shown(const struct outbuf *ob);
 
 #endif

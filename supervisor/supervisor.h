@@ -90,7 +90,7 @@ struct run {
 	char *out_text, *err_text;
 	bool out_truncated, err_truncated;
 	/* Display paths of the full logs, as out_text and err_text name them
-	 * (outbuf_log_shown), or NULL. */
+	 * (outbuf_finish), or NULL. */
 	char *out_log, *err_log;
 	char *note;              /* extra line for the model, or NULL */
 	unsigned long long ws_bytes; /* CALL_LIMITS: the workspace's size then */

@@ -423,7 +423,6 @@ static __attribute__((noreturn)) void zygote_main(int zfd)
 	cJSON_AddStringToObject(jail, "jail", "jail: enforceable (a fake)\n");
 	/* Its own pidfd goes with the report, as the real zygote's does;
 	 * a forged one names another process, or is missing. */
-	int self = (int)syscall(SYS_pidfd_open, getpid(), 0);
 	if (forging("jail-no-pidfd")) {
 		send_json(zfd, W_JAIL, jail, NULL, 0);
 	} else if (forging("jail-foreign-pidfd")) {
@@ -435,6 +434,7 @@ static __attribute__((noreturn)) void zygote_main(int zfd)
 			_exit(82);
 		send_json(zfd, W_JAIL, jail, &pp[0], 1);
 	} else {
+		int self = (int)syscall(SYS_pidfd_open, getpid(), 0);
 		send_json(zfd, W_JAIL, jail, &self, 1);
 	}
 	cJSON *ready = cJSON_CreateObject();
