@@ -122,6 +122,9 @@ struct session {
 	uint64_t timeout_timer, progress_timer;
 	struct wswatch *watch;   /* the workspace's disk use during a call */
 	bool kill_pending;   /* kill as soon as the pidfd arrives */
+	/* SIGKILL sent, its exit not reported yet: no call is sent to it (what
+	 * it sent before it died would be read as the call's). */
+	bool killed;
 	bool want_spawn;     /* waiting for the zygote */
 	double progress;
 	/* Saved sessions (persist.c) */

@@ -49,6 +49,7 @@ void kill_session(struct session *s)
 		usage_end(&s->cur->usage, s->pidfd, s->ckpt_pidfd);
 	if (s->pidfd >= 0) {
 		pidfd_signal(s->pidfd, SIGKILL);
+		s->killed = true;
 		/* Its exit report is due from the zygote (under a timer). */
 		zlink_await_exit(s->sup->zl, s->pid, s->pidfd);
 	} else {
@@ -169,7 +170,7 @@ void session_dead(struct sup *sup, struct session *s, int wstatus, bool status_k
 	s->alive = false;
 	s->pid = s->hpid = 0;
 	s->want_spawn = false;
-	s->kill_pending = false;
+	s->kill_pending = s->killed = false;
 	s->ckpt_due = DUE_NONE;
 	s->phase = P_NONE;
 	cancel_timers(sup, s);
@@ -246,6 +247,7 @@ void close3(int fds[3])
 void session_adopt_fds(struct sup *sup, struct session *s, const int mine[3], enum phase ph)
 {
 	s->alive = true;
+	s->killed = false;
 	s->pid = 0;
 	s->pidfd = -1;
 	s->ckpt_pid = 0;

@@ -232,6 +232,13 @@ void start_next(struct sup *sup, struct session *s)
 	 * a reset discards it anyway. */
 	if ((s->ckpt_due != DUE_NONE || s->fork_child || s->fork_wait) && !(s->qhead && s->qhead->reset))
 		return;
+	/* Ended (a protocol break while no call ran, as when its copy was
+	 * forged) and not yet reported gone: the call waits for the exit,
+	 * which resumes the checkpoint.  Seen before: a call sent in that
+	 * moment ran on the dying process, read the message it had sent
+	 * before it was ended as the call's, and was rolled back further. */
+	if (s->alive && s->killed && !(s->qhead && s->qhead->reset))
+		return;
 	while (!s->cur && s->qhead) {
 		struct run *c = s->qhead;
 		s->qhead = c->next;
