@@ -774,7 +774,8 @@ def handle(msg_json):
         restored = None
         cell = int(msg.get("cell", 1))
         if msg.get("restore") and _restore_fd[0] >= 0 and not _history:
-            restored = _restore(_restore_fd[0], int(msg["restore"]), int(msg.get("restore_format", 1)))
+            restored = _restore(_restore_fd[0], int(msg["restore"]), int(msg.get("restore_format", 1)),
+                                _restore_fd[1] if msg.get("restore_direct") else -1)
             if not restored.get("verified"):
                 cell = 1  # nothing came back: a new session counts from 1
         out = _run_cell(msg["code"], cell)
@@ -1618,13 +1619,16 @@ def _thumbnail(path, max_bytes):
 # out-of-band buffers carry numpy and pandas data without copying it.
 
 _history = []  # [cell number, code] of every cell this session ran
-_restore_fd = [-1]
+_restore_fd = [-1, -1]
 _SAVE_MAGIC = b"PSMSAVE1"
 _MAX_LISTED = 30
 
 
 def restore_fd(arg):
-    _restore_fd[0] = int(arg)
+    """The descriptors of the call that restores: "PIPE", or "FILE,SOCKET"
+    when the server lets the session read the snapshot itself."""
+    fds = [int(x) for x in arg.split(",")] + [-1]
+    _restore_fd[0], _restore_fd[1] = fds[0], fds[1]
     return ""
 
 
@@ -1857,15 +1861,103 @@ class _Stream:
         return b or b"N"
 
 
-def _restore(fd, total, layout=1):
-    """Reads the snapshot the server streams, and loads it only when the
-    server's verdict after the last byte says it wrote those bytes.  Layout
+class _Direct:
+    """The body read from the snapshot file itself, while the server's lease
+    keeps every writer out (supervisor/persist.c): one copy, from the page
+    cache straight into the buffer the state is built on, by two threads on
+    alternate MiBs of a large buffer (the GIL is released while they read),
+    instead of the server's copy into a pipe and this one's out of it.  The
+    session says on the socket how far it has read (the server drops from
+    the page cache what both are done with) and reads the verdict there
+    once it has read all it will."""
+
+    _STEP = 8 << 20  # between two words on the socket
+
+    def __init__(self, fd, sock, total):
+        self.fd, self.sock, self.total = fd, sock, total
+        self.off = self.told = 0
+
+    def _tell(self, off, force=False):
+        if force or off - self.told >= self._STEP:
+            _write_all(self.sock, _le64(off))
+            self.told = off
+
+    def _fill(self, view, base, k, stride, done, errs, tell=None):
+        """Reads every stride-th MiB of view from the k-th, from base."""
+        step, n = 1 << 20, len(view)
+        for at in range(k * step, n, stride * step):
+            end = min(at + step, n)
+            while at < end:
+                if errs:
+                    return
+                try:
+                    got = os.preadv(self.fd, [view[at:end]], base + at)
+                except OSError as e:
+                    errs.append(e)
+                    return
+                if not got:
+                    errs.append(EOFError("the snapshot ended early"))
+                    return
+                at += got
+            done[k] += 1
+            if tell:
+                tell()
+
+    def read(self, n):
+        if n > self.total - self.off:
+            raise ValueError("the snapshot's records overrun it")
+        # Fresh private memory for a large buffer, as _Stream.read.
+        buf = bytearray(n) if n < (1 << 20) else mmap.mmap(-1, n, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        view, done, errs = memoryview(buf), [0, 0], []
+        helper = None
+        if n >= _PREFAULT_MIN:
+            import threading
+
+            helper = threading.Thread(target=self._fill, args=(view, self.off, 1, 2, done, errs),
+                                      name="psm-restore-read", daemon=True)
+            try:
+                helper.start()
+            except RuntimeError:  # no thread could be started (max_processes)
+                helper = None
+        step = 1 << 20
+
+        def tell():
+            # What both threads have read is a prefix of the buffer.
+            prefix = min(2 * done[0], 2 * done[1] + 1) if helper else done[0]
+            self._tell(self.off + min(prefix * step, n))
+
+        try:
+            self._fill(view, self.off, 0, 2 if helper else 1, done, errs, tell)
+        finally:
+            if helper:
+                helper.join()
+        if errs:
+            raise errs[0]
+        if sum(done) != (n + step - 1) // step:  # the helper died some other way
+            raise EOFError("the snapshot was not read whole")
+        self.off += n
+        self._tell(self.off)
+        return buf
+
+    def verdict(self):
+        if self.told < self.total:
+            try:
+                self._tell(self.total, True)
+            except OSError:  # the server has answered and hung up already
+                pass
+        return os.read(self.sock, 1) or b"N"
+
+
+def _restore(fd, total, layout=1, sock=-1):
+    """Reads the snapshot (streamed by the server on fd, or with sock, read
+    from the file fd itself), and loads it only when the server's verdict
+    after the last byte says it wrote those bytes.  Layout
     2 starts with the saver's summary record (for the server's note), which
     layout 1 (an older server's) did not have."""
     import importlib
     import pickle
 
-    stream = _Stream(fd, total)
+    stream = _Direct(fd, sock, total) if sock >= 0 else _Stream(fd, total)
     meta, blobs, problem = None, [], None
     try:
         if layout >= 2:

@@ -677,11 +677,15 @@ static void run_cell(struct wire_msg *m)
 		e = (struct err){ 0 };
 	}
 	/* The first call after a restart brings the saved state on a
-	 * pipe from the server (bootstrap _restore). */
-	int restore_fd = m->type == W_EXEC && m->nfds == 1 ? m->fds[0] : -1;
+	 * pipe from the server, or the snapshot file and a socket to the
+	 * server (bootstrap _restore). */
+	int restore_fd = m->type == W_EXEC && (m->nfds == 1 || m->nfds == 2) ? m->fds[0] : -1;
 	if (restore_fd >= 0) {
-		char num[16];
-		snprintf(num, sizeof num, "%d", restore_fd);
+		char num[32];
+		if (m->nfds == 2)
+			snprintf(num, sizeof num, "%d,%d", m->fds[0], m->fds[1]);
+		else
+			snprintf(num, sizeof num, "%d", restore_fd);
 		if (py_call("restore_fd", num, &out, &len, &is_bytes, &e) == 0)
 			free(out);
 	}

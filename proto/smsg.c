@@ -99,6 +99,8 @@ char *smsg_exec_encode(const struct smsg_exec *m)
 	if (m->restore) {
 		cJSON_AddNumberToObject(j, "restore", (double)m->restore);
 		cJSON_AddNumberToObject(j, "restore_format", m->restore_format);
+		if (m->restore_direct)
+			cJSON_AddBoolToObject(j, "restore_direct", true);
 	}
 	return penc_print(j);
 }
@@ -117,6 +119,7 @@ int smsg_exec_decode(const void *data, size_t len, struct smsg_exec *m, struct e
 	pdec_int(&d, "cell", PF_REQ, 1, INT_MAX, &cell);
 	pdec_int(&d, "restore", PF_OPT, 0, 9007199254740991LL, &restore);
 	pdec_int(&d, "restore_format", PF_OPT, 1, 255, &format);
+	pdec_bool(&d, "restore_direct", PF_OPT, &m->restore_direct);
 	m->cell = (int)cell;
 	m->restore = (unsigned long long)restore;
 	m->restore_format = (int)format;

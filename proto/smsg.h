@@ -60,8 +60,9 @@ struct smsg_forked {
 char *smsg_forked_encode(const struct smsg_forked *m);
 int smsg_forked_decode(const void *data, size_t len, struct smsg_forked *m, struct err *e);
 
-/* W_EXEC, server -> session; descriptor with restore: the read end of the
- * pipe the saved state comes on.  Run one cell.  The bootstrap's handle
+/* W_EXEC, server -> session; descriptors with restore: the read end of the
+ * pipe the saved state comes on, or (restore_direct) the snapshot file and
+ * the socket its progress and verdict go on.  Run one cell.  The bootstrap's handle
  * (interp/bootstrap.py) reads the same body in Python (op, code, cell,
  * restore, restore_format); the session's C side decodes it here first
  * (the cell's number names its checkpoint). */
@@ -70,6 +71,7 @@ struct smsg_exec {
 	int cell;               /* its number in the session, from 1 */
 	unsigned long long restore; /* the saved state's size on the pipe, or 0: none */
 	int restore_format;     /* that state's format (persist.h), with restore */
+	bool restore_direct;    /* two descriptors: the file and a socket (supervisor/persist.h) */
 	void *decoded;
 };
 char *smsg_exec_encode(const struct smsg_exec *m);

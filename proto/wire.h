@@ -34,7 +34,8 @@ enum wire_type {
 	W_EXITED,        /* JSON {pid, status, epoch} (wait status; epoch counts exits) */
 	W_FATAL,         /* JSON {message} */
 	/* server -> session */
-	W_EXEC,          /* JSON {op, code, cell, restore?, restore_format?}; fd with restore: the saved state */
+	W_EXEC,          /* JSON {op, code, cell, restore?, restore_format?, restore_direct?}; fds with restore: the
+	                  * saved state's pipe, or (restore_direct) its file and a socket to the server */
 	W_THUMB,         /* JSON {op, path, max_bytes} */
 	/* session -> server */
 	W_RESULT,        /* JSON {status, result?, error?, imports?, restore?}: a cell's result (result.h) */

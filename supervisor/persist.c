@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +12,8 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/statfs.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -56,6 +59,7 @@ struct persist {
 	 * nothing about the key itself. */
 	unsigned char keyid[KEYID_LEN];
 	uint64_t cap;
+	bool stream_only; /* every restore streamed (persist_stream_only) */
 };
 
 static void put64(unsigned char *p, uint64_t v)
@@ -604,6 +608,15 @@ struct prestore {
 	uint64_t ends[RING_MAX], piped;
 	bool copy;         /* vmsplice refused: plain writes (a copy) */
 	unsigned char verdict; /* 'Y' or 'N' once the tag is judged, else 0 */
+	/* Direct (prestore_start): the session reads the file itself under
+	 * the server's lease; it says on out (a socket) how far it has read,
+	 * 8-byte offsets, and gets the verdict there. */
+	bool lease, direct;
+	uint64_t progress, dropped;
+	unsigned char pbuf[8];
+	size_t pgot;
+	bool *resident; /* per CHUNK: whole in the page cache at the start */
+	size_t nchunks;
 	double t0;
 	unsigned waits;    /* wake-ups that found the pipe full */
 	prestore_done_fn done;
@@ -661,6 +674,70 @@ static int read_trailer(struct prestore *r, off_t size, struct err *e)
 	return 0;
 }
 
+static void on_sigio(int sig)
+{
+	(void)sig;
+}
+
+/* A read lease on the snapshot, which lets the session take the bytes from
+ * the file itself (prestore_start) with the same guarantee as the stream:
+ * what it loads is what the tag covered.  The kernel grants it only while
+ * nobody has the file open for writing (a descriptor or a shared writable
+ * mapping kept from before, by a cell of any session, included); while it
+ * is held, whoever opens the file for writing or truncates it waits in
+ * open(2) or truncate(2) until the server lets go, and the server sees the
+ * attempt (F_GETLEASE) and does not vouch for the bytes.  Only on the
+ * local filesystems the server knows, where every writer goes through this
+ * kernel (a network filesystem's other clients would not). */
+static bool take_lease(int fd)
+{
+	struct statfs sf;
+	if (fstatfs(fd, &sf) < 0)
+		return false;
+	switch ((unsigned long)sf.f_type) {
+	case 0xEF53UL:     /* ext2, ext3, ext4 */
+	case 0x58465342UL: /* xfs */
+	case 0x9123683EUL: /* btrfs */
+	case 0x01021994UL: /* tmpfs */
+		break;
+	default:
+		return false;
+	}
+	/* The kernel tells a lease's owner of a break with SIGIO, whose
+	 * default ends the process.  Attack: a cell that opens the snapshot
+	 * for writing in a loop while it is restored would kill the server.
+	 * The owner is cleared once the lease is taken (no signal at all) and,
+	 * for the instant between the two calls, SIGIO does nothing (a
+	 * handler, so that programs the server starts get the default). */
+	static bool handled;
+	if (!handled) {
+		struct sigaction sa = { .sa_handler = on_sigio, .sa_flags = SA_RESTART };
+		sigemptyset(&sa.sa_mask);
+		if (sigaction(SIGIO, &sa, NULL) < 0)
+			return false;
+		handled = true;
+	}
+	if (fcntl(fd, F_SETLEASE, F_RDLCK) < 0)
+		return false;
+	if (fcntl(fd, F_SETOWN, 0) < 0) {
+		fcntl(fd, F_SETLEASE, F_UNLCK);
+		return false;
+	}
+	return true;
+}
+
+/* Whether the lease still stands unbroken: nobody opened the file for
+ * writing or truncated it since it was taken. */
+static bool lease_held(int fd)
+{
+	return fcntl(fd, F_GETLEASE) == F_RDLCK;
+}
+
+void persist_stream_only(struct persist *p)
+{
+	p->stream_only = true;
+}
+
 int prestore_open(struct persist *p, const char *name, struct prestore **out, struct err *e)
 {
 	*out = NULL;
@@ -701,6 +778,11 @@ int prestore_open(struct persist *p, const char *name, struct prestore **out, st
 	/* Attack: a FIFO would hang the server's reads; cleared now that we
 	 * know it is a regular file. */
 	fcntl(r->in, F_SETFL, O_RDONLY);
+	/* Before a byte is read: the size and the trailer judged below are
+	 * then what the session takes. */
+	r->lease = !p->stream_only && take_lease(r->in);
+	if (r->lease && fstat(r->in, &st) < 0)
+		return refuse(r, e, -EIO, true, "the snapshot cannot be read (%s)", strerror(errno));
 	/* Judged before a byte is read.  Attack: a planted sparse file of
 	 * 2 GiB with a well-formed trailer made the server hash zeros for
 	 * 4.9 s of CPU while the call waited.  A real snapshot over the cap
@@ -752,10 +834,15 @@ static void prestore_end(struct prestore *r, int verdict)
 {
 	prestore_done_fn done = r->done;
 	void *arg = r->arg;
+	/* The session's socket stays open until prestore_free (the end of
+	 * the call): a last word it sends after the verdict is not an error
+	 * of the restore. */
 	if (r->out >= 0) {
 		loop_unwatch(r->loop, r->out);
-		close(r->out);
-		r->out = -1;
+		if (!r->direct) {
+			close(r->out);
+			r->out = -1;
+		}
 	}
 	if (verdict == 0 && r->dir >= 0)
 		unlinkat(r->dir, SNAP_NAME, 0);
@@ -931,7 +1018,214 @@ static void prestore_event(void *arg, int fd, short revents)
 	}
 }
 
-int prestore_start(struct prestore *r, struct loop *l, prestore_done_fn done, void *arg)
+/* ------------------------------------------------------ restoring, direct */
+
+static int start_stream(struct prestore *r, struct loop *l);
+
+/* Reads want bytes at off in full: a short count only at the end. */
+static ssize_t pread_full(int fd, unsigned char *b, size_t want, uint64_t off)
+{
+	size_t got = 0;
+	while (got < want) {
+		ssize_t n = pread(fd, b + got, want - got, (off_t)(off + got));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -1;
+		if (n == 0)
+			break;
+		got += (size_t)n;
+	}
+	return (ssize_t)got;
+}
+
+/* Drops from the page cache what both the server (hashed) and the session
+ * (taken, by its word) are done with, of the chunks the cache did not hold
+ * before (read_chunk says why): whole chunks, and the last one at the end. */
+static void drop_behind(struct prestore *r)
+{
+	uint64_t to = r->progress < r->sent ? r->progress : r->sent;
+	if (to < r->total)
+		to -= to % CHUNK;
+	for (; r->dropped < to; r->dropped += CHUNK) {
+		size_t ci = (size_t)(r->dropped / CHUNK);
+		if (ci < r->nchunks && !r->resident[ci])
+			posix_fadvise(r->in, (off_t)r->dropped, CHUNK, POSIX_FADV_DONTNEED);
+	}
+}
+
+static void direct_verdict(struct prestore *r, int fd)
+{
+	unsigned char tag[HMAC_LEN];
+	bool good = hmac_final(r->h, tag) == 0 && mac_equal(tag, r->tag, r->tag_len);
+	/* Attack: a process that opened the snapshot for writing while the
+	 * session took it (held in open(2) by the lease, or let through when
+	 * the kernel's lease-break-time ran out) would have the session load
+	 * bytes the tag never covered.  Judged after the session's last word,
+	 * so that its reads are all behind this check. */
+	bool held = lease_held(r->in);
+	unsigned char v = good && held ? 'Y' : 'N';
+	ssize_t w = send(fd, &v, 1, MSG_NOSIGNAL);
+	/* Whoever waits to write the file may go on now. */
+	fcntl(r->in, F_SETLEASE, F_UNLCK);
+	log_debug("restore: %llu bytes read directly in %.0f ms (%s)", (unsigned long long)r->total, loop_now_ms() - r->t0,
+		  !held ? "opened for writing meanwhile" : good ? "good" : "bad tag");
+	/* A write attempt is no proof the bytes changed: the file stays, and
+	 * the next call tries again (its tag judges it then). */
+	prestore_end(r, w != 1 ? -EPIPE : !held ? -EBUSY : good ? 1 : 0);
+}
+
+static void direct_event(void *arg, int fd, short revents)
+{
+	struct prestore *r = arg;
+	(void)revents;
+	/* How far the session has taken the file.  Its word only decides
+	 * what the server drops from the page cache behind both: the tag
+	 * covers the whole file whatever it says.  One read per wake-up.
+	 * Attack: a session that writes offsets without end would keep the
+	 * loop reading them and answer no other request. */
+	unsigned char in[512];
+	ssize_t got = read(fd, in, sizeof in);
+	if (got == 0 || (got < 0 && errno != EAGAIN && errno != EINTR)) {
+		prestore_end(r, -EPIPE);
+		return;
+	}
+	for (ssize_t i = 0; i < got; i++) {
+		r->pbuf[r->pgot++] = in[i];
+		if (r->pgot == sizeof r->pbuf) {
+			uint64_t v = get64(r->pbuf);
+			r->pgot = 0;
+			if (v > r->total)
+				v = r->total;
+			if (v > r->progress)
+				r->progress = v;
+		}
+	}
+	/* The server reads ahead of the session (its reads bring the pages
+	 * in from the disk, sequentially), as fast as one wake-up's budget
+	 * allows. */
+	size_t budget = BUDGET;
+	while (budget && r->sent < r->total) {
+		uint64_t want = r->total - r->sent < CHUNK ? r->total - r->sent : CHUNK;
+		ssize_t n = pread_full(r->in, r->ring, (size_t)want, r->sent);
+		if (n != (ssize_t)want) {
+			/* Shortened under us: nothing to vouch for. */
+			unsigned char v = 'N';
+			if (send(fd, &v, 1, MSG_NOSIGNAL) < 0)
+				log_debug("restore: the session stopped listening");
+			prestore_end(r, 0);
+			return;
+		}
+		hmac_update(r->h, r->ring, (size_t)n);
+		r->sent += (uint64_t)n;
+		budget = (size_t)n >= budget ? 0 : budget - (size_t)n;
+	}
+	drop_behind(r);
+	if (r->sent == r->total && r->progress == r->total) {
+		direct_verdict(r, fd);
+		return;
+	}
+	/* More is ready than one wake-up may do: the socket's room to write
+	 * wakes the loop again at once, after the other requests. */
+	loop_watch(r->loop, fd, r->sent < r->total ? POLLIN | POLLOUT : POLLIN, direct_event, r);
+}
+
+/* Which chunks the page cache held whole before the restore: those stay
+ * there, the others are dropped behind the reads (read_chunk says why). */
+static void note_resident(struct prestore *r)
+{
+	r->nchunks = (size_t)((r->total + CHUNK - 1) / CHUNK);
+	r->resident = xcalloc(r->nchunks ? r->nchunks : 1, sizeof *r->resident);
+	if (!r->total)
+		return;
+	long pg = sysconf(_SC_PAGESIZE);
+	size_t pages = (size_t)((r->total + (uint64_t)pg - 1) / (uint64_t)pg);
+	void *m = mmap(NULL, (size_t)r->total, PROT_READ, MAP_SHARED, r->in, 0);
+	unsigned char *vec = m == MAP_FAILED ? NULL : malloc(pages);
+	if (vec && mincore(m, (size_t)r->total, vec) == 0) {
+		size_t per = CHUNK / (size_t)pg;
+		for (size_t c = 0; c < r->nchunks; c++) {
+			bool all = true;
+			for (size_t i = c * per; i < (c + 1) * per && i < pages; i++)
+				all = all && (vec[i] & 1);
+			r->resident[c] = all;
+		}
+	}
+	free(vec);
+	if (m != MAP_FAILED)
+		munmap(m, (size_t)r->total);
+}
+
+/* The session's own descriptor of the file (another open of it: the lease
+ * belongs to the server's) and its end of the socket.  -errno when that
+ * cannot be had; the caller streams then. */
+static int start_direct(struct prestore *r, int fds[2])
+{
+	struct stat a, b;
+	int f = openat(r->dir, SNAP_NAME, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (f < 0)
+		return -errno;
+	/* Attack: the name swapped for another file between the two opens. */
+	if (fstat(f, &b) < 0 || fstat(r->in, &a) < 0 || a.st_dev != b.st_dev || a.st_ino != b.st_ino) {
+		close(f);
+		return -ESTALE;
+	}
+	int sp[2];
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0) {
+		int err = errno;
+		close(f);
+		return -err;
+	}
+	int fl = fcntl(sp[0], F_GETFL);
+	void *ring = mmap(NULL, CHUNK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (fl < 0 || fcntl(sp[0], F_SETFL, fl | O_NONBLOCK) < 0 || ring == MAP_FAILED) {
+		int err = errno;
+		if (ring != MAP_FAILED)
+			munmap(ring, CHUNK);
+		close(f);
+		close(sp[0]);
+		close(sp[1]);
+		return -err;
+	}
+	note_resident(r);
+	r->ring = ring;
+	r->nring = 1;
+	r->direct = true;
+	r->out = sp[0];
+	fds[0] = f;
+	fds[1] = sp[1];
+	return 2;
+}
+
+bool prestore_direct(const struct prestore *r)
+{
+	return r->direct;
+}
+
+int prestore_start(struct prestore *r, struct loop *l, prestore_done_fn done, void *arg, int fds[2])
+{
+	r->loop = l;
+	r->done = done;
+	r->arg = arg;
+	r->t0 = loop_now_ms();
+	if (r->lease) {
+		int n = start_direct(r, fds);
+		if (n == 2) {
+			loop_watch(l, r->out, POLLIN, direct_event, r);
+			return n;
+		}
+		log_debug("restore: the file cannot be handed over (%s): streamed", strerror(-n));
+		fcntl(r->in, F_SETLEASE, F_UNLCK);
+		r->lease = false;
+	}
+	int fd = start_stream(r, l);
+	if (fd < 0)
+		return fd;
+	fds[0] = fd;
+	return 1;
+}
+
+static int start_stream(struct prestore *r, struct loop *l)
 {
 	int pp[2];
 	if (pipe2(pp, O_CLOEXEC) < 0)
@@ -972,11 +1266,7 @@ int prestore_start(struct prestore *r, struct loop *l, prestore_done_fn done, vo
 		return -err;
 	}
 	r->ring = ring;
-	r->loop = l;
 	r->out = pp[1];
-	r->done = done;
-	r->arg = arg;
-	r->t0 = loop_now_ms();
 	loop_watch(l, pp[1], POLLOUT, prestore_event, r);
 	return pp[0];
 }
@@ -996,5 +1286,6 @@ void prestore_free(struct prestore *r)
 	hmac_free(r->h);
 	if (r->ring)
 		munmap(r->ring, (size_t)r->nring * CHUNK);
+	free(r->resident);
 	free(r);
 }

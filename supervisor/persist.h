@@ -106,9 +106,20 @@ double prestore_ms(const struct prestore *r);
  * removed); -errno the stream broke (the session stopped reading). */
 typedef void (*prestore_done_fn)(void *arg, int verdict);
 
-/* Starts the stream.  Returns the read end of the pipe for the session
- * (the caller sends it and closes its copy), or -errno. */
-int prestore_start(struct prestore *r, struct loop *l, prestore_done_fn done, void *arg);
+/* Starts the restore.  Returns how many descriptors it put in fds for the
+ * session (the caller sends them and closes its copies), or -errno:
+ * - 2, direct: fds[0] the snapshot itself (read-only, another open of it)
+ *   and fds[1] a socket.  The session reads the body from the file,
+ *   saying on the socket how far it has read (8-byte little-endian
+ *   offsets, the last one the body's length), and reads the verdict there,
+ *   one byte, Y or N.  Only under the server's lease on the file
+ *   (prestore_open).
+ * - 1, streamed: the read end of a pipe that brings the body, then the
+ *   verdict byte. */
+int prestore_start(struct prestore *r, struct loop *l, prestore_done_fn done, void *arg, int fds[2]);
+bool prestore_direct(const struct prestore *r);
+/* Every restore of p streamed, never read directly (tests of the stream). */
+void persist_stream_only(struct persist *p);
 /* Stops the stream (done is not called) and frees r.  NULL-safe. */
 void prestore_free(struct prestore *r);
 

@@ -182,7 +182,8 @@ struct session {
 	struct session *next;
 };
 
-enum { RESTORE_PENDING = 2, RESTORE_OK = 1, RESTORE_BAD = 0 };
+/* RESTORE_BUSY: opened for writing while the session read it (persist.c). */
+enum { RESTORE_BUSY = 3, RESTORE_PENDING = 2, RESTORE_OK = 1, RESTORE_BAD = 0 };
 
 struct sup {
 	struct sup_config cfg;
@@ -308,7 +309,7 @@ void save_cut(struct sup *sup, struct session *s);
 void save_superseded(struct sup *sup, struct session *s, struct run *c);
 void restore_outcome(struct sup *sup, struct session *s, struct run *c);
 double restore_allowance(const struct sup *sup, const struct run *c, uint64_t bytes);
-int restore_begin(struct sup *sup, struct session *s, struct run *c, uint64_t *bytes, int *format);
+int restore_begin(struct sup *sup, struct session *s, struct run *c, uint64_t *bytes, int *format, int fds[2]);
 
 /* fork.c */
 bool fork_in_flight(const struct sup *sup);

@@ -464,10 +464,14 @@ static void restore_done(void *arg, int verdict)
 {
 	struct session *s = arg;
 	struct sup *sup = s->sup;
-	s->restore_verdict = verdict == 1 ? RESTORE_OK : verdict == 0 ? RESTORE_BAD : -1;
+	s->restore_verdict = verdict == 1 ? RESTORE_OK : verdict == 0 ? RESTORE_BAD : verdict == -EBUSY ? RESTORE_BUSY : -1;
 	if (verdict == 1)
-		log_info("session %s: saved state streamed and verified (%llu bytes in %.0f ms)", s->name,
-			 (unsigned long long)prestore_bytes(s->restore), prestore_ms(s->restore));
+		log_info("session %s: saved state %s and verified (%llu bytes in %.0f ms)", s->name,
+			 prestore_direct(s->restore) ? "read directly" : "streamed", (unsigned long long)prestore_bytes(s->restore),
+			 prestore_ms(s->restore));
+	if (verdict == -EBUSY)
+		log_warn("session %s: the saved state was opened for writing by another process while the session read it: not loaded",
+			 s->name);
 	if (verdict == 0)
 		log_warn("session %s: the saved state does not match its tag: refused", s->name);
 	/* The extra time was for loading the state: with nothing to load, the
@@ -531,8 +535,12 @@ void restore_outcome(struct sup *sup, struct session *s, struct run *c)
 			bool again = ++s->restore_attempts < 2 && !forked;
 			if (again)
 				s->restore_tried = false;
-			snprintf(m, sizeof m, "the saved state of session %s could not be loaded in this call%s; this call ran in a fresh session",
-				 forked ? s->fork_src : s->name, again ? " (the next call tries again)" : "");
+			snprintf(m, sizeof m, "the saved state of session %s could not be loaded in this call%s%s; this call ran in a fresh session",
+				 forked ? s->fork_src : s->name,
+				 s->restore_verdict == RESTORE_BUSY
+					 ? ": another process opened its file for writing while the session read it, so the server does not vouch for what was read"
+					 : "",
+				 again ? " (the next call tries again)" : "");
 		}
 		c->state = STATE_NEW;
 		/* Nothing came back: the session's cells count from 1 (the
@@ -558,10 +566,11 @@ double restore_allowance(const struct sup *sup, const struct run *c, uint64_t by
 
 /* The first call to a session in this server's life looks for a saved
  * state: its own, or (fork_from a session that is only on disk) the
- * parent's.  Returns the fd to send with the cell (its size in *bytes and
- * its layout in *format), or -1 when there is none (a refused one is said
- * in the call's note). */
-int restore_begin(struct sup *sup, struct session *s, struct run *c, uint64_t *bytes, int *format)
+ * parent's.  Returns how many descriptors it put in fds to send with the
+ * cell (prestore_start: 2 when the session reads the file itself), its size in
+ * *bytes and its layout in *format, or -1 when there is none (a refused
+ * one is said in the call's note). */
+int restore_begin(struct sup *sup, struct session *s, struct run *c, uint64_t *bytes, int *format, int fds[2])
 {
 	if (s->restore_tried || !persist_on(sup->persist))
 		return -1;
@@ -589,8 +598,8 @@ int restore_begin(struct sup *sup, struct session *s, struct run *c, uint64_t *b
 	}
 	if (rc == 0)
 		return -1;
-	int fd = prestore_start(r, sup->cfg.loop, restore_done, s);
-	if (fd < 0) {
+	int nfds = prestore_start(r, sup->cfg.loop, restore_done, s, fds);
+	if (nfds < 0) {
 		prestore_free(r);
 		return -1;
 	}
@@ -602,5 +611,5 @@ int restore_begin(struct sup *sup, struct session *s, struct run *c, uint64_t *b
 	s->cells = (int)s->restore_cells;
 	*bytes = prestore_bytes(r);
 	*format = prestore_format(r);
-	return fd;
+	return nfds;
 }

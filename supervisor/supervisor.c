@@ -164,7 +164,8 @@ static void send_exec(struct sup *sup, struct session *s)
 	}
 	uint64_t restore_bytes = 0;
 	int restore_format = 1;
-	int restore_fd = c->new_session ? restore_begin(sup, s, c, &restore_bytes, &restore_format) : -1;
+	int restore_fds[2] = { -1, -1 };
+	int restore_nfds = c->new_session ? restore_begin(sup, s, c, &restore_bytes, &restore_format, restore_fds) : -1;
 	c->cell = again ? replay_cell(c) : ++s->cells;
 	char log_rel[192];
 	snprintf(log_rel, sizeof log_rel, ".logs/%s-%d.stdout.log", s->name, c->cell);
@@ -174,9 +175,10 @@ static void send_exec(struct sup *sup, struct session *s)
 	struct smsg_exec ex = { .code = c->code, .cell = c->cell };
 	double timeout_ms = again ? replay_timeout_ms(c) : c->timeout_ms;
 	s->restore_extra_ms = 0;
-	if (restore_fd >= 0) {
+	if (restore_nfds > 0) {
 		ex.restore = restore_bytes;
 		ex.restore_format = restore_format;
+		ex.restore_direct = restore_nfds == 2;
 		/* Loading the state is not the cell's work: it gets time of its
 		 * own, bounded (restore_allowance), and dropped as soon as the
 		 * server's verdict says there is nothing to load.
@@ -201,10 +203,10 @@ static void send_exec(struct sup *sup, struct session *s)
 	s->save_written0 = psave_written(s->save);
 	if (c->wants_progress)
 		s->progress_timer = loop_timer(sup->cfg.loop, PROGRESS_MS, progress_fired, s);
-	int r = wire_send(s->ctrl, W_EXEC, txt, strlen(txt), restore_fd >= 0 ? &restore_fd : NULL, restore_fd >= 0 ? 1 : 0);
+	int r = wire_send(s->ctrl, W_EXEC, txt, strlen(txt), restore_nfds > 0 ? restore_fds : NULL, restore_nfds > 0 ? restore_nfds : 0);
 	free(txt);
-	if (restore_fd >= 0)
-		close(restore_fd);
+	for (int i = 0; i < restore_nfds; i++)
+		close(restore_fds[i]);
 	if (r < 0) {
 		log_warn("session %s: cannot send the cell: %s", s->name, strerror(-r));
 		kill_session(s);

@@ -6,7 +6,12 @@
  * and left in place; the saver's summary record reaches the caller; a
  * state of many chunks (more than the ring the server streams it from)
  * reaches a slow reader byte for byte, and a change to its file, before
- * the stream or while it runs, gets a bad verdict. */
+ * the stream or while it runs, gets a bad verdict.  Read directly, under
+ * the server's lease: the session's reads of the file get a good verdict,
+ * a changed byte a bad one; a process that opens the file for writing
+ * meanwhile, held off by the lease or not, gets the restore refused (the
+ * file kept) without ending the server by SIGIO; a file open for writing
+ * from before is streamed; a session that hangs up ends the restore. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -104,8 +109,9 @@ static int restore(unsigned char *got, size_t cap, size_t *len, char *verdict, i
 	*format = prestore_format(r);
 	size_t total = prestore_bytes(r);
 	assert_true(total + 1 <= cap);
-	int fd = prestore_start(r, loop, restore_done, NULL);
-	assert_true(fd >= 0);
+	int fds[2];
+	assert_int_equal(prestore_start(r, loop, restore_done, NULL, fds), 1);
+	int fd = fds[0];
 	loop_run(loop);
 	size_t n = 0;
 	while (n < total + 1) {
@@ -134,6 +140,7 @@ static int setup(void **state)
 	pol->limits.persist_mb = 1;
 	p = persist_new(&f->ws, pol);
 	assert_true(persist_on(p));
+	persist_stream_only(p);
 	loop = loop_new();
 	wpath(f, snap, sizeof snap, ".sessions/default/state.snap");
 	return 0;
@@ -284,6 +291,18 @@ static int setup_big(void **state)
 	pol->limits.persist_mb = 16;
 	p = persist_new(&f->ws, pol);
 	assert_true(persist_on(p));
+	persist_stream_only(p);
+	return 0;
+}
+
+/* The same, restored the way the server prefers where it can take a lease
+ * (the test's files are on a local filesystem): mapped. */
+static int setup_map(void **state)
+{
+	setup_big(state);
+	persist_free(p);
+	p = persist_new(&f->ws, pol);
+	assert_true(persist_on(p));
 	return 0;
 }
 
@@ -384,8 +403,9 @@ static int restore_big(int how)
 	struct err e = { 0 };
 	assert_int_equal(prestore_open(p, "default", &r, &e), 1);
 	assert_int_equal(prestore_bytes(r), 8 + big);
-	int fd = prestore_start(r, loop, restore_done, NULL);
-	assert_true(fd >= 0);
+	int fds[2];
+	assert_int_equal(prestore_start(r, loop, restore_done, NULL, fds), 1);
+	int fd = fds[0];
 	pid_t c = fork();
 	assert_true(c >= 0);
 	if (c == 0) {
@@ -450,6 +470,172 @@ static void test_a_file_cut_while_it_streams_gets_a_bad_verdict(void **state)
 	assert_int_equal(verdict_of, 0);
 }
 
+/* ------------------------------------------------------------- mapped */
+
+enum { MAP_PLAIN, MAP_WRITER_WAITS, MAP_WRITER_TRIES, MAP_HANG_UP };
+
+static int send_off(int sock, uint64_t off)
+{
+	unsigned char b[8];
+	put64(b, off);
+	return write(sock, b, sizeof b) == (ssize_t)sizeof b ? 0 : -1;
+}
+
+/* A process that opens the snapshot for writing while the session takes
+ * it (a cell of another session): MAP_WRITER_WAITS opens it as a program
+ * would and is held in open(2) until the server lets go, then changes a
+ * byte; MAP_WRITER_TRIES opens it without blocking, and must be told the
+ * file is leased (EWOULDBLOCK). */
+static pid_t writer(int how)
+{
+	pid_t w = fork();
+	assert_true(w >= 0);
+	if (w)
+		return w;
+	if (how == MAP_WRITER_TRIES) {
+		int sf = open(snap, O_WRONLY | O_NONBLOCK);
+		_exit(sf < 0 && errno == EWOULDBLOCK ? 0 : 5);
+	}
+	int sf = open(snap, O_WRONLY);
+	unsigned char x = (unsigned char)~big_byte(7u << 20);
+	_exit(sf >= 0 && pwrite(sf, &x, 1, 8 + (7 << 20)) == 1 ? 0 : 5);
+}
+
+/* The session's side of a mapped restore, in a child: reads the body from
+ * the file (as the bootstrap does, behind its word on the socket, 1 MiB
+ * at a time, the last piece on its own), then asks for the verdict.  0
+ * when every byte is the one saved and the verdict 'Y', 1 when it is 'N',
+ * 2 when a byte differs behind a 'Y'. */
+static int take_mapped(int file, int sock, int how)
+{
+	static unsigned char b[1 << 20];
+	size_t at = 0, want = 8 + big;
+	bool bad = false;
+	pid_t w = -1;
+	while (at < want) {
+		size_t n = want - at < sizeof b ? want - at : sizeof b;
+		ssize_t k = pread(file, b, n, (off_t)at);
+		if (k <= 0)
+			return 3;
+		for (ssize_t i = 0; i < k; i++) {
+			size_t pos = at + (size_t)i;
+			if (b[i] != (pos < 8 ? 0 : big_byte(pos - 8)))
+				bad = true;
+		}
+		at += (size_t)k;
+		if (send_off(sock, at) < 0)
+			return 3;
+		if (at == (2u << 20) && (how == MAP_WRITER_WAITS || how == MAP_WRITER_TRIES)) {
+			w = writer(how);
+			usleep(200000); /* the writer is in open(2) by now */
+		}
+		if (at == (2u << 20) && how == MAP_HANG_UP)
+			return 4;
+	}
+	char v = 0;
+	if (read(sock, &v, 1) != 1)
+		return 3;
+	if (w > 0) {
+		int st;
+		if (waitpid(w, &st, 0) != w || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+			return 6;
+	}
+	return v != 'Y' ? 1 : bad ? 2 : 0;
+}
+
+static int restore_direct(int how)
+{
+	struct prestore *r = NULL;
+	struct err e = { 0 };
+	assert_int_equal(prestore_open(p, "default", &r, &e), 1);
+	int fds[2];
+	assert_int_equal(prestore_start(r, loop, restore_done, NULL, fds), 2);
+	assert_true(prestore_direct(r));
+	pid_t c = fork();
+	assert_true(c >= 0);
+	if (c == 0) {
+		if (dup2(fds[0], 100) != 100 || dup2(fds[1], 101) != 101 || close_range(3, 99, 0) != 0 ||
+		    close_range(102, ~0u, 0) != 0)
+			_exit(4);
+		_exit(take_mapped(100, 101, how));
+	}
+	close(fds[0]);
+	close(fds[1]);
+	verdict_of = -99;
+	loop_run(loop);
+	prestore_free(r);
+	int st;
+	assert_int_equal(waitpid(c, &st, 0), c);
+	assert_true(WIFEXITED(st));
+	return WEXITSTATUS(st);
+}
+
+static void test_a_mapped_restore_takes_the_file_byte_for_byte(void **state)
+{
+	save_big();
+	assert_int_equal(restore_direct(MAP_PLAIN), 0);
+	assert_int_equal(verdict_of, 1);
+}
+
+static void test_a_changed_byte_gets_a_bad_verdict_when_mapped(void **state)
+{
+	save_big();
+	int fd = open(snap, O_RDWR);
+	unsigned char x = (unsigned char)~big_byte(BIG - 3);
+	assert_int_equal(pwrite(fd, &x, 1, 8 + BIG - 3), 1);
+	close(fd);
+	assert_int_equal(restore_direct(MAP_PLAIN), 1);
+	assert_int_equal(verdict_of, 0);
+	assert_int_equal(access(snap, F_OK), -1);
+}
+
+/* The writer waits in open(2) until the verdict, so the session read the
+ * saved bytes; yet the server does not vouch for a file someone opened to
+ * write (past the kernel's lease-break-time it would have been let
+ * through).  The file stays for the next call to judge by its tag, which
+ * then fails: the writer changed it once let go.  The test process is the
+ * server here: a lease break's SIGIO must not end it. */
+static void test_a_writer_during_a_mapped_restore_is_not_vouched_for(void **state)
+{
+	save_big();
+	assert_int_equal(restore_direct(MAP_WRITER_WAITS), 1);
+	assert_int_equal(verdict_of, -EBUSY);
+	assert_int_equal(access(snap, F_OK), 0);
+	assert_int_equal(restore_direct(MAP_PLAIN), 1);
+	assert_int_equal(verdict_of, 0);
+}
+
+static void test_a_writer_that_does_not_wait_is_told_of_the_lease(void **state)
+{
+	save_big();
+	assert_int_equal(restore_direct(MAP_WRITER_TRIES), 1);
+	assert_int_equal(verdict_of, -EBUSY);
+	assert_int_equal(restore_direct(MAP_PLAIN), 0);
+	assert_int_equal(verdict_of, 1);
+}
+
+/* A descriptor open for writing from before (a cell that kept one): no
+ * lease can be had, and the state is streamed from the server's copy. */
+static void test_a_file_open_for_writing_is_streamed_not_mapped(void **state)
+{
+	save_big();
+	int keep = open(snap, O_WRONLY);
+	assert_true(keep >= 0);
+	/* restore_big asserts that it streams. */
+	assert_int_equal(restore_big(READ_SLOWLY), 0);
+	assert_int_equal(verdict_of, 1);
+	close(keep);
+	assert_int_equal(restore_direct(MAP_PLAIN), 0);
+}
+
+static void test_a_session_that_hangs_up_ends_the_restore(void **state)
+{
+	save_big();
+	assert_int_equal(restore_direct(MAP_HANG_UP), 4);
+	assert_int_equal(verdict_of, -EPIPE);
+	assert_int_equal(access(snap, F_OK), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -463,6 +649,12 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_the_verdict_waits_for_a_full_pipe, setup_big, teardown),
 		cmocka_unit_test_setup_teardown(test_a_file_changed_while_it_streams_gets_a_bad_verdict, setup_big, teardown),
 		cmocka_unit_test_setup_teardown(test_a_file_cut_while_it_streams_gets_a_bad_verdict, setup_big, teardown),
+		cmocka_unit_test_setup_teardown(test_a_mapped_restore_takes_the_file_byte_for_byte, setup_map, teardown),
+		cmocka_unit_test_setup_teardown(test_a_changed_byte_gets_a_bad_verdict_when_mapped, setup_map, teardown),
+		cmocka_unit_test_setup_teardown(test_a_writer_during_a_mapped_restore_is_not_vouched_for, setup_map, teardown),
+		cmocka_unit_test_setup_teardown(test_a_writer_that_does_not_wait_is_told_of_the_lease, setup_map, teardown),
+		cmocka_unit_test_setup_teardown(test_a_file_open_for_writing_is_streamed_not_mapped, setup_map, teardown),
+		cmocka_unit_test_setup_teardown(test_a_session_that_hangs_up_ends_the_restore, setup_map, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
