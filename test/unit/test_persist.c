@@ -296,8 +296,8 @@ static int setup_big(void **state)
 }
 
 /* The same, restored the way the server prefers where it can take a lease
- * (the test's files are on a local filesystem): mapped. */
-static int setup_map(void **state)
+ * (the test's files are on a local filesystem): read directly. */
+static int setup_direct(void **state)
 {
 	setup_big(state);
 	persist_free(p);
@@ -444,13 +444,19 @@ static void test_many_chunks_reach_a_slow_reader_byte_for_byte(void **state)
 	assert_int_equal(verdict_of, 1);
 }
 
-static void test_a_change_in_the_last_chunk_gets_a_bad_verdict(void **state)
+/* A byte of the last chunk changed on disk after the save. */
+static void change_last_chunk(void)
 {
-	save_big();
 	int fd = open(snap, O_RDWR);
 	unsigned char x = (unsigned char)~big_byte(BIG - 3);
 	assert_int_equal(pwrite(fd, &x, 1, 8 + BIG - 3), 1);
 	close(fd);
+}
+
+static void test_a_change_in_the_last_chunk_gets_a_bad_verdict(void **state)
+{
+	save_big();
+	change_last_chunk();
 	assert_int_equal(restore_big(READ_SLOWLY), 1);
 	assert_int_equal(verdict_of, 0);
 	assert_int_equal(access(snap, F_OK), -1);
@@ -470,9 +476,9 @@ static void test_a_file_cut_while_it_streams_gets_a_bad_verdict(void **state)
 	assert_int_equal(verdict_of, 0);
 }
 
-/* ------------------------------------------------------------- mapped */
+/* ------------------------------------------------------------- direct */
 
-enum { MAP_PLAIN, MAP_WRITER_WAITS, MAP_WRITER_TRIES, MAP_HANG_UP };
+enum { DIRECT_PLAIN, DIRECT_WRITER_WAITS, DIRECT_WRITER_TRIES, DIRECT_HANG_UP };
 
 static int send_off(int sock, uint64_t off)
 {
@@ -482,9 +488,9 @@ static int send_off(int sock, uint64_t off)
 }
 
 /* A process that opens the snapshot for writing while the session takes
- * it (a cell of another session): MAP_WRITER_WAITS opens it as a program
+ * it (a cell of another session): DIRECT_WRITER_WAITS opens it as a program
  * would and is held in open(2) until the server lets go, then changes a
- * byte; MAP_WRITER_TRIES opens it without blocking, and must be told the
+ * byte; DIRECT_WRITER_TRIES opens it without blocking, and must be told the
  * file is leased (EWOULDBLOCK). */
 static pid_t writer(int how)
 {
@@ -492,7 +498,7 @@ static pid_t writer(int how)
 	assert_true(w >= 0);
 	if (w)
 		return w;
-	if (how == MAP_WRITER_TRIES) {
+	if (how == DIRECT_WRITER_TRIES) {
 		int sf = open(snap, O_WRONLY | O_NONBLOCK);
 		_exit(sf < 0 && errno == EWOULDBLOCK ? 0 : 5);
 	}
@@ -501,12 +507,13 @@ static pid_t writer(int how)
 	_exit(sf >= 0 && pwrite(sf, &x, 1, 8 + (7 << 20)) == 1 ? 0 : 5);
 }
 
-/* The session's side of a mapped restore, in a child: reads the body from
- * the file (as the bootstrap does, behind its word on the socket, 1 MiB
- * at a time, the last piece on its own), then asks for the verdict.  0
+/* The session's side of a direct restore, in a child: reads the body from
+ * the file 1 MiB at a time, the last piece on its own, saying on the socket
+ * after each how far it has read (as the bootstrap does), then waits for
+ * the verdict.  0
  * when every byte is the one saved and the verdict 'Y', 1 when it is 'N',
  * 2 when a byte differs behind a 'Y'. */
-static int take_mapped(int file, int sock, int how)
+static int read_direct(int file, int sock, int how)
 {
 	static unsigned char b[1 << 20];
 	size_t at = 0, want = 8 + big;
@@ -525,11 +532,11 @@ static int take_mapped(int file, int sock, int how)
 		at += (size_t)k;
 		if (send_off(sock, at) < 0)
 			return 3;
-		if (at == (2u << 20) && (how == MAP_WRITER_WAITS || how == MAP_WRITER_TRIES)) {
+		if (at == (2u << 20) && (how == DIRECT_WRITER_WAITS || how == DIRECT_WRITER_TRIES)) {
 			w = writer(how);
 			usleep(200000); /* the writer is in open(2) by now */
 		}
-		if (at == (2u << 20) && how == MAP_HANG_UP)
+		if (at == (2u << 20) && how == DIRECT_HANG_UP)
 			return 4;
 	}
 	char v = 0;
@@ -557,7 +564,7 @@ static int restore_direct(int how)
 		if (dup2(fds[0], 100) != 100 || dup2(fds[1], 101) != 101 || close_range(3, 99, 0) != 0 ||
 		    close_range(102, ~0u, 0) != 0)
 			_exit(4);
-		_exit(take_mapped(100, 101, how));
+		_exit(read_direct(100, 101, how));
 	}
 	close(fds[0]);
 	close(fds[1]);
@@ -570,21 +577,18 @@ static int restore_direct(int how)
 	return WEXITSTATUS(st);
 }
 
-static void test_a_mapped_restore_takes_the_file_byte_for_byte(void **state)
+static void test_a_direct_restore_reads_the_file_byte_for_byte(void **state)
 {
 	save_big();
-	assert_int_equal(restore_direct(MAP_PLAIN), 0);
+	assert_int_equal(restore_direct(DIRECT_PLAIN), 0);
 	assert_int_equal(verdict_of, 1);
 }
 
-static void test_a_changed_byte_gets_a_bad_verdict_when_mapped(void **state)
+static void test_a_changed_byte_gets_a_bad_verdict_when_read_directly(void **state)
 {
 	save_big();
-	int fd = open(snap, O_RDWR);
-	unsigned char x = (unsigned char)~big_byte(BIG - 3);
-	assert_int_equal(pwrite(fd, &x, 1, 8 + BIG - 3), 1);
-	close(fd);
-	assert_int_equal(restore_direct(MAP_PLAIN), 1);
+	change_last_chunk();
+	assert_int_equal(restore_direct(DIRECT_PLAIN), 1);
 	assert_int_equal(verdict_of, 0);
 	assert_int_equal(access(snap, F_OK), -1);
 }
@@ -595,28 +599,28 @@ static void test_a_changed_byte_gets_a_bad_verdict_when_mapped(void **state)
  * through).  The file stays for the next call to judge by its tag, which
  * then fails: the writer changed it once let go.  The test process is the
  * server here: a lease break's SIGIO must not end it. */
-static void test_a_writer_during_a_mapped_restore_is_not_vouched_for(void **state)
+static void test_a_writer_during_a_direct_restore_is_not_vouched_for(void **state)
 {
 	save_big();
-	assert_int_equal(restore_direct(MAP_WRITER_WAITS), 1);
+	assert_int_equal(restore_direct(DIRECT_WRITER_WAITS), 1);
 	assert_int_equal(verdict_of, -EBUSY);
 	assert_int_equal(access(snap, F_OK), 0);
-	assert_int_equal(restore_direct(MAP_PLAIN), 1);
+	assert_int_equal(restore_direct(DIRECT_PLAIN), 1);
 	assert_int_equal(verdict_of, 0);
 }
 
 static void test_a_writer_that_does_not_wait_is_told_of_the_lease(void **state)
 {
 	save_big();
-	assert_int_equal(restore_direct(MAP_WRITER_TRIES), 1);
+	assert_int_equal(restore_direct(DIRECT_WRITER_TRIES), 1);
 	assert_int_equal(verdict_of, -EBUSY);
-	assert_int_equal(restore_direct(MAP_PLAIN), 0);
+	assert_int_equal(restore_direct(DIRECT_PLAIN), 0);
 	assert_int_equal(verdict_of, 1);
 }
 
 /* A descriptor open for writing from before (a cell that kept one): no
  * lease can be had, and the state is streamed from the server's copy. */
-static void test_a_file_open_for_writing_is_streamed_not_mapped(void **state)
+static void test_a_file_open_for_writing_is_streamed_not_read_directly(void **state)
 {
 	save_big();
 	int keep = open(snap, O_WRONLY);
@@ -625,13 +629,13 @@ static void test_a_file_open_for_writing_is_streamed_not_mapped(void **state)
 	assert_int_equal(restore_big(READ_SLOWLY), 0);
 	assert_int_equal(verdict_of, 1);
 	close(keep);
-	assert_int_equal(restore_direct(MAP_PLAIN), 0);
+	assert_int_equal(restore_direct(DIRECT_PLAIN), 0);
 }
 
 static void test_a_session_that_hangs_up_ends_the_restore(void **state)
 {
 	save_big();
-	assert_int_equal(restore_direct(MAP_HANG_UP), 4);
+	assert_int_equal(restore_direct(DIRECT_HANG_UP), 4);
 	assert_int_equal(verdict_of, -EPIPE);
 	assert_int_equal(access(snap, F_OK), 0);
 }
@@ -649,12 +653,12 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_the_verdict_waits_for_a_full_pipe, setup_big, teardown),
 		cmocka_unit_test_setup_teardown(test_a_file_changed_while_it_streams_gets_a_bad_verdict, setup_big, teardown),
 		cmocka_unit_test_setup_teardown(test_a_file_cut_while_it_streams_gets_a_bad_verdict, setup_big, teardown),
-		cmocka_unit_test_setup_teardown(test_a_mapped_restore_takes_the_file_byte_for_byte, setup_map, teardown),
-		cmocka_unit_test_setup_teardown(test_a_changed_byte_gets_a_bad_verdict_when_mapped, setup_map, teardown),
-		cmocka_unit_test_setup_teardown(test_a_writer_during_a_mapped_restore_is_not_vouched_for, setup_map, teardown),
-		cmocka_unit_test_setup_teardown(test_a_writer_that_does_not_wait_is_told_of_the_lease, setup_map, teardown),
-		cmocka_unit_test_setup_teardown(test_a_file_open_for_writing_is_streamed_not_mapped, setup_map, teardown),
-		cmocka_unit_test_setup_teardown(test_a_session_that_hangs_up_ends_the_restore, setup_map, teardown),
+		cmocka_unit_test_setup_teardown(test_a_direct_restore_reads_the_file_byte_for_byte, setup_direct, teardown),
+		cmocka_unit_test_setup_teardown(test_a_changed_byte_gets_a_bad_verdict_when_read_directly, setup_direct, teardown),
+		cmocka_unit_test_setup_teardown(test_a_writer_during_a_direct_restore_is_not_vouched_for, setup_direct, teardown),
+		cmocka_unit_test_setup_teardown(test_a_writer_that_does_not_wait_is_told_of_the_lease, setup_direct, teardown),
+		cmocka_unit_test_setup_teardown(test_a_file_open_for_writing_is_streamed_not_read_directly, setup_direct, teardown),
+		cmocka_unit_test_setup_teardown(test_a_session_that_hangs_up_ends_the_restore, setup_direct, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
