@@ -776,7 +776,7 @@ def handle(msg_json):
         if msg.get("restore") and _restore_fd[0] >= 0 and not _history:
             restored = _restore(_restore_fd[0], int(msg["restore"]), int(msg.get("restore_format", 1)),
                                 _restore_fd[1] if msg.get("restore_direct") else -1)
-            if not restored.get("verified"):
+            if not restored.get("verified") or _SNAPSHOT_FAILED in [f[0] for f in restored.get("failed", [])]:
                 cell = 1  # nothing came back: a new session counts from 1
         out = _run_cell(msg["code"], cell)
         if restored is not None:
@@ -1620,6 +1620,9 @@ def _thumbnail(path, max_bytes):
 
 _history = []  # [cell number, code] of every cell this session ran
 _restore_fd = [-1, -1]
+# The name in a restore's "failed" list when the snapshot as a whole could
+# not be read (supervisor/saved.c says so as a restore that did not happen).
+_SNAPSHOT_FAILED = "(the snapshot)"
 _SAVE_MAGIC = b"PSMSAVE1"
 _MAX_LISTED = 30
 
@@ -1974,7 +1977,7 @@ def _restore(fd, total, layout=1, sock=-1):
     if not ok:
         return {"verified": False}
     if problem is not None or not isinstance(meta, dict):
-        return {"verified": True, "restored": [], "failed": [["(the snapshot)", problem or "malformed"]],
+        return {"verified": True, "restored": [], "failed": [[_SNAPSHOT_FAILED, problem or "malformed"]],
                 "unsaved": []}
     ns = _session["ns"]
     restored, failed = [], []

@@ -59,6 +59,7 @@ struct persist {
 	 * nothing about the key itself. */
 	unsigned char keyid[KEYID_LEN];
 	uint64_t cap;
+	uint64_t mem_cap; /* limits.memory_mb, in bytes */
 	bool stream_only; /* every restore streamed (persist_stream_only) */
 };
 
@@ -122,6 +123,7 @@ struct persist *persist_new(const struct workspace *ws, const struct policy *pol
 	struct persist *p = xcalloc(1, sizeof *p);
 	p->ws = ws;
 	p->cap = (uint64_t)pol->limits.persist_mb << 20;
+	p->mem_cap = pol->limits.memory_mb > 0 ? (uint64_t)pol->limits.memory_mb << 20 : UINT64_MAX / 2;
 	if (!pol->limits.persist) {
 		snprintf(p->why, sizeof p->why, "limits.persist is false");
 		return p;
@@ -792,6 +794,15 @@ int prestore_open(struct persist *p, const char *name, struct prestore **out, st
 		return refuse(r, e, -EFBIG, true,
 			      "it is %.0f MB, over limits.persist_mb (%.0f MB): not restored (raise persist_mb to restore it; the next save replaces it)",
 			      (double)st.st_size / 1048576.0, (double)p->cap / 1048576.0);
+	/* A state larger than a session may hold cannot come back: the session
+	 * ran out of memory reading it, the call said only "Cannot allocate
+	 * memory", and the next save, of the fresh session, replaced the
+	 * snapshot.  Judged by its size too, before a byte is read; the file
+	 * stays for a server with more memory_mb, until the next save. */
+	if ((uint64_t)st.st_size > p->mem_cap + TRAILER_LEN)
+		return refuse(r, e, -EFBIG, true,
+			      "it is %.0f MB, more than limits.memory_mb (%.0f MB) lets the session hold: not restored (raise memory_mb to restore it; the next save replaces it)",
+			      (double)st.st_size / 1048576.0, (double)p->mem_cap / 1048576.0);
 	int rc = read_trailer(r, st.st_size, e);
 	if (rc < 0)
 		return rc;

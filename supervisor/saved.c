@@ -497,7 +497,13 @@ void restore_outcome(struct sup *sup, struct session *s, struct run *c)
 	char age[32], m[6144];
 	fmt_age(s->restore_age_s, age, sizeof age);
 	bool forked = s->fork_src[0] != '\0';
-	if (s->restore_verdict == RESTORE_OK && rs && rs->verified) {
+	/* The snapshot as a whole could not be read into the session (out of
+	 * memory, most likely): nothing came back, whatever the verdict. */
+	const char *unread = rs && rs->verified && rs->n_restored == 0 && rs->n_failed > 0 &&
+				     strcmp(rs->failed[0][0], "(the snapshot)") == 0
+			     ? rs->failed[0][1]
+			     : NULL;
+	if (s->restore_verdict == RESTORE_OK && rs && rs->verified && !unread) {
 		c->state = forked ? STATE_FORKED : STATE_RESTORED;
 		if (forked)
 			snprintf(m, sizeof m, "forked from session %s: this session started as a copy of its state saved %s ago (after cell %u), before this code ran. Restored: ",
@@ -505,7 +511,10 @@ void restore_outcome(struct sup *sup, struct session *s, struct run *c)
 		else
 			snprintf(m, sizeof m, "the session was restored from its state saved %s ago (after cell %u), before this code ran. Restored: ",
 				 age, s->restore_cells);
-		list_names(m, sizeof m, rs->restored, NULL, rs->n_restored, rs->n_restored + (size_t)rs->restored_more);
+		if (rs->n_restored == 0 && rs->restored_more == 0)
+			strcat(m, "nothing");
+		else
+			list_names(m, sizeof m, rs->restored, NULL, rs->n_restored, rs->n_restored + (size_t)rs->restored_more);
 		if (rs->n_failed > 0 && strlen(m) + 40 < sizeof m) {
 			strcat(m, ". Could not be restored: ");
 			list_names(m, sizeof m, NULL, (const char *const(*)[2])rs->failed, rs->n_failed,
@@ -522,7 +531,16 @@ void restore_outcome(struct sup *sup, struct session *s, struct run *c)
 			s->unsaved_since = loop_now_ms();
 		}
 	} else {
-		if (s->restore_verdict == RESTORE_BAD) {
+		if (unread && (strstr(unread, "Cannot allocate memory") || strstr(unread, "MemoryError"))) {
+			snprintf(m, sizeof m,
+				 "the saved state of session %s could not be loaded (%.300s): a state that fills most of limits.memory_mb "
+				 "(%ld MB) needs more to come back, so raise memory_mb to restore it, before the next save of this session "
+				 "replaces it; this call ran in a fresh session",
+				 forked ? s->fork_src : s->name, unread, sup->cfg.policy->limits.memory_mb);
+		} else if (unread) {
+			snprintf(m, sizeof m, "the saved state of session %s could not be loaded (%.300s); this call ran in a fresh session",
+				 forked ? s->fork_src : s->name, unread);
+		} else if (s->restore_verdict == RESTORE_BAD) {
 			snprintf(m, sizeof m,
 				 "the saved state of session %s was refused: its bytes do not match the tag the server wrote with them "
 				 "(changed or planted by something other than the server); this call runs in a fresh session",

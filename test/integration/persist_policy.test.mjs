@@ -1,5 +1,7 @@
 // Saved sessions and the policy: reset discards the snapshot, persist: false
-// writes nothing, persist_mb caps a snapshot and the reply says so once.
+// writes nothing, persist_mb caps a snapshot and the reply says so once; a
+// state too large for memory_mb is not restored, and the note says what to
+// raise before the next save replaces it.
 import { test, describe } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -69,6 +71,42 @@ describe('saved sessions and the policy', () => {
 		for (let i = 0; i < 200 && (h.stderr().match(/state not saved/g) || []).length < 2; i++) await sleep(100);
 		r = await execPy(h, '2');
 		assert.doesNotMatch(r.text, /persist_mb/, 'said once');
+		await h.close();
+	});
+
+	const SKILL_AT = '.agents/skills/code-interpreter-sandbox-executor/SKILL.md';
+	/** A project whose session saved a 100 MB array, then a policy with less memory. */
+	async function savedBig(tag, memoryMb) {
+		const root = newProject(tag);
+		const xdg = stateHome();
+		const h = await start(root, xdg);
+		const r = await execPy(h, 'import numpy as np\nbig = np.ones(12_500_000)\nbig.nbytes');
+		assert.equal(r.sc.status, 'ok', show(r.text));
+		await waitSaved(h, 1);
+		await end(h, 'eof');
+		writeFile(root, SKILL_AT, `---\nname: t\ndescription: less memory\nlimits:\n  memory_mb: ${memoryMb}\n---\n`);
+		return { root, xdg, size: fs.statSync(snapPath(root)).size };
+	}
+
+	test('a saved state larger than memory_mb is refused by its size, with what to raise', { timeout: 120000 }, async () => {
+		const { root, xdg, size } = await savedBig('persist-mem-size', 80);
+		const h = await start(root, xdg);
+		const r = await execPy(h, '1');
+		assert.equal(r.sc.state, 'new', show(r.text));
+		assert.equal(r.sc.execution_count, 1);
+		assert.match(r.text, /note:\n.*is not restored: it is 95 MB, more than limits\.memory_mb \(80 MB\) lets the session hold: not restored \(raise memory_mb to restore it; the next save replaces it\)/, show(r.text));
+		assert.equal(fs.statSync(snapPath(root)).size, size, 'the snapshot is left as it was');
+		await h.close();
+	});
+
+	test('a saved state that does not fit beside the interpreter is not restored, and the note says what to raise', { timeout: 120000 }, async () => {
+		const { root, xdg } = await savedBig('persist-mem-fit', 128);
+		const h = await start(root, xdg);
+		const r = await execPy(h, '1');
+		assert.equal(r.sc.state, 'new', show(r.text));
+		assert.equal(r.sc.execution_count, 1, 'a fresh session counts from 1');
+		assert.match(r.text, /note:\n.*could not be loaded \(\w+Error: [^)]*\): a state that fills most of limits\.memory_mb \(128 MB\) needs more to come back, so raise memory_mb to restore it, before the next save of this session replaces it; this call ran in a fresh session/, show(r.text));
+		assert.doesNotMatch(r.text, /Restored: /);
 		await h.close();
 	});
 });

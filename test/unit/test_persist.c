@@ -271,6 +271,24 @@ static void test_over_the_cap_is_refused_by_its_size(void **state)
 	assert_int_equal(access(snap, F_OK), 0);
 }
 
+/* More than memory_mb by its size (64 MB here, the least a policy allows):
+ * it could not be read into the session, so it is refused before anything
+ * is read, and left. */
+static void test_over_memory_is_refused_by_its_size(void **state)
+{
+	persist_free(p);
+	pol->limits.persist_mb = 256;
+	pol->limits.memory_mb = 64;
+	p = persist_new(&f->ws, pol);
+	save_one();
+	assert_int_equal(truncate(snap, 80 << 20), 0);
+	struct prestore *r = NULL;
+	struct err e = { 0 };
+	assert_int_equal(prestore_open(p, "default", &r, &e), -EFBIG);
+	assert_non_null(strstr(e.msg, "more than limits.memory_mb (64 MB)"));
+	assert_int_equal(access(snap, F_OK), 0);
+}
+
 /* ---- a state of many chunks: the ring of chunks the server streams from
  * is reused while a slow session reads, so every byte must still be the
  * one the tag covered. */
@@ -648,6 +666,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_a_changed_byte_gets_a_bad_verdict_and_goes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_a_v1_snapshot_still_restores, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_over_the_cap_is_refused_by_its_size, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_over_memory_is_refused_by_its_size, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_many_chunks_reach_a_slow_reader_byte_for_byte, setup_big, teardown),
 		cmocka_unit_test_setup_teardown(test_a_change_in_the_last_chunk_gets_a_bad_verdict, setup_big, teardown),
 		cmocka_unit_test_setup_teardown(test_the_verdict_waits_for_a_full_pipe, setup_big, teardown),
