@@ -105,7 +105,14 @@ describe('saved sessions and the policy', () => {
 		const r = await execPy(h, '1');
 		assert.equal(r.sc.state, 'new', show(r.text));
 		assert.equal(r.sc.execution_count, 1, 'a fresh session counts from 1');
-		assert.match(r.text, /note:\n.*could not be loaded \(\w+Error: [^)]*\): a state that fills most of limits\.memory_mb \(128 MB\) needs more to come back, so raise memory_mb to restore it, before the next save of this session replaces it; this call ran in a fresh session/, show(r.text));
+		// Which stops it first depends on the build: the session's own
+		// allocation fails, or (under AddressSanitizer, whose shadow memory
+		// counts too) the watchdog ends it over memory_mb. Either way the
+		// note names memory_mb, and nothing is said to be restored.
+		if (r.sc.status === 'memory')
+			assert.match(r.text, /note:\n.*over memory_mb \(128 MB\)[^\n]*\nthe saved state of session default could not be loaded in this call/, show(r.text));
+		else
+			assert.match(r.text, /note:\n.*could not be loaded \(\w+Error: [^)]*\): a state that fills most of limits\.memory_mb \(128 MB\) needs more to come back, so raise memory_mb to restore it, before the next save of this session replaces it; this call ran in a fresh session/, show(r.text));
 		assert.doesNotMatch(r.text, /Restored: /);
 		await h.close();
 	});
