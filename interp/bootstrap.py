@@ -1807,12 +1807,34 @@ def _prefault(buf):
             if stop or madvise(addr + off, min(step, n - off), _MADV_POPULATE_WRITE) != 0:
                 return
 
-    t = threading.Thread(target=run, name="psm-restore-prefault", daemon=True)
+    t = _helper_thread(run, (), "psm-restore-prefault")
+    return (t, stop) if t else None
+
+
+def _helper_thread(target, args, name):
+    """A started daemon thread, or None when none can be started
+    (max_processes): the caller then does its work itself."""
+    import threading
+
+    t = threading.Thread(target=target, args=args, name=name, daemon=True)
     try:
         t.start()
-    except RuntimeError:  # no thread could be started (max_processes)
+    except RuntimeError:
         return None
-    return t, stop
+    return t
+
+
+def _fresh_buffer(n):
+    """Memory for n bytes of the state about to be read into it: a large
+    buffer (a numpy or pandas block, which is then built on it without a
+    copy) is fresh private memory, faulted in as the bytes arrive, where
+    bytearray(n) writes zeros over all of it first (0.5 s of the restore of
+    a 1 GiB array on the test machine).  Not huge pages (MADV_HUGEPAGE):
+    measured on the test machine, a VM whose free memory goes back to its
+    host, each fresh huge page cost the host a fault, and a cold 1 GiB
+    restore took 3 to 4.7 times cat's read of the file instead of 0.5 to
+    1.4."""
+    return bytearray(n) if n < (1 << 20) else mmap.mmap(-1, n, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
 
 
 class _Stream:
@@ -1825,15 +1847,7 @@ class _Stream:
     def read(self, n):
         if n > self.left:
             raise ValueError("the snapshot's records overrun it")
-        # A large buffer (a numpy or pandas block, which is then built on
-        # it without a copy) is fresh private memory, faulted in as the
-        # bytes arrive: bytearray(n) writes zeros over all of it first
-        # (0.5 s of the restore of a 1 GiB array on the test machine).
-        # Not huge pages (MADV_HUGEPAGE): measured on the test machine, a
-        # VM whose free memory goes back to its host, each fresh huge page
-        # cost the host a fault, and a cold 1 GiB restore took 3 to 4.7
-        # times cat's read of the file instead of 0.5 to 1.4.
-        buf = bytearray(n) if n < (1 << 20) else mmap.mmap(-1, n, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        buf = _fresh_buffer(n)
         helper = _prefault(buf) if n >= _PREFAULT_MIN else None
         view = memoryview(buf)
         got = 0
@@ -1909,19 +1923,11 @@ class _Direct:
     def read(self, n):
         if n > self.total - self.off:
             raise ValueError("the snapshot's records overrun it")
-        # Fresh private memory for a large buffer, as _Stream.read.
-        buf = bytearray(n) if n < (1 << 20) else mmap.mmap(-1, n, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        buf = _fresh_buffer(n)
         view, done, errs = memoryview(buf), [0, 0], []
         helper = None
         if n >= _PREFAULT_MIN:
-            import threading
-
-            helper = threading.Thread(target=self._fill, args=(view, self.off, 1, 2, done, errs),
-                                      name="psm-restore-read", daemon=True)
-            try:
-                helper.start()
-            except RuntimeError:  # no thread could be started (max_processes)
-                helper = None
+            helper = _helper_thread(self._fill, (view, self.off, 1, 2, done, errs), "psm-restore-read")
         step = 1 << 20
 
         def tell():

@@ -38,7 +38,9 @@
  *                was loaded
  *     restored   the names that came back: at most RESULT_LISTED_MAX, each
  *                1 to RESULT_VAR_MAX bytes
- *     failed     [name, why] of each name that did not load
+ *     failed     [name, why] of each name that did not load; the name
+ *                RESULT_SNAPSHOT_FAILED when the snapshot as a whole could
+ *                not be read (then nothing came back)
  *     unsaved    [name, why] of each name the save had left out
  *                (both: at most RESULT_LISTED_MAX pairs, the name 1 to
  *                RESULT_VAR_MAX bytes, the reason at most RESULT_WHY_MAX)
@@ -77,6 +79,7 @@
 #define RESULT_LISTED_MAX 32
 #define RESULT_VAR_MAX 256
 #define RESULT_WHY_MAX 512
+#define RESULT_SNAPSHOT_FAILED "(the snapshot)" /* bootstrap _SNAPSHOT_FAILED */
 
 /* The largest result frame the server reads (supervisor/state.c): 64 KiB
  * and 12 bytes per character of the output limit (JSON may spend that

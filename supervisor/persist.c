@@ -861,6 +861,23 @@ static void prestore_end(struct prestore *r, int verdict)
 	done(arg, verdict);
 }
 
+/* Reads want bytes at off in full: a short count only at the end. */
+static ssize_t pread_full(int fd, unsigned char *b, size_t want, uint64_t off)
+{
+	size_t got = 0;
+	while (got < want) {
+		ssize_t n = pread(fd, b + got, want - got, (off_t)(off + got));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -1;
+		if (n == 0)
+			break;
+		got += (size_t)n;
+	}
+	return (ssize_t)got;
+}
+
 /* Whether chunk i of the ring may be filled again: with vmsplice its pages
  * are in the pipe until the session has read them, so only once the
  * session's reads are past its last byte (what the pipe still holds is
@@ -895,20 +912,12 @@ static ssize_t read_chunk(struct prestore *r, unsigned char *b, size_t want)
 	ssize_t n = preadv2(r->in, &v, 1, (off_t)r->sent, RWF_NOWAIT);
 	if (n == (ssize_t)want)
 		return n;
-	size_t got = n > 0 ? (size_t)n : 0;
-	off_t from = (off_t)(r->sent + got);
-	while (got < want) {
-		do
-			n = pread(r->in, b + got, want - got, (off_t)(r->sent + got));
-		while (n < 0 && errno == EINTR);
-		if (n < 0)
-			return -1;
-		if (n == 0)
-			break;
-		got += (size_t)n;
-	}
-	posix_fadvise(r->in, from, (off_t)(r->sent + got) - from, POSIX_FADV_DONTNEED);
-	return (ssize_t)got;
+	size_t done = n > 0 ? (size_t)n : 0;
+	ssize_t rest = pread_full(r->in, b + done, want - done, r->sent + done);
+	if (rest < 0)
+		return -1;
+	posix_fadvise(r->in, (off_t)(r->sent + done), rest, POSIX_FADV_DONTNEED);
+	return (ssize_t)(done + (size_t)rest);
 }
 
 /* Reads and hashes the next chunk behind the ones in hand: 1, 0 at the
@@ -951,10 +960,11 @@ static ssize_t put(struct prestore *r, int fd)
 	return write(fd, b, n);
 }
 
+/* The verdict no, on the pipe or (direct) the socket, and the end. */
 static void refuse_stream(struct prestore *r, int fd)
 {
 	unsigned char v = 'N';
-	if (write(fd, &v, 1) < 0)
+	if ((r->direct ? send(fd, &v, 1, MSG_NOSIGNAL) : write(fd, &v, 1)) < 0)
 		log_debug("restore: the session stopped reading");
 	prestore_end(r, 0);
 }
@@ -1033,23 +1043,6 @@ static void prestore_event(void *arg, int fd, short revents)
 
 static int start_stream(struct prestore *r, struct loop *l);
 
-/* Reads want bytes at off in full: a short count only at the end. */
-static ssize_t pread_full(int fd, unsigned char *b, size_t want, uint64_t off)
-{
-	size_t got = 0;
-	while (got < want) {
-		ssize_t n = pread(fd, b + got, want - got, (off_t)(off + got));
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -1;
-		if (n == 0)
-			break;
-		got += (size_t)n;
-	}
-	return (ssize_t)got;
-}
-
 /* Drops from the page cache what both the server (hashed) and the session
  * (taken, by its word) are done with, of the chunks the cache did not hold
  * before (read_chunk says why): whole chunks, and the last one at the end. */
@@ -1120,11 +1113,7 @@ static void direct_event(void *arg, int fd, short revents)
 		uint64_t want = r->total - r->sent < CHUNK ? r->total - r->sent : CHUNK;
 		ssize_t n = pread_full(r->in, r->ring, (size_t)want, r->sent);
 		if (n != (ssize_t)want) {
-			/* Shortened under us: nothing to vouch for. */
-			unsigned char v = 'N';
-			if (send(fd, &v, 1, MSG_NOSIGNAL) < 0)
-				log_debug("restore: the session stopped listening");
-			prestore_end(r, 0);
+			refuse_stream(r, fd); /* shortened under us: nothing to vouch for */
 			return;
 		}
 		hmac_update(r->h, r->ring, (size_t)n);

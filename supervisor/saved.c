@@ -500,7 +500,7 @@ void restore_outcome(struct sup *sup, struct session *s, struct run *c)
 	/* The snapshot as a whole could not be read into the session (out of
 	 * memory, most likely): nothing came back, whatever the verdict. */
 	const char *unread = rs && rs->verified && rs->n_restored == 0 && rs->n_failed > 0 &&
-				     strcmp(rs->failed[0][0], "(the snapshot)") == 0
+				     strcmp(rs->failed[0][0], RESULT_SNAPSHOT_FAILED) == 0
 			     ? rs->failed[0][1]
 			     : NULL;
 	if (s->restore_verdict == RESTORE_OK && rs && rs->verified && !unread) {
