@@ -315,7 +315,16 @@ void spawn_pending(struct sup *sup)
 		if (s->want_spawn) {
 			s->want_spawn = false;
 			struct run *c = s->cur;
-			if (c && c->fork_from[0] && !c->fork_done) {
+			if (!c) {
+				/* The call that waited for the zygote was cancelled
+				 * (or failed) meanwhile: start a process only for
+				 * one still queued.  Attack: a call cancelled before
+				 * the zygote was ready had send_exec run with no
+				 * call, and the server died of SIGSEGV. */
+				start_next(sup, s);
+				continue;
+			}
+			if (c->fork_from[0] && !c->fork_done) {
 				/* A copy to make: start_next decides how. */
 				s->cur = NULL;
 				c->next = s->qhead;

@@ -509,6 +509,6 @@ export function lineCount(text) {
 /** Describes a value for an assertion message (truncated). */
 export function show(x, n = 1500) {
 	let s;
-	try { s = JSON.stringify(x, (k, v) => (k === 'data' && typeof v === 'string' && v.length > 80 ? v.slice(0, 40) + `...(${v.length} chars)` : v)); } catch { s = String(x); }
+	try { s = JSON.stringify(x, (k, v) => (k === 'data' && typeof v === 'string' && v.length > 80 ? v.slice(0, 40) + `...(${v.length} chars)` : v)) ?? String(x); } catch { s = String(x); }
 	return s.length > n ? s.slice(0, n) + `...(${s.length} chars)` : s;
 }

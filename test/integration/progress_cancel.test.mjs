@@ -68,3 +68,35 @@ describe('cancellation on raw stdio', () => {
 		assert.deepEqual(s.messages.slice(from).filter((m) => m.id !== p.id), [], 'no reply to a notification');
 	});
 });
+
+describe('cancellation before the interpreter is up', () => {
+	// Attack (and a client's ordinary impatience): a call cancelled while
+	// it waited for the zygote left its session marked to be started with
+	// no call in it; once the zygote was ready the server sent that
+	// missing call to the new process and died of SIGSEGV.
+	test('a call cancelled before the zygote is ready: the server lives and the next call runs', { timeout: 60000 }, async () => {
+		const s = new RawServer(newProject('cancel-early'), { structured: true });
+		try {
+			await s.initialize();
+			// Sent at once after initialize: the zygote takes hundreds of ms to
+			// come up, so the call waits for it, and is cancelled there.
+			s.sendLine({ jsonrpc: '2.0', id: 'early', method: 'tools/call', params: { name: 'execute_python', arguments: { code: '1', session: 'e' } } });
+			s.notify('notifications/cancelled', { requestId: 'early', reason: 'test' });
+			assert.doesNotMatch(s.stderr(), /interpreter ready/, 'the call was cancelled before the interpreter was ready');
+			// Nothing else is sent until the zygote is up: a call sent
+			// meanwhile would take the cancelled one's place.
+			for (let i = 0; i < 200 && !/interpreter ready/.test(s.stderr()); i++) await sleep(100);
+			await sleep(500);
+			assert.equal(s.exitInfo, undefined, `the server outlived the zygote's start: ${show(s.exitInfo)}`);
+			const next = await s.callTool('execute_python', { code: '6 * 7', session: 'e' }, { timeout: 30000 });
+			assert.equal(next?.result?.structuredContent?.result, '42', `${show(next)}; the server's exit: ${show(s.exitInfo)}`);
+			const other = await s.callTool('execute_python', { code: '"other"', session: 'f' }, { timeout: 30000 });
+			assert.equal(other?.result?.structuredContent?.status, 'ok', show(other));
+			assert.equal(s.exitInfo, undefined, `the server is alive: ${show(s.exitInfo)}`);
+			assert.deepEqual(s.violations, []);
+		} finally {
+			try { await s.stop('eof', { timeout: 10000 }); } catch { /* ignore */ }
+			s.kill();
+		}
+	});
+});
