@@ -144,7 +144,10 @@ pid_t warm_probe_pid(void)
 
 bool warm_reaped(pid_t pid)
 {
-	if (pid <= 0 || pid != probe)
+	/* Once the probe is reaped its pid is free: a session given it after
+	 * the pids wrap must have its exit reported (the server waits for
+	 * that report, and takes a zygote that never sends it for broken). */
+	if (pid <= 0 || probe_ended || pid != probe)
 		return false;
 	probe_ended = true;
 	return true;

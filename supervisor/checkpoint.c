@@ -40,7 +40,7 @@ bool roll_back(struct sup *sup, struct session *s, int wstatus, bool status_know
 	s->hpid = s->ckpt_hpid;
 	s->ckpt_pidfd = -1;
 	s->ckpt_pid = s->ckpt_hpid = 0;
-	s->kill_pending = s->killed = false;
+	s->kill_pending = s->killed = s->reported = false;
 	/* Until the resumed copy says hello it drops whatever was queued for
 	 * the dead process (a cell sent after it died must not run).  It is
 	 * as hostile as the session was: if it does not say hello and take

@@ -205,6 +205,7 @@ void forked(struct sup *sup, struct session *p, struct wire_msg *m)
 	s->pid = ns;
 	s->hpid = host;
 	s->pidfd = m->fds[0];
+	s->reported = false;
 	m->nfds = 0; /* kept */
 	s->spawn_known = true;
 	/* Its name has nothing on disk yet: its first checkpoint saves it. */

@@ -125,6 +125,9 @@ struct session {
 	/* SIGKILL sent, its exit not reported yet: no call is sent to it (what
 	 * it sent before it died would be read as the call's). */
 	bool killed;
+	/* The zygote has reported the exit of the process now named by pidfd:
+	 * no other report will come, so a kill of it waits for none. */
+	bool reported;
 	bool want_spawn;     /* waiting for the zygote */
 	double progress;
 	/* Saved sessions (persist.c) */

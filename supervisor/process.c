@@ -50,8 +50,16 @@ void kill_session(struct session *s)
 	if (s->pidfd >= 0) {
 		pidfd_signal(s->pidfd, SIGKILL);
 		s->killed = true;
-		/* Its exit report is due from the zygote (under a timer). */
-		zlink_await_exit(s->sup->zl, s->pid, s->pidfd);
+		/* Its exit report is due from the zygote (under a timer), unless
+		 * it came already.  Attack on the server's own bookkeeping: a
+		 * session that died by itself with nothing else holding its
+		 * socket (no checkpoint) was killed once more after its report
+		 * (session_dead reads the end of its stream again); the report
+		 * that kill waited for could never come, and exit_ms later the
+		 * zygote was taken to have broken its protocol and every
+		 * session's state was lost. */
+		if (!s->reported)
+			zlink_await_exit(s->sup->zl, s->pid, s->pidfd);
 	} else {
 		s->kill_pending = true;
 	}
@@ -170,7 +178,7 @@ void session_dead(struct sup *sup, struct session *s, int wstatus, bool status_k
 	s->alive = false;
 	s->pid = s->hpid = 0;
 	s->want_spawn = false;
-	s->kill_pending = s->killed = false;
+	s->kill_pending = s->killed = s->reported = false;
 	s->ckpt_due = DUE_NONE;
 	s->phase = P_NONE;
 	cancel_timers(sup, s);
@@ -247,7 +255,7 @@ void close3(int fds[3])
 void session_adopt_fds(struct sup *sup, struct session *s, const int mine[3], enum phase ph)
 {
 	s->alive = true;
-	s->killed = false;
+	s->killed = s->reported = false;
 	s->pid = 0;
 	s->pidfd = -1;
 	s->ckpt_pid = 0;

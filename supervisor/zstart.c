@@ -402,6 +402,7 @@ static void z_spawned(void *arg, int id, int pidfd, const struct kproc *k, bool 
 	s->pid = k->ns;
 	s->hpid = k->host;
 	s->pidfd = pidfd;
+	s->reported = false;
 	s->spawn_known = true;
 	if (s->ctrl >= 0)
 		ctrl_event(s, s->ctrl, POLLIN); /* what it sent meanwhile */
@@ -421,8 +422,10 @@ static void z_exited(void *arg, pid_t pid, int status, bool status_known, unsign
 		log_debug("session %s: an exit report for pid %d, which is alive: ignored", s->name, (int)pid);
 		s = NULL;
 	}
-	if (s)
+	if (s) {
+		s->reported = true;
 		session_dead(sup, s, status, status_known);
+	}
 	send_sweep(sup, epoch);
 }
 

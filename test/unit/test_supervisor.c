@@ -1429,6 +1429,37 @@ static void test_no_exit_report(void **state)
 	trun_free(run_ok("inc"));
 }
 
+/* Without checkpoints nothing else holds a session's socket: a session
+ * that dies by itself shows as the end of its stream as well as in the
+ * zygote's report, in either order.  The server read that end again after
+ * the report (session_dead reads what the process sent before dying) and
+ * killed the reaped process once more, which asked for an exit report
+ * that could never come: exit_ms later the zygote was taken to have
+ * broken its protocol, and every session's state was lost (seen in the
+ * soak, where checkpoints are killed; every crash with `checkpoint:
+ * false`). */
+static void test_crash_without_checkpoint(void **state)
+{
+	pol->limits.checkpoint = false;
+	struct trun *a = submit("crash", 5000.0);
+	wait_done(a);
+	assert_int_not_equal(a->run.status, CALL_OK);
+	trun_free(a);
+	struct trun *b = run_ok("inc");
+	spin(quick.exit_ms + 1000.0); /* the exit report's timer has run out */
+	struct trun *c = run_ok("inc");
+	pol->limits.checkpoint = true;
+	const char *log = capture_end();
+	if (strstr(log, "did not report the exit") || strstr(log, "zygote ended"))
+		fail_msg("log: %s", log);
+	assert_int_equal(b->x, 1);
+	assert_int_equal(c->x, 2); /* the same process: nothing was lost */
+	assert_int_equal(c->pid, b->pid);
+	capture_begin();
+	trun_free(b);
+	trun_free(c);
+}
+
 /* An exit report for a session that lives: nothing changes (the same
  * process keeps its state; no checkpoint is resumed in its place). */
 static void test_exited_live(void **state)
@@ -1611,6 +1642,7 @@ int main(int argc, char **argv)
 		FORGED(test_silent_spawn, "silent-spawn"),
 		FORGED(test_deaf, "deaf"),
 		FORGED(test_no_exit_report, "no-exit-report"),
+		FORGED(test_crash_without_checkpoint, "honest"),
 		FORGED(test_exited_live, "exited-live"),
 		FORGED(test_ckpt_foreign, "ckpt-foreign"),
 		FORGED(test_ckpt_old, "ckpt-old"),
