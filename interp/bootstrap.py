@@ -1921,8 +1921,8 @@ class _Direct:
         step, n = 1 << 20, len(view)
         for at in range(k * step, n, stride * step):
             end = min(at + step, n)
-            if populate:
-                populate(at, end - at)
+            if populate and not populate(at, end - at):
+                populate = None  # refused (an older kernel): the reads fault the pages in
             while at < end:
                 if errs:
                     return

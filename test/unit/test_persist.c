@@ -258,17 +258,23 @@ static void test_a_v1_snapshot_still_restores(void **state)
 	assert_int_equal(v, 'Y');
 }
 
-/* Over persist_mb (1 MB here) by its size: refused before anything is
- * read, and left for the next save. */
-static void test_over_the_cap_is_refused_by_its_size(void **state)
+/* A saved snapshot grown to size: refused by its size before anything is
+ * read, with the reason `says`, and left for the next save. */
+static void assert_refused_by_size(off_t size, const char *says)
 {
 	save_one();
-	assert_int_equal(truncate(snap, 3 << 20), 0);
+	assert_int_equal(truncate(snap, size), 0);
 	struct prestore *r = NULL;
 	struct err e = { 0 };
 	assert_int_equal(prestore_open(p, "default", &r, &e), -EFBIG);
-	assert_non_null(strstr(e.msg, "over limits.persist_mb (1 MB)"));
+	assert_non_null(strstr(e.msg, says));
 	assert_int_equal(access(snap, F_OK), 0);
+}
+
+/* Over persist_mb (1 MB here) by its size. */
+static void test_over_the_cap_is_refused_by_its_size(void **state)
+{
+	assert_refused_by_size(3 << 20, "over limits.persist_mb (1 MB)");
 }
 
 /* More than memory_mb by its size (64 MB here, the least a policy allows):
@@ -280,13 +286,7 @@ static void test_over_memory_is_refused_by_its_size(void **state)
 	pol->limits.persist_mb = 256;
 	pol->limits.memory_mb = 64;
 	p = persist_new(&f->ws, pol);
-	save_one();
-	assert_int_equal(truncate(snap, 80 << 20), 0);
-	struct prestore *r = NULL;
-	struct err e = { 0 };
-	assert_int_equal(prestore_open(p, "default", &r, &e), -EFBIG);
-	assert_non_null(strstr(e.msg, "more than limits.memory_mb (64 MB)"));
-	assert_int_equal(access(snap, F_OK), 0);
+	assert_refused_by_size(80 << 20, "more than limits.memory_mb (64 MB)");
 }
 
 /* ---- a state of many chunks: the ring of chunks the server streams from
