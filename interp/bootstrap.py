@@ -1301,6 +1301,13 @@ _HINTS = {
                 "(fs_write: {fs_write}); {instead}",
     "fs_read": "that path is not visible in the sandbox (fs_read: {fs_read}); "
                "put input files in {workspace}/",
+    # A file the jail hides where the rest is readable: a secret (.env, a
+    # key).  Saying "put input files in workspace/" here told an agent with
+    # a shell to copy the secret to where the sandbox reads it.
+    "fs_read_hidden": "the sandbox does not let code read that file (fs_read: {fs_read}): files "
+                      "that hold secrets (.env, keys, credentials) are hidden from it. Do not copy such "
+                      "a file into {workspace}/ to get around this: work without it, or ask the user "
+                      "for what the task needs from it",
     "net_access": "the sandbox has no network (net_access: false); put input "
                   "files in {workspace}/ instead of downloading them",
     "shell_exec": "running programs is not allowed (shell_exec: false); do the "
@@ -1426,6 +1433,9 @@ def _describe(e):
             limit = None
         if perm == "shell_exec" and any(ev[1] == _LOKY_DENIED for ev in _events):
             perm_hint = "joblib"
+        elif perm == "fs_read" and last and last[0] == "fs_read" and isinstance(last[1], (str, bytes)) \
+                and last[1] and _visible(os.fsdecode(last[1])):
+            perm_hint = "fs_read_hidden"
         else:
             perm_hint = "host" if host else perm
         hint = _HINTS[perm_hint].format(
@@ -1907,6 +1917,15 @@ def _write_all(fd, data):
         off += os.write(fd, view[off:off + (1 << 20)])
 
 
+def _closed_file(value):
+    import io
+
+    try:
+        return isinstance(value, io.IOBase) and value.closed is True
+    except Exception:
+        return False
+
+
 def save_state(arg_json):
     """Runs in a throw-away fork of the checkpoint: user code that runs
     while pickling (__reduce__, __getstate__) changes nothing that lives
@@ -1923,6 +1942,8 @@ def save_state(arg_json):
         if isinstance(value, types.ModuleType):
             imports.append([name, value.__name__])
             continue
+        if _closed_file(value):
+            continue  # f of a finished with open(...): nothing to keep, nothing lost
         try:
             src = _def_source(value)
         except Exception:

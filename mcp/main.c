@@ -320,7 +320,7 @@ struct start {
 	char root_abs[PATH_MAX];
 	const char *skill_file; /* NULL: the built-in policy */
 	char skill_path[PATH_MAX + 128];
-	char skill_differs[4 * PATH_MAX + 512];
+	char skill_differs[6 * PATH_MAX + 768]; /* five paths and the words */
 	const char *wsp;
 	char ws_buf[PATH_MAX + 16];
 	const char *venv;
@@ -542,10 +542,14 @@ static int load_policy(struct start *ctx)
 		char other[PATH_MAX + 128];
 		snprintf(other, sizeof other, "%s/%s", ctx->root_abs, cands[1]);
 		if (ctx->skill_file && strcmp(ctx->skill_file, other) != 0 && is_file(other) && !same_bytes(ctx->skill_file, other)) {
+			/* What an installed server has: the .deb and make install
+			 * put python-sandbox-mcp-install-skill on PATH, not a
+			 * Makefile. */
 			snprintf(ctx->skill_differs, sizeof ctx->skill_differs,
 				 "%s differs from %s, which is the one used: copy one over the other "
-				 "(make install-skill PROJECT=%s installs the same file in both)",
-				 other, ctx->skill_file, ctx->root_abs);
+				 "(cp '%s' '%s'), or put the built-in SKILL.md in both with "
+				 "python-sandbox-mcp-install-skill --force '%s'",
+				 other, ctx->skill_file, ctx->skill_file, other, ctx->root_abs);
 			log_warn("%s", ctx->skill_differs);
 		}
 	}
