@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 
-import { startClient, newProject, execPy, show } from './lib.mjs';
+import { startClient, newProject, execPy, writeFile, show } from './lib.mjs';
 
 function outputsFigures(root) {
 	const d = path.join(root, 'workspace/outputs');
@@ -99,3 +99,30 @@ describe('a data scientist\'s habits', () => {
 		assert.equal(plain.sc.error.hint, undefined, show(plain.sc.error));
 	});
 });
+
+describe('the workspace in a git repository', () => {
+	test('git status lists none of the server\'s own files; a .gitignore of the user\'s is kept', { timeout: 120000 }, async () => {
+		const { spawnSync } = await import('node:child_process');
+		const git = (root, ...a) => spawnSync('git', ['-C', root, ...a], { encoding: 'utf8', env: { ...process.env, GIT_CONFIG_GLOBAL: '/dev/null' } });
+		const root = newProject('gitws');
+		assert.equal(git(root, 'init', '-q').status, 0);
+		const h = await startClient(root, { structured: true, args: ['--log-level', 'info'] });
+		try {
+			// A long output (a log under .logs) and a saved session (.sessions).
+			const r = await execPy(h, 'for i in range(3000):\n    print("line", i)\nkept = 1');
+			assert.ok(r.sc.full_output, show(r.text));
+			for (let i = 0; i < 600 && !/state saved \(/.test(h.stderr()); i++) await new Promise((res) => setTimeout(res, 100));
+			assert.ok(fs.existsSync(path.join(root, 'workspace/.sessions/default/state.snap')), 'a snapshot was saved');
+		} finally { await h.close(); }
+		const st = git(root, 'status', '--porcelain', '--untracked-files=all');
+		assert.equal(st.status, 0, st.stderr);
+		assert.deepEqual(st.stdout.trim().split('\n'), ['?? workspace/.gitignore'], st.stdout);
+		// The user's own is never overwritten.
+		const mine = newProject('gitws-mine');
+		writeFile(mine, 'workspace/.gitignore', 'mine\n');
+		const h2 = await startClient(mine, { structured: true });
+		try { await execPy(h2, '1'); } finally { await h2.close(); }
+		assert.equal(fs.readFileSync(path.join(mine, 'workspace/.gitignore'), 'utf8'), 'mine\n');
+	});
+});
+
