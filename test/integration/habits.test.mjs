@@ -123,6 +123,23 @@ describe('the workspace in a git repository', () => {
 		const h2 = await startClient(mine, { structured: true });
 		try { await execPy(h2, '1'); } finally { await h2.close(); }
 		assert.equal(fs.readFileSync(path.join(mine, 'workspace/.gitignore'), 'utf8'), 'mine\n');
+		// A symlink planted there (by a cell of an earlier run) is never
+		// written through: neither to a file outside nor to a new one.
+		const planted = newProject('gitws-planted');
+		const outside = newProject('gitws-outside');
+		fs.writeFileSync(path.join(outside, 'victim'), 'untouched\n');
+		fs.mkdirSync(path.join(planted, 'workspace'));
+		fs.symlinkSync(path.join(outside, 'victim'), path.join(planted, 'workspace/.gitignore'));
+		const dangling = newProject('gitws-dangling');
+		fs.mkdirSync(path.join(dangling, 'workspace'));
+		fs.symlinkSync(path.join(outside, 'made-by-the-server'), path.join(dangling, 'workspace/.gitignore'));
+		for (const root of [planted, dangling]) {
+			const hp = await startClient(root, { structured: true });
+			try { await execPy(hp, '1'); } finally { await hp.close(); }
+			assert.ok(fs.lstatSync(path.join(root, 'workspace/.gitignore')).isSymbolicLink());
+		}
+		assert.equal(fs.readFileSync(path.join(outside, 'victim'), 'utf8'), 'untouched\n');
+		assert.ok(!fs.existsSync(path.join(outside, 'made-by-the-server')), 'no file made through a dangling link');
 	});
 });
 
