@@ -100,8 +100,9 @@ def _loky_refused(mod):
 
     def refused(cmd, keep_fds, env=None):
         _events.append(("shell_exec", _LOKY_DENIED, "os.exec"))
-        raise PermissionError(errno.EPERM, "joblib's loky backend starts its workers as new programs, "
-                              "which the sandbox refuses (shell_exec: false)")
+        raise PermissionError(errno.EPERM, "joblib starts a new program here (the workers of its loky "
+                              "backend, the resource tracker of its multiprocessing backend), which the "
+                              "sandbox refuses (shell_exec: false)")
 
     mod.fork_exec = refused
 
@@ -1316,7 +1317,7 @@ _HINTS = {
     "shell_exec": "running programs is not allowed (shell_exec: false); do the "
                   "work in Python instead",
     "joblib": "running programs is not allowed (shell_exec: false), and joblib's "
-              "loky backend runs each worker as a new program; use threads "
+              "loky and multiprocessing backends start new programs; use threads "
               "(joblib's default here): with joblib.parallel_backend(\"threading\"): ..., "
               "or multiprocessing.Pool, whose forked processes are allowed",
     "limits": "a sandbox limit was reached ({limit}); use less, or split the work",

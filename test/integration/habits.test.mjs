@@ -41,6 +41,12 @@ describe('a data scientist\'s habits', () => {
 		assert.equal(loky.sc.error.denied_by, 'shell_exec', show(loky.sc.error));
 		assert.match(loky.sc.error.hint, /parallel_backend\("threading"\)/, loky.sc.error.hint);
 		assert.doesNotMatch(loky.text, /Bad file descriptor|forked by this cell/, show(loky.text));
+		// joblib's multiprocessing backend needs loky's resource tracker,
+		// a new program too: refused the same way.
+		const mp = await execPy(h, 'with joblib.parallel_backend("multiprocessing"):\n    joblib.Parallel(n_jobs=2)(joblib.delayed(abs)(-i) for i in range(4))', { session: 'jl' });
+		assert.equal(mp.sc?.error?.denied_by, 'shell_exec', show(mp.text));
+		assert.match(mp.sc.error.hint, /loky and multiprocessing backends start new programs; use threads/, mp.sc.error.hint);
+		assert.doesNotMatch(mp.text, /Bad file descriptor|forked by this cell/, show(mp.text));
 		// The session goes on, its default still threads.
 		const again = await execPy(h, 'joblib.Parallel(n_jobs=2)(joblib.delayed(abs)(-i) for i in range(3))', { session: 'jl' });
 		assert.equal(again.sc?.result, '[0, 1, 2]', show(again.text));
