@@ -70,6 +70,91 @@ def _patch_own_pid():
         os.setpriority = own(os.setpriority, 1, "setpriority")
 
 
+# ---------------------------------------------------------------- joblib
+
+# joblib's default backend, loky, starts each worker by running a new
+# Python (fork, then exec), which shell_exec: false refuses: the forked
+# child, its exec refused, went on running the cell after closing the
+# session's descriptors, and the cell drowned in "Bad file descriptor".
+# Measured with cross_val_score of a RandomForest on 2 cores: threads
+# 0.81 s against 0.93 s sequential (digits), and no process, no exec, no
+# copy of the session's memory; joblib's "multiprocessing" backend needs
+# loky's resource tracker (an exec too).  So under shell_exec: false
+# threads are joblib's default, set once joblib.parallel is first imported (nothing is imported
+# for a cell that never uses joblib), and loky, asked for by name, is
+# refused before it forks, with the way out.
+_LOKY_DENIED = "joblib-loky"
+
+
+def _joblib_threads(mod):
+    if _cfg.get("shell_exec"):
+        return  # loky can start its workers: joblib as it comes
+    if getattr(mod, "DEFAULT_BACKEND", None) == "loky" and "threading" in getattr(mod, "BACKENDS", {}):
+        mod.DEFAULT_BACKEND = "threading"
+
+
+def _loky_refused(mod):
+    fork_exec = getattr(mod, "fork_exec", None)
+    if fork_exec is None or _cfg.get("shell_exec"):
+        return
+
+    def refused(cmd, keep_fds, env=None):
+        _events.append(("shell_exec", _LOKY_DENIED, "os.exec"))
+        raise PermissionError(errno.EPERM, "joblib starts a new program here (the workers of its loky "
+                              "backend, the resource tracker of its multiprocessing backend), which the "
+                              "sandbox refuses (shell_exec: false)")
+
+    mod.fork_exec = refused
+
+
+_IMPORT_PATCHES = {"joblib.parallel": _joblib_threads,
+                   "joblib.externals.loky.backend.fork_exec": _loky_refused}
+
+
+class _PatchingLoader:
+    """The module's own loader; the patch runs once the module is loaded."""
+
+    def __init__(self, loader, patch):
+        self._loader, self._patch = loader, patch
+
+    def __getattr__(self, name):
+        return getattr(self._loader, name)
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module):
+        self._loader.exec_module(module)
+        try:
+            self._patch(module)
+        except Exception as e:
+            _log("%s: %s" % (module.__name__, e))
+
+
+class _ImportPatches:
+    """First on sys.meta_path: one dict lookup per module not loaded yet."""
+
+    def find_spec(self, name, path=None, target=None):
+        patch = _IMPORT_PATCHES.get(name)
+        if patch is None:
+            return None
+        for finder in sys.meta_path:
+            find = getattr(finder, "find_spec", None) if finder is not self else None
+            spec = find(name, path, target) if find else None
+            if spec is not None:
+                if spec.loader is not None and hasattr(spec.loader, "exec_module"):
+                    spec.loader = _PatchingLoader(spec.loader, patch)
+                return spec
+        return None
+
+
+def _install_import_patches():
+    for name, patch in _IMPORT_PATCHES.items():
+        if name in sys.modules:
+            patch(sys.modules[name])
+    sys.meta_path.insert(0, _ImportPatches())
+
+
 def zygote_init(cfg_json):
     """Imports the scientific stack once, so every session is a fork away."""
     global _cfg
@@ -98,6 +183,7 @@ def zygote_init(cfg_json):
         import PIL.Image  # noqa: F401 (used to downscale images)
     except Exception:
         pass
+    _pandas_display()
     if _cfg.get("nsfree"):
         _patch_metadata()
     else:
@@ -105,6 +191,7 @@ def zygote_init(cfg_json):
     if _cfg.get("no_memfd") and hasattr(os, "memfd_create"):
         os.memfd_create = _memfd_refused
     _patch_own_pid()
+    _install_import_patches()
     _warm_setup()
     sys.addaudithook(_audit)
     return json.dumps(
@@ -114,6 +201,28 @@ def zygote_init(cfg_json):
             "missing": missing,
         }
     )
+
+
+def _pandas_display():
+    """pandas sizes its reprs for an 80-column terminal (describe() of 16
+    columns showed 4); a reply has room for more: the width and the number
+    of columns follow the output limit (200 and 20 at 8,000 characters:
+    statsmodels' macrodata, 14 columns, shows all 60 rows pandas shows in
+    7,563 characters; a value longer than the limit, _frame_repr)."""
+    pd = sys.modules.get("pandas")
+    if pd is None:
+        return
+    chars = int(_cfg.get("max_result_chars", 8000) or 8000)
+    try:
+        pd.set_option("display.width", max(80, min(chars // 40, 250)))
+        pd.set_option("display.max_columns", max(10, min(chars // 400, 100)))
+    except Exception as e:
+        _log("pandas display options: %s" % e)
+
+
+# The names a notebook of the data stack has bound (numpy as np ...): the
+# modules are in the zygote already, so binding them costs nothing.
+_BOUND = (("np", "numpy"), ("pd", "pandas"), ("plt", "matplotlib.pyplot"))
 
 
 def _patch_shutil():
@@ -671,6 +780,9 @@ def session_init(init_json):
         np.random.seed(seed)
     main = types.ModuleType("__main__")
     main.__dict__["__builtins__"] = builtins
+    for name, mod in _BOUND:
+        if sys.modules.get(mod) is not None:
+            main.__dict__[name] = sys.modules[mod]
     sys.modules["__main__"] = main
     _session["ns"] = main.__dict__
     # A crash (SIGSEGV in a C extension, abort) writes the Python stack of
@@ -931,7 +1043,8 @@ def _run_cell(code, cell):
             value = eval(compile(ast.Expression(last.value), filename, "eval"), ns)
             if value is not None:
                 ns["_"] = value
-                out["result"] = _cap(_safe_repr(value), int(_cfg.get("max_result_chars", 8000)))
+                limit = int(_cfg.get("max_result_chars", 8000))
+                out["result"] = _cap(_frame_repr(value, limit), limit)
     except SystemExit as e:
         exit_code = e.code if isinstance(e.code, int) else 0 if e.code is None else 1
         if e.code not in (None, 0):
@@ -948,7 +1061,7 @@ def _run_cell(code, cell):
     finally:
         if os.getpid() != me:
             _end_forked_child(out, exit_code)
-        _flush_figures(cell)
+        _flush_figures(cell, out["status"] != "ok")
         _cell_looked = None
         if looked:
             out["import_read"] = _import_read(looked)
@@ -989,6 +1102,29 @@ def _end_forked_child(out, exit_code):
     if exit_code is None:
         exit_code = 0 if out.get("status") == "ok" else 1
     _exit(exit_code & 0xFF)
+
+
+def _frame_repr(value, limit):
+    """A DataFrame or Series as the cell's value, within the output limit
+    the way pandas cuts one (rows and columns elided, the shape said)
+    rather than cut in the middle of a row: first as pandas shows it,
+    then with fewer rows, then with fewer columns."""
+    text = _safe_repr(value)
+    pd = sys.modules.get("pandas")
+    if not limit or len(text) <= limit or pd is None or not isinstance(value, (pd.DataFrame, pd.Series)):
+        return text
+    try:
+        rows = max(4, int(pd.get_option("display.min_rows") or 10))
+        cols = max(4, int(pd.get_option("display.max_columns") or 20))
+        while cols >= 4:
+            with pd.option_context("display.max_rows", rows, "display.min_rows", rows, "display.max_columns", cols):
+                text = _safe_repr(value)
+            if len(text) <= limit:
+                break
+            cols //= 2
+    except Exception:
+        pass
+    return text
 
 
 def _safe_repr(value):
@@ -1169,10 +1305,21 @@ _HINTS = {
                 "(fs_write: {fs_write}); {instead}",
     "fs_read": "that path is not visible in the sandbox (fs_read: {fs_read}); "
                "put input files in {workspace}/",
+    # A file the jail hides where the rest is readable: a secret (.env, a
+    # key).  Saying "put input files in workspace/" here told an agent with
+    # a shell to copy the secret to where the sandbox reads it.
+    "fs_read_hidden": "the sandbox does not let code read that file (fs_read: {fs_read}): files "
+                      "that hold secrets (.env, keys, credentials) are hidden from it. Do not copy such "
+                      "a file into {workspace}/ to get around this: work without it, or ask the user "
+                      "for what the task needs from it",
     "net_access": "the sandbox has no network (net_access: false); put input "
                   "files in {workspace}/ instead of downloading them",
     "shell_exec": "running programs is not allowed (shell_exec: false); do the "
                   "work in Python instead",
+    "joblib": "running programs is not allowed (shell_exec: false), and joblib's "
+              "loky and multiprocessing backends start new programs; use threads "
+              "(joblib's default here): with joblib.parallel_backend(\"threading\"): ..., "
+              "or multiprocessing.Pool, whose forked processes are allowed",
     "limits": "a sandbox limit was reached ({limit}); use less, or split the work",
     "host": "files the sandbox leaves on the host never carry setuid, setgid or "
             "sticky bits, group or other write, ACLs or extended attributes, and "
@@ -1288,7 +1435,14 @@ def _describe(e):
         host = limit == "host"
         if host:
             limit = None
-        hint = _HINTS["host" if host else perm].format(
+        if perm == "shell_exec" and any(ev[1] == _LOKY_DENIED for ev in _events):
+            perm_hint = "joblib"
+        elif perm == "fs_read" and last and last[0] == "fs_read" and isinstance(last[1], (str, bytes)) \
+                and last[1] and _visible(os.fsdecode(last[1])):
+            perm_hint = "fs_read_hidden"
+        else:
+            perm_hint = "host" if host else perm
+        hint = _HINTS[perm_hint].format(
             instead=_write_instead(last),
             fs_write=_cfg.get("fs_write", "workspace"),
             fs_read=_cfg.get("fs_read", "true"),
@@ -1303,7 +1457,36 @@ def _describe(e):
         hint = _missing_module_hint(e)
         if hint:
             err["hint"] = hint
+    elif isinstance(e, SyntaxError):
+        hint = _notebook_syntax_hint(e)
+        if hint:
+            err["hint"] = hint
     return err
+
+
+def _notebook_syntax_hint(e):
+    """A line of IPython (%matplotlib inline, !pip install x) is a bare
+    SyntaxError in plain Python: say what it is and what to do instead."""
+    line = (e.text or "").strip() if isinstance(e.text, str) else ""
+    if not line or line[0] not in "%!" or not (e.filename and _is_user_frame(e.filename)):
+        return None
+    if line[0] == "%":
+        return ("IPython magics (%s) are not available: this is plain Python. Charts need no "
+                "%%matplotlib: a figure left open or shown with plt.show() is saved under %s/outputs/ and "
+                "returned; time code with the time or timeit module" % (
+                    line.split()[0], _cfg.get("workspace_display", "workspace")))
+    words = line[1:].split()
+    if words[:1] in (["pip"], ["pip3"]) or words[:3] == ["python", "-m", "pip"] or words[:3] == ["python3", "-m", "pip"]:
+        pkgs = [w for w in words[2:] if not w.startswith("-") and w not in ("install", "pip")]
+        name = pkgs[0] if pkgs else "PACKAGE"
+        return ("shell escapes (!...) are not available: this is plain Python, and code in the sandbox "
+                "cannot install packages (no network, no programs). To add %s: %s" % (
+                    name, _venv_hint(name, "")))
+    if _cfg.get("shell_exec"):
+        return ("shell escapes (!...) are not available: this is plain Python; run a program with "
+                "subprocess.run([...], capture_output=True, text=True)")
+    return ("shell escapes (!...) are not available: this is plain Python, and running programs is refused "
+            "(shell_exec: false); do it in Python (os.listdir, open, shutil, pathlib)")
 
 
 # import name -> (Debian package, distribution name for pip), for the
@@ -1478,6 +1661,12 @@ def _patch_matplotlib():
         fname = args[0] if args else kwargs.get("fname")
         if isinstance(fname, (str, os.PathLike)) and _in_workspace(fname):
             self._psm_saved = True
+            # savefig drew the figure as it is, then put back what it had
+            # changed for the file (dpi, face and edge colours, layout),
+            # which marks the figure stale although nothing the user drew
+            # changed: fig.savefig(p) was saved again at the end of the
+            # cell.  A change made after this marks it stale again.
+            self.stale = False
         return out
 
     matplotlib.figure.Figure.savefig = savefig
@@ -1511,11 +1700,21 @@ def _in_workspace(path):
     return p == ws or p.startswith(ws + os.sep)
 
 
-def _needs_saving(fig):
+def _has_data(fig):
+    """Whether anything was drawn in the figure beyond empty axes."""
+    if fig.texts or fig.images or fig.lines or fig.patches or fig.legends:
+        return True
+    return any(ax.has_data() or ax.texts or ax.tables or ax.artists for ax in fig.axes)
+
+
+def _needs_saving(fig, raised=False):
     """A figure with something drawn (more than its background) that no
     savefig has written into the workspace as it is now: savefig draws it
-    (stale False) and any later change sets stale."""
+    (stale False) and any later change sets stale.  After a cell that
+    raised, empty axes (plt.subplots() before the error) are not a chart."""
     if len(fig.get_children()) <= 1:
+        return False
+    if raised and not _has_data(fig):
         return False
     return not (getattr(fig, "_psm_saved", False) and not fig.stale)
 
@@ -1523,7 +1722,7 @@ def _needs_saving(fig):
 _current_cell = [0]
 
 
-def _save_open_figures(cell):
+def _save_open_figures(cell, raised=False):
     """Saves every open figure that needs it under workspace/outputs/, then
     closes them all; returns the paths written."""
     import matplotlib.pyplot as plt
@@ -1531,7 +1730,7 @@ def _save_open_figures(cell):
     saved = []
     for num in plt.get_fignums():
         fig = plt.figure(num)
-        if not _needs_saving(fig):
+        if not _needs_saving(fig, raised):
             continue
         path = _figure_path(cell)
         try:
@@ -1555,14 +1754,14 @@ def _show(*args, **kwargs):
     return None
 
 
-def _flush_figures(cell):
+def _flush_figures(cell, raised=False):
     """Like a notebook's inline backend: figures left open at the end of a
     cell that were never saved are saved (so the model sees them), then all
     are closed so the next cell starts on a fresh canvas."""
     if sys.modules.get("matplotlib.pyplot") is None:
         return []
     try:
-        return _save_open_figures(cell)
+        return _save_open_figures(cell, raised)
     except Exception as e:
         _log("figure handling failed: %s" % e)
         return []
@@ -1722,6 +1921,15 @@ def _write_all(fd, data):
         off += os.write(fd, view[off:off + (1 << 20)])
 
 
+def _closed_file(value):
+    import io
+
+    try:
+        return isinstance(value, io.IOBase) and value.closed is True
+    except Exception:
+        return False
+
+
 def save_state(arg_json):
     """Runs in a throw-away fork of the checkpoint: user code that runs
     while pickling (__reduce__, __getstate__) changes nothing that lives
@@ -1738,6 +1946,8 @@ def save_state(arg_json):
         if isinstance(value, types.ModuleType):
             imports.append([name, value.__name__])
             continue
+        if _closed_file(value):
+            continue  # f of a finished with open(...): nothing to keep, nothing lost
         try:
             src = _def_source(value)
         except Exception:

@@ -4,6 +4,7 @@
  * server: it serves, and every tool call answers the error (FILE:LINE, the
  * key, what to write); --check exits 1 with it. */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -320,7 +321,7 @@ struct start {
 	char root_abs[PATH_MAX];
 	const char *skill_file; /* NULL: the built-in policy */
 	char skill_path[PATH_MAX + 128];
-	char skill_differs[4 * PATH_MAX + 512];
+	char skill_differs[6 * PATH_MAX + 768]; /* five paths and the words */
 	const char *wsp;
 	char ws_buf[PATH_MAX + 16];
 	const char *venv;
@@ -542,10 +543,14 @@ static int load_policy(struct start *ctx)
 		char other[PATH_MAX + 128];
 		snprintf(other, sizeof other, "%s/%s", ctx->root_abs, cands[1]);
 		if (ctx->skill_file && strcmp(ctx->skill_file, other) != 0 && is_file(other) && !same_bytes(ctx->skill_file, other)) {
+			/* What an installed server has: the .deb and make install
+			 * put python-sandbox-mcp-install-skill on PATH, not a
+			 * Makefile. */
 			snprintf(ctx->skill_differs, sizeof ctx->skill_differs,
 				 "%s differs from %s, which is the one used: copy one over the other "
-				 "(make install-skill PROJECT=%s installs the same file in both)",
-				 other, ctx->skill_file, ctx->root_abs);
+				 "(cp '%s' '%s'), or put the built-in SKILL.md in both with "
+				 "python-sandbox-mcp-install-skill --force '%s'",
+				 other, ctx->skill_file, ctx->skill_file, other, ctx->root_abs);
 			log_warn("%s", ctx->skill_differs);
 		}
 	}
@@ -670,6 +675,28 @@ static int run_check(struct start *ctx)
 	return rc;
 }
 
+/* workspace/.gitignore when there is none: git status in the project
+ * listed the server's own files (.sessions/NAME/state.snap, hundreds of MB
+ * each, .cache, .logs).  Created, never replaced: O_EXCL leaves a file of
+ * the user's as it is, and ws_openat follows no symlink planted there.
+ * Not when the workspace is the project itself, whose .gitignore is the
+ * user's alone. */
+static void workspace_gitignore(const struct workspace *ws)
+{
+	static const char text[] = "# python-sandbox-mcp's own files: saved sessions, caches, full output logs.\n"
+				   "# Written when there is no .gitignore here; never overwritten.\n"
+				   ".sessions/\n.cache/\n.logs/\n";
+	if (strcmp(ws->display, ".") == 0)
+		return;
+	int fd = ws_openat(ws, ".gitignore", O_WRONLY | O_CREAT | O_EXCL, 0644);
+	if (fd < 0)
+		return; /* one is there already, or the workspace is read-only */
+	ssize_t n = write(fd, text, sizeof text - 1);
+	if (n != (ssize_t)(sizeof text - 1))
+		log_warn("workspace/.gitignore: %s", n < 0 ? strerror(errno) : "short write");
+	close(fd);
+}
+
 /* The workspace opened (or the server refuses every call, saying why);
  * --trust ends here; the policy settled against what is approved. */
 static int open_workspace(struct start *ctx)
@@ -705,6 +732,7 @@ static int open_workspace(struct start *ctx)
 		return 2;
 	}
 	venv_describe(&ctx->srv, ctx->venv_line, sizeof ctx->venv_line);
+	workspace_gitignore(&ctx->srv.ws);
 	return GO_ON;
 }
 

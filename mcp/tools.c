@@ -90,15 +90,15 @@ static const char *extra_stack(const struct server *s)
 	return found;
 }
 
-/* "numpy, pandas and matplotlib preloaded (also installed: scipy,
- * sklearn)" */
+/* "numpy, pandas and matplotlib preloaded as np, pd and plt; also
+ * installed: scipy, sklearn" */
 static void stack_text(const struct server *s, char *out, size_t n)
 {
 	const char *extra = extra_stack(s);
 	if (*extra)
-		snprintf(out, n, "numpy, pandas and matplotlib preloaded; also installed: %s", extra + 2);
+		snprintf(out, n, "numpy, pandas and matplotlib.pyplot preloaded as np, pd and plt; also installed: %s", extra + 2);
 	else
-		snprintf(out, n, "numpy, pandas and matplotlib preloaded");
+		snprintf(out, n, "numpy, pandas and matplotlib.pyplot preloaded as np, pd and plt");
 }
 
 /* What the policy lets the code touch, for the model: "the project is

@@ -50,7 +50,7 @@ void outbuf_reset(struct outbuf *ob, const char *log_rel)
 	ob->log_written = 0;
 	ob->log_tail_pos = 0;
 	ob->head_len = ob->tail_pos = 0;
-	ob->total_bytes = ob->total_chars = ob->bad_bytes = ob->text_run = 0;
+	ob->total_bytes = ob->total_chars = ob->bad_bytes = ob->text_run = ob->text_first = 0;
 	ob->last_len = 0;
 	ob->line_done = false;
 	ob->last_line[0] = 0;
@@ -165,14 +165,17 @@ static void log_open(struct outbuf *ob)
  * counts too, a bias of a few bytes), NUL and the controls that text does
  * not use (tab, newline, carriage return, backspace, form feed and the
  * escape of colours are text's). */
-static size_t binary_bytes(const unsigned char *p, size_t len, size_t *after_last)
+static size_t binary_bytes(const unsigned char *p, size_t len, size_t *first, size_t *after_last)
 {
 	size_t bad = 0;
 	*after_last = 0;
+	*first = len;
 	for (size_t i = 0; i < len;) {
 		uint32_t cp;
 		size_t n = utf8_decode(p + i, len - i, &cp);
 		if (n == 0 || (cp < 0x20 && !strchr("\t\n\r\b\f\x1b", (int)cp))) {
+			if (!bad)
+				*first = i;
 			bad++;
 			n = 1;
 			*after_last = i + 1;
@@ -185,9 +188,11 @@ static size_t binary_bytes(const unsigned char *p, size_t len, size_t *after_las
 void outbuf_feed(struct outbuf *ob, const unsigned char *data, size_t len)
 {
 	ob->total_chars += utf8_chars((const char *)data, len);
+	size_t first_bad, after;
+	size_t bad = binary_bytes(data, len, &first_bad, &after);
+	if (!ob->bad_bytes)
+		ob->text_first = ob->total_bytes + first_bad;
 	ob->total_bytes += len;
-	size_t after;
-	size_t bad = binary_bytes(data, len, &after);
 	ob->bad_bytes += bad;
 	ob->text_run = bad ? len - after : ob->text_run + len;
 
@@ -289,9 +294,26 @@ static char *text_after_binary(const struct outbuf *ob)
 	return s;
 }
 
+/* The whole lines of text written before the first binary byte (what the
+ * cell said before the dump), at most the first BINARY_TEXT_MAX characters
+ * of them, escaped; NULL when there is no whole line.  They are at the
+ * start of the head, which holds the first bytes of the output. */
+static char *text_before_binary(const struct outbuf *ob)
+{
+	size_t n = ob->text_first < ob->head_len ? (size_t)ob->text_first : ob->head_len;
+	const unsigned char *nl = n ? memrchr(ob->head, '\n', n) : NULL;
+	if (!nl)
+		return NULL;
+	size_t len;
+	char *s = text_for_model(ob->head, (size_t)(nl - ob->head) + 1, true, &len);
+	if (s)
+		s[utf8_prefix(s, len, BINARY_TEXT_MAX)] = 0;
+	return s;
+}
+
 /* Binary output (an image written to stdout, os.urandom): thousands of
  * escapes would tell the model nothing; it is told the size and where the
- * bytes are, and the text written after them. */
+ * bytes are, between the text written before them and after them. */
 static char *binary_summary(struct outbuf *ob, char **shown)
 {
 	log_open(ob);
@@ -299,10 +321,13 @@ static char *binary_summary(struct outbuf *ob, char **shown)
 	log_close(ob);
 	if (saved)
 		*shown = log_shown(ob);
-	char *after = text_after_binary(ob);
-	char *sum = xasprintf("[%llu bytes of binary output (not text); %s%s]\n%s%s", ob->total_bytes,
+	char *before = text_before_binary(ob), *after = text_after_binary(ob);
+	size_t bl = before ? strlen(before) : 0;
+	char *sum = xasprintf("%s%s[%llu bytes of binary output (not text); %s%s]\n%s%s", before ? before : "",
+			      bl && before[bl - 1] != '\n' ? "\n" : "", ob->total_bytes,
 			      saved ? "the bytes are in " : "the bytes could not be saved", saved ? *shown : "",
 			      after ? "the text written after them:\n" : "", after ? after : "");
+	free(before);
 	free(after);
 	return sum;
 }

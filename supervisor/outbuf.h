@@ -24,6 +24,7 @@ struct outbuf {
 	unsigned long long total_bytes, total_chars;
 	unsigned long long bad_bytes;  /* bytes no text holds (outbuf_binary) */
 	unsigned long long text_run;   /* bytes fed since the last of those */
+	unsigned long long text_first; /* bytes fed before the first of those */
 	int log_fd;                /* -1 until needed */
 	bool log_failed;
 	unsigned long long log_cap;     /* bytes the log file may hold */
@@ -53,7 +54,9 @@ void outbuf_feed(struct outbuf *ob, const unsigned char *data, size_t len);
  * run's out_log or err_log.  A run of the same code again writes a log of
  * its own, so two texts of the same output differ only there: what the
  * replay's comparison of outputs leaves out.  Binary output (outbuf_binary)
- * is one line saying how many bytes and which log file holds them. */
+ * is one line saying how many bytes and which log file holds them, with
+ * the lines of text written before the bytes above it and those written
+ * after them below it. */
 char *outbuf_finish(struct outbuf *ob, bool *truncated, char **shown);
 
 /* Whether the output so far is binary rather than text: at least 16 bytes,

@@ -34,12 +34,16 @@ async function oneRun(h, bin, { structured, negotiation, era, version }) {
   try {
     // 1. Install the skill and register the server as the README says.
     await installSkill(h, who, proj);
-    const serverArgs = ["--root", proj, ...(structured ? ["--structured-content"] : [])];
+    // No --root, as the README registers it: the client starts the server
+    // in the project (Claude Code also sets CLAUDE_PROJECT_DIR), and a
+    // project-scope .mcp.json is shared by everyone who checks it out.
+    const serverArgs = structured ? ["--structured-content"] : [];
     const add = await run(claude, ["mcp", "add", "--scope", "project", NAME, "--", bin, ...serverArgs], { cwd: proj, env, timeout: 60000 });
     h.check(`${who}: 'claude mcp add --scope project' succeeds`, add.code === 0, add.stdout + add.stderr);
     let mcpJson = null;
     try { mcpJson = JSON.parse(fs.readFileSync(path.join(proj, ".mcp.json"), "utf8")); } catch {}
     h.check(`${who}: .mcp.json names the server`, mcpJson?.mcpServers?.[NAME]?.command === bin, JSON.stringify(mcpJson));
+    h.check(`${who}: .mcp.json holds no path of this user's project`, !JSON.stringify(mcpJson).includes(proj), JSON.stringify(mcpJson));
 
     if (!structured) {
       // What approving the project's servers in the trust dialog records.

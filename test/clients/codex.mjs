@@ -37,7 +37,10 @@ async function oneRun(h, bin, { structured, modern = false }) {
   const env = cleanEnv({ HOME: home, CODEX_HOME: codexHome, MOCK_API_KEY: "dummy" });
   try {
     await installSkill(h, who, proj);
-    const serverArgs = ["--root", proj, ...(structured ? ["--structured-content"] : [])];
+    // No --root, as the README registers it: the client starts the server
+    // in the project (Claude Code also sets CLAUDE_PROJECT_DIR), and a
+    // project-scope .mcp.json is shared by everyone who checks it out.
+    const serverArgs = structured ? ["--structured-content"] : [];
     const provider = [
       `model = ${toml(modern ? FALLBACK_MODEL : MODEL)}`,
       `model_provider = "mock"`,

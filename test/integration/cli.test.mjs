@@ -146,5 +146,9 @@ describe('make install-skill', () => {
 		const s = run(['--root', proj]);
 		assert.equal(s.status, 0, s.stderr);
 		assert.ok(s.stderr.includes(want), s.stderr);
+		// The way out is one an installed server has (no Makefile there).
+		assert.ok(c.stdout.includes(`cp '${proj}/${AGENTS}' '${proj}/${REL}'`), c.stdout);
+		assert.ok(c.stdout.includes(`python-sandbox-mcp-install-skill --force '${proj}'`), c.stdout);
+		assert.doesNotMatch(c.stdout, /make install-skill/);
 	});
 });

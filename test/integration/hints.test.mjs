@@ -142,3 +142,24 @@ describe('a relative write into the read-only project root', () => {
 		assert.match(body, /never a bare name such as `ans\.png`/);
 	});
 });
+
+describe('a secret under the project', () => {
+	test('reading .env is refused with a hint that never says to copy it into the workspace', { timeout: 60000 }, async (t) => {
+		// Not under /tmp, where the jail's private /tmp would cover the project.
+		const root = fs.realpathSync(fs.mkdtempSync('/var/tmp/psm-hint-secret-'));
+		fs.chmodSync(root, 0o755);
+		t.after(() => fs.rmSync(root, { recursive: true, force: true }));
+		writeFile(root, '.env', 'API_KEY=TOP-SECRET-CANARY\n');
+		const h = await startClient(root, { structured: true });
+		try {
+			const r = await execPy(h, 'open(".env").read()');
+			assert.equal(r.sc.error?.denied_by, 'fs_read', show(r.sc));
+			assert.doesNotMatch(r.sc.error.hint, /put input files/, r.sc.error.hint);
+			assert.match(r.sc.error.hint, /secrets .* Do not copy such a file into workspace\//, r.sc.error.hint);
+			// A file outside the project still gets the way to bring one in.
+			const out = await execPy(h, 'open("/var/tmp/psm-surely-not-here/data.csv").read()');
+			assert.equal(out.sc.error?.denied_by, 'fs_read', show(out.sc));
+			assert.match(out.sc.error.hint, /put input files in workspace\//, out.sc.error.hint);
+		} finally { await h.close(); }
+	});
+});

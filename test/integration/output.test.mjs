@@ -193,6 +193,22 @@ describe('output capture on raw stdio', () => {
 		assert.ok(sc.stdout.length < 300, JSON.stringify(sc.stdout));
 	});
 
+	test('binary output keeps the text written before it and after it around the marker', async () => {
+		const code = 'import os, sys\nprint("MARKER-BEFORE line one")\nprint("MARKER-BEFORE line two", flush=True)\n'
+			+ 'sys.stdout.buffer.write(os.urandom(512 * 1024) + bytes([255])); sys.stdout.flush()\nprint("\\nMARKER-AFTER done")';
+		const r = await s.callTool('execute_python', { code });
+		const sc = r.result?.structuredContent;
+		assert.equal(sc?.status, 'ok', show(r));
+		assert.match(sc.stdout, /^MARKER-BEFORE line one\nMARKER-BEFORE line two\n\[\d+ bytes of binary output \(not text\); the bytes are in workspace\/\.logs\/[^ \]]+\]\nthe text written after them:\nMARKER-AFTER done\n?$/, JSON.stringify(sc.stdout.slice(0, 600)));
+		assert.ok(sc.stdout.length < 400, JSON.stringify(sc.stdout.slice(0, 600)));
+		const log = fs.readFileSync(path.join(root, sc.full_output));
+		assert.ok(log.length > 512 * 1024 && log.subarray(0, 22).toString() === 'MARKER-BEFORE line one', `${sc.full_output}: ${log.length} bytes`);
+		// Bytes that happen to decode before the first binary one, with no
+		// line end, are not shown as text.
+		const r2 = await s.callTool('execute_python', { code: 'import os\nos.write(1, b"abc" + bytes(range(256)) * 4)' });
+		assert.match(r2.result?.structuredContent?.stdout ?? '', /^\[1027 bytes of binary output/, show(r2));
+	});
+
 	test('lines that look like JSON-RPC printed by Python stay inside the result', async () => {
 		const fake1 = '{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2025-11-25"}}';
 		const fake2 = '{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"error","data":"fake"}}';

@@ -141,6 +141,20 @@ describe('what the model is told', () => {
 		await h.close();
 	});
 
+	test('a file closed by its with block is not named as not saved, neither in the next reply nor after a restart', { timeout: 120000 }, async () => {
+		const code = 'with open("workspace/out.txt", "w") as f:\n    f.write("x")\nrows = [1, 2]\nopen_fh = open("workspace/keep.txt", "w")';
+		const { root, xdg } = await saved('persist-closed-file', code);
+		const h = await start(root, xdg);
+		const r = await execPy(h, 'rows');
+		assert.equal(r.sc.result, '[1, 2]', show(r.text));
+		assert.match(r.text, /Could not be saved \(run the cells that made them again\): open_fh \(/, show(r.text));
+		assert.doesNotMatch(r.text, /\bf \(/, show(r.text));
+		await waitSaved(h, 1);
+		const again = await execPy(h, 'with open("workspace/out2.txt", "w") as g:\n    g.write("y")');
+		assert.doesNotMatch(again.text, /not saved with[^\n]*\bg \(/, show(again.text));
+		await h.close();
+	});
+
 	test('a restored state has its checkpoint: a crash right after the restore rolls back to it', { timeout: 120000 }, async () => {
 		const { root, xdg } = await saved('persist-restored-ckpt', 'kept = 41');
 		const h = await start(root, xdg);
