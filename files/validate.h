@@ -31,6 +31,26 @@ const char *vkind_name(enum vkind k);
  * .md .log ... -> text; anything else -> any. */
 enum vkind vkind_from_path(const char *path);
 
+/* Bounds on the checks' own work, which hostile bytes cannot push (the
+ * file itself is read into memory by the caller, within its own budget):
+ * - SVG: expat's every allocation is counted; one check may hold
+ *   VALIDATE_MEM_CHECK bytes, all the checks of the server's threads at
+ *   once VALIDATE_MEM_SERVER; elements nest at most SVG_MAX_DEPTH deep;
+ *   the file is fed to the parser SVG_PIECE bytes at a time.
+ * - JSON: checked by a scanner that builds no tree and allocates nothing
+ *   that grows with the file; arrays and objects nest at most
+ *   JSON_MAX_DEPTH deep.
+ * - PNG, JPEG, CSV, text: walked in place, nothing allocated.
+ * A file past a bound fails its check, with a detail naming the bound. */
+#define VALIDATE_MEM_CHECK (64u << 20)
+#define VALIDATE_MEM_SERVER (128u << 20)
+#define SVG_MAX_DEPTH 256
+#define SVG_PIECE (1u << 20)
+#define JSON_MAX_DEPTH 1000
+
+/* What the checks running now hold of VALIDATE_MEM_SERVER (for tests). */
+size_t validate_mem_in_use(void);
+
 /* Validates a whole file's content.  The size check (min_bytes) is done
  * here too. */
 void validate_buffer(const struct vspec *spec, const unsigned char *buf, size_t len, struct vresult *r);
