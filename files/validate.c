@@ -534,6 +534,13 @@ struct vmem {
 static _Thread_local struct vmem *vmem_cur;
 /* What the checks of every thread hold together. */
 static _Atomic size_t vmem_total;
+static size_t vmem_cap_check = VALIDATE_MEM_CHECK, vmem_cap_server = VALIDATE_MEM_SERVER;
+
+void validate_set_mem_bounds(size_t per_check, size_t all_checks)
+{
+	vmem_cap_check = per_check && per_check < VALIDATE_MEM_CHECK ? per_check : VALIDATE_MEM_CHECK;
+	vmem_cap_server = all_checks && all_checks < VALIDATE_MEM_SERVER ? all_checks : VALIDATE_MEM_SERVER;
+}
 
 /* A block is its size, then the bytes: 16 bytes keep malloc's alignment. */
 #define VMEM_HDR 16
@@ -541,13 +548,13 @@ static _Atomic size_t vmem_total;
 static bool vmem_take(size_t n)
 {
 	struct vmem *m = vmem_cur;
-	if (!m || n > VALIDATE_MEM_CHECK - m->used) {
+	if (!m || n > vmem_cap_check - m->used) {
 		if (m)
 			m->refused = true;
 		return false;
 	}
 	size_t t = atomic_fetch_add(&vmem_total, n);
-	if (t + n > VALIDATE_MEM_SERVER || t + n < t) {
+	if (t + n > vmem_cap_server || t + n < t) {
 		atomic_fetch_sub(&vmem_total, n);
 		m->refused = m->server_refused = true;
 		return false;
@@ -699,7 +706,7 @@ static void check_svg(const unsigned char *b, size_t len, struct vresult *r)
 	if (!x.p) {
 		vmem_cur = NULL;
 		setd(r, false, "The SVG was not checked: the server could not set up its parser within its memory for "
-			       "checks (%u MiB for all checks at once); verify it again.", VALIDATE_MEM_SERVER >> 20);
+			       "checks (%u MiB for all checks at once); verify it again.", (unsigned)(vmem_cap_server >> 20));
 		return;
 	}
 	XML_SetUserData(x.p, &x);
@@ -738,11 +745,11 @@ static void check_svg(const unsigned char *b, size_t len, struct vresult *r)
 	if (mem.refused || code == XML_ERROR_NO_MEMORY) {
 		if (mem.server_refused)
 			setd(r, false, "The SVG is too large to check in memory now: the checks running at once may hold %u MiB "
-				       "in all and others hold most of it; verify it again.", VALIDATE_MEM_SERVER >> 20);
+				       "in all and others hold most of it; verify it again.", (unsigned)(vmem_cap_server >> 20));
 		else
 			setd(r, false, "The SVG is too large to check in memory: parsing it needs more than the %u MiB one "
 				       "check may use (at line %lu); write a smaller image (fewer elements, shorter attributes) or "
-				       "verify it with kind \"any\".", VALIDATE_MEM_CHECK >> 20, line);
+				       "verify it with kind \"any\".", (unsigned)(vmem_cap_check >> 20), line);
 		return;
 	}
 	if (x.bad_root) {

@@ -48,8 +48,12 @@ enum vkind vkind_from_path(const char *path);
 #define SVG_PIECE (1u << 20)
 #define JSON_MAX_DEPTH 1000
 
-/* What the checks running now hold of VALIDATE_MEM_SERVER (for tests). */
+/* What the checks running now hold of the server-wide bound (for tests). */
 size_t validate_mem_in_use(void);
+/* Lowers the two memory bounds (0: back to the defaults above), so that
+ * the fuzzer and the tests reach the refusals with small inputs.  Set
+ * before any check runs; never raises them past the defaults. */
+void validate_set_mem_bounds(size_t per_check, size_t all_checks);
 
 /* Validates a whole file's content.  The size check (min_bytes) is done
  * here too. */
