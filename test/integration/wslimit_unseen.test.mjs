@@ -32,30 +32,31 @@ function duMB(p) {
 
 for (const [mode, who] of modes) {
 	describe(`max_workspace_mb fails closed (${mode}, as ${who})`, () => {
-		let h, root;
+		let h, root, skill, env, as;
 		before(async () => {
 			root = path.join(newProject(`wsunseen-${who}`, { privateDir: true }), 'proj');
 			const text = SKILL.replace('max_workspace_mb: 4096', 'max_workspace_mb: 20')
 				.replace('fs_write: workspace', 'fs_write: [workspace, results]');
-			const skill = writeFile(root, 'policy/SKILL.md', text);
+			skill = writeFile(root, 'policy/SKILL.md', text);
 			fs.mkdirSync(path.join(root, 'results'));
 			fs.mkdirSync(path.join(root, 'workspace', 'outputs'), { recursive: true });
 			// fs_write outside the workspace loosens the built-in policy:
 			// approved (--trust) in a store of the test's own.
 			const cfg = path.join(path.dirname(root), 'cfg');
 			fs.mkdirSync(cfg, { mode: 0o700 });
-			const env = { XDG_CONFIG_HOME: cfg, HOME: cfg };
+			env = { XDG_CONFIG_HOME: cfg, HOME: cfg };
 			if (who === 'nobody') spawnSync('chown', ['-R', '65534:65534', path.dirname(root)]);
 			// nobody runs copies it can reach (the checkout may be private).
 			const nobody = who === 'nobody';
 			const bin = nobody ? reachableArgv()[0] : BIN;
 			const server = mode === 'namespaces' ? [bin] : nobody ? reachableArgv([DOCKERRUN]) : [DOCKERRUN, BIN];
-			const as = (argv) => (nobody ? ['setpriv', [...NOBODY, ...argv]] : [argv[0], argv.slice(1)]);
+			as = (argv) => (nobody ? ['setpriv', [...NOBODY, ...argv]] : [argv[0], argv.slice(1)]);
 			const [tc, ta] = as([bin, '--trust', '--yes', '--root', root, '--skill', skill]);
 			const t = spawnSync(tc, ta, { encoding: 'utf8', input: '', env: { PATH: process.env.PATH, ...env } });
 			assert.equal(t.status, 0, t.stdout + t.stderr);
 			const [command, commandArgs] = as(server);
 			h = await startClient(root, { structured: true, args: ['--skill', skill], env, command, commandArgs });
+			h.bin = bin;
 		});
 		after(async () => { await h?.close(); });
 
@@ -116,6 +117,14 @@ for (const [mode, who] of modes) {
 				() => fs.rmSync(path.join(root, 'results', 'r.bin'), { force: true }),
 				async () => assert.equal(fs.statSync(path.join(root, 'results', 'r.bin')).size, 300 * 1024 * 1024));
 			assert.equal((await execPy(h, 'open("results/small.txt", "w").write("ok")')).sc.status, 'ok');
+		});
+
+		// (Once per user: --check starts a session of its own.)
+		if (mode === 'namespaces' || who === 'nobody') test('--check says that results/ counts against max_workspace_mb', { timeout: 180000 }, () => {
+			const [c, a] = as([h.bin, '--check', '--root', root, '--skill', skill]);
+			const r = spawnSync(c, a, { encoding: 'utf8', input: '', timeout: 170000, env: { PATH: process.env.PATH, ...env } });
+			assert.ok(r.stdout.includes(`fs_write  counted       ${root}/results (outside the workspace) counts with the workspace against max_workspace_mb (20 MB)`),
+				r.stdout + r.stderr);
 		});
 
 		if (who === 'nobody') {
