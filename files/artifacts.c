@@ -576,3 +576,11 @@ void art_limit_usage(const struct workspace *ws, bool with_ws, const char *const
 		art_usage_add(u, &d);
 	}
 }
+
+void art_limit_measure(const struct workspace *ws, const char *scratch, const char *const *fs_write, size_t n,
+		       struct art_usage *u)
+{
+	char **outside = art_outside_dirs(ws, scratch, fs_write, n);
+	art_limit_usage(ws, true, (const char *const *)outside, scratch && *scratch, u, NULL);
+	art_dirs_free(outside);
+}

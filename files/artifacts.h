@@ -143,4 +143,14 @@ void art_dirs_free(char **dirs);
 void art_limit_usage(const struct workspace *ws, bool with_ws, const char *const *outside, bool has_scratch,
 		     struct art_usage *u, unsigned long long *scratch_bytes);
 
+/* One measurement of all that max_workspace_mb bounds (the workspace, the
+ * scratch directory or NULL, the n fs_write directories), for code run
+ * outside the calls' own snapshots (a replayed run): compare u->charged
+ * before and after as the end-of-call check does (each file by the larger
+ * of its size and its blocks); u->unseen set counts as over the limit
+ * (art_unseen_text(u->unseen, "", u->where, ...) says why).  It walks:
+ * call it off the loop. */
+void art_limit_measure(const struct workspace *ws, const char *scratch, const char *const *fs_write, size_t n,
+		       struct art_usage *u);
+
 #endif

@@ -621,6 +621,16 @@ static void *vmem_realloc(void *q, size_t n)
 
 static const XML_Memory_Handling_Suite vmem_suite = { vmem_malloc, vmem_realloc, vmem_free };
 
+/* A bound for a detail: "64 MiB" (or "48 KiB" when lowered for tests). */
+static const char *bound_text(size_t n, char *buf, size_t sz)
+{
+	if (n >= (1u << 20))
+		snprintf(buf, sz, "%zu MiB", n >> 20);
+	else
+		snprintf(buf, sz, "%zu KiB", n >> 10);
+	return buf;
+}
+
 size_t validate_mem_in_use(void)
 {
 	return atomic_load(&vmem_total);
@@ -701,12 +711,13 @@ static void check_svg(const unsigned char *b, size_t len, struct vresult *r)
 	}
 	struct vmem mem = { 0 };
 	struct svg_ctx x = { 0 };
+	char bt[32];
 	vmem_cur = &mem;
 	x.p = XML_ParserCreate_MM("UTF-8", &vmem_suite, NULL);
 	if (!x.p) {
 		vmem_cur = NULL;
 		setd(r, false, "The SVG was not checked: the server could not set up its parser within its memory for "
-			       "checks (%u MiB for all checks at once); verify it again.", (unsigned)(vmem_cap_server >> 20));
+			       "checks (%s for all checks at once); verify it again.", bound_text(vmem_cap_server, bt, sizeof bt));
 		return;
 	}
 	XML_SetUserData(x.p, &x);
@@ -744,12 +755,12 @@ static void check_svg(const unsigned char *b, size_t len, struct vresult *r)
 	}
 	if (mem.refused || code == XML_ERROR_NO_MEMORY) {
 		if (mem.server_refused)
-			setd(r, false, "The SVG is too large to check in memory now: the checks running at once may hold %u MiB "
-				       "in all and others hold most of it; verify it again.", (unsigned)(vmem_cap_server >> 20));
+			setd(r, false, "The SVG is too large to check in memory now: the checks running at once may hold %s "
+				       "in all and others hold most of it; verify it again.", bound_text(vmem_cap_server, bt, sizeof bt));
 		else
-			setd(r, false, "The SVG is too large to check in memory: parsing it needs more than the %u MiB one "
+			setd(r, false, "The SVG is too large to check in memory: parsing it needs more than the %s one "
 				       "check may use (at line %lu); write a smaller image (fewer elements, shorter attributes) or "
-				       "verify it with kind \"any\".", (unsigned)(vmem_cap_check >> 20), line);
+				       "verify it with kind \"any\".", bound_text(vmem_cap_check, bt, sizeof bt), line);
 		return;
 	}
 	if (x.bad_root) {

@@ -440,10 +440,8 @@ static void test_outside_dirs(void **state)
 	fd = open(big, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	assert_int_equal(ftruncate(fd, 100L << 20), 0);
 	close(fd);
-	v = art_outside_dirs(&f->ws, NULL, fsw + 4, 1);
 	struct art_usage u;
-	art_limit_usage(&f->ws, true, (const char *const *)v, false, &u, NULL);
-	art_dirs_free(v);
+	art_limit_measure(&f->ws, NULL, fsw + 4, 1, &u);
 	assert_int_equal(u.unseen, 0);
 	assert_true(u.charged >= (400ull << 20));
 	assert_true(u.charged < (401ull << 20));
