@@ -348,7 +348,8 @@ static void scan_done(struct job *j, bool abandoned)
 		memset(&sj->list, 0, sizeof sj->list);
 		c->before_taken = true;
 		/* A list the walk could not finish counts whole (scan_extra). */
-		c->extra_before = sj->list.unseen ? sj->extra - art_list_bytes(&sj->list) : sj->extra;
+		unsigned long long listed = art_list_bytes(&c->before);
+		c->extra_before = c->before.unseen ? (sj->extra > listed ? sj->extra - listed : 0) : sj->extra;
 	}
 	void (*then)(struct run *, void *) = sj->then;
 	void *arg = sj->arg;
