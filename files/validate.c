@@ -6,6 +6,8 @@
  * on input (JSON nesting is a stack of JSON_MAX_DEPTH bytes), and every detail quotes input
  * only through esc_bytes(). */
 #include "validate.h"
+#include "vdetail.h"
+#include "validate_json.h"
 
 #include <expat.h>
 #include <limits.h>
@@ -22,34 +24,6 @@
 #include <string.h>
 #include <strings.h>
 
-/* ---- small helpers ---------------------------------------------------- */
-
-static void setd(struct vresult *r, bool ok, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void setd(struct vresult *r, bool ok, const char *fmt, ...)
-{
-	va_list ap;
-
-	r->ok = ok;
-	va_start(ap, fmt);
-	vsnprintf(r->detail, sizeof r->detail, fmt, ap);
-	va_end(ap);
-}
-
-/* Appends to r->detail, silently stopping at its end. */
-static void appendd(struct vresult *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void appendd(struct vresult *r, const char *fmt, ...)
-{
-	size_t n = strlen(r->detail);
-	va_list ap;
-
-	if (n + 1 >= sizeof r->detail)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(r->detail + n, sizeof r->detail - n, fmt, ap);
-	va_end(ap);
-}
-
-
 static uint32_t be32(const unsigned char *p)
 {
 	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
@@ -60,11 +34,6 @@ static unsigned be16(const unsigned char *p)
 	return (unsigned)p[0] << 8 | p[1];
 }
 
-static bool starts(const unsigned char *p, size_t len, const char *lit)
-{
-	size_t n = strlen(lit);
-	return len >= n && memcmp(p, lit, n) == 0;
-}
 
 static bool starts_ci(const unsigned char *p, size_t len, const char *lit)
 {
@@ -72,36 +41,32 @@ static bool starts_ci(const unsigned char *p, size_t len, const char *lit)
 	return len >= n && strncasecmp((const char *)p, lit, n) == 0;
 }
 
-static bool is_ws(unsigned char c)
-{
-	return c == ' ' || c == '\t' || c == '\r' || c == '\n';
-}
 
 /* What the bytes look like, for hints when they are not what was asked. */
 static const char *sniff(const unsigned char *b, size_t len)
 {
-	if (starts(b, len, "\x89PNG\r\n\x1a\n"))
+	if (vr_starts(b, len, "\x89PNG\r\n\x1a\n"))
 		return "a PNG image";
 	if (len >= 3 && b[0] == 0xff && b[1] == 0xd8 && b[2] == 0xff)
 		return "a JPEG image";
-	if (starts(b, len, "GIF87a") || starts(b, len, "GIF89a"))
+	if (vr_starts(b, len, "GIF87a") || vr_starts(b, len, "GIF89a"))
 		return "a GIF image";
-	if (len >= 12 && starts(b, len, "RIFF") && memcmp(b + 8, "WEBP", 4) == 0)
+	if (len >= 12 && vr_starts(b, len, "RIFF") && memcmp(b + 8, "WEBP", 4) == 0)
 		return "a WebP image";
-	if (starts(b, len, "%PDF-"))
+	if (vr_starts(b, len, "%PDF-"))
 		return "a PDF document";
-	if (starts(b, len, "PK\x03\x04"))
+	if (vr_starts(b, len, "PK\x03\x04"))
 		return "a ZIP archive (or .xlsx/.docx)";
-	if (starts(b, len, "\x93NUMPY"))
+	if (vr_starts(b, len, "\x93NUMPY"))
 		return "a NumPy .npy array";
-	if (starts(b, len, "PAR1"))
+	if (vr_starts(b, len, "PAR1"))
 		return "a Parquet file";
-	size_t i = starts(b, len, "\xef\xbb\xbf") ? 3 : 0;
-	while (i < len && is_ws(b[i]))
+	size_t i = vr_starts(b, len, "\xef\xbb\xbf") ? 3 : 0;
+	while (i < len && vr_is_ws(b[i]))
 		i++;
 	if (starts_ci(b + i, len - i, "<!doctype html") || starts_ci(b + i, len - i, "<html"))
 		return "an HTML page";
-	if (starts(b + i, len - i, "<svg") || starts(b + i, len - i, "<?xml"))
+	if (vr_starts(b + i, len - i, "<svg") || vr_starts(b + i, len - i, "<?xml"))
 		return "an SVG or XML document";
 	if (i < len && (b[i] == '{' || b[i] == '['))
 		return "JSON text";
@@ -114,9 +79,9 @@ static void hint_sniff(struct vresult *r, const unsigned char *b, size_t len, co
 	char q[64];
 
 	if (s)
-		appendd(r, " It looks like %s: write a real %s or verify it with the matching kind.", s, what);
+		vr_append(r, " It looks like %s: write a real %s or verify it with the matching kind.", s, what);
 	else if (len)
-		appendd(r, " It starts with \"%s\".", esc_bytes(q, sizeof q, b, len, 16));
+		vr_append(r, " It starts with \"%s\".", esc_bytes(q, sizeof q, b, len, 16));
 }
 
 /* ---- kinds, extensions, MIME types ------------------------------------ */
@@ -245,7 +210,7 @@ static void check_png(const unsigned char *b, size_t len, struct vresult *r)
 	char t[8];
 
 	if (len < 8 || memcmp(b, png_sig, 8) != 0) {
-		setd(r, false, "Not a PNG: the file does not start with the 8-byte PNG signature.");
+		vr_set(r, false, "Not a PNG: the file does not start with the 8-byte PNG signature.");
 		hint_sniff(r, b, len, "PNG (e.g. plt.savefig('x.png'))");
 		return;
 	}
@@ -257,7 +222,7 @@ static void check_png(const unsigned char *b, size_t len, struct vresult *r)
 	}
 	while (pos < len) {
 		if (len - pos < 12) {
-			setd(r, false, "The PNG is truncated: it ends %zu bytes into a chunk header at offset %zu; "
+			vr_set(r, false, "The PNG is truncated: it ends %zu bytes into a chunk header at offset %zu; "
 				       "make sure the file is completely written and closed.", len - pos, pos);
 			return;
 		}
@@ -266,14 +231,14 @@ static void check_png(const unsigned char *b, size_t len, struct vresult *r)
 		for (int k = 0; k < 4; k++)
 			if (!((type[k] >= 'A' && type[k] <= 'Z') || (type[k] >= 'a' && type[k] <= 'z'))) {
 				char q[4 * 4 + 8]; /* four \xNN, "..." and the NUL */
-				setd(r, false, "The PNG is corrupt: the chunk at offset %zu has an invalid type \"%s\".", pos,
+				vr_set(r, false, "The PNG is corrupt: the chunk at offset %zu has an invalid type \"%s\".", pos,
 				     esc_bytes(q, sizeof q, type, 4, 4));
 				return;
 			}
 		memcpy(t, type, 4);
 		t[4] = '\0';
 		if (clen > 0x7fffffffu || clen > len - pos - 12) {
-			setd(r, false, "The PNG is truncated: the %s chunk at offset %zu needs %u bytes of data but only %zu "
+			vr_set(r, false, "The PNG is truncated: the %s chunk at offset %zu needs %u bytes of data but only %zu "
 				       "remain; make sure the file is completely written and closed.", t, pos, clen,
 			     len - pos - 12);
 			return;
@@ -283,34 +248,34 @@ static void check_png(const unsigned char *b, size_t len, struct vresult *r)
 			crc = crctab[(crc ^ b[pos + 4 + k]) & 0xff] ^ (crc >> 8);
 		crc ^= 0xffffffffu;
 		if (crc != be32(b + pos + 8 + clen)) {
-			setd(r, false, "The PNG is corrupt: the %s chunk at offset %zu fails its CRC check.", t, pos);
+			vr_set(r, false, "The PNG is corrupt: the %s chunk at offset %zu fails its CRC check.", t, pos);
 			return;
 		}
 		if (nchunks == 0) {
 			if (strcmp(t, "IHDR") != 0) {
-				setd(r, false, "The PNG is corrupt: its first chunk is %s, where IHDR (the image header) must come first.", t);
+				vr_set(r, false, "The PNG is corrupt: its first chunk is %s, where IHDR (the image header) must come first.", t);
 				return;
 			}
 			if (clen != 13) {
-				setd(r, false, "The PNG is corrupt: its IHDR chunk has %u bytes instead of 13.", clen);
+				vr_set(r, false, "The PNG is corrupt: its IHDR chunk has %u bytes instead of 13.", clen);
 				return;
 			}
 			const unsigned char *d = b + pos + 8;
 			uint32_t w = be32(d), h = be32(d + 4);
 			if (w == 0 || h == 0 || w > 0x7fffffffu || h > 0x7fffffffu) {
-				setd(r, false, "The PNG header gives an invalid size of %ux%u pixels; width and height must be at least 1.",
+				vr_set(r, false, "The PNG header gives an invalid size of %ux%u pixels; width and height must be at least 1.",
 				     w, h);
 				return;
 			}
 			if (!png_depth_ok(d[9], d[8]) || d[10] != 0 || d[11] != 0 || d[12] > 1) {
-				setd(r, false, "The PNG header is invalid (colour type %u, bit depth %u, compression %u, filter %u, "
+				vr_set(r, false, "The PNG header is invalid (colour type %u, bit depth %u, compression %u, filter %u, "
 					       "interlace %u).", d[9], d[8], d[10], d[11], d[12]);
 				return;
 			}
 			r->width = w;
 			r->height = h;
 		} else if (strcmp(t, "IHDR") == 0) {
-			setd(r, false, "The PNG is corrupt: it has a second IHDR chunk at offset %zu.", pos);
+			vr_set(r, false, "The PNG is corrupt: it has a second IHDR chunk at offset %zu.", pos);
 			return;
 		}
 		if (strcmp(t, "IDAT") == 0)
@@ -323,24 +288,24 @@ static void check_png(const unsigned char *b, size_t len, struct vresult *r)
 		}
 	}
 	if (nchunks == 0) {
-		setd(r, false, "The PNG has a signature and nothing else: the file is truncated.");
+		vr_set(r, false, "The PNG has a signature and nothing else: the file is truncated.");
 		return;
 	}
 	if (!iend) {
-		setd(r, false, "The PNG has no IEND chunk (%zu chunks, %zu bytes): it is truncated or was not closed; "
+		vr_set(r, false, "The PNG has no IEND chunk (%zu chunks, %zu bytes): it is truncated or was not closed; "
 			       "write it completely (plt.savefig, then close the figure) and verify again.", nchunks, len);
 		return;
 	}
 	if (idat == 0) {
-		setd(r, false, "The PNG has no IDAT chunk: it holds no pixel data.");
+		vr_set(r, false, "The PNG has no IDAT chunk: it holds no pixel data.");
 		return;
 	}
 	if (pos != len) {
-		setd(r, false, "The PNG has %zu bytes of data after its IEND chunk: two writes into one file? "
+		vr_set(r, false, "The PNG has %zu bytes of data after its IEND chunk: two writes into one file? "
 			       "Write the image once to a fresh file.", len - pos);
 		return;
 	}
-	setd(r, true, "PNG image, %ux%u pixels, %zu bytes.", r->width, r->height, len);
+	vr_set(r, true, "PNG image, %ux%u pixels, %zu bytes.", r->width, r->height, len);
 }
 
 /* ---- JPEG ------------------------------------------------------------- */
@@ -360,7 +325,7 @@ static bool jpeg_walk(const unsigned char *b, size_t len, unsigned *pw, unsigned
 
 	if (len < 4 || b[0] != 0xff || b[1] != 0xd8) {
 		if (r) {
-			setd(r, false, "Not a JPEG: the file does not start with the SOI marker (FF D8).");
+			vr_set(r, false, "Not a JPEG: the file does not start with the SOI marker (FF D8).");
 			hint_sniff(r, b, len, "JPEG (e.g. plt.savefig('x.jpg'))");
 		}
 		return false;
@@ -391,13 +356,13 @@ static bool jpeg_walk(const unsigned char *b, size_t len, unsigned *pw, unsigned
 		}
 		if (pos >= len) {
 			if (r)
-				setd(r, false, "The JPEG is truncated: it ends without the EOI marker (FF D9) after %zu bytes; "
+				vr_set(r, false, "The JPEG is truncated: it ends without the EOI marker (FF D9) after %zu bytes; "
 					       "make sure the file is completely written and closed.", len);
 			return false;
 		}
 		if (b[pos] != 0xff) {
 			if (r)
-				setd(r, false, "The JPEG is corrupt: a marker was expected at offset %zu, found byte 0x%02x.", pos, b[pos]);
+				vr_set(r, false, "The JPEG is corrupt: a marker was expected at offset %zu, found byte 0x%02x.", pos, b[pos]);
 			return false;
 		}
 		size_t mpos = pos;
@@ -409,14 +374,14 @@ static bool jpeg_walk(const unsigned char *b, size_t len, unsigned *pw, unsigned
 		if (m == 0xd9) { /* EOI */
 			if (!have_sof) {
 				if (r)
-					setd(r, false, "The JPEG has no frame header (SOF marker): it gives no image size.");
+					vr_set(r, false, "The JPEG has no frame header (SOF marker): it gives no image size.");
 				return false;
 			}
 			break;
 		}
 		if (m == 0xd8 || m == 0x00) {
 			if (r)
-				setd(r, false, "The JPEG is corrupt: unexpected marker FF %02X at offset %zu.", m, mpos);
+				vr_set(r, false, "The JPEG is corrupt: unexpected marker FF %02X at offset %zu.", m, mpos);
 			return false;
 		}
 		if ((m >= 0xd0 && m <= 0xd7) || m == 0x01)
@@ -429,9 +394,9 @@ static bool jpeg_walk(const unsigned char *b, size_t len, unsigned *pw, unsigned
 		if (seg < 2 || seg > len - pos) {
 			if (r) {
 				if (seg < 2)
-					setd(r, false, "The JPEG is corrupt: the segment FF %02X at offset %zu has length %u.", m, mpos, seg);
+					vr_set(r, false, "The JPEG is corrupt: the segment FF %02X at offset %zu has length %u.", m, mpos, seg);
 				else
-					setd(r, false, "The JPEG is truncated: the segment FF %02X at offset %zu needs %u bytes but only "
+					vr_set(r, false, "The JPEG is truncated: the segment FF %02X at offset %zu needs %u bytes but only "
 						       "%zu remain; make sure the file is completely written and closed.",
 					     m, mpos, seg, len - pos);
 			}
@@ -441,19 +406,19 @@ static bool jpeg_walk(const unsigned char *b, size_t len, unsigned *pw, unsigned
 			if (have_sof) {
 				/* Two frame headers: viewers disagree on the size. */
 				if (r)
-					setd(r, false, "The JPEG has two frame headers (SOF markers): it is not one well-formed image; write it again.");
+					vr_set(r, false, "The JPEG has two frame headers (SOF markers): it is not one well-formed image; write it again.");
 				return false;
 			}
 			if (seg < 8) {
 				if (r)
-					setd(r, false, "The JPEG is corrupt: its frame header (FF %02X) is only %u bytes long.", m, seg);
+					vr_set(r, false, "The JPEG is corrupt: its frame header (FF %02X) is only %u bytes long.", m, seg);
 				return false;
 			}
 			h = be16(b + pos + 3);
 			w = be16(b + pos + 5);
 			if (w == 0 || h == 0) {
 				if (r)
-					setd(r, false, "The JPEG frame header gives an invalid size of %ux%u pixels.", w, h);
+					vr_set(r, false, "The JPEG frame header gives an invalid size of %ux%u pixels.", w, h);
 				return false;
 			}
 			have_sof = true;
@@ -467,7 +432,7 @@ static bool jpeg_walk(const unsigned char *b, size_t len, unsigned *pw, unsigned
 		if (m == 0xda) { /* SOS */
 			if (!have_sof) {
 				if (r)
-					setd(r, false, "The JPEG is corrupt: image data (SOS) comes before the frame header (SOF).");
+					vr_set(r, false, "The JPEG is corrupt: image data (SOS) comes before the frame header (SOF).");
 				return false;
 			}
 			in_scan = true;
@@ -482,7 +447,7 @@ static bool jpeg_walk(const unsigned char *b, size_t len, unsigned *pw, unsigned
 		if (b[k] != 0)
 			tail++;
 	if (tail) {
-		setd(r, false, "The JPEG has %zu bytes of data after its EOI marker: two writes into one file? "
+		vr_set(r, false, "The JPEG has %zu bytes of data after its EOI marker: two writes into one file? "
 			       "Write the image once to a fresh file.", len - pos);
 		return false;
 	}
@@ -490,7 +455,7 @@ static bool jpeg_walk(const unsigned char *b, size_t len, unsigned *pw, unsigned
 	r->height = h;
 	*pw = w;
 	*ph = h;
-	setd(r, true, "JPEG image, %ux%u pixels (%s), %zu bytes.", w, h, progressive ? "progressive" : "baseline", len);
+	vr_set(r, true, "JPEG image, %ux%u pixels (%s), %zu bytes.", w, h, progressive ? "progressive" : "baseline", len);
 	return true;
 }
 
@@ -501,13 +466,6 @@ bool jpeg_size(const unsigned char *buf, size_t len, unsigned *w, unsigned *h)
 
 /* ---- SVG -------------------------------------------------------------- */
 
-static const unsigned char *find(const unsigned char *p, const unsigned char *end, const char *lit)
-{
-	size_t n = strlen(lit);
-	if ((size_t)(end - p) < n)
-		return NULL;
-	return memmem(p, (size_t)(end - p), lit, n);
-}
 
 /* The SVG is parsed as XML by expat.  Expat never loads external entities
  * (no handler is set for them) and, since 2.4, stops entity expansion that
@@ -691,20 +649,20 @@ static void check_svg(const unsigned char *b, size_t len, struct vresult *r)
 {
 	const unsigned char *p = b, *end = b + len;
 
-	if (starts(p, len, "\xfe\xff") || starts(p, len, "\xff\xfe")) {
-		setd(r, false, "The SVG is encoded in UTF-16: write it as UTF-8.");
+	if (vr_starts(p, len, "\xfe\xff") || vr_starts(p, len, "\xff\xfe")) {
+		vr_set(r, false, "The SVG is encoded in UTF-16: write it as UTF-8.");
 		return;
 	}
-	if (starts(p, len, "\xef\xbb\xbf"))
+	if (vr_starts(p, len, "\xef\xbb\xbf"))
 		p += 3;
-	while (p < end && is_ws(*p))
+	while (p < end && vr_is_ws(*p))
 		p++;
 	if (p >= end) {
-		setd(r, false, "Not an SVG: the file has no root element (it holds only white space).");
+		vr_set(r, false, "Not an SVG: the file has no root element (it holds only white space).");
 		return;
 	}
 	if (*p != '<') {
-		setd(r, false, "Not an SVG: text comes before the root element at offset %zu; an SVG file starts "
+		vr_set(r, false, "Not an SVG: text comes before the root element at offset %zu; an SVG file starts "
 			       "with '<svg' (after an optional XML declaration).", (size_t)(p - b));
 		hint_sniff(r, b, len, "SVG (e.g. plt.savefig('x.svg'))");
 		return;
@@ -716,7 +674,7 @@ static void check_svg(const unsigned char *b, size_t len, struct vresult *r)
 	x.p = XML_ParserCreate_MM("UTF-8", &vmem_suite, NULL);
 	if (!x.p) {
 		vmem_cur = NULL;
-		setd(r, false, "The SVG was not checked: the server could not set up its parser within its memory for "
+		vr_set(r, false, "The SVG was not checked: the server could not set up its parser within its memory for "
 			       "checks (%s for all checks at once); verify it again.", bound_text(vmem_cap_server, bt, sizeof bt));
 		return;
 	}
@@ -748,42 +706,42 @@ static void check_svg(const unsigned char *b, size_t len, struct vresult *r)
 		malloc_trim(0);
 
 	if (x.too_deep) {
-		setd(r, false, "The SVG nests deeper than %d elements (at line %lu), more than the server checks; an image "
+		vr_set(r, false, "The SVG nests deeper than %d elements (at line %lu), more than the server checks; an image "
 			       "written by plt.savefig nests a few levels: write it again, or verify it with kind \"any\".",
 		     SVG_MAX_DEPTH, line);
 		return;
 	}
 	if (mem.refused || code == XML_ERROR_NO_MEMORY) {
 		if (mem.server_refused)
-			setd(r, false, "The SVG is too large to check in memory now: the checks running at once may hold %s "
+			vr_set(r, false, "The SVG is too large to check in memory now: the checks running at once may hold %s "
 				       "in all and others hold most of it; verify it again.", bound_text(vmem_cap_server, bt, sizeof bt));
 		else
-			setd(r, false, "The SVG is too large to check in memory: parsing it needs more than the %s one "
+			vr_set(r, false, "The SVG is too large to check in memory: parsing it needs more than the %s one "
 				       "check may use (at line %lu); write a smaller image (fewer elements, shorter attributes) or "
 				       "verify it with kind \"any\".", bound_text(vmem_cap_check, bt, sizeof bt), line);
 		return;
 	}
 	if (x.bad_root) {
-		setd(r, false, "Not an SVG: the root element is <%s>, not <svg>.", x.root);
+		vr_set(r, false, "Not an SVG: the root element is <%s>, not <svg>.", x.root);
 		if (x.html)
-			appendd(r, " This is an HTML page; write the SVG image itself, e.g. plt.savefig('x.svg').");
+			vr_append(r, " This is an HTML page; write the SVG image itself, e.g. plt.savefig('x.svg').");
 	} else if (x.html) {
-		setd(r, false, "Not an SVG: this is an HTML page; write the SVG image itself, e.g. plt.savefig('x.svg').");
+		vr_set(r, false, "Not an SVG: this is an HTML page; write the SVG image itself, e.g. plt.savefig('x.svg').");
 	} else if (ok) {
-		setd(r, true, "SVG document (root <%s>), %zu bytes.", x.root, len);
+		vr_set(r, true, "SVG document (root <%s>), %zu bytes.", x.root, len);
 	} else if (code == XML_ERROR_JUNK_AFTER_DOC_ELEMENT) {
-		setd(r, false, "The SVG does not end with its root element: something follows </%s> at line %lu, column %lu; "
+		vr_set(r, false, "The SVG does not end with its root element: something follows </%s> at line %lu, column %lu; "
 			       "write the file again (plt.savefig) rather than appending to it.", x.root, line, col);
 	} else if (at_end && x.root_seen && !x.root_closed) {
-		setd(r, false, "The SVG does not end with </%s>: it is truncated or was not closed; write it completely "
+		vr_set(r, false, "The SVG does not end with </%s>: it is truncated or was not closed; write it completely "
 			       "(plt.savefig, then close the figure) and verify again.", x.root);
 	} else if (at_end && !x.root_seen && code == XML_ERROR_NO_ELEMENTS) {
-		setd(r, false, "Not an SVG: the file has no root element (it holds only a prolog).");
+		vr_set(r, false, "Not an SVG: the file has no root element (it holds only a prolog).");
 	} else if (at_end) {
-		setd(r, false, "The SVG is truncated: it ends inside a tag, comment or declaration (%s at line %lu); make "
+		vr_set(r, false, "The SVG is truncated: it ends inside a tag, comment or declaration (%s at line %lu); make "
 			       "sure the file is completely written and closed.", what, line);
 	} else {
-		setd(r, false, "The SVG is not well-formed XML: %s at line %lu, column %lu; write it again with plt.savefig.",
+		vr_set(r, false, "The SVG is not well-formed XML: %s at line %lu, column %lu; write it again with plt.savefig.",
 		     what, line, col);
 	}
 }
@@ -807,7 +765,7 @@ static void check_csv(const struct vspec *spec, const unsigned char *b, size_t l
 	char q[96];
 
 	if (memchr(b, 0, len)) {
-		setd(r, false, "Not a CSV: the file contains NUL bytes, so it is binary, not text.");
+		vr_set(r, false, "Not a CSV: the file contains NUL bytes, so it is binary, not text.");
 		hint_sniff(r, b, len, "CSV (e.g. df.to_csv('x.csv', index=False))");
 		return;
 	}
@@ -823,11 +781,11 @@ static void check_csv(const struct vspec *spec, const unsigned char *b, size_t l
 			if (k == len)
 				break;
 			if (ncols < 0) {
-				setd(r, false, "Line 1 of the CSV is blank: the header line must come first.");
+				vr_set(r, false, "Line 1 of the CSV is blank: the header line must come first.");
 				return;
 			}
 			if (ncols != 1) {
-				setd(r, false, "Line %ld of the CSV is blank, the header has %ld fields: remove blank lines.", rec_line, ncols);
+				vr_set(r, false, "Line %ld of the CSV is blank, the header has %ld fields: remove blank lines.", rec_line, ncols);
 				return;
 			}
 		}
@@ -837,7 +795,7 @@ static void check_csv(const struct vspec *spec, const unsigned char *b, size_t l
 				i++;
 				for (;;) {
 					if (i >= len) {
-						setd(r, false, "The CSV's quoted field that starts on line %ld is never closed: "
+						vr_set(r, false, "The CSV's quoted field that starts on line %ld is never closed: "
 							       "quotes inside a quoted field must be doubled (\"\").", qline);
 						return;
 					}
@@ -853,7 +811,7 @@ static void check_csv(const struct vspec *spec, const unsigned char *b, size_t l
 						line++;
 				}
 				if (i < len && b[i] != ',' && !at_eol(b, len, i)) {
-					setd(r, false, "Line %ld of the CSV has text after the closing quote of a field: inside a "
+					vr_set(r, false, "Line %ld of the CSV has text after the closing quote of a field: inside a "
 						       "quoted field write a quote as two quotes (\"\").", line);
 					return;
 				}
@@ -879,7 +837,7 @@ static void check_csv(const struct vspec *spec, const unsigned char *b, size_t l
 			ncols = nf;
 			/* Header width is known from here on. */
 		} else if (nf != ncols) {
-			setd(r, false, "Line %ld of the CSV has %ld field%s, the header has %ld: every row needs the same "
+			vr_set(r, false, "Line %ld of the CSV has %ld field%s, the header has %ld: every row needs the same "
 				       "number of fields (quote fields that contain commas).", rec_line, nf, nf == 1 ? "" : "s",
 			     ncols);
 			r->columns = ncols;
@@ -889,479 +847,24 @@ static void check_csv(const struct vspec *spec, const unsigned char *b, size_t l
 		}
 	}
 	if (ncols < 0) {
-		setd(r, false, "The CSV has no header line: the file is blank.");
+		vr_set(r, false, "The CSV has no header line: the file is blank.");
 		return;
 	}
 	r->rows = rows;
 	r->columns = ncols;
 	if (spec->min_rows > 0 && rows < spec->min_rows) {
-		setd(r, false, "The CSV has %ld data row%s, fewer than the %ld required (min_rows); write all the rows.",
+		vr_set(r, false, "The CSV has %ld data row%s, fewer than the %ld required (min_rows); write all the rows.",
 		     rows, rows == 1 ? "" : "s", spec->min_rows);
 		return;
 	}
-	setd(r, true, "CSV with %ld data row%s and %ld column%s.", rows, rows == 1 ? "" : "s", ncols, ncols == 1 ? "" : "s");
+	vr_set(r, true, "CSV with %ld data row%s and %ld column%s.", rows, rows == 1 ? "" : "s", ncols, ncols == 1 ? "" : "s");
 	if (ncols == 1) {
 		const unsigned char *nl = memchr(b, '\n', len);
 		size_t hl = nl ? (size_t)(nl - b) : len;
 		if (memchr(b, ';', hl) || memchr(b, '\t', hl))
-			appendd(r, " The header \"%s\" holds ';' or tabs: if that is the separator, write the file with commas.",
+			vr_append(r, " The header \"%s\" holds ';' or tabs: if that is the separator, write the file with commas.",
 				esc_bytes(q, sizeof q, b, hl, 40));
 	}
-}
-
-/* ---- JSON ------------------------------------------------------------- */
-
-/* The JSON is checked by a scanner (RFC 8259, strict) that builds no tree:
- * it keeps one byte per open array or object (at most JSON_MAX_DEPTH),
- * the top level's type and item count, and which required keys it met.
- * Attack: a 32 MiB [0,0,0,...] written by a cell was parsed into a whole
- * cJSON tree (about 64 bytes a node) and took the server from 10 MB to
- * 1.35 GB; a file of up to 256 MiB went further. */
-struct jscan {
-	const unsigned char *b;
-	size_t len, pos;
-	const char *why;            /* what was expected, on an error */
-	int depth;
-	unsigned char open[JSON_MAX_DEPTH]; /* '[' or '{' per level */
-	bool too_deep;
-	char top;                   /* the top level: o a s n b z */
-	long items;                 /* of the top-level array or object */
-	/* Required keys (top level only) and the first keys, for the detail. */
-	const struct vspec *spec;
-	bool *found;
-	char *key;                  /* the key being decoded */
-	size_t key_cap, key_len;
-	bool key_long;
-	char shown[12][96];
-	int n_shown;
-};
-
-static void jkey_put(struct jscan *j, const char *u, size_t n)
-{
-	if (!j->key)
-		return;
-	for (size_t i = 0; i < n; i++) {
-		if (j->key_len + 1 >= j->key_cap)
-			j->key_long = true;
-		else
-			j->key[j->key_len++] = u[i];
-	}
-}
-
-static int hexval(unsigned char c)
-{
-	if (c >= '0' && c <= '9') return c - '0';
-	if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-	return -1;
-}
-
-/* The code point of \uXXXX at p (the 4 hex digits), or -1. */
-static long hex4(const unsigned char *p, size_t avail)
-{
-	if (avail < 4)
-		return -1;
-	long v = 0;
-	for (int i = 0; i < 4; i++) {
-		int h = hexval(p[i]);
-		if (h < 0)
-			return -1;
-		v = v << 4 | h;
-	}
-	return v;
-}
-
-static size_t utf8_put(char *o, long cp)
-{
-	if (cp < 0x80) { o[0] = (char)cp; return 1; }
-	if (cp < 0x800) { o[0] = (char)(0xc0 | cp >> 6); o[1] = (char)(0x80 | (cp & 63)); return 2; }
-	if (cp < 0x10000) {
-		o[0] = (char)(0xe0 | cp >> 12); o[1] = (char)(0x80 | (cp >> 6 & 63)); o[2] = (char)(0x80 | (cp & 63));
-		return 3;
-	}
-	o[0] = (char)(0xf0 | cp >> 18); o[1] = (char)(0x80 | (cp >> 12 & 63));
-	o[2] = (char)(0x80 | (cp >> 6 & 63)); o[3] = (char)(0x80 | (cp & 63));
-	return 4;
-}
-
-/* A string at j->pos (its opening quote); decoded into j->key when
- * as_key.  False with j->why and j->pos at the fault. */
-static bool jstring(struct jscan *j, bool as_key)
-{
-	const unsigned char *b = j->b;
-	size_t len = j->len, i = j->pos + 1;
-	if (as_key)
-		j->key_len = 0, j->key_long = false;
-	for (;;) {
-		if (i >= len) {
-			j->pos = len;
-			j->why = "a string is never closed";
-			return false;
-		}
-		unsigned char c = b[i];
-		if (c == '"') {
-			j->pos = i + 1;
-			return true;
-		}
-		if (c < 0x20) {
-			j->pos = i;
-			j->why = "a control character inside a string must be escaped (\\n, \\t, \\u0000)";
-			return false;
-		}
-		if (c == '\\') {
-			if (len - i < 2) {
-				j->pos = len;
-				j->why = "a string is never closed";
-				return false;
-			}
-			unsigned char e = b[i + 1];
-			const char *simple = strchr("\"\\/bfnrt", e);
-			if (e && simple) {
-				static const char dec[] = "\"\\/\b\f\n\r\t";
-				if (as_key)
-					jkey_put(j, &dec[simple - "\"\\/bfnrt"], 1);
-				i += 2;
-				continue;
-			}
-			if (e != 'u') {
-				j->pos = i;
-				j->why = "an invalid escape in a string (a backslash goes before \" \\ / b f n r t or u)";
-				return false;
-			}
-			long cp = hex4(b + i + 2, len - i - 2);
-			if (cp < 0) {
-				j->pos = i;
-				j->why = "\\u must be followed by 4 hex digits";
-				return false;
-			}
-			i += 6;
-			/* A pair of surrogates is one character; a lone one is
-			 * valid JSON (Python writes it), kept as U+FFFD. */
-			if (cp >= 0xd800 && cp < 0xdc00 && len - i >= 6 && b[i] == '\\' && b[i + 1] == 'u') {
-				long lo = hex4(b + i + 2, len - i - 2);
-				if (lo >= 0xdc00 && lo < 0xe000) {
-					cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
-					i += 6;
-				}
-			}
-			if (cp >= 0xd800 && cp < 0xe000)
-				cp = 0xfffd;
-			if (as_key) {
-				char u[4];
-				jkey_put(j, u, utf8_put(u, cp));
-			}
-			continue;
-		}
-		size_t n = 1;
-		if (c >= 0x80) {
-			size_t rest = len - i > 4 ? 4 : len - i;
-			n = utf8_invalid_at(b + i, rest);
-			/* utf8_invalid_at gives how many bytes are valid: at
-			 * least one whole character is. */
-			if (n == 0 || (b[i] >= 0xc0 && n < (size_t)(b[i] >= 0xf0 ? 4 : b[i] >= 0xe0 ? 3 : 2))) {
-				j->pos = i;
-				j->why = "a string holds bytes that are not UTF-8: write the file with encoding='utf-8'";
-				return false;
-			}
-			n = b[i] >= 0xf0 ? 4 : b[i] >= 0xe0 ? 3 : 2;
-		}
-		if (as_key)
-			jkey_put(j, (const char *)b + i, n);
-		i += n;
-	}
-}
-
-static bool jdigits(const unsigned char *b, size_t len, size_t *i)
-{
-	size_t s = *i;
-	while (*i < len && b[*i] >= '0' && b[*i] <= '9')
-		(*i)++;
-	return *i > s;
-}
-
-static bool jnumber(struct jscan *j)
-{
-	const unsigned char *b = j->b;
-	size_t len = j->len, i = j->pos;
-	if (b[i] == '-')
-		i++;
-	if (i < len && b[i] == '0') {
-		i++;
-	} else if (!jdigits(b, len, &i)) {
-		j->pos = i;
-		j->why = "a digit was expected";
-		return false;
-	}
-	if (i < len && b[i] == '.') {
-		i++;
-		if (!jdigits(b, len, &i)) {
-			j->pos = i;
-			j->why = "a digit must follow the decimal point";
-			return false;
-		}
-	}
-	if (i < len && (b[i] == 'e' || b[i] == 'E')) {
-		i++;
-		if (i < len && (b[i] == '+' || b[i] == '-'))
-			i++;
-		if (!jdigits(b, len, &i)) {
-			j->pos = i;
-			j->why = "a digit must follow the exponent's e";
-			return false;
-		}
-	}
-	j->pos = i;
-	return true;
-}
-
-static void jws(struct jscan *j)
-{
-	while (j->pos < j->len && is_ws(j->b[j->pos]))
-		j->pos++;
-}
-
-/* A key at the top level: met a required one?  Shown in the detail? */
-static void jtop_key(struct jscan *j)
-{
-	const struct vspec *sp = j->spec;
-	for (size_t k = 0; j->found && k < sp->n_required_keys; k++) {
-		const char *want = sp->required_keys[k];
-		if (want && !j->key_long && strlen(want) == j->key_len && memcmp(want, j->key, j->key_len) == 0)
-			j->found[k] = true;
-	}
-	if (j->key && j->n_shown < 12)
-		esc_bytes(j->shown[j->n_shown++], sizeof j->shown[0], j->key, j->key_len, 40);
-}
-
-/* One value at j->pos, with everything nested in it, without recursion. */
-static bool jvalue(struct jscan *j)
-{
-	const unsigned char *b = j->b;
-	for (;;) {
-		/* A value. */
-		jws(j);
-		if (j->pos >= j->len) {
-			j->why = "a value was expected";
-			return false;
-		}
-		unsigned char c = b[j->pos];
-		if (j->depth == 1)
-			j->items += j->open[0] == '[';
-		if (c == '{' || c == '[') {
-			if (j->depth == 0)
-				j->top = c == '{' ? 'o' : 'a';
-			if (j->depth == JSON_MAX_DEPTH) {
-				j->too_deep = true;
-				return false;
-			}
-			j->open[j->depth++] = c;
-			j->pos++;
-			jws(j);
-			if (j->pos < j->len && b[j->pos] == (c == '{' ? '}' : ']')) {
-				j->pos++;
-				j->depth--;
-			} else if (c == '[') {
-				continue;
-			} else {
-				goto key;
-			}
-		} else if (c == '"') {
-			if (j->depth == 0)
-				j->top = 's';
-			if (!jstring(j, false))
-				return false;
-		} else if (c == '-' || (c >= '0' && c <= '9')) {
-			if (j->depth == 0)
-				j->top = 'n';
-			if (!jnumber(j))
-				return false;
-		} else {
-			static const char *const lit[] = { "true", "false", "null" };
-			size_t k = 0;
-			while (k < 3 && !starts(b + j->pos, j->len - j->pos, lit[k]))
-				k++;
-			if (k == 3) {
-				j->why = "a value was expected (an object, array, string, number, true, false or null)";
-				return false;
-			}
-			if (j->depth == 0)
-				j->top = k == 2 ? 'z' : 'b';
-			j->pos += strlen(lit[k]);
-		}
-		/* After a value: a comma, or the end of what holds it. */
-		for (;;) {
-			if (j->depth == 0)
-				return true;
-			jws(j);
-			char close = j->open[j->depth - 1] == '{' ? '}' : ']';
-			if (j->pos < j->len && b[j->pos] == close) {
-				j->pos++;
-				j->depth--;
-				continue;
-			}
-			if (j->pos >= j->len || b[j->pos] != ',') {
-				j->why = close == '}' ? "',' or '}' was expected" : "',' or ']' was expected";
-				return false;
-			}
-			j->pos++;
-			if (close == ']')
-				break;
-			jws(j);
-			goto key;
-		}
-		continue;
-key:
-		/* A key, then a colon: the value follows. */
-		if (j->pos >= j->len || b[j->pos] != '"') {
-			j->why = "a key (a string in double quotes) was expected";
-			return false;
-		}
-		if (!jstring(j, j->depth == 1))
-			return false;
-		if (j->depth == 1) {
-			j->items++;
-			jtop_key(j);
-		}
-		jws(j);
-		if (j->pos >= j->len || b[j->pos] != ':') {
-			j->why = "':' was expected after the key";
-			return false;
-		}
-		j->pos++;
-	}
-}
-
-static const char *json_type(char t)
-{
-	switch (t) {
-	case 'o': return "an object";
-	case 'a': return "an array";
-	case 's': return "a string";
-	case 'n': return "a number";
-	case 'b': return "a boolean";
-	default: return "null";
-	}
-}
-
-static void json_where(const unsigned char *b, size_t at, long *ln, long *col)
-{
-	*ln = 1;
-	*col = 1;
-	for (size_t i = 0; i < at; i++) {
-		if (b[i] == '\n') {
-			++*ln;
-			*col = 1;
-		} else {
-			++*col;
-		}
-	}
-}
-
-/* The detail of a file the scanner stopped in. */
-static void json_fault(const struct jscan *j, struct vresult *r)
-{
-	const unsigned char *b = j->b;
-	size_t len = j->len, at = j->pos > len ? len : j->pos;
-	long ln, col;
-	char q[96];
-	json_where(b, at, &ln, &col);
-	if (j->too_deep) {
-		setd(r, false, "The JSON nests arrays and objects deeper than %d levels (at line %ld, column %ld), more than "
-			       "the server checks: write a flatter structure, or verify it with kind \"any\".",
-		     JSON_MAX_DEPTH, ln, col);
-		return;
-	}
-	setd(r, false, "Invalid JSON at line %ld, column %ld (near \"%s\"): %s.", ln, col,
-	     esc_bytes(q, sizeof q, b + at, len - at, 24), j->why ? j->why : "unexpected data");
-	size_t from = at > 16 ? at - 16 : 0;
-	if (find(b + from, b + (len - at > 16 ? at + 16 : len), "NaN") ||
-	    find(b + from, b + (len - at > 16 ? at + 16 : len), "Infinity"))
-		appendd(r, " NaN and Infinity are not JSON: write null instead (json.dump(..., allow_nan=False) finds them).");
-	else if (starts(b, len, "\xef\xbb\xbf"))
-		appendd(r, " The file starts with a byte order mark: write it with encoding='utf-8', not 'utf-8-sig'.");
-	else
-		appendd(r, " Write it with json.dump and make sure the file is completely written and closed.");
-}
-
-static void check_json(const struct vspec *spec, const unsigned char *b, size_t len, struct vresult *r)
-{
-	char q[96];
-	size_t k = 0;
-
-	while (k < len && is_ws(b[k]))
-		k++;
-	if (k == len) {
-		setd(r, false, "The JSON file holds only white space: it has no value.");
-		return;
-	}
-	/* On the heap: the scanner's stack and shown keys are 2 KiB. */
-	struct jscan *j = xcalloc(1, sizeof *j);
-	j->b = b;
-	j->len = len;
-	j->spec = spec;
-	bool want_keys = spec->n_required_keys && spec->required_keys;
-	size_t longest = 0;
-	for (size_t i = 0; want_keys && i < spec->n_required_keys; i++)
-		if (spec->required_keys[i] && strlen(spec->required_keys[i]) > longest)
-			longest = strlen(spec->required_keys[i]);
-	if (want_keys) {
-		j->found = xcalloc(spec->n_required_keys, sizeof *j->found);
-		j->key_cap = (longest > 64 ? longest : 64) + 2;
-		j->key = xmalloc(j->key_cap);
-	}
-	bool ok = jvalue(j);
-	if (ok) {
-		/* One value; the rest must be white space. */
-		jws(j);
-		if (j->pos < len) {
-			long ln, col;
-			json_where(b, j->pos, &ln, &col);
-			setd(r, false, "The JSON file holds more than one value: after the first, data continues at line %ld, "
-				       "column %ld (near \"%s\"); write a single value (put several in a list).", ln, col,
-			     esc_bytes(q, sizeof q, b + j->pos, len - j->pos, 24));
-			goto out;
-		}
-	} else {
-		json_fault(j, r);
-		goto out;
-	}
-	if (want_keys) {
-		if (j->top != 'o') {
-			setd(r, false, "The JSON's top level is %s, but required_keys need an object.", json_type(j->top));
-			goto out;
-		}
-		size_t missing = 0;
-		for (size_t i = 0; i < spec->n_required_keys; i++) {
-			const char *key = spec->required_keys[i];
-			if (!key || j->found[i])
-				continue;
-			if (missing++ == 0)
-				setd(r, false, "The JSON object lacks required key%s: ", spec->n_required_keys > 1 ? "s" : "");
-			appendd(r, "%s\"%s\"", missing > 1 ? ", " : "",
-				esc_bytes(q, sizeof q, (const unsigned char *)key, strlen(key), 40));
-		}
-		if (missing) {
-			appendd(r, ". Its top-level keys are: ");
-			for (int i = 0; i < j->n_shown; i++)
-				appendd(r, "%s\"%s\"", i ? ", " : "", j->shown[i]);
-			if (j->items > j->n_shown)
-				appendd(r, ", ...");
-			if (j->items == 0)
-				appendd(r, "none (the object is empty)");
-			appendd(r, ".");
-			goto out;
-		}
-	}
-	if (j->top == 'o')
-		setd(r, true, "JSON object with %ld key%s, %zu bytes.", j->items, j->items == 1 ? "" : "s", len);
-	else if (j->top == 'a')
-		setd(r, true, "JSON array with %ld item%s, %zu bytes.", j->items, j->items == 1 ? "" : "s", len);
-	else
-		setd(r, true, "JSON value (%s), %zu bytes.", json_type(j->top), len);
-out:
-	free(j->found);
-	free(j->key);
-	free(j);
 }
 
 /* ---- text ------------------------------------------------------------- */
@@ -1381,18 +884,18 @@ static void check_text(const unsigned char *b, size_t len, struct vresult *r)
 	size_t bad = utf8_invalid_at(b, len);
 
 	if (nul && (size_t)(nul - b) <= bad) { /* utf8_invalid_at stops at a NUL too */
-		setd(r, false, "Not text: the file has a NUL byte at offset %zu (line %ld).", (size_t)(nul - b),
+		vr_set(r, false, "Not text: the file has a NUL byte at offset %zu (line %ld).", (size_t)(nul - b),
 		     line_of(b, (size_t)(nul - b)));
 		hint_sniff(r, b, len, "text file");
 		return;
 	}
 	if (bad < len) {
-		setd(r, false, "Not valid UTF-8: byte 0x%02x at offset %zu (line %ld) is not part of a UTF-8 character; "
+		vr_set(r, false, "Not valid UTF-8: byte 0x%02x at offset %zu (line %ld) is not part of a UTF-8 character; "
 			       "write the file with encoding='utf-8'.", b[bad], bad, line_of(b, bad));
 		return;
 	}
 	long lines = len ? line_of(b, len) - (b[len - 1] == '\n') : 0;
-	setd(r, true, "UTF-8 text, %ld line%s, %zu bytes.", lines, lines == 1 ? "" : "s", len);
+	vr_set(r, true, "UTF-8 text, %ld line%s, %zu bytes.", lines, lines == 1 ? "" : "s", len);
 }
 
 /* ---- entry point ------------------------------------------------------ */
@@ -1409,10 +912,10 @@ void validate_buffer(const struct vspec *spec, const unsigned char *buf, size_t 
 	}
 	if (min > 0 && len < (unsigned long)min) {
 		if (len == 0)
-			setd(r, false, "The file is empty (0 bytes); it needs at least %ld byte%s: check that the code "
+			vr_set(r, false, "The file is empty (0 bytes); it needs at least %ld byte%s: check that the code "
 				       "wrote to it and closed it.", min, min == 1 ? "" : "s");
 		else
-			setd(r, false, "The file has %zu bytes, fewer than min_bytes (%ld): it is incomplete or the "
+			vr_set(r, false, "The file has %zu bytes, fewer than min_bytes (%ld): it is incomplete or the "
 				       "wrong file.", len, min);
 		return;
 	}
@@ -1432,14 +935,14 @@ void validate_buffer(const struct vspec *spec, const unsigned char *buf, size_t 
 		check_csv(spec, buf, len, r);
 		break;
 	case VK_JSON:
-		check_json(spec, buf, len, r);
+		validate_json(spec, buf, len, r);
 		break;
 	case VK_TEXT:
 		check_text(buf, len, r);
 		break;
 	case VK_ANY:
 	default:
-		setd(r, true, "File of %zu bytes.", len);
+		vr_set(r, true, "File of %zu bytes.", len);
 		break;
 	}
 }
