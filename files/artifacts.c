@@ -19,6 +19,32 @@
 #include <unistd.h>
 #include "../common/util.h"
 
+/* The first place a walk could not see, and why (ART_UNSEEN_*). */
+static void mark_unseen(unsigned *unseen, char *where, size_t wn, unsigned why, const char *path)
+{
+	if (!*unseen) {
+		size_t l = strnlen(path, wn - 1);
+		memcpy(where, path, l);
+		where[l] = '\0';
+	}
+	*unseen |= why;
+}
+
+/* out = a "/" b (just a when b is empty), cut to n. */
+static void join_where(char *out, size_t n, const char *a, const char *b)
+{
+	char tmp[PATH_MAX + 256];
+	size_t la = strnlen(a, PATH_MAX), lb = strnlen(b, 255);
+	memcpy(tmp, a, la);
+	if (lb) {
+		tmp[la++] = '/';
+		memcpy(tmp + la, b, lb);
+	}
+	tmp[la + lb] = '\0';
+	unsigned none = 0;
+	mark_unseen(&none, out, n, 1, tmp);
+}
+
 struct walk {
 	const struct art_scan_opts *o;
 	struct art_list *out;
@@ -116,6 +142,7 @@ static int walk_dir(struct walk *w, int dfd, size_t plen, int depth)
 		size_t nl = strlen(name), sep = plen ? 1 : 0;
 		if (plen + sep + nl >= sizeof w->path) {
 			w->out->truncated = true;
+			mark_unseen(&w->out->unseen, w->out->where, sizeof w->out->where, ART_UNSEEN_NAME, w->path);
 			continue;
 		}
 		if (sep)
@@ -126,15 +153,21 @@ static int walk_dir(struct walk *w, int dfd, size_t plen, int depth)
 			continue;
 
 		struct stat st;
-		if (fstatat(dirfd(d), name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-			continue; /* removed meanwhile */
+		if (fstatat(dirfd(d), name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+			/* Removed meanwhile: gone.  Anything else: not seen. */
+			if (errno != ENOENT)
+				mark_unseen(&w->out->unseen, w->out->where, sizeof w->out->where, ART_UNSEEN_UNREADABLE, w->path);
+			continue;
+		}
 		if (S_ISDIR(st.st_mode)) {
 			if (depth + 1 >= ART_MAX_DEPTH) {
 				w->out->truncated = true;
+				mark_unseen(&w->out->unseen, w->out->where, sizeof w->out->where, ART_UNSEEN_DEPTH, w->path);
 				continue;
 			}
 			if (++w->dirs > w->max) {
 				w->out->truncated = true;
+				mark_unseen(&w->out->unseen, w->out->where, sizeof w->out->where, ART_UNSEEN_ENTRIES, w->path);
 				w->stop = true;
 				break;
 			}
@@ -142,8 +175,16 @@ static int walk_dir(struct walk *w, int dfd, size_t plen, int depth)
 			 * have become a FIFO since the stat, O_DIRECTORY fails
 			 * without opening it. */
 			int cfd = openat(dirfd(d), name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-			if (cfd < 0)
-				continue; /* swapped for a symlink or removed */
+			if (cfd < 0) {
+				/* Swapped for a symlink or removed: nothing to see.
+				 * Unreadable (mode 0): not seen, and said. */
+				if (errno != ENOENT && errno != ELOOP && errno != ENOTDIR) {
+					w->out->truncated = true;
+					mark_unseen(&w->out->unseen, w->out->where, sizeof w->out->where, ART_UNSEEN_UNREADABLE,
+						    w->path);
+				}
+				continue;
+			}
 			rc = walk_dir(w, cfd, clen, depth + 1);
 			w->path[plen] = '\0';
 			if (rc < 0 || w->stop)
@@ -153,6 +194,7 @@ static int walk_dir(struct walk *w, int dfd, size_t plen, int depth)
 				continue;
 			if (w->out->n >= w->max) {
 				w->out->truncated = true;
+				mark_unseen(&w->out->unseen, w->out->where, sizeof w->out->where, ART_UNSEEN_ENTRIES, w->path);
 				w->stop = true;
 				break;
 			}
@@ -309,69 +351,236 @@ out:
 	return rc;
 }
 
+/* ---- what trees take on disk ---------------------------------------- */
+
+void art_usage_add(struct art_usage *a, const struct art_usage *b)
+{
+	a->blocks += b->blocks;
+	a->charged += b->charged;
+	a->seen += b->seen;
+	if (!a->unseen && b->unseen)
+		memcpy(a->where, b->where, sizeof a->where);
+	a->unseen |= b->unseen;
+}
+
+const char *art_unseen_text(unsigned unseen, const char *shown, const char *where, char *buf, size_t n)
+{
+	static const struct {
+		unsigned bit;
+		const char *what;
+	} why[] = {
+		{ ART_UNSEEN_DEPTH, "directories nested deeper than 64 levels" },
+		{ ART_UNSEEN_ENTRIES, "more entries than the server walks" },
+		{ ART_UNSEEN_UNREADABLE, "a directory or file the server cannot read" },
+		{ ART_UNSEEN_NAME, "a path longer than the server handles" },
+	};
+	size_t k = 0;
+	buf[0] = '\0';
+	for (size_t i = 0; i < N_ELEMENTS(why) && k < n; i++)
+		if (unseen & why[i].bit) {
+			int r = snprintf(buf + k, n - k, "%s%s", k ? " and " : "", why[i].what);
+			k += r > 0 ? (size_t)r : 0;
+		}
+	if (unseen && k < n)
+		snprintf(buf + k, n - k, " (first at %s%s%s)", shown, *shown && where && *where ? "/" : "", where ? where : "");
+	return buf;
+}
+
 struct usage {
-	size_t seen, max;
-	unsigned long long bytes;
+	struct art_usage *u;
+	size_t max;
+	const struct stat *skip; /* a directory left out (the workspace), or NULL */
 	bool stop;
+	char path[PATH_MAX];
 };
 
-/* Sums the allocated blocks beneath the directory dfd (owned). */
-static void usage_dir(struct usage *u, int dfd, int depth)
+static void usage_mark(struct usage *w, unsigned why)
+{
+	mark_unseen(&w->u->unseen, w->u->where, sizeof w->u->where, why, w->path);
+}
+
+/* Sums what is beneath the directory dfd (owned), whose path under the
+ * tree is w->path[0..plen) (for messages only: the walk goes by fds). */
+static void usage_dir(struct usage *w, int dfd, size_t plen, int depth)
 {
 	DIR *d = fdopendir(dfd);
 	struct dirent *de;
 
 	if (!d) {
 		close(dfd);
+		usage_mark(w, ART_UNSEEN_UNREADABLE);
 		return;
 	}
-	while (!u->stop && (de = readdir(d))) {
+	while (!w->stop) {
+		errno = 0;
+		if (!(de = readdir(d))) {
+			if (errno)
+				usage_mark(w, ART_UNSEEN_UNREADABLE);
+			break;
+		}
 		const char *name = de->d_name;
 		struct stat st;
 		if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
 			continue;
-		if (++u->seen > u->max) {
-			u->stop = true;
+		size_t nl = strlen(name), sep = plen ? 1 : 0, clen = plen;
+		if (plen + sep + nl < sizeof w->path) {
+			if (sep)
+				w->path[plen] = '/';
+			memcpy(w->path + plen + sep, name, nl + 1);
+			clen = plen + sep + nl;
+		}
+		if (++w->u->seen > w->max) {
+			usage_mark(w, ART_UNSEEN_ENTRIES);
+			w->stop = true;
 			break;
 		}
-		if (fstatat(dirfd(d), name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-			continue; /* removed meanwhile */
-		u->bytes += (unsigned long long)st.st_blocks * 512u;
-		if (!S_ISDIR(st.st_mode) || depth + 1 >= ART_MAX_DEPTH)
+		if (fstatat(dirfd(d), name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+			if (errno != ENOENT) /* removed meanwhile: gone */
+				usage_mark(w, ART_UNSEEN_UNREADABLE);
+			w->path[plen] = '\0';
 			continue;
-		int cfd = openat(dirfd(d), name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-		if (cfd >= 0)
-			usage_dir(u, cfd, depth + 1);
+		}
+		unsigned long long blocks = (unsigned long long)st.st_blocks * 512u;
+		w->u->blocks += blocks;
+		w->u->charged += S_ISREG(st.st_mode) && (unsigned long long)st.st_size > blocks
+					 ? (unsigned long long)st.st_size : blocks;
+		if (S_ISDIR(st.st_mode) && !(w->skip && st.st_dev == w->skip->st_dev && st.st_ino == w->skip->st_ino)) {
+			if (depth + 1 >= ART_MAX_DEPTH) {
+				usage_mark(w, ART_UNSEEN_DEPTH);
+			} else {
+				int cfd = openat(dirfd(d), name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+				if (cfd >= 0)
+					usage_dir(w, cfd, clen, depth + 1);
+				else if (errno != ENOENT && errno != ELOOP && errno != ENOTDIR)
+					usage_mark(w, ART_UNSEEN_UNREADABLE); /* mode 0, or out of descriptors */
+			}
+		}
+		w->path[plen] = '\0';
 	}
 	closedir(d);
 }
 
-int art_dir_usage(const char *dir, size_t max_entries, unsigned long long *bytes, bool *complete)
+static void usage_walk(struct art_usage *u, int fd, size_t max_entries, const struct stat *skip)
 {
-	struct usage u = { .max = max_entries ? max_entries : 1000000 };
+	struct usage *w = xcalloc(1, sizeof *w);
+	w->u = u;
+	w->max = max_entries ? max_entries : 1000000;
+	w->skip = skip;
+	usage_dir(w, fd, 0, 0);
+	free(w);
+}
+
+int art_dir_usage(const char *dir, const struct workspace *skip_ws, size_t max_entries, struct art_usage *u)
+{
+	struct stat ws_st;
+	bool skip = skip_ws && fstat(skip_ws->dirfd, &ws_st) == 0;
 	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-	*bytes = 0;
-	*complete = false;
-	if (fd < 0)
-		return -errno;
-	usage_dir(&u, fd, 0);
-	*bytes = u.bytes;
-	*complete = !u.stop;
+	memset(u, 0, sizeof *u);
+	if (fd < 0) {
+		int rc = -errno;
+		if (rc != -ENOENT)
+			mark_unseen(&u->unseen, u->where, sizeof u->where, ART_UNSEEN_UNREADABLE, "");
+		return rc;
+	}
+	usage_walk(u, fd, max_entries, skip ? &ws_st : NULL);
 	return 0;
 }
 
-int art_disk_usage(const struct workspace *ws, size_t max_entries, unsigned long long *bytes, bool *complete,
-		   struct err *e)
+int art_ws_dir_usage(const struct workspace *ws, const char *rel, size_t max_entries, struct art_usage *u)
 {
-	struct usage u = { .max = max_entries ? max_entries : 1000000 };
-	int fd = ws_openat(ws, "", O_RDONLY | O_DIRECTORY, 0);
-
-	*bytes = 0;
-	*complete = false;
-	if (fd < 0)
-		return ws_openat_err(e, fd, "");
-	usage_dir(&u, fd, 0);
-	*bytes = u.bytes;
-	*complete = !u.stop;
+	int fd = ws_openat(ws, rel, O_RDONLY | O_DIRECTORY, 0);
+	memset(u, 0, sizeof *u);
+	if (fd < 0) {
+		if (fd != -ENOENT)
+			mark_unseen(&u->unseen, u->where, sizeof u->where, ART_UNSEEN_UNREADABLE, "");
+		return fd;
+	}
+	usage_walk(u, fd, max_entries, NULL);
 	return 0;
+}
+
+int art_disk_usage(const struct workspace *ws, size_t max_entries, struct art_usage *u, struct err *e)
+{
+	int fd = ws_openat(ws, "", O_RDONLY | O_DIRECTORY, 0);
+	memset(u, 0, sizeof *u);
+	if (fd < 0) {
+		mark_unseen(&u->unseen, u->where, sizeof u->where, ART_UNSEEN_UNREADABLE, "");
+		return ws_openat_err(e, fd, "");
+	}
+	usage_walk(u, fd, max_entries, NULL);
+	return 0;
+}
+
+char **art_outside_dirs(const struct workspace *ws, const char *scratch, const char *const *fs_write, size_t n)
+{
+	char **v = xcalloc(n + 2, sizeof *v);
+	size_t k = 0;
+	if (scratch && *scratch)
+		v[k++] = xstrdup(scratch);
+	for (size_t i = 0; i < n; i++) {
+		const char *p = fs_write[i];
+		if (!p || p[0] != '/' || path_under(p, ws->abs))
+			continue; /* counted with the workspace */
+		bool inside = false;
+		for (size_t j = 0; j < n && !inside; j++)
+			if (j != i && fs_write[j] && fs_write[j][0] == '/' && !path_under(fs_write[j], ws->abs) &&
+			    path_under(p, fs_write[j]) && (strcmp(p, fs_write[j]) != 0 || j < i))
+				inside = true; /* counted with the one that holds it */
+		if (!inside)
+			v[k++] = xstrdup(p);
+	}
+	return v;
+}
+
+char **art_dirs_dup(const char *const *dirs)
+{
+	size_t n = 0;
+	while (dirs && dirs[n])
+		n++;
+	char **v = xcalloc(n + 1, sizeof *v);
+	for (size_t i = 0; i < n; i++)
+		v[i] = xstrdup(dirs[i]);
+	return v;
+}
+
+void art_dirs_free(char **dirs)
+{
+	for (size_t i = 0; dirs && dirs[i]; i++)
+		free(dirs[i]);
+	free(dirs);
+}
+
+void art_limit_usage(const struct workspace *ws, bool with_ws, const char *const *outside, bool has_scratch,
+		     struct art_usage *u, unsigned long long *scratch_bytes)
+{
+	struct art_usage d;
+	memset(u, 0, sizeof *u);
+	if (with_ws)
+		art_disk_usage(ws, 0, u, NULL);
+	if (u->unseen) {
+		char w[sizeof u->where];
+		memcpy(w, u->where, sizeof w);
+		join_where(u->where, sizeof u->where, ws->display, w);
+	}
+	if (scratch_bytes)
+		*scratch_bytes = 0;
+	for (size_t i = 0; outside && outside[i]; i++) {
+		art_dir_usage(outside[i], ws, 0, &d);
+		if (d.unseen) {
+			char w[sizeof d.where];
+			memcpy(w, d.where, sizeof w);
+			join_where(d.where, sizeof d.where, outside[i], w);
+		}
+		if (i == 0 && has_scratch && scratch_bytes)
+			*scratch_bytes = d.blocks;
+		art_usage_add(u, &d);
+	}
+}
+
+void art_limit_measure(const struct workspace *ws, const char *scratch, const char *const *fs_write, size_t n,
+		       struct art_usage *u)
+{
+	char **outside = art_outside_dirs(ws, scratch, fs_write, n);
+	art_limit_usage(ws, true, (const char *const *)outside, scratch && *scratch, u, NULL);
+	art_dirs_free(outside);
 }

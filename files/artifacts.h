@@ -21,10 +21,21 @@ struct art_entry {
 	bool is_symlink;        /* listed, never followed */
 };
 
+/* What a walk could not see.  Whatever it is counts as over any limit on
+ * the workspace's size, never as zero (art_unseen_text says why). */
+enum {
+	ART_UNSEEN_DEPTH = 1,      /* directories nested deeper than ART_MAX_DEPTH */
+	ART_UNSEEN_ENTRIES = 2,    /* more entries than the walk visits */
+	ART_UNSEEN_UNREADABLE = 4, /* a directory or an entry it could not open or stat */
+	ART_UNSEEN_NAME = 8,       /* a path longer than PATH_MAX */
+};
+
 struct art_list {
 	struct art_entry *v;
 	size_t n, cap;
-	bool truncated;         /* stopped at max_entries */
+	bool truncated;         /* stopped at max_entries, or unseen is set */
+	unsigned unseen;        /* ART_UNSEEN_* */
+	char where[256];        /* the first place not seen (workspace-relative) */
 };
 
 struct art_scan_opts {
@@ -78,18 +89,68 @@ void art_diff(const struct art_list *before, const struct art_list *after,
  * NULL) gets the bytes read, to charge to the caller's budget. */
 int art_sha256(const struct workspace *ws, const char *rel, off_t max, char hex[65], off_t *cost, struct err *e);
 
-/* What the workspace takes on disk: the allocated blocks of everything
- * beneath it (files, directories, the server's logs), hidden or not, with
- * no symlink followed and each directory entry visited once.  Visits at
- * most max_entries entries (0: 1000000); *complete is false when it
- * stopped there, and *bytes then counts what it saw. */
-int art_disk_usage(const struct workspace *ws, size_t max_entries, unsigned long long *bytes, bool *complete,
-		   struct err *e);
+/* What a tree takes on disk, as a walk of it saw. */
+struct art_usage {
+	unsigned long long blocks;  /* the allocated blocks of every entry */
+	unsigned long long charged; /* blocks, but each regular file by the larger
+	                             * of its size and its blocks (art_list_bytes) */
+	size_t seen;                /* entries visited */
+	unsigned unseen;            /* ART_UNSEEN_*: then the sums are too low */
+	char where[256];            /* the first place not seen, under the tree */
+};
+
+/* Adds b to a (the sums, the flags, a's first place not seen or else b's). */
+void art_usage_add(struct art_usage *a, const struct art_usage *b);
+
+/* Why a walk (unseen: ART_UNSEEN_* of a usage or a list) did not see
+ * everything, for a reply: "directories nested deeper than 64 levels
+ * (first: workspace/d/d/...)" ...; `shown` names the tree ("workspace").
+ * "" when unseen is 0. */
+const char *art_unseen_text(unsigned unseen, const char *shown, const char *where, char *buf, size_t n);
+
+/* What the workspace takes on disk: everything beneath it (files,
+ * directories, the server's logs, caches and saved sessions), hidden or
+ * not, with no symlink followed and each directory entry visited once.
+ * Visits at most max_entries entries (0: 1000000).  A directory it cannot
+ * enter (too deep, unreadable) or an entry past the last it visits is
+ * marked in u->unseen, never counted as zero silently. */
+int art_disk_usage(const struct workspace *ws, size_t max_entries, struct art_usage *u, struct err *e);
+
+/* The same for a directory beneath the workspace (rel; a missing one
+ * takes nothing). */
+int art_ws_dir_usage(const struct workspace *ws, const char *rel, size_t max_entries, struct art_usage *u);
 
 /* The same for a directory outside the workspace that the sandbox writes
- * (the namespace-free mode's private temp directory): `dir` is opened
- * with no symlink in its last component.  0, or -errno when it cannot be
- * opened (*bytes 0). */
-int art_dir_usage(const char *dir, size_t max_entries, unsigned long long *bytes, bool *complete);
+ * (the namespace-free mode's private temp directory, an fs_write
+ * directory): `dir` is opened with no symlink in its last component; the
+ * workspace, where it lies beneath `dir`, is left out (skip_ws, may be
+ * NULL).  0, or -errno when it cannot be opened: then u->unseen says so,
+ * except for a directory that does not exist (it takes nothing). */
+int art_dir_usage(const char *dir, const struct workspace *skip_ws, size_t max_entries, struct art_usage *u);
+
+/* The directories outside the workspace whose disk counts with it against
+ * max_workspace_mb: scratch (may be NULL), then each of fs_write (n
+ * absolute paths) that is neither beneath the workspace (counted with it)
+ * nor beneath another one listed.  NULL-terminated, owned (art_dirs_free). */
+char **art_outside_dirs(const struct workspace *ws, const char *scratch, const char *const *fs_write, size_t n);
+char **art_dirs_dup(const char *const *dirs);
+void art_dirs_free(char **dirs);
+
+/* Everything that counts against max_workspace_mb at once: the workspace
+ * (unless with_ws is false) and the directories `outside`
+ * (art_outside_dirs).  *scratch_bytes (may be NULL) gets the blocks of the
+ * first outside directory when it is the scratch one (has_scratch). */
+void art_limit_usage(const struct workspace *ws, bool with_ws, const char *const *outside, bool has_scratch,
+		     struct art_usage *u, unsigned long long *scratch_bytes);
+
+/* One measurement of all that max_workspace_mb bounds (the workspace, the
+ * scratch directory or NULL, the n fs_write directories), for code run
+ * outside the calls' own snapshots (a replayed run): compare u->charged
+ * before and after as the end-of-call check does (each file by the larger
+ * of its size and its blocks); u->unseen set counts as over the limit
+ * (art_unseen_text(u->unseen, "", u->where, ...) says why).  It walks:
+ * call it off the loop. */
+void art_limit_measure(const struct workspace *ws, const char *scratch, const char *const *fs_write, size_t n,
+		       struct art_usage *u);
 
 #endif

@@ -3,51 +3,26 @@
  * Everything here reads bytes written by untrusted code: every read is
  * bounded by len before it happens (lengths are compared as "need > len -
  * pos", never "pos + need > len", so nothing can wrap), nothing recurses
- * on input except cJSON (nesting limit 1000), and every detail quotes input
+ * on input (JSON nesting is a stack of JSON_MAX_DEPTH bytes), and every detail quotes input
  * only through esc_bytes(). */
 #include "validate.h"
+#include "vdetail.h"
+#include "validate_json.h"
 
 #include <expat.h>
 #include <limits.h>
+#include <malloc.h>
+#include <stdatomic.h>
 
 #include "../common/escape.h"
 #include "../common/util.h"
 #include "../common/text.h"
 
-#include <cjson/cJSON.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
-
-/* ---- small helpers ---------------------------------------------------- */
-
-static void setd(struct vresult *r, bool ok, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void setd(struct vresult *r, bool ok, const char *fmt, ...)
-{
-	va_list ap;
-
-	r->ok = ok;
-	va_start(ap, fmt);
-	vsnprintf(r->detail, sizeof r->detail, fmt, ap);
-	va_end(ap);
-}
-
-/* Appends to r->detail, silently stopping at its end. */
-static void appendd(struct vresult *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void appendd(struct vresult *r, const char *fmt, ...)
-{
-	size_t n = strlen(r->detail);
-	va_list ap;
-
-	if (n + 1 >= sizeof r->detail)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(r->detail + n, sizeof r->detail - n, fmt, ap);
-	va_end(ap);
-}
-
 
 static uint32_t be32(const unsigned char *p)
 {
@@ -59,11 +34,6 @@ static unsigned be16(const unsigned char *p)
 	return (unsigned)p[0] << 8 | p[1];
 }
 
-static bool starts(const unsigned char *p, size_t len, const char *lit)
-{
-	size_t n = strlen(lit);
-	return len >= n && memcmp(p, lit, n) == 0;
-}
 
 static bool starts_ci(const unsigned char *p, size_t len, const char *lit)
 {
@@ -71,36 +41,32 @@ static bool starts_ci(const unsigned char *p, size_t len, const char *lit)
 	return len >= n && strncasecmp((const char *)p, lit, n) == 0;
 }
 
-static bool is_ws(unsigned char c)
-{
-	return c == ' ' || c == '\t' || c == '\r' || c == '\n';
-}
 
 /* What the bytes look like, for hints when they are not what was asked. */
 static const char *sniff(const unsigned char *b, size_t len)
 {
-	if (starts(b, len, "\x89PNG\r\n\x1a\n"))
+	if (vr_starts(b, len, "\x89PNG\r\n\x1a\n"))
 		return "a PNG image";
 	if (len >= 3 && b[0] == 0xff && b[1] == 0xd8 && b[2] == 0xff)
 		return "a JPEG image";
-	if (starts(b, len, "GIF87a") || starts(b, len, "GIF89a"))
+	if (vr_starts(b, len, "GIF87a") || vr_starts(b, len, "GIF89a"))
 		return "a GIF image";
-	if (len >= 12 && starts(b, len, "RIFF") && memcmp(b + 8, "WEBP", 4) == 0)
+	if (len >= 12 && vr_starts(b, len, "RIFF") && memcmp(b + 8, "WEBP", 4) == 0)
 		return "a WebP image";
-	if (starts(b, len, "%PDF-"))
+	if (vr_starts(b, len, "%PDF-"))
 		return "a PDF document";
-	if (starts(b, len, "PK\x03\x04"))
+	if (vr_starts(b, len, "PK\x03\x04"))
 		return "a ZIP archive (or .xlsx/.docx)";
-	if (starts(b, len, "\x93NUMPY"))
+	if (vr_starts(b, len, "\x93NUMPY"))
 		return "a NumPy .npy array";
-	if (starts(b, len, "PAR1"))
+	if (vr_starts(b, len, "PAR1"))
 		return "a Parquet file";
-	size_t i = starts(b, len, "\xef\xbb\xbf") ? 3 : 0;
-	while (i < len && is_ws(b[i]))
+	size_t i = vr_starts(b, len, "\xef\xbb\xbf") ? 3 : 0;
+	while (i < len && vr_is_ws(b[i]))
 		i++;
 	if (starts_ci(b + i, len - i, "<!doctype html") || starts_ci(b + i, len - i, "<html"))
 		return "an HTML page";
-	if (starts(b + i, len - i, "<svg") || starts(b + i, len - i, "<?xml"))
+	if (vr_starts(b + i, len - i, "<svg") || vr_starts(b + i, len - i, "<?xml"))
 		return "an SVG or XML document";
 	if (i < len && (b[i] == '{' || b[i] == '['))
 		return "JSON text";
@@ -113,9 +79,9 @@ static void hint_sniff(struct vresult *r, const unsigned char *b, size_t len, co
 	char q[64];
 
 	if (s)
-		appendd(r, " It looks like %s: write a real %s or verify it with the matching kind.", s, what);
+		vr_append(r, " It looks like %s: write a real %s or verify it with the matching kind.", s, what);
 	else if (len)
-		appendd(r, " It starts with \"%s\".", esc_bytes(q, sizeof q, b, len, 16));
+		vr_append(r, " It starts with \"%s\".", esc_bytes(q, sizeof q, b, len, 16));
 }
 
 /* ---- kinds, extensions, MIME types ------------------------------------ */
@@ -244,7 +210,7 @@ static void check_png(const unsigned char *b, size_t len, struct vresult *r)
 	char t[8];
 
 	if (len < 8 || memcmp(b, png_sig, 8) != 0) {
-		setd(r, false, "Not a PNG: the file does not start with the 8-byte PNG signature.");
+		vr_set(r, false, "Not a PNG: the file does not start with the 8-byte PNG signature.");
 		hint_sniff(r, b, len, "PNG (e.g. plt.savefig('x.png'))");
 		return;
 	}
@@ -256,7 +222,7 @@ static void check_png(const unsigned char *b, size_t len, struct vresult *r)
 	}
 	while (pos < len) {
 		if (len - pos < 12) {
-			setd(r, false, "The PNG is truncated: it ends %zu bytes into a chunk header at offset %zu; "
+			vr_set(r, false, "The PNG is truncated: it ends %zu bytes into a chunk header at offset %zu; "
 				       "make sure the file is completely written and closed.", len - pos, pos);
 			return;
 		}
@@ -265,14 +231,14 @@ static void check_png(const unsigned char *b, size_t len, struct vresult *r)
 		for (int k = 0; k < 4; k++)
 			if (!((type[k] >= 'A' && type[k] <= 'Z') || (type[k] >= 'a' && type[k] <= 'z'))) {
 				char q[4 * 4 + 8]; /* four \xNN, "..." and the NUL */
-				setd(r, false, "The PNG is corrupt: the chunk at offset %zu has an invalid type \"%s\".", pos,
+				vr_set(r, false, "The PNG is corrupt: the chunk at offset %zu has an invalid type \"%s\".", pos,
 				     esc_bytes(q, sizeof q, type, 4, 4));
 				return;
 			}
 		memcpy(t, type, 4);
 		t[4] = '\0';
 		if (clen > 0x7fffffffu || clen > len - pos - 12) {
-			setd(r, false, "The PNG is truncated: the %s chunk at offset %zu needs %u bytes of data but only %zu "
+			vr_set(r, false, "The PNG is truncated: the %s chunk at offset %zu needs %u bytes of data but only %zu "
 				       "remain; make sure the file is completely written and closed.", t, pos, clen,
 			     len - pos - 12);
 			return;
@@ -282,34 +248,34 @@ static void check_png(const unsigned char *b, size_t len, struct vresult *r)
 			crc = crctab[(crc ^ b[pos + 4 + k]) & 0xff] ^ (crc >> 8);
 		crc ^= 0xffffffffu;
 		if (crc != be32(b + pos + 8 + clen)) {
-			setd(r, false, "The PNG is corrupt: the %s chunk at offset %zu fails its CRC check.", t, pos);
+			vr_set(r, false, "The PNG is corrupt: the %s chunk at offset %zu fails its CRC check.", t, pos);
 			return;
 		}
 		if (nchunks == 0) {
 			if (strcmp(t, "IHDR") != 0) {
-				setd(r, false, "The PNG is corrupt: its first chunk is %s, where IHDR (the image header) must come first.", t);
+				vr_set(r, false, "The PNG is corrupt: its first chunk is %s, where IHDR (the image header) must come first.", t);
 				return;
 			}
 			if (clen != 13) {
-				setd(r, false, "The PNG is corrupt: its IHDR chunk has %u bytes instead of 13.", clen);
+				vr_set(r, false, "The PNG is corrupt: its IHDR chunk has %u bytes instead of 13.", clen);
 				return;
 			}
 			const unsigned char *d = b + pos + 8;
 			uint32_t w = be32(d), h = be32(d + 4);
 			if (w == 0 || h == 0 || w > 0x7fffffffu || h > 0x7fffffffu) {
-				setd(r, false, "The PNG header gives an invalid size of %ux%u pixels; width and height must be at least 1.",
+				vr_set(r, false, "The PNG header gives an invalid size of %ux%u pixels; width and height must be at least 1.",
 				     w, h);
 				return;
 			}
 			if (!png_depth_ok(d[9], d[8]) || d[10] != 0 || d[11] != 0 || d[12] > 1) {
-				setd(r, false, "The PNG header is invalid (colour type %u, bit depth %u, compression %u, filter %u, "
+				vr_set(r, false, "The PNG header is invalid (colour type %u, bit depth %u, compression %u, filter %u, "
 					       "interlace %u).", d[9], d[8], d[10], d[11], d[12]);
 				return;
 			}
 			r->width = w;
 			r->height = h;
 		} else if (strcmp(t, "IHDR") == 0) {
-			setd(r, false, "The PNG is corrupt: it has a second IHDR chunk at offset %zu.", pos);
+			vr_set(r, false, "The PNG is corrupt: it has a second IHDR chunk at offset %zu.", pos);
 			return;
 		}
 		if (strcmp(t, "IDAT") == 0)
@@ -322,24 +288,24 @@ static void check_png(const unsigned char *b, size_t len, struct vresult *r)
 		}
 	}
 	if (nchunks == 0) {
-		setd(r, false, "The PNG has a signature and nothing else: the file is truncated.");
+		vr_set(r, false, "The PNG has a signature and nothing else: the file is truncated.");
 		return;
 	}
 	if (!iend) {
-		setd(r, false, "The PNG has no IEND chunk (%zu chunks, %zu bytes): it is truncated or was not closed; "
+		vr_set(r, false, "The PNG has no IEND chunk (%zu chunks, %zu bytes): it is truncated or was not closed; "
 			       "write it completely (plt.savefig, then close the figure) and verify again.", nchunks, len);
 		return;
 	}
 	if (idat == 0) {
-		setd(r, false, "The PNG has no IDAT chunk: it holds no pixel data.");
+		vr_set(r, false, "The PNG has no IDAT chunk: it holds no pixel data.");
 		return;
 	}
 	if (pos != len) {
-		setd(r, false, "The PNG has %zu bytes of data after its IEND chunk: two writes into one file? "
+		vr_set(r, false, "The PNG has %zu bytes of data after its IEND chunk: two writes into one file? "
 			       "Write the image once to a fresh file.", len - pos);
 		return;
 	}
-	setd(r, true, "PNG image, %ux%u pixels, %zu bytes.", r->width, r->height, len);
+	vr_set(r, true, "PNG image, %ux%u pixels, %zu bytes.", r->width, r->height, len);
 }
 
 /* ---- JPEG ------------------------------------------------------------- */
@@ -359,7 +325,7 @@ static bool jpeg_walk(const unsigned char *b, size_t len, unsigned *pw, unsigned
 
 	if (len < 4 || b[0] != 0xff || b[1] != 0xd8) {
 		if (r) {
-			setd(r, false, "Not a JPEG: the file does not start with the SOI marker (FF D8).");
+			vr_set(r, false, "Not a JPEG: the file does not start with the SOI marker (FF D8).");
 			hint_sniff(r, b, len, "JPEG (e.g. plt.savefig('x.jpg'))");
 		}
 		return false;
@@ -390,13 +356,13 @@ static bool jpeg_walk(const unsigned char *b, size_t len, unsigned *pw, unsigned
 		}
 		if (pos >= len) {
 			if (r)
-				setd(r, false, "The JPEG is truncated: it ends without the EOI marker (FF D9) after %zu bytes; "
+				vr_set(r, false, "The JPEG is truncated: it ends without the EOI marker (FF D9) after %zu bytes; "
 					       "make sure the file is completely written and closed.", len);
 			return false;
 		}
 		if (b[pos] != 0xff) {
 			if (r)
-				setd(r, false, "The JPEG is corrupt: a marker was expected at offset %zu, found byte 0x%02x.", pos, b[pos]);
+				vr_set(r, false, "The JPEG is corrupt: a marker was expected at offset %zu, found byte 0x%02x.", pos, b[pos]);
 			return false;
 		}
 		size_t mpos = pos;
@@ -408,14 +374,14 @@ static bool jpeg_walk(const unsigned char *b, size_t len, unsigned *pw, unsigned
 		if (m == 0xd9) { /* EOI */
 			if (!have_sof) {
 				if (r)
-					setd(r, false, "The JPEG has no frame header (SOF marker): it gives no image size.");
+					vr_set(r, false, "The JPEG has no frame header (SOF marker): it gives no image size.");
 				return false;
 			}
 			break;
 		}
 		if (m == 0xd8 || m == 0x00) {
 			if (r)
-				setd(r, false, "The JPEG is corrupt: unexpected marker FF %02X at offset %zu.", m, mpos);
+				vr_set(r, false, "The JPEG is corrupt: unexpected marker FF %02X at offset %zu.", m, mpos);
 			return false;
 		}
 		if ((m >= 0xd0 && m <= 0xd7) || m == 0x01)
@@ -428,9 +394,9 @@ static bool jpeg_walk(const unsigned char *b, size_t len, unsigned *pw, unsigned
 		if (seg < 2 || seg > len - pos) {
 			if (r) {
 				if (seg < 2)
-					setd(r, false, "The JPEG is corrupt: the segment FF %02X at offset %zu has length %u.", m, mpos, seg);
+					vr_set(r, false, "The JPEG is corrupt: the segment FF %02X at offset %zu has length %u.", m, mpos, seg);
 				else
-					setd(r, false, "The JPEG is truncated: the segment FF %02X at offset %zu needs %u bytes but only "
+					vr_set(r, false, "The JPEG is truncated: the segment FF %02X at offset %zu needs %u bytes but only "
 						       "%zu remain; make sure the file is completely written and closed.",
 					     m, mpos, seg, len - pos);
 			}
@@ -440,19 +406,19 @@ static bool jpeg_walk(const unsigned char *b, size_t len, unsigned *pw, unsigned
 			if (have_sof) {
 				/* Two frame headers: viewers disagree on the size. */
 				if (r)
-					setd(r, false, "The JPEG has two frame headers (SOF markers): it is not one well-formed image; write it again.");
+					vr_set(r, false, "The JPEG has two frame headers (SOF markers): it is not one well-formed image; write it again.");
 				return false;
 			}
 			if (seg < 8) {
 				if (r)
-					setd(r, false, "The JPEG is corrupt: its frame header (FF %02X) is only %u bytes long.", m, seg);
+					vr_set(r, false, "The JPEG is corrupt: its frame header (FF %02X) is only %u bytes long.", m, seg);
 				return false;
 			}
 			h = be16(b + pos + 3);
 			w = be16(b + pos + 5);
 			if (w == 0 || h == 0) {
 				if (r)
-					setd(r, false, "The JPEG frame header gives an invalid size of %ux%u pixels.", w, h);
+					vr_set(r, false, "The JPEG frame header gives an invalid size of %ux%u pixels.", w, h);
 				return false;
 			}
 			have_sof = true;
@@ -466,7 +432,7 @@ static bool jpeg_walk(const unsigned char *b, size_t len, unsigned *pw, unsigned
 		if (m == 0xda) { /* SOS */
 			if (!have_sof) {
 				if (r)
-					setd(r, false, "The JPEG is corrupt: image data (SOS) comes before the frame header (SOF).");
+					vr_set(r, false, "The JPEG is corrupt: image data (SOS) comes before the frame header (SOF).");
 				return false;
 			}
 			in_scan = true;
@@ -481,7 +447,7 @@ static bool jpeg_walk(const unsigned char *b, size_t len, unsigned *pw, unsigned
 		if (b[k] != 0)
 			tail++;
 	if (tail) {
-		setd(r, false, "The JPEG has %zu bytes of data after its EOI marker: two writes into one file? "
+		vr_set(r, false, "The JPEG has %zu bytes of data after its EOI marker: two writes into one file? "
 			       "Write the image once to a fresh file.", len - pos);
 		return false;
 	}
@@ -489,7 +455,7 @@ static bool jpeg_walk(const unsigned char *b, size_t len, unsigned *pw, unsigned
 	r->height = h;
 	*pw = w;
 	*ph = h;
-	setd(r, true, "JPEG image, %ux%u pixels (%s), %zu bytes.", w, h, progressive ? "progressive" : "baseline", len);
+	vr_set(r, true, "JPEG image, %ux%u pixels (%s), %zu bytes.", w, h, progressive ? "progressive" : "baseline", len);
 	return true;
 }
 
@@ -500,22 +466,137 @@ bool jpeg_size(const unsigned char *buf, size_t len, unsigned *w, unsigned *h)
 
 /* ---- SVG -------------------------------------------------------------- */
 
-static const unsigned char *find(const unsigned char *p, const unsigned char *end, const char *lit)
-{
-	size_t n = strlen(lit);
-	if ((size_t)(end - p) < n)
-		return NULL;
-	return memmem(p, (size_t)(end - p), lit, n);
-}
 
 /* The SVG is parsed as XML by expat.  Expat never loads external entities
  * (no handler is set for them) and, since 2.4, stops entity expansion that
  * amplifies the input (the "billion laughs" file a hostile cell could
  * write to stall the server).  What is checked on top: UTF-8 (not UTF-16),
- * a root element svg (with or without a prefix), not an HTML page. */
+ * a root element svg (with or without a prefix), not an HTML page.
+ *
+ * Bounds that the bytes cannot push (validate.h): every byte expat
+ * allocates goes through vmem_* below, which refuses past
+ * VALIDATE_MEM_CHECK for this check and past VALIDATE_MEM_SERVER for all
+ * the checks the server's threads run at once; elements nest at most
+ * SVG_MAX_DEPTH deep; the file is fed in pieces, so expat's own buffer
+ * holds one piece and the token that spans it, never a copy of the file.
+ * Attack: '<svg>' + '<a>' * N (no element closed) written by a cell made
+ * expat allocate per open element: a 32 MiB file took the server from
+ * 10 MB to 1.65 GB, a 255 MiB one to 13 GB, and a 64 MiB one got it
+ * OOM-killed in a 2304 MiB pod, every session with it. */
+struct vmem {
+	size_t used, peak;
+	bool refused, server_refused;
+};
+
+/* The check running on this thread (expat's allocator has no argument). */
+static _Thread_local struct vmem *vmem_cur;
+/* What the checks of every thread hold together. */
+static _Atomic size_t vmem_total;
+static size_t vmem_cap_check = VALIDATE_MEM_CHECK, vmem_cap_server = VALIDATE_MEM_SERVER;
+
+void validate_set_mem_bounds(size_t per_check, size_t all_checks)
+{
+	vmem_cap_check = per_check && per_check < VALIDATE_MEM_CHECK ? per_check : VALIDATE_MEM_CHECK;
+	vmem_cap_server = all_checks && all_checks < VALIDATE_MEM_SERVER ? all_checks : VALIDATE_MEM_SERVER;
+}
+
+/* A block is its size, then the bytes: 16 bytes keep malloc's alignment. */
+#define VMEM_HDR 16
+
+static bool vmem_take(size_t n)
+{
+	struct vmem *m = vmem_cur;
+	if (!m || n > vmem_cap_check - m->used) {
+		if (m)
+			m->refused = true;
+		return false;
+	}
+	size_t t = atomic_fetch_add(&vmem_total, n);
+	if (t + n > vmem_cap_server || t + n < t) {
+		atomic_fetch_sub(&vmem_total, n);
+		m->refused = m->server_refused = true;
+		return false;
+	}
+	m->used += n;
+	if (m->used > m->peak)
+		m->peak = m->used;
+	return true;
+}
+
+static void vmem_give(size_t n)
+{
+	atomic_fetch_sub(&vmem_total, n);
+	if (vmem_cur)
+		vmem_cur->used -= n;
+}
+
+static void *vmem_malloc(size_t n)
+{
+	if (n > SIZE_MAX - VMEM_HDR || !vmem_take(n + VMEM_HDR))
+		return NULL;
+	unsigned char *p = malloc(n + VMEM_HDR);
+	if (!p) {
+		vmem_give(n + VMEM_HDR);
+		return NULL;
+	}
+	memcpy(p, &n, sizeof n);
+	return p + VMEM_HDR;
+}
+
+static void vmem_free(void *q)
+{
+	if (!q)
+		return;
+	unsigned char *p = (unsigned char *)q - VMEM_HDR;
+	size_t n;
+	memcpy(&n, p, sizeof n);
+	free(p);
+	vmem_give(n + VMEM_HDR);
+}
+
+static void *vmem_realloc(void *q, size_t n)
+{
+	if (!q)
+		return vmem_malloc(n);
+	unsigned char *p = (unsigned char *)q - VMEM_HDR;
+	size_t old;
+	memcpy(&old, p, sizeof old);
+	if (n > SIZE_MAX - VMEM_HDR)
+		return NULL;
+	if (n > old && !vmem_take(n - old))
+		return NULL;
+	unsigned char *np = realloc(p, n + VMEM_HDR);
+	if (!np) {
+		if (n > old)
+			vmem_give(n - old);
+		return NULL;
+	}
+	if (n < old)
+		vmem_give(old - n);
+	memcpy(np, &n, sizeof n);
+	return np + VMEM_HDR;
+}
+
+static const XML_Memory_Handling_Suite vmem_suite = { vmem_malloc, vmem_realloc, vmem_free };
+
+/* A bound for a detail: "64 MiB" (or "48 KiB" when lowered for tests). */
+static const char *bound_text(size_t n, char *buf, size_t sz)
+{
+	if (n >= (1u << 20))
+		snprintf(buf, sz, "%zu MiB", n >> 20);
+	else
+		snprintf(buf, sz, "%zu KiB", n >> 10);
+	return buf;
+}
+
+size_t validate_mem_in_use(void)
+{
+	return atomic_load(&vmem_total);
+}
+
 struct svg_ctx {
 	XML_Parser p;
-	bool root_seen, root_closed, bad_root, html;
+	bool root_seen, root_closed, bad_root, html, too_deep;
 	int depth;
 	char root[96];
 };
@@ -539,7 +620,10 @@ static void XMLCALL svg_start(void *data, const XML_Char *name, const XML_Char *
 			XML_StopParser(x->p, XML_FALSE);
 		}
 	}
-	x->depth++;
+	if (++x->depth > SVG_MAX_DEPTH) {
+		x->too_deep = true;
+		XML_StopParser(x->p, XML_FALSE);
+	}
 }
 
 static void XMLCALL svg_end(void *data, const XML_Char *name)
@@ -565,37 +649,49 @@ static void check_svg(const unsigned char *b, size_t len, struct vresult *r)
 {
 	const unsigned char *p = b, *end = b + len;
 
-	if (starts(p, len, "\xfe\xff") || starts(p, len, "\xff\xfe")) {
-		setd(r, false, "The SVG is encoded in UTF-16: write it as UTF-8.");
+	if (vr_starts(p, len, "\xfe\xff") || vr_starts(p, len, "\xff\xfe")) {
+		vr_set(r, false, "The SVG is encoded in UTF-16: write it as UTF-8.");
 		return;
 	}
-	if (starts(p, len, "\xef\xbb\xbf"))
+	if (vr_starts(p, len, "\xef\xbb\xbf"))
 		p += 3;
-	while (p < end && is_ws(*p))
+	while (p < end && vr_is_ws(*p))
 		p++;
 	if (p >= end) {
-		setd(r, false, "Not an SVG: the file has no root element (it holds only white space).");
+		vr_set(r, false, "Not an SVG: the file has no root element (it holds only white space).");
 		return;
 	}
 	if (*p != '<') {
-		setd(r, false, "Not an SVG: text comes before the root element at offset %zu; an SVG file starts "
+		vr_set(r, false, "Not an SVG: text comes before the root element at offset %zu; an SVG file starts "
 			       "with '<svg' (after an optional XML declaration).", (size_t)(p - b));
 		hint_sniff(r, b, len, "SVG (e.g. plt.savefig('x.svg'))");
 		return;
 	}
-	if (len > INT_MAX) {
-		setd(r, false, "The SVG is larger than 2 GiB: write a smaller image.");
+	struct vmem mem = { 0 };
+	struct svg_ctx x = { 0 };
+	char bt[32];
+	vmem_cur = &mem;
+	x.p = XML_ParserCreate_MM("UTF-8", &vmem_suite, NULL);
+	if (!x.p) {
+		vmem_cur = NULL;
+		vr_set(r, false, "The SVG was not checked: the server could not set up its parser within its memory for "
+			       "checks (%s for all checks at once); verify it again.", bound_text(vmem_cap_server, bt, sizeof bt));
 		return;
 	}
-
-	struct svg_ctx x = { 0 };
-	x.p = XML_ParserCreate("UTF-8");
-	if (!x.p)
-		die_oom();
 	XML_SetUserData(x.p, &x);
 	XML_SetElementHandler(x.p, svg_start, svg_end);
 	XML_SetStartDoctypeDeclHandler(x.p, svg_doctype);
-	bool ok = XML_Parse(x.p, (const char *)b, (int)len, XML_TRUE) == XML_STATUS_OK;
+	/* In pieces: XML_Parse copies what it is given into a buffer of its
+	 * own, which for the whole file would be a second copy of it. */
+	bool ok = true;
+	for (size_t off = 0; ok;) {
+		size_t n = len - off > SVG_PIECE ? SVG_PIECE : len - off;
+		bool last = off + n == len;
+		ok = XML_Parse(x.p, (const char *)b + off, (int)n, last) == XML_STATUS_OK;
+		off += n;
+		if (last)
+			break;
+	}
 	enum XML_Error code = XML_GetErrorCode(x.p);
 	unsigned long line = XML_GetCurrentLineNumber(x.p), col = XML_GetCurrentColumnNumber(x.p) + 1;
 	/* These errors mean the input ended too soon: the file is cut short. */
@@ -603,28 +699,49 @@ static void check_svg(const unsigned char *b, size_t len, struct vresult *r)
 		      code == XML_ERROR_NO_ELEMENTS || XML_GetCurrentByteIndex(x.p) >= (XML_Index)len;
 	const char *what = XML_ErrorString(code);
 	XML_ParserFree(x.p);
+	vmem_cur = NULL;
+	/* What the parser freed stays with this thread's malloc arena
+	 * otherwise: given back, so the server's footprint drops again. */
+	if (mem.peak > (8u << 20))
+		malloc_trim(0);
 
+	if (x.too_deep) {
+		vr_set(r, false, "The SVG nests deeper than %d elements (at line %lu), more than the server checks; an image "
+			       "written by plt.savefig nests a few levels: write it again, or verify it with kind \"any\".",
+		     SVG_MAX_DEPTH, line);
+		return;
+	}
+	if (mem.refused || code == XML_ERROR_NO_MEMORY) {
+		if (mem.server_refused)
+			vr_set(r, false, "The SVG is too large to check in memory now: the checks running at once may hold %s "
+				       "in all and others hold most of it; verify it again.", bound_text(vmem_cap_server, bt, sizeof bt));
+		else
+			vr_set(r, false, "The SVG is too large to check in memory: parsing it needs more than the %s one "
+				       "check may use (at line %lu); write a smaller image (fewer elements, shorter attributes) or "
+				       "verify it with kind \"any\".", bound_text(vmem_cap_check, bt, sizeof bt), line);
+		return;
+	}
 	if (x.bad_root) {
-		setd(r, false, "Not an SVG: the root element is <%s>, not <svg>.", x.root);
+		vr_set(r, false, "Not an SVG: the root element is <%s>, not <svg>.", x.root);
 		if (x.html)
-			appendd(r, " This is an HTML page; write the SVG image itself, e.g. plt.savefig('x.svg').");
+			vr_append(r, " This is an HTML page; write the SVG image itself, e.g. plt.savefig('x.svg').");
 	} else if (x.html) {
-		setd(r, false, "Not an SVG: this is an HTML page; write the SVG image itself, e.g. plt.savefig('x.svg').");
+		vr_set(r, false, "Not an SVG: this is an HTML page; write the SVG image itself, e.g. plt.savefig('x.svg').");
 	} else if (ok) {
-		setd(r, true, "SVG document (root <%s>), %zu bytes.", x.root, len);
+		vr_set(r, true, "SVG document (root <%s>), %zu bytes.", x.root, len);
 	} else if (code == XML_ERROR_JUNK_AFTER_DOC_ELEMENT) {
-		setd(r, false, "The SVG does not end with its root element: something follows </%s> at line %lu, column %lu; "
+		vr_set(r, false, "The SVG does not end with its root element: something follows </%s> at line %lu, column %lu; "
 			       "write the file again (plt.savefig) rather than appending to it.", x.root, line, col);
 	} else if (at_end && x.root_seen && !x.root_closed) {
-		setd(r, false, "The SVG does not end with </%s>: it is truncated or was not closed; write it completely "
+		vr_set(r, false, "The SVG does not end with </%s>: it is truncated or was not closed; write it completely "
 			       "(plt.savefig, then close the figure) and verify again.", x.root);
 	} else if (at_end && !x.root_seen && code == XML_ERROR_NO_ELEMENTS) {
-		setd(r, false, "Not an SVG: the file has no root element (it holds only a prolog).");
+		vr_set(r, false, "Not an SVG: the file has no root element (it holds only a prolog).");
 	} else if (at_end) {
-		setd(r, false, "The SVG is truncated: it ends inside a tag, comment or declaration (%s at line %lu); make "
+		vr_set(r, false, "The SVG is truncated: it ends inside a tag, comment or declaration (%s at line %lu); make "
 			       "sure the file is completely written and closed.", what, line);
 	} else {
-		setd(r, false, "The SVG is not well-formed XML: %s at line %lu, column %lu; write it again with plt.savefig.",
+		vr_set(r, false, "The SVG is not well-formed XML: %s at line %lu, column %lu; write it again with plt.savefig.",
 		     what, line, col);
 	}
 }
@@ -648,7 +765,7 @@ static void check_csv(const struct vspec *spec, const unsigned char *b, size_t l
 	char q[96];
 
 	if (memchr(b, 0, len)) {
-		setd(r, false, "Not a CSV: the file contains NUL bytes, so it is binary, not text.");
+		vr_set(r, false, "Not a CSV: the file contains NUL bytes, so it is binary, not text.");
 		hint_sniff(r, b, len, "CSV (e.g. df.to_csv('x.csv', index=False))");
 		return;
 	}
@@ -664,11 +781,11 @@ static void check_csv(const struct vspec *spec, const unsigned char *b, size_t l
 			if (k == len)
 				break;
 			if (ncols < 0) {
-				setd(r, false, "Line 1 of the CSV is blank: the header line must come first.");
+				vr_set(r, false, "Line 1 of the CSV is blank: the header line must come first.");
 				return;
 			}
 			if (ncols != 1) {
-				setd(r, false, "Line %ld of the CSV is blank, the header has %ld fields: remove blank lines.", rec_line, ncols);
+				vr_set(r, false, "Line %ld of the CSV is blank, the header has %ld fields: remove blank lines.", rec_line, ncols);
 				return;
 			}
 		}
@@ -678,7 +795,7 @@ static void check_csv(const struct vspec *spec, const unsigned char *b, size_t l
 				i++;
 				for (;;) {
 					if (i >= len) {
-						setd(r, false, "The CSV's quoted field that starts on line %ld is never closed: "
+						vr_set(r, false, "The CSV's quoted field that starts on line %ld is never closed: "
 							       "quotes inside a quoted field must be doubled (\"\").", qline);
 						return;
 					}
@@ -694,7 +811,7 @@ static void check_csv(const struct vspec *spec, const unsigned char *b, size_t l
 						line++;
 				}
 				if (i < len && b[i] != ',' && !at_eol(b, len, i)) {
-					setd(r, false, "Line %ld of the CSV has text after the closing quote of a field: inside a "
+					vr_set(r, false, "Line %ld of the CSV has text after the closing quote of a field: inside a "
 						       "quoted field write a quote as two quotes (\"\").", line);
 					return;
 				}
@@ -720,7 +837,7 @@ static void check_csv(const struct vspec *spec, const unsigned char *b, size_t l
 			ncols = nf;
 			/* Header width is known from here on. */
 		} else if (nf != ncols) {
-			setd(r, false, "Line %ld of the CSV has %ld field%s, the header has %ld: every row needs the same "
+			vr_set(r, false, "Line %ld of the CSV has %ld field%s, the header has %ld: every row needs the same "
 				       "number of fields (quote fields that contain commas).", rec_line, nf, nf == 1 ? "" : "s",
 			     ncols);
 			r->columns = ncols;
@@ -730,135 +847,24 @@ static void check_csv(const struct vspec *spec, const unsigned char *b, size_t l
 		}
 	}
 	if (ncols < 0) {
-		setd(r, false, "The CSV has no header line: the file is blank.");
+		vr_set(r, false, "The CSV has no header line: the file is blank.");
 		return;
 	}
 	r->rows = rows;
 	r->columns = ncols;
 	if (spec->min_rows > 0 && rows < spec->min_rows) {
-		setd(r, false, "The CSV has %ld data row%s, fewer than the %ld required (min_rows); write all the rows.",
+		vr_set(r, false, "The CSV has %ld data row%s, fewer than the %ld required (min_rows); write all the rows.",
 		     rows, rows == 1 ? "" : "s", spec->min_rows);
 		return;
 	}
-	setd(r, true, "CSV with %ld data row%s and %ld column%s.", rows, rows == 1 ? "" : "s", ncols, ncols == 1 ? "" : "s");
+	vr_set(r, true, "CSV with %ld data row%s and %ld column%s.", rows, rows == 1 ? "" : "s", ncols, ncols == 1 ? "" : "s");
 	if (ncols == 1) {
 		const unsigned char *nl = memchr(b, '\n', len);
 		size_t hl = nl ? (size_t)(nl - b) : len;
 		if (memchr(b, ';', hl) || memchr(b, '\t', hl))
-			appendd(r, " The header \"%s\" holds ';' or tabs: if that is the separator, write the file with commas.",
+			vr_append(r, " The header \"%s\" holds ';' or tabs: if that is the separator, write the file with commas.",
 				esc_bytes(q, sizeof q, b, hl, 40));
 	}
-}
-
-/* ---- JSON ------------------------------------------------------------- */
-
-static const char *json_type(const cJSON *j)
-{
-	if (cJSON_IsObject(j)) return "an object";
-	if (cJSON_IsArray(j)) return "an array";
-	if (cJSON_IsString(j)) return "a string";
-	if (cJSON_IsNumber(j)) return "a number";
-	if (cJSON_IsBool(j)) return "a boolean";
-	return "null";
-}
-
-static void check_json(const struct vspec *spec, const unsigned char *b, size_t len, struct vresult *r)
-{
-	const char *endp = NULL;
-	char q[96];
-	size_t k = 0;
-
-	while (k < len && is_ws(b[k]))
-		k++;
-	if (k == len) {
-		setd(r, false, "The JSON file holds only white space: it has no value.");
-		return;
-	}
-	cJSON *root = cJSON_ParseWithLengthOpts((const char *)b, len, &endp, 0);
-	size_t at = endp ? (size_t)((const unsigned char *)endp - b) : 0;
-	bool extra = false;
-	if (root) {
-		/* Parsing stops after one value; the rest must be white space. */
-		size_t t = at;
-		while (t < len && is_ws(b[t]))
-			t++;
-		if (t < len) {
-			cJSON_Delete(root);
-			root = NULL;
-			at = t;
-			extra = true;
-		}
-	}
-	if (!root) {
-		if (at > len)
-			at = len;
-		long ln = 1, col = 1;
-		for (size_t i = 0; i < at; i++) {
-			if (b[i] == '\n') {
-				ln++;
-				col = 1;
-			} else {
-				col++;
-			}
-		}
-		if (extra) {
-			setd(r, false, "The JSON file holds more than one value: after the first, data continues at line %ld, "
-				       "column %ld (near \"%s\"); write a single value (put several in a list).", ln, col,
-			     esc_bytes(q, sizeof q, b + at, len - at, 24));
-			return;
-		}
-		setd(r, false, "Invalid JSON at line %ld, column %ld (near \"%s\").", ln, col,
-		     esc_bytes(q, sizeof q, b + at, len - at, 24));
-		size_t from = at > 16 ? at - 16 : 0;
-		if (find(b + from, b + (len - at > 16 ? at + 16 : len), "NaN") ||
-		    find(b + from, b + (len - at > 16 ? at + 16 : len), "Infinity"))
-			appendd(r, " NaN and Infinity are not JSON: write null instead (json.dump(..., allow_nan=False) finds them).");
-		else
-			appendd(r, " Write it with json.dump and make sure the file is completely written and closed.");
-		return;
-	}
-	if (spec->n_required_keys && spec->required_keys) {
-		if (!cJSON_IsObject(root)) {
-			setd(r, false, "The JSON's top level is %s, but required_keys need an object.", json_type(root));
-			cJSON_Delete(root);
-			return;
-		}
-		size_t missing = 0;
-		for (size_t i = 0; i < spec->n_required_keys; i++) {
-			const char *key = spec->required_keys[i];
-			if (!key || cJSON_GetObjectItemCaseSensitive(root, key))
-				continue;
-			if (missing++ == 0)
-				setd(r, false, "The JSON object lacks required key%s: ", spec->n_required_keys > 1 ? "s" : "");
-			appendd(r, "%s\"%s\"", missing > 1 ? ", " : "",
-				esc_bytes(q, sizeof q, (const unsigned char *)key, strlen(key), 40));
-		}
-		if (missing) {
-			appendd(r, ". Its top-level keys are: ");
-			int n = 0;
-			for (const cJSON *c = root->child; c; c = c->next, n++) {
-				if (n == 12) {
-					appendd(r, ", ...");
-					break;
-				}
-				const char *ks = c->string ? c->string : "";
-				appendd(r, "%s\"%s\"", n ? ", " : "", esc_bytes(q, sizeof q, (const unsigned char *)ks, strlen(ks), 40));
-			}
-			if (n == 0)
-				appendd(r, "none (the object is empty)");
-			appendd(r, ".");
-			cJSON_Delete(root);
-			return;
-		}
-	}
-	int n = cJSON_IsObject(root) || cJSON_IsArray(root) ? cJSON_GetArraySize(root) : 0;
-	if (cJSON_IsObject(root))
-		setd(r, true, "JSON object with %d key%s, %zu bytes.", n, n == 1 ? "" : "s", len);
-	else if (cJSON_IsArray(root))
-		setd(r, true, "JSON array with %d item%s, %zu bytes.", n, n == 1 ? "" : "s", len);
-	else
-		setd(r, true, "JSON value (%s), %zu bytes.", json_type(root), len);
-	cJSON_Delete(root);
 }
 
 /* ---- text ------------------------------------------------------------- */
@@ -878,18 +884,18 @@ static void check_text(const unsigned char *b, size_t len, struct vresult *r)
 	size_t bad = utf8_invalid_at(b, len);
 
 	if (nul && (size_t)(nul - b) <= bad) { /* utf8_invalid_at stops at a NUL too */
-		setd(r, false, "Not text: the file has a NUL byte at offset %zu (line %ld).", (size_t)(nul - b),
+		vr_set(r, false, "Not text: the file has a NUL byte at offset %zu (line %ld).", (size_t)(nul - b),
 		     line_of(b, (size_t)(nul - b)));
 		hint_sniff(r, b, len, "text file");
 		return;
 	}
 	if (bad < len) {
-		setd(r, false, "Not valid UTF-8: byte 0x%02x at offset %zu (line %ld) is not part of a UTF-8 character; "
+		vr_set(r, false, "Not valid UTF-8: byte 0x%02x at offset %zu (line %ld) is not part of a UTF-8 character; "
 			       "write the file with encoding='utf-8'.", b[bad], bad, line_of(b, bad));
 		return;
 	}
 	long lines = len ? line_of(b, len) - (b[len - 1] == '\n') : 0;
-	setd(r, true, "UTF-8 text, %ld line%s, %zu bytes.", lines, lines == 1 ? "" : "s", len);
+	vr_set(r, true, "UTF-8 text, %ld line%s, %zu bytes.", lines, lines == 1 ? "" : "s", len);
 }
 
 /* ---- entry point ------------------------------------------------------ */
@@ -906,10 +912,10 @@ void validate_buffer(const struct vspec *spec, const unsigned char *buf, size_t 
 	}
 	if (min > 0 && len < (unsigned long)min) {
 		if (len == 0)
-			setd(r, false, "The file is empty (0 bytes); it needs at least %ld byte%s: check that the code "
+			vr_set(r, false, "The file is empty (0 bytes); it needs at least %ld byte%s: check that the code "
 				       "wrote to it and closed it.", min, min == 1 ? "" : "s");
 		else
-			setd(r, false, "The file has %zu bytes, fewer than min_bytes (%ld): it is incomplete or the "
+			vr_set(r, false, "The file has %zu bytes, fewer than min_bytes (%ld): it is incomplete or the "
 				       "wrong file.", len, min);
 		return;
 	}
@@ -929,14 +935,14 @@ void validate_buffer(const struct vspec *spec, const unsigned char *buf, size_t 
 		check_csv(spec, buf, len, r);
 		break;
 	case VK_JSON:
-		check_json(spec, buf, len, r);
+		validate_json(spec, buf, len, r);
 		break;
 	case VK_TEXT:
 		check_text(buf, len, r);
 		break;
 	case VK_ANY:
 	default:
-		setd(r, true, "File of %zu bytes.", len);
+		vr_set(r, true, "File of %zu bytes.", len);
 		break;
 	}
 }

@@ -6,23 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-enum vkind { VK_ANY, VK_PNG, VK_JPEG, VK_SVG, VK_CSV, VK_JSON, VK_TEXT };
-
-struct vspec {
-	enum vkind kind;
-	long min_bytes;             /* 0 = the default, 1; negative = no minimum */
-	const char *const *required_keys; /* JSON: top-level object keys; may be NULL */
-	size_t n_required_keys;
-	long min_rows;              /* CSV: data rows after the header; 0 = no minimum */
-};
-
-struct vresult {
-	bool ok;
-	char detail[512]; /* what was found, or what is wrong and what to change */
-	/* Filled when known: */
-	unsigned width, height; /* images */
-	long rows, columns;     /* CSV */
-};
+#include "vtypes.h"
 
 /* "png" -> VK_PNG ...; -1 when unknown. */
 int vkind_parse(const char *s);
@@ -30,6 +14,13 @@ const char *vkind_name(enum vkind k);
 /* From the file name's extension: .png .jpg/.jpeg .svg .csv .json; .txt
  * .md .log ... -> text; anything else -> any. */
 enum vkind vkind_from_path(const char *path);
+
+/* What the checks running now hold of the server-wide bound (for tests). */
+size_t validate_mem_in_use(void);
+/* Lowers the two memory bounds (0: back to the defaults above), so that
+ * the fuzzer and the tests reach the refusals with small inputs.  Set
+ * before any check runs; never raises them past the defaults. */
+void validate_set_mem_bounds(size_t per_check, size_t all_checks);
 
 /* Validates a whole file's content.  The size check (min_bytes) is done
  * here too. */

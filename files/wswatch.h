@@ -18,7 +18,15 @@
  * that no mount caps: when one is given it is walked too, and the two
  * count together against the limit.
  * Attack: with max_workspace_mb 20, a cell wrote 400 MB to TMPDIR and the
- * call said ok; on a tmpfs /tmp, host memory held until the server ended. */
+ * call said ok; on a tmpfs /tmp, host memory held until the server ended.
+ * The fs_write directories outside the workspace count with it too.
+ * Attack: 300 MB in results/ under max_workspace_mb 20 ended ok.
+ *
+ * What a walk cannot see (directories nested deeper than ART_MAX_DEPTH,
+ * more entries than it visits, a directory it cannot read) counts as over
+ * the limit, never as zero: over() gets why.
+ * Attack: 3 x 100 MB under 70 nested directories, with max_workspace_mb
+ * 20, ended ok in every mode (the walk skipped depth 64 and beyond). */
 #ifndef FILES_WSWATCH_H
 #define FILES_WSWATCH_H
 
@@ -30,11 +38,14 @@
 
 struct wswatch;
 
-/* Starts watching for one call; over(arg, bytes) is called (once, on the
- * loop) when the workspace (plus scratch, a directory or NULL) grew past
- * limit_bytes. */
+/* Starts watching for one call; over(arg, bytes, unseen) is called (once,
+ * on the loop) when the workspace (plus scratch, a directory or NULL, and
+ * the n directories of fs_write outside the workspace) grew past
+ * limit_bytes, or when a walk could not see all of it (unseen says what,
+ * else it is NULL). */
 struct wswatch *wswatch_start(struct loop *loop, struct work *work, const struct workspace *ws, const char *scratch,
-			      unsigned long long limit_bytes, void (*over)(void *arg, unsigned long long bytes), void *arg);
+			      const char *const *fs_write, size_t n, unsigned long long limit_bytes,
+			      void (*over)(void *arg, unsigned long long bytes, const char *unseen), void *arg);
 /* What the scratch directory took at the last walk (0 before the first). */
 unsigned long long wswatch_scratch_bytes(const struct wswatch *w);
 /* The server itself has added `extra` bytes to the workspace since the

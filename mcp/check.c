@@ -75,6 +75,23 @@ static void scratch_line(const struct policy *p, FILE *f)
 		tmpfs ? "; /tmp is a tmpfs here, so it also counts toward memory_mb" : "");
 }
 
+/* The fs_write directories outside the workspace are disk that no mount
+ * caps either: they count with the workspace (files/artifacts.h:
+ * art_outside_dirs; one beneath the workspace is counted with it). */
+static void outside_lines(const struct check_opts *o, FILE *f)
+{
+	const struct policy *p = o->policy;
+	char ws[PATH_MAX];
+	if (p->fs_write != FS_WRITE_LIST)
+		return;
+	if (!realpath(o->workspace, ws))
+		snprintf(ws, sizeof ws, "%s", o->workspace);
+	for (size_t i = 0; i < p->n_fs_write_paths; i++)
+		if (!path_under(p->fs_write_paths[i], ws))
+			fprintf(f, "  fs_write  counted       %s (outside the workspace) counts with the workspace against "
+				"max_workspace_mb (%ld MB)\n", p->fs_write_paths[i], p->limits.max_workspace_mb);
+}
+
 /* The probes, as Python run in the session.  Each prints errno (0 when the
  * operation went through: an escape when the policy forbids it). */
 static char *probe_code(const struct policy *p, const char *probe_path)
@@ -351,8 +368,7 @@ int check_run(const struct check_opts *o, FILE *f)
 		const char *nsfree = strstr(b, "\nmode: Landlock + seccomp");
 		if (nsfree && nsfree < e)
 			scratch_line(o->policy, f);
-		if (strstr(b, "\nmode: Landlock + seccomp") && strstr(b, "\nmode: Landlock + seccomp") < e)
-			scratch_line(o->policy, f);
+		outside_lines(o, f);
 		static const char no[] = "jail: NOT enforceable: ";
 		if (strncmp(b, no, strlen(no)) == 0)
 			snprintf(why, sizeof why, "%.*s", (int)strcspn(b + strlen(no), "\n"), b + strlen(no));

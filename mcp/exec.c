@@ -44,7 +44,7 @@ struct call {
 	cJSON *progress_token;   /* owned copy, or NULL */
 	struct art_list before;
 	bool before_taken;       /* the snapshot is in `before` */
-	unsigned long long scratch_before; /* the private temp directory then */
+	unsigned long long extra_before; /* what counts besides the listed files then */
 	struct job *scan_job;    /* a walk of the workspace for this call, or NULL */
 	cJSON *artifacts;        /* array of {path, bytes, mime, change} */
 	bool artifacts_truncated; /* a walk stopped at its entry budget */
@@ -192,8 +192,11 @@ struct scan_job {
 	/* The after scan: a file created, modified or deleted (or unsure). */
 	bool changed;
 	size_t created;
-	char *scratch;               /* sup_scratch's copy, or NULL */
-	unsigned long long scratch_bytes; /* what it takes now */
+	char **outside;              /* art_outside_dirs: sup_scratch first */
+	bool has_scratch;
+	unsigned long long scratch_bytes; /* what the scratch directory takes now */
+	unsigned long long extra;    /* what counts besides the listed files */
+	char unseen[600];            /* what the walks could not see, or "" */
 };
 
 static void on_change(const struct art_entry *en, enum art_change ch, void *arg)
@@ -242,21 +245,49 @@ static void on_change(const struct art_entry *en, enum art_change ch, void *arg)
 	sj->thumb_rel[sj->n_thumbs++] = xstrdup(en->rel);
 }
 
+/* What counts against max_workspace_mb besides the listed files: the
+ * server's own directories (.logs, .cache, .sessions: the sandbox writes
+ * there too) and the directories outside the workspace that the sandbox
+ * writes (its private TMPDIR without namespaces, fs_write ones).  When the
+ * list itself could not see everything (too many entries, too deep), the
+ * whole workspace is measured by a walk that visits more (1000000
+ * entries); what that one cannot see either is named in sj->unseen.
+ * Attack: 60 MB real + 300 MB sparse in .cache, 300 MB in results/ and
+ * 3 x 100 MB under 70 nested directories, each under max_workspace_mb 20,
+ * ended ok. */
+static unsigned long long scan_extra(struct scan_job *sj, bool *whole)
+{
+	struct art_usage u = { 0 }, d;
+	*whole = sj->list.unseen != 0;
+	if (*whole) {
+		art_limit_usage(sj->ws, true, (const char *const *)sj->outside, sj->has_scratch, &u, &sj->scratch_bytes);
+	} else {
+		for (const char *const *dir = art_server_dirs; *dir; dir++) {
+			art_ws_dir_usage(sj->ws, *dir, 0, &d);
+			art_usage_add(&u, &d);
+		}
+		struct art_usage o;
+		art_limit_usage(sj->ws, false, (const char *const *)sj->outside, sj->has_scratch, &o, &sj->scratch_bytes);
+		art_usage_add(&u, &o);
+	}
+	if (u.unseen)
+		art_unseen_text(u.unseen, "", u.where, sj->unseen, sizeof sj->unseen);
+	return u.charged;
+}
+
 static void scan_run(struct job *j)
 {
 	struct scan_job *sj = (struct scan_job *)j;
 	struct art_scan_opts o = { .subdir = "", .include_hidden = true, .exclude = art_server_dirs };
 	struct err e = { 0 };
-	bool complete;
-	/* Without namespaces the private temp directory counts with the
-	 * workspace against max_workspace_mb (files/wswatch.h). */
-	if (sj->scratch && art_dir_usage(sj->scratch, 0, &sj->scratch_bytes, &complete) < 0)
-		sj->scratch_bytes = 0;
 	if (art_scan(sj->ws, &o, &sj->list, &e) < 0) {
 		log_warn("workspace %s: %s", sj->after ? "scan" : "snapshot", e.msg);
 		sj->changed = true;
+		snprintf(sj->unseen, sizeof sj->unseen, "the workspace itself, which the server cannot list (%.400s)", e.msg);
 		return;
 	}
+	bool whole;
+	sj->extra = scan_extra(sj, &whole);
 	if (sj->after && sj->artifacts)
 		art_diff(&sj->before, &sj->list, on_change, sj);
 	/* What the diff does not list: files deleted (fewer left than were
@@ -267,7 +298,7 @@ static void scan_run(struct job *j)
 		/* Summed here, off the loop: the supervisor's end-of-call
 		 * check of max_workspace_mb walks nothing of its own. */
 		sj->ws_before = art_list_bytes(&sj->before);
-		sj->ws_after = art_list_bytes(&sj->list) + sj->scratch_bytes;
+		sj->ws_after = (whole ? 0 : art_list_bytes(&sj->list)) + sj->extra;
 	}
 }
 
@@ -281,7 +312,7 @@ static void scan_free(struct scan_job *sj)
 	for (size_t i = 0; i < sj->n_thumbs; i++)
 		free(sj->thumb_rel[i]);
 	free(sj->thumb_rel);
-	free(sj->scratch);
+	art_dirs_free(sj->outside);
 	free(sj);
 }
 
@@ -296,8 +327,9 @@ static void scan_done(struct job *j, bool abandoned)
 	c->scan_job = NULL;
 	if (sj->after) {
 		c->artifacts_truncated = sj->before.truncated || sj->list.truncated;
-		c->run.ws_before = sj->ws_before + c->scratch_before;
+		c->run.ws_before = sj->ws_before + c->extra_before;
 		c->run.ws_after = sj->ws_after;
+		snprintf(c->run.unseen_after, sizeof c->run.unseen_after, "%s", sj->unseen);
 		c->run.scratch_after = sj->scratch_bytes;
 		c->run.ws_changed = sj->changed;
 		c->artifacts = sj->artifacts;
@@ -315,7 +347,9 @@ static void scan_done(struct job *j, bool abandoned)
 		c->before = sj->list;
 		memset(&sj->list, 0, sizeof sj->list);
 		c->before_taken = true;
-		c->scratch_before = sj->scratch_bytes;
+		/* A list the walk could not finish counts whole (scan_extra). */
+		unsigned long long listed = art_list_bytes(&c->before);
+		c->extra_before = c->before.unseen ? (sj->extra > listed ? sj->extra - listed : 0) : sj->extra;
 	}
 	void (*then)(struct run *, void *) = sj->then;
 	void *arg = sj->arg;
@@ -333,7 +367,10 @@ static void scan_submit(struct call *c, bool after, void (*then)(struct run *r, 
 	sj->after = after;
 	sj->images_link = c->srv->opts.images_link;
 	const char *scratch = sup_scratch(c->srv->sup);
-	sj->scratch = scratch ? xstrdup(scratch) : NULL;
+	const struct policy *p = c->srv->policy;
+	sj->has_scratch = scratch != NULL;
+	sj->outside = art_outside_dirs(sj->ws, scratch, p->fs_write == FS_WRITE_LIST ? (const char *const *)p->fs_write_paths : NULL,
+				       p->fs_write == FS_WRITE_LIST ? p->n_fs_write_paths : 0);
 	sj->then = then;
 	sj->arg = arg;
 	if (after) {
@@ -678,6 +715,16 @@ static void view_error(const struct call *c, const struct result_error *err, str
 		v->etype = xstrdup("Timeout");
 		v->denied = "limits";
 	}
+	if (c->run.status == CALL_LIMITS && c->run.ws_unseen[0] && !v->emsg) {
+		v->emsg = xasprintf("the server could not measure all of what counts against limits.max_workspace_mb (%ld MB): it holds %s, "
+				    "which counts as over the limit: the call was stopped and the session rolled back; the files stay (the server "
+				    "deletes nothing): remove what it cannot see (nest directories at most 64 levels deep, keep fewer than "
+				    "1000000 entries, leave every directory readable)",
+				    l->max_workspace_mb, c->run.ws_unseen);
+		free(v->etype);
+		v->etype = xstrdup("WorkspaceLimit");
+		v->denied = "limits";
+	}
 	if (c->run.status == CALL_LIMITS && c->run.ws_bytes && !v->emsg) {
 		char tmp[200] = "";
 		/* Without namespaces: TMPDIR is the host's disk (or memory). */
@@ -701,7 +748,7 @@ static void view_error(const struct call *c, const struct result_error *err, str
 		snprintf(v->limit, sizeof v->limit, "timeout_s: %g", c->run.timeout_ms / 1000.0);
 	else if (c->run.status == CALL_MEMORY)
 		snprintf(v->limit, sizeof v->limit, "memory_mb: %ld", l->memory_mb);
-	else if (c->run.status == CALL_LIMITS && c->run.ws_bytes)
+	else if (c->run.status == CALL_LIMITS && (c->run.ws_bytes || c->run.ws_unseen[0]))
 		snprintf(v->limit, sizeof v->limit, "max_workspace_mb: %ld", l->max_workspace_mb);
 	else if (v->denied && strcmp(v->denied, "limits") == 0 && err && limit_text_valid(err->limit))
 		snprintf(v->limit, sizeof v->limit, "%s", err->limit);

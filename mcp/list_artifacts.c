@@ -102,11 +102,29 @@ cJSON *list_artifacts_call(const struct server *s, const cJSON *args)
 	cJSON_AddNumberToObject(out, "count", cJSON_GetArraySize(arr));
 	cJSON_AddNumberToObject(out, "total_bytes", total);
 	cJSON_AddBoolToObject(out, "truncated", l.truncated || skipped > 0);
-	if (skipped) {
-		snprintf(msg, sizeof msg, "%zu file(s) not hashed: the budget of %lld MiB read per call ran out (their sha256 is null)",
-			 skipped, (long long)(LIST_HASH_BUDGET >> 20));
-		cJSON_AddStringToObject(out, "note", msg);
+	/* A listing that could not see everything says what it missed:
+	 * "truncated" alone read as "nothing there" when 300 MB sat 70
+	 * directories down. */
+	msg[0] = '\0';
+	unsigned unseen_part = l.unseen & ~(unsigned)ART_UNSEEN_ENTRIES;
+	if (unseen_part) {
+		char why[600];
+		art_unseen_text(unseen_part, s->ws.display, l.where, why, sizeof why);
+		snprintf(msg, sizeof msg, "not everything could be listed: the workspace holds %s; those files are missing here",
+			 why);
 	}
+	if (l.truncated && (!unseen_part || (l.unseen & ART_UNSEEN_ENTRIES))) {
+		size_t k = strlen(msg);
+		snprintf(msg + k, sizeof msg - k, "%sthe listing stopped at %d entries: list a narrower path or pattern", k ? "; " : "",
+			 LIST_MAX);
+	}
+	if (skipped) {
+		size_t k = strlen(msg);
+		snprintf(msg + k, sizeof msg - k, "%s%zu file(s) not hashed: the budget of %lld MiB read per call ran out (their sha256 is null)",
+			 k ? "; " : "", skipped, (long long)(LIST_HASH_BUDGET >> 20));
+	}
+	if (msg[0])
+		cJSON_AddStringToObject(out, "note", msg);
 	art_list_free(&l);
 	return tool_json_result(out, false);
 }
@@ -118,7 +136,7 @@ cJSON *list_artifacts_schema(void)
 		{ "count", "integer", F_REQ, "number of files listed" },
 		{ "total_bytes", "integer", F_REQ, "their total size" },
 		{ "truncated", "boolean", F_REQ, "true when the listing stopped early or files were left unhashed" },
-		{ "note", "string", 0, "present when the hashing budget ran out: how many files were not hashed" },
+		{ "note", "string", 0, "present when the listing could not see everything (what, and where first) or the hashing budget ran out" },
 	};
 	static const struct field item[] = {
 		{ "path", "string", F_REQ, "as Python sees it" },

@@ -6,7 +6,7 @@
 /* The call grew the workspace past limits.max_workspace_mb: stopped like a
  * timeout, so the session rolls back.  Its files stay: the server never
  * deletes what the code wrote (it cannot tell the user's from the code's). */
-void over_limit_stop(struct session *s, unsigned long long bytes, unsigned long long scratch)
+void over_limit_stop(struct session *s, unsigned long long bytes, unsigned long long scratch, const char *unseen)
 {
 	wswatch_stop(s->watch);
 	s->watch = NULL;
@@ -17,13 +17,15 @@ void over_limit_stop(struct session *s, unsigned long long bytes, unsigned long 
 	s->cur->exit_code = call_status_exit_code(CALL_LIMITS, 0, false);
 	s->cur->ws_bytes = bytes;
 	s->cur->scratch_bytes = scratch;
+	if (unseen)
+		snprintf(s->cur->ws_unseen, sizeof s->cur->ws_unseen, "%.590s", unseen);
 	kill_session(s);
 }
 
-void workspace_over(void *arg, unsigned long long bytes)
+void workspace_over(void *arg, unsigned long long bytes, const char *unseen)
 {
 	struct session *s = arg;
-	over_limit_stop(s, bytes, wswatch_scratch_bytes(s->watch));
+	over_limit_stop(s, bytes, wswatch_scratch_bytes(s->watch), unseen);
 }
 
 /* The memory and process watchdog, while the session's code may run.  It

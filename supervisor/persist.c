@@ -61,6 +61,7 @@ struct persist {
 	uint64_t cap;
 	uint64_t mem_cap; /* limits.memory_mb, in bytes */
 	bool stream_only; /* every restore streamed (persist_stream_only) */
+	uint64_t written_all; /* persist_written_all */
 };
 
 static void put64(unsigned char *p, uint64_t v)
@@ -483,6 +484,7 @@ static void psave_event(void *arg, int fd, short revents)
 			return;
 		}
 		s->got += (uint64_t)n;
+		s->p->written_all += (uint64_t)n;
 		budget = (size_t)n >= budget ? 0 : budget - (size_t)n;
 		if (s->got == s->total) {
 			/* Whole: done without waiting for the end of the stream,
@@ -542,6 +544,11 @@ struct psave *psave_start(struct persist *p, struct loop *l, const char *name, u
 uint64_t psave_written(const struct psave *s)
 {
 	return s ? s->got : 0;
+}
+
+uint64_t persist_written_all(const struct persist *p)
+{
+	return p ? p->written_all : 0;
 }
 
 uint64_t psave_total(const struct psave *s)

@@ -70,6 +70,9 @@ struct psave *psave_start(struct persist *p, struct loop *l, const char *name, u
 /* Bytes of the state written so far (the workspace grows by as much while
  * the save runs).  0 for NULL. */
 uint64_t psave_written(const struct psave *s);
+/* Every byte of snapshot the server has written since it started, all
+ * sessions together: what it adds to .sessions is not a call's growth. */
+uint64_t persist_written_all(const struct persist *p);
 /* The size the saver announced (0 until its header is in, or for NULL). */
 uint64_t psave_total(const struct psave *s);
 /* Stops reading, removes the temporary file; state.snap keeps the last

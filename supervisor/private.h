@@ -156,6 +156,7 @@ struct session {
 	unsigned long unsaved_sig; /* the names the last note said could not be pickled */
 	uint64_t save_timer;       /* the saver's watchdog (save_watch_fired) */
 	uint64_t save_written0;    /* what it had written when the current call started */
+	uint64_t persist_written0; /* persist_written_all then */
 	double save_t0;
 	struct wswatch *save_ws;   /* the workspace while the saver runs */
 	char save_stop[300];       /* why the server stopped the saver, or "" */
@@ -286,8 +287,12 @@ void violation(struct sup *sup, struct session *s, const char *what);
 void ctrl_event(void *arg, int fd, short revents);
 
 /* limits.c */
-void over_limit_stop(struct session *s, unsigned long long bytes, unsigned long long scratch);
-void workspace_over(void *arg, unsigned long long bytes);
+void over_limit_stop(struct session *s, unsigned long long bytes, unsigned long long scratch, const char *unseen);
+void workspace_over(void *arg, unsigned long long bytes, const char *unseen);
+/* Watches what counts against max_workspace_mb (files/wswatch.h): the
+ * workspace, the scratch directory, the fs_write directories outside it. */
+struct wswatch *sup_wswatch(struct sup *sup, void (*over)(void *arg, unsigned long long bytes, const char *unseen),
+			    void *arg);
 void start_watch(struct sup *sup, struct session *s);
 
 /* freeze.c */

@@ -320,12 +320,17 @@ static void stop_save(struct sup *sup, struct session *s, const char *fmt, ...)
 
 /* The workspace grew past max_workspace_mb (more than the snapshot the
  * server is writing) while the saver ran. */
-static void save_workspace_over(void *arg, unsigned long long bytes)
+static void save_workspace_over(void *arg, unsigned long long bytes, const char *unseen)
 {
 	struct session *s = arg;
 	wswatch_stop(s->save_ws);
 	s->save_ws = NULL;
-	if (s->save)
+	if (s->save && unseen)
+		stop_save(s->sup, s,
+			  "while it was being saved, the server could not measure all of the workspace: it holds %s, which counts as over "
+			  "limits.max_workspace_mb (%ld MB)",
+			  unseen, s->sup->cfg.policy->limits.max_workspace_mb);
+	else if (s->save)
 		stop_save(s->sup, s,
 			  "while it was being saved, code run by pickling (a __reduce__ or __getstate__ method) grew the workspace to %llu MB, "
 			  "past limits.max_workspace_mb (%ld MB); the files it wrote stay",
@@ -416,8 +421,7 @@ void save_begin(struct sup *sup, struct session *s, int fd)
 	s->save_ran = true;
 	s->save_t0 = loop_now_ms();
 	s->save_timer = loop_timer(sup->cfg.loop, WATCH_MS, save_watch_fired, s);
-	s->save_ws = wswatch_start(sup->cfg.loop, sup->work, sup->cfg.ws, sup_scratch(sup),
-				   (unsigned long long)sup->cfg.policy->limits.max_workspace_mb << 20, save_workspace_over, s);
+	s->save_ws = sup_wswatch(sup, save_workspace_over, s);
 }
 
 /* A new call: a save still running goes on meanwhile (the saver is a fork

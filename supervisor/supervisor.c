@@ -198,9 +198,9 @@ static void send_exec(struct sup *sup, struct session *s)
 	start_watch(sup, s);
 	s->timeout_timer = loop_timer(sup->cfg.loop, timeout_ms, timeout_fired, s);
 	wswatch_stop(s->watch);
-	s->watch = wswatch_start(sup->cfg.loop, sup->work, sup->cfg.ws, sup->scratch,
-				 (unsigned long long)sup->cfg.policy->limits.max_workspace_mb << 20, workspace_over, s);
+	s->watch = sup_wswatch(sup, workspace_over, s);
 	s->save_written0 = psave_written(s->save);
+	s->persist_written0 = persist_written_all(sup->persist);
 	if (c->wants_progress)
 		s->progress_timer = loop_timer(sup->cfg.loop, PROGRESS_MS, progress_fired, s);
 	int r = wire_send(s->ctrl, W_EXEC, txt, strlen(txt), restore_nfds > 0 ? restore_fds : NULL, restore_nfds > 0 ? restore_nfds : 0);
@@ -473,6 +473,16 @@ void sup_free(struct sup *sup)
 	warmup_free(sup->warm);
 	zlink_free(sup->zl);
 	free(sup);
+}
+
+struct wswatch *sup_wswatch(struct sup *sup, void (*over)(void *arg, unsigned long long bytes, const char *unseen),
+			    void *arg)
+{
+	const struct policy *p = sup->cfg.policy;
+	bool list = p->fs_write == FS_WRITE_LIST;
+	return wswatch_start(sup->cfg.loop, sup->work, sup->cfg.ws, sup_scratch(sup),
+			     list ? (const char *const *)p->fs_write_paths : NULL, list ? p->n_fs_write_paths : 0,
+			     (unsigned long long)p->limits.max_workspace_mb << 20, over, arg);
 }
 
 const char *sup_scratch(const struct sup *sup)

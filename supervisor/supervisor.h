@@ -99,6 +99,11 @@ struct run {
 	 * namespaces they include the private temp directory (sup_scratch),
 	 * scratch_bytes of ws_bytes at the stop. */
 	unsigned long long ws_before, ws_after, scratch_after, scratch_bytes;
+	/* What the walks after the run could not see (too deep, too many
+	 * entries, unreadable), or "": counts as over max_workspace_mb. */
+	char unseen_after[600];
+	/* CALL_LIMITS for the workspace: what could not be seen, or "". */
+	char ws_unseen[600];
 	/* The diff of those snapshots found a file created, modified or
 	 * deleted (ev->collect sets it; when unsure, true): a cell that wrote
 	 * is never run a second time (replay.c). */

@@ -41,6 +41,10 @@ FUZZ_MAXLEN_jsonrpc := 16384
 FUZZ_MAXLEN_dispatch := 16384
 FUZZ_MAXLEN_zygote := 4096
 FUZZ_MAXLEN_result := 65536
+# Memory limits per target (MB): a validator whose memory grew with what
+# the bytes expand to is a finding (libFuzzer reports it as a crash).
+FUZZ_RSS_validate := 512
+FUZZ_MALLOC_validate := 96
 
 REPLAY_CFLAGS := $(filter-out -MMD -MP,$(ALL_CFLAGS))
 REPLAY_BINS := $(FUZZ_TARGETS:%=$(BUILD)/fuzz/replay_%)
@@ -75,7 +79,8 @@ $(FUZZ_TARGETS:%=fuzz-run-%): fuzz-run-%: $(FUZZ_DIR)/fuzz_%
 	@mkdir -p $(FUZZ_DIR)/corpus/$* $(FUZZ_DIR)/crashes/$* fixtures/fuzz/$*/regressions
 	@echo "== fuzz $*: $(FUZZ_TIME) s (log: $(FUZZ_DIR)/$*.log)"
 	@$(FUZZ_DIR)/fuzz_$* -max_total_time=$(FUZZ_TIME) -runs=$(FUZZ_RUNS) -timeout=10 $(FUZZ_FLAGS) \
-		-max_len=$(FUZZ_MAXLEN_$*) -dict=fixtures/fuzz/$*.dict -print_final_stats=1 \
+		-max_len=$(FUZZ_MAXLEN_$*) -rss_limit_mb=$(or $(FUZZ_RSS_$*),2048) \
+		-malloc_limit_mb=$(or $(FUZZ_MALLOC_$*),$(or $(FUZZ_RSS_$*),2048)) -dict=fixtures/fuzz/$*.dict -print_final_stats=1 \
 		-artifact_prefix=$(FUZZ_DIR)/crashes/$*/ \
 		$(FUZZ_DIR)/corpus/$* fixtures/fuzz/$*/corpus fixtures/fuzz/$*/regressions \
 		>$(FUZZ_DIR)/$*.log 2>&1; rc=$$?; \

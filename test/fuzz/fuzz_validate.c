@@ -10,7 +10,12 @@
  * Checks: the detail is a non-empty, NUL-terminated line of printable
  * ASCII (untrusted bytes only reach it through esc()); an empty file never
  * passes; a PNG or JPEG that passes has the size that png_size/jpeg_size
- * report. */
+ * report; whatever the parser allocated is given back (the server-wide
+ * count is 0 between checks).  Each input is also checked as an SVG under
+ * memory bounds small enough for it to reach (1 to 256 KiB, chosen by
+ * byte 1; the server-wide one half of it when byte 1 is odd): a refusal
+ * is a failed check with a detail, never a crash.  Run it under a memory
+ * limit (fuzz.mk: -rss_limit_mb, -malloc_limit_mb). */
 #include <string.h>
 
 #include "../../files/validate.h"
@@ -74,7 +79,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		spec.kind = (enum vkind)k;
 		validate_buffer(&spec, buf, len, &r);
 		check_detail(&r, (enum vkind)k);
+		FUZZ_CHECK(validate_mem_in_use() == 0, "%zu bytes still counted after a %s check", validate_mem_in_use(),
+			   vkind_name((enum vkind)k));
 	}
+
+	size_t cap = ((size_t)data[1] + 1) << 10;
+	validate_set_mem_bounds(cap, data[1] & 1 ? cap / 2 : cap);
+	spec.kind = VK_SVG;
+	validate_buffer(&spec, buf, len, &r);
+	validate_set_mem_bounds(0, 0);
+	check_detail(&r, VK_SVG);
+	FUZZ_CHECK(validate_mem_in_use() == 0, "%zu bytes still counted after a bounded SVG check", validate_mem_in_use());
 	free(buf);
 	return 0;
 }

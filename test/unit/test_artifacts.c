@@ -331,16 +331,15 @@ static void test_sha256(void **state)
 }
 
 /* The disk usage counts allocated blocks, hidden directories included, and
- * stops at its entry budget. */
+ * stops at its entry budget, which it says (unseen). */
 static void test_disk_usage(void **state)
 {
 	struct fx *f = *state;
 	struct err e = { 0 };
-	unsigned long long before, after;
-	bool complete;
+	struct art_usage before, after;
 
-	assert_int_equal(art_disk_usage(&f->ws, 0, &before, &complete, &e), 0);
-	assert_true(complete);
+	assert_int_equal(art_disk_usage(&f->ws, 0, &before, &e), 0);
+	assert_int_equal(before.unseen, 0);
 	char p[512];
 	wpath(f, p, sizeof p, ".logs");
 	mkdir(p, 0755);
@@ -351,15 +350,101 @@ static void test_disk_usage(void **state)
 	memset(chunk, 'x', sizeof chunk);
 	assert_int_equal(write(fd, chunk, sizeof chunk), (ssize_t)sizeof chunk);
 	fsync(fd);
-	/* A sparse tail costs nothing on disk. */
+	/* A sparse tail costs nothing on disk, its size when charged. */
 	assert_int_equal(ftruncate(fd, 1L << 30), 0);
 	close(fd);
-	assert_int_equal(art_disk_usage(&f->ws, 0, &after, &complete, &e), 0);
-	assert_true(complete);
-	assert_true(after >= before + (1u << 20));
-	assert_true(after < before + (8u << 20));
-	assert_int_equal(art_disk_usage(&f->ws, 1, &after, &complete, &e), 0);
-	assert_false(complete);
+	assert_int_equal(art_disk_usage(&f->ws, 0, &after, &e), 0);
+	assert_int_equal(after.unseen, 0);
+	assert_true(after.blocks >= before.blocks + (1u << 20));
+	assert_true(after.blocks < before.blocks + (8u << 20));
+	assert_true(after.charged >= before.charged + (1ull << 30));
+	assert_int_equal(art_disk_usage(&f->ws, 1, &after, &e), 0);
+	assert_int_equal(after.unseen, ART_UNSEEN_ENTRIES);
+	char why[600];
+	art_unseen_text(after.unseen, "workspace", after.where, why, sizeof why);
+	if (!strstr(why, "more entries than the server walks (first at workspace/"))
+		fail_msg("%s", why);
+}
+
+/* What the walks cannot see is said, never taken as nothing.
+ * Attack: 3 x 100 MB under 70 nested directories, with max_workspace_mb
+ * 20, ended ok: the walks skipped depth 64 and beyond, counted as zero. */
+static void test_unseen(void **state)
+{
+	struct fx *f = *state;
+	struct err e = { 0 };
+	struct art_usage u;
+	char p[2048];
+	size_t n = (size_t)snprintf(p, sizeof p, "%s", f->ws.abs);
+	for (int i = 0; i < 70; i++) {
+		n += (size_t)snprintf(p + n, sizeof p - n, "/d");
+		assert_int_equal(mkdir(p, 0755), 0);
+	}
+	snprintf(p + n, sizeof p - n, "/deep.bin");
+	put(p, "hidden far down");
+	assert_int_equal(art_disk_usage(&f->ws, 0, &u, &e), 0);
+	assert_int_equal(u.unseen, ART_UNSEEN_DEPTH);
+	char why[600];
+	art_unseen_text(u.unseen, "workspace", u.where, why, sizeof why);
+	if (!strstr(why, "directories nested deeper than 64 levels (first at workspace/d/d/"))
+		fail_msg("%s", why);
+
+	struct art_scan_opts o = { .include_hidden = true };
+	struct art_list l;
+	assert_int_equal(art_scan(&f->ws, &o, &l, &e), 0);
+	assert_true(l.truncated);
+	assert_int_equal(l.unseen, ART_UNSEEN_DEPTH);
+	art_list_free(&l);
+
+	/* Unreadable: only a server without CAP_DAC_OVERRIDE is refused. */
+	if (geteuid() != 0) {
+		wpath(f, p, sizeof p, "locked");
+		assert_int_equal(mkdir(p, 0755), 0);
+		wpath(f, p, sizeof p, "locked/x");
+		put(p, "x");
+		wpath(f, p, sizeof p, "locked");
+		chmod(p, 0);
+		assert_int_equal(art_ws_dir_usage(&f->ws, "", 0, &u), 0);
+		assert_true(u.unseen & ART_UNSEEN_UNREADABLE);
+		chmod(p, 0755);
+	}
+}
+
+/* The fs_write directories outside the workspace count once each: not
+ * one beneath the workspace or beneath another listed one, and the
+ * workspace is left out of one that holds it. */
+static void test_outside_dirs(void **state)
+{
+	struct fx *f = *state;
+	char a[256], b[256], in_ws[256];
+	snprintf(a, sizeof a, "%s/results", f->root);
+	snprintf(b, sizeof b, "%s/results/sub", f->root);
+	snprintf(in_ws, sizeof in_ws, "%s/outputs", f->ws.abs);
+	mkdir(a, 0755);
+	mkdir(b, 0755);
+	const char *fsw[] = { f->ws.abs, b, a, in_ws, f->root };
+	char **v = art_outside_dirs(&f->ws, "/tmp/scratch-x", fsw, 3);
+	assert_string_equal(v[0], "/tmp/scratch-x");
+	assert_string_equal(v[1], a);
+	assert_null(v[2]);
+	art_dirs_free(v);
+
+	/* ROOT holds the workspace: the workspace is counted apart. */
+	char big[256];
+	snprintf(big, sizeof big, "%s/results/r.bin", f->root);
+	int fd = open(big, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	assert_true(fd >= 0);
+	assert_int_equal(ftruncate(fd, 300L << 20), 0);
+	close(fd);
+	wpath(f, big, sizeof big, "w.bin");
+	fd = open(big, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	assert_int_equal(ftruncate(fd, 100L << 20), 0);
+	close(fd);
+	struct art_usage u;
+	art_limit_measure(&f->ws, NULL, fsw + 4, 1, &u);
+	assert_int_equal(u.unseen, 0);
+	assert_true(u.charged >= (400ull << 20));
+	assert_true(u.charged < (401ull << 20));
 }
 
 int main(void)
@@ -372,6 +457,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_diff, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sha256, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_disk_usage, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_unseen, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_outside_dirs, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "../../files/validate.h"
@@ -401,6 +402,136 @@ static void test_kinds_and_mime(void **state)
 	assert_string_equal(mime_from_path(".bashrc"), "application/octet-stream");
 }
 
+/* The process's peak RSS in MiB (a high-water mark: only ever grows). */
+static long peak_mib(void)
+{
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	return ru.ru_maxrss / 1024;
+}
+
+/* n bytes: head, then unit repeated, then tail (cut to fit). */
+static unsigned char *build(const char *head, const char *unit, const char *tail, size_t n)
+{
+	unsigned char *b = malloc(n);
+	size_t h = strlen(head), u = strlen(unit), t = strlen(tail), i = h;
+	assert_non_null(b);
+	memcpy(b, head, h);
+	while (i + u + t <= n) {
+		memcpy(b + i, unit, u);
+		i += u;
+	}
+	memcpy(b + i, tail, t);
+	i += t;
+	memset(b + i, ' ', n - i);
+	return b;
+}
+
+/* Hostile files of 32 MiB: what the check holds beyond the file stays
+ * within its bound (the peak grows by the file and at most
+ * VALIDATE_MEM_CHECK), and the detail names the bound.
+ * Attack: '<svg>' + '<a>' * N took the server from 10 MB to 1.65 GB, a
+ * JSON [0,0,0,...] to 1.35 GB. */
+static void test_hostile_bounded(void **state)
+{
+	(void)state;
+	const size_t n = 32u << 20;
+	struct vresult r;
+	struct vspec svg = { .kind = VK_SVG }, json = { .kind = VK_JSON };
+
+	long base = peak_mib();
+	unsigned char *b = build("<svg>", "<a>", "", n);
+	validate_buffer(&svg, b, n, &r);
+	assert_false(r.ok);
+	if (!strstr(r.detail, "nests deeper than 256 elements"))
+		fail_msg("detail: %s", r.detail);
+	free(b);
+
+	/* Distinct attribute names: expat keeps one entry per name. */
+	b = malloc(n);
+	assert_non_null(b);
+	size_t i = (size_t)sprintf((char *)b, "<svg");
+	for (unsigned k = 0; i + 32 < n; k++)
+		i += (size_t)sprintf((char *)b + i, " a%u=\"\"", k);
+	memcpy(b + i, "/>", 2);
+	memset(b + i + 2, ' ', n - i - 2);
+	validate_buffer(&svg, b, n, &r);
+	assert_false(r.ok);
+	if (!strstr(r.detail, "too large to check in memory") || !strstr(r.detail, "64 MiB"))
+		fail_msg("detail: %s", r.detail);
+	assert_int_equal(validate_mem_in_use(), 0);
+	free(b);
+
+	/* The server-wide bound, lowered below one check's: what all checks
+	 * hold at once is what refuses. */
+	validate_set_mem_bounds(4u << 20, 256u << 10);
+	b = build("<svg", " a=\"\"><svg", "/>", 1u << 20);
+	validate_buffer(&svg, b, 1u << 20, &r);
+	validate_set_mem_bounds(0, 0);
+	assert_false(r.ok);
+	if (!strstr(r.detail, "too large to check in memory now: the checks running at once may hold 256 KiB"))
+		fail_msg("detail: %s", r.detail);
+	assert_int_equal(validate_mem_in_use(), 0);
+	free(b);
+
+	b = build("[0", ",0", "]", n);
+	validate_buffer(&json, b, n, &r);
+	if (!r.ok || !strstr(r.detail, "JSON array with"))
+		fail_msg("detail: %s", r.detail);
+	free(b);
+	long grew = peak_mib() - base;
+#ifdef __SANITIZE_ADDRESS__
+	grew -= 256; /* AddressSanitizer keeps up to 256 MiB freed in quarantine */
+#endif
+	if (grew > 32 + 64 + 48)
+		fail_msg("the peak RSS grew by %ld MiB checking 32 MiB files", grew);
+
+	b = build("", "[", "", 1001);
+	validate_buffer(&json, b, 1001, &r);
+	assert_false(r.ok);
+	if (!strstr(r.detail, "deeper than 1000 levels"))
+		fail_msg("detail: %s", r.detail);
+	free(b);
+}
+
+/* The JSON scanner is strict (RFC 8259) and decodes keys as Python does. */
+static void test_json_strict(void **state)
+{
+	(void)state;
+	check(VK_JSON, "01", false, "more than one value");
+	check(VK_JSON, "-", false, "a digit was expected");
+	check(VK_JSON, "[1,]", false, "a value was expected");
+	check(VK_JSON, "{\"a\":1,}", false, "a key");
+	check(VK_JSON, "{\"a\" 1}", false, "':' was expected");
+	check(VK_JSON, "[1 2]", false, "',' or ']' was expected");
+	check(VK_JSON, "\"a\x01\"", false, "control character");
+	check(VK_JSON, "\"\xff\"", false, "not UTF-8");
+	check(VK_JSON, "\"\\x\"", false, "invalid escape");
+	check(VK_JSON, "\"\\u12\"", false, "4 hex digits");
+	check(VK_JSON, "1.", false, "decimal point");
+	check(VK_JSON, "1e", false, "exponent");
+	check(VK_JSON, "tru", false, "a value was expected");
+	check(VK_JSON, "\xef\xbb\xbf{}", false, "byte order mark");
+	check(VK_JSON, "[NaN]", false, "NaN and Infinity");
+	check(VK_JSON, "\"\\ud800 \\ud83d\\ude00 \xc3\xa9\xf0\x9f\x98\x80\"", true, "a string");
+	check(VK_JSON, "-0.5e+3", true, "a number");
+	check(VK_JSON, " [true, false, null, {}, []] ", true, "array with 5 items");
+	check(VK_JSON, "{\"a\": {\"b\": [1, {\"c\": 2}]}, \"d\": 3}", true, "object with 2 keys");
+
+	static const char *const want[] = { "a\"b", "\xc3\xa9", "z" };
+	struct vspec spec = { .kind = VK_JSON, .required_keys = want, .n_required_keys = 2 };
+	struct vresult r;
+	const char *doc = "{\"a\\\"b\": 1, \"\\u00e9\": {\"z\": 1}}";
+	validate_buffer(&spec, (const unsigned char *)doc, strlen(doc), &r);
+	if (!r.ok)
+		fail_msg("detail: %s", r.detail);
+	spec.n_required_keys = 3; /* "z" is not at the top level */
+	validate_buffer(&spec, (const unsigned char *)doc, strlen(doc), &r);
+	assert_false(r.ok);
+	if (!strstr(r.detail, "lacks required keys: \"z\". Its top-level keys are: \"a\"b\", \"\\xc3\\xa9\"."))
+		fail_msg("detail: %s", r.detail);
+}
+
 int main(void)
 {
 	find_fixtures();
@@ -414,6 +545,8 @@ int main(void)
 		cmocka_unit_test(test_prefixes),
 		cmocka_unit_test(test_mutations),
 		cmocka_unit_test(test_kinds_and_mime),
+		cmocka_unit_test(test_hostile_bounded),
+		cmocka_unit_test(test_json_strict),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
