@@ -27,6 +27,8 @@
 /* What one write hands the kernel: small enough that a client reading
  * slowly is seen to read (each chunk written is progress). */
 #define OUT_CHUNK ((size_t)64 << 10)
+/* How long out_stop waits for a write in flight to end. */
+#define OUT_STOP_MS 200.0
 
 struct msg {
 	struct msg *next;
@@ -93,9 +95,13 @@ static ssize_t write_some(int fd, const char *p, size_t n)
 		ssize_t w = write(fd, p, n);
 		if (w > 0)
 			return w;
-		if (w < 0 && errno == EINTR)
+		if (w == 0) {
+			errno = EIO; /* no room will ever come: not a loop */
+			return -1;
+		}
+		if (errno == EINTR)
 			continue;
-		if (w == 0 || errno == EAGAIN) {
+		if (errno == EAGAIN) {
 			struct pollfd pf = { .fd = fd, .events = POLLOUT };
 			if (poll(&pf, 1, -1) < 0 && errno != EINTR)
 				return -1;
@@ -103,6 +109,19 @@ static ssize_t write_some(int fd, const char *p, size_t n)
 		}
 		return -1;
 	}
+}
+
+/* Waits for the writer's next move, until the CLOCK_MONOTONIC time `until`
+ * (ms) at the latest.  With the lock held. */
+static void wait_moved(double until)
+{
+	struct timespec ts = { .tv_sec = (time_t)(until / 1000.0) };
+	ts.tv_nsec = (long)((until - (double)ts.tv_sec * 1000.0) * 1e6);
+	if (ts.tv_nsec < 0)
+		ts.tv_nsec = 0;
+	if (ts.tv_nsec >= 1000000000L)
+		ts.tv_nsec = 999999999L;
+	pthread_cond_timedwait(&O.moved, &O.mu, &ts);
 }
 
 static void *writer(void *unused)
@@ -159,7 +178,14 @@ static void write_now(const char *p, size_t left)
 
 bool out_start(const struct out_config *c)
 {
+	if (O.mode != OUT_OFF)
+		return false;
 	O.cfg = *c;
+	O.head = O.tail = NULL;
+	O.waiting = 0;
+	O.busy = O.drop_head = O.quit = O.cut = O.gone_told = false;
+	O.failed = 0;
+	O.timer = 0;
 	if (!O.cfg.cap)
 		O.cfg.cap = OUT_CAP_DEFAULT;
 	if (O.cfg.stall_ms <= 0)
@@ -302,11 +328,7 @@ bool out_drain(double stall_ms)
 			loop_timer(O.cfg.loop, 0, fire_cut, NULL);
 			break;
 		}
-		struct timespec ts = { .tv_sec = (time_t)(until / 1000.0) };
-		ts.tv_nsec = (long)((until - (double)ts.tv_sec * 1000.0) * 1e6);
-		if (ts.tv_nsec >= 1000000000L)
-			ts.tv_nsec = 999999999L;
-		pthread_cond_timedwait(&O.moved, &O.mu, &ts);
+		wait_moved(until);
 	}
 	pthread_mutex_unlock(&O.mu);
 	if (dropped)
@@ -325,15 +347,25 @@ void out_stop(void)
 	O.mode = OUT_STOPPED;
 	O.quit = true;
 	drop_locked();
-	bool blocked = O.busy;
 	pthread_cond_signal(&O.more);
+	/* A write in flight may still end (the client reads, or is gone). */
+	double until = loop_now_ms() + OUT_STOP_MS;
+	while (O.busy && loop_now_ms() < until) {
+		wait_moved(until);
+	}
+	bool blocked = O.busy;
 	pthread_mutex_unlock(&O.mu);
 	/* A writer blocked on a client that reads nothing cannot be joined:
-	 * it ends with the process. */
-	if (blocked)
+	 * it ends with the process, and nothing is written any more.  Joined,
+	 * lines are written at once again, as before out_start. */
+	if (blocked) {
 		pthread_detach(O.th);
-	else
-		pthread_join(O.th, NULL);
+		return;
+	}
+	pthread_join(O.th, NULL);
+	pthread_cond_destroy(&O.more);
+	pthread_cond_destroy(&O.moved);
+	O.mode = OUT_OFF;
 }
 
 size_t out_waiting(void)

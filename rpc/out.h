@@ -33,8 +33,9 @@ struct out_config {
 	void *arg;
 };
 
-/* Starts the writer.  False (and lines are written at once, as before
- * out_start) when no thread can be started. */
+/* Starts the writer (again, after out_stop).  False (and lines are written
+ * at once, as before out_start) when no thread can be started.  Lines are
+ * queued from the loop's thread only. */
 bool out_start(const struct out_config *c);
 /* Queues one line: len bytes of s (copied) and a newline, written whole and
  * after every line queued before it. */
@@ -43,9 +44,10 @@ void out_line(const char *s, size_t len);
  * off, or nothing of it was read for stall_ms.  True when all was written.
  * Run only where the loop may wait (at exit, before an exec). */
 bool out_drain(double stall_ms);
-/* After out_drain: stops the writer, dropping what it could not write (a
- * writer still blocked on a client that reads nothing is left to the
- * process's exit). */
+/* After out_drain: stops the writer, dropping what it could not write.
+ * Lines are then written at once again, as before out_start, unless the
+ * writer is still blocked on a client that reads nothing: it is left to the
+ * process's exit, and later lines are dropped. */
 void out_stop(void);
 /* Bytes queued and not yet written. */
 size_t out_waiting(void);
