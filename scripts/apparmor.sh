@@ -85,7 +85,17 @@ check)
 	built=$(apparmor_parser -Q -K -T -d "$tmp" 2>/dev/null | sed -n '/^Name:[[:space:]]*unpriv$/,/^$/p')
 	printf '%s\n' "$built" | grep -q '^Deny Caps:.* sys_admin' || fail "the compiled child does not deny sys_admin"
 	printf '%s\n' "$built" | grep -q '^Capabilities:' && fail "the compiled child allows capabilities"
-	echo "apparmor: profile syntax ok, its child denies every capability${note:-}"
+	# The profile itself: no capability over the network, among others.
+	built=$(apparmor_parser -Q -K -T -d "$tmp" 2>/dev/null | sed -n '/^Name:[[:space:]]*python-sandbox-mcp$/,/^$/p')
+	for cap in net_admin net_raw sys_module; do
+		printf '%s\n' "$built" | grep -q "^Deny Caps:.* $cap\\b" || fail "the profile does not deny $cap"
+	done
+	# ...and none that building the jail takes (a capability the parser
+	# does not know is read as sys_admin).
+	for cap in sys_admin setpcap setuid setgid sys_chroot dac_override chown kill sys_ptrace sys_resource; do
+		printf '%s\n' "$built" | grep -q "^Deny Caps:.* $cap\\b" && fail "the profile denies $cap, which the jail needs"
+	done
+	echo "apparmor: profile ok: it grants the namespace and what building the jail takes, no capability over the network; its child denies every capability${note:-}"
 	;;
 *)
 	echo "usage: scripts/apparmor.sh install BIN | uninstall | check" >&2
