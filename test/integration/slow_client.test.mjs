@@ -10,9 +10,11 @@
 // not read, its memory growing past memory_mb).
 import { test, describe, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
+import path from 'node:path';
 
-import { RawServer, newProject, descendants, stillAlive, sleep, show, SANITIZED, VALGRIND } from './lib.mjs';
+import { RawServer, newProject, descendants, stillAlive, sleep, show, openDir, stageBinaries, SANITIZED, VALGRIND } from './lib.mjs';
 import { stateHome, start } from './persist_lib.mjs';
 
 const servers = [];
@@ -51,24 +53,63 @@ async function waitExit(s, ms) {
 	try { return await Promise.race([s.exited, t]); } finally { clearTimeout(timer); }
 }
 
+const AS_ROOT = process.getuid() === 0;
+const NOBODY = 65534;
 const slack = VALGRIND ? 60000 : SANITIZED ? 20000 : 10000;
 
+/** Runs `code` (whose call only a limit of the server ends) while the client
+ *  reads nothing, a large reply waiting before its own; checks from outside
+ *  that the session is gone on time, then reads: both replies, in order. */
+async function limitWhileUnread(t, s, code, status) {
+	await s.initialize();
+	let r = await s.callTool('execute_python', { code: 'x = 1' }, { timeout: 120000 });
+	assert.equal(r.result?.isError, false, show(r));
+	const session = await titled(s.pid, 'python-sandbox-mcp: session default');
+	assert.ok(session, 'the session process is found by its title');
+
+	s.proc.stdout.pause();
+	s.sendLine({ jsonrpc: '2.0', id: 'hog', method: 'tools/call', params: { name: 'execute_python', arguments: { code } } });
+	const pingId = bigPing(s, 'after-hog');
+
+	// Seen from outside while the client still reads nothing: the session
+	// that ran the cell is gone within its limits and some slack.
+	const t0 = Date.now();
+	let alive = stillAlive([session]);
+	while (alive.length && Date.now() - t0 < 2000 + slack) {
+		await sleep(100);
+		alive = stillAlive([session]);
+	}
+	const took = Date.now() - t0;
+	assert.deepEqual(alive, [], `the session (pid ${session.pid}) still ran ${took} ms after its call began, the client not reading`);
+	t.diagnostic(`the session was gone ${took} ms after the call was sent, the client not reading`);
+	assert.equal(s.exitInfo, undefined, `the server is still there; stderr: ${s.stderr().slice(-1500)}`);
+	assert.ok(!s.messages.some((m) => m.id === 'hog'), 'the client was not reading: the reply cannot have arrived yet');
+
+	s.proc.stdout.resume();
+	const ping = await s.response(pingId, { timeout: 30000 });
+	assert.deepEqual(ping.result, {});
+	r = await s.response('hog', { timeout: 30000 });
+	const text = r.result?.content?.[0]?.text ?? '';
+	assert.match(text, status, show(r));
+	t.diagnostic(`its reply: ${text.split('\n')[0]}`);
+	assert.ok(s.messages.indexOf(ping) < s.messages.indexOf(r), 'replies in the order they were made');
+
+	// The server goes on as before.
+	r = await s.callTool('execute_python', { code: 'print("again")' }, { timeout: 60000 });
+	assert.match(r.result?.content?.[0]?.text ?? '', /again/, show(r));
+	assert.deepEqual(s.violations, [], show(s.violations));
+	assert.deepEqual(await s.stop('eof', { timeout: 20000 }), { code: 0, signal: null });
+}
+
 describe('a client that stops reading', () => {
-	test('the limits of a running cell still act, and the replies wait whole and in order', { timeout: 180000 }, async (t) => {
+	test('the memory watchdog still acts, and the replies wait whole and in order', { timeout: 180000 }, async (t) => {
 		// Under AddressSanitizer a session's shadow memory alone is over 256 MB.
 		const mem = SANITIZED || VALGRIND ? 1024 : 256;
 		const s = raw(newProject('slow-read'), { args: ['--memory', String(mem), '--timeout', '2'] });
-		await s.initialize();
-		let r = await s.callTool('execute_python', { code: 'x = 1' }, { timeout: 120000 });
-		assert.equal(r.result?.isError, false, show(r));
-		const session = await titled(s.pid, 'python-sandbox-mcp: session default');
-		assert.ok(session, 'the session process is found by its title');
-
-		s.proc.stdout.pause();
 		// Memory in memfds (shared memory, counted only by the watchdog) up
 		// to 400 MB past memory_mb, then a busy loop: only memory_mb or
 		// timeout_s ends it.
-		s.sendLine({ jsonrpc: '2.0', id: 'hog', method: 'tools/call', params: { name: 'execute_python', arguments: { code: [
+		await limitWhileUnread(t, s, [
 			'import os, mmap',
 			'ms = []',
 			`for i in range(${Math.ceil((mem + 400) / 50)}):`,
@@ -78,38 +119,27 @@ describe('a client that stops reading', () => {
 			'    for off in range(0, 50 << 20, 4096): m[off] = 1',
 			'    ms.append(m)',
 			'while True: pass',
-		].join('\n') } } });
-		const pingId = bigPing(s, 'after-hog');
-
-		// Seen from outside while the client still reads nothing: the session
-		// that ran the cell is gone within its limits and some slack.
-		const t0 = Date.now();
-		let alive = stillAlive([session]);
-		while (alive.length && Date.now() - t0 < 2000 + slack) {
-			await sleep(100);
-			alive = stillAlive([session]);
-		}
-		const took = Date.now() - t0;
-		assert.deepEqual(alive, [], `the session (pid ${session.pid}) still ran ${took} ms after its call began, the client not reading`);
-		t.diagnostic(`the session was gone ${took} ms after the call was sent, the client not reading`);
-		assert.equal(s.exitInfo, undefined, `the server is still there; stderr: ${s.stderr().slice(-1500)}`);
-		assert.ok(!s.messages.some((m) => m.id === 'hog'), 'the client was not reading: the reply cannot have arrived yet');
-
-		s.proc.stdout.resume();
-		const ping = await s.response(pingId, { timeout: 30000 });
-		assert.deepEqual(ping.result, {});
-		r = await s.response('hog', { timeout: 30000 });
-		const text = r.result?.content?.[0]?.text ?? '';
-		assert.match(text, /^(memory|timeout)\b/, show(r));
-		t.diagnostic(`its reply: ${text.split('\n')[0]}`);
-		assert.ok(s.messages.indexOf(ping) < s.messages.indexOf(r), 'replies in the order they were made');
-
-		// The server goes on as before.
-		r = await s.callTool('execute_python', { code: 'print("again")' }, { timeout: 60000 });
-		assert.match(r.result?.content?.[0]?.text ?? '', /again/, show(r));
-		assert.deepEqual(s.violations, [], show(s.violations));
-		assert.deepEqual(await s.stop('eof', { timeout: 20000 }), { code: 0, signal: null });
+		].join('\n'), /^(memory|timeout)\b/);
 	});
+
+	// The timeout, a timer of the server's loop only, under another user
+	// (an unprivileged server refuses memfds) and in both jail modes.
+	for (const mode of ['namespaces', 'no namespaces']) {
+		const who = AS_ROOT ? 'nobody' : 'the current user';
+		test(`timeout_s still acts, the server run by ${who}, ${mode}`, { timeout: 180000 }, async (t) => {
+			const { bin, dockerrun } = stageBinaries('slow-bin');
+			const root = newProject(`slow-${mode.replace(' ', '')}`);
+			fs.mkdirSync(path.join(root, 'workspace'));
+			const home = openDir('slow-home');
+			if (AS_ROOT) spawnSync('chown', ['-R', `${NOBODY}:${NOBODY}`, root, home]);
+			const server = mode === 'namespaces' ? [bin] : [dockerrun, bin];
+			const launch = AS_ROOT
+				? { command: 'setpriv', commandArgs: [`--reuid=${NOBODY}`, `--regid=${NOBODY}`, '--clear-groups', '--', ...server] }
+				: { command: server[0], commandArgs: server.slice(1) };
+			const s = raw(root, { args: ['--timeout', '2'], env: { HOME: home }, ...launch });
+			await limitWhileUnread(t, s, 'while True: pass', /^timeout\b/);
+		});
+	}
 
 	test('a client that reads nothing for the stall bound is cut off, and its sessions are saved', { timeout: 180000 }, async (t) => {
 		const root = newProject('slow-stall');
