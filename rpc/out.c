@@ -36,7 +36,7 @@ struct msg {
 	size_t len, off;       /* off: bytes already written */
 };
 
-enum out_mode { OUT_OFF, OUT_ON, OUT_STOPPED };
+enum out_mode { OUT_OFF, OUT_ON };
 
 static struct {
 	pthread_mutex_t mu;
@@ -126,6 +126,7 @@ static void wait_moved(double until)
 
 static void *writer(void *unused)
 {
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
 	pthread_mutex_lock(&O.mu);
 	for (;;) {
 		while (!O.head && !O.quit)
@@ -137,8 +138,12 @@ static void *writer(void *unused)
 		const char *p = m->data + m->off;
 		O.busy = true;
 		pthread_mutex_unlock(&O.mu);
+		/* Cancellable only here, where no lock is held: out_stop
+		 * cancels a write the client never lets end. */
+		pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, NULL);
 		ssize_t w = write_some(O.cfg.fd, p, n);
 		int err = errno;
+		pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
 		pthread_mutex_lock(&O.mu);
 		O.busy = false;
 		if (w < 0) {
@@ -344,7 +349,6 @@ void out_stop(void)
 		loop_timer_cancel(O.cfg.loop, O.timer);
 	O.timer = 0;
 	pthread_mutex_lock(&O.mu);
-	O.mode = OUT_STOPPED;
 	O.quit = true;
 	drop_locked();
 	pthread_cond_signal(&O.more);
@@ -355,14 +359,16 @@ void out_stop(void)
 	}
 	bool blocked = O.busy;
 	pthread_mutex_unlock(&O.mu);
-	/* A writer blocked on a client that reads nothing cannot be joined:
-	 * it ends with the process, and nothing is written any more.  Joined,
-	 * lines are written at once again, as before out_start. */
-	if (blocked) {
-		pthread_detach(O.th);
-		return;
-	}
+	/* A writer blocked on a client that reads nothing is cancelled in its
+	 * write (the one place it can be): the line it was writing stays
+	 * unfinished, and no thread is left behind. */
+	if (blocked)
+		pthread_cancel(O.th);
 	pthread_join(O.th, NULL);
+	if (O.head) /* the line that was in flight: all the queue still held */
+		free_msg(O.head);
+	O.head = O.tail = NULL;
+	O.busy = O.drop_head = false;
 	pthread_cond_destroy(&O.more);
 	pthread_cond_destroy(&O.moved);
 	O.mode = OUT_OFF;

@@ -44,10 +44,9 @@ void out_line(const char *s, size_t len);
  * off, or nothing of it was read for stall_ms.  True when all was written.
  * Run only where the loop may wait (at exit, before an exec). */
 bool out_drain(double stall_ms);
-/* After out_drain: stops the writer, dropping what it could not write.
- * Lines are then written at once again, as before out_start, unless the
- * writer is still blocked on a client that reads nothing: it is left to the
- * process's exit, and later lines are dropped. */
+/* After out_drain: stops the writer, dropping what it could not write (a
+ * write the client has not let end within a moment is cancelled).  Lines
+ * are then written at once again, as before out_start. */
 void out_stop(void);
 /* Bytes queued and not yet written. */
 size_t out_waiting(void);
