@@ -9,6 +9,7 @@
  * not, why. */
 #include "jail.h"
 
+#include "apparmor.h"
 #include "caps.h"
 #include "fds.h"
 #include "landlock.h"
@@ -475,6 +476,7 @@ static int step_fds(struct entry *en)
  * keep the effective uid 0.  Decides only; changes nothing. */
 static int step_route(struct entry *en)
 {
+	jail_aa_note(); /* while the host's /proc is there */
 	struct jail_report *r = en->r;
 	jail_uid_choose(en->c, &en->uid, &en->gid);
 	en->userns = !jail_disabled("userns") &&
@@ -548,9 +550,21 @@ static int step_scratch(struct entry *en)
 	return 0;
 }
 
+/* The namespaces are built: under the AppArmor profile that allowed them,
+ * its capability-less child first (apparmor.h), then every capability
+ * given up. */
 static int step_caps(struct entry *en)
 {
-	return jail_caps_apply(en->c, en->r, en->e);
+	char aa[96];
+	int rc = jail_aa_enter(aa, sizeof aa, en->e);
+	if (rc == 0)
+		rc = jail_caps_apply(en->c, en->r, en->e);
+	if (rc == 0 && aa[0]) {
+		struct jail_layer *l = &en->r->layer[JL_CAPS];
+		size_t k = strlen(l->detail);
+		snprintf(l->detail + k, sizeof l->detail - k, ", %s", aa);
+	}
+	return rc;
 }
 
 static int step_rlimits(struct entry *en)

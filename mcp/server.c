@@ -1,8 +1,9 @@
 /* JSON-RPC over stdio and the MCP lifecycle.
  *
  * stdin is read without blocking into a bounded line buffer; each complete
- * line is one message.  Replies are written whole, one line each, with a
- * blocking write: stdout carries nothing else. */
+ * line is one message.  Replies are written whole, one line each, by the
+ * output queue's own thread (rpc/out.h): stdout carries nothing else, and a
+ * client that stops reading holds up no timer. */
 #include "server.h"
 
 #include <errno.h>
@@ -20,12 +21,29 @@
 
 #include "../common/log.h"
 #include "../common/util.h"
+#include "../rpc/out.h"
 #include "../rpc/work.h"
 #include "../supervisor/supervisor.h"
 #include "exec.h"
 #include "protocol.h"
 #include "reply.h"
 #include "tools.h"
+
+/* How long a client may read nothing of the replies that wait.  The test
+ * knob makes it short enough for a test. */
+static double stall_ms(void)
+{
+	const char *t = getenv("PSM_TEST_STDOUT_STALL_MS");
+	double v = t ? strtod(t, NULL) : 0;
+	return v > 0 ? v : OUT_STALL_MS_DEFAULT;
+}
+
+/* How long the exit (or a restart) waits for the client to read the last
+ * replies. */
+static double out_exit_ms(void)
+{
+	return OUT_EXIT_MS < stall_ms() ? OUT_EXIT_MS : stall_ms();
+}
 
 /* ------------------------------------------------------------ methods */
 
@@ -297,6 +315,13 @@ static char *file_uri_path(const char *uri)
 /* Starts this binary again with --root DIR; returns only on failure. */
 static void restart_on_root(struct server *s, const char *dir)
 {
+	/* Every line queued reaches the client before the exec, which would
+	 * end the thread that writes them: a line cut in the middle would be
+	 * followed by the new process's. */
+	if (!out_drain(out_exit_ms())) {
+		log_error("the client did not read the replies before the restart on %s: the project stays %s", dir, s->opts.root);
+		return;
+	}
 	int fd = memfd_create("psm-held-requests", 0); /* inherited on purpose */
 	if (fd < 0) {
 		log_error("cannot hand the held requests over (memfd_create: %s): the project stays %s", strerror(errno), s->opts.root);
@@ -594,6 +619,21 @@ static void signal_event(void *arg, int fd, short revents)
 	}
 }
 
+/* The client left its replies unread (out.h): it is cut off, and the
+ * server ends as at end of input (the calls already read may end, every
+ * state is saved), since nothing it answers can reach the client. */
+static void client_cut(void *arg, const char *why)
+{
+	struct server *s = arg;
+	log_error("%s: the client is cut off, and the server ends as at end of input (its replies are dropped; "
+		  "every session's state is saved first)", why);
+	if (!s->eof) {
+		loop_unwatch(s->loop, STDIN_FILENO);
+		s->eof = true;
+	}
+	begin_stop(s, true);
+}
+
 static void sup_ended(void *arg)
 {
 	reply_call_done(arg);
@@ -659,6 +699,7 @@ int server_run(struct server *s)
 	 * (budgeted) walk does not queue every other session's behind it. */
 	s->work = work_new(s->loop, 2);
 	sup_set_work(s->sup, s->work);
+	out_start(&(struct out_config){ .loop = s->loop, .fd = STDOUT_FILENO, .stall_ms = stall_ms(), .cut = client_cut, .arg = s });
 	if (s->opts.resume_version) {
 		/* Started again on the client's root: initialize was answered
 		 * by the process this one replaced. */
@@ -684,6 +725,10 @@ int server_run(struct server *s)
 	s->sup = NULL;
 	work_free(s->work);
 	s->work = NULL;
+	/* The last replies reach a client that reads them; one that does not
+	 * holds the exit up for a few seconds at most. */
+	out_drain(out_exit_ms());
+	out_stop();
 	loop_free(s->loop);
 	s->loop = NULL;
 	close(sfd);

@@ -1,9 +1,7 @@
-/* JSON-RPC over stdio: replies are written whole, one line each, with a
- * blocking write: stdout carries nothing else. */
+/* JSON-RPC over stdio: replies are written whole, one line each, in the
+ * order they are made (out.h): stdout carries nothing else. */
 #include "rpc.h"
 
-#include <errno.h>
-#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -11,32 +9,12 @@
 #include "../common/log.h"
 #include "../common/text.h"
 #include "../common/util.h"
+#include "out.h"
 
+/* Queued (out.h): the loop never waits for the client to read. */
 static void write_line(const char *s)
 {
-	size_t len = strlen(s);
-	/* One buffer with the newline, so a line is never split by a short
-	 * write in the middle of another message. */
-	char *buf = xmalloc(len + 1);
-	memcpy(buf, s, len);
-	buf[len] = '\n';
-	const char *p = buf;
-	size_t left = len + 1;
-	while (left) {
-		ssize_t n = write(STDOUT_FILENO, p, left);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && errno == EAGAIN) {
-			struct pollfd pf = { .fd = STDOUT_FILENO, .events = POLLOUT };
-			poll(&pf, 1, 1000);
-			continue;
-		}
-		if (n <= 0)
-			break; /* the client is gone; stdin EOF will follow */
-		p += n;
-		left -= (size_t)n;
-	}
-	free(buf);
+	out_line(s, strlen(s));
 }
 
 /* Every string that leaves on stdout is valid UTF-8, whatever built it:

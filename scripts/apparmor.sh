@@ -1,11 +1,13 @@
 #!/bin/sh
 # The AppArmor profile that lets python-sandbox-mcp create user namespaces
-# where AppArmor restricts them (Ubuntu 23.10 and later).
+# where AppArmor restricts them (Ubuntu 23.10 and later), and takes every
+# capability away from what runs in them (its child profile unpriv).
 #
 #   scripts/apparmor.sh install BIN   install and load the profile for BIN, only
 #                                     when the host needs it; else say so, do nothing
 #   scripts/apparmor.sh uninstall     unload and remove it (when present)
-#   scripts/apparmor.sh check         check the profile's syntax; loads nothing
+#   scripts/apparmor.sh check         check the profile's syntax and what it
+#                                     grants; loads nothing
 #
 # `make install` runs `install` on the host it installs on, and the Debian
 # package's postinst runs the installed copy
@@ -47,21 +49,53 @@ uninstall)
 	fi
 	;;
 check)
-	# -Q: no kernel load, -K: no cache, -T: no cache read: a parse only.
-	# The userns rule is AppArmor 4 syntax (Ubuntu 24.04 has it, Debian
-	# 12's parser 3.0 does not): with an older parser the rest of the
-	# profile is checked and the rule is checked to be there.
+	# -Q: no kernel load, -K: no cache, -T: no cache read: a parse and a
+	# compile only.  userns, io_uring and mqueue are AppArmor 4 rules
+	# (Ubuntu 24.04 has it, Debian 12's parser 3.0 does not): with an older
+	# parser the rest of the profile is compiled and those rules are
+	# checked to be there.
 	tmp=$(mktemp)
 	trap 'rm -f "$tmp"' EXIT
-	render /usr/local/bin/python-sandbox-mcp > "$tmp"
-	grep -qx '  userns,' "$tmp" || { echo "apparmor: the profile lacks its userns rule" >&2; exit 1; }
+	render /usr/local/bin/python-sandbox-mcp | sed 's/[[:space:]]*#.*//' > "$tmp"
+	fail() { echo "apparmor: $*" >&2; exit 1; }
+	# What the profile promises, read from its text: the namespace is
+	# granted to the binary, never an unconfined profile (which allows
+	# every capability to all it runs), and the child the zygote enters
+	# denies every capability and allows none.
+	child=$(sed -n '/^  profile unpriv /,/^  }/p' "$tmp")
+	top=$(sed '/^  profile unpriv /,/^  }/d' "$tmp")
+	grep -q 'unconfined' "$tmp" && fail "the profile names unconfined: it must confine what it runs"
+	printf '%s\n' "$top" | grep -qx '  allow userns,' || fail "the profile lacks its userns rule"
+	printf '%s\n' "$top" | grep -qx '  allow change_profile -> python-sandbox-mcp//unpriv,' ||
+		fail "the profile does not let the zygote enter its child"
+	printf '%s\n' "$top" | grep -qx '  allow pix /\*\* -> &python-sandbox-mcp//unpriv,' ||
+		fail "programs the binary runs do not start in its child"
+	[ -n "$child" ] || fail "the profile lacks its child profile unpriv"
+	printf '%s\n' "$child" | grep -qx '    audit deny capability,' || fail "the child does not deny every capability"
+	printf '%s\n' "$child" | grep -Eq '^ *(allow +)?(capability|userns|mount|umount|pivot_root|change_profile)' &&
+		fail "the child allows a capability, a namespace, a mount or a profile change"
 	if [ ! -e /etc/apparmor.d/abi/4.0 ]; then
-		sed -i -e 's|^abi <abi/4.0>,|abi <abi/3.0>,|' -e '/^  userns,$/d' "$tmp"
-		note=" (parser older than AppArmor 4: checked without its userns rule)"
+		sed -i -e 's|^abi <abi/4.0>,|abi <abi/3.0>,|' -e '/^ *allow \(userns\|io_uring\|mqueue\),$/d' "$tmp"
+		note=" (parser older than AppArmor 4: compiled without its userns, io_uring and mqueue rules)"
 	fi
 	apparmor_parser -Q -K -T "$tmp" 2>&1 | grep -v '^Cache read/write disabled' >&2 || true
-	apparmor_parser -Q -K -T "$tmp" >/dev/null 2>&1 || { echo "apparmor: the profile does not parse" >&2; exit 1; }
-	echo "apparmor: profile syntax ok${note:-}"
+	apparmor_parser -Q -K -T "$tmp" >/dev/null 2>&1 || fail "the profile does not parse"
+	# The compiled child, as the parser built it: no capability allowed,
+	# sys_admin among those denied.
+	built=$(apparmor_parser -Q -K -T -d "$tmp" 2>/dev/null | sed -n '/^Name:[[:space:]]*unpriv$/,/^$/p')
+	printf '%s\n' "$built" | grep -q '^Deny Caps:.* sys_admin' || fail "the compiled child does not deny sys_admin"
+	printf '%s\n' "$built" | grep -q '^Capabilities:' && fail "the compiled child allows capabilities"
+	# The profile itself: no capability over the network, among others.
+	built=$(apparmor_parser -Q -K -T -d "$tmp" 2>/dev/null | sed -n '/^Name:[[:space:]]*python-sandbox-mcp$/,/^$/p')
+	for cap in net_admin net_raw sys_module; do
+		printf '%s\n' "$built" | grep -q "^Deny Caps:.* $cap\\b" || fail "the profile does not deny $cap"
+	done
+	# ...and none that building the jail takes (a capability the parser
+	# does not know is read as sys_admin).
+	for cap in sys_admin setpcap setuid setgid sys_chroot dac_override chown kill sys_ptrace sys_resource; do
+		printf '%s\n' "$built" | grep -q "^Deny Caps:.* $cap\\b" && fail "the profile denies $cap, which the jail needs"
+	done
+	echo "apparmor: profile ok: it grants the namespace and what building the jail takes, no capability over the network; its child denies every capability${note:-}"
 	;;
 *)
 	echo "usage: scripts/apparmor.sh install BIN | uninstall | check" >&2

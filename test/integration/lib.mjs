@@ -205,10 +205,11 @@ export function jsonResult(res) {
  * recorded in `violations` (the tests assert it stays empty).
  */
 export class RawServer {
-	constructor(root, { args = [], structured = false, env = {} } = {}) {
-		const argv = ['--root', root, ...(structured ? ['--structured-content'] : []), ...args];
+	constructor(root, { args = [], structured = false, env = {}, command = BIN, commandArgs = [] } = {}) {
+		// command/commandArgs: a wrapper that ends by exec'ing the server (same pid).
+		const argv = [...commandArgs, '--root', root, ...(structured ? ['--structured-content'] : []), ...args];
 		this.root = root;
-		this.proc = spawn(BIN, argv, { stdio: ['pipe', 'pipe', 'pipe'], env: { ...minimalEnv(), ...env } });
+		this.proc = spawn(command, argv, { stdio: ['pipe', 'pipe', 'pipe'], env: { ...minimalEnv(), ...env } });
 		this.pid = this.proc.pid;
 		this.messages = [];
 		this.rawLines = [];

@@ -8,12 +8,15 @@
 
 #include <cjson/cJSON.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "../../mcp/server.h"
+#include "../../rpc/out.h"
 #include "../../rpc/rpc.h"
 #include "../../supervisor/supervisor.h"
 
@@ -344,8 +347,258 @@ static void test_prefix_id(void **state)
 	expect_prefix_id("{\"id\":7}", 3, NULL);
 }
 
+/* ------------------------------------------------------------ the output queue
+ * The real writer thread on a real pipe, the loop run for real: a reader
+ * that reads nothing, slowly, or goes away. */
+
+static struct {
+	struct loop *l;
+	int n;
+	char why[256];
+	double at;
+} cutrec;
+
+static void on_cut(void *arg, const char *why)
+{
+	cutrec.n++;
+	cutrec.at = loop_now_ms();
+	snprintf(cutrec.why, sizeof cutrec.why, "%s", why);
+	loop_stop(cutrec.l);
+}
+
+static void stop_loop(void *arg)
+{
+	loop_stop(arg);
+}
+
+static struct loop *out_begin(int fd, size_t cap, double stall_ms)
+{
+	memset(&cutrec, 0, sizeof cutrec);
+	cutrec.l = loop_new();
+	struct out_config c = { .loop = cutrec.l, .fd = fd, .cap = cap, .stall_ms = stall_ms, .cut = on_cut };
+	assert_true(out_start(&c));
+	return cutrec.l;
+}
+
+/* Line i: a JSON object padded to a size that varies from 10 bytes to
+ * 200 KB (more than a pipe holds, more than one write's chunk). */
+static size_t make_line(char *buf, int i)
+{
+	size_t pad = ((size_t)i * 7919) % 200000;
+	int n = sprintf(buf, "{\"n\":%d,\"pad\":\"", i);
+	memset(buf + n, 'a' + i % 26, pad);
+	memcpy(buf + n + pad, "\"}", 2);
+	return (size_t)n + pad + 2;
+}
+
+struct reader {
+	int fd;
+	size_t want;       /* stop after this many bytes (0: until EOF) */
+	useconds_t pause;  /* between reads */
+	size_t chunk;
+	char *got;
+	size_t len;
+};
+
+static void *read_all(void *arg)
+{
+	struct reader *r = arg;
+	size_t cap = 1 << 20;
+	r->got = malloc(cap);
+	for (;;) {
+		if (r->want && r->len >= r->want)
+			break;
+		if (r->len + r->chunk > cap)
+			r->got = realloc(r->got, cap *= 2);
+		ssize_t n = read(r->fd, r->got + r->len, r->chunk);
+		if (n <= 0)
+			break;
+		r->len += (size_t)n;
+		if (r->pause)
+			usleep(r->pause);
+	}
+	return NULL;
+}
+
+/* Lines queued to a client that reads nothing: out_line returns at once,
+ * the loop's timers fire meanwhile; once read, every line is there, whole
+ * and in order. */
+static void test_out_unread_then_read(void **state)
+{
+	(void)state;
+	int p[2];
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	struct loop *l = out_begin(p[1], 0, 60000);
+	char *line = malloc(300000), *want = malloc(64u << 20);
+	size_t wlen = 0;
+	for (int i = 0; i < 150; i++) {
+		size_t n = make_line(line, i);
+		out_line(line, n);
+		memcpy(want + wlen, line, n);
+		want[wlen + n] = '\n';
+		wlen += n + 1;
+	}
+	/* More waits than a pipe holds: the writer is blocked on the reader. */
+	usleep(100000);
+	assert_true(out_waiting() > wlen - (1u << 20));
+	double t0 = loop_now_ms();
+	loop_timer(l, 50, stop_loop, l);
+	loop_run(l);
+	assert_true(loop_now_ms() - t0 >= 50);
+	assert_int_equal(cutrec.n, 0);
+
+	struct reader r = { .fd = p[0], .want = wlen, .chunk = 1 << 16 };
+	pthread_t th;
+	assert_int_equal(pthread_create(&th, NULL, read_all, &r), 0);
+	assert_true(out_drain(30000));
+	pthread_join(th, NULL);
+	assert_int_equal(r.len, wlen);
+	assert_memory_equal(r.got, want, wlen);
+	assert_int_equal(out_waiting(), 0);
+	out_stop();
+	loop_free(l);
+	free(r.got);
+	free(line);
+	free(want);
+	close(p[0]);
+	close(p[1]);
+}
+
+/* More than cap bytes unread: cut off, from the loop (never inside
+ * out_line), what waits dropped, later lines dropped. */
+static void test_out_cap(void **state)
+{
+	(void)state;
+	int p[2];
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	struct loop *l = out_begin(p[1], 1u << 20, 60000);
+	char *line = malloc(300000);
+	size_t n = make_line(line, 25); /* 197 KB */
+	for (int i = 0; i < 12; i++)
+		out_line(line, n);
+	assert_int_equal(cutrec.n, 0); /* not from inside out_line */
+	assert_int_equal(out_waiting(), 0);
+	out_line(line, n); /* dropped */
+	assert_int_equal(out_waiting(), 0);
+	loop_timer(l, 10000, stop_loop, l);
+	loop_run(l);
+	assert_int_equal(cutrec.n, 1);
+	assert_non_null(strstr(cutrec.why, "the client has left 1 MiB of replies unread (at most 1 MiB may wait)"));
+	assert_false(out_drain(1000));
+	close(p[0]); /* the writer's blocked write fails: it can be joined */
+	out_stop();
+	loop_free(l);
+	free(line);
+	close(p[1]);
+}
+
+/* Nothing read for stall_ms while lines wait: cut off by the loop's check;
+ * and out_drain (the exit's wait) gives up after its own bound. */
+static void test_out_stall(void **state)
+{
+	(void)state;
+	int p[2];
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	struct loop *l = out_begin(p[1], 0, 200);
+	char *line = malloc(300000);
+	size_t n = make_line(line, 25);
+	double t0 = loop_now_ms();
+	out_line(line, n);
+	loop_timer(l, 10000, stop_loop, l);
+	loop_run(l);
+	assert_int_equal(cutrec.n, 1);
+	assert_true(cutrec.at - t0 >= 200);
+	assert_non_null(strstr(cutrec.why, "the client has read nothing of its replies for 0.2 s"));
+	assert_int_equal(out_waiting(), 0);
+	/* The writer is still blocked on the pipe nobody reads: out_stop
+	 * cancels that write and joins it (out_start works again below). */
+	t0 = loop_now_ms();
+	out_stop();
+	assert_true(loop_now_ms() - t0 < 10000);
+	loop_free(l);
+	close(p[0]);
+
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	l = out_begin(p[1], 0, 60000);
+	out_line(line, n);
+	t0 = loop_now_ms();
+	assert_false(out_drain(300));
+	assert_true(loop_now_ms() - t0 >= 300);
+	assert_int_equal(cutrec.n, 0);
+	loop_timer(l, 10000, stop_loop, l);
+	loop_run(l); /* the cut is told when the loop runs again */
+	assert_int_equal(cutrec.n, 1);
+	close(p[0]);
+	out_stop();
+	loop_free(l);
+	free(line);
+	close(p[1]);
+}
+
+static void all_written(void *arg)
+{
+	struct loop *l = arg;
+	if (out_waiting() == 0)
+		loop_stop(l);
+	else
+		loop_timer(l, 20, all_written, l);
+}
+
+/* A client that reads slowly but reads is never cut off, however long the
+ * whole takes: each chunk written is progress. */
+static void test_out_slow_reader(void **state)
+{
+	(void)state;
+	int p[2];
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	struct loop *l = out_begin(p[1], 0, 1000);
+	char *line = malloc(300000);
+	size_t n = make_line(line, 25), total = 0;
+	for (int i = 0; i < 20; i++) {
+		out_line(line, n);
+		total += n + 1;
+	}
+	struct reader r = { .fd = p[0], .want = total, .chunk = 1 << 16, .pause = 50000 };
+	pthread_t th;
+	double t0 = loop_now_ms();
+	assert_int_equal(pthread_create(&th, NULL, read_all, &r), 0);
+	loop_timer(l, 20, all_written, l);
+	loop_run(l);
+	pthread_join(th, NULL);
+	assert_true(loop_now_ms() - t0 > 2000); /* longer than the stall bound */
+	assert_int_equal(cutrec.n, 0);
+	assert_int_equal(r.len, total);
+	out_stop();
+	loop_free(l);
+	free(r.got);
+	free(line);
+	close(p[0]);
+	close(p[1]);
+}
+
+/* A client whose stdout is closed: lines are dropped, nothing is cut off
+ * (end of input follows), the writer stops. */
+static void test_out_gone(void **state)
+{
+	(void)state;
+	int p[2];
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	close(p[0]);
+	struct loop *l = out_begin(p[1], 0, 60000);
+	out_line("{\"a\":1}", 7);
+	assert_false(out_drain(10000));
+	out_line("{\"a\":2}", 7);
+	assert_int_equal(out_waiting(), 0);
+	assert_int_equal(cutrec.n, 0);
+	out_stop();
+	loop_free(l);
+	close(p[1]);
+}
+
 int main(void)
 {
+	/* A closed pipe is EPIPE, not a signal. */
+	signal(SIGPIPE, SIG_IGN);
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_versions),
 		cmocka_unit_test(test_prefix_id),
@@ -354,6 +607,12 @@ int main(void)
 		cmocka_unit_test(test_input_errors),
 		cmocka_unit_test(test_verify_and_resources),
 		cmocka_unit_test(test_modern),
+		cmocka_unit_test(test_out_unread_then_read),
+		cmocka_unit_test(test_out_cap),
+		cmocka_unit_test(test_out_stall),
+		cmocka_unit_test(test_out_slow_reader),
+		cmocka_unit_test(test_out_gone),
+		cmocka_unit_test(test_versions), /* lines written at once again after out_stop */
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
