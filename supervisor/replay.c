@@ -181,6 +181,9 @@ enum word_kind {
 	/* The same, only as os.NAME: df.rename and list.remove are common
 	 * and change nothing outside memory. */
 	W_OSCALL,
+	/* write: an effect, but for the session's own output (sys.stdout.write,
+	 * os.write(1, ...)), which the server reads and compares. */
+	W_WRITE,
 };
 
 static const struct {
@@ -222,7 +225,7 @@ static const struct {
 	{ "commit", W_EFFECT }, { "cursor", W_EFFECT }, { "create_engine", W_EFFECT }, { "sqlalchemy", W_EFFECT },
 	{ "psycopg", W_EFFECT }, { "psycopg2", W_EFFECT }, { "pymysql", W_EFFECT },
 	/* files written, moved or removed (write*, save* and to_* calls below) */
-	{ "write", W_EFFECT }, { "writelines", W_EFFECT }, { "save", W_EFFECT }, { "savefig", W_EFFECT },
+	{ "write", W_WRITE }, { "writelines", W_EFFECT }, { "save", W_EFFECT }, { "savefig", W_EFFECT },
 	{ "tofile", W_EFFECT }, { "dump", W_EFFECT }, { "remove", W_OSCALL }, { "unlink", W_EFFECT },
 	{ "rmdir", W_EFFECT }, { "rmtree", W_EFFECT }, { "rename", W_OSCALL }, { "renames", W_EFFECT },
 	{ "replace", W_OSCALL },
@@ -281,6 +284,17 @@ bool replay_code_unsafe(const char *code, bool import_read, char *why, size_t n)
 			case W_NONDET:
 				snprintf(why, n, "%s", code_words[i].w);
 				return true;
+			case W_WRITE: {
+				const char *q = p;
+				while (*q == ' ' || *q == '\t')
+					q++;
+				bool own = (b - code >= 7 && (memcmp(b - 7, "stdout.", 7) == 0 || memcmp(b - 7, "stderr.", 7) == 0)) ||
+					   (q[0] == '(' && (q[1] == '1' || q[1] == '2') && q[2] == ',');
+				if (own)
+					break;
+				snprintf(why, n, "%s (an effect outside the session)", code_words[i].w);
+				return true;
+			}
 			case W_OSCALL:
 				if (b - code < 3 || memcmp(b - 3, "os.", 3) != 0 || (b - code > 3 && ident_char(b[-4])))
 					break;
