@@ -52,7 +52,8 @@ struct kfd {
 #define KV_KIDS 16
 
 struct kview {
-	bool valid;
+	bool valid;          /* its stat and its children */
+	bool own;            /* its io and fdinfo: only with ptrace's read access */
 	unsigned long long wchar, cminflt, cmajflt;
 	/* Its children (host pids: the checkpoint is one, and the one it
 	 * replaced until the session reaps it), with the page faults each
@@ -581,8 +582,11 @@ static void kview_read(const struct session *s, struct kview *kv)
 	if (pfd < 0)
 		return;
 	unsigned long long flt, maj;
-	bool ok = proc_read(pfd, "io", buf, sizeof buf) && field_ull(buf, "wchar: ", &kv->wchar) &&
-		  faults(pfd, "stat", &flt, &maj, &kv->cminflt, &kv->cmajflt) && read_fds(pfd, kv) && read_children(pfd, kv);
+	/* io and fdinfo need ptrace's read access to the process, which a
+	 * server without CAP_SYS_PTRACE lacks (the session is undumpable):
+	 * then the session's own word stands in for them (kview_effect). */
+	kv->own = proc_read(pfd, "io", buf, sizeof buf) && field_ull(buf, "wchar: ", &kv->wchar) && read_fds(pfd, kv);
+	bool ok = faults(pfd, "stat", &flt, &maj, &kv->cminflt, &kv->cmajflt) && read_children(pfd, kv);
 	close(pfd);
 	kv->valid = ok && s->pidfd >= 0 && pidfd_signal(s->pidfd, 0) == 0;
 }
@@ -614,19 +618,52 @@ static bool started(const struct kview *a, const struct kview *b)
 	return b->cminflt != a->cminflt + flt || b->cmajflt != a->cmajflt + maj;
 }
 
+/* The session's own word on what the cell did (its result's effect: an
+ * audit event, a descriptor; printable letters only), or NULL. */
+static const char *said_effect(const struct cell_result *r, char *why, size_t n)
+{
+	if (!r || !r->effect)
+		return NULL;
+	char word[RESULT_EFFECT_MAX + 1];
+	size_t k = 0;
+	for (const char *p = r->effect; *p && k + 1 < sizeof word; p++)
+		word[k++] = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '.' ||
+					    *p == '_' || *p == ' '
+				    ? *p
+				    : '?';
+	word[k] = '\0';
+	snprintf(why, n, "the session saw it: %.90s", word);
+	return why;
+}
+
 /* What the call did past the session's memory, as two views of it show
  * (before, at its freeze), with `output` the bytes the server read from
- * its stdout and stderr; NULL when nothing.  why gets the reason. */
-static const char *kview_effect(const struct kview *a, const struct kview *b, unsigned long long output, char *why, size_t n)
+ * its stdout and stderr and r the cell's result; NULL when nothing.  why
+ * gets the reason.  Without ptrace's read access the bytes written and
+ * the descriptors are the session's word (r->wchar, r->effect): about its
+ * own rollback, as import_read is; a session that lies gets its own cell
+ * run again, which it could do by itself.  Missing, a checkpoint. */
+static const char *kview_effect(const struct kview *a, const struct kview *b, unsigned long long output,
+				const struct cell_result *r, char *why, size_t n)
 {
-	if (!a->valid || !b->valid)
+	bool own = a->own && b->own;
+	/* Without its own counter, the session's; without either (an
+	 * undumpable process of an unprivileged user reads no io of its own),
+	 * none: its audit events and descriptors below still count. */
+	long long wrote = own ? (long long)(b->wchar - a->wchar) : r ? r->wchar : -1;
+	if (!a->valid || !b->valid || !r)
 		snprintf(why, n, "the kernel's view of the session could not be read");
-	else if (b->wchar > a->wchar + output)
-		snprintf(why, n, "it wrote %llu bytes besides its output (a file, a pipe or a socket)", b->wchar - a->wchar - output);
-	else if (b->wchar < a->wchar + output)
+	else if (wrote >= 0 && (unsigned long long)wrote > output)
+		snprintf(why, n, "it wrote %llu bytes besides its output (a file, a pipe or a socket)",
+			 (unsigned long long)wrote - output);
+	else if (own && (unsigned long long)wrote < output)
 		snprintf(why, n, "part of its output was written by another process");
 	else if (started(a, b))
 		snprintf(why, n, "it started a process");
+	else if (said_effect(r, why, n))
+		return why;
+	else if (!own)
+		return NULL;
 	else if (a->n != b->n)
 		snprintf(why, n, "it opened or closed a file descriptor");
 	else {
@@ -682,7 +719,7 @@ bool replay_log_instead(struct sup *sup, struct session *s, struct run *c)
 		kview_read(s, now);
 		if (rp->kv_cell != c->cell)
 			rp->kv0.valid = false;
-		f.effect = kview_effect(&rp->kv0, now, s->out.total_bytes + s->err.total_bytes, effect, sizeof effect);
+		f.effect = kview_effect(&rp->kv0, now, s->out.total_bytes + s->err.total_bytes, c->result, effect, sizeof effect);
 		free(now);
 	}
 	char why[128] = "";

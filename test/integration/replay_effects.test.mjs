@@ -12,7 +12,7 @@ import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
 
-import { BIN, startClient, newProject, execPy, writeFile, sleep, show } from './lib.mjs';
+import { BIN, startClient, newProject, execPy, writeFile, sleep, show, reachableArgv } from './lib.mjs';
 import { SKILL_REL, tmpDir } from './trust_lib.mjs';
 import { projectWith } from './reply_lib.mjs';
 
@@ -30,9 +30,25 @@ async function timeout(h, session) {
 
 const lines = (p) => fs.readFileSync(p, 'utf8').split('\n').filter(Boolean);
 
-describe('replay log: effects outside memory (built-in policy)', () => {
+// As root and as nobody, with namespaces and under Docker's default rules
+// (no namespaces): without CAP_SYS_PTRACE the server cannot read the
+// session's io and descriptors, and the session's own view stands in.
+const NOBODY = ['--reuid=65534', '--regid=65534', '--clear-groups'];
+const DOCKERRUN = path.join(path.dirname(BIN), 'helpers', 'dockerrun');
+const MODES = process.getuid() === 0 ? {
+	'root': {},
+	'nobody': { command: 'setpriv', commandArgs: [...NOBODY, '--', ...reachableArgv()] },
+	'root, no namespaces': { command: DOCKERRUN, commandArgs: [BIN] },
+	'nobody, no namespaces': { command: 'setpriv', commandArgs: [...NOBODY, ...reachableArgv([DOCKERRUN])] },
+} : { 'this user': {} };
+
+for (const [who, launch] of Object.entries(MODES)) describe(`replay log: effects outside memory (built-in policy, ${who})`, () => {
 	let h;
-	before(async () => { h = await startClient(newProject('rpeff'), { structured: true }); });
+	before(async () => {
+		const root = newProject('rpeff');
+		if (who.startsWith('nobody')) spawnSync('chown', ['-R', '65534:65534', root]);
+		h = await startClient(root, { structured: true, ...launch });
+	});
 	after(async () => { await h?.close(); });
 
 	// workspace/.cache is left out of the workspace's diff (the server's
@@ -65,6 +81,7 @@ describe('replay log: effects outside memory (built-in policy)', () => {
 	test('a read from a file opened in an earlier cell: the rolled-back state has every row', { timeout: 120000 }, async () => {
 		const s = 'offset';
 		writeFile(h.root, 'workspace/data.txt', Array.from({ length: 100 }, (_, i) => `row ${i}`).join('\n') + '\n');
+		if (who.startsWith('nobody')) spawnSync('chown', ['-R', '65534:65534', path.join(h.root, 'workspace')]);
 		await ok(h, s, 'x = 1');
 		await ok(h, s, "f = open('workspace/data.txt')");
 		await ok(h, s, 'rows = list(f)');
@@ -150,6 +167,20 @@ Body.
 		const r = await timeout(h, s);
 		await sleep(300);
 		assert.equal(hits, 1, r.text);
+	});
+
+	// No word of the cell names it, and the socket is opened and closed
+	// within the cell: the session's audit hook saw the connection.
+	test('an HTTP POST hidden in a function defined earlier reaches the listener once', { timeout: 120000 }, async () => {
+		const s = 'hidden';
+		const n0 = hits;
+		await ok(h, s, `from urllib.request import urlopen, Request\ndef pay():\n    return urlopen(Request('http://127.0.0.1:${server.address().port}/pay', data=b'amount=5')).status`);
+		await ok(h, s, 'code = pay()');
+		await ok(h, s, 'y = 2');
+		const r = await timeout(h, s);
+		await sleep(300);
+		assert.equal(hits - n0, 1, r.text);
+		assert.equal((await ok(h, s, 'code, y')).sc.result, '(200, 2)');
 	});
 
 	test('a program started by a cell runs once', { timeout: 120000 }, async () => {
