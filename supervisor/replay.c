@@ -713,10 +713,13 @@ bool replay_log_instead(struct sup *sup, struct session *s, struct run *c)
 	/* Only where the rest would log it: the reads cost microseconds,
 	 * the decision none of them. */
 	char effect[128];
+	double kview_us = 0;
 	if (f.has_base && f.plain && !f.wrote) {
 		drain_all(s); /* every byte it wrote to its pipes, counted */
 		struct kview *now = xmalloc(sizeof *now);
+		double t0 = loop_now_ms();
 		kview_read(s, now);
+		kview_us = (loop_now_ms() - t0) * 1000.0;
 		if (rp->kv_cell != c->cell)
 			rp->kv0.valid = false;
 		f.effect = kview_effect(&rp->kv0, now, s->out.total_bytes + s->err.total_bytes, c->result, effect, sizeof effect);
@@ -724,8 +727,8 @@ bool replay_log_instead(struct sup *sup, struct session *s, struct run *c)
 	}
 	char why[128] = "";
 	enum replay_verdict v = replay_decide(&f, why, sizeof why);
-	log_debug("session %s: cell %d (%.0f ms): %s%s%s (%d logged, %.0f ms)", s->name, c->cell, ms, replay_verdict_name(v),
-		  *why ? ": " : "", why, rp->n, rp->ms);
+	log_debug("session %s: cell %d (%.0f ms): %s%s%s (%d logged, %.0f ms; the kernel's view read in %.0f us)", s->name, c->cell,
+		  ms, replay_verdict_name(v), *why ? ": " : "", why, rp->n, rp->ms, kview_us);
 	if (v != REPLAY_LOG)
 		return false;
 	rp->pending = c;
