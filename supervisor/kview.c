@@ -49,17 +49,25 @@ static bool read_fds(int pfd, struct kview *kv)
 	for (struct dirent *de; ok && (de = readdir(dir));) {
 		if (de->d_name[0] < '0' || de->d_name[0] > '9')
 			continue;
+		/* More than the view holds (the session's count, hostile):
+		 * not seen, so an effect, never a write past the array. */
+		if (kv->n >= KV_FDS) {
+			ok = false;
+			break;
+		}
 		char buf[512];
 		struct kfd *k = &kv->fd[kv->n];
 		unsigned long long flags = 0, mnt = 0;
-		ok = kv->n < KV_FDS && proc_read(dirfd(dir), de->d_name, buf, sizeof buf) &&
-		     field_ull(buf, "pos:\t", &k->pos) && field_ull(buf, "mnt_id:\t", &mnt) && field_ull(buf, "ino:\t", &k->ino);
-		const char *fl = ok ? strstr(buf, "flags:\t") : NULL;
-		ok = ok && fl && sscanf(fl + 7, "%llo", &flags) == 1;
+		const char *fl = NULL;
+		ok = proc_read(dirfd(dir), de->d_name, buf, sizeof buf) && field_ull(buf, "pos:\t", &k->pos) &&
+		     field_ull(buf, "mnt_id:\t", &mnt) && field_ull(buf, "ino:\t", &k->ino) && (fl = strstr(buf, "flags:\t")) &&
+		     sscanf(fl + 7, "%llo", &flags) == 1;
+		if (!ok)
+			break;
 		k->fd = atoi(de->d_name);
 		k->flags = (unsigned)flags;
 		k->mnt = (int)mnt;
-		kv->n += ok;
+		kv->n++;
 	}
 	closedir(dir);
 	qsort(kv->fd, (size_t)kv->n, sizeof kv->fd[0], kfd_cmp);
