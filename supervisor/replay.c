@@ -429,8 +429,8 @@ bool replay_log_instead(struct sup *sup, struct session *s, struct run *c)
 		.log_ms = rp->ms,
 		.budget_ms = replay_budget_ms(),
 	};
-	/* Only where the rest would log it: the reads cost microseconds,
-	 * the decision none of them. */
+	/* Read only when nothing earlier in the table takes a checkpoint
+	 * anyway (about 35 us; the log's own bookkeeping checks follow). */
 	char effect[128];
 	double kview_us = 0;
 	if (f.has_base && f.plain && !f.wrote) {
