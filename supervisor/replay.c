@@ -74,6 +74,10 @@ struct replay {
 	char differed[900];
 	int n_differed;
 	double t0;
+	/* What the workspace took after the last cell run again (ws_walk),
+	 * the next one's before. */
+	bool ws_known;
+	unsigned long long ws_last;
 	/* The kernel's view of the session when cell kv_cell was sent. */
 	int kv_cell;
 	struct kview kv0;
@@ -567,6 +571,10 @@ static void ws_done(struct job *j, bool abandoned)
 			rr->run.ws_before = rr->ws0;
 			rr->run.ws_after = w->bytes;
 			rr->run.scratch_after = w->scratch_bytes;
+			if (rr->s->rp) {
+				rr->s->rp->ws_known = w->bytes != ULLONG_MAX;
+				rr->s->rp->ws_last = w->bytes;
+			}
 		} else {
 			rr->ws0 = w->bytes;
 		}
@@ -590,7 +598,16 @@ static void ws_walk(struct run *r, bool after, void (*then)(struct run *r, void 
 
 static void rr_prepare(struct run *r, void (*ready)(struct run *r, void *arg), void *arg)
 {
-	ws_walk(r, false, ready, arg); /* no snapshot: its files are not reported to anyone */
+	/* No snapshot: its files are not reported to anyone.  The walk after
+	 * the cell before it is this one's before: one walk a cell. */
+	struct replay_run *rr = (struct replay_run *)r;
+	struct replay *rp = rr->s->rp;
+	if (rp && rp->ws_known) {
+		rr->ws0 = rp->ws_last;
+		ready(r, arg);
+		return;
+	}
+	ws_walk(r, false, ready, arg);
 }
 
 static void rr_collect(struct run *r, void (*ready)(struct run *r, void *arg), void *arg)
@@ -893,6 +910,7 @@ bool replay_begin(struct sup *sup, struct session *s, struct run *c)
 	if (rp->n == 0)
 		return false;
 	rp->active = true;
+	rp->ws_known = false;
 	rp->to_hold = c;
 	rp->held = NULL;
 	rp->failed = 0;
