@@ -923,6 +923,9 @@ def _self_view():
     opens (on /proc) are left out."""
     global _cell_effect
     saved, _cell_effect = _cell_effect, None
+    # Its own opens are no event of the cell's (the hints of a refusal
+    # look at the latest ones).
+    events = list(_events)
     wchar = fds = None
     try:
         try:
@@ -956,6 +959,7 @@ def _self_view():
         return wchar, fds
     finally:
         _cell_effect = saved
+        _events[:] = events
 
 
 def _self_effect(v0, v1, out):
