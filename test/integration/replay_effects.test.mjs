@@ -95,8 +95,9 @@ for (const [who, launch] of Object.entries(MODES)) describe(`replay log: effects
 		assert.equal(k.sc.result, '100', r.text);
 	});
 
-	// The comparison of outputs covers every byte, not a head and a tail.
-	test('a replayed cell whose output differs only in the middle is reported', { timeout: 120000 }, async () => {
+	// The comparison of outputs covers every byte, not a head and a tail
+	// (the server's own digest: once is enough).
+	if (who === Object.keys(MODES)[0]) test('a replayed cell whose output differs only in the middle is reported', { timeout: 120000 }, async () => {
 		const s = 'middle';
 		await ok(h, s, "import time\ndef mid():\n    return 'a' * 20000 + '%020.6f' % time.time() + 'b' * 20000");
 		await ok(h, s, 'print(mid())');
