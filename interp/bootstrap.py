@@ -974,6 +974,11 @@ def _wire_body(out, cut):
         msg["imports"] = [_wire_text(n) for n in names[:_RESULT_IMPORTS]]
     if out.get("import_read"):
         msg["import_read"] = True
+    if out.get("effect"):
+        msg["effect"] = _wire_text(out["effect"], 120)
+    w = out.get("wchar")
+    if isinstance(w, int) and w >= 0:
+        msg["wchar"] = min(w, 1 << 53)
     r = out.get("restore")
     if isinstance(r, dict):
         rs = {"verified": bool(r.get("verified"))}
@@ -1019,6 +1024,74 @@ def _cap(text, limit):
     return text
 
 
+def _self_view():
+    """What this process's /proc shows of its writes and descriptors: the
+    bytes written through write(2) and its kin (wchar, or None: an
+    undumpable process of an unprivileged user may not read its own io)
+    and, for each descriptor, its offset, flags and file (or None when
+    unreadable).  The server reads the same from outside when it may
+    (supervisor/replay.c); where it may not (a server without
+    CAP_SYS_PTRACE) this is what it has.  The descriptors this reading
+    opens (on /proc) are left out."""
+    global _cell_effect
+    saved, _cell_effect = _cell_effect, None
+    # Its own opens are no event of the cell's (the hints of a refusal
+    # look at the latest ones).
+    events = list(_events)
+    wchar = fds = None
+    try:
+        try:
+            fd = os.open("/proc/self/io", os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                wchar = int(os.read(fd, 4096).split(b"wchar:", 1)[1].split()[0])
+            finally:
+                os.close(fd)
+        except Exception:
+            pass
+        try:
+            seen = {}
+            d = os.open("/proc/self/fdinfo", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            try:
+                for name in os.listdir(d):
+                    try:
+                        f = os.open(name, os.O_RDONLY | os.O_CLOEXEC, dir_fd=d)
+                    except OSError:
+                        continue  # closed since the listing (its own)
+                    try:
+                        info = os.read(f, 512)
+                    finally:
+                        os.close(f)
+                    seen[int(name)] = dict(l.split(b":", 1) for l in info.split(b"\n")[:4] if b":" in l)
+                proc_mnt = seen.get(d, {}).get(b"mnt_id")
+            finally:
+                os.close(d)
+            fds = {k: v for k, v in seen.items() if v.get(b"mnt_id") != proc_mnt}
+        except Exception:
+            pass
+        return wchar, fds
+    finally:
+        _cell_effect = saved
+        _events[:] = events
+
+
+def _self_effect(v0, v1, out):
+    """Puts the cell's wchar and its first effect (_cell_effect, or a
+    descriptor opened, closed or moved) in its result."""
+    if v0[0] is not None and v1[0] is not None:
+        out["wchar"] = max(0, v1[0] - v0[0])
+    if out.get("effect"):
+        return
+    if v0[1] is None or v1[1] is None:
+        out["effect"] = "descriptors not readable"
+        return
+    for fd in sorted(set(v0[1]) | set(v1[1])):
+        a, b = v0[1].get(fd), v1[1].get(fd)
+        if a != b:
+            out["effect"] = "descriptor %d %s" % (
+                fd, "opened" if a is None else "closed" if b is None else "moved")
+            return
+
+
 def _run_cell(code, cell):
     ns = _session["ns"]
     _history.append([cell, code])
@@ -1030,8 +1103,10 @@ def _run_cell(code, cell):
     tree = None
     me = os.getpid()
     exit_code = None
-    global _cell_looked
+    global _cell_looked, _cell_effect
     _cell_looked = looked = []
+    view0 = _self_view()
+    _cell_effect = effect = []
     try:
         tree = ast.parse(code, filename, "exec")
         last = None
@@ -1072,6 +1147,10 @@ def _run_cell(code, cell):
                 stream.flush()
             except Exception:
                 pass
+        _cell_effect = None
+        if effect:
+            out["effect"] = str(effect[0])[:120]
+        _self_effect(view0, _self_view(), out)
     return out
 
 
@@ -1268,8 +1347,22 @@ _NET_EVENTS = {"socket.__new__", "socket.connect", "socket.bind",
                "socket.getnameinfo", "socket.gethostbyaddr"}
 
 
+# Audit events that reach past the session's memory beyond the permission
+# checks above: a database, a process signalled or forked, native code.
+_EFFECT_EVENTS = {"sqlite3.connect", "os.fork", "os.forkpty", "os.kill", "os.killpg",
+                  "ctypes.dlopen", "webbrowser.open"}
+# While a cell runs: the first event that reached past the session's memory
+# (the server checkpoints the cell rather than logging it for replay:
+# supervisor/replay.c).  None outside a cell and while _self_view reads.
+_cell_effect = None
+
+
 def _audit(event, args):
     # Called for every audited operation: keep it cheap.
+    if _cell_effect is not None and not _cell_effect and (
+            event in _EFFECT_EVENTS or event in _FS_WRITE_EVENTS or event in _SHELL_EVENTS
+            or event in _NET_EVENTS):
+        _cell_effect.append(event)
     perm = None
     if event == "open":
         mode = args[1] if len(args) > 1 else None
@@ -1277,6 +1370,8 @@ def _audit(event, args):
         writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
             isinstance(flags, int) and flags & _WRITE_FLAGS)
         perm = "fs_write" if writing else "fs_read"
+        if writing and _cell_effect is not None and not _cell_effect:
+            _cell_effect.append("open for writing")
     elif event in _FS_WRITE_EVENTS:
         perm = "fs_write"
     elif event in _NET_EVENTS:

@@ -86,6 +86,9 @@ char *result_encode(const struct cell_result *r)
 		penc_strs(j, "imports", r->imports, upto(r->n_imports, RESULT_IMPORTS_MAX));
 	if (r->import_read && !cJSON_AddTrueToObject(j, "import_read"))
 		die_oom();
+	add_str(j, "effect", r->effect);
+	if (r->wchar >= 0 && !cJSON_AddNumberToObject(j, "wchar", (double)r->wchar))
+		die_oom();
 	if (r->has_restore)
 		add_restore(j, &r->restore);
 	return penc_print(j);
@@ -153,6 +156,9 @@ int result_decode(const void *data, size_t len, struct cell_result *r, struct er
 	decode_error(&d, r);
 	pdec_strv(&d, "imports", PF_OPT, RESULT_IMPORTS_MAX, RESULT_MODULE_MAX, r->imports, &r->n_imports);
 	pdec_bool(&d, "import_read", PF_OPT, &r->import_read);
+	pdec_str(&d, "effect", PF_OPT, RESULT_EFFECT_MAX, &r->effect);
+	r->wchar = -1;
+	pdec_int(&d, "wchar", PF_OPT, 0, 1LL << 53, &r->wchar);
 	decode_restore(&d, r);
 	if (pdec_end(&d, &r->decoded) < 0) {
 		*r = (struct cell_result){ .status = RESULT_OK };

@@ -33,6 +33,16 @@
  *              read beyond the installed Python (a module of the project or
  *              the workspace, a name not found); supervisor/replay.c then
  *              checkpoints instead of logging the cell for replay
+ *   effect     optional string of at most RESULT_EFFECT_MAX bytes: what the
+ *              cell did past the session's memory as its own audit hook and
+ *              /proc/self saw it (a write, a socket, a program, a database,
+ *              a descriptor opened, closed or moved), or absent
+ *   wchar      optional integer, 0 or more: the bytes the session wrote
+ *              through write(2) and its kin during the cell, as its own
+ *              /proc/self/io counts them (absent: not known).  Both are the
+ *              session's word about its own rollback: supervisor/replay.c
+ *              uses wchar only when it cannot read the process's counters
+ *              itself, and checkpoints the cell when either says so
  *   restore    only in the call that carried a saved state: an object
  *     verified   required boolean: the server's verdict was good, the state
  *                was loaded
@@ -75,6 +85,7 @@
  * as many from one report. */
 #define RESULT_IMPORTS_MAX 16
 #define RESULT_MODULE_MAX 128
+#define RESULT_EFFECT_MAX 128
 /* A reply names 30 of a list and counts the rest. */
 #define RESULT_LISTED_MAX 32
 #define RESULT_VAR_MAX 256
@@ -110,6 +121,8 @@ struct cell_result {
 	const char *imports[RESULT_IMPORTS_MAX];
 	size_t n_imports;
 	bool import_read;
+	const char *effect;      /* or NULL */
+	long long wchar;         /* -1 when absent */
 	bool has_restore;
 	struct result_restore {
 		bool verified;

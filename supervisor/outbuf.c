@@ -41,6 +41,8 @@ void outbuf_free(struct outbuf *ob)
 	free(ob->tail);
 	free(ob->log_tail);
 	ob->head = ob->tail = ob->log_tail = NULL;
+	hmac_free(ob->hash);
+	ob->hash = NULL;
 }
 
 void outbuf_reset(struct outbuf *ob, const char *log_rel)
@@ -55,6 +57,26 @@ void outbuf_reset(struct outbuf *ob, const char *log_rel)
 	ob->line_done = false;
 	ob->last_line[0] = 0;
 	snprintf(ob->log_rel, sizeof ob->log_rel, "%s", log_rel);
+	static const unsigned char key[] = "python-sandbox-mcp output stream";
+	hmac_free(ob->hash);
+	ob->hash = hmac_new(key, sizeof key - 1);
+	ob->digest_ok = false;
+}
+
+bool outbuf_digest(const struct outbuf *ob, unsigned char out[HMAC_LEN])
+{
+	if (!ob->digest_ok)
+		return false;
+	memcpy(out, ob->digest, HMAC_LEN);
+	return true;
+}
+
+/* The stream's digest is final: fed bytes after this are not in it. */
+static void digest_final(struct outbuf *ob)
+{
+	ob->digest_ok = ob->hash && hmac_final(ob->hash, ob->digest) == 0;
+	hmac_free(ob->hash);
+	ob->hash = NULL;
 }
 
 static void log_write(struct outbuf *ob, const unsigned char *p, size_t len)
@@ -193,6 +215,8 @@ void outbuf_feed(struct outbuf *ob, const unsigned char *data, size_t len)
 	if (!ob->bad_bytes)
 		ob->text_first = ob->total_bytes + first_bad;
 	ob->total_bytes += len;
+	if (ob->hash)
+		hmac_update(ob->hash, data, len);
 	ob->bad_bytes += bad;
 	ob->text_run = bad ? len - after : ob->text_run + len;
 
@@ -336,6 +360,7 @@ char *outbuf_finish(struct outbuf *ob, bool *truncated, char **shown)
 {
 	*truncated = false;
 	*shown = NULL;
+	digest_final(ob);
 	if (outbuf_binary(ob)) {
 		*truncated = true;
 		return binary_summary(ob, shown);

@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "../common/hmac.h"
 #include "../files/fsafe.h"
 
 struct outbuf {
@@ -36,6 +37,11 @@ struct outbuf {
 	char last_line[240];       /* the latest complete or partial line */
 	size_t last_len;
 	bool line_done;            /* the next byte starts a new line */
+	/* A keyed SHA-256 of every byte fed since the reset, whatever the
+	 * reply shows of them: what the replay compares (outbuf_digest). */
+	struct hmac *hash;
+	unsigned char digest[HMAC_LEN];
+	bool digest_ok;
 };
 
 /* limit: characters in the reply; log_cap: bytes of the log file. */
@@ -58,6 +64,11 @@ void outbuf_feed(struct outbuf *ob, const unsigned char *data, size_t len);
  * the lines of text written before the bytes above it and those written
  * after them below it. */
 char *outbuf_finish(struct outbuf *ob, bool *truncated, char **shown);
+
+/* The digest of the whole stream of the last execution, once
+ * outbuf_finish ran: false when it could not be computed (then no two
+ * streams may be called the same). */
+bool outbuf_digest(const struct outbuf *ob, unsigned char out[HMAC_LEN]);
 
 /* Whether the output so far is binary rather than text: at least 16 bytes,
  * and more than a tenth, that are not UTF-8 or are controls text does not

@@ -330,6 +330,10 @@ int begin_copy(struct sup *sup, struct session *s, struct run *c);
 /* In settled, after a call that keeps its state: true when the cell is
  * only logged (no checkpoint), false when a checkpoint is to be taken. */
 bool replay_log_instead(struct sup *sup, struct session *s, struct run *c);
+/* In send_exec, before a call's cell is sent (the process still
+ * stopped): the kernel's view of the session, to tell what the cell did
+ * past its memory. */
+void replay_cell_sent(struct session *s, const struct run *c);
 /* In finish_cur, before the reply: the logged cell's entry is made (its
  * output digest); true when the call is a rolled-back one whose reply
  * waits for the replay (replay.c hands it over then). */

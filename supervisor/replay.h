@@ -25,7 +25,8 @@ enum replay_verdict {
 	REPLAY_FORK_KIND,     /* not a plain kept state (restored, forked, at exit) */
 	REPLAY_FORK_WROTE,    /* the workspace diff found a file created, changed or deleted */
 	REPLAY_FORK_THREADS,  /* more than one thread at the freeze */
-	REPLAY_FORK_CODE,     /* the code names the clock, entropy, threads, temp files */
+	REPLAY_FORK_CODE,     /* the code names the clock, entropy, threads, temp files, an effect */
+	REPLAY_FORK_EFFECT,   /* the kernel saw an effect past the session's memory */
 	REPLAY_FORK_FULL,     /* the log is full (cells or code) */
 	REPLAY_FORK_BUDGET,   /* the logged cells would take the budget to run again */
 };
@@ -36,6 +37,10 @@ struct replay_facts {
 	bool wrote;
 	int threads;          /* the session's threads, or 0 when unknown (unsure: a fork) */
 	const char *code;
+	/* What the kernel saw of the call that reaches past the session's
+	 * memory (replay.c: kview_effect), or NULL: bytes written beyond its
+	 * output, a process started, a descriptor opened, closed or moved. */
+	const char *effect;
 	bool import_read;     /* the session's word: an import read beyond the installed Python */
 	double ms;            /* the call's duration */
 	int log_n;            /* cells logged already */
@@ -45,13 +50,16 @@ struct replay_facts {
 };
 
 /* The verdict on a call; for REPLAY_FORK_CODE the word found goes to
- * why[0..n) (replay_code_unsafe; why may be NULL when n is 0). */
+ * why[0..n) (replay_code_unsafe; why may be NULL when n is 0), for
+ * REPLAY_FORK_EFFECT the kernel's reason. */
 enum replay_verdict replay_decide(const struct replay_facts *f, char *why, size_t n);
 const char *replay_verdict_name(enum replay_verdict v);
 
 /* Whether the code text names something that makes a second run differ
  * from the first (the clock, entropy, the process id, threads, temporary
- * files outside the workspace, a file read); the name it found in why.
+ * files outside the workspace, a file read) or that reaches past the
+ * session's memory (a file written, the network, a program, a database);
+ * the name it found in why.
  * Words in strings and comments count too: when unsure, a checkpoint.
  * The word import counts only with import_read (the cell's result said
  * one of its imports read beyond the installed Python). */

@@ -191,6 +191,8 @@ static void send_exec(struct sup *sup, struct session *s)
 	usage_begin(&c->usage, s->pidfd);
 	c->t_start = loop_now_ms();
 	s->progress = 0;
+	if (!again)
+		replay_cell_sent(s, c);
 	/* Frozen since its last call: it runs again only now. */
 	if (s->phase == P_IDLE && s->pidfd >= 0)
 		pidfd_signal(s->pidfd, SIGCONT);

@@ -82,6 +82,8 @@ static void test_round_trip(void **state)
 	in.restore.unsaved[0][1] = "";
 	in.restore.n_unsaved = 1;
 	in.restore.unsaved_more = 3;
+	in.effect = "subprocess.Popen";
+	in.wchar = 12;
 	char *txt = result_encode(&in);
 	struct cell_result out;
 	accepted(txt, &out);
@@ -108,15 +110,19 @@ static void test_round_trip(void **state)
 	assert_string_equal(out.restore.unsaved[0][1], "");
 	assert_int_equal(out.restore.failed_more, 0);
 	assert_int_equal(out.restore.unsaved_more, 3);
+	assert_string_equal(out.effect, "subprocess.Popen");
+	assert_int_equal(out.wchar, 12);
 	result_free(&out);
 	assert_null(out.decoded);
 
 	/* The least: a status.  Each status by its name. */
 	for (int s = RESULT_OK; s <= RESULT_MEMORY; s++) {
-		struct cell_result m = { .status = (enum result_status)s };
+		struct cell_result m = { .status = (enum result_status)s, .wchar = -1 };
 		txt = result_encode(&m);
 		accepted(txt, &out);
 		assert_int_equal(out.status, s);
+		assert_null(out.effect);
+		assert_int_equal(out.wchar, -1); /* absent: not known */
 		assert_false(out.has_error || out.has_restore);
 		assert_null(out.value);
 		assert_int_equal(out.n_imports, 0);
@@ -130,6 +136,14 @@ static void test_status(void **state)
 {
 	(void)state;
 	refused("{}", "status");
+	/* The session's view of its own effects: bounded, of its type. */
+	refused("{\"status\": \"ok\", \"wchar\": -1}", "wchar");
+	refused("{\"status\": \"ok\", \"wchar\": \"12\"}", "wchar");
+	refused("{\"status\": \"ok\", \"effect\": 5}", "effect");
+	char *x = xs(RESULT_EFFECT_MAX + 1), *body = xasprintf("{\"status\": \"ok\", \"effect\": \"%s\"}", x);
+	refused(body, "effect");
+	free(body);
+	free(x);
 	refused("{\"status\": null}", "status");
 	refused("{\"status\": 0}", "status");
 	refused("{\"status\": \"OK\"}", "status");

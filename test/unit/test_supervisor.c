@@ -861,6 +861,11 @@ static void test_replay_decide(void **state)
 	g.wrote = true;
 	assert_int_equal(replay_decide(&g, NULL, 0), REPLAY_FORK_WROTE);
 	g = f;
+	g.effect = "it started a process";
+	char why[64];
+	assert_int_equal(replay_decide(&g, why, sizeof why), REPLAY_FORK_EFFECT);
+	assert_string_equal(why, "it started a process");
+	g = f;
 	g.threads = 2;
 	assert_int_equal(replay_decide(&g, NULL, 0), REPLAY_FORK_THREADS);
 	g.threads = 0; /* unknown: unsure */
@@ -912,12 +917,21 @@ static void test_replay_code(void **state)
 		"df = pd.read_csv('workspace/data.csv')", "import mymodule", "from helpers import f",
 		"text = open('notes.txt').read()", "a = np.load('a.npy')", "cfg = json.load(f)", "Path('x').read_text()",
 		"files = os.listdir('workspace')", "os.path.exists('workspace/go')", "glob.glob('*.csv')",
+		/* effects past the session's memory */
+		"urlopen(Request(url, data=b'x'))", "requests.post(url)", "s.connect(('h', 1))", "subprocess.run(['sh'])",
+		"os.system('ls')", "con = sqlite3.connect('t.db')", "con.execute('INSERT INTO t VALUES (1)')",
+		"df.to_csv('workspace/.cache/log.csv', mode='a')", "df.to_parquet(p)", "f.write('x')", "w.writerow(r)",
+		"p.write_text('x')", "np.save('a.npy', a)", "plt.savefig('a.png')", "model.save_weights(p)", "os.remove(p)",
+		"os.rename(a, b)", "shutil.copy(a, b)", "Path(p).unlink()", "json.dump(d, f)", "import ctypes",
 	};
 	static const char *const safe[] = {
 		"x = 1", "df.groupby('k').mean()", "rng = np.random.default_rng(42)\nx = rng.normal()",
 		"np.random.seed(0)\nx = np.random.rand(3)", "model.fit(X, y, random_state=0) if False else None",
 		"runtime = 3; timeout_s = 2", "r = random.Random(7).random()",
 		"data = get()", "spread = df.max() - df.min()", "reader_count = 2", "already = True",
+		"df = df.rename(columns={'a': 'b'})", "xs.remove(3)", "s = t.replace('a', 'b')", "a = df.to_numpy()",
+		"d = pd.to_datetime(s)", "sys.stdout.write('x')", "os.write(1, b'x')", "saved = 3", "writer_count = 1",
+		"c = df.copy()",
 	};
 	char why[64];
 	for (size_t i = 0; i < sizeof unsafe / sizeof unsafe[0]; i++)

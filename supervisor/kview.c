@@ -1,0 +1,247 @@
+/* The kernel's view of a session (kview.h). */
+#include "private.h"
+#include "kview.h"
+
+#include <dirent.h>
+#include <stddef.h>
+
+/* Reads a small /proc file of the process into buf (NUL-terminated). */
+static bool proc_read(int pfd, const char *name, char *buf, size_t size)
+{
+	int fd = openat(pfd, name, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	ssize_t k = read(fd, buf, size - 1);
+	close(fd);
+	if (k <= 0)
+		return false;
+	buf[k] = '\0';
+	return true;
+}
+
+static bool field_ull(const char *text, const char *key, unsigned long long *v)
+{
+	const char *p = strstr(text, key);
+	if (!p)
+		return false;
+	char *end;
+	errno = 0;
+	*v = strtoull(p + strlen(key), &end, 10);
+	return errno == 0 && end != p + strlen(key);
+}
+
+static int kfd_cmp(const void *a, const void *b)
+{
+	int x = ((const struct kfd *)a)->fd, y = ((const struct kfd *)b)->fd;
+	return (x > y) - (x < y);
+}
+
+static bool read_fds(int pfd, struct kview *kv)
+{
+	int d = openat(pfd, "fdinfo", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *dir = d >= 0 ? fdopendir(d) : NULL;
+	if (!dir) {
+		if (d >= 0)
+			close(d);
+		return false;
+	}
+	bool ok = true;
+	for (struct dirent *de; ok && (de = readdir(dir));) {
+		if (de->d_name[0] < '0' || de->d_name[0] > '9')
+			continue;
+		/* More than the view holds (the session's count, hostile):
+		 * not seen, so an effect, never a write past the array. */
+		if (kv->n >= KV_FDS) {
+			ok = false;
+			break;
+		}
+		char buf[512];
+		struct kfd *k = &kv->fd[kv->n];
+		unsigned long long flags = 0, mnt = 0;
+		const char *fl = NULL;
+		ok = proc_read(dirfd(dir), de->d_name, buf, sizeof buf) && field_ull(buf, "pos:\t", &k->pos) &&
+		     field_ull(buf, "mnt_id:\t", &mnt) && field_ull(buf, "ino:\t", &k->ino) && (fl = strstr(buf, "flags:\t")) &&
+		     sscanf(fl + 7, "%llo", &flags) == 1;
+		if (!ok)
+			break;
+		k->fd = atoi(de->d_name);
+		k->flags = (unsigned)flags;
+		k->mnt = (int)mnt;
+		kv->n++;
+	}
+	closedir(dir);
+	qsort(kv->fd, (size_t)kv->n, sizeof kv->fd[0], kfd_cmp);
+	return ok;
+}
+
+/* A process's page faults and its reaped children's, from its stat. */
+static bool faults(int pfd, const char *name, unsigned long long *flt, unsigned long long *maj, unsigned long long *cflt,
+		   unsigned long long *cmaj)
+{
+	char buf[1024];
+	const char *st = proc_read(pfd, name, buf, sizeof buf) ? strrchr(buf, ')') : NULL;
+	/* After the name: state ppid pgrp session tty tpgid flags minflt
+	 * cminflt majflt cmajflt. */
+	return st && sscanf(st + 1, " %*c %*d %*d %*d %*d %*d %*u %llu %llu %llu %llu", flt, cflt, maj, cmaj) == 4;
+}
+
+/* The children of every thread, as the kernel lists them (zombies too),
+ * each with its faults; false when they cannot all be read. */
+static bool read_children(int pfd, struct kview *kv)
+{
+	int d = openat(pfd, "task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *dir = d >= 0 ? fdopendir(d) : NULL;
+	if (!dir) {
+		if (d >= 0)
+			close(d);
+		return false;
+	}
+	bool ok = true;
+	for (struct dirent *de; ok && (de = readdir(dir));) {
+		if (de->d_name[0] == '.')
+			continue;
+		char path[300], buf[400];
+		snprintf(path, sizeof path, "%s/children", de->d_name);
+		int fd = openat(dirfd(dir), path, O_RDONLY | O_CLOEXEC);
+		ssize_t k = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+		if (fd >= 0)
+			close(fd);
+		ok = k >= 0 && (size_t)k < sizeof buf - 1;
+		buf[ok ? k : 0] = '\0';
+		for (char *p = buf, *end; ok && *p; p = end) {
+			long pid = strtol(p, &end, 10);
+			if (end == p)
+				break;
+			ok = pid > 0 && kv->nkids < KV_KIDS;
+			if (ok)
+				kv->kid[kv->nkids++] = (pid_t)pid;
+		}
+	}
+	closedir(dir);
+	for (int i = 0; ok && i < kv->nkids; i++) {
+		char stat[64];
+		unsigned long long f, m, cf, cm;
+		snprintf(stat, sizeof stat, "/proc/%d/stat", (int)kv->kid[i]);
+		/* Gone since the list (reaped): it counts in the parent's. */
+		kv->kid_flt[i] = kv->kid_maj[i] = 0;
+		if (faults(AT_FDCWD, stat, &f, &m, &cf, &cm)) {
+			kv->kid_flt[i] = f + cf;
+			kv->kid_maj[i] = m + cm;
+		}
+	}
+	return ok;
+}
+
+/* The kernel's view of the stopped session; kv->valid false when any part
+ * could not be read, or the process is no longer the one the pidfd
+ * names (its pid was taken by another). */
+void kview_read(const struct session *s, struct kview *kv)
+{
+	memset(kv, 0, offsetof(struct kview, fd));
+	char path[64], buf[1024];
+	snprintf(path, sizeof path, "/proc/%d", (int)s->hpid);
+	int pfd = s->hpid > 0 ? open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+	if (pfd < 0)
+		return;
+	unsigned long long flt, maj;
+	/* io and fdinfo need ptrace's read access to the process, which a
+	 * server without CAP_SYS_PTRACE lacks (the session is undumpable):
+	 * then the session's own word stands in for them (kview_effect). */
+	kv->own = proc_read(pfd, "io", buf, sizeof buf) && field_ull(buf, "wchar: ", &kv->wchar) && read_fds(pfd, kv);
+	bool ok = faults(pfd, "stat", &flt, &maj, &kv->cminflt, &kv->cmajflt) && read_children(pfd, kv);
+	close(pfd);
+	kv->valid = ok && s->pidfd >= 0 && pidfd_signal(s->pidfd, 0) == 0;
+}
+
+static bool has_kid(const struct kview *kv, pid_t pid)
+{
+	for (int i = 0; i < kv->nkids; i++)
+		if (kv->kid[i] == pid)
+			return true;
+	return false;
+}
+
+/* A child at the freeze that was not there before, or one reaped during
+ * the cell: its faults land in the session's cminflt (every process
+ * started faults in pages).  The children there before (the checkpoint
+ * the last one replaced, killed and reaped by the session now) add what
+ * they had; anything else is a process the cell started. */
+static bool started(const struct kview *a, const struct kview *b)
+{
+	unsigned long long flt = 0, maj = 0;
+	for (int i = 0; i < b->nkids; i++)
+		if (!has_kid(a, b->kid[i]))
+			return true;
+	for (int i = 0; i < a->nkids; i++)
+		if (!has_kid(b, a->kid[i])) {
+			flt += a->kid_flt[i];
+			maj += a->kid_maj[i];
+		}
+	return b->cminflt != a->cminflt + flt || b->cmajflt != a->cmajflt + maj;
+}
+
+/* The session's own word on what the cell did (its result's effect: an
+ * audit event, a descriptor; printable letters only), or NULL. */
+static const char *said_effect(const struct cell_result *r, char *why, size_t n)
+{
+	if (!r || !r->effect)
+		return NULL;
+	char word[RESULT_EFFECT_MAX + 1];
+	size_t k = 0;
+	for (const char *p = r->effect; *p && k + 1 < sizeof word; p++)
+		word[k++] = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '.' ||
+					    *p == '_' || *p == ' '
+				    ? *p
+				    : '?';
+	word[k] = '\0';
+	snprintf(why, n, "the session saw it: %.90s", word);
+	return why;
+}
+
+/* What the call did past the session's memory, as two views of it show
+ * (before, at its freeze), with `output` the bytes the server read from
+ * its stdout and stderr and r the cell's result; NULL when nothing.  why
+ * gets the reason.  Without ptrace's read access the bytes written and
+ * the descriptors are the session's word (r->wchar, r->effect): about its
+ * own rollback, as import_read is; a session that lies gets its own cell
+ * run again, which it could do by itself.  Missing, a checkpoint. */
+const char *kview_effect(const struct kview *a, const struct kview *b, unsigned long long output,
+				const struct cell_result *r, char *why, size_t n)
+{
+	bool own = a->own && b->own;
+	/* Without its own counter, the session's; without either (an
+	 * undumpable process of an unprivileged user reads no io of its own),
+	 * none: its audit events and descriptors below still count. */
+	long long wrote = own ? (long long)(b->wchar - a->wchar) : r ? r->wchar : -1;
+	if (!a->valid || !b->valid || !r)
+		snprintf(why, n, "the kernel's view of the session could not be read");
+	else if (wrote >= 0 && (unsigned long long)wrote > output)
+		snprintf(why, n, "it wrote %llu bytes besides its output (a file, a pipe or a socket)",
+			 (unsigned long long)wrote - output);
+	else if (own && (unsigned long long)wrote < output)
+		snprintf(why, n, "part of its output was written by another process");
+	else if (started(a, b))
+		snprintf(why, n, "it started a process");
+	else if (said_effect(r, why, n))
+		return why;
+	else if (!own)
+		return NULL;
+	else if (a->n != b->n)
+		snprintf(why, n, "it opened or closed a file descriptor");
+	else {
+		for (int i = 0; i < a->n; i++) {
+			const struct kfd *x = &a->fd[i], *y = &b->fd[i];
+			if (x->fd != y->fd || x->ino != y->ino || x->mnt != y->mnt) {
+				snprintf(why, n, "it opened or closed a file descriptor");
+				return why;
+			}
+			if (x->pos != y->pos || x->flags != y->flags) {
+				snprintf(why, n, "it moved the offset of descriptor %d, shared with the checkpoint", x->fd);
+				return why;
+			}
+		}
+		return NULL;
+	}
+	return why;
+}
+
