@@ -521,13 +521,14 @@ static bool digest_of(const struct session *s, const struct run *c, unsigned cha
 
 /* ------------------------------------------------------------ the replay */
 
-/* A cell run again is held to max_workspace_mb like a call: what the
- * workspace takes before and after it (every file by the larger of its
- * size and its blocks, so a sparse file counts by its size), walked on a
- * worker, and the end of the run judged by the same check as a call's
- * (call.c: collected).  .cache counts (the sandbox writes it); .logs and
- * .sessions are the server's own.  What the walk cannot see (an error, a
- * list cut at its bound) counts as over the limit after the run.
+/* A cell run again is held to max_workspace_mb like a call: everything
+ * the limit bounds (the workspace with its hidden folders, the scratch
+ * directory, each fs_write directory outside the workspace) is measured
+ * before and after it by art_limit_measure, the same measure as a call's
+ * (every file by the larger of its size and its blocks, so a sparse file
+ * counts by its size), walked on a worker, and the end of the run judged
+ * by the same check as a call's (call.c: collected).  What the walk cannot
+ * see counts as over the limit after the run, with the reason.
  * Attack: a logged cell that writes a 300 MB sparse file only on its
  * second run, under max_workspace_mb 20; the replay reported it "with the
  * same output". */
@@ -536,29 +537,27 @@ struct ws_job {
 	struct replay_run *rr;    /* loop only; NULL once abandoned */
 	const struct workspace *ws;
 	char *scratch;
+	const char *const *fs_write; /* the policy's, which outlives the job */
+	size_t n_fs_write;
 	bool after;
 	unsigned long long bytes, scratch_bytes;
+	char unseen[600];
 	void (*then)(struct run *r, void *arg);
 	void *arg;
 };
 
-static const char *const ws_skip[] = { ".logs", ".sessions", NULL };
-
 static void ws_run(struct job *j)
 {
 	struct ws_job *w = (struct ws_job *)j;
-	struct art_list l;
-	struct err e = { 0 };
-	struct art_scan_opts o = { .subdir = "", .include_hidden = true, .exclude = ws_skip };
-	bool complete = true;
-	int r = art_scan(w->ws, &o, &l, &e);
-	if (w->scratch && art_dir_usage(w->scratch, 0, &w->scratch_bytes, &complete) < 0)
-		w->scratch_bytes = 0;
-	if (r < 0 || l.truncated || !complete)
+	struct art_usage u;
+	art_limit_measure(w->ws, w->scratch, w->fs_write, w->n_fs_write, &u);
+	w->bytes = u.charged;
+	w->scratch_bytes = 0;
+	if (u.unseen) {
+		char buf[512];
+		snprintf(w->unseen, sizeof w->unseen, "%s", art_unseen_text(u.unseen, "", u.where, buf, sizeof buf));
 		w->bytes = w->after ? ULLONG_MAX : 0; /* unseen: over the limit after, nothing before */
-	else
-		w->bytes = art_list_bytes(&l) + w->scratch_bytes;
-	art_list_free(&l);
+	}
 }
 
 static void ws_done(struct job *j, bool abandoned)
@@ -571,6 +570,7 @@ static void ws_done(struct job *j, bool abandoned)
 			rr->run.ws_before = rr->ws0;
 			rr->run.ws_after = w->bytes;
 			rr->run.scratch_after = w->scratch_bytes;
+			snprintf(rr->run.unseen_after, sizeof rr->run.unseen_after, "%s", w->unseen);
 			if (rr->s->rp) {
 				rr->s->rp->ws_known = w->bytes != ULLONG_MAX;
 				rr->s->rp->ws_last = w->bytes;
@@ -590,8 +590,12 @@ static void ws_walk(struct run *r, bool after, void (*then)(struct run *r, void 
 	struct sup *sup = rr->s->sup;
 	struct ws_job *w = xcalloc(1, sizeof *w);
 	const char *scratch = sup_scratch(sup);
+	const struct policy *p = sup->cfg.policy;
+	bool list = p->fs_write == FS_WRITE_LIST;
 	*w = (struct ws_job){ .j = { .run = ws_run, .done = ws_done }, .rr = rr, .ws = sup->cfg.ws, .after = after,
-			      .scratch = scratch ? xstrdup(scratch) : NULL, .then = then, .arg = arg };
+			      .scratch = scratch ? xstrdup(scratch) : NULL,
+			      .fs_write = list ? (const char *const *)p->fs_write_paths : NULL,
+			      .n_fs_write = list ? p->n_fs_write_paths : 0, .then = then, .arg = arg };
 	rr->job = w;
 	work_submit(sup->work, &w->j);
 }
