@@ -5,6 +5,7 @@
 #define SUPERVISOR_PRIVATE_H
 
 #include "supervisor.h"
+#include "sesslock.h"
 
 #include <errno.h>
 #include <linux/magic.h>
@@ -112,7 +113,7 @@ struct session {
 	struct watch_look look; /* the previous look while freezing */
 	long thaw_cpu0;         /* its CPU time when thawed for a checkpoint */
 	int quiet_tries;        /* looks for its threads stopped (check_quiet) */
-	struct wire_expect expect[3];
+	struct wire_expect expect[4];
 	struct wire_reader rd;
 	struct outbuf out, err;
 	int cells;
@@ -139,8 +140,19 @@ struct session {
 	uint32_t restore_cells;
 	bool restore_tried;        /* looked for a snapshot in this server's life */
 	int restore_attempts;      /* calls that carried it without loading it */
-	double restore_extra_ms;   /* the time the call got on top for loading it */
+	/* Loading the saved state is bounded on its own (restore_bound_ms),
+	 * and the cell's timeout counts from W_RESTORED, when the session
+	 * says it is loaded; never past the first deadline plus timeout_s. */
+	bool restore_loading;      /* the timer is the load's bound, not the cell's */
+	bool restore_said;         /* W_RESTORED came (accepted once) */
+	bool restore_loaded;       /* it came after the server's good verdict */
+	double restore_deadline;   /* the load's bound plus timeout_s: the call's end at the latest */
 	bool cap_noted;            /* the reply said the state was over persist_mb */
+	/* Held while this server keeps the session's saved state (sesslock.h);
+	 * -1 with `unsaved`: another server holds it, so this one neither
+	 * restores nor saves nor discards it. */
+	int lock_fd;
+	bool unsaved;
 	/* The state the process holds is not on disk yet: set when the
 	 * checkpoint of a kept state is taken, cleared when its save is in.
 	 * At exit the server waits for these (sup_saving). */
@@ -311,7 +323,8 @@ void save_begin(struct sup *sup, struct session *s, int fd);
 void save_cut(struct sup *sup, struct session *s);
 void save_superseded(struct sup *sup, struct session *s, struct run *c);
 void restore_outcome(struct sup *sup, struct session *s, struct run *c);
-double restore_allowance(const struct sup *sup, const struct run *c, uint64_t bytes);
+double restore_bound_ms(const struct sup *sup, uint64_t bytes);
+void restore_loaded(struct sup *sup, struct session *s);
 int restore_begin(struct sup *sup, struct session *s, struct run *c, uint64_t *bytes, int *format, int fds[2]);
 
 /* fork.c */
