@@ -119,6 +119,7 @@ struct session {
 	int cells;
 	bool has_last;
 	int last_exit;
+	unsigned long last_seq;    /* orders the sessions' last calls (sup->ends) */
 	struct run *cur, *qhead, *qtail;
 	uint64_t timeout_timer, progress_timer;
 	struct wswatch *watch;   /* the workspace's disk use during a call */
@@ -202,6 +203,7 @@ enum { RESTORE_BUSY = 3, RESTORE_PENDING = 2, RESTORE_OK = 1, RESTORE_BAD = 0 };
 
 struct sup {
 	struct sup_config cfg;
+	unsigned long ends;      /* calls ended so far (session.last_seq) */
 	struct work *work;       /* for the workspace's watch, or NULL */
 	enum zstate z;
 	pid_t zpid;

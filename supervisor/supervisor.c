@@ -31,6 +31,35 @@ int sup_count_sessions(struct sup *sup)
 	return n;
 }
 
+int sup_sessions_ran(struct sup *sup, char *list, size_t n, char *latest, size_t latest_n)
+{
+	int count = 0;
+	size_t k = 0;
+	unsigned long below = ~0UL;
+	list[0] = latest[0] = '\0';
+	for (;;) {
+		struct session *best = NULL;
+		for (struct session *s = sup->sessions; s; s = s->next)
+			if (s->has_last && s->last_seq < below && (!best || s->last_seq > best->last_seq))
+				best = s;
+		if (!best)
+			return count;
+		below = best->last_seq;
+		if (count++ == 0)
+			snprintf(latest, latest_n, "%s", best->name);
+		if (k < n)
+			k += (size_t)snprintf(list + k, n - k, "%s%s (last exit %d)", k ? ", " : "", best->name, best->last_exit);
+	}
+}
+
+void sup_session_names(struct sup *sup, char *list, size_t n)
+{
+	size_t k = 0;
+	list[0] = '\0';
+	for (struct session *s = sup->sessions; s && k < n; s = s->next)
+		k += (size_t)snprintf(list + k, n - k, "%s%s", k ? ", " : "", s->name);
+}
+
 bool sup_session_exists(struct sup *sup, const char *name)
 {
 	return find_session(sup, name) != NULL;
