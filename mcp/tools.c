@@ -138,12 +138,12 @@ static cJSON *exec_input(const struct server *s)
 	if (l->persist)
 		snprintf(desc, sizeof desc,
 			 "Session name: the handle of one interpreter state (variables, imports, functions). It lives until reset: true; "
-			 "it is saved after each successful call and restored after the server restarts. At most %ld sessions at once. Default \"default\".",
+			 "it is saved after each successful call and restored after the server restarts. At most %ld sessions at once: each keeps its slot until the server exits (reset: true keeps it too). Default \"default\".",
 			 l->max_sessions);
 	else
 		snprintf(desc, sizeof desc,
 			 "Session name: the handle of one interpreter state (variables, imports, functions). It lives until reset: true "
-			 "or until the server exits (not saved: limits.persist is off). At most %ld sessions at once. Default \"default\".",
+			 "or until the server exits (not saved: limits.persist is off). At most %ld sessions at once: each keeps its slot until the server exits (reset: true keeps it too). Default \"default\".",
 			 l->max_sessions);
 	cJSON *sess = prop(props, "session", "string", desc);
 	cJSON_AddStringToObject(sess, "pattern", "^[A-Za-z0-9_-]{1,64}$");
