@@ -242,6 +242,7 @@ struct sup {
 	 * (zygote.c: sweep); another one, SWEEP_AGAIN_MS later, judges it. */
 	uint64_t sweep_again_timer;
 	double save_test_ms;     /* PSM_TEST_SAVE_MS (save_budget), or 0 */
+	double save_test_wall_ms; /* PSM_TEST_SAVE_WALL_MS (save_budget), or 0 */
 };
 
 /* supervisor.c */

@@ -12,6 +12,8 @@ struct sup *sup_new(const struct sup_config *cfg)
 	sup->zpid = -1;
 	const char *t = getenv("PSM_TEST_SAVE_MS");
 	sup->save_test_ms = t ? atof(t) : 0;
+	t = getenv("PSM_TEST_SAVE_WALL_MS");
+	sup->save_test_wall_ms = t ? atof(t) : 0;
 	return sup;
 }
 
