@@ -139,6 +139,7 @@ struct session {
 	int restore_verdict;       /* RESTORE_* */
 	double restore_age_s;
 	uint32_t restore_cells;
+	uint32_t restore_floor;    /* the cell of a first call stopped after the load: the retry counts on */
 	bool restore_tried;        /* looked for a snapshot in this server's life */
 	int restore_attempts;      /* calls that carried it without loading it */
 	/* Loading the saved state is bounded on its own (restore_bound_ms),

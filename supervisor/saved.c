@@ -532,6 +532,7 @@ static void restore_stopped(struct sup *sup, struct session *s, struct run *c, c
 	if (s->restore_loaded) {
 		/* A copy keeps its parent's name, so the next call copies again. */
 		c->state = STATE_ROLLED_BACK;
+		s->restore_floor = (uint32_t)c->cell;
 		snprintf(m, n,
 			 "the saved state of session %s (saved %s ago, after cell %u) was loaded before this code ran; the call was then stopped, "
 			 "and the process that held the state with it. The saved state is still on disk, unchanged, and the next call in "
@@ -711,7 +712,10 @@ int restore_begin(struct sup *sup, struct session *s, struct run *c, uint64_t *b
 	s->restore_verdict = RESTORE_PENDING;
 	s->restore_age_s = prestore_age_s(r);
 	s->restore_cells = prestore_cells(r);
-	s->cells = (int)s->restore_cells;
+	/* The cells go on from the saved state's; a retry after a first call
+	 * that was stopped goes on from that call's (its number is not given
+	 * twice). */
+	s->cells = (int)(s->restore_cells > s->restore_floor ? s->restore_cells : s->restore_floor);
 	*bytes = prestore_bytes(r);
 	*format = prestore_format(r);
 	return nfds;

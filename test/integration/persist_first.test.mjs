@@ -35,11 +35,13 @@ describe('the first call after a restart', () => {
 		assert.doesNotMatch(r.text, /fresh session|could not be loaded|was lost/, show(r.text));
 		assert.match(r.text, /saved state of session default \(saved \d+ s ago, after cell 1\) was loaded before this code ran[^\n]*still on disk, unchanged, and the next call in session default loads it again/, show(r.text));
 		assert.equal(r.sc.state, 'rolled_back', show(r.text));
-		// The next call brings it back.
+		assert.equal(r.sc.execution_count, 2);
+		// The next call brings it back, and its cell has a number of its own.
 		r = await execPy(h, 'len(df)');
 		assert.equal(r.sc.status, 'ok', show(r.text));
 		assert.equal(r.sc.state, 'restored', show(r.text));
 		assert.equal(r.sc.result, '1000');
+		assert.equal(r.sc.execution_count, 3);
 		await h.close();
 	});
 
