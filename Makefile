@@ -46,7 +46,7 @@ UNIT_BINS := $(UNIT_SRCS:test/unit/%.c=$(BUILD)/test/%)
 HELPER_SRCS := $(wildcard test/helpers/*.c)
 HELPER_BINS := $(HELPER_SRCS:test/helpers/%.c=$(BUILD)/helpers/%)
 
-.PHONY: all setup test test-san valgrind unit layers jail integration demo install uninstall apparmor-check install-skill clean check-deps help test-clone
+.PHONY: all setup check test test-san valgrind unit layers jail integration demo install uninstall apparmor-check install-skill clean check-deps help test-clone
 ## all: build build/python-sandbox-mcp (the default)
 all: check-deps $(BIN)
 
@@ -131,6 +131,21 @@ valgrind: $(BIN) $(HELPER_BINS)
 	printf '#!/bin/sh\nexec valgrind --quiet --error-exitcode=99 --leak-check=full --show-leak-kinds=definite,indirect,possible --errors-for-leak-kinds=definite,indirect,possible --trace-children=no "$$(dirname "$$0")/python-sandbox-mcp.real" "$$@"\n' > $(VG_WRAPPER)
 	chmod +x $(VG_WRAPPER)
 	test/integration/run.sh $(VG_WRAPPER) $(VG_TESTS)
+
+# The fast half of make test, for a change in progress: the unit tests and
+# the integration files that start few servers and wait on no slow limit
+# (the protocol, the tools and their replies, the first call after a
+# restart, two servers on one project).  Left to make test: the escape
+# suite, the hostile and nobody suites, the limits, faults, replay, warm-up
+# and most of the saved-session files, the sanitizers and the clients.
+CHECK_TESTS := $(addprefix test/integration/,$(addsuffix .test.mjs,\
+	protocol protocol_modern protocol_versions tools_list execute output reply artifacts verify \
+	resources stdout_purity startup cli policy_error environ usage proctitle check_root trust_check \
+	persist_first persist_lock))
+## check: the fast half of make test (build, unit, the quick integration files): a few minutes
+check: all $(HELPER_BINS)
+	$(MAKE) unit
+	test/integration/run.sh $(BIN) $(CHECK_TESTS)
 
 ## test: set up, then every test (about 17 minutes on 2 cores; the container tests are test-packages)
 test: setup

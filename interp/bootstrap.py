@@ -883,11 +883,9 @@ def handle(msg_json):
     msg = json.loads(msg_json)
     kind = msg.get("op")
     if kind == "exec":
-        restored = None
         cell = int(msg.get("cell", 1))
-        if msg.get("restore") and _restore_fd[0] >= 0 and not _history:
-            restored = _restore(_restore_fd[0], int(msg["restore"]), int(msg.get("restore_format", 1)),
-                                _restore_fd[1] if msg.get("restore_direct") else -1)
+        restored = _restored.pop() if _restored else None
+        if restored is not None:
             if not restored.get("verified") or _SNAPSHOT_FAILED in [f[0] for f in restored.get("failed", [])]:
                 cell = 1  # nothing came back: a new session counts from 1
         out = _run_cell(msg["code"], cell)
@@ -1926,6 +1924,21 @@ def restore_fd(arg):
     when the server lets the session read the snapshot itself."""
     fds = [int(x) for x in arg.split(",")] + [-1]
     _restore_fd[0], _restore_fd[1] = fds[0], fds[1]
+    return ""
+
+
+_restored = []
+
+
+def restore_load(msg_json):
+    """Loads the saved state the cell came with (the zygote calls this
+    before the cell, then tells the server the cell starts); handle()
+    reports what came back in the cell's result."""
+    del _restored[:]
+    msg = json.loads(msg_json)
+    if msg.get("op") == "exec" and msg.get("restore") and _restore_fd[0] >= 0 and not _history:
+        _restored.append(_restore(_restore_fd[0], int(msg["restore"]), int(msg.get("restore_format", 1)),
+                                  _restore_fd[1] if msg.get("restore_direct") else -1))
     return ""
 
 

@@ -688,6 +688,13 @@ static void run_cell(struct wire_msg *m)
 			snprintf(num, sizeof num, "%d", restore_fd);
 		if (py_call("restore_fd", num, &out, &len, &is_bytes, &e) == 0)
 			free(out);
+		/* Loaded before the cell, and said: the cell's timeout starts
+		 * when the server reads W_RESTORED (supervisor/saved.c). */
+		if (py_call("restore_load", (const char *)m->data, &out, &len, &is_bytes, &e) == 0)
+			free(out);
+		e = (struct err){ 0 };
+		if (wire_send(SESSION_CTRL_FD, W_RESTORED, "", 0, NULL, 0) < 0)
+			_exit(0);
 	}
 	if (py_call("handle", (const char *)m->data, &out, &len, &is_bytes, &e) < 0) {
 		/* The bootstrap itself failed (user code broke an internal);

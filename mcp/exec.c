@@ -81,7 +81,7 @@ static void input_error(struct server *s, const struct req *q, const char *fmt, 
 
 static void input_error(struct server *s, const struct req *q, const char *fmt, ...)
 {
-	char msg[600];
+	char msg[2600]; /* the sessions' names, when they are all taken */
 	va_list ap;
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof msg, fmt, ap);
@@ -146,8 +146,19 @@ void exec_call(struct server *s, const struct req *q, const cJSON *args, const c
 		parent = fork->valuestring;
 	}
 	if (!sup_session_exists(s->sup, name) && sup_count_sessions(s->sup) >= lim->max_sessions) {
-		input_error(s, q, "cannot start session \"%s\": the policy allows at most %ld sessions (limits.max_sessions); reuse an existing session or reset one",
-			    name, lim->max_sessions);
+		/* What really frees a slot: nothing closes a session, and reset
+		 * empties one but keeps its slot (before, the message said
+		 * "reset one", which freed nothing). */
+		char names[1500];
+		sup_session_names(s->sup, names, sizeof names);
+		int held = sup_count_sessions(s->sup);
+		input_error(s, q,
+			    "cannot start session \"%s\": the policy allows at most %ld sessions at once (limits.max_sessions), and this server "
+			    "holds %ld: %s. A session keeps its slot until the server exits; reset: true empties a session but keeps its slot. "
+			    "Run this code in one of those sessions (with reset: true on one you no longer need, for a clean interpreter under "
+			    "its name), or raise limits.max_sessions in the policy; after a restart of the server only the sessions called "
+			    "again take a slot",
+			    name, lim->max_sessions, (long)held, names);
 		return;
 	}
 	struct call *c = xcalloc(1, sizeof *c);

@@ -27,8 +27,7 @@
 /* What a tool's preparation on a worker needs from the loop, read there
  * first (the supervisor's state is the loop's alone). */
 struct tool_facts {
-	bool has_exit; /* verify_outputs: the session's last exit code */
-	int exit_code;
+	struct verify_sessions verify; /* verify_outputs: the sessions' last exit codes */
 };
 
 struct tool {
@@ -139,12 +138,12 @@ static cJSON *exec_input(const struct server *s)
 	if (l->persist)
 		snprintf(desc, sizeof desc,
 			 "Session name: the handle of one interpreter state (variables, imports, functions). It lives until reset: true; "
-			 "it is saved after each successful call and restored after the server restarts. At most %ld sessions at once. Default \"default\".",
+			 "it is saved after each successful call and restored after the server restarts. At most %ld sessions at once: each keeps its slot until the server exits (reset: true keeps it too). Default \"default\".",
 			 l->max_sessions);
 	else
 		snprintf(desc, sizeof desc,
 			 "Session name: the handle of one interpreter state (variables, imports, functions). It lives until reset: true "
-			 "or until the server exits (not saved: limits.persist is off). At most %ld sessions at once. Default \"default\".",
+			 "or until the server exits (not saved: limits.persist is off). At most %ld sessions at once: each keeps its slot until the server exits (reset: true keeps it too). Default \"default\".",
 			 l->max_sessions);
 	cJSON *sess = prop(props, "session", "string", desc);
 	cJSON_AddStringToObject(sess, "pattern", "^[A-Za-z0-9_-]{1,64}$");
@@ -241,8 +240,9 @@ static cJSON *verify_input(const struct server *s)
 	required(obj, "path");
 	cJSON_AddItemToArray(any, obj);
 	cJSON_AddNumberToObject(files, "minItems", 1);
-	cJSON *vs = prop(props, "session", "string", "Session whose last execution must have succeeded.");
-	cJSON_AddStringToObject(vs, "default", "default");
+	prop(props, "session", "string",
+	     "Session whose last execution must have succeeded. Without it: \"default\" when it ran code, else the session whose call ended last "
+	     "(the result names the session it looked at).");
 	cJSON *rq = prop(props, "require_success", "boolean", "Require exit_code 0 for the session's last execution.");
 	cJSON_AddBoolToObject(rq, "default", 1);
 	cJSON *ws = prop(props, "write_summary", "boolean", "Write the result to outputs/output_summary.json.");
@@ -262,17 +262,30 @@ static void verify_describe(const struct server *s, char *out, size_t n)
 		 s->ws.display, s->ws.display);
 }
 
-/* The session whose last exit verify_outputs checks. */
+/* The session whose last exit verify_outputs checks: the one named, else
+ * "default" when it ran code, else the session whose call ended last (an
+ * agent that worked in a named session only is not failed for a
+ * "default" it never used); and the sessions that ran, for the reason. */
 static void verify_before(struct server *s, const cJSON *args, struct tool_facts *f)
 {
+	struct verify_sessions *v = &f->verify;
 	const cJSON *session = cJSON_GetObjectItemCaseSensitive(args, "session");
+	char latest[72];
+	v->n_ran = sup_sessions_ran(s->sup, v->ran, sizeof v->ran, latest, sizeof latest);
 	const char *sname = cJSON_IsString(session) ? session->valuestring : "default";
-	f->has_exit = session_name_valid(sname) && sup_last_exit(s->sup, sname, &f->exit_code);
+	if (!session_name_valid(sname))
+		return;
+	v->has_exit = sup_last_exit(s->sup, sname, &v->exit_code);
+	if (!cJSON_IsString(session) && !v->has_exit && latest[0]) {
+		sname = latest;
+		v->has_exit = sup_last_exit(s->sup, sname, &v->exit_code);
+	}
+	snprintf(v->checked, sizeof v->checked, "%s", sname);
 }
 
 static cJSON *verify_prepare(const struct server *s, const cJSON *args, const struct tool_facts *f)
 {
-	return verify_outputs_call(s, args, f->has_exit, f->exit_code);
+	return verify_outputs_call(s, args, &f->verify);
 }
 
 /* ------------------------------------------------------------ the table */

@@ -163,13 +163,35 @@ static cJSON *check_one(const struct server *s, const cJSON *spec_json, unsigned
 	return c;
 }
 
-cJSON *verify_outputs_call(const struct server *s, const cJSON *args, bool has_exit, int exit_code)
+/* Why require_success fails, or false when it holds. */
+static bool exec_reason(const struct verify_sessions *vs, bool named, char *msg, size_t n)
+{
+	const char *sname = vs->checked;
+	if (vs->has_exit && vs->exit_code == 0)
+		return false;
+	if (vs->has_exit)
+		snprintf(msg, n, "the last execution of session \"%s\" exited with %d: fix the code and run it again (or pass require_success: false)",
+			 sname, vs->exit_code);
+	else if (vs->n_ran == 0)
+		snprintf(msg, n,
+			 "no session has run any code since the server started (a restart does not keep the exit code of a call made before it, "
+			 "so the server cannot vouch for one): run the code that makes these files again, or pass require_success: false to check "
+			 "the files alone");
+	else
+		snprintf(msg, n,
+			 "session \"%s\"%s has not run any code since the server started; the sessions that did: %s. Pass the session that made "
+			 "these files as \"session\", run that code in \"%s\", or pass require_success: false",
+			 sname, named ? "" : " (the default)", vs->ran, sname);
+	return true;
+}
+
+cJSON *verify_outputs_call(const struct server *s, const cJSON *args, const struct verify_sessions *vs)
 {
 	const cJSON *files = cJSON_GetObjectItemCaseSensitive(args, "files");
 	const cJSON *session = cJSON_GetObjectItemCaseSensitive(args, "session");
 	const cJSON *req = cJSON_GetObjectItemCaseSensitive(args, "require_success");
 	const cJSON *ws = cJSON_GetObjectItemCaseSensitive(args, "write_summary");
-	char msg[600];
+	char msg[1400];
 	if (!cJSON_IsArray(files) || cJSON_GetArraySize(files) < 1 || cJSON_GetArraySize(files) > VERIFY_MAX_FILES) {
 		snprintf(msg, sizeof msg, "verify_outputs needs \"files\": a list of 1 to %d paths such as [\"%s/outputs/plot.png\"] or objects {\"path\": ..., \"kind\": ..., \"required_keys\": [...]}",
 			 VERIFY_MAX_FILES, s->ws.display);
@@ -186,8 +208,9 @@ cJSON *verify_outputs_call(const struct server *s, const cJSON *args, bool has_e
 
 	cJSON *out = cJSON_CreateObject();
 	cJSON *status = cJSON_AddStringToObject(out, "status", "completed");
-	if (has_exit)
-		cJSON_AddNumberToObject(out, "exit_code", exit_code);
+	cJSON_AddStringToObject(out, "session", vs->checked[0] ? vs->checked : sname);
+	if (vs->has_exit)
+		cJSON_AddNumberToObject(out, "exit_code", vs->exit_code);
 	else
 		cJSON_AddNullToObject(out, "exit_code");
 	cJSON *checks = cJSON_AddArrayToObject(out, "checks");
@@ -210,16 +233,9 @@ cJSON *verify_outputs_call(const struct server *s, const cJSON *args, bool has_e
 	}
 	cJSON_AddNumberToObject(out, "failed", failed);
 	cJSON_AddBoolToObject(out, "truncated", skipped);
-	bool exec_ok = !require || (has_exit && exit_code == 0);
-	if (!exec_ok) {
-		if (has_exit)
-			snprintf(msg, sizeof msg, "the last execution of session \"%s\" exited with %d: fix the code and run it again (or pass require_success: false)",
-				 sname, exit_code);
-		else
-			snprintf(msg, sizeof msg, "session \"%s\" has not run any code since the server started: run the code that makes these files (or pass require_success: false)",
-				 sname);
+	bool exec_ok = !require || !exec_reason(vs, cJSON_IsString(session), msg, sizeof msg);
+	if (!exec_ok)
 		cJSON_AddStringToObject(out, "reason", msg);
-	}
 	if (failed || !exec_ok)
 		cJSON_SetValuestring(status, "failed");
 	if (write) {
@@ -250,6 +266,7 @@ cJSON *verify_outputs_schema(void)
 {
 	static const struct field f[] = {
 		{ "status", "string", F_REQ, "completed when every check passed and the last execution succeeded" },
+		{ "session", "string", F_REQ, "the session whose last execution was looked at: the one named, else default when it ran code, else the one that ran last" },
 		{ "exit_code", "integer", F_REQ | F_NULL, "the session's last execution, or null when it has run nothing" },
 		{ "checks", "array", F_REQ, "one per file, in the order given" },
 		{ "failed", "integer", F_REQ, "number of failed checks" },

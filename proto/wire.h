@@ -66,6 +66,8 @@ enum wire_type {
 	/* zygote -> server */
 	W_JAIL,          /* JSON {enforceable, nsfree, why, jail}: the jail's report, sent before the
 			    interpreter starts (so before any code but this program's has run) */
+	/* session -> server */
+	W_RESTORED,      /* empty: the saved state the cell came with is loaded; the cell runs now */
 };
 
 /* What an untrusted peer may send next: the types accepted in the current

@@ -162,6 +162,7 @@ void finish_cur(struct sup *sup, struct session *s)
 		restore_outcome(sup, s, c); /* the call ended before its result */
 	s->has_last = true;
 	s->last_exit = c->exit_code;
+	s->last_seq = ++sup->ends;
 	s->cur = NULL;
 	/* A logged cell's entry is made now, from the output the reply
 	 * carries; a rolled-back call's reply waits for its replay. */

@@ -199,7 +199,7 @@ void take_checkpoint(struct sup *sup, struct session *s, bool save)
 	cancel_resume_timer(sup, s);
 	s->resume_timer = loop_timer(sup->cfg.loop, RESUME_MS, due_expired, s);
 	s->ckpt_since = kproc_now_ticks();
-	s->save_asked = save && persist_on(sup->persist);
+	s->save_asked = save && persist_on(sup->persist) && !s->unsaved;
 	char *body = smsg_take_checkpoint_encode(&(struct smsg_take_checkpoint){ .save = s->save_asked });
 	int r = wire_send(s->ctrl, W_TAKE_CHECKPOINT, body, strlen(body), NULL, 0);
 	free(body);

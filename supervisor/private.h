@@ -5,6 +5,7 @@
 #define SUPERVISOR_PRIVATE_H
 
 #include "supervisor.h"
+#include "sesslock.h"
 
 #include <errno.h>
 #include <linux/magic.h>
@@ -112,12 +113,13 @@ struct session {
 	struct watch_look look; /* the previous look while freezing */
 	long thaw_cpu0;         /* its CPU time when thawed for a checkpoint */
 	int quiet_tries;        /* looks for its threads stopped (check_quiet) */
-	struct wire_expect expect[3];
+	struct wire_expect expect[4];
 	struct wire_reader rd;
 	struct outbuf out, err;
 	int cells;
 	bool has_last;
 	int last_exit;
+	unsigned long last_seq;    /* orders the sessions' last calls (sup->ends) */
 	struct run *cur, *qhead, *qtail;
 	uint64_t timeout_timer, progress_timer;
 	struct wswatch *watch;   /* the workspace's disk use during a call */
@@ -137,10 +139,22 @@ struct session {
 	int restore_verdict;       /* RESTORE_* */
 	double restore_age_s;
 	uint32_t restore_cells;
+	uint32_t restore_floor;    /* the cell of a first call stopped after the load: the retry counts on */
 	bool restore_tried;        /* looked for a snapshot in this server's life */
 	int restore_attempts;      /* calls that carried it without loading it */
-	double restore_extra_ms;   /* the time the call got on top for loading it */
+	/* Loading the saved state is bounded on its own (restore_bound_ms),
+	 * and the cell's timeout counts from W_RESTORED, when the session
+	 * says it is loaded; never past the first deadline plus timeout_s. */
+	bool restore_loading;      /* the timer is the load's bound, not the cell's */
+	bool restore_said;         /* W_RESTORED came (accepted once) */
+	bool restore_loaded;       /* it came after the server's good verdict */
+	double restore_deadline;   /* the load's bound plus timeout_s: the call's end at the latest */
 	bool cap_noted;            /* the reply said the state was over persist_mb */
+	/* Held while this server keeps the session's saved state (sesslock.h);
+	 * -1 with `unsaved`: another server holds it, so this one neither
+	 * restores nor saves nor discards it. */
+	int lock_fd;
+	bool unsaved;
 	/* The state the process holds is not on disk yet: set when the
 	 * checkpoint of a kept state is taken, cleared when its save is in.
 	 * At exit the server waits for these (sup_saving). */
@@ -191,6 +205,7 @@ enum { RESTORE_BUSY = 3, RESTORE_PENDING = 2, RESTORE_OK = 1, RESTORE_BAD = 0 };
 
 struct sup {
 	struct sup_config cfg;
+	unsigned long ends;      /* calls ended so far (session.last_seq) */
 	struct work *work;       /* for the workspace's watch, or NULL */
 	enum zstate z;
 	pid_t zpid;
@@ -229,6 +244,7 @@ struct sup {
 	 * (zygote.c: sweep); another one, SWEEP_AGAIN_MS later, judges it. */
 	uint64_t sweep_again_timer;
 	double save_test_ms;     /* PSM_TEST_SAVE_MS (save_budget), or 0 */
+	double save_test_wall_ms; /* PSM_TEST_SAVE_WALL_MS (save_budget), or 0 */
 };
 
 /* supervisor.c */
@@ -316,7 +332,8 @@ void save_begin(struct sup *sup, struct session *s, int fd);
 void save_cut(struct sup *sup, struct session *s);
 void save_superseded(struct sup *sup, struct session *s, struct run *c);
 void restore_outcome(struct sup *sup, struct session *s, struct run *c);
-double restore_allowance(const struct sup *sup, const struct run *c, uint64_t bytes);
+double restore_bound_ms(const struct sup *sup, uint64_t bytes);
+void restore_loaded(struct sup *sup, struct session *s);
 int restore_begin(struct sup *sup, struct session *s, struct run *c, uint64_t *bytes, int *format, int fds[2]);
 
 /* fork.c */

@@ -211,7 +211,9 @@ void session_dead(struct sup *sup, struct session *s, int wstatus, bool status_k
 		decide_on_death(c, wstatus, status_known);
 		/* Without a checkpoint the state died with the process. */
 		c->state = STATE_NEW;
-		if (!c->note) {
+		/* The call that carried a saved state: restore_outcome says
+		 * what became of it (the snapshot stays on disk). */
+		if (!c->note && s->restore_call != c) {
 			char note[300];
 			snprintf(note, sizeof note,
 				 "the session's process ended, so its state (variables, imports) was lost; "

@@ -11,7 +11,7 @@ static void fallback_words(const struct session *s, char *buf, size_t n);
  * that would save it: a checkpoint taken again starts a save. */
 static bool save_startable(const struct sup *sup, const struct session *s)
 {
-	return s->dirty && !s->save_failed && !s->save_missed && !s->save && s->alive && s->phase == P_IDLE && !s->cur && !s->qhead &&
+	return s->dirty && !s->unsaved && !s->save_failed && !s->save_missed && !s->save && s->alive && s->phase == P_IDLE && !s->cur && !s->qhead &&
 	       s->ckpt_due == DUE_NONE && s->ctrl >= 0 && sup->cfg.policy->limits.checkpoint;
 }
 
@@ -20,7 +20,7 @@ static bool save_startable(const struct sup *sup, const struct session *s)
  * that sup_shutdown can still start. */
 static bool session_saving(const struct sup *sup, const struct session *s)
 {
-	if (!persist_on(sup->persist) || !s->alive)
+	if (!persist_on(sup->persist) || !s->alive || s->unsaved)
 		return false;
 	return s->save || (s->dirty && !s->save_failed && s->ckpt_due != DUE_NONE) || save_startable(sup, s);
 }
@@ -78,7 +78,7 @@ void sup_shutdown(struct sup *sup)
 void sup_report_unsaved(struct sup *sup)
 {
 	for (struct session *s = sup->sessions; s; s = s->next) {
-		if (!s->alive || !persist_on(sup->persist))
+		if (!s->alive || !persist_on(sup->persist) || s->unsaved)
 			continue;
 		const char *why = s->save ? "its save was still running"
 				  : s->cur ? "a call was still running"
@@ -99,15 +99,18 @@ void sup_report_unsaved(struct sup *sup)
  * so the saver is bounded like a call, in wall-clock and CPU time.  A base
  * for the pickling, then time in proportion to the state it announced
  * (measured: 1.3 s for 1 GiB on the test machine, quiet; 11 s loaded). */
-#define SAVE_WALL_MS(sup, bytes) save_budget(sup, 30000.0 + (double)(bytes) / (16.0 * 1048576.0) * 1000.0, 2)
+#define SAVE_WALL_MS(sup, bytes) save_budget(sup, 30000.0 + (double)(bytes) / (16.0 * 1048576.0) * 1000.0, 0)
 #define SAVE_CPU_MS(sup, bytes) save_budget(sup, 20000.0 + (double)(bytes) / (32.0 * 1048576.0) * 1000.0, 1)
 
 /* PSM_TEST_SAVE_MS=N: a test knob that can only tighten the save's budgets
- * (CPU N ms, wall-clock 2N), so that the tests of a save that runs too long
- * do not take 30 s each. */
+ * (CPU N ms, wall-clock 2N, or PSM_TEST_SAVE_WALL_MS when set), so that the
+ * tests of a save that runs too long do not take 30 s each.  A test that
+ * races a limit against the wall clock (memory filled by pickling's
+ * processes) keeps the wall-clock budget wide, so that load cannot make
+ * the clock win.  factor 0: the wall-clock budget. */
 static double save_budget(const struct sup *sup, double ms, int factor)
 {
-	double cap = sup->save_test_ms * factor;
+	double cap = factor ? sup->save_test_ms * factor : sup->save_test_wall_ms > 0 ? sup->save_test_wall_ms : sup->save_test_ms * 2;
 	return cap > 0 && cap < ms ? cap : ms;
 }
 
@@ -478,15 +481,88 @@ static void restore_done(void *arg, int verdict)
 			 s->name);
 	if (verdict == 0)
 		log_warn("session %s: the saved state does not match its tag: refused", s->name);
-	/* The extra time was for loading the state: with nothing to load, the
-	 * call has its own timeout (from when it was sent). */
+	/* The load's bound was for loading the state: with nothing to load,
+	 * the call has its own timeout (from when it was sent). */
 	struct run *c = s->cur;
-	if (verdict != 1 && c && c == s->restore_call && s->timeout_timer && s->restore_extra_ms > 0) {
+	if (verdict != 1 && c && c == s->restore_call && s->timeout_timer && s->restore_loading) {
 		loop_timer_cancel(sup->cfg.loop, s->timeout_timer);
 		double left = c->t_start + c->timeout_ms - loop_now_ms();
 		s->timeout_timer = loop_timer(sup->cfg.loop, left > 0 ? left : 0, timeout_fired, s);
-		s->restore_extra_ms = 0;
+		s->restore_loading = false;
 	}
+}
+
+/* W_RESTORED: the session says the state it was sent is loaded and the
+ * cell starts now, so the cell's timeout starts now.  Its word moves the
+ * deadline only within the first one (the load's bound plus timeout_s):
+ * a session that says it early only shortens its own call, one that never
+ * says it is stopped at the load's bound.  Whether the state came back is
+ * still the server's verdict (restore_done), never this message. */
+void restore_loaded(struct sup *sup, struct session *s)
+{
+	struct run *c = s->cur;
+	s->restore_said = true;
+	if (!c || c != s->restore_call)
+		return;
+	s->restore_loaded = s->restore_verdict == RESTORE_OK;
+	if (!s->restore_loading || !s->timeout_timer)
+		return;
+	s->restore_loading = false;
+	double now = loop_now_ms();
+	double end = now + c->timeout_ms < s->restore_deadline ? now + c->timeout_ms : s->restore_deadline;
+	loop_timer_cancel(sup->cfg.loop, s->timeout_timer);
+	s->timeout_timer = loop_timer(sup->cfg.loop, end > now ? end - now : 0, timeout_fired, s);
+	log_info("session %s: saved state loaded in %.0f ms; the cell's %.0f ms start now", s->name, now - c->t_start,
+		 end - now);
+}
+
+/* The call that carried the saved state was stopped before it ended (a
+ * timeout, a crash, the memory limit, a cancellation): its process, and
+ * whatever it had loaded, is gone, but the snapshot on disk is whole.  The
+ * note says which of the two it was, by the server's own knowledge (its
+ * verdict on the bytes, and whether the load's bound ran out): loaded and
+ * then stopped, the state before this call is what the next call loads
+ * again (rolled back); stopped while loading, the next call tries once
+ * more.  Before, both said "ran in a fresh session" beside "its state was
+ * lost", while the cell had run on the restored state and the next call
+ * said "state restored". */
+static void restore_stopped(struct sup *sup, struct session *s, struct run *c, char *m, size_t n)
+{
+	bool forked = s->fork_src[0] != '\0';
+	const char *src = forked ? s->fork_src : s->name;
+	char age[32];
+	fmt_age(s->restore_age_s, age, sizeof age);
+	s->restore_tried = false; /* the next call looks again */
+	if (s->restore_loaded) {
+		/* A copy keeps its parent's name, so the next call copies again. */
+		c->state = STATE_ROLLED_BACK;
+		s->restore_floor = (uint32_t)c->cell;
+		snprintf(m, n,
+			 "the saved state of session %s (saved %s ago, after cell %u) was loaded before this code ran; the call was then stopped, "
+			 "and the process that held the state with it. The saved state is still on disk, unchanged, and the next call in "
+			 "session %s loads it again: nothing saved is lost",
+			 src, age, s->restore_cells, s->name);
+		return;
+	}
+	bool again = ++s->restore_attempts < 2;
+	bool overran = s->restore_loading && c->status == CALL_TIMEOUT;
+	char why[160];
+	if (overran)
+		snprintf(why, sizeof why, "loading it took longer than its bound of %.0f s (timeout_s counts from when the cell starts)",
+			 restore_bound_ms(sup, prestore_bytes(s->restore)) / 1000.0);
+	else
+		snprintf(why, sizeof why, "the call was stopped while the session loaded it");
+	c->state = STATE_NEW;
+	c->cell = 1;
+	s->cells = 1;
+	if (!again) {
+		s->restore_tried = true;
+		if (forked)
+			s->fork_src[0] = '\0';
+	}
+	snprintf(m, n, "the saved state of session %s could not be loaded in this call: %s, so this code did not run. %s", src, why,
+		 again ? "The saved state is still on disk, unchanged, and the next call tries again"
+		       : "It was not loaded twice: the next call starts a new interpreter, and its save replaces the saved state");
 }
 
 /* The reply of the call that carried the saved state: what the server
@@ -549,11 +625,20 @@ void restore_outcome(struct sup *sup, struct session *s, struct run *c)
 				 "the saved state of session %s was refused: its bytes do not match the tag the server wrote with them "
 				 "(changed or planted by something other than the server); this call runs in a fresh session",
 				 forked ? s->fork_src : s->name);
+		} else if (!c->result) {
+			restore_stopped(sup, s, c, m, sizeof m);
+			add_note(c, m);
+			prestore_free(s->restore);
+			s->restore = NULL;
+			s->restore_call = NULL;
+			return;
 		} else {
-			/* The call ended before the state was loaded (a timeout, a
-			 * crash): the snapshot is still on disk and whole.  The
-			 * next call tries once more, rather than let the next save
-			 * replace it with an empty session. */
+			/* The cell ran, without the state (its tag was not
+			 * judged before the session read on, or a process opened
+			 * the file for writing meanwhile): the snapshot is still
+			 * on disk and whole.  The next call tries once more,
+			 * rather than let the next save replace it with an empty
+			 * session. */
 			bool again = ++s->restore_attempts < 2 && !forked;
 			if (again)
 				s->restore_tried = false;
@@ -577,13 +662,14 @@ void restore_outcome(struct sup *sup, struct session *s, struct run *c)
 	s->restore_call = NULL;
 }
 
-/* The extra time the call that loads a saved state of `bytes` gets: 10 s
- * and 1 s per 32 MB, never taking the call past max_timeout_s. */
-double restore_allowance(const struct sup *sup, const struct run *c, uint64_t bytes)
+/* The bound on loading a saved state of `bytes` (reading it, checking its
+ * tag, unpickling it), before the cell's own timeout starts: 10 s and 1 s
+ * per 32 MB, at most max_timeout_s. */
+double restore_bound_ms(const struct sup *sup, uint64_t bytes)
 {
 	double want = 10000.0 + (double)bytes / (32.0 * 1048576.0) * 1000.0;
-	double room = sup->cfg.policy->limits.max_timeout_s * 1000.0 - c->timeout_ms;
-	return room <= 0 ? 0 : want < room ? want : room;
+	double cap = sup->cfg.policy->limits.max_timeout_s * 1000.0;
+	return want < cap ? want : cap;
 }
 
 /* The first call to a session in this server's life looks for a saved
@@ -594,7 +680,7 @@ double restore_allowance(const struct sup *sup, const struct run *c, uint64_t by
  * one is said in the call's note). */
 int restore_begin(struct sup *sup, struct session *s, struct run *c, uint64_t *bytes, int *format, int fds[2])
 {
-	if (s->restore_tried || !persist_on(sup->persist))
+	if (s->restore_tried || !persist_on(sup->persist) || (s->unsaved && !s->fork_src[0]))
 		return -1;
 	s->restore_tried = true;
 	const char *src = s->fork_src[0] ? s->fork_src : s->name;
@@ -630,7 +716,10 @@ int restore_begin(struct sup *sup, struct session *s, struct run *c, uint64_t *b
 	s->restore_verdict = RESTORE_PENDING;
 	s->restore_age_s = prestore_age_s(r);
 	s->restore_cells = prestore_cells(r);
-	s->cells = (int)s->restore_cells;
+	/* The cells go on from the saved state's; a retry after a first call
+	 * that was stopped goes on from that call's (its number is not given
+	 * twice). */
+	s->cells = (int)(s->restore_cells > s->restore_floor ? s->restore_cells : s->restore_floor);
 	*bytes = prestore_bytes(r);
 	*format = prestore_format(r);
 	return nfds;

@@ -5,7 +5,9 @@
 #include "private.h"
 
 /* When a row's message is accepted, besides the phase. */
-enum accept_when { ALWAYS, HELLO_DUE, NOT_STARTED };
+/* LOADING: the call carries a saved state, and the session has not said
+ * yet that it is loaded (W_RESTORED, once). */
+enum accept_when { ALWAYS, HELLO_DUE, NOT_STARTED, LOADING };
 /* A result's size: bounded by the policy's output limit (result_max). */
 #define RESULT_MAX 0
 
@@ -24,13 +26,14 @@ static const struct phase_row {
 		uint32_t type, max_len;
 		int max_fds;
 		enum accept_when when;
-	} accepts[3];
+	} accepts[4];
 	const char *timer;
 } phases[] = {
 	[P_NONE] = { "none", { { 0 } }, "none: there is no process" },
 	[P_IDLE] = { "idle", { { 0 } }, "none: frozen between calls, it sends nothing" },
 	[P_RUNNING] = { "running",
-			{ { W_HELLO, 256, 0, HELLO_DUE }, { W_STARTED, 0, 0, NOT_STARTED }, { W_RESULT, RESULT_MAX, 0, ALWAYS } },
+			{ { W_HELLO, 256, 0, HELLO_DUE }, { W_STARTED, 0, 0, NOT_STARTED }, { W_RESTORED, 0, 0, LOADING },
+			  { W_RESULT, RESULT_MAX, 0, ALWAYS } },
 			"the call's timeout (timeout_fired)" },
 	/* its pidfd, and the saver's pipe (saved sessions) */
 	[P_SETTLING] = { "settling", { { W_CHECKPOINT, 256, 2, ALWAYS } }, "RESUME_MS (due_expired)" },
@@ -61,7 +64,8 @@ void set_expect(struct sup *sup, struct session *s, enum phase ph)
 	size_t n = 0;
 	for (size_t i = 0; i < N_ELEMENTS(phases[ph].accepts) && phases[ph].accepts[i].type; i++) {
 		const __typeof__(phases[ph].accepts[0]) *a = &phases[ph].accepts[i];
-		if ((a->when == HELLO_DUE && !s->hello_due) || (a->when == NOT_STARTED && !(s->cur && !s->cur->started)))
+		if ((a->when == HELLO_DUE && !s->hello_due) || (a->when == NOT_STARTED && !(s->cur && !s->cur->started)) ||
+		    (a->when == LOADING && !(s->cur && s->cur == s->restore_call && !s->restore_said)))
 			continue;
 		s->expect[n++] = (struct wire_expect){ a->type, a->type == W_RESULT ? result_max(sup) : a->max_len, a->max_fds };
 	}
@@ -185,6 +189,10 @@ static void on_message(struct sup *sup, struct session *s, struct wire_msg *m)
 	case W_STARTED:
 		s->hello_due = false;
 		c->started = true;
+		set_expect(sup, s, s->phase);
+		return;
+	case W_RESTORED:
+		restore_loaded(sup, s);
 		set_expect(sup, s, s->phase);
 		return;
 	case W_CHECKPOINT:

@@ -12,6 +12,8 @@ struct sup *sup_new(const struct sup_config *cfg)
 	sup->zpid = -1;
 	const char *t = getenv("PSM_TEST_SAVE_MS");
 	sup->save_test_ms = t ? atof(t) : 0;
+	t = getenv("PSM_TEST_SAVE_WALL_MS");
+	sup->save_test_wall_ms = t ? atof(t) : 0;
 	return sup;
 }
 
@@ -29,6 +31,35 @@ int sup_count_sessions(struct sup *sup)
 	for (struct session *s = sup->sessions; s; s = s->next)
 		n++;
 	return n;
+}
+
+int sup_sessions_ran(struct sup *sup, char *list, size_t n, char *latest, size_t latest_n)
+{
+	int count = 0;
+	size_t k = 0;
+	unsigned long below = ~0UL;
+	list[0] = latest[0] = '\0';
+	for (;;) {
+		struct session *best = NULL;
+		for (struct session *s = sup->sessions; s; s = s->next)
+			if (s->has_last && s->last_seq < below && (!best || s->last_seq > best->last_seq))
+				best = s;
+		if (!best)
+			return count;
+		below = best->last_seq;
+		if (count++ == 0)
+			snprintf(latest, latest_n, "%s", best->name);
+		if (k < n)
+			k += (size_t)snprintf(list + k, n - k, "%s%s (last exit %d)", k ? ", " : "", best->name, best->last_exit);
+	}
+}
+
+void sup_session_names(struct sup *sup, char *list, size_t n)
+{
+	size_t k = 0;
+	list[0] = '\0';
+	for (struct session *s = sup->sessions; s && k < n; s = s->next)
+		k += (size_t)snprintf(list + k, n - k, "%s%s", k ? ", " : "", s->name);
 }
 
 bool sup_session_exists(struct sup *sup, const char *name)
@@ -174,18 +205,23 @@ static void send_exec(struct sup *sup, struct session *s)
 	outbuf_reset(&s->err, log_rel);
 	struct smsg_exec ex = { .code = c->code, .cell = c->cell };
 	double timeout_ms = again ? replay_timeout_ms(c) : c->timeout_ms;
-	s->restore_extra_ms = 0;
+	s->restore_loading = s->restore_said = s->restore_loaded = false;
 	if (restore_nfds > 0) {
 		ex.restore = restore_bytes;
 		ex.restore_format = restore_format;
 		ex.restore_direct = restore_nfds == 2;
-		/* Loading the state is not the cell's work: it gets time of its
-		 * own, bounded (restore_allowance), and dropped as soon as the
-		 * server's verdict says there is nothing to load.
-		 * Attack: a planted snapshot made `time.sleep(40)` with
-		 * timeout_s 2 return ok after 44.6 s. */
-		s->restore_extra_ms = restore_allowance(sup, c, restore_bytes);
-		timeout_ms += s->restore_extra_ms;
+		/* Loading the state is not the cell's work: the timer first
+		 * bounds the load (restore_bound_ms), and the cell's own
+		 * timeout starts when the session says it is loaded
+		 * (restore_loaded), or from now when the server's verdict says
+		 * there is nothing to load.  Before, the call got the load's
+		 * time on top of timeout_s: an 8 s sleep under timeout_s 5
+		 * ended ok.  Attack: a planted snapshot made `time.sleep(40)`
+		 * with timeout_s 2 return ok after 44.6 s. */
+		double bound = restore_bound_ms(sup, restore_bytes);
+		s->restore_loading = true;
+		s->restore_deadline = loop_now_ms() + bound + timeout_ms;
+		timeout_ms = bound;
 	}
 	char *txt = smsg_exec_encode(&ex);
 	usage_begin(&c->usage, s->pidfd);
@@ -259,7 +295,7 @@ void start_next(struct sup *sup, struct session *s)
 			s->dirty = s->save_failed = false;
 			s->saved_cells = 0;
 			s->restore_tried = true;
-			int r = persist_discard(sup->persist, s->name);
+			int r = s->unsaved ? 0 : persist_discard(sup->persist, s->name); /* not ours: another server's */
 			if (r < 0)
 				log_warn("session %s: cannot remove its saved state: %s", s->name, strerror(-r));
 		}
@@ -348,6 +384,40 @@ void spawn_pending(struct sup *sup)
 		}
 }
 
+/* A session's first call in this server's life: the session's saved state
+ * is this server's to restore and save only if no other server uses it
+ * (sesslock.h).  Otherwise it runs unsaved here, and the first reply says
+ * so and what to do instead. */
+static void session_lock(struct sup *sup, struct session *s, struct run *c)
+{
+	if (!persist_on(sup->persist))
+		return;
+	pid_t holder = 0;
+	struct err e = { 0 };
+	s->lock_fd = sesslock_take(sup->cfg.ws, s->name, &holder, &e);
+	if (s->lock_fd >= 0)
+		return;
+	s->unsaved = true;
+	s->restore_tried = true;
+	char who[48] = "", m[900];
+	if (holder > 0)
+		snprintf(who, sizeof who, " (pid %ld)", (long)holder);
+	if (s->lock_fd == -EWOULDBLOCK)
+		snprintf(m, sizeof m,
+			 "session %s is in use by another python-sandbox-mcp server on this project%s: one server at a time keeps a session's "
+			 "saved state, so this server runs session %s without it. Its saved state is neither restored nor replaced here (the other "
+			 "server's work is safe), and what runs here is lost when this server exits. To keep work saved, use a session name "
+			 "that the other server does not use",
+			 s->name, who, s->name);
+	else
+		snprintf(m, sizeof m,
+			 "session %s runs without saving: this server cannot take the lock that keeps two servers from sharing its saved state "
+			 "(%.400s). Its saved state is neither restored nor replaced, and what runs here is lost when this server exits",
+			 s->name, e.msg);
+	log_warn("%s", m);
+	add_note(c, m);
+}
+
 void sup_submit(struct sup *sup, struct run *c)
 {
 	struct session *s = find_session(sup, c->session);
@@ -362,6 +432,8 @@ void sup_submit(struct sup *sup, struct run *c)
 		s->pidfd = s->ctrl = s->out_r = s->err_r = s->ckpt_pidfd = s->dropped_pidfd = -1;
 		s->next = sup->sessions;
 		sup->sessions = s;
+		s->lock_fd = -1;
+		session_lock(sup, s, c);
 	}
 	if (s->qtail)
 		s->qtail->next = c;
@@ -468,6 +540,8 @@ void sup_free(struct sup *sup)
 		prestore_free(s->restore);
 		free(s->next_note);
 		replay_free(s);
+		if (s->lock_fd >= 0)
+			close(s->lock_fd);
 		free(s);
 		s = next;
 	}

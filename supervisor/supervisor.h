@@ -181,6 +181,13 @@ void run_outcome_free(struct run *r);
 bool sup_cancel(struct sup *sup, bool (*match)(const struct run *r, const void *key), const void *key);
 /* The exit code of the session's last execution; false when none. */
 bool sup_last_exit(struct sup *sup, const char *session, int *exit_code);
+/* The sessions whose code ran in this server's life, most recent last call
+ * first, as "co2 (last exit 0), scratch (last exit 1)" in list (cut to n),
+ * and the most recent one's name in latest ("" when none).  Returns how
+ * many there are. */
+int sup_sessions_ran(struct sup *sup, char *list, size_t n, char *latest, size_t latest_n);
+/* The names of the sessions this server holds, as "a, b, c" (cut to n). */
+void sup_session_names(struct sup *sup, char *list, size_t n);
 int sup_count_sessions(struct sup *sup);
 /* Whether any run is running or queued. */
 bool sup_busy(struct sup *sup);

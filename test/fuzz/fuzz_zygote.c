@@ -252,7 +252,7 @@ static void read_server(struct fake *f)
 }
 
 static const uint32_t zygote_types[] = { W_JAIL, W_READY, W_SPAWNED, W_EXITED, W_SETTLED, W_WARMED, W_FATAL };
-static const uint32_t session_types[] = { W_HELLO, W_STARTED, W_RESULT, W_CHECKPOINT, W_THUMB_DATA };
+static const uint32_t session_types[] = { W_HELLO, W_STARTED, W_RESULT, W_CHECKPOINT, W_THUMB_DATA, W_RESTORED };
 
 static __attribute__((noreturn)) void play(int zfd)
 {

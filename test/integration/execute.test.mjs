@@ -328,8 +328,17 @@ describe('execute_python input errors', () => {
 		assert.ok(refused.length >= 1, 'a ninth session must be refused');
 		const text = refused[0].content.find((b) => b.type === 'text')?.text || '';
 		assert.match(text, /max_sessions/, text);
+		// The message says what really frees a slot, and names the sessions
+		// to reuse.  Before, it said "reset one", which freed nothing.
+		assert.doesNotMatch(text, /reset one/, text);
+		assert.match(text, /holds 8: [^\n]*many_0/, text);
+		assert.match(text, /reset: true empties a session but keeps its slot/, text);
 		const again = await execPy(h, '2', { session: 'many_0', reset: true });
 		assert.equal(again.sc.result, '2', 'existing sessions keep working');
+		// As it says: the reset freed no slot.
+		const still = await callTool(h, 'execute_python', { code: '1', session: 'many_new' });
+		assert.equal(still.isError, true, show(still));
+		assert.match(still.content[0].text, /cannot start session "many_new"/);
 	});
 
 	test('no SDK transport or protocol error happened', () => { assert.deepEqual(h.errors.map(String), []); });

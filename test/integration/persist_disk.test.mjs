@@ -11,7 +11,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 
 import { execPy, newProject, show } from './lib.mjs';
-import { stateHome, start, waitSaved } from './persist_lib.mjs';
+import { stateHome, start, waitSaved, waitLog } from './persist_lib.mjs';
 
 const mounts = [];
 after(() => {
@@ -19,7 +19,7 @@ after(() => {
 });
 
 describe('a full disk', () => {
-	test('a save that does not fit: the next reply and stderr say why, the previous snapshot stays', { timeout: 120000 }, async () => {
+	test('a save that does not fit: the next reply and stderr say why, the previous snapshot stays', { timeout: 300000 }, async () => {
 		assert.equal(process.getuid(), 0, 'this test mounts a tmpfs: run it as root (sudo make test)');
 		const root = newProject('persist-full');
 		const ws = path.join(root, 'workspace');
@@ -35,16 +35,14 @@ describe('a full disk', () => {
 		await waitSaved(h, 1);
 		r = await execPy(h, 'big = np.ones(4_000_000)\nbig.nbytes');
 		assert.equal(r.sc.status, 'ok', show(r.text));
-		for (let i = 0; i < 200 && !/session default: the state after cell 2 was not saved/.test(h.stderr()); i++)
-			await new Promise((res) => setTimeout(res, 100));
+		await waitLog(h.stderr, /session default: the state after cell 2 was not saved/);
 		assert.match(h.stderr(), /warning: session default: the state after cell 2 was not saved: the disk of the workspace is full \(No space left on device\)/, h.stderr().slice(-1500));
 		r = await execPy(h, 'small.sum()');
 		assert.match(r.text, /note:\nthe state after cell 2 was not saved: the disk of the workspace is full \(No space left on device\): free some space there; a restart of the server would bring back the state saved after cell 1/, show(r.text));
 		assert.equal(fs.existsSync(path.join(ws, '.sessions', 'default', '.state.tmp')), false, 'no partial file is left');
 		// The next save (this call's state is large too) fails the same
 		// way: said on stderr, not again in the reply.
-		for (let i = 0; i < 200 && (h.stderr().match(/was not saved: the disk of the workspace is full/g) || []).length < 2; i++)
-			await new Promise((res) => setTimeout(res, 100));
+		await waitLog(h.stderr, /was not saved: the disk of the workspace is full/, { count: 2 });
 		assert.match(h.stderr(), /the state after cell 3 was not saved: the disk of the workspace is full/);
 		r = await execPy(h, '1');
 		assert.doesNotMatch(r.text, /not saved/, show(r.text));

@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 
 import { RawServer, execPy, newProject, sleep, show } from './lib.mjs';
-import { stateHome, start, snapPath } from './persist_lib.mjs';
+import { stateHome, start, snapPath, waitLog } from './persist_lib.mjs';
 
 /** Runs two cells on raw stdio and ends the server `how` right after the
  *  second reply (or `pause` ms later). */
@@ -67,7 +67,7 @@ describe('the last state is on disk however the server ends', () => {
 		await expectRestored(root, xdg);
 	});
 
-	test('a save that cannot finish in time is named on stderr, and the exit still comes', { timeout: 120000 }, async () => {
+	test('a save that cannot finish in time is named on stderr, and the exit still comes', { timeout: 240000 }, async () => {
 		const root = newProject('persist-end-slow');
 		const xdg = stateHome();
 		const s = new RawServer(root, { args: ['--log-level', 'info'], env: { XDG_STATE_HOME: xdg } });
@@ -75,7 +75,7 @@ describe('the last state is on disk however the server ends', () => {
 			await s.initialize();
 			let r = await s.callTool('execute_python', { code: 'kept = "first"' }, { timeout: 120000 });
 			assert.equal(r.result?.isError, false, show(r));
-			for (let i = 0; i < 300 && !/state saved \(/.test(s.stderr()); i++) await sleep(100);
+			await waitLog(() => s.stderr(), /state saved \(/);
 			r = await s.callTool('execute_python', { code: `
 class Slow:
     def __reduce__(self):

@@ -52,6 +52,18 @@ export async function waitSaved(h, n = 1, ms = 60000) {
 	}
 }
 
+/** Waits until the server's log (`log()`, its stderr so far) matches `re`
+ *  `count` times.  The bound is only for a server that never says it: the
+ *  wait ends as soon as it does, so load stretches it but cannot break it. */
+export async function waitLog(log, re, { count = 1, ms = 120000, what = String(re) } = {}) {
+	const g = new RegExp(re.source, re.flags.includes('g') ? re.flags : re.flags + 'g');
+	const t0 = Date.now();
+	while ((log().match(g) || []).length < count) {
+		if (Date.now() - t0 > ms) throw new Error(`${what}: not in the log after ${ms} ms; its tail: ${log().slice(-2000)}`);
+		await sleep(100);
+	}
+}
+
 export async function end(h, how) {
 	if (how === 'eof') {
 		await h.close();

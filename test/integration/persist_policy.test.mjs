@@ -8,7 +8,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 
 import { execPy, newProject, writeFile, sleep, show } from './lib.mjs';
-import { stateHome, start, snapPath, waitSaved, end, BUILD, DIGEST } from './persist_lib.mjs';
+import { stateHome, start, snapPath, waitSaved, waitLog, end, BUILD, DIGEST } from './persist_lib.mjs';
 describe('saved sessions and the policy', () => {
 	test('reset: true discards the saved state too', { timeout: 180000 }, async () => {
 		const root = newProject('persist-reset');
@@ -53,7 +53,7 @@ describe('saved sessions and the policy', () => {
 		await h.close();
 	});
 
-	test('over limits.persist_mb the state is not saved, and the reply says so once', { timeout: 120000 }, async () => {
+	test('over limits.persist_mb the state is not saved, and the reply says so once', { timeout: 300000 }, async () => {
 		const root = newProject('persist-cap');
 		writeFile(root, '.agents/skills/code-interpreter-sandbox-executor/SKILL.md',
 			'---\nname: t\ndescription: small cap\nlimits:\n  persist_mb: 1\n---\n');
@@ -64,11 +64,11 @@ describe('saved sessions and the policy', () => {
 		assert.ok(fs.existsSync(snapPath(root)));
 		let r = await execPy(h, 'import numpy as np\nbig = np.ones(600_000)');
 		assert.equal(r.sc.status, 'ok');
-		for (let i = 0; i < 200 && !/state not saved/.test(h.stderr()); i++) await sleep(100);
+		await waitLog(h.stderr, /state not saved/);
 		r = await execPy(h, '1');
 		assert.match(r.text, /note:\n.*\(5 MB\) is over limits\.persist_mb \(1 MB\): it is not saved/, show(r.text));
 		assert.equal(fs.existsSync(snapPath(root)), false, 'the older snapshot is removed, not restored later as the last state');
-		for (let i = 0; i < 200 && (h.stderr().match(/state not saved/g) || []).length < 2; i++) await sleep(100);
+		await waitLog(h.stderr, /state not saved/, { count: 2 });
 		r = await execPy(h, '2');
 		assert.doesNotMatch(r.text, /persist_mb/, 'said once');
 		await h.close();

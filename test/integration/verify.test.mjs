@@ -183,3 +183,66 @@ describe('verify_outputs', () => {
 
 	test('no SDK transport or protocol error happened', () => { assert.deepEqual(h.errors.map(String), []); });
 });
+
+// An agent that works in a named session only: the gate looks at the
+// session that ran (not at a "default" it never used), names the sessions
+// that ran when the one asked for did not, and after a restart says why it
+// cannot vouch for a call made before it.
+describe('verify_outputs after work in a named session', () => {
+	const files = ['workspace/outputs/made.csv'];
+	const make = 'open("workspace/outputs/made.csv", "w").write("a,b\\n1,2\\n")';
+	async function verify(h, args) {
+		const { sc } = jsonResult(await callTool(h, 'verify_outputs', args));
+		assert.ok(sc);
+		return sc;
+	}
+
+	test('without a session, the session that ran is checked and named; default, asked for, names the ones that ran', { timeout: 60000 }, async () => {
+		const root = newProject('verify-named');
+		const h = await startClient(root, { structured: true });
+		try {
+			const r = await execPy(h, make, { session: 'co2' });
+			assert.equal(r.sc.status, 'ok', show(r.text));
+			let sc = await verify(h, { files });
+			assert.equal(sc.status, 'completed', show(sc));
+			assert.equal(sc.session, 'co2');
+			assert.equal(sc.exit_code, 0);
+			sc = await verify(h, { files, session: 'default' });
+			assert.equal(sc.status, 'failed', show(sc));
+			assert.equal(sc.session, 'default');
+			assert.match(sc.reason, /session "default" has not run any code since the server started; the sessions that did: co2 \(last exit 0\)/, show(sc));
+			// A later call that failed, in another session: the gate looks
+			// at the last execution, and says whose.
+			await execPy(h, '1 / 0', { session: 'scratch' });
+			sc = await verify(h, { files });
+			assert.equal(sc.status, 'failed', show(sc));
+			assert.equal(sc.session, 'scratch');
+			assert.match(sc.reason, /the last execution of session "scratch" exited with 1/);
+			// default, once it ran, is the one looked at.
+			await execPy(h, '1');
+			sc = await verify(h, { files });
+			assert.equal(sc.status, 'completed', show(sc));
+			assert.equal(sc.session, 'default');
+		} finally {
+			await h.close();
+		}
+	});
+
+	test('right after a restart: the reason says why no exit code is known, and the files alone can pass', { timeout: 60000 }, async () => {
+		const root = newProject('verify-restart');
+		let h = await startClient(root, { structured: true });
+		await execPy(h, make, { session: 'co2' });
+		await h.close();
+		h = await startClient(root, { structured: true });
+		try {
+			let sc = await verify(h, { files });
+			assert.equal(sc.status, 'failed', show(sc));
+			assert.equal(sc.exit_code, null);
+			assert.match(sc.reason, /no session has run any code since the server started \(a restart does not keep the exit code/, show(sc));
+			sc = await verify(h, { files, require_success: false });
+			assert.equal(sc.status, 'completed', show(sc));
+		} finally {
+			await h.close();
+		}
+	});
+});

@@ -10,6 +10,7 @@
  *   crash           exit(9) once the cell has started (after the words before it)
  *   die_unstarted   exit(3) on reading the cell, before W_STARTED (not when resumed)
  *   hang_unstarted  never say W_STARTED (not when resumed)
+ *   say_restored    send W_RESTORED after W_STARTED, though no saved state came
  *   fail_resumed    answer "error" when run in a resumed copy (a replay)
  * and answers {"status": "ok", "result": "<x>", "pid", "resumed"}.  Its
  * checkpoint is a fork that waits for SIGUSR1, then says hello as the
@@ -324,6 +325,8 @@ static __attribute__((noreturn)) void session_main(void)
 				for (;;)
 					pause();
 			wire_send(ctrl_fd, W_STARTED, "", 0, NULL, 0);
+			if (has_word(code, "say_restored"))
+				wire_send(ctrl_fd, W_RESTORED, "", 0, NULL, 0);
 			if (has_word(code, "inc"))
 				x++;
 			if (has_word(code, "crash"))
@@ -803,6 +806,23 @@ static void test_roll_back(void **state)
 	assert_int_equal(c->run.state, STATE_KEPT);
 	assert_false(c->run.new_session);
 	assert_int_equal(c->run.cell, 3); /* every cell sent counts, rolled back or not */
+	trun_free(a);
+	trun_free(b);
+	trun_free(c);
+}
+
+/* A session that says a saved state is loaded in a call that carried none
+ * (to restart its timeout): a protocol break, rolled back like a crash; the
+ * timer it wanted moved never moves. */
+static void test_restored_unasked(void **state)
+{
+	struct trun *a = run_ok("inc");
+	struct trun *b = submit("say_restored inc", 30000.0);
+	wait_done(b);
+	assert_int_equal(b->run.status, CALL_CRASHED);
+	assert_int_equal(b->run.state, STATE_ROLLED_BACK);
+	struct trun *c = run_ok("");
+	assert_int_equal(c->x, 1);
 	trun_free(a);
 	trun_free(b);
 	trun_free(c);
@@ -1626,6 +1646,7 @@ int main(int argc, char **argv)
 	log_threshold = LOG_ERROR;
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_roll_back, sup_up, sup_down),
+		cmocka_unit_test_setup_teardown(test_restored_unasked, sup_up, sup_down),
 		cmocka_unit_test_setup_teardown(test_resume_twice, sup_up, sup_down),
 		cmocka_unit_test_setup_teardown(test_requeue_unstarted, sup_up, sup_down),
 		cmocka_unit_test_setup_teardown(test_cancel_while_resuming, sup_up, sup_down),
