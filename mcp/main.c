@@ -22,6 +22,7 @@
 #include "../jail/jail.h"
 #include "budget.h"
 #include "check.h"
+#include "export.h"
 #include "server.h"
 #include "trust_cli.h"
 
@@ -729,6 +730,9 @@ int main(int argc, char **argv)
 	ctx->srv.opts.resume_fd = -1;
 	ctx->srv.opts.timeout_s = -1;
 	ctx->srv.opts.memory_mb = -1;
+	/* A subcommand of its own: reads the history, starts nothing. */
+	if (argc > 1 && strcmp(argv[1], "export") == 0)
+		return export_main(argc - 1, argv + 1);
 	int zygote_fd = -1;
 	int r = parse_args(ctx, argc, argv, &zygote_fd);
 	if (zygote_fd >= 0)
