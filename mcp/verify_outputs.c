@@ -20,6 +20,8 @@
 #include "../files/artifacts.h"
 #include "../files/validate.h"
 #include "exec.h"
+#include "export.h"
+#include "history.h"
 #include "reply.h"
 #include "schema.h"
 
@@ -44,7 +46,24 @@ static bool whole_number(const cJSON *v, const char *name, const char *path, lon
 	return true;
 }
 
-static cJSON *check_one(const struct server *s, const cJSON *spec_json, unsigned long long *budget, char *err, size_t errsz)
+/* The recorded call of the session that last wrote the file, when it wrote
+ * the bytes it has now (history.h), else null: written by something else,
+ * or changed since.  Only from bytes read here: a file not read has none. */
+static void add_provenance(const struct server *s, cJSON *c, const char *session, const char *rel, const unsigned char *buf,
+			   size_t len, bool read)
+{
+	cJSON *p = NULL;
+	char disp[4200], hex[65];
+	if (read && ws_display_path(&s->ws, rel, disp, sizeof disp) == 0) {
+		trust_hash((const char *)buf, len, hex);
+		p = history_provenance(s->history, session, disp, hex);
+		cJSON_AddStringToObject(c, "sha256", hex);
+	}
+	cJSON_AddItemToObject(c, "provenance", p ? p : cJSON_CreateNull());
+}
+
+static cJSON *check_one(const struct server *s, const cJSON *spec_json, const char *session, unsigned long long *budget,
+			char *err, size_t errsz)
 {
 	const cJSON *path = spec_json;
 	const cJSON *kind = NULL, *min_bytes = NULL, *keys = NULL, *min_rows = NULL;
@@ -110,7 +129,9 @@ static cJSON *check_one(const struct server *s, const cJSON *spec_json, unsigned
 	struct err e = { 0 };
 	struct vresult r = { 0 };
 	double bytes = -1;
-	bool skipped = false;
+	bool skipped = false, read = false;
+	unsigned char *buf = NULL;
+	size_t len = 0;
 	if (ws_relpath_shown(&s->ws, path->valuestring, rel, sizeof rel, &e) < 0) {
 		snprintf(r.detail, sizeof r.detail, "%.480s", e.msg);
 	} else {
@@ -129,8 +150,6 @@ static cJSON *check_one(const struct server *s, const cJSON *spec_json, unsigned
 		} else {
 			close(fd);
 			bytes = (double)st.st_size;
-			unsigned char *buf = NULL;
-			size_t len = 0;
 			if ((size_t)st.st_size > VERIFY_READ_MAX) {
 				snprintf(r.detail, sizeof r.detail, "is %.0f bytes, over the %u MiB that verify_outputs reads",
 					 bytes, VERIFY_READ_MAX >> 20);
@@ -147,8 +166,8 @@ static cJSON *check_one(const struct server *s, const cJSON *spec_json, unsigned
 				*budget -= len;
 				validate_buffer(&spec, buf, len, &r);
 				bytes = (double)len;
+				read = true;
 			}
-			free(buf);
 		}
 	}
 	cJSON_AddBoolToObject(c, "ok", r.ok);
@@ -160,7 +179,50 @@ static cJSON *check_one(const struct server *s, const cJSON *spec_json, unsigned
 	cJSON_AddStringToObject(c, "detail", r.detail);
 	if (skipped)
 		cJSON_AddBoolToObject(c, "skipped", 1);
+	add_provenance(s, c, session, rel, buf, len, read);
+	free(buf);
 	return c;
+}
+
+/* notebook: the export of the session, written under the workspace (and
+ * named in the summary, which is written after it).  0, or -1 with the
+ * reason in msg. */
+static int write_notebook(const struct server *s, const char *shown, const char *session, cJSON *out, char *msg, size_t n)
+{
+	char rel[4096], disp[4200];
+	struct err e = { 0 };
+	size_t l = strlen(shown);
+	bool py = l > 3 && strcmp(shown + l - 3, ".py") == 0;
+	if (!py && !(l > 6 && strcmp(shown + l - 6, ".ipynb") == 0)) {
+		snprintf(msg, n, "\"notebook\" must name a .ipynb or .py file under %s/ (for example %s/outputs/analysis.ipynb)", s->ws.display,
+			 s->ws.display);
+		return -1;
+	}
+	if (ws_relpath_shown(&s->ws, shown, rel, sizeof rel, &e) < 0 || art_path_under(rel, art_server_dirs)) {
+		snprintf(msg, n, "\"notebook\" must name a file under %s/, outside its .logs, .cache and .sessions (for example %s/outputs/analysis.ipynb)%s%.300s",
+			 s->ws.display, s->ws.display, e.msg[0] ? ": " : "", e.msg);
+		return -1;
+	}
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	if (!f)
+		die_oom();
+	int r = export_write(s->history, session, py, f, msg, n);
+	fclose(f);
+	if (r == 0 && ws_write_file(&s->ws, rel, buf, len, &e) < 0) {
+		snprintf(msg, n, "could not write the notebook: %.500s", e.msg);
+		r = -1;
+	}
+	free(buf);
+	if (r < 0) {
+		if (!history_on(s->history))
+			snprintf(msg, n, "no notebook: the server keeps no history here (%.400s)", history_why_off(s->history));
+		return -1;
+	}
+	ws_display_path(&s->ws, rel, disp, sizeof disp);
+	cJSON_AddStringToObject(out, "notebook", disp);
+	return 0;
 }
 
 cJSON *verify_outputs_call(const struct server *s, const cJSON *args, bool has_exit, int exit_code)
@@ -169,7 +231,8 @@ cJSON *verify_outputs_call(const struct server *s, const cJSON *args, bool has_e
 	const cJSON *session = cJSON_GetObjectItemCaseSensitive(args, "session");
 	const cJSON *req = cJSON_GetObjectItemCaseSensitive(args, "require_success");
 	const cJSON *ws = cJSON_GetObjectItemCaseSensitive(args, "write_summary");
-	char msg[600];
+	const cJSON *nbarg = cJSON_GetObjectItemCaseSensitive(args, "notebook");
+	char msg[1400];
 	if (!cJSON_IsArray(files) || cJSON_GetArraySize(files) < 1 || cJSON_GetArraySize(files) > VERIFY_MAX_FILES) {
 		snprintf(msg, sizeof msg, "verify_outputs needs \"files\": a list of 1 to %d paths such as [\"%s/outputs/plot.png\"] or objects {\"path\": ..., \"kind\": ..., \"required_keys\": [...]}",
 			 VERIFY_MAX_FILES, s->ws.display);
@@ -178,6 +241,8 @@ cJSON *verify_outputs_call(const struct server *s, const cJSON *args, bool has_e
 	if ((session && !cJSON_IsNull(session) && !cJSON_IsString(session)) || (req && !cJSON_IsNull(req) && !cJSON_IsBool(req)) ||
 	    (ws && !cJSON_IsNull(ws) && !cJSON_IsBool(ws)))
 		return tool_text_result("\"session\" must be a string; \"require_success\" and \"write_summary\" must be true or false", true);
+	if (nbarg && !cJSON_IsNull(nbarg) && !cJSON_IsString(nbarg))
+		return tool_text_result("\"notebook\" must be a path string such as \"workspace/outputs/analysis.ipynb\"", true);
 	const char *sname = cJSON_IsString(session) ? session->valuestring : "default";
 	if (!session_name_valid(sname))
 		return tool_text_result("\"session\" must be a string matching ^[A-Za-z0-9_-]{1,64}$ (the session whose last execution is checked)", true);
@@ -197,7 +262,7 @@ cJSON *verify_outputs_call(const struct server *s, const cJSON *args, bool has_e
 	const cJSON *f;
 	cJSON_ArrayForEach(f, files)
 	{
-		cJSON *c = check_one(s, f, &budget, msg, sizeof msg);
+		cJSON *c = check_one(s, f, sname, &budget, msg, sizeof msg);
 		if (!c) {
 			cJSON_Delete(out);
 			return tool_text_result(msg, true);
@@ -220,7 +285,12 @@ cJSON *verify_outputs_call(const struct server *s, const cJSON *args, bool has_e
 				 sname);
 		cJSON_AddStringToObject(out, "reason", msg);
 	}
-	if (failed || !exec_ok)
+	bool nb_ok = true;
+	if (cJSON_IsString(nbarg) && write_notebook(s, nbarg->valuestring, sname, out, msg, sizeof msg) < 0) {
+		cJSON_AddStringToObject(out, "notebook_error", msg);
+		nb_ok = false;
+	}
+	if (failed || !exec_ok || !nb_ok)
 		cJSON_SetValuestring(status, "failed");
 	if (write) {
 		char disp[4200];
@@ -257,6 +327,8 @@ cJSON *verify_outputs_schema(void)
 		{ "summary_path", "string", F_REQ | F_NULL, "where the summary was written, or null" },
 		{ "reason", "string", 0, "present when the last execution did not succeed" },
 		{ "summary_error", "string", 0, "present when the summary could not be written" },
+		{ "notebook", "string", 0, "where the export of the session was written (when notebook was given)" },
+		{ "notebook_error", "string", 0, "why the notebook could not be written (the status is then failed)" },
 	};
 	static const struct field check[] = {
 		{ "path", "string", F_REQ, "the path as given" },
@@ -265,6 +337,8 @@ cJSON *verify_outputs_schema(void)
 		{ "bytes", "integer", F_REQ | F_NULL, "size, or null when it could not be read" },
 		{ "detail", "string", F_REQ, "what was found, or what to fix" },
 		{ "skipped", "boolean", 0, "present and true when the per-call reading budget ran out before this file (it fails)" },
+		{ "sha256", "string", 0, "SHA-256 of the bytes checked" },
+		{ "provenance", "object", F_REQ | F_NULL, "the recorded call that last wrote these exact bytes: {session, cell, code_sha256, state}; null when something else wrote them or they changed since" },
 	};
 	cJSON *props, *s = schema(&props);
 	add_fields(s, f, N_ELEMENTS(f));
