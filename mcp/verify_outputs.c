@@ -22,6 +22,7 @@
 #include "exec.h"
 #include "export.h"
 #include "history.h"
+#include "reproduce.h"
 #include "reply.h"
 #include "schema.h"
 
@@ -225,6 +226,56 @@ static int write_notebook(const struct server *s, const char *shown, const char 
 	return 0;
 }
 
+/* reproduce: each check's file as the run again left it, against the
+ * bytes it has now.  Returns how many were not reproduced. */
+static int add_reproduced(const struct server *s, const char *session, cJSON *out, cJSON *checks)
+{
+	struct repro r;
+	reproduce_run(s, session, &r);
+	cJSON *o = cJSON_AddObjectToObject(out, "reproduce");
+	cJSON_AddBoolToObject(o, "ran", r.ran);
+	cJSON_AddNumberToObject(o, "ms", (double)(long)r.ms);
+	cJSON_AddNumberToObject(o, "copy_ms", (double)(long)r.copy_ms);
+	cJSON_AddNumberToObject(o, "copy_bytes", (double)r.copy_bytes);
+	cJSON_AddNumberToObject(o, "cells", r.cells);
+	if (r.first_cell) {
+		cJSON_AddNumberToObject(o, "first_cell", r.first_cell);
+		cJSON_AddStringToObject(o, "first_difference", r.first);
+	} else {
+		cJSON_AddNullToObject(o, "first_cell");
+		cJSON_AddNullToObject(o, "first_difference");
+	}
+	if (!r.ran)
+		cJSON_AddStringToObject(o, "error", r.why);
+	int bad = 0;
+	cJSON *c;
+	cJSON_ArrayForEach(c, checks)
+	{
+		const cJSON *prov = cJSON_GetObjectItemCaseSensitive(c, "provenance");
+		const char *now = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(c, "sha256"));
+		const char *path = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(c, "path"));
+		if (!cJSON_IsObject(prov) || !r.ran || !now || !path) {
+			cJSON_AddNullToObject(c, "reproduced");
+			continue;
+		}
+		const char *again = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(r.files, path));
+		bool same = again && strcmp(again, now) == 0;
+		cJSON_AddBoolToObject(c, "reproduced", same);
+		if (same)
+			continue;
+		bad++;
+		cJSON_AddItemToObject(c, "ok", cJSON_CreateFalse());
+		const char *d = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(c, "detail"));
+		char *nd = r.first_cell ? xasprintf("%s; not reproduced: run again, %s", d ? d : "", r.first)
+					: xasprintf("%s; not reproduced: run again, the cells gave the same outputs but %s", d ? d : "",
+						    again ? "this file came out with other bytes" : "this file was not written");
+		cJSON_ReplaceItemInObjectCaseSensitive(c, "detail", cJSON_CreateString(nd));
+		free(nd);
+	}
+	repro_free(&r);
+	return bad;
+}
+
 cJSON *verify_outputs_call(const struct server *s, const cJSON *args, bool has_exit, int exit_code)
 {
 	const cJSON *files = cJSON_GetObjectItemCaseSensitive(args, "files");
@@ -232,6 +283,7 @@ cJSON *verify_outputs_call(const struct server *s, const cJSON *args, bool has_e
 	const cJSON *req = cJSON_GetObjectItemCaseSensitive(args, "require_success");
 	const cJSON *ws = cJSON_GetObjectItemCaseSensitive(args, "write_summary");
 	const cJSON *nbarg = cJSON_GetObjectItemCaseSensitive(args, "notebook");
+	const cJSON *rep = cJSON_GetObjectItemCaseSensitive(args, "reproduce");
 	char msg[1400];
 	if (!cJSON_IsArray(files) || cJSON_GetArraySize(files) < 1 || cJSON_GetArraySize(files) > VERIFY_MAX_FILES) {
 		snprintf(msg, sizeof msg, "verify_outputs needs \"files\": a list of 1 to %d paths such as [\"%s/outputs/plot.png\"] or objects {\"path\": ..., \"kind\": ..., \"required_keys\": [...]}",
@@ -241,6 +293,8 @@ cJSON *verify_outputs_call(const struct server *s, const cJSON *args, bool has_e
 	if ((session && !cJSON_IsNull(session) && !cJSON_IsString(session)) || (req && !cJSON_IsNull(req) && !cJSON_IsBool(req)) ||
 	    (ws && !cJSON_IsNull(ws) && !cJSON_IsBool(ws)))
 		return tool_text_result("\"session\" must be a string; \"require_success\" and \"write_summary\" must be true or false", true);
+	if (rep && !cJSON_IsNull(rep) && !cJSON_IsBool(rep))
+		return tool_text_result("\"reproduce\" must be true or false", true);
 	if (nbarg && !cJSON_IsNull(nbarg) && !cJSON_IsString(nbarg))
 		return tool_text_result("\"notebook\" must be a path string such as \"workspace/outputs/analysis.ipynb\"", true);
 	const char *sname = cJSON_IsString(session) ? session->valuestring : "default";
@@ -273,6 +327,8 @@ cJSON *verify_outputs_call(const struct server *s, const cJSON *args, bool has_e
 			skipped = true;
 		cJSON_AddItemToArray(checks, c);
 	}
+	if (cJSON_IsTrue(rep))
+		failed += add_reproduced(s, sname, out, checks);
 	cJSON_AddNumberToObject(out, "failed", failed);
 	cJSON_AddBoolToObject(out, "truncated", skipped);
 	bool exec_ok = !require || (has_exit && exit_code == 0);
@@ -329,6 +385,7 @@ cJSON *verify_outputs_schema(void)
 		{ "summary_error", "string", 0, "present when the summary could not be written" },
 		{ "notebook", "string", 0, "where the export of the session was written (when notebook was given)" },
 		{ "notebook_error", "string", 0, "why the notebook could not be written (the status is then failed)" },
+		{ "reproduce", "object", 0, "with reproduce: the run again: ran, ms (how long it took), copy_ms, copy_bytes, cells, first_cell and first_difference (null when none differed), error (why it could not run)" },
 	};
 	static const struct field check[] = {
 		{ "path", "string", F_REQ, "the path as given" },
@@ -338,6 +395,7 @@ cJSON *verify_outputs_schema(void)
 		{ "detail", "string", F_REQ, "what was found, or what to fix" },
 		{ "skipped", "boolean", 0, "present and true when the per-call reading budget ran out before this file (it fails)" },
 		{ "sha256", "string", 0, "SHA-256 of the bytes checked" },
+		{ "reproduced", "boolean", F_NULL, "with reproduce: true when the run again wrote the same bytes, false (detail says the first cell that differed), null when the session did not write them or the run again could not run" },
 		{ "provenance", "object", F_REQ | F_NULL, "the recorded call that last wrote these exact bytes: {session, cell, code_sha256, state}; null when something else wrote them or they changed since" },
 	};
 	cJSON *props, *s = schema(&props);

@@ -66,3 +66,64 @@ describe('verify_outputs: provenance, notebook', () => {
 		assert.match(none.notebook_error, /session "nosuch" has no history.*default/);
 	});
 });
+
+/** sha256 of every file of the project but the server's own and the summary. */
+function tree(root) {
+	const out = {};
+	const walk = (rel) => {
+		for (const e of fs.readdirSync(path.join(root, rel), { withFileTypes: true })) {
+			const r = rel ? `${rel}/${e.name}` : e.name;
+			if (/^workspace\/\.(sessions|logs|cache)$/.test(r) || r === 'workspace/outputs/output_summary.json') continue;
+			if (e.isDirectory()) walk(r);
+			else out[r] = sha(path.join(root, r));
+		}
+	};
+	walk('');
+	return out;
+}
+
+describe('verify_outputs: reproduce', () => {
+	let h, root;
+	before(async () => {
+		root = analysisProject('verify-repro');
+		h = await startClient(root, { structured: true });
+		await runAnalysis(h);
+	});
+	after(async () => { await h?.close(); });
+
+	async function verify(args) {
+		const res = await callTool(h, 'verify_outputs', args, { timeout: 700000 });
+		const { sc } = jsonResult(res);
+		assert.ok(sc, show(res));
+		return sc;
+	}
+
+	test('the untouched project: true for each output, the originals untouched', async () => {
+		const before = tree(root);
+		const sc = await verify({ files: OUTS, reproduce: true });
+		assert.equal(sc.reproduce.ran, true, show(sc));
+		assert.equal(sc.reproduce.cells, 5, 'the five kept cells ran again (not the rolled-back one)');
+		assert.equal(sc.reproduce.first_difference, null, show(sc.reproduce));
+		assert.equal(typeof sc.reproduce.ms, 'number');
+		assert.deepEqual(sc.checks.map((c) => c.reproduced), [true, true], show(sc.checks));
+		assert.equal(sc.status, 'completed', show(sc));
+		assert.deepEqual(tree(root), before, 'the run again wrote nothing of the project');
+		const summary = JSON.parse(fs.readFileSync(path.join(root, 'workspace/outputs/output_summary.json'), 'utf8'));
+		assert.deepEqual(summary.checks.map((c) => c.reproduced), [true, true]);
+	});
+
+	test('an input file changed since: false, naming the first cell that differed; the originals untouched', async () => {
+		fs.writeFileSync(path.join(root, 'workspace/data/input.csv'), 'a,b\n1,10\n2,20\n3,36\n4,41\n');
+		const before = tree(root);
+		const sc = await verify({ files: OUTS, reproduce: true });
+		assert.equal(sc.status, 'failed', show(sc));
+		assert.equal(sc.reproduce.first_cell, 1, show(sc.reproduce));
+		assert.match(sc.reproduce.first_difference, /^cell 1 /);
+		for (const c of sc.checks) {
+			assert.equal(c.reproduced, false, show(c));
+			assert.equal(c.ok, false);
+			assert.match(c.detail, /not reproduced: run again, cell 1 /, show(c));
+		}
+		assert.deepEqual(tree(root), before, 'the run again wrote nothing of the project');
+	});
+});
