@@ -248,15 +248,19 @@ static void rolled_back(struct out *o, const cJSON *r)
 	free(t);
 }
 
-static void lost(struct out *o, const struct hist_entry *e)
+static void lost(struct out *o, const struct hist_entry *e, size_t seq)
 {
 	char id[40];
-	snprintf(id, sizeof id, "lost-%d-%d", e->cell, e->lost_at);
+	snprintf(id, sizeof id, "lost-%zu", seq);
 	const char *how = strcmp(e->why, "new") == 0 ? "the session started anew (reset, or its process and saved state were lost)"
 			  : strcmp(e->why, "restored") == 0 ? "the session was restored from its state saved before them"
 							    : "this session started as a copy of its parent's state before them";
-	char *t = xasprintf("*Cells %d to %d are not in the session's state: at cell %d %s; they are left out.*", e->cell,
-			    e->lost_at - 1, e->lost_at, how);
+	char *t = strcmp(e->why, "new") == 0
+		? xasprintf("*The cells recorded before are not in the session's state: at cell %d %s; they are left out.*", e->lost_at, how)
+		: e->cell == e->last ? xasprintf("*Cell %d (an earlier one of that number) is not in the session's state: at this cell %s; it is left out.*",
+						 e->cell, how)
+				     : xasprintf("*Cells %d to %d (earlier ones of those numbers) are not in the session's state: at cell %d %s; they are left out.*",
+						 e->cell, e->last, e->lost_at, how);
 	emit_cell(o, markdown(id, t));
 	free(t);
 }
@@ -301,7 +305,7 @@ int export_write(const struct history *h, const char *session, bool py, FILE *ou
 	header(&o, l.start ? l.start : &empty_start, session, &l);
 	for (size_t i = 0; i < l.n; i++) {
 		if (l.v[i].kind == HK_LOST) {
-			lost(&o, &l.v[i]);
+			lost(&o, &l.v[i], i);
 			continue;
 		}
 		cJSON *r = history_at(f, l.v[i].offset);

@@ -494,18 +494,22 @@ static void cut(struct hist_lineage *l, int cell, const char *why)
 {
 	bool all = strcmp(why, "new") == 0;
 	size_t k = 0;
-	int lost_from = 0, lost_n = 0;
+	int lost_from = 0, lost_last = 0, lost_n = 0;
 	for (size_t i = 0; i < l->n; i++) {
-		if (l->v[i].kind == HK_LOST || (!all && l->v[i].cell < cell)) {
+		if ((l->v[i].kind == HK_LOST && !all) || (!all && l->v[i].cell < cell)) {
 			l->v[k++] = l->v[i];
 			continue;
 		}
-		if (l->v[i].kind == HK_CELL && !lost_n++)
-			lost_from = l->v[i].cell;
+		if (l->v[i].kind == HK_CELL) {
+			if (!lost_n++)
+				lost_from = l->v[i].cell;
+			lost_last = l->v[i].cell;
+		}
 	}
 	l->n = k;
 	if (lost_n)
-		push(l, (struct hist_entry){ .kind = HK_LOST, .cell = lost_from, .lost_at = cell, .why = why });
+		push(l, (struct hist_entry){ .kind = HK_LOST, .cell = lost_from, .last = lost_last, .lost_at = cell,
+					       .why = why });
 }
 
 int history_lineage(FILE *f, struct hist_lineage *l)

@@ -97,7 +97,8 @@ struct hist_entry {
 	enum hist_kind kind;
 	int cell;
 	long offset;             /* the record's line in the file */
-	int lost_at;             /* HK_LOST: the cell whose state replaced it */
+	int lost_at;             /* HK_LOST: the cell whose state replaced them */
+	int last;                /* HK_LOST: the last cell lost (cell is the first) */
 	const char *why;         /* HK_LOST: "new", "restored", "forked" */
 };
 struct hist_lineage {
