@@ -39,6 +39,7 @@ def main():
     ap.add_argument("--server", required=True)
     ap.add_argument("--calls", type=int, default=10000)
     a = ap.parse_args()
+    a.server = os.path.abspath(a.server)
     tmp = tempfile.mkdtemp(prefix="psm-bench-history-")
     root = os.path.realpath(os.path.join(tmp, "project"))
     state = os.path.join(tmp, "state")

@@ -72,6 +72,8 @@ static const char usage[] =
 	"       python-sandbox-mcp --check [same options]\n"
 	"       python-sandbox-mcp --trust [--root DIR] [--skill FILE] [--yes]\n"
 	"       python-sandbox-mcp --untrust [--root DIR] [--skill FILE]\n"
+	"       python-sandbox-mcp export [--root DIR] [--workspace DIR] [--session NAME]\n"
+	"                                 [--format ipynb|py] [-o FILE]   (a session as a notebook)\n"
 	"       python-sandbox-mcp --version | --help | -h\n"
 	"\n"
 	"A stdio MCP server: a stateful, sandboxed Python interpreter (numpy, pandas,\n"

@@ -177,7 +177,8 @@ static void exec_describe(const struct server *s, char *out, size_t n)
 		 "plt.show() saves figures to %s/outputs/ and returns them as %s. "
 		 "Limits: %g s per call by default (timeout_s up to %g), %ld MB of memory; a reply shows at most %ld KiB of output "
 		 "(%ld characters per stream), longer output keeps its head and tail and the whole text is saved under %s/.logs/. "
-		 "On a timeout, crash or the memory limit the session rolls back to its state before the call.",
+		 "On a timeout, crash or the memory limit the session rolls back to its state before the call. "
+		 "The server records every call: verify_outputs with reproduce and notebook turns the session into a notebook and re-runs it.",
 		 stack, l->seed, perms, s->ws.display, s->opts.images_link ? "links (their paths)" : "images",
 		 l->timeout_s, l->max_timeout_s, l->memory_mb, s->opts.max_reply_kb > 0 ? s->opts.max_reply_kb : (long)REPLY_DEFAULT_KB,
 		 l->max_output_chars, s->ws.display);
