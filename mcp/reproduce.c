@@ -523,6 +523,8 @@ static void run_cells(const struct server *s, struct child *ch, FILE *f, const s
 			compare_cell(rec, sc, root, what, sizeof what);
 		if (what[0] && !r->first_cell) {
 			r->first_cell = cell;
+			if (strstr(what, "needed the network"))
+				r->net_cell = cell;
 			snprintf(r->first, sizeof r->first, "cell %d %s", cell, what);
 		}
 		cJSON_Delete(resp);

@@ -260,6 +260,16 @@ static int add_reproduced(const struct server *s, const char *session, cJSON *ou
 		}
 		const char *again = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(r.files, path));
 		bool same = again && strcmp(again, now) == 0;
+		if (!same && r.net_cell) {
+			/* Not a difference the run again can judge: the cell that
+			 * needed the network could not do what it did. */
+			cJSON_AddNullToObject(c, "reproduced");
+			const char *d = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(c, "detail"));
+			char *nd = xasprintf("%s; could not be checked: run again, %s", d ? d : "", r.first);
+			cJSON_ReplaceItemInObjectCaseSensitive(c, "detail", cJSON_CreateString(nd));
+			free(nd);
+			continue;
+		}
 		cJSON_AddBoolToObject(c, "reproduced", same);
 		if (same)
 			continue;

@@ -6,7 +6,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 
-import { startClient, callTool, jsonResult, show } from './lib.mjs';
+import { startClient, callTool, jsonResult, show, BIN } from './lib.mjs';
 import { ANALYSIS, runAnalysis, analysisProject } from './analysis_lib.mjs';
 
 const sha = (p) => crypto.createHash('sha256').update(fs.readFileSync(p)).digest('hex');
@@ -82,12 +82,18 @@ function tree(root) {
 	return out;
 }
 
-describe('verify_outputs: reproduce', () => {
+// Both jail modes: namespaces, and Landlock + seccomp where a container's
+// default rules refuse namespaces (build/helpers/dockerrun applies them; the
+// child server of the run again inherits them).
+const DOCKERRUN = path.join(path.dirname(BIN), 'helpers', 'dockerrun');
+for (const mode of ['namespaces', 'no namespaces']) describe(`verify_outputs: reproduce (${mode})`, () => {
 	let h, root;
 	before(async () => {
 		root = analysisProject('verify-repro');
-		h = await startClient(root, { structured: true });
+		const launch = mode === 'namespaces' ? {} : { command: DOCKERRUN, commandArgs: [BIN] };
+		h = await startClient(root, { structured: true, ...launch });
 		await runAnalysis(h);
+		assert.equal(/jail mode: Landlock \+ seccomp/.test(h.stderr()), mode !== 'namespaces', h.stderr());
 	});
 	after(async () => { await h?.close(); });
 
@@ -125,5 +131,46 @@ describe('verify_outputs: reproduce', () => {
 			assert.match(c.detail, /not reproduced: run again, cell 1 /, show(c));
 		}
 		assert.deepEqual(tree(root), before, 'the run again wrote nothing of the project');
+	});
+});
+
+// A project whose approved policy has the network: the session used it;
+// the run again has none (no approval applies in the copy), names the cell
+// that needed it, and leaves that file unchecked (null), never a second
+// connection.
+describe('verify_outputs: reproduce never reaches the network', () => {
+	test('the cell that needed it is named; its file is not checked; the listener heard one connection', { timeout: 170000 }, async () => {
+		const { LOOSE, SKILL_REL, listener, tmpDir } = await import('./trust_lib.mjs');
+		const { writeFile, newProject, execPy } = await import('./lib.mjs');
+		const { spawnSync } = await import('node:child_process');
+		const root = newProject('repro-net');
+		const cfg = tmpDir('repro-net-cfg'), home = tmpDir('repro-net-home');
+		const lis = await listener();
+		const env = { XDG_CONFIG_HOME: cfg, HOME: home };
+		let hh;
+		try {
+			writeFile(root, SKILL_REL, LOOSE);
+			const t = spawnSync(BIN, ['--trust', '--yes', '--root', root], { encoding: 'utf8', input: '', env: { PATH: process.env.PATH, ...env } });
+			assert.equal(t.status, 0, t.stdout + t.stderr);
+			hh = await startClient(root, { structured: true, env });
+			const code = `import socket\ns = socket.create_connection(("127.0.0.1", ${lis.port}), timeout=5)\ns.sendall(b"ONCE")\ns.close()\n`
+				+ 'open("workspace/outputs/net.txt", "w").write("fetched\\n")';
+			const r = await execPy(hh, code);
+			assert.equal(r.sc.status, 'ok', show(r.sc));
+			const res = await callTool(hh, 'verify_outputs', { files: ['workspace/outputs/net.txt'], reproduce: true }, { timeout: 300000 });
+			const sc = res.structuredContent;
+			assert.equal(sc.reproduce.ran, true, show(sc));
+			assert.equal(sc.reproduce.first_cell, 1);
+			assert.match(sc.reproduce.first_difference, /cell 1 it needed the network/);
+			assert.equal(sc.checks[0].reproduced, null, show(sc.checks[0]));
+			assert.match(sc.checks[0].detail, /could not be checked: run again, cell 1 it needed the network/);
+			assert.deepEqual(sc.checks[0].provenance?.cell, 1);
+			await new Promise((res2) => setTimeout(res2, 300));
+			assert.deepEqual(lis.heard.map((x) => x.data), ['ONCE'], 'the run again made no connection');
+		} finally {
+			await hh?.close();
+			await lis.close();
+			for (const d of [cfg, home]) fs.rmSync(d, { recursive: true, force: true });
+		}
 	});
 });
