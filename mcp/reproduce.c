@@ -22,6 +22,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +45,15 @@ extern char **environ;
 #define COPY_MAX_ENTRIES 100000
 /* The largest line the child may answer with (its images included). */
 #define LINE_MAX_BYTES (32u << 20)
+
+/* The server is exiting: a run again in progress stops within 200 ms (its
+ * worker is joined at exit, and a run may otherwise last max_timeout_s). */
+static atomic_bool stopping;
+
+void reproduce_stop(void)
+{
+	atomic_store(&stopping, true);
+}
 
 static double now_ms(void)
 {
@@ -202,6 +212,7 @@ struct child {
 	size_t len, cap;
 	double deadline;             /* monotonic ms */
 	int next_id;
+	char errlog[PATH_MAX + 64];  /* its stderr */
 };
 
 static int child_start(const struct server *s, const char *tmp, const char *root, struct child *ch, char *why, size_t n)
@@ -222,6 +233,7 @@ static int child_start(const struct server *s, const char *tmp, const char *root
 	snprintf(config, sizeof config, "XDG_CONFIG_HOME=%s/config", tmp);
 	snprintf(tmpd, sizeof tmpd, "TMPDIR=%s/tmp", tmp);
 	snprintf(errlog, sizeof errlog, "%s/stderr.log", tmp);
+	snprintf(ch->errlog, sizeof ch->errlog, "%s", errlog);
 	char *env[16];
 	size_t k = 0;
 	env[k++] = state;
@@ -280,10 +292,12 @@ static int child_send(struct child *ch, cJSON *msg)
 	while (off < len + 1) {
 		int left = (int)(ch->deadline - now_ms());
 		struct pollfd p = { .fd = ch->in, .events = POLLOUT };
-		if (left <= 0 || poll(&p, 1, left) <= 0) {
+		if (left <= 0 || atomic_load(&stopping)) {
 			r = -ETIMEDOUT;
 			break;
 		}
+		if (poll(&p, 1, left < 200 ? left : 200) <= 0)
+			continue;
 		ssize_t w = write(ch->in, t + off, len + 1 - off);
 		if (w < 0 && errno != EINTR && errno != EAGAIN) {
 			r = -errno;
@@ -315,10 +329,12 @@ static cJSON *child_wait(struct child *ch, int id, int *err)
 		}
 		int left = (int)(ch->deadline - now_ms());
 		struct pollfd p = { .fd = ch->out, .events = POLLIN };
-		if (left <= 0 || poll(&p, 1, left) <= 0) {
-			*err = -ETIMEDOUT;
+		if (left <= 0 || atomic_load(&stopping)) {
+			*err = atomic_load(&stopping) ? -ECANCELED : -ETIMEDOUT;
 			return NULL;
 		}
+		if (poll(&p, 1, left < 200 ? left : 200) <= 0)
+			continue;
 		if (ch->len + 65536 > ch->cap) {
 			if (ch->cap >= LINE_MAX_BYTES) {
 				*err = -EMSGSIZE;
@@ -357,7 +373,7 @@ static void child_end(struct child *ch)
 	if (ch->in >= 0)
 		close(ch->in);
 	ch->in = -1;
-	for (int i = 0; ch->pid > 0 && i < 100; i++) {
+	for (int i = 0; ch->pid > 0 && i < (atomic_load(&stopping) ? 4 : 100); i++) {
 		if (waitpid(ch->pid, NULL, WNOHANG) == ch->pid) {
 			ch->pid = 0;
 			break;
@@ -472,6 +488,21 @@ static cJSON *init_params(void)
 	return p;
 }
 
+/* The last line the child wrote on its stderr, for a message. */
+static void errlog_tail(const char *path, char *out, size_t n)
+{
+	char buf[4096];
+	out[0] = '\0';
+	ssize_t len = read_small(path, buf, sizeof buf);
+	if (len <= 0)
+		return;
+	buf[len] = '\0';
+	while (len > 0 && buf[len - 1] == '\n')
+		buf[--len] = '\0';
+	char *nl = strrchr(buf, '\n');
+	snprintf(out, n, "%.300s", nl ? nl + 1 : buf);
+}
+
 /* Runs each kept cell; fills r->first*. */
 static void run_cells(const struct server *s, struct child *ch, FILE *f, const struct hist_lineage *l, const char *root,
 		      struct repro *r)
@@ -479,7 +510,10 @@ static void run_cells(const struct server *s, struct child *ch, FILE *f, const s
 	int err = 0;
 	cJSON *resp = request(ch, "initialize", init_params(), &err);
 	if (!resp) {
-		snprintf(r->why, sizeof r->why, "the server for the run again did not start (%s)", strerror(-err));
+		char tail[400] = "";
+		errlog_tail(ch->errlog, tail, sizeof tail);
+		snprintf(r->why, sizeof r->why, "the server for the run again did not start (%s)%s%.400s", strerror(-err),
+			 tail[0] ? ": " : "", tail);
 		return;
 	}
 	cJSON_Delete(resp);
@@ -571,9 +605,14 @@ void reproduce_run(const struct server *s, const char *session, struct repro *r)
 	struct hist_lineage l;
 	history_lineage(f, &l);
 	cJSON *made = created_by(f, &l);
+	/* Attack, or accident: a TMPDIR inside the project would put the copy
+	 * inside what it copies (and in the sandbox's reach). */
 	const char *tbase = getenv("TMPDIR");
+	char treal[PATH_MAX];
+	if (!tbase || tbase[0] != '/' || !realpath(tbase, treal) || path_under(treal, s->ws.root))
+		tbase = "/tmp";
 	char tmp[PATH_MAX], root[PATH_MAX + 8];
-	snprintf(tmp, sizeof tmp, "%s/psm-repro-XXXXXX", tbase && tbase[0] == '/' ? tbase : "/tmp");
+	snprintf(tmp, sizeof tmp, "%s/psm-repro-XXXXXX", tbase);
 	if (!mkdtemp(tmp)) {
 		snprintf(r->why, sizeof r->why, "cannot make a temporary directory for the copy: %s", strerror(errno));
 		tmp[0] = '\0';

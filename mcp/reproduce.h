@@ -28,5 +28,8 @@ struct repro {
 /* Runs the session again; fills r (repro_free it). */
 void reproduce_run(const struct server *s, const char *session, struct repro *r);
 void repro_free(struct repro *r);
+/* The server is exiting: a run in progress ends its child and returns
+ * within a fraction of a second. */
+void reproduce_stop(void);
 
 #endif

@@ -24,6 +24,7 @@
 #include "../supervisor/supervisor.h"
 #include "exec.h"
 #include "history.h"
+#include "reproduce.h"
 #include "protocol.h"
 #include "reply.h"
 #include "tools.h"
@@ -704,6 +705,7 @@ int server_run(struct server *s)
 	 * is delivered to what is freed; then the workers are joined. */
 	sup_free(s->sup);
 	s->sup = NULL;
+	reproduce_stop(); /* a run again on a worker would hold its join */
 	work_free(s->work);
 	s->work = NULL;
 	loop_free(s->loop);

@@ -143,7 +143,7 @@ describe('verify_outputs: reproduce never reaches the network', () => {
 		const { LOOSE, SKILL_REL, listener, tmpDir } = await import('./trust_lib.mjs');
 		const { writeFile, newProject, execPy } = await import('./lib.mjs');
 		const { spawnSync } = await import('node:child_process');
-		const root = newProject('repro-net');
+		const root = newProject('rerun-net');
 		const cfg = tmpDir('repro-net-cfg'), home = tmpDir('repro-net-home');
 		const lis = await listener();
 		const env = { XDG_CONFIG_HOME: cfg, HOME: home };
@@ -172,5 +172,38 @@ describe('verify_outputs: reproduce never reaches the network', () => {
 			await lis.close();
 			for (const d of [cfg, home]) fs.rmSync(d, { recursive: true, force: true });
 		}
+	});
+});
+
+// The server's exit does not wait for a run again (it holds a worker
+// thread, joined at exit): the child is ended and the copy removed.
+describe('verify_outputs: reproduce and the server\'s exit', () => {
+	test('end of input during a run again: the server exits at once, no copy left behind', { timeout: 120000 }, async () => {
+		const { newProject, execPy } = await import('./lib.mjs');
+		const procTable = () => fs.readdirSync('/proc').filter((n) => /^\d+$/.test(n)).map((n) => {
+			try { return { pid: Number(n), cmd: fs.readFileSync(`/proc/${n}/cmdline`, 'utf8').replace(/\0/g, ' ') }; } catch { return null; }
+		}).filter(Boolean);
+		const root = newProject('rerun-exit');
+		const hh = await startClient(root, { structured: true });
+		// Fast in the session, a minute long in the run again (its working
+		// directory is the copy's).
+		const r = await execPy(hh, 'import os, time\nif "psm-repro-" in os.getcwd():\n    time.sleep(60)\nos.getcwd()', { timeout_s: 90 });
+		assert.equal(r.sc.status, 'ok', show(r.sc));
+		const pending = callTool(hh, 'verify_outputs', { files: ['workspace/outputs/none.txt'], reproduce: true, require_success: false }, { timeout: 120000 }).catch((e) => e);
+		let copies = [];
+		for (let i = 0; i < 100 && copies.length === 0; i++) {
+			await new Promise((res) => setTimeout(res, 100));
+			copies = procTable().filter((p) => p.cmd.includes('--root /tmp/psm-repro-'));
+		}
+		assert.ok(copies.length > 0, 'the run again started');
+		const t0 = Date.now();
+		await hh.close();
+		await pending;
+		const waited = Date.now() - t0;
+		assert.ok(waited < 30000, `the server took ${waited} ms to exit`);
+		for (let i = 0; i < 50 && procTable().some((p) => copies.some((c) => c.pid === p.pid)); i++) await new Promise((res) => setTimeout(res, 100));
+		assert.deepEqual(procTable().filter((p) => copies.some((c) => c.pid === p.pid)).map((p) => p.cmd), [], 'the child server is gone');
+		const dir = copies[0].cmd.match(/(\/\S*psm-repro-[A-Za-z0-9]+)/)[1];
+		assert.equal(fs.existsSync(dir), false, `${dir} was removed`);
 	});
 });
