@@ -200,7 +200,7 @@ static int append(struct history *h, const char *session, cJSON *rec, bool creat
 {
 	char name[128];
 	file_name(name, sizeof name, session);
-	int flags = O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC | (create_new ? O_TRUNC : 0);
+	int flags = O_RDWR | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC | (create_new ? O_TRUNC : 0);
 	int fd = openat(h->dirfd, name, flags, 0600);
 	if (fd < 0)
 		return -errno;
@@ -214,14 +214,19 @@ static int append(struct history *h, const char *session, cJSON *rec, bool creat
 	if (!r) {
 		size_t len = strlen(line);
 		line[len] = '\n';
-		if ((uint64_t)st.st_size + len + 1 > HISTORY_FILE_MAX) {
-			/* Once: the file is full. */
+		/* Past half the cap (a record is far smaller), whether the file
+		 * already ends with the marker that says it is full. */
+		static const char full[] = "{\"v\":1,\"kind\":\"full\"}\n";
+		char tail[sizeof full] = "";
+		bool ended = (uint64_t)st.st_size >= HISTORY_FILE_MAX / 2 &&
+			     pread(fd, tail, sizeof full - 1, st.st_size - (off_t)(sizeof full - 1)) == (ssize_t)sizeof full - 1 &&
+			     memcmp(tail, full, sizeof full - 1) == 0;
+		if (ended || (uint64_t)st.st_size + len + 1 > HISTORY_FILE_MAX - 64) {
+			/* Full: one marker, then nothing (a smaller record after it
+			 * would make the history skip a call). */
 			r = -EFBIG;
-			if ((uint64_t)st.st_size + 64 <= HISTORY_FILE_MAX) {
-				char full[80];
-				int fl = snprintf(full, sizeof full, "{\"v\":1,\"kind\":\"full\"}\n");
-				write_all(fd, full, (size_t)fl);
-			}
+			if (!ended)
+				write_all(fd, full, sizeof full - 1);
 		} else {
 			r = write_all(fd, line, len + 1);
 		}
@@ -375,6 +380,14 @@ FILE *history_read(const struct history *h, const char *session)
 	int fd = openat(h->dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return NULL;
+	/* Only a regular file of this user's (the directory is the user's
+	 * own, 0700: anything else was not written by a server of theirs). */
+	struct stat st;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid()) {
+		close(fd);
+		errno = EPERM;
+		return NULL;
+	}
 	FILE *f = fdopen(fd, "r");
 	if (!f)
 		close(fd);

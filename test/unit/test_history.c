@@ -194,6 +194,34 @@ static void test_bad_lines_and_export(void **state)
 	assert_non_null(strstr(why, "sessions that have one: default"));
 }
 
+/* A session's file stops at its cap: one marker, then nothing, even for a
+ * record small enough to fit after it.  (A sparse file stands for the
+ * 512 MiB of calls.) */
+static void test_cap(void **state)
+{
+	struct t *t = *state;
+	rec(t, "default", 1, "a = 1", "ok", "new", NULL, NULL, NULL);
+	char p[256];
+	snprintf(p, sizeof p, "%s/default.jsonl", history_dir(t->h));
+	assert_int_equal(truncate(p, (off_t)(HISTORY_FILE_MAX - 200)), 0);
+	rec(t, "default", 2, "b = 2 # a record that does not fit in what is left before the cap, with its outputs and all", "ok",
+	    "kept", NULL, NULL, NULL);
+	struct stat st;
+	assert_int_equal(stat(p, &st), 0);
+	static const char full[] = "{\"v\":1,\"kind\":\"full\"}\n";
+	assert_int_equal(st.st_size, (off_t)(HISTORY_FILE_MAX - 200 + sizeof full - 1));
+	FILE *f = fopen(p, "r");
+	char tail[sizeof full] = "";
+	fseek(f, -(long)(sizeof full - 1), SEEK_END);
+	assert_int_equal(fread(tail, 1, sizeof full - 1, f), sizeof full - 1);
+	fclose(f);
+	assert_string_equal(tail, full);
+	rec(t, "default", 3, "c", "ok", "kept", NULL, NULL, NULL); /* would fit: still not written */
+	struct stat st2;
+	assert_int_equal(stat(p, &st2), 0);
+	assert_int_equal(st2.st_size, st.st_size);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -201,6 +229,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_fork_starts_with_parent, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_provenance, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bad_lines_and_export, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_cap, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
