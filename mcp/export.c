@@ -255,6 +255,13 @@ static void lost(struct out *o, const struct hist_entry *e, size_t seq)
 	const char *how = strcmp(e->why, "new") == 0 ? "the session started anew (reset, or its process and saved state were lost)"
 			  : strcmp(e->why, "restored") == 0 ? "the session was restored from its state saved before them"
 							    : "this session started as a copy of its parent's state before them";
+	if (strcmp(e->why, "unrecorded") == 0) {
+		char *u = xasprintf("*Cells %d to %d ran before this history was kept: the session's state holds what they made, "
+				    "but their code is not here, so this notebook does not rebuild it.*", e->cell, e->last);
+		emit_cell(o, markdown(id, u));
+		free(u);
+		return;
+	}
 	char *t = strcmp(e->why, "new") == 0
 		? xasprintf("*The cells recorded before are not in the session's state: at cell %d %s; they are left out.*", e->lost_at, how)
 		: e->cell == e->last ? xasprintf("*Cell %d (an earlier one of that number) is not in the session's state: at this cell %s; it is left out.*",

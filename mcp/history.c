@@ -543,7 +543,12 @@ int history_lineage(FILE *f, struct hist_lineage *l)
 		if (strcmp(kind, "call") == 0) {
 			const char *state = str_of(r, "state");
 			int cell = int_of(r, "cell");
-			if (strcmp(state, "new") == 0 || strcmp(state, "restored") == 0 || strcmp(state, "forked") == 0)
+			bool from_saved = strcmp(state, "restored") == 0 || strcmp(state, "forked") == 0;
+			/* A state that came back with cells the history never saw
+			 * (kept by an older server, or a parent without one). */
+			if (from_saved && cell > 1 && l->n == 0)
+				push(l, (struct hist_entry){ .kind = HK_LOST, .cell = 1, .last = cell - 1, .lost_at = cell, .why = "unrecorded" });
+			else if (strcmp(state, "new") == 0 || from_saved)
 				cut(l, cell, strcmp(state, "new") == 0 ? "new" : strcmp(state, "restored") == 0 ? "restored" : "forked");
 			bool kept = strcmp(state, "rolled_back") != 0;
 			push(l, (struct hist_entry){ .kind = kept ? HK_CELL : HK_ROLLED_BACK, .cell = cell, .offset = off });

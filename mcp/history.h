@@ -99,7 +99,8 @@ struct hist_entry {
 	long offset;             /* the record's line in the file */
 	int lost_at;             /* HK_LOST: the cell whose state replaced them */
 	int last;                /* HK_LOST: the last cell lost (cell is the first) */
-	const char *why;         /* HK_LOST: "new", "restored", "forked" */
+	const char *why;         /* HK_LOST: "new", "restored", "forked", or "unrecorded"
+	                          * (cells 1 to last ran before the history was kept) */
 };
 struct hist_lineage {
 	struct hist_entry *v;

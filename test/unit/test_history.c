@@ -119,6 +119,17 @@ static void test_rollback_restore_new(void **state)
 	assert_string_equal(s, "c1");
 }
 
+/* A saved state from before the history was kept: the cells it holds are
+ * named as unrecorded, never silently missing. */
+static void test_unrecorded(void **state)
+{
+	struct t *t = *state;
+	char s[200];
+	rec(t, "default", 7, "g = 1", "ok", "restored", NULL, NULL, NULL);
+	lineage(t, "default", s, sizeof s);
+	assert_string_equal(s, "L1-6@7 c7");
+}
+
 static void test_fork_starts_with_parent(void **state)
 {
 	struct t *t = *state;
@@ -226,6 +237,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_rollback_restore_new, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_unrecorded, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fork_starts_with_parent, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_provenance, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bad_lines_and_export, setup, teardown),
