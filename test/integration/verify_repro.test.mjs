@@ -207,3 +207,31 @@ describe('verify_outputs: reproduce and the server\'s exit', () => {
 		assert.equal(fs.existsSync(dir), false, `${dir} was removed`);
 	});
 });
+
+// An output written by a call that was then rolled back looked, to the gate,
+// like one the session's state stands behind.
+describe('verify_outputs: an output of a rolled-back call', () => {
+	test('provenance names the rolled-back call; the run again does not make it: reproduced false', { timeout: 120000 }, async () => {
+		const { newProject, execPy } = await import('./lib.mjs');
+		const root = newProject('rolled-out');
+		const hh = await startClient(root, { structured: true });
+		try {
+			await execPy(hh, 'open("workspace/outputs/kept.txt", "w").write("kept\\n")');
+			const r = await execPy(hh, 'open("workspace/outputs/ghost.txt", "w").write("ghost\\n")\nimport time\nwhile True:\n    time.sleep(0.05)', { timeout_s: 1 });
+			assert.equal(r.sc.state, 'rolled_back', show(r.sc));
+			await execPy(hh, 'print("done")');
+			const res = await callTool(hh, 'verify_outputs', { files: ['workspace/outputs/kept.txt', 'workspace/outputs/ghost.txt'], reproduce: true }, { timeout: 300000 });
+			const sc = res.structuredContent;
+			const [kept, ghost] = sc.checks;
+			assert.equal(kept.provenance.state, 'new');
+			assert.equal(kept.reproduced, true, show(kept));
+			assert.deepEqual([ghost.provenance.cell, ghost.provenance.state], [2, 'rolled_back'], show(ghost));
+			assert.equal(ghost.reproduced, false, show(ghost));
+			assert.match(ghost.detail, /not reproduced: run again, the cells gave the same outputs but this file was not written/);
+			assert.equal(sc.status, 'failed');
+			assert.equal(fs.readFileSync(path.join(root, 'workspace/outputs/ghost.txt'), 'utf8'), 'ghost\n', 'the original stays');
+		} finally {
+			await hh.close();
+		}
+	});
+});
