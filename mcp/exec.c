@@ -202,29 +202,6 @@ struct scan_job {
 	off_t hash_left;
 };
 
-/* The bytes a call left in a file, for its history: read while the
- * session is stopped (the scan runs between its reply and its thaw), so
- * they are the call's.  A file past the budget gets a null hash, never a
- * guess. */
-static void hash_file(struct scan_job *sj, const struct art_entry *en, enum art_change ch, const char *disp)
-{
-	if (cJSON_GetArraySize(sj->files) >= HISTORY_FILES_MAX)
-		return;
-	char hex[65];
-	off_t cost = 0;
-	int r = sj->hash_left > 0 ? art_sha256(sj->ws, en->rel, sj->hash_left, hex, &cost, NULL) : -EFBIG;
-	sj->hash_left -= cost < sj->hash_left ? cost : sj->hash_left;
-	cJSON *f = cJSON_CreateObject();
-	cJSON_AddStringToObject(f, "path", disp);
-	if (r == 0)
-		cJSON_AddStringToObject(f, "sha256", hex);
-	else
-		cJSON_AddNullToObject(f, "sha256");
-	cJSON_AddNumberToObject(f, "bytes", (double)en->bytes);
-	cJSON_AddStringToObject(f, "change", ch == ART_CREATED ? "created" : "modified");
-	cJSON_AddItemToArray(sj->files, f);
-}
-
 static void on_change(const struct art_entry *en, enum art_change ch, void *arg)
 {
 	struct scan_job *sj = arg;
@@ -235,8 +212,10 @@ static void on_change(const struct art_entry *en, enum art_change ch, void *arg)
 	char disp[4200];
 	if (ws_display_path(sj->ws, en->rel, disp, sizeof disp) < 0)
 		return;
+	/* Read while the session is stopped (the scan runs between its reply
+	 * and its thaw): the bytes are the call's. */
 	if (sj->files)
-		hash_file(sj, en, ch, disp);
+		history_hash_file(sj->ws, en->rel, disp, (double)en->bytes, ch == ART_CREATED, sj->files, &sj->hash_left);
 	if (cJSON_GetArraySize(sj->artifacts) >= 1000)
 		return;
 	cJSON *a = cJSON_CreateObject();

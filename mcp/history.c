@@ -17,6 +17,7 @@
 #include "../common/text.h"
 #include "../common/userdir.h"
 #include "../common/util.h"
+#include "../files/artifacts.h"
 #include "../interp/pyinfo.h"
 #include "../policy/trust.h"
 
@@ -369,6 +370,26 @@ void history_record(struct history *h, const struct hist_call *c)
 	if (e < 0 && e != -EFBIG)
 		log_warn("history of session %s: cell %d not recorded in %s: %s", c->session, c->cell, h->dir, strerror(-e));
 	cJSON_Delete(r);
+}
+
+void history_hash_file(const struct workspace *ws, const char *rel, const char *disp, double bytes, bool created,
+		       cJSON *files, off_t *budget)
+{
+	if (cJSON_GetArraySize(files) >= HISTORY_FILES_MAX)
+		return;
+	char hex[65];
+	off_t cost = 0;
+	int r = *budget > 0 ? art_sha256(ws, rel, *budget, hex, &cost, NULL) : -EFBIG;
+	*budget -= cost < *budget ? cost : *budget;
+	cJSON *f = cJSON_CreateObject();
+	cJSON_AddStringToObject(f, "path", disp);
+	if (r == 0)
+		cJSON_AddStringToObject(f, "sha256", hex);
+	else
+		cJSON_AddNullToObject(f, "sha256");
+	cJSON_AddNumberToObject(f, "bytes", bytes);
+	cJSON_AddStringToObject(f, "change", created ? "created" : "modified");
+	cJSON_AddItemToArray(files, f);
 }
 
 /* --------------------------------------------------------------- reading */

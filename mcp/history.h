@@ -68,6 +68,12 @@ struct hist_call {
 	const cJSON *files;      /* [{path, sha256|null, bytes, change}] */
 };
 
+/* Adds {path: disp, sha256 (null past the budget: never a guess), bytes,
+ * change} to files for the file rel of the workspace, charging what it read
+ * to *budget; at most HISTORY_FILES_MAX entries.  (On a worker.) */
+void history_hash_file(const struct workspace *ws, const char *rel, const char *disp, double bytes, bool created,
+		       cJSON *files, off_t *budget);
+
 /* A call that asked for reset, whether or not it reached the interpreter:
  * the session's history starts again. */
 void history_reset(struct history *h, const char *session);
