@@ -98,3 +98,25 @@ describe('history', () => {
 		}
 	});
 });
+
+// The history is the server's, whatever the jail: the same under a
+// container's default rules (Landlock + seccomp, no namespaces).
+describe('history without namespaces', () => {
+	test('recorded and exported with each file\'s hash', async () => {
+		const DOCKERRUN = path.join(path.dirname(BIN), 'helpers', 'dockerrun');
+		const root = newProject('hist-nsfree');
+		const h = await startClient(root, { structured: true, command: DOCKERRUN, commandArgs: [BIN] });
+		try {
+			await execPy(h, 'import numpy as np\nv = float(np.random.rand())\nopen("workspace/outputs/v.txt", "w").write(repr(v))');
+			await execPy(h, 'v');
+			assert.match(h.stderr(), /jail mode: Landlock \+ seccomp/);
+		} finally {
+			await h.close();
+		}
+		const cells = codeCells(exportNb(root));
+		assert.deepEqual(cells.map((c) => c.execution_count), [1, 2]);
+		const sha = crypto.createHash('sha256').update(fs.readFileSync(path.join(root, 'workspace/outputs/v.txt'))).digest('hex');
+		assert.deepEqual(cells[0].metadata.files, [{ path: 'workspace/outputs/v.txt', sha256: sha }]);
+		assert.equal(cells[1].outputs[0].data['text/plain'], fs.readFileSync(path.join(root, 'workspace/outputs/v.txt'), 'utf8'));
+	});
+});
