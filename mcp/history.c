@@ -575,7 +575,11 @@ int history_lineage(FILE *f, struct hist_lineage *l)
 				push(l, (struct hist_entry){ .kind = HK_LOST, .cell = 1, .last = cell - 1, .lost_at = cell, .why = "unrecorded" });
 			else if (strcmp(state, "new") == 0 || from_saved)
 				cut(l, cell, strcmp(state, "new") == 0 ? "new" : strcmp(state, "restored") == 0 ? "restored" : "forked");
-			bool kept = strcmp(state, "rolled_back") != 0;
+			/* The first call of a new, restored or forked session that
+			 * timed out or crashed says that state, not rolled_back: its
+			 * status says that it was undone too. */
+			const char *st = str_of(r, "status");
+			bool kept = strcmp(state, "rolled_back") != 0 && (strcmp(st, "ok") == 0 || strcmp(st, "error") == 0);
 			push(l, (struct hist_entry){ .kind = kept ? HK_CELL : HK_ROLLED_BACK, .cell = cell, .offset = off });
 		}
 		cJSON_Delete(r);

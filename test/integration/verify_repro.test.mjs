@@ -235,3 +235,30 @@ describe('verify_outputs: an output of a rolled-back call', () => {
 		}
 	});
 });
+
+// A long output is cut in the reply around a marker that names its log by
+// session and cell number; the run again numbers its cells from 1 (the
+// rolled-back call is not run again), so only the text around it counts.
+describe('verify_outputs: reproduce and a long output', () => {
+	test('a cut output after a rollback comes again: true', { timeout: 120000 }, async () => {
+		const { newProject, execPy } = await import('./lib.mjs');
+		const root = newProject('long-out');
+		const hh = await startClient(root, { structured: true });
+		try {
+			const t = await execPy(hh, 'import time\nwhile True:\n    time.sleep(0.05)', { timeout_s: 1 });
+			// The session's first call: its state says new, and it was undone.
+			assert.deepEqual([t.sc.status, t.sc.state], ['timeout', 'new']);
+			await execPy(hh, 'x = 0');
+			const t2 = await execPy(hh, 'import time\nwhile True:\n    time.sleep(0.05)', { timeout_s: 1 });
+			assert.equal(t2.sc.state, 'rolled_back');
+			const r = await execPy(hh, 'for i in range(20000):\n    print("line", i)\nopen("workspace/outputs/long.txt", "w").write("n=20000\\n")');
+			assert.equal(r.sc.output_truncated, true, show(r.sc));
+			const sc = (await callTool(hh, 'verify_outputs', { files: ['workspace/outputs/long.txt'], reproduce: true }, { timeout: 300000 })).structuredContent;
+			assert.equal(sc.reproduce.first_difference, null, show(sc.reproduce));
+			assert.equal(sc.checks[0].reproduced, true, show(sc.checks[0]));
+			assert.equal(sc.reproduce.cells, 2, 'the timed-out calls are not run again');
+		} finally {
+			await hh.close();
+		}
+	});
+});

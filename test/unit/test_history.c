@@ -96,6 +96,12 @@ static void test_rollback_restore_new(void **state)
 {
 	struct t *t = *state;
 	char s[200];
+	/* The first call of a session timed out: its state says new, its
+	 * status that it was undone. */
+	rec(t, "default", 1, "while 1: pass", "timeout", "new", NULL, NULL, NULL);
+	lineage(t, "default", s, sizeof s);
+	assert_string_equal(s, "r1");
+	history_reset(t->h, "default");
 	rec(t, "default", 1, "a = 1", "ok", "new", NULL, NULL, NULL);
 	rec(t, "default", 2, "1/0", "error", "kept", NULL, NULL, NULL);
 	rec(t, "default", 3, "while 1: pass", "timeout", "rolled_back", NULL, NULL, NULL);
