@@ -92,11 +92,17 @@ static bool skipped(struct copy *c, const char *rel)
 
 static int copy_file(int sfd, int dfd, const char *name, mode_t mode, struct copy *c)
 {
-	int in = openat(sfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	/* Attack: the sandboxed code swaps a file for a FIFO between the
+	 * walk's look and this open (a blocking open would hold the worker,
+	 * and the server's exit, for ever): non-blocking, then a regular
+	 * file only.  And a hard link, the one way a name the code can write
+	 * reaches an inode outside (a key linked in where a kernel layer
+	 * failed to stop it), is not copied: the run again would read it. */
+	int in = openat(sfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
 	if (in < 0)
 		return 0; /* unreadable to the server: unreadable to a cell too */
 	struct stat st;
-	if (fstat(in, &st) < 0 || !S_ISREG(st.st_mode)) {
+	if (fstat(in, &st) < 0 || !S_ISREG(st.st_mode) || st.st_nlink > 1) {
 		close(in);
 		return 0;
 	}
@@ -413,36 +419,19 @@ static bool same_cut(const char *a, const char *b)
 	return ea && eb && strcmp(ea, eb) == 0;
 }
 
-/* The SHA-256 of a file of the copy (display path relative to ROOT), or
- * NULL. */
-static bool copy_sha(const char *root, const char *disp, char hex[65])
+/* The SHA-256 of a file of the copy (its display path), read beneath the
+ * copy's workspace as every file of a workspace is (no symlink, no FIFO,
+ * no hard link: the run again's session wrote there), or false. */
+static bool copy_sha(const struct workspace *cws, const char *disp, char hex[65])
 {
-	char p[PATH_MAX];
-	snprintf(p, sizeof p, "%s/%s", root, disp);
-	int fd = open(p, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		return false;
-	struct stat st;
-	bool ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size <= (off_t)HISTORY_HASH_BUDGET;
-	unsigned char *b = ok ? xmalloc((size_t)st.st_size + 1) : NULL;
-	ssize_t got = 0;
-	while (ok && got < st.st_size) {
-		ssize_t n = read(fd, b + got, (size_t)(st.st_size - got));
-		if (n <= 0)
-			ok = false;
-		else
-			got += n;
-	}
-	close(fd);
-	if (ok)
-		trust_hash((const char *)b, (size_t)st.st_size, hex);
-	free(b);
-	return ok;
+	char rel[PATH_MAX];
+	return ws_relpath_shown(cws, disp, rel, sizeof rel, NULL) == 0 &&
+	       art_sha256(cws, rel, (off_t)HISTORY_HASH_BUDGET, hex, NULL, NULL) == 0;
 }
 
 /* How the cell run again differs from its record, in words ("" when it
  * does not). */
-static void compare_cell(const cJSON *rec, const cJSON *sc, const char *root, char *out, size_t n)
+static void compare_cell(const cJSON *rec, const cJSON *sc, const struct workspace *cws, char *out, size_t n)
 {
 	out[0] = '\0';
 	const char *st = jstr(rec, "status"), *st2 = jstr(sc, "status");
@@ -478,7 +467,7 @@ static void compare_cell(const cJSON *rec, const cJSON *sc, const char *root, ch
 		char hex[65];
 		if (!p || !h)
 			continue;
-		if (!copy_sha(root, p, hex)) {
+		if (!copy_sha(cws, p, hex)) {
 			snprintf(out, n, "it did not write %.300s", p);
 			return;
 		}
@@ -518,7 +507,7 @@ static void errlog_tail(const char *path, char *out, size_t n)
 }
 
 /* Runs each kept cell; fills r->first*. */
-static void run_cells(const struct server *s, struct child *ch, FILE *f, const struct hist_lineage *l, const char *root,
+static void run_cells(const struct server *s, struct child *ch, FILE *f, const struct hist_lineage *l, const struct workspace *cws,
 		      struct repro *r)
 {
 	int err = 0;
@@ -568,7 +557,7 @@ static void run_cells(const struct server *s, struct child *ch, FILE *f, const s
 		if (!sc)
 			snprintf(what, sizeof what, "the server for the run again answered no result");
 		else
-			compare_cell(rec, sc, root, what, sizeof what);
+			compare_cell(rec, sc, cws, what, sizeof what);
 		if (what[0] && !r->first_cell) {
 			r->first_cell = cell;
 			if (strstr(what, "needed the network"))
@@ -653,21 +642,28 @@ void reproduce_run(const struct server *s, const char *session, struct repro *r)
 		snprintf(r->why, sizeof r->why, "the project could not be copied for the run again: %s", c.why[0] ? c.why : strerror(-cr));
 		goto out;
 	}
-	struct child ch = { .in = -1, .out = -1, .deadline = t0 + s->policy->limits.max_timeout_s * 1000.0 };
-	if (child_start(s, tmp, root, &ch, r->why, sizeof r->why) < 0)
+	struct workspace cws = { .dirfd = -1 };
+	struct err e = { 0 };
+	if (ws_open(&cws, root, s->ws.display, &e) < 0) {
+		snprintf(r->why, sizeof r->why, "the copy's workspace cannot be opened: %.500s", e.msg);
 		goto out;
-	run_cells(s, &ch, f, &l, root, r);
-	child_end(&ch);
-	r->files = cJSON_CreateObject();
-	const cJSON *m;
-	cJSON_ArrayForEach(m, made)
-	{
-		char hex[65];
-		if (copy_sha(root, m->string, hex))
-			cJSON_AddStringToObject(r->files, m->string, hex);
-		else
-			cJSON_AddNullToObject(r->files, m->string);
 	}
+	struct child ch = { .in = -1, .out = -1, .deadline = t0 + s->policy->limits.max_timeout_s * 1000.0 };
+	if (child_start(s, tmp, root, &ch, r->why, sizeof r->why) == 0) {
+		run_cells(s, &ch, f, &l, &cws, r);
+		child_end(&ch);
+		r->files = cJSON_CreateObject();
+		const cJSON *m;
+		cJSON_ArrayForEach(m, made)
+		{
+			char hex[65];
+			if (copy_sha(&cws, m->string, hex))
+				cJSON_AddStringToObject(r->files, m->string, hex);
+			else
+				cJSON_AddNullToObject(r->files, m->string);
+		}
+	}
+	ws_close(&cws);
 out:
 	rm_tree(tmp);
 	cJSON_Delete(made);

@@ -262,3 +262,32 @@ describe('verify_outputs: reproduce and a long output', () => {
 		}
 	});
 });
+
+// What lies in a project is read by the server for the copy: a FIFO (the
+// sandbox cannot make one, another process can; a blocking open would hang
+// the worker, and the server's exit, for ever) is not opened, and a hard
+// link (the one way a name the code writes can reach an inode outside) is
+// not copied for the run again to read.
+describe('verify_outputs: reproduce, a FIFO and a hard link in the project', () => {
+	test('neither is copied; the gate answers and names the cell that read the link', { timeout: 120000 }, async () => {
+		const { newProject, execPy, writeFile } = await import('./lib.mjs');
+		const { spawnSync } = await import('node:child_process');
+		const root = newProject('fifo-link');
+		writeFile(root, 'workspace/data/x.csv', 'a\n1\n');
+		fs.linkSync(path.join(root, 'workspace/data/x.csv'), path.join(root, 'workspace/data/linked.csv'));
+		assert.equal(spawnSync('mkfifo', [path.join(root, 'workspace/data/pipe')]).status, 0);
+		const hh = await startClient(root, { structured: true });
+		try {
+			const r = await execPy(hh, 'import os\nprint(sorted(n for n in os.listdir("workspace/data") if n.endswith(".csv")))\nopen("workspace/outputs/n.txt", "w").write("1")');
+			assert.equal(r.sc.status, 'ok', show(r.sc));
+			assert.equal(r.sc.stdout, "['linked.csv', 'x.csv']\n");
+			const sc = (await callTool(hh, 'verify_outputs', { files: ['workspace/outputs/n.txt'], reproduce: true }, { timeout: 100000 })).structuredContent;
+			assert.equal(sc.reproduce.ran, true, show(sc));
+			assert.equal(sc.reproduce.first_cell, 1, show(sc.reproduce));
+			assert.match(sc.reproduce.first_difference, /cell 1 it printed something else/);
+			assert.equal(sc.checks[0].reproduced, true, 'the file itself came again');
+		} finally {
+			await hh.close();
+		}
+	});
+});
