@@ -85,3 +85,10 @@ $(BENCH_BUILD)/floor_echo: bench/floor_echo.c
 $(BENCH_BUILD)/floor_pyrun: bench/floor_pyrun.c bench/timing.h
 	@mkdir -p $(dir $@)
 	$(CC) $(BENCH_CFLAGS) $(shell pkg-config --cflags python3-embed) -o $@ $< $(shell pkg-config --libs python3-embed)
+
+#   make bench-history HISTORY_ARGS="--calls 1000"
+HISTORY_ARGS ?=
+## bench-history: a 10,000-call session: the server's memory and call time as its history grows, the export's time
+.PHONY: bench-history
+bench-history: $(BIN)
+	$(BENCH_PY) bench/history.py --server $(BIN) $(HISTORY_ARGS)

@@ -20,6 +20,7 @@
 #include "../files/artifacts.h"
 #include "../files/validate.h"
 #include "budget.h"
+#include "history.h"
 #include "reply.h"
 #include "schema.h"
 
@@ -52,6 +53,7 @@ struct call {
 	size_t n_thumbs, thumb_next;
 	struct image images[MAX_IMAGES];
 	size_t n_images;
+	cJSON *files;            /* the history's: [{path, sha256, bytes, change}] */
 };
 
 static struct call *call_of(struct run *r)
@@ -208,6 +210,10 @@ struct scan_job {
 	unsigned long long scratch_bytes; /* what the scratch directory takes now */
 	unsigned long long extra;    /* what counts besides the listed files */
 	char unseen[600];            /* what the walks could not see, or "" */
+	/* The after scan, when the history is kept: each file the call
+	 * created or modified with its SHA-256, within a budget of reading. */
+	cJSON *files;
+	off_t hash_left;
 };
 
 static void on_change(const struct art_entry *en, enum art_change ch, void *arg)
@@ -220,6 +226,10 @@ static void on_change(const struct art_entry *en, enum art_change ch, void *arg)
 	char disp[4200];
 	if (ws_display_path(sj->ws, en->rel, disp, sizeof disp) < 0)
 		return;
+	/* Read while the session is stopped (the scan runs between its reply
+	 * and its thaw): the bytes are the call's. */
+	if (sj->files)
+		history_hash_file(sj->ws, en->rel, disp, (double)en->bytes, ch == ART_CREATED, sj->files, &sj->hash_left);
 	if (cJSON_GetArraySize(sj->artifacts) >= 1000)
 		return;
 	cJSON *a = cJSON_CreateObject();
@@ -318,6 +328,7 @@ static void scan_free(struct scan_job *sj)
 	art_list_free(&sj->before);
 	art_list_free(&sj->list);
 	cJSON_Delete(sj->artifacts);
+	cJSON_Delete(sj->files);
 	for (size_t i = 0; i < sj->n_images; i++)
 		free(sj->images[i].b64);
 	for (size_t i = 0; i < sj->n_thumbs; i++)
@@ -345,6 +356,8 @@ static void scan_done(struct job *j, bool abandoned)
 		c->run.ws_changed = sj->changed;
 		c->artifacts = sj->artifacts;
 		sj->artifacts = NULL;
+		c->files = sj->files;
+		sj->files = NULL;
 		for (size_t i = 0; i < sj->n_images && c->n_images < MAX_IMAGES; i++) {
 			c->images[c->n_images++] = sj->images[i];
 			sj->images[i].b64 = NULL;
@@ -389,6 +402,10 @@ static void scan_submit(struct call *c, bool after, void (*then)(struct run *r, 
 		sj->before = c->before;
 		memset(&c->before, 0, sizeof c->before);
 		sj->artifacts = c->before_taken ? cJSON_CreateArray() : NULL;
+		if (sj->artifacts && history_on(c->srv->history)) {
+			sj->files = cJSON_CreateArray();
+			sj->hash_left = (off_t)HISTORY_HASH_BUDGET;
+		}
 	}
 	c->scan_job = &sj->j;
 	work_submit(c->srv->work, &sj->j);
@@ -1060,11 +1077,50 @@ static void fit_budget(struct call *c, struct view *v, size_t links_bytes)
 	}
 }
 
+/* The call in its session's history (history.h), as the reply carries
+ * it (v NULL: a cancelled call, which has no reply). */
+static void record(struct call *c, const struct view *v)
+{
+	struct history *h = c->srv->history;
+	if (c->run.reset && c->run.state != STATE_FORKED)
+		history_reset(h, c->run.session);
+	if (!c->run.started)
+		return; /* never reached the interpreter */
+	struct hist_image im[MAX_IMAGES];
+	for (size_t i = 0; i < c->n_images; i++)
+		im[i] = (struct hist_image){ .b64 = c->images[i].b64, .mime = c->images[i].mime };
+	enum call_state st = c->run.state;
+	if (st == STATE_PENDING)
+		st = call_status_table[c->run.status].rolls_back ? STATE_ROLLED_BACK : c->run.new_session ? STATE_NEW : STATE_KEPT;
+	struct hist_call hc = {
+		.session = c->run.session,
+		.cell = c->run.cell,
+		.code = c->run.code,
+		.status = call_status_name(c->run.status),
+		.state = call_state_name(st),
+		.reset = c->run.reset,
+		.fork_from = c->run.fork_from,
+		.duration_ms = c->run.duration_ms,
+		.timeout_s = c->run.timeout_ms / 1000.0,
+		.out = c->run.out_text,
+		.err = c->run.err_text,
+		.result = v ? v->result : NULL,
+		.etype = v ? v->etype : NULL,
+		.emsg = v ? v->emsg : c->run.note,
+		.etb = v && v->etb && *v->etb ? v->errtext : NULL,
+		.images = im,
+		.n_images = c->n_images,
+		.files = c->files,
+	};
+	history_record(h, &hc);
+}
+
 static void exec_finish(struct call *c)
 {
 	struct server *s = c->srv;
 	if (c->run.cancelled) {
 		/* The spec: no response for a cancelled request. */
+		record(c, NULL);
 		call_free(c);
 		return;
 	}
@@ -1104,6 +1160,7 @@ static void exec_finish(struct call *c)
 		add_usage(sc, c, v.limit);
 		cJSON_AddItemToObject(r, "structuredContent", sc);
 	}
+	record(c, &v);
 	tool_reply(s, &c->q, r);
 	view_free(&v);
 	call_free(c);
@@ -1117,6 +1174,7 @@ static void call_free(struct call *c)
 	cJSON_Delete(c->progress_token);
 	run_outcome_free(&c->run);
 	cJSON_Delete(c->artifacts);
+	cJSON_Delete(c->files);
 	free(c->run.code);
 	art_list_free(&c->before);
 	work_abandon(c->scan_job);

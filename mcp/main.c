@@ -23,6 +23,7 @@
 #include "../jail/jail.h"
 #include "budget.h"
 #include "check.h"
+#include "export.h"
 #include "server.h"
 #include "trust_cli.h"
 
@@ -72,6 +73,8 @@ static const char usage[] =
 	"       python-sandbox-mcp --check [same options]\n"
 	"       python-sandbox-mcp --trust [--root DIR] [--skill FILE] [--yes]\n"
 	"       python-sandbox-mcp --untrust [--root DIR] [--skill FILE]\n"
+	"       python-sandbox-mcp export [--root DIR] [--workspace DIR] [--session NAME]\n"
+	"                                 [--format ipynb|py] [-o FILE]   (a session as a notebook)\n"
 	"       python-sandbox-mcp --version | --help | -h\n"
 	"\n"
 	"A stdio MCP server: a stateful, sandboxed Python interpreter (numpy, pandas,\n"
@@ -757,6 +760,9 @@ int main(int argc, char **argv)
 	ctx->srv.opts.resume_fd = -1;
 	ctx->srv.opts.timeout_s = -1;
 	ctx->srv.opts.memory_mb = -1;
+	/* A subcommand of its own: reads the history, starts nothing. */
+	if (argc > 1 && strcmp(argv[1], "export") == 0)
+		return export_main(argc - 1, argv + 1);
 	int zygote_fd = -1;
 	int r = parse_args(ctx, argc, argv, &zygote_fd);
 	if (zygote_fd >= 0)

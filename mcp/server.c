@@ -25,6 +25,8 @@
 #include "../rpc/work.h"
 #include "../supervisor/supervisor.h"
 #include "exec.h"
+#include "history.h"
+#include "reproduce.h"
 #include "protocol.h"
 #include "reply.h"
 #include "tools.h"
@@ -660,6 +662,25 @@ struct sup *server_sup_new(struct server *s)
 	return sup_new(&cfg);
 }
 
+/* The built-in policy's text (policy/builtin_skill.S). */
+extern const char builtin_skill_md[];
+extern const unsigned long builtin_skill_md_len;
+
+/* The history of the sessions (history.h): off, with a line on stderr,
+ * where it cannot be kept out of the sandbox's reach. */
+static void server_history_open(struct server *s)
+{
+	const char *src = s->trust.project && s->trust.path ? s->trust.path : s->policy->source;
+	char hex[65] = "";
+	if (s->trust.project && s->trust.hex[0])
+		snprintf(hex, sizeof hex, "%s", s->trust.hex);
+	else
+		trust_hash(builtin_skill_md, (size_t)builtin_skill_md_len, hex);
+	s->history = history_open(&s->ws, s->policy, src, hex, s->opts.venv);
+	if (!history_on(s->history))
+		log_warn("the sessions' history is not kept (no export, no provenance): %s", history_why_off(s->history));
+}
+
 int server_run(struct server *s)
 {
 	struct err e = { 0 };
@@ -675,6 +696,8 @@ int server_run(struct server *s)
 	s->loop = loop_new();
 	s->in = (struct lines){ .max = MCP_MAX_LINE, .line = on_line, .too_long = on_too_long, .arg = s };
 	s->sup = server_sup_new(s);
+	if (!s->opts.refuse_all && !s->opts.check_session)
+		server_history_open(s);
 	if (!s->loop || !s->sup || sfd < 0) {
 		log_error("cannot start: out of resources");
 		return 1;
@@ -723,6 +746,7 @@ int server_run(struct server *s)
 	 * is delivered to what is freed; then the workers are joined. */
 	sup_free(s->sup);
 	s->sup = NULL;
+	reproduce_stop(); /* a run again on a worker would hold its join */
 	work_free(s->work);
 	s->work = NULL;
 	/* The last replies reach a client that reads them; one that does not
@@ -737,6 +761,8 @@ int server_run(struct server *s)
 	free(s->restart_root);
 	s->restart_root = NULL;
 	lines_free(&s->in);
+	history_free(s->history);
+	s->history = NULL;
 	if (fl >= 0)
 		fcntl(STDIN_FILENO, F_SETFL, fl);
 	return 0;

@@ -25,6 +25,7 @@ enum { MCP_RESOURCE_NOT_FOUND = -32002 };
 
 struct sup;
 struct work;
+struct history;
 
 struct server_opts {
 	const char *root;
@@ -93,6 +94,8 @@ struct server {
 	bool roots_pending;
 	cJSON *held;           /* requests received while roots_pending */
 	char *restart_root;    /* the client's root, once the bytes read are handled */
+	/* Each session's history (history.h); never NULL while serving. */
+	struct history *history;
 };
 
 #endif

@@ -176,7 +176,8 @@ static void exec_describe(const struct server *s, char *out, size_t n)
 		 "plt.show() saves figures to %s/outputs/ and returns them as %s. "
 		 "Limits: %g s per call by default (timeout_s up to %g), %ld MB of memory; a reply shows at most %ld KiB of output "
 		 "(%ld characters per stream), longer output keeps its head and tail and the whole text is saved under %s/.logs/. "
-		 "On a timeout, crash or the memory limit the session rolls back to its state before the call.",
+		 "On a timeout, crash or the memory limit the session rolls back to its state before the call. "
+		 "The server records every call: verify_outputs with reproduce and notebook turns the session into a notebook and re-runs it.",
 		 stack, l->seed, perms, s->ws.display, s->opts.images_link ? "links (their paths)" : "images",
 		 l->timeout_s, l->max_timeout_s, l->memory_mb, s->opts.max_reply_kb > 0 ? s->opts.max_reply_kb : (long)REPLY_DEFAULT_KB,
 		 l->max_output_chars, s->ws.display);
@@ -247,6 +248,11 @@ static cJSON *verify_input(const struct server *s)
 	cJSON_AddBoolToObject(rq, "default", 1);
 	cJSON *ws = prop(props, "write_summary", "boolean", "Write the result to outputs/output_summary.json.");
 	cJSON_AddBoolToObject(ws, "default", 1);
+	prop(props, "notebook", "string",
+	     "Also write the session as a notebook a person can open and re-run: a .ipynb (or .py) path under the workspace, e.g. workspace/outputs/analysis.ipynb.");
+	cJSON *rp = prop(props, "reproduce", "boolean",
+			 "Run the session's kept cells again in a fresh session on a copy of the project (no network; the originals are never touched) and check that each file comes out byte for byte the same.");
+	cJSON_AddBoolToObject(rp, "default", 0);
 	required(in, "files");
 	cJSON_AddBoolToObject(in, "additionalProperties", 0);
 	return in;
@@ -257,7 +263,8 @@ static void verify_describe(const struct server *s, char *out, size_t n)
 	snprintf(out, n,
 		 "Quality gate before reporting a task done: checks that each file exists under %s/, is a regular file, is not empty and parses as its kind "
 		 "(PNG, JPEG, SVG; CSV: a header row, then rows with as many fields as the header, at least min_rows of them; JSON, with required_keys), "
-		 "and that the session's last execution succeeded. "
+		 "and that the session's last execution succeeded; each check names the recorded cell that wrote those bytes (provenance). "
+		 "Before calling a task done, ask for notebook (the session as a notebook for the user) and reproduce: true (the cells run again must give the same files). "
 		 "Writes %s/outputs/output_summary.json. A failed check is a normal result with status \"failed\".",
 		 s->ws.display, s->ws.display);
 }

@@ -20,6 +20,9 @@
 #include "../files/artifacts.h"
 #include "../files/validate.h"
 #include "exec.h"
+#include "export.h"
+#include "history.h"
+#include "reproduce.h"
 #include "reply.h"
 #include "schema.h"
 
@@ -44,7 +47,24 @@ static bool whole_number(const cJSON *v, const char *name, const char *path, lon
 	return true;
 }
 
-static cJSON *check_one(const struct server *s, const cJSON *spec_json, unsigned long long *budget, char *err, size_t errsz)
+/* The recorded call of the session that last wrote the file, when it wrote
+ * the bytes it has now (history.h), else null: written by something else,
+ * or changed since.  Only from bytes read here: a file not read has none. */
+static void add_provenance(const struct server *s, cJSON *c, const char *session, const char *rel, const unsigned char *buf,
+			   size_t len, bool read)
+{
+	cJSON *p = NULL;
+	char disp[4200], hex[65];
+	if (read && ws_display_path(&s->ws, rel, disp, sizeof disp) == 0) {
+		trust_hash((const char *)buf, len, hex);
+		p = history_provenance(s->history, session, disp, hex);
+		cJSON_AddStringToObject(c, "sha256", hex);
+	}
+	cJSON_AddItemToObject(c, "provenance", p ? p : cJSON_CreateNull());
+}
+
+static cJSON *check_one(const struct server *s, const cJSON *spec_json, const char *session, unsigned long long *budget,
+			char *err, size_t errsz)
 {
 	const cJSON *path = spec_json;
 	const cJSON *kind = NULL, *min_bytes = NULL, *keys = NULL, *min_rows = NULL;
@@ -110,7 +130,9 @@ static cJSON *check_one(const struct server *s, const cJSON *spec_json, unsigned
 	struct err e = { 0 };
 	struct vresult r = { 0 };
 	double bytes = -1;
-	bool skipped = false;
+	bool skipped = false, read = false;
+	unsigned char *buf = NULL;
+	size_t len = 0;
 	if (ws_relpath_shown(&s->ws, path->valuestring, rel, sizeof rel, &e) < 0) {
 		snprintf(r.detail, sizeof r.detail, "%.480s", e.msg);
 	} else {
@@ -129,8 +151,6 @@ static cJSON *check_one(const struct server *s, const cJSON *spec_json, unsigned
 		} else {
 			close(fd);
 			bytes = (double)st.st_size;
-			unsigned char *buf = NULL;
-			size_t len = 0;
 			if ((size_t)st.st_size > VERIFY_READ_MAX) {
 				snprintf(r.detail, sizeof r.detail, "is %.0f bytes, over the %u MiB that verify_outputs reads",
 					 bytes, VERIFY_READ_MAX >> 20);
@@ -147,8 +167,8 @@ static cJSON *check_one(const struct server *s, const cJSON *spec_json, unsigned
 				*budget -= len;
 				validate_buffer(&spec, buf, len, &r);
 				bytes = (double)len;
+				read = true;
 			}
-			free(buf);
 		}
 	}
 	cJSON_AddBoolToObject(c, "ok", r.ok);
@@ -160,6 +180,8 @@ static cJSON *check_one(const struct server *s, const cJSON *spec_json, unsigned
 	cJSON_AddStringToObject(c, "detail", r.detail);
 	if (skipped)
 		cJSON_AddBoolToObject(c, "skipped", 1);
+	add_provenance(s, c, session, rel, buf, len, read);
+	free(buf);
 	return c;
 }
 
@@ -185,12 +207,115 @@ static bool exec_reason(const struct verify_sessions *vs, bool named, char *msg,
 	return true;
 }
 
+/* notebook: the export of the session, written under the workspace (and
+ * named in the summary, which is written after it).  0, or -1 with the
+ * reason in msg. */
+static int write_notebook(const struct server *s, const char *shown, const char *session, cJSON *out, char *msg, size_t n)
+{
+	char rel[4096], disp[4200];
+	struct err e = { 0 };
+	size_t l = strlen(shown);
+	bool py = l > 3 && strcmp(shown + l - 3, ".py") == 0;
+	if (!py && !(l > 6 && strcmp(shown + l - 6, ".ipynb") == 0)) {
+		snprintf(msg, n, "\"notebook\" must name a .ipynb or .py file under %s/ (for example %s/outputs/analysis.ipynb)", s->ws.display,
+			 s->ws.display);
+		return -1;
+	}
+	if (ws_relpath_shown(&s->ws, shown, rel, sizeof rel, &e) < 0 || art_path_under(rel, art_server_dirs)) {
+		snprintf(msg, n, "\"notebook\" must name a file under %s/, outside its .logs, .cache and .sessions (for example %s/outputs/analysis.ipynb)%s%.300s",
+			 s->ws.display, s->ws.display, e.msg[0] ? ": " : "", e.msg);
+		return -1;
+	}
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	if (!f)
+		die_oom();
+	int r = export_write(s->history, session, py, f, msg, n);
+	fclose(f);
+	if (r == 0 && ws_write_file(&s->ws, rel, buf, len, &e) < 0) {
+		snprintf(msg, n, "could not write the notebook: %.500s", e.msg);
+		r = -1;
+	}
+	free(buf);
+	if (r < 0) {
+		if (!history_on(s->history))
+			snprintf(msg, n, "no notebook: the server keeps no history here (%.400s)", history_why_off(s->history));
+		return -1;
+	}
+	ws_display_path(&s->ws, rel, disp, sizeof disp);
+	cJSON_AddStringToObject(out, "notebook", disp);
+	return 0;
+}
+
+/* reproduce: each check's file as the run again left it, against the
+ * bytes it has now.  Returns how many were not reproduced. */
+static int add_reproduced(const struct server *s, const char *session, cJSON *out, cJSON *checks)
+{
+	struct repro r;
+	reproduce_run(s, session, &r);
+	cJSON *o = cJSON_AddObjectToObject(out, "reproduce");
+	cJSON_AddBoolToObject(o, "ran", r.ran);
+	cJSON_AddNumberToObject(o, "ms", (double)(long)r.ms);
+	cJSON_AddNumberToObject(o, "copy_ms", (double)(long)r.copy_ms);
+	cJSON_AddNumberToObject(o, "copy_bytes", (double)r.copy_bytes);
+	cJSON_AddNumberToObject(o, "cells", r.cells);
+	if (r.first_cell) {
+		cJSON_AddNumberToObject(o, "first_cell", r.first_cell);
+		cJSON_AddStringToObject(o, "first_difference", r.first);
+	} else {
+		cJSON_AddNullToObject(o, "first_cell");
+		cJSON_AddNullToObject(o, "first_difference");
+	}
+	if (!r.ran)
+		cJSON_AddStringToObject(o, "error", r.why);
+	int bad = 0;
+	cJSON *c;
+	cJSON_ArrayForEach(c, checks)
+	{
+		const cJSON *prov = cJSON_GetObjectItemCaseSensitive(c, "provenance");
+		const char *now = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(c, "sha256"));
+		const char *path = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(c, "path"));
+		if (!cJSON_IsObject(prov) || !r.ran || !now || !path) {
+			cJSON_AddNullToObject(c, "reproduced");
+			continue;
+		}
+		const char *again = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(r.files, path));
+		bool same = again && strcmp(again, now) == 0;
+		if (!same && r.net_cell) {
+			/* Not a difference the run again can judge: the cell that
+			 * needed the network could not do what it did. */
+			cJSON_AddNullToObject(c, "reproduced");
+			const char *d = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(c, "detail"));
+			char *nd = xasprintf("%s; could not be checked: run again, %s", d ? d : "", r.first);
+			cJSON_ReplaceItemInObjectCaseSensitive(c, "detail", cJSON_CreateString(nd));
+			free(nd);
+			continue;
+		}
+		cJSON_AddBoolToObject(c, "reproduced", same);
+		if (same)
+			continue;
+		bad++;
+		cJSON_AddItemToObject(c, "ok", cJSON_CreateFalse());
+		const char *d = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(c, "detail"));
+		char *nd = r.first_cell ? xasprintf("%s; not reproduced: run again, %s", d ? d : "", r.first)
+					: xasprintf("%s; not reproduced: run again, the cells gave the same outputs but %s", d ? d : "",
+						    again ? "this file came out with other bytes" : "this file was not written");
+		cJSON_ReplaceItemInObjectCaseSensitive(c, "detail", cJSON_CreateString(nd));
+		free(nd);
+	}
+	repro_free(&r);
+	return bad;
+}
+
 cJSON *verify_outputs_call(const struct server *s, const cJSON *args, const struct verify_sessions *vs)
 {
 	const cJSON *files = cJSON_GetObjectItemCaseSensitive(args, "files");
 	const cJSON *session = cJSON_GetObjectItemCaseSensitive(args, "session");
 	const cJSON *req = cJSON_GetObjectItemCaseSensitive(args, "require_success");
 	const cJSON *ws = cJSON_GetObjectItemCaseSensitive(args, "write_summary");
+	const cJSON *nbarg = cJSON_GetObjectItemCaseSensitive(args, "notebook");
+	const cJSON *rep = cJSON_GetObjectItemCaseSensitive(args, "reproduce");
 	char msg[1400];
 	if (!cJSON_IsArray(files) || cJSON_GetArraySize(files) < 1 || cJSON_GetArraySize(files) > VERIFY_MAX_FILES) {
 		snprintf(msg, sizeof msg, "verify_outputs needs \"files\": a list of 1 to %d paths such as [\"%s/outputs/plot.png\"] or objects {\"path\": ..., \"kind\": ..., \"required_keys\": [...]}",
@@ -200,6 +325,10 @@ cJSON *verify_outputs_call(const struct server *s, const cJSON *args, const stru
 	if ((session && !cJSON_IsNull(session) && !cJSON_IsString(session)) || (req && !cJSON_IsNull(req) && !cJSON_IsBool(req)) ||
 	    (ws && !cJSON_IsNull(ws) && !cJSON_IsBool(ws)))
 		return tool_text_result("\"session\" must be a string; \"require_success\" and \"write_summary\" must be true or false", true);
+	if (rep && !cJSON_IsNull(rep) && !cJSON_IsBool(rep))
+		return tool_text_result("\"reproduce\" must be true or false", true);
+	if (nbarg && !cJSON_IsNull(nbarg) && !cJSON_IsString(nbarg))
+		return tool_text_result("\"notebook\" must be a path string such as \"workspace/outputs/analysis.ipynb\"", true);
 	const char *sname = cJSON_IsString(session) ? session->valuestring : "default";
 	if (!session_name_valid(sname))
 		return tool_text_result("\"session\" must be a string matching ^[A-Za-z0-9_-]{1,64}$ (the session whose last execution is checked)", true);
@@ -220,7 +349,7 @@ cJSON *verify_outputs_call(const struct server *s, const cJSON *args, const stru
 	const cJSON *f;
 	cJSON_ArrayForEach(f, files)
 	{
-		cJSON *c = check_one(s, f, &budget, msg, sizeof msg);
+		cJSON *c = check_one(s, f, sname, &budget, msg, sizeof msg);
 		if (!c) {
 			cJSON_Delete(out);
 			return tool_text_result(msg, true);
@@ -231,12 +360,19 @@ cJSON *verify_outputs_call(const struct server *s, const cJSON *args, const stru
 			skipped = true;
 		cJSON_AddItemToArray(checks, c);
 	}
+	if (cJSON_IsTrue(rep))
+		failed += add_reproduced(s, sname, out, checks);
 	cJSON_AddNumberToObject(out, "failed", failed);
 	cJSON_AddBoolToObject(out, "truncated", skipped);
 	bool exec_ok = !require || !exec_reason(vs, cJSON_IsString(session), msg, sizeof msg);
 	if (!exec_ok)
 		cJSON_AddStringToObject(out, "reason", msg);
-	if (failed || !exec_ok)
+	bool nb_ok = true;
+	if (cJSON_IsString(nbarg) && write_notebook(s, nbarg->valuestring, sname, out, msg, sizeof msg) < 0) {
+		cJSON_AddStringToObject(out, "notebook_error", msg);
+		nb_ok = false;
+	}
+	if (failed || !exec_ok || !nb_ok)
 		cJSON_SetValuestring(status, "failed");
 	if (write) {
 		char disp[4200];
@@ -274,6 +410,9 @@ cJSON *verify_outputs_schema(void)
 		{ "summary_path", "string", F_REQ | F_NULL, "where the summary was written, or null" },
 		{ "reason", "string", 0, "present when the last execution did not succeed" },
 		{ "summary_error", "string", 0, "present when the summary could not be written" },
+		{ "notebook", "string", 0, "where the export of the session was written (when notebook was given)" },
+		{ "notebook_error", "string", 0, "why the notebook could not be written (the status is then failed)" },
+		{ "reproduce", "object", 0, "with reproduce: the run again: ran, ms (how long it took), copy_ms, copy_bytes, cells, first_cell and first_difference (null when none differed), error (why it could not run)" },
 	};
 	static const struct field check[] = {
 		{ "path", "string", F_REQ, "the path as given" },
@@ -282,6 +421,9 @@ cJSON *verify_outputs_schema(void)
 		{ "bytes", "integer", F_REQ | F_NULL, "size, or null when it could not be read" },
 		{ "detail", "string", F_REQ, "what was found, or what to fix" },
 		{ "skipped", "boolean", 0, "present and true when the per-call reading budget ran out before this file (it fails)" },
+		{ "sha256", "string", 0, "SHA-256 of the bytes checked" },
+		{ "reproduced", "boolean", F_NULL, "with reproduce: true when the run again wrote the same bytes, false (detail says the first cell that differed), null when the session did not write them or the run again could not run" },
+		{ "provenance", "object", F_REQ | F_NULL, "the recorded call that last wrote these exact bytes: {session, cell, code_sha256, state}; null when something else wrote them or they changed since" },
 	};
 	cJSON *props, *s = schema(&props);
 	add_fields(s, f, N_ELEMENTS(f));

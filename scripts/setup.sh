@@ -19,8 +19,11 @@ done
 
 PKGS="gcc make pkg-config libc6-dev libcjson-dev libseccomp-dev libbsd-dev libmd-dev
 libexpat1-dev libyaml-dev libssl-dev libpython3-dev python3 python3-numpy python3-pandas python3-matplotlib
-python3-pil python3-joblib libcmocka-dev apparmor dpkg-dev lintian"
+python3-pil python3-joblib libcmocka-dev apparmor dpkg-dev lintian
+python3-nbformat python3-nbclient python3-ipykernel"
 # python3-joblib: the tests check joblib's default backend in the sandbox.
+# python3-nbformat, -nbclient, -ipykernel: the export's test validates the
+# notebook against its schema and runs it in a plain Python kernel.
 # apparmor: its parser checks the AppArmor profile's syntax (make test).
 # dpkg-dev, lintian: make deb builds the Debian package, make test lints it.
 # The container tests (make test-packages) pass podman, runc, debootstrap,
