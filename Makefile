@@ -46,7 +46,7 @@ UNIT_BINS := $(UNIT_SRCS:test/unit/%.c=$(BUILD)/test/%)
 HELPER_SRCS := $(wildcard test/helpers/*.c)
 HELPER_BINS := $(HELPER_SRCS:test/helpers/%.c=$(BUILD)/helpers/%)
 
-.PHONY: all setup test test-san valgrind unit layers jail integration demo install uninstall apparmor-check install-skill clean check-deps help test-clone
+.PHONY: all setup test test-san valgrind unit layers layers-shrink jail integration demo install uninstall apparmor-check install-skill clean check-deps help test-clone
 ## all: build build/python-sandbox-mcp (the default)
 all: check-deps $(BIN)
 
@@ -86,7 +86,11 @@ unit: $(UNIT_BINS) $(HELPER_BINS) layers
 
 ## layers: fail when an include or a call goes up a layer or forms a cycle
 layers: $(OBJS)
-	@scripts/layers.py --objs $(BUILD)/obj $(LAYERS)
+	@scripts/layers.py --objs $(BUILD)/obj --files supervisor scripts/supervisor-arrows.txt $(LAYERS)
+
+## layers-shrink: drop the arrows and cycles the code no longer has from scripts/supervisor-arrows.txt
+layers-shrink: $(OBJS)
+	@scripts/layers.py --objs $(BUILD)/obj --files supervisor scripts/supervisor-arrows.txt --shrink $(LAYERS)
 
 ## integration: the real binary through the MCP TypeScript SDK (test/integration/)
 integration: $(BIN) $(HELPER_BINS)
