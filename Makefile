@@ -84,13 +84,15 @@ setup:
 unit: $(UNIT_BINS) $(HELPER_BINS) layers
 	@set -e; for t in $(UNIT_BINS); do echo "== $$t"; $$t; done
 
-## layers: fail when an include or a call goes up a layer or forms a cycle
+## layers: fail when an include or a call goes up a layer or forms a cycle, or supervisor/ gains an arrow or a field writer
 layers: $(OBJS)
 	@scripts/layers.py --objs $(BUILD)/obj --files supervisor scripts/supervisor-arrows.txt $(LAYERS)
+	@scripts/writers.py scripts/supervisor-writers.txt
 
-## layers-shrink: drop the arrows and cycles the code no longer has from scripts/supervisor-arrows.txt
+## layers-shrink: drop from scripts/supervisor-{arrows,writers}.txt what the code no longer has
 layers-shrink: $(OBJS)
 	@scripts/layers.py --objs $(BUILD)/obj --files supervisor scripts/supervisor-arrows.txt --shrink $(LAYERS)
+	@scripts/writers.py scripts/supervisor-writers.txt --shrink
 
 ## integration: the real binary through the MCP TypeScript SDK (test/integration/)
 integration: $(BIN) $(HELPER_BINS)

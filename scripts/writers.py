@@ -138,10 +138,11 @@ def main(argv):
         extra = multi[key] - table.get(key, set())
         if extra:
             where = '; '.join(f'{FOLDER}/{f}.c:{",".join(map(str, per[key][f][:3]))}' for f in sorted(extra))
-            problems.append(f'{key} gains a writer ({where}): it is already written in '
-                            f'{", ".join(sorted(multi[key] - extra))}.c; one file writes a field: '
-                            'call the function of the file that owns it (or, if this file is to be its '
-                            f'new owner, move every write here and shrink the line of {table_path})')
+            problems.append(f'{key} gains a writer ({where}); its writers now: '
+                            f'{" ".join(sorted(multi[key]))}. One file writes a field: call a function '
+                            'of the file that owns it. If the new writer is meant, set the line '
+                            f'"{key}: {" ".join(sorted(multi[key]))}" in {table_path} by hand and say '
+                            'why in the commit')
     stale = {k: v - multi.get(k, set()) for k, v in table.items() if v - multi.get(k, set())}
     if shrink or init:
         with open(table_path, 'w', encoding='utf-8') as fh:
