@@ -83,6 +83,7 @@ setup:
 ## unit: C unit tests (cmocka), the test helpers and the layers' check
 unit: $(UNIT_BINS) $(HELPER_BINS) layers
 	@set -e; for t in $(UNIT_BINS); do echo "== $$t"; $$t; done
+	@echo "== test/layers/test_ratchet.py"; test/layers/test_ratchet.py $(BUILD)/obj
 
 ## layers: fail when an include or a call goes up a layer or forms a cycle, or supervisor/ gains an arrow or a field writer
 layers: $(OBJS)

@@ -12,6 +12,7 @@ the header counts too.  The arrows are held to a written table, a ratchet:
 A new arrow, a new upward arrow, files newly in a cycle together or a
 file missing from the order fail; so does a line the code no longer
 needs (the table only shrinks: `make layers-shrink` drops those lines)."""
+import functools
 import os
 import re
 import subprocess
@@ -41,6 +42,7 @@ def code_refs(path):
     return refs
 
 
+@functools.lru_cache(maxsize=None)
 def graph(folder, objs):
     """(nodes, {(a, b): call sites}, {(a, b): symbols}) of the folder's files."""
     d = os.path.join(objs, folder)
