@@ -46,7 +46,7 @@ UNIT_BINS := $(UNIT_SRCS:test/unit/%.c=$(BUILD)/test/%)
 HELPER_SRCS := $(wildcard test/helpers/*.c)
 HELPER_BINS := $(HELPER_SRCS:test/helpers/%.c=$(BUILD)/helpers/%)
 
-.PHONY: all setup check test test-san valgrind unit layers jail integration demo install uninstall apparmor-check install-skill clean check-deps help test-clone
+.PHONY: all setup check test test-san valgrind unit layers layers-shrink jail integration demo install uninstall apparmor-check install-skill clean check-deps help test-clone
 ## all: build build/python-sandbox-mcp (the default)
 all: check-deps $(BIN)
 
@@ -83,10 +83,17 @@ setup:
 ## unit: C unit tests (cmocka), the test helpers and the layers' check
 unit: $(UNIT_BINS) $(HELPER_BINS) layers
 	@set -e; for t in $(UNIT_BINS); do echo "== $$t"; $$t; done
+	@echo "== test/layers/test_ratchet.py"; test/layers/test_ratchet.py $(BUILD)/obj
 
-## layers: fail when an include or a call goes up a layer or forms a cycle
+## layers: fail when an include or a call goes up a layer or forms a cycle, or supervisor/ gains an arrow or a field writer
 layers: $(OBJS)
-	@scripts/layers.py --objs $(BUILD)/obj $(LAYERS)
+	@scripts/layers.py --objs $(BUILD)/obj --files supervisor scripts/supervisor-arrows.txt $(LAYERS)
+	@scripts/writers.py scripts/supervisor-writers.txt
+
+## layers-shrink: drop from scripts/supervisor-{arrows,writers}.txt what the code no longer has
+layers-shrink: $(OBJS)
+	@scripts/layers.py --objs $(BUILD)/obj --files supervisor scripts/supervisor-arrows.txt --shrink $(LAYERS)
+	@scripts/writers.py scripts/supervisor-writers.txt --shrink
 
 ## integration: the real binary through the MCP TypeScript SDK (test/integration/)
 integration: $(BIN) $(HELPER_BINS)

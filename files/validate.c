@@ -315,6 +315,51 @@ static bool is_sof(unsigned m)
 	return m >= 0xc0 && m <= 0xcf && m != 0xc4 && m != 0xc8 && m != 0xcc;
 }
 
+/* Skips a scan's entropy-coded data from pos: FF 00 is a stuffed byte,
+ * FF D0..D7 a restart marker, FF FF fill; anything else after FF is the
+ * next marker, whose offset is returned (len when the data runs out). */
+static size_t jpeg_skip_scan(const unsigned char *b, size_t len, size_t pos)
+{
+	while (pos < len) {
+		if (b[pos] != 0xff) {
+			pos++;
+			continue;
+		}
+		if (len - pos < 2)
+			return len;
+		unsigned n = b[pos + 1];
+		if (n == 0x00 || (n >= 0xd0 && n <= 0xd7))
+			pos += 2;
+		else if (n == 0xff)
+			pos++;
+		else
+			break;
+	}
+	return pos;
+}
+
+/* The EOI marker ends at pos: what follows it, and the verdict on a JPEG
+ * of w x h pixels.  Zero bytes after EOI are padding that some writers add
+ * to round a file up to a block; accepted.  Anything else means two writes
+ * into one file or a truncated rewrite, and is refused. */
+static bool jpeg_end(const unsigned char *b, size_t len, size_t pos, unsigned w, unsigned h,
+		     bool progressive, struct vresult *r)
+{
+	size_t tail = 0;
+	for (size_t k = pos; k < len; k++)
+		if (b[k] != 0)
+			tail++;
+	if (tail) {
+		vr_set(r, false, "The JPEG has %zu bytes of data after its EOI marker: two writes into one file? "
+			       "Write the image once to a fresh file.", len - pos);
+		return false;
+	}
+	r->width = w;
+	r->height = h;
+	vr_set(r, true, "JPEG image, %ux%u pixels (%s), %zu bytes.", w, h, progressive ? "progressive" : "baseline", len);
+	return true;
+}
+
 /* Walks the markers of a JPEG.  With r NULL, stops at the first SOF (for
  * jpeg_size); otherwise checks the whole file and fills r. */
 static bool jpeg_walk(const unsigned char *b, size_t len, unsigned *pw, unsigned *ph, struct vresult *r)
@@ -332,26 +377,7 @@ static bool jpeg_walk(const unsigned char *b, size_t len, unsigned *pw, unsigned
 	}
 	for (;;) {
 		if (in_scan) {
-			/* Entropy-coded data: FF 00 is a stuffed byte, FF D0..D7
-			 * a restart marker, FF FF fill; anything else after FF
-			 * is the next marker. */
-			while (pos < len) {
-				if (b[pos] != 0xff) {
-					pos++;
-					continue;
-				}
-				if (len - pos < 2) {
-					pos = len;
-					break;
-				}
-				unsigned n = b[pos + 1];
-				if (n == 0x00 || (n >= 0xd0 && n <= 0xd7))
-					pos += 2;
-				else if (n == 0xff)
-					pos++;
-				else
-					break;
-			}
+			pos = jpeg_skip_scan(b, len, pos);
 			in_scan = false;
 		}
 		if (pos >= len) {
@@ -439,23 +465,10 @@ static bool jpeg_walk(const unsigned char *b, size_t len, unsigned *pw, unsigned
 		}
 		pos += seg;
 	}
-	/* Zero bytes after EOI are padding that some writers add to round a
-	 * file up to a block; accepted.  Anything else means two writes into
-	 * one file or a truncated rewrite, and is refused. */
-	size_t tail = 0;
-	for (size_t k = pos; k < len; k++)
-		if (b[k] != 0)
-			tail++;
-	if (tail) {
-		vr_set(r, false, "The JPEG has %zu bytes of data after its EOI marker: two writes into one file? "
-			       "Write the image once to a fresh file.", len - pos);
+	if (!jpeg_end(b, len, pos, w, h, progressive, r))
 		return false;
-	}
-	r->width = w;
-	r->height = h;
 	*pw = w;
 	*ph = h;
-	vr_set(r, true, "JPEG image, %ux%u pixels (%s), %zu bytes.", w, h, progressive ? "progressive" : "baseline", len);
 	return true;
 }
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Checks that the code's layers call only downward (make layers).
 
-usage: scripts/layers.py [--objs DIR] LAYER...   (lowest layer first)
+usage: scripts/layers.py [--objs DIR [--files FOLDER TABLE [--shrink]]] LAYER...
+       (lowest layer first)
 
 A file may include a header of its own folder or of a lower layer's folder,
 never of a higher one; and no files may depend on each other in a circle.
@@ -13,11 +14,17 @@ Two graphs of modules are checked:
   - includes: what each .c and .h includes;
   - references (with --objs): which module defines each symbol an object
     file uses (nm), so a call made without the header counts too.
+With --files, the .c files of FOLDER are also checked one by one against
+the table of allowed arrows TABLE (scripts/arrows.py); --shrink rewrites
+that table without the lines the code no longer needs.
 Exit 1 with each upward edge and each cycle named; 0 when there is none."""
 import os
 import re
 import subprocess
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import arrows  # noqa: E402
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
@@ -84,10 +91,16 @@ def check(graph, rank, what, problems):
 
 
 def main(argv):
-    objs = None
+    objs, files, mode = None, None, 'check'
     if len(argv) > 2 and argv[1] == '--objs':
         objs = argv[2]
         argv = argv[2:]
+    if objs and len(argv) > 3 and argv[1] == '--files':
+        files = (argv[2], argv[3])
+        argv = argv[3:]
+    if files and len(argv) > 1 and argv[1] in ('--shrink', '--init'):
+        mode = argv[1][2:]
+        argv = argv[1:]
     layers = argv[1:]
     if not layers:
         print(__doc__, file=sys.stderr)
@@ -151,6 +164,9 @@ def main(argv):
         for m, syms in used.items():
             refs.setdefault(m, set()).update(defined[s] for s in syms if s in defined and defined[s] != m)
         check(refs, rank, 'reference', problems)
+
+    if files:
+        arrows.check(files[0], objs, files[1], mode, problems)
 
     for p in problems:
         print('layers: ' + p, file=sys.stderr)

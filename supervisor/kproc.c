@@ -206,7 +206,7 @@ pid_t kproc_zygote(pid_t zpid)
 		return zpid; /* no pid namespace of its own: it is the zygote */
 	/* It made a pid namespace (or its links cannot be read): then it
 	 * forked once, into that namespace, and waits (the intermediate of
-	 * policy/jail_ns.c); that one child is pid 1 there, one level deeper
+	 * jail/ns.c); that one child is pid 1 there, one level deeper
 	 * than zpid. */
 	pid_t c = only_child(zpid);
 	long zl = 0, cl = 0;

@@ -1,7 +1,7 @@
 /* Saved sessions, the trusted side.
  *
- * After each call a fork of the session's checkpoint (inside the jail)
- * pickles the state and streams it over a pipe to the server, which writes
+ * Once a session has rested (savepace.h) and at exit, not after each call,
+ * a fork of the session's checkpoint (inside the jail) pickles the state and streams it over a pipe to the server, which writes
  * it under workspace/.sessions/NAME/state.snap and appends a trailer: the
  * length, the time, the execution count, an id of the key and an
  * HMAC-SHA256 tag made with a key that only the server can read

@@ -282,7 +282,6 @@ void sweep_again(struct sup *sup);
 bool live_pids(const struct sup *sup, pid_t *out, size_t max, size_t *n);
 
 /* process.c */
-int pidfd_signal(int pidfd, int sig);
 struct session *session_by_pid(struct sup *sup, pid_t pid);
 struct session *session_by_id(struct sup *sup, int id);
 void kill_session(struct session *s);

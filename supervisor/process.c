@@ -3,23 +3,6 @@
  * (rolled back to a checkpoint, or gone with its state). */
 #include "private.h"
 
-/* Signals the process behind a pidfd: no pid reuse can redirect it.  Where
- * pidfd_send_signal is missing (valgrind does not know it), the pid from
- * /proc/self/fdinfo is used instead. */
-int pidfd_signal(int pidfd, int sig)
-{
-	if (syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0) == 0)
-		return 0;
-	if (errno != ENOSYS)
-		return -1;
-	pid_t pid = pidfd_pid(pidfd);
-	if (pid <= 0) {
-		errno = ESRCH;
-		return -1;
-	}
-	return kill(pid, sig);
-}
-
 static int set_nonblock(int fd)
 {
 	int fl = fcntl(fd, F_GETFL);

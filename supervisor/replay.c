@@ -552,7 +552,6 @@ static void ws_run(struct job *j)
 	struct art_usage u;
 	art_limit_measure(w->ws, w->scratch, w->fs_write, w->n_fs_write, &u);
 	w->bytes = u.charged;
-	w->scratch_bytes = 0;
 	if (u.unseen) {
 		char buf[512];
 		snprintf(w->unseen, sizeof w->unseen, "%s", art_unseen_text(u.unseen, "", u.where, buf, sizeof buf));

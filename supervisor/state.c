@@ -1,5 +1,5 @@
 /* The state machine: "what may this session send now?"  One row per state
- * (states[]): its name for the log, the messages it accepts with their
+ * (phases[]): its name for the log, the messages it accepts with their
  * sizes.  Every message a session sends is read here, checked against its
  * state, and handed to the room that acts on it. */
 #include "private.h"
@@ -13,8 +13,10 @@ enum accept_when { ALWAYS, HELLO_DUE, NOT_STARTED, LOADING };
 
 /* The session's states, one row each (enum phase): its name for the log,
  * what the session may send in it (each message with its largest body and
- * how many descriptors come with it), and the timer that ends the state
- * when the session says nothing.  Anything else a session sends ends it as
+ * how many descriptors come with it), and, for the reader only, the timer
+ * that ends the state when the session says nothing: no code reads that
+ * column; set_expect arms no timer, the room that enters the state arms
+ * it (call.c, checkpoint.c, fork.c, saved.c).  Anything else a session sends ends it as
  * a crash (violation).  Sizes are tight per type: a result is bounded by
  * the policy's output limit (the bootstrap caps the repr it sends), an
  * image by the 256 KiB a reply may carry.

@@ -5,10 +5,13 @@
 #include "usage.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "../common/util.h"
@@ -28,6 +31,23 @@ pid_t pidfd_pid(int pidfd)
 	const char *p = strstr(buf, "\nPid:");
 	long pid = p ? strtol(p + 5, NULL, 10) : -1;
 	return pid > 0 ? (pid_t)pid : -1;
+}
+
+/* Signals the process behind a pidfd: no pid reuse can redirect it.  Where
+ * pidfd_send_signal is missing (valgrind does not know it), the pid from
+ * /proc/self/fdinfo is used instead. */
+int pidfd_signal(int pidfd, int sig)
+{
+	if (syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0) == 0)
+		return 0;
+	if (errno != ENOSYS)
+		return -1;
+	pid_t pid = pidfd_pid(pidfd);
+	if (pid <= 0) {
+		errno = ESRCH;
+		return -1;
+	}
+	return kill(pid, sig);
 }
 
 /* utime + stime + cutime + cstime of one process, in ms; < 0 if gone. */

@@ -20,6 +20,10 @@ struct usage {
  * (from /proc/self/fdinfo); -1 when it has exited or cannot be read. */
 pid_t pidfd_pid(int pidfd);
 
+/* Signals the process behind a pidfd (sig 0: is it alive?): no pid reuse
+ * can redirect it.  0, or -1 with errno. */
+int pidfd_signal(int pidfd, int sig);
+
 /* At the start of a call: the CPU time so far of the session process and
  * its descendants, and its memory high-water mark reset (clear_refs 5; when
  * that is refused, the peak is the session's lifetime peak).  A pidfd of -1

@@ -28,7 +28,7 @@ void remove_scratch(struct sup *sup)
 }
 
 /* The scratch directory of the namespace-free mode, made here and named in
- * the zygote's configuration (policy/jail.c: make_scratch).  Attack: the
+ * the zygote's configuration (jail/jail.c: make_scratch).  Attack: the
  * zygote used to make it and report its path in W_READY, which the server
  * removed at exit: code in the zygote sent
  * /tmp/psm-scratch-x/../../../var/tmp/victim, and a root server deleted
@@ -44,7 +44,7 @@ static void make_scratch(struct sup *sup)
 		struct jail_config jc = { .policy = sup->cfg.policy, .workspace = sup->cfg.ws->abs };
 		jail_uid_choose(&jc, &uid, &gid);
 		/* A root-owned project without a mount tree: the jail keeps the
-		 * effective uid 0 (policy/jail_uid.c) and gives the directory's
+		 * effective uid 0 (jail/uid.c) and gives the directory's
 		 * group to 65534 itself. */
 		if (uid == 65534)
 			uid = gid = 0;
@@ -172,7 +172,7 @@ int sup_start(struct sup *sup, struct err *e)
 		static char room[] = "PSM_TITLE_ROOM=................................................"
 				     "................................................................";
 		/* The user's home directory, only so that the jail can refuse a
-		 * ROOT equal to it (not a project; see policy/jail.c). */
+		 * ROOT equal to it (not a project; see jail/jail.c). */
 		static char home[4096 + 16];
 		const char *h = getenv("HOME");
 		snprintf(home, sizeof home, "PSM_HOME=%s", h ? h : "");
