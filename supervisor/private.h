@@ -164,6 +164,11 @@ struct session {
 	/* Branching (fork_from): the session this one is a copy of while the
 	 * copy is being made, and in the parent the copy it is making. */
 	struct session *fork_parent, *fork_child;
+	/* The listener of the seccomp gate its process (or the one it was
+	 * copied from) installed, or -1; and whether the one request it lets
+	 * through for a copy is open (gate.c). */
+	int gate_fd;
+	bool gate_open;
 	unsigned long long fork_asked; /* when the copy was asked for (kproc_now_ticks) */
 	double fork_t0;            /* and in loop_now_ms(), for the log */
 	char fork_of[SESSION_NAME_MAX + 1]; /* the first call of a copy names its parent */
@@ -313,6 +318,13 @@ void save_superseded(struct sup *sup, struct session *s, struct run *c);
 void restore_outcome(struct sup *sup, struct session *s, struct run *c);
 double restore_allowance(const struct sup *sup, const struct run *c, uint64_t bytes);
 int restore_begin(struct sup *sup, struct session *s, struct run *c, uint64_t *bytes, int *format, int fds[2]);
+
+/* gate.c: the seccomp gate on the ways out of a session's tree.  attach
+ * takes fd (the listener from a new process's hello; -1: none); share
+ * gives a copy its parent's; close lets go of it. */
+void gate_attach(struct sup *sup, struct session *s, int fd);
+void gate_share(struct sup *sup, struct session *copy, const struct session *parent);
+void gate_close(struct sup *sup, struct session *s);
 
 /* fork.c */
 bool fork_in_flight(const struct sup *sup);
