@@ -169,6 +169,11 @@ struct session {
 	 * through for a copy is open (gate.c). */
 	int gate_fd;
 	bool gate_open;
+	/* The memory watchdog's last count by proportional shares (limits.c:
+	 * watch_fired): when the next may be taken, what it found, and the
+	 * resident sum it was taken beside. */
+	double pss_next;
+	uint64_t pss_total, pss_copy, pss_base;
 	unsigned long long fork_asked; /* when the copy was asked for (kproc_now_ticks) */
 	double fork_t0;            /* and in loop_now_ms(), for the log */
 	char fork_of[SESSION_NAME_MAX + 1]; /* the first call of a copy names its parent */
@@ -221,6 +226,9 @@ struct sup {
 	pid_t zhpid;             /* the zygote's host pid (the sessions' parent) */
 	char proc[320];          /* where the watchdog reads the jail's processes */
 	bool proc_jail;          /* proc is the jail's own procfs (pids in the jail) */
+	/* The sessions' smaps_rollup cannot be read here (not root, no
+	 * CAP_SYS_PTRACE; or a kernel before 5.9): memory is counted by RSS. */
+	bool pss_off;
 	struct session *sessions;
 	struct persist *persist;
 	struct warmup *warm;     /* the learned warm-up (warmup.c) */
