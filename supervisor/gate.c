@@ -124,12 +124,73 @@ void gate_share(struct sup *sup, struct session *copy, const struct session *par
 	loop_watch(sup->cfg.loop, fd, POLLIN, gate_event, copy);
 }
 
+/* A listener no session holds any more: kept, refusing every request,
+ * until the kernel says no process with its filter is left (POLLHUP).
+ * Attack: were it closed while a process of the session still lived (a
+ * reset kills the session, the sweep ends its children a moment later),
+ * the kernel would let go of the filter's listener, and that process could
+ * stack a listener of its own (refused with EBUSY only while this one is
+ * held), answer its own clone(CLONE_PARENT) and make a child of the zygote
+ * born after the sweep's list. */
+struct gate_orphan {
+	int fd;
+	struct sup *sup;
+	struct gate_orphan *next;
+};
+
+static void orphan_event(void *arg, int fd, short revents)
+{
+	struct gate_orphan *o = arg;
+	if ((revents & (POLLHUP | POLLERR)) && !(revents & POLLIN)) {
+		loop_unwatch(o->sup->cfg.loop, fd);
+		close(fd);
+		o->fd = -1; /* freed with the others (gate_free) */
+		return;
+	}
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	if (poll(&p, 1, 0) != 1 || !(p.revents & POLLIN))
+		return;
+	struct seccomp_notif req;
+	memset(&req, 0, sizeof req);
+	if (ioctl(fd, SECCOMP_IOCTL_NOTIF_RECV, &req) < 0)
+		return;
+	struct seccomp_notif_resp resp = { .id = req.id, .error = -EPERM };
+	log_info("a process (pid %u) of an ended session asked to leave its tree: refused", req.pid);
+	(void)ioctl(fd, SECCOMP_IOCTL_NOTIF_SEND, &resp);
+}
+
 void gate_close(struct sup *sup, struct session *s)
 {
 	s->gate_open = false;
 	if (s->gate_fd < 0)
 		return;
 	loop_unwatch(sup->cfg.loop, s->gate_fd);
-	close(s->gate_fd);
+	struct gate_orphan *o = NULL;
+	/* A slot whose listener is gone first: the list stays as long as
+	 * the most listeners ever held at once. */
+	for (struct gate_orphan *q = sup->gate_orphans; q && !o; q = q->next)
+		if (q->fd < 0)
+			o = q;
+	if (!o) {
+		o = xcalloc(1, sizeof *o);
+		o->sup = sup;
+		o->next = sup->gate_orphans;
+		sup->gate_orphans = o;
+	}
+	o->fd = s->gate_fd;
 	s->gate_fd = -1;
+	loop_watch(sup->cfg.loop, o->fd, POLLIN, orphan_event, o);
+}
+
+void gate_free(struct sup *sup)
+{
+	while (sup->gate_orphans) {
+		struct gate_orphan *o = sup->gate_orphans;
+		sup->gate_orphans = o->next;
+		if (o->fd >= 0) {
+			loop_unwatch(sup->cfg.loop, o->fd);
+			close(o->fd);
+		}
+		free(o);
+	}
 }

@@ -229,6 +229,9 @@ struct sup {
 	/* The sessions' smaps_rollup cannot be read here (not root, no
 	 * CAP_SYS_PTRACE; or a kernel before 5.9): memory is counted by RSS. */
 	bool pss_off;
+	/* Seccomp listeners of ended sessions, held until no process with
+	 * their filter is left (gate.c). */
+	struct gate_orphan *gate_orphans;
 	struct session *sessions;
 	struct persist *persist;
 	struct warmup *warm;     /* the learned warm-up (warmup.c) */
@@ -329,10 +332,12 @@ int restore_begin(struct sup *sup, struct session *s, struct run *c, uint64_t *b
 
 /* gate.c: the seccomp gate on the ways out of a session's tree.  attach
  * takes fd (the listener from a new process's hello; -1: none); share
- * gives a copy its parent's; close lets go of it. */
+ * gives a copy its parent's; close lets go of it (held, refusing, until
+ * no process uses it); free ends those at the server's end. */
 void gate_attach(struct sup *sup, struct session *s, int fd);
 void gate_share(struct sup *sup, struct session *copy, const struct session *parent);
 void gate_close(struct sup *sup, struct session *s);
+void gate_free(struct sup *sup);
 
 /* fork.c */
 bool fork_in_flight(const struct sup *sup);

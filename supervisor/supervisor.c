@@ -469,6 +469,7 @@ void sup_free(struct sup *sup)
 		free(s);
 		s = next;
 	}
+	gate_free(sup);
 	persist_free(sup->persist);
 	warmup_free(sup->warm);
 	zlink_free(sup->zl);

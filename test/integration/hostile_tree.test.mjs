@@ -126,6 +126,46 @@ for (const [mode, who, ns] of modes) {
 			assert.deepEqual(big, [], 'a process of the cell still holds its memory');
 		});
 
+		test('fork_from a parent with a thread running: the copy is made, and its own clone(CLONE_PARENT) is refused too', { timeout: 120000 }, async () => {
+			let r = await execPy(h, 'import threading\nev = threading.Event()\nthreading.Thread(target=ev.wait, daemon=True).start()\nx = 41\nthreading.active_count()', { session: 'par' });
+			assert.equal(r.sc.status, 'ok', show(r.text));
+			r = await execPy(h, [
+				'import ctypes',
+				'libc = ctypes.CDLL(None, use_errno=True)',
+				'r = libc.syscall(56, 0x8000 | 17, 0, 0, 0, 0)',
+				'if r == 0: os._exit(0)',
+				'print("copy clone", r, ctypes.get_errno())',
+				'x + 1',
+			].join('\n'), { session: 'br', fork_from: 'par' });
+			assert.equal(r.sc.status, 'ok', show(r.text));
+			assert.match(r.text, /copy clone -1 1\b/, show(r.text));
+			assert.match(r.text, /\b42\b/, show(r.text));
+			r = await execPy(h, 'x', { session: 'par' });
+			assert.match(r.text, /\b41\b/, show(r.text));
+		});
+
+		test('an at-fork hook that makes a child outside the tree while fork_from runs: that child does not outlive the fork', { timeout: 120000 }, async () => {
+			let r = await execPy(h, [
+				'import ctypes, os, time',
+				'libc = ctypes.CDLL(None, use_errno=True)',
+				...HOLD,
+				'def hook():',
+				'    r = libc.syscall(56, 0x8000 | 17, 0, 0, 0, 0)',
+				'    if r == 0: hold()',
+				'os.register_at_fork(before=hook)',
+				'y = 5',
+			].join('\n'), { session: 'hooked' });
+			assert.equal(r.sc.status, 'ok', show(r.text));
+			r = await execPy(h, 'y', { session: 'hooked2', fork_from: 'hooked' });
+			// The hook may spend the one clone the server lets through:
+			// then the copy fails, and says so.
+			if (r.sc.status !== 'ok')
+				assert.match(r.text, /could not fork session hooked/, show(r.text));
+			let big = bigBelow(h.pid, 150);
+			for (const t0 = Date.now(); big.length && Date.now() - t0 < 5000; big = bigBelow(h.pid, 150)) await sleep(100);
+			assert.deepEqual(big, [], 'a process of the hook still holds its memory');
+		});
+
 		test('200 clones with CLONE_PARENT: none made, and another session still forks', { timeout: 120000 }, async () => {
 			const a = execPy(h, MANY, { timeout_s: 30 });
 			await sleep(1500);
