@@ -197,15 +197,27 @@ static bool subreaper(void)
 	return prctl(PR_GET_CHILD_SUBREAPER, &on, 0, 0, 0) == 0 && on;
 }
 
+/* Set in a session process once its seccomp gate is on; inherited by its
+ * forks (checkpoints, copies). */
+static bool gated;
+
+void forkfd_gated(void)
+{
+	gated = true;
+}
+
 pid_t fork_pidfd(int *pidfd)
 {
 	*pidfd = -1;
 	if (threads() == 1)
 		return clone_pidfd(0, pidfd);
-	/* A subreaper (a session, a resumed checkpoint, a copy) gets the
-	 * copy's child when the copy exits, as its own: no CLONE_PARENT, which
-	 * the session's seccomp gate refuses (jail/seccomp.h). */
-	return fork_via_copy(subreaper() ? 0 : CLONE_PARENT, pidfd);
+	/* Behind the gate, which refuses CLONE_PARENT (jail/seccomp.h), the
+	 * caller is a subreaper (a session, a resumed checkpoint, a copy) and
+	 * gets the copy's child as its own when the copy exits.  Elsewhere (the
+	 * zygote) the child is made the caller's at once: a child that set
+	 * PR_SET_PDEATHSIG while the copy was still its parent would die with
+	 * it. */
+	return fork_via_copy(gated && subreaper() ? 0 : CLONE_PARENT, pidfd);
 }
 
 pid_t fork_pidfd_sibling(int *pidfd)

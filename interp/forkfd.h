@@ -18,9 +18,9 @@
  *   - several threads: fork() first (locks and handlers as usual), and that
  *     single-threaded child makes the real one with a raw clone, then hands
  *     the pidfd back and exits; the real one is then reparented to the
- *     caller when the caller is a subreaper (every session is), or made
- *     with CLONE_PARENT so that it is the caller's child.  One more copy of
- *     the page tables, only then. */
+ *     caller in a session (a subreaper behind a gate that refuses
+ *     CLONE_PARENT: forkfd_gated), or made with CLONE_PARENT so that it is
+ *     the caller's child.  One more copy of the page tables, only then. */
 #ifndef INTERP_FORKFD_H
 #define INTERP_FORKFD_H
 
@@ -30,6 +30,11 @@
  * (see above).  Once, single-threaded, before seccomp: it forks a child to
  * check what it found. */
 void forkfd_init(void);
+
+/* Says that this process (a session) runs behind its seccomp gate, which
+ * refuses CLONE_PARENT: with several threads, fork_pidfd then has the
+ * child reparented to the caller (a subreaper) instead. */
+void forkfd_gated(void);
 
 /* Like fork(), with *pidfd a pidfd of the child (close-on-exec) in the
  * parent; -1 with errno on failure.  The caller brackets it with

@@ -763,6 +763,7 @@ static __attribute__((noreturn)) void session_main(const struct zmsg_spawn *sp, 
 		log_error("session jail: %s", e.msg);
 		_exit(72);
 	}
+	forkfd_gated();
 	send_msg(SESSION_CTRL_FD, W_HELLO, smsg_hello_encode(&(struct smsg_hello){ .pid = getpid() }), gate >= 0 ? &gate : NULL,
 		 gate >= 0);
 	if (gate >= 0)

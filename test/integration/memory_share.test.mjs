@@ -63,6 +63,14 @@ for (const [mode, ns] of modes) {
 					'len(out)',
 				].join('\n'), { timeout_s: 60 });
 			} finally { clearInterval(sampler); }
+			if (SANITIZED) {
+				// The sanitizers' allocator (shadow, quarantine) gives each
+				// forked worker memory of its own that no plain run has:
+				// only the server's own work on the count is checked here.
+				assert.ok(['ok', 'memory'].includes(r.sc.status), show(r.text));
+				assert.equal((await execPy(h, '1 + 1')).sc.status, 'ok');
+				return;
+			}
 			// Three processes of FRAME MB each by their resident pages: the
 			// old count stopped this as "memory".
 			assert.equal(r.sc.status, 'ok', show(r.text));
@@ -77,6 +85,12 @@ for (const [mode, ns] of modes) {
 			// The session itself stays at ARRAY MB; with its checkpoint's
 			// copy of the old pages it is twice that, over memory_mb.
 			r = await execPy(h, 'a *= 2\nfloat(a[0])', { session: 'rw', timeout_s: 60 });
+			if (SANITIZED && r.sc.status === 'ok') {
+				// The sanitizers' numbers are not a plain run's (see above):
+				// kept, the state must be the rewritten one.
+				assert.match(r.text, /2\.0/, show(r.text));
+				return;
+			}
 			assert.deepEqual([r.sc.status, r.sc.state], ['memory', 'rolled_back'], show(r.text));
 			assert.match(r.text, /checkpoint's copy/, show(r.text));
 			r = await execPy(h, 'float(a[0]), float(a[-1])', { session: 'rw' });
