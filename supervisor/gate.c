@@ -74,8 +74,13 @@ static void gate_event(void *arg, int fd, short revents)
 		resp.flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
 	} else {
 		resp.error = -EPERM;
-		log_info("session %s: a process (pid %u) asked to leave the session's process tree (%s): refused", s->name,
-			 req.pid, req.data.nr == __NR_clone ? "clone with CLONE_PARENT" : "prctl PR_SET_CHILD_SUBREAPER 0");
+		/* Said at the 1st, 2nd, 4th, 8th... refusal: a cell that asks in
+		 * a loop does not fill the log. */
+		unsigned long n = ++s->gate_refused;
+		if ((n & (n - 1)) == 0)
+			log_info("session %s: a process (pid %u) asked to leave the session's process tree (%s): refused (%lu so far)",
+				 s->name, req.pid,
+				 req.data.nr == __NR_clone ? "clone with CLONE_PARENT" : "prctl PR_SET_CHILD_SUBREAPER 0", n);
 	}
 	if (ioctl(fd, SECCOMP_IOCTL_NOTIF_SEND, &resp) < 0 && errno != ENOENT)
 		log_warn("session %s: the seccomp gate's answer failed: %s", s->name, strerror(errno));
@@ -155,7 +160,6 @@ static void orphan_event(void *arg, int fd, short revents)
 	if (ioctl(fd, SECCOMP_IOCTL_NOTIF_RECV, &req) < 0)
 		return;
 	struct seccomp_notif_resp resp = { .id = req.id, .error = -EPERM };
-	log_info("a process (pid %u) of an ended session asked to leave its tree: refused", req.pid);
 	(void)ioctl(fd, SECCOMP_IOCTL_NOTIF_SEND, &resp);
 }
 

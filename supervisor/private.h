@@ -169,6 +169,7 @@ struct session {
 	 * through for a copy is open (gate.c). */
 	int gate_fd;
 	bool gate_open;
+	unsigned long gate_refused; /* requests refused, for the log */
 	/* The memory watchdog's last count by proportional shares (limits.c:
 	 * watch_fired): when the next may be taken, what it found, and the
 	 * resident sum it was taken beside. */
