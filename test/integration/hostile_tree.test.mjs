@@ -49,7 +49,7 @@ function bigBelow(pid, mb) {
 }
 
 // The child of a raw clone: 200 MB touched, then it waits (30 s), unless it
-// was refused.  The parent waits 4 s with its children alive, then reports.
+// was refused.  The parent waits with its children alive, then reports.
 const HOLD = [
 	'def hold():',
 	'    b = bytearray(200 << 20)',
@@ -67,7 +67,7 @@ const CLONE_PARENT = [
 	'    r = libc.syscall(56, 0x8000 | 17, 0, 0, 0, 0)',
 	'    if r == 0: hold()',
 	'    got.append((r, ctypes.get_errno()))',
-	'time.sleep(4)',
+	'time.sleep(1.5)',
 	'print("clone", got)',
 ].join('\n');
 
@@ -83,7 +83,7 @@ const SUBREAPER = [
 	'        if os.fork() == 0: hold()',
 	'        os._exit(0)',
 	'    os.waitpid(c, 0)',
-	'time.sleep(4)',
+	'time.sleep(2)',
 	'print("done")',
 ].join('\n');
 
@@ -97,7 +97,7 @@ const MANY = [
 	'        time.sleep(30); os._exit(0)',
 	'    made += r > 0',
 	'print("made", made, "errno", ctypes.get_errno(), flush=True)',
-	'time.sleep(3)',
+	'time.sleep(2.5)',
 ].join('\n');
 
 const modes = [['namespaces', 'root', null]];
