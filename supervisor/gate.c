@@ -48,15 +48,13 @@ static struct session *gate_grant(struct sup *sup, const struct seccomp_notif *r
 	return NULL;
 }
 
-static void gate_event(void *arg, int fd, short revents)
+/* Answers one request waiting on fd, whichever holder of the listener
+ * looks first: the answer depends only on who asks (gate_grant), so a
+ * copy's request read through its parent's old listener is answered as
+ * through its own.  s is the session holding fd, NULL for a listener no
+ * session holds any more (for the log). */
+static void gate_answer(struct sup *sup, struct session *s, int fd)
 {
-	struct session *s = arg;
-	struct sup *sup = s->sup;
-	if ((revents & (POLLHUP | POLLERR)) && !(revents & POLLIN)) {
-		/* No process with the filter is left. */
-		gate_close(sup, s);
-		return;
-	}
 	/* Looked at again: another holder of the same listener (a copy's)
 	 * may have answered it in this turn of the loop, and the receive
 	 * would then wait. */
@@ -76,14 +74,25 @@ static void gate_event(void *arg, int fd, short revents)
 		resp.error = -EPERM;
 		/* Said at the 1st, 2nd, 4th, 8th... refusal: a cell that asks in
 		 * a loop does not fill the log. */
-		unsigned long n = ++s->gate_refused;
-		if ((n & (n - 1)) == 0)
+		unsigned long n = s ? ++s->gate_refused : 1;
+		if (s && (n & (n - 1)) == 0)
 			log_info("session %s: a process (pid %u) asked to leave the session's process tree (%s): refused (%lu so far)",
 				 s->name, req.pid,
 				 req.data.nr == __NR_clone ? "clone with CLONE_PARENT" : "prctl PR_SET_CHILD_SUBREAPER 0", n);
 	}
 	if (ioctl(fd, SECCOMP_IOCTL_NOTIF_SEND, &resp) < 0 && errno != ENOENT)
-		log_warn("session %s: the seccomp gate's answer failed: %s", s->name, strerror(errno));
+		log_warn("the seccomp gate's answer failed: %s", strerror(errno));
+}
+
+static void gate_event(void *arg, int fd, short revents)
+{
+	struct session *s = arg;
+	if ((revents & (POLLHUP | POLLERR)) && !(revents & POLLIN)) {
+		/* No process with the filter is left. */
+		gate_close(s->sup, s);
+		return;
+	}
+	gate_answer(s->sup, s, fd);
 }
 
 /* A seccomp listener, as the kernel names its file. */
@@ -129,8 +138,9 @@ void gate_share(struct sup *sup, struct session *copy, const struct session *par
 	loop_watch(sup->cfg.loop, fd, POLLIN, gate_event, copy);
 }
 
-/* A listener no session holds any more: kept, refusing every request,
- * until the kernel says no process with its filter is left (POLLHUP).
+/* A listener no session holds any more: kept, answering as any holder
+ * does (a copy forked from that session may still hold it too), until the
+ * kernel says no process with its filter is left (POLLHUP).
  * Attack: were it closed while a process of the session still lived (a
  * reset kills the session, the sweep ends its children a moment later),
  * the kernel would let go of the filter's listener, and that process could
@@ -152,15 +162,7 @@ static void orphan_event(void *arg, int fd, short revents)
 		o->fd = -1; /* freed with the others (gate_free) */
 		return;
 	}
-	struct pollfd p = { .fd = fd, .events = POLLIN };
-	if (poll(&p, 1, 0) != 1 || !(p.revents & POLLIN))
-		return;
-	struct seccomp_notif req;
-	memset(&req, 0, sizeof req);
-	if (ioctl(fd, SECCOMP_IOCTL_NOTIF_RECV, &req) < 0)
-		return;
-	struct seccomp_notif_resp resp = { .id = req.id, .error = -EPERM };
-	(void)ioctl(fd, SECCOMP_IOCTL_NOTIF_SEND, &resp);
+	gate_answer(o->sup, NULL, fd);
 }
 
 void gate_close(struct sup *sup, struct session *s)

@@ -333,7 +333,7 @@ int restore_begin(struct sup *sup, struct session *s, struct run *c, uint64_t *b
 
 /* gate.c: the seccomp gate on the ways out of a session's tree.  attach
  * takes fd (the listener from a new process's hello; -1: none); share
- * gives a copy its parent's; close lets go of it (held, refusing, until
+ * gives a copy its parent's; close lets go of it (held and answered until
  * no process uses it); free ends those at the server's end. */
 void gate_attach(struct sup *sup, struct session *s, int fd);
 void gate_share(struct sup *sup, struct session *copy, const struct session *parent);

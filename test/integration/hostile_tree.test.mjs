@@ -161,6 +161,13 @@ for (const [mode, who, ns] of modes) {
 			assert.match(r.text, /\b42\b/, show(r.text));
 			r = await execPy(h, 'x', { session: 'par' });
 			assert.match(r.text, /\b41\b/, show(r.text));
+			// The parent reset: its process ends, the copy still holds the
+			// gate both shared, and a copy of the copy is still made.
+			r = await execPy(h, 'x = 0', { session: 'par', reset: true });
+			assert.equal(r.sc.status, 'ok', show(r.text));
+			r = await execPy(h, 'x + 2', { session: 'br2', fork_from: 'br' });
+			assert.equal(r.sc.status, 'ok', show(r.text));
+			assert.match(r.text, /\b43\b/, show(r.text));
 		});
 
 		test('an at-fork hook that makes a child outside the tree while fork_from runs: that child does not outlive the fork', { timeout: 120000 }, async () => {
