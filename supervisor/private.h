@@ -306,6 +306,10 @@ void ctrl_event(void *arg, int fd, short revents);
 void over_limit_stop(struct session *s, unsigned long long bytes, unsigned long long scratch);
 void workspace_over(void *arg, unsigned long long bytes);
 void start_watch(struct sup *sup, struct session *s);
+/* The watchdog's last look at a call, once its session is stopped (the
+ * count by proportional shares taken whenever it was last): true when the
+ * session was ended for a limit. */
+bool watch_final(struct sup *sup, struct session *s);
 
 /* freeze.c */
 void begin_freeze(struct sup *sup, struct session *s);
