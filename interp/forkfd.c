@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdbool.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -189,17 +191,51 @@ static pid_t fork_via_copy(unsigned long extra, int *pidfd)
 	return c > 0 ? c : -1;
 }
 
+static bool subreaper(void)
+{
+	int on = 0;
+	return prctl(PR_GET_CHILD_SUBREAPER, &on, 0, 0, 0) == 0 && on;
+}
+
+/* Set in a session process once its seccomp gate is on; inherited by its
+ * forks (checkpoints, copies). */
+static bool gated;
+
+void forkfd_gated(void)
+{
+	gated = true;
+}
+
 pid_t fork_pidfd(int *pidfd)
 {
 	*pidfd = -1;
-	return threads() == 1 ? clone_pidfd(0, pidfd) : fork_via_copy(CLONE_PARENT, pidfd);
+	if (threads() == 1)
+		return clone_pidfd(0, pidfd);
+	/* Behind the gate, which refuses CLONE_PARENT (jail/seccomp.h), the
+	 * caller is a subreaper (a session, a resumed checkpoint, a copy) and
+	 * gets the copy's child as its own when the copy exits.  Elsewhere (the
+	 * zygote) the child is made the caller's at once: a child that set
+	 * PR_SET_PDEATHSIG while the copy was still its parent would die with
+	 * it. */
+	return fork_via_copy(gated && subreaper() ? 0 : CLONE_PARENT, pidfd);
 }
 
 pid_t fork_pidfd_sibling(int *pidfd)
 {
 	*pidfd = -1;
+	if (threads() == 1)
+		return clone_pidfd(CLONE_PARENT, pidfd);
 	/* With several threads the child is the copy's, and is reparented
-	 * above the caller (which must not be a subreaper then) once the copy
-	 * exits. */
-	return threads() == 1 ? clone_pidfd(CLONE_PARENT, pidfd) : fork_via_copy(0, pidfd);
+	 * above the caller once the copy exits: the caller stops being a
+	 * subreaper for that moment (one request to the gate, as the
+	 * CLONE_PARENT of one thread is), and is one again after. */
+	bool was = subreaper();
+	if (was && prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0) < 0)
+		return -1;
+	pid_t c = fork_via_copy(0, pidfd);
+	int err = errno;
+	if (was)
+		prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+	errno = err;
+	return c;
 }

@@ -16,9 +16,11 @@
  *     fork() sets them (learned once by forkfd_init, checked with a real
  *     fork());
  *   - several threads: fork() first (locks and handlers as usual), and that
- *     single-threaded child makes the real one with a raw clone and
- *     CLONE_PARENT, so that it is the caller's child, then hands the pidfd
- *     back and exits.  One more copy of the page tables, only then. */
+ *     single-threaded child makes the real one with a raw clone, then hands
+ *     the pidfd back and exits; the real one is then reparented to the
+ *     caller in a session (a subreaper behind a gate that refuses
+ *     CLONE_PARENT: forkfd_gated), or made with CLONE_PARENT so that it is
+ *     the caller's child.  One more copy of the page tables, only then. */
 #ifndef INTERP_FORKFD_H
 #define INTERP_FORKFD_H
 
@@ -29,6 +31,11 @@
  * check what it found. */
 void forkfd_init(void);
 
+/* Says that this process (a session) runs behind its seccomp gate, which
+ * refuses CLONE_PARENT: with several threads, fork_pidfd then has the
+ * child reparented to the caller (a subreaper) instead. */
+void forkfd_gated(void);
+
 /* Like fork(), with *pidfd a pidfd of the child (close-on-exec) in the
  * parent; -1 with errno on failure.  The caller brackets it with
  * PyOS_BeforeFork / PyOS_AfterFork_*, as for fork(). */
@@ -38,7 +45,9 @@ pid_t fork_pidfd(int *pidfd);
  * copy for fork_from is a child of the zygote): CLONE_PARENT, one copy of
  * the page tables.  With several threads, fork() then a plain clone from
  * that copy, which exits: the child is then reparented to the nearest
- * subreaper above the caller, so the caller must not be one itself. */
+ * subreaper above the caller, so a caller that is one stops being one for
+ * that moment.  In a session, either step is one request to its seccomp
+ * gate (jail/seccomp.h), which the server grants once per fork_from. */
 pid_t fork_pidfd_sibling(int *pidfd);
 
 #endif

@@ -597,9 +597,11 @@ static void become_copy(const char *name, int fds[3], bool checkpoints)
  * which also gives this process the copy's pidfd (the sandbox has no
  * pidfd_open).  With several threads the copy is made one level down and
  * reparented (forkfd.h): the subreaper flag is dropped for that moment.
- * The session is idle (the server froze and swept it), so no other orphan
- * can slip out then.  Returns true in the copy, which carries on as the
- * new session. */
+ * Either is the one request the session's seccomp gate lets through while
+ * the server waits for this copy (jail/seccomp.h); the server sweeps the
+ * zygote's children once the copy is in, so that an orphan a thread of the
+ * session made in that moment does not outlive it.  Returns true in the
+ * copy, which carries on as the new session. */
 static bool fork_copy(struct wire_msg *m, bool checkpoints)
 {
 	struct smsg_fork req;
@@ -618,7 +620,6 @@ static bool fork_copy(struct wire_msg *m, bool checkpoints)
 	 * parent's sequence, as a checkpoint does. */
 	if (py_call("before_checkpoint", "", &out, &len, &is_bytes, &e) == 0)
 		free(out);
-	prctl(PR_SET_CHILD_SUBREAPER, 0);
 	fflush(NULL);
 	PyOS_BeforeFork();
 	int pidfd = -1;
@@ -631,7 +632,6 @@ static bool fork_copy(struct wire_msg *m, bool checkpoints)
 	}
 	int err = errno;
 	PyOS_AfterFork_Parent();
-	prctl(PR_SET_CHILD_SUBREAPER, 1);
 	if (copy < 0 || pidfd < 0) {
 		snprintf(rep.error, sizeof rep.error, "%s", copy < 0 ? strerror(err) : "no pidfd for the copy");
 		send_msg(SESSION_CTRL_FD, W_FORKED, smsg_forked_encode(&rep), NULL, 0);
@@ -760,6 +760,21 @@ static __attribute__((noreturn)) void session_main(const struct zmsg_spawn *sp, 
 		log_error("session jail: %s", e.msg);
 		_exit(72);
 	}
+	/* The gate on the ways out of the session's tree (jail/seccomp.h),
+	 * stacked now, while the process still runs nothing but this file:
+	 * its listener goes to the server with the hello and is closed here,
+	 * before the bootstrap runs any code of the project (a venv's .pth
+	 * files), which could otherwise answer the gate's requests itself. */
+	int gate = -1;
+	if (jail_session_gate(&gate, &e) < 0) {
+		log_error("session jail: %s", e.msg);
+		_exit(72);
+	}
+	forkfd_gated();
+	send_msg(SESSION_CTRL_FD, W_HELLO, smsg_hello_encode(&(struct smsg_hello){ .pid = getpid() }), gate >= 0 ? &gate : NULL,
+		 gate >= 0);
+	if (gate >= 0)
+		close(gate);
 	char *out;
 	size_t len;
 	int is_bytes;
@@ -771,8 +786,6 @@ static __attribute__((noreturn)) void session_main(const struct zmsg_spawn *sp, 
 	}
 	free(init_json);
 	free(out);
-
-	send_msg(SESSION_CTRL_FD, W_HELLO, smsg_hello_encode(&(struct smsg_hello){ .pid = getpid() }), NULL, 0);
 
 	for (;;) {
 		struct wire_msg m;

@@ -695,6 +695,11 @@ int jail_session_enter(struct err *e)
 	return 0;
 }
 
+int jail_session_gate(int *listener, struct err *e)
+{
+	return seccomp_session_gate(listener, e);
+}
+
 /* ---- --check ---- */
 
 struct probe_result {

@@ -38,6 +38,12 @@ int jail_enter(const struct jail_config *c, struct jail_report *r, struct err *e
  * own entry (landlock.c). */
 int jail_session_enter(struct err *e);
 
+/* Then, before any code of the project runs in it: the session's seccomp
+ * gate on the ways out of its process tree (seccomp.h:
+ * seccomp_session_gate); *listener is the gate's listener for the server,
+ * or -1 where the kernel has none (both ways refused outright). */
+int jail_session_gate(int *listener, struct err *e);
+
 
 const char *jail_layer_name(enum jail_layer_id id);
 const char *jail_state_name(enum jail_state s);

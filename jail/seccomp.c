@@ -573,3 +573,69 @@ int seccomp_apply(const struct jail_config *c, struct jail_report *r, struct err
 	describe(c, r, have, n, l);
 	return 0;
 }
+
+/* ---- the session's gate (see seccomp.h) ---- */
+
+/* The rows of the gate filter: act on each call that would make a process
+ * outside the session's tree.
+ * Attack: a cell calls clone(CLONE_PARENT | SIGCHLD) through ctypes from
+ * the session process, whose parent is the zygote: its children are the
+ * zygote's, never counted in the session's memory or processes (four of
+ * 200 MB each ended "ok" under memory_mb 300; 203 of them under
+ * max_processes 64 left another session unable to fork).  Or it calls
+ * prctl(PR_SET_CHILD_SUBREAPER, 0) and double-forks: the orphan goes to the
+ * zygote.  CLONE_PARENT from a process below the session makes a child of
+ * a process of the session, harmless, but nothing in the session needs it
+ * (a multi-threaded process's checkpoint is now made by reparenting to the
+ * session, forkfd.c), so every one goes to the gate.  clone3 is ENOSYS in
+ * the jail's filter (its flags are in memory), so glibc falls back to
+ * clone, which this filter sees. */
+static int gate_rules(scmp_filter_ctx ctx, uint32_t act)
+{
+	int rc = seccomp_rule_add(ctx, act, SCMP_SYS(clone), 1, SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_PARENT, CLONE_PARENT));
+	/* prctl's option is an int (the low 32 bits); the kernel reads any
+	 * other bit of arg2 as "set", so only a whole 0 clears the flag. */
+	if (rc == 0)
+		rc = seccomp_rule_add(ctx, act, SCMP_SYS(prctl), 2,
+				      SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffffULL, PR_SET_CHILD_SUBREAPER), SCMP_A1(SCMP_CMP_EQ, 0));
+	return rc;
+}
+
+static int gate_load(uint32_t act, int *listener)
+{
+	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+	if (!ctx)
+		return -ENOMEM;
+	int rc = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
+	if (rc == 0)
+		rc = gate_rules(ctx, act);
+	if (rc == 0)
+		rc = seccomp_load(ctx);
+	if (rc == 0 && listener) {
+		*listener = seccomp_notify_fd(ctx);
+		if (*listener < 0)
+			rc = *listener;
+	}
+	seccomp_release(ctx);
+	return rc;
+}
+
+int seccomp_session_gate(int *listener, struct err *e)
+{
+	*listener = -1;
+	if (jail_disabled("seccomp"))
+		return 0;
+	/* A task may have one listener in its chain of filters (the kernel
+	 * refuses a second with EBUSY): the cell cannot stack a listener of
+	 * its own over this one to answer its own requests. */
+	int rc = gate_load(SCMP_ACT_NOTIFY, listener);
+	if (rc == 0)
+		return 0;
+	*listener = -1;
+	/* No user notification here: refused outright (fork_from then fails
+	 * with EPERM, and says so). */
+	rc = gate_load(SCMP_ACT_ERRNO(EPERM), NULL);
+	if (rc < 0)
+		return err_sys(e, rc, "jail: the session's seccomp filter");
+	return 0;
+}

@@ -9,4 +9,17 @@
  * of refusals. */
 int seccomp_apply(const struct jail_config *c, struct jail_report *r, struct err *e);
 
+/* The session's own filter, stacked on the jail's by the session process
+ * before any code of the session runs: clone with CLONE_PARENT and
+ * prctl(PR_SET_CHILD_SUBREAPER, 0), the two ways a process of the session
+ * could make a process outside the session's tree (a child of the zygote,
+ * outside every limit of the session), are handed to whoever reads the
+ * filter's listener, returned in *listener (close-on-exec): the server
+ * lets exactly one of them through while it asks the session for a copy of
+ * itself (fork_from), and refuses every other with EPERM.  Where the kernel
+ * has no listener (seccomp user notification, Linux 5.5 for its
+ * "continue"), both are refused outright and *listener is -1.  0 or
+ * -errno. */
+int seccomp_session_gate(int *listener, struct err *e);
+
 #endif

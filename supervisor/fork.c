@@ -78,6 +78,10 @@ static int fork_session(struct sup *sup, struct session *s, struct session *p)
 	snprintf(s->fork_of, sizeof s->fork_of, "%s", p->name);
 	s->fork_of_cells = (uint32_t)p->cells;
 	p->fork_child = s;
+	/* The copy inherits the parent's seccomp gate; the parent may pass
+	 * it once, for this copy. */
+	gate_share(sup, s, p);
+	p->gate_open = true;
 	warm_busy(sup);
 	p->thaw_cpu0 = p->hpid > 0 ? watch_cpu_ms(p->hpid) : 0;
 	set_expect(sup, p, P_FORKING);
@@ -94,10 +98,12 @@ static void release_sweep(struct sup *sup)
 {
 	if (fork_in_flight(sup))
 		return;
-	if (sup->sweep_held) {
-		sup->sweep_held = false;
-		send_sweep(sup, (unsigned long long)sup->held_epoch);
-	}
+	/* Always a sweep once a copy is in or has failed: a child of the
+	 * zygote that the parent's code made while its gate was open (gate.c)
+	 * is no session, and is ended now. */
+	unsigned long long epoch = sup->sweep_held ? (unsigned long long)sup->held_epoch : sup->epoch;
+	sup->sweep_held = false;
+	send_sweep(sup, epoch);
 	spawn_pending(sup);
 	warm_busy(sup);
 }
@@ -108,6 +114,7 @@ void fork_failed(struct sup *sup, struct session *p, const char *why)
 {
 	struct session *s = p->fork_child;
 	p->fork_child = NULL;
+	p->gate_open = false;
 	if (s) {
 		s->fork_parent = NULL;
 		char m[400];
@@ -201,6 +208,7 @@ void forked(struct sup *sup, struct session *p, struct wire_msg *m)
 		return;
 	}
 	p->fork_child = NULL;
+	p->gate_open = false;
 	s->fork_parent = NULL;
 	s->pid = ns;
 	s->hpid = host;

@@ -66,6 +66,10 @@ static void try_freeze(void *arg)
 	}
 	if (pidfd_signal(s->pidfd, SIGSTOP) < 0)
 		return;
+	/* What it holds now is what the call leaves: counted once more,
+	 * exactly, before the reply can say it was kept. */
+	if (watch_final(sup, s))
+		return;
 	s->quiet_tries = 0;
 	check_quiet(s);
 }

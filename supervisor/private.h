@@ -179,6 +179,17 @@ struct session {
 	/* Branching (fork_from): the session this one is a copy of while the
 	 * copy is being made, and in the parent the copy it is making. */
 	struct session *fork_parent, *fork_child;
+	/* The listener of the seccomp gate its process (or the one it was
+	 * copied from) installed, or -1; and whether the one request it lets
+	 * through for a copy is open (gate.c). */
+	int gate_fd;
+	bool gate_open;
+	unsigned long gate_refused; /* requests refused, for the log */
+	/* The memory watchdog's last count by proportional shares (limits.c:
+	 * watch_fired): when the next may be taken, what it found, and the
+	 * resident sum it was taken beside. */
+	double pss_next;
+	uint64_t pss_total, pss_copy, pss_base;
 	unsigned long long fork_asked; /* when the copy was asked for (kproc_now_ticks) */
 	double fork_t0;            /* and in loop_now_ms(), for the log */
 	char fork_of[SESSION_NAME_MAX + 1]; /* the first call of a copy names its parent */
@@ -232,6 +243,12 @@ struct sup {
 	pid_t zhpid;             /* the zygote's host pid (the sessions' parent) */
 	char proc[320];          /* where the watchdog reads the jail's processes */
 	bool proc_jail;          /* proc is the jail's own procfs (pids in the jail) */
+	/* The sessions' smaps_rollup cannot be read here (not root, no
+	 * CAP_SYS_PTRACE; or a kernel before 5.9): memory is counted by RSS. */
+	bool pss_off;
+	/* Seccomp listeners of ended sessions, held until no process with
+	 * their filter is left (gate.c). */
+	struct gate_orphan *gate_orphans;
 	struct session *sessions;
 	struct persist *persist;
 	struct warmup *warm;     /* the learned warm-up (warmup.c) */
@@ -309,6 +326,10 @@ void workspace_over(void *arg, unsigned long long bytes, const char *unseen);
 struct wswatch *sup_wswatch(struct sup *sup, void (*over)(void *arg, unsigned long long bytes, const char *unseen),
 			    void *arg);
 void start_watch(struct sup *sup, struct session *s);
+/* The watchdog's last look at a call, once its session is stopped (the
+ * count by proportional shares taken whenever it was last): true when the
+ * session was ended for a limit. */
+bool watch_final(struct sup *sup, struct session *s);
 
 /* freeze.c */
 void begin_freeze(struct sup *sup, struct session *s);
@@ -334,6 +355,15 @@ void restore_outcome(struct sup *sup, struct session *s, struct run *c);
 double restore_bound_ms(const struct sup *sup, uint64_t bytes);
 void restore_loaded(struct sup *sup, struct session *s);
 int restore_begin(struct sup *sup, struct session *s, struct run *c, uint64_t *bytes, int *format, int fds[2]);
+
+/* gate.c: the seccomp gate on the ways out of a session's tree.  attach
+ * takes fd (the listener from a new process's hello; -1: none); share
+ * gives a copy its parent's; close lets go of it (held and answered until
+ * no process uses it); free ends those at the server's end. */
+void gate_attach(struct sup *sup, struct session *s, int fd);
+void gate_share(struct sup *sup, struct session *copy, const struct session *parent);
+void gate_close(struct sup *sup, struct session *s);
+void gate_free(struct sup *sup);
 
 /* fork.c */
 bool fork_in_flight(const struct sup *sup);

@@ -62,6 +62,7 @@ void session_close_fds(struct sup *sup, struct session *s)
 			*fds[i] = -1;
 		}
 	wire_reader_free(&s->rd);
+	gate_close(sup, s);
 }
 
 static void drain(struct session *s, int fd, struct outbuf *ob)

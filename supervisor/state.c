@@ -34,7 +34,8 @@ static const struct phase_row {
 	[P_NONE] = { "none", { { 0 } }, "none: there is no process" },
 	[P_IDLE] = { "idle", { { 0 } }, "none: frozen between calls, it sends nothing" },
 	[P_RUNNING] = { "running",
-			{ { W_HELLO, 256, 0, HELLO_DUE }, { W_STARTED, 0, 0, NOT_STARTED }, { W_RESTORED, 0, 0, LOADING },
+			/* a new process's hello: its seccomp gate's listener */
+			{ { W_HELLO, 256, 1, HELLO_DUE }, { W_STARTED, 0, 0, NOT_STARTED }, { W_RESTORED, 0, 0, LOADING },
 			  { W_RESULT, RESULT_MAX, 0, ALWAYS } },
 			"the call's timeout (timeout_fired)" },
 	/* its pidfd, and the saver's pipe (saved sessions) */
@@ -185,6 +186,9 @@ static void on_message(struct sup *sup, struct session *s, struct wire_msg *m)
 				set_expect(sup, s, P_RESUMED);
 		} else {
 			s->hello_due = false;
+			/* A new process: its gate (gate.c), or none. */
+			gate_attach(sup, s, m->nfds == 1 ? m->fds[0] : -1);
+			m->nfds = 0; /* kept, or closed */
 			set_expect(sup, s, s->phase);
 		}
 		return;

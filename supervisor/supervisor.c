@@ -429,7 +429,7 @@ void sup_submit(struct sup *sup, struct run *c)
 		outbuf_init(&s->err, sup->cfg.ws, (size_t)L->max_output_chars, log_cap);
 		snprintf(s->name, sizeof s->name, "%s", c->session);
 		s->sup = sup;
-		s->pidfd = s->ctrl = s->out_r = s->err_r = s->ckpt_pidfd = s->dropped_pidfd = -1;
+		s->pidfd = s->ctrl = s->out_r = s->err_r = s->ckpt_pidfd = s->dropped_pidfd = s->gate_fd = -1;
 		s->next = sup->sessions;
 		sup->sessions = s;
 		s->lock_fd = -1;
@@ -545,6 +545,7 @@ void sup_free(struct sup *sup)
 		free(s);
 		s = next;
 	}
+	gate_free(sup);
 	persist_free(sup->persist);
 	warmup_free(sup->warm);
 	zlink_free(sup->zl);

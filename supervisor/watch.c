@@ -351,6 +351,83 @@ static int64_t pss_anon(const char *proc, pid_t pid)
 	return p ? (int64_t)strtoull(p + 5, NULL, 10) * 1024 : -EIO;
 }
 
+/* A process's proportional shares from smaps_rollup (Linux 5.9+: the
+ * Pss_Anon and Pss_Shmem lines): each page it maps counts divided by the
+ * number of processes that map it, so that over a set of processes a page
+ * they share counts once.  0, -ESRCH when the process is gone, -EACCES when
+ * this server may not read it (a session is not dumpable: only a caller
+ * with CAP_SYS_PTRACE over it may), -ENOTSUP when the kernel does not split
+ * Pss so. */
+static int pss_shares(const char *proc, pid_t pid, uint64_t *anon, uint64_t *shmem)
+{
+	char path[256], buf[4096];
+	snprintf(path, sizeof path, "%s/%d/smaps_rollup", proc, (int)pid);
+	ssize_t n = read_small(path, buf, sizeof buf);
+	if (n < 0)
+		return n == -ENOENT ? -ESRCH : n == -EPERM ? -EACCES : (int)n;
+	if (n == 0)
+		return -ESRCH; /* an exited process (a zombie) maps nothing */
+	const char *a = strstr(buf, "\nPss_Anon:"), *m = strstr(buf, "\nPss_Shmem:");
+	if (!a || !m)
+		return -ENOTSUP;
+	*anon = strtoull(a + 10, NULL, 10) * 1024;
+	*shmem = strtoull(m + 11, NULL, 10) * 1024;
+	return 0;
+}
+
+int watch_footprint_pss(const char *proc, pid_t zygote, pid_t root, pid_t skip, pid_t dying, struct footprint *u)
+{
+	memset(u, 0, sizeof *u);
+	pid_t *below = NULL;
+	size_t n = 0;
+	pid_t keep[2];
+	size_t nk = 0;
+	if (skip > 0)
+		keep[nk++] = skip;
+	if (dying > 0)
+		keep[nk++] = dying;
+	int rc = procs_list_below(proc, root, keep, nk, &below, &n);
+	if (rc < 0)
+		return rc;
+	struct inos *seen = xcalloc(1, sizeof *seen);
+	/* The session's processes, then its checkpoint (its own pages only:
+	 * what is below it is a save, with a watchdog of its own). */
+	for (size_t i = 0; i <= n + 1 && rc == 0; i++) {
+		pid_t p = i == 0 ? root : i <= n ? below[i - 1] : skip;
+		if (p <= 0)
+			continue;
+		char path[256], buf[4096];
+		snprintf(path, sizeof path, "%s/%d/status", proc, (int)p);
+		if (read_small(path, buf, sizeof buf) < 0)
+			continue; /* gone meanwhile */
+		uint64_t a = 0, m = 0;
+		int r = pss_shares(proc, p, &a, &m);
+		if (r == -ESRCH)
+			continue;
+		if (r < 0) {
+			rc = r;
+			break;
+		}
+		if (i > n) {
+			u->copy = a + m;
+			continue;
+		}
+		uint64_t threads = status_kb(buf, "\nThreads:");
+		u->tasks += threads ? (long)threads : 1;
+		u->anon += a;
+		u->shmem += m;
+		u->memfd += memfd_bytes(proc, p, seen);
+	}
+	free(seen);
+	free(below);
+	if (rc < 0)
+		return rc;
+	u->tmpfs = tmpfs_bytes(zygote, "/tmp") + tmpfs_bytes(zygote, "/dev/shm");
+	u->pss = true;
+	u->total = u->anon + u->shmem + u->memfd + u->tmpfs + u->copy;
+	return 0;
+}
+
 /* CPU time (ms) of pid and of the children it has waited for. */
 static long cpu_with_children_ms(const char *proc, pid_t pid)
 {
@@ -429,6 +506,12 @@ static int footprint_seen(const char *proc, pid_t zygote, pid_t root, pid_t skip
 	add_proc(proc, root, u, seen);
 	for (size_t i = 0; i < n; i++)
 		add_proc(proc, below[i], u, seen);
+	/* The checkpoint's resident pages, most of them shared with the
+	 * session: what its copy could cost at most (not in the total). */
+	char path[256], buf[4096];
+	snprintf(path, sizeof path, "%s/%d/status", proc, (int)skip);
+	if (skip > 0 && read_small(path, buf, sizeof buf) >= 0)
+		u->copy_rss = (status_kb(buf, "\nRssAnon:") + status_kb(buf, "\nRssShmem:")) * 1024;
 	u->tmpfs = tmpfs_bytes(zygote, "/tmp") + tmpfs_bytes(zygote, "/dev/shm");
 	/* Counted as the sum: pages of a memfd or tmpfs file that are also
 	 * mapped count twice, which errs on the side of the limit. */
@@ -510,6 +593,13 @@ void watch_describe_memory(long memory_mb, long max_processes, FILE *out)
 		"(status memory, rolled back); RLIMIT_DATA binds each process; cgroup v2 memory controller: %s\n",
 		memory_mb, WATCH_INTERVAL_MS,
 		cgroup2_memory_delegated() ? "delegated, not used (the watchdog holds)" : "not delegated here");
+	/* The same probe answers both: /proc/PID/fd and smaps_rollup of a
+	 * process that is not dumpable open under the same ptrace check. */
+	fprintf(out, "memory counted by: %s\n", watch_sees_fds()
+		? "proportional shares near the limit (smaps_rollup: a page the session's processes share counts once, "
+		  "and its checkpoint's copy of the pages the session changed counts too)"
+		: "resident pages (this server cannot read its sessions' smaps_rollup: a page shared by a session's "
+		  "processes counts in each, and its checkpoint's copy is not counted)");
 	fprintf(out, "memfds: %s\n", watch_sees_fds()
 		? "counted by their size from each session process's descriptors"
 		: "memfd_create refused in the sandbox: this server cannot read its sessions' descriptors "

@@ -63,7 +63,10 @@ struct footprint {
 	uint64_t shmem;    /* RssShmem summed (shared, memfd and tmpfs pages mapped) */
 	uint64_t memfd;    /* memfds the processes hold open, by their size */
 	uint64_t tmpfs;    /* what the jail's private /tmp and /dev/shm hold */
+	uint64_t copy;     /* pss: the checkpoint's proportional share */
 	uint64_t total;    /* all of the above */
+	uint64_t copy_rss; /* not pss: the checkpoint's RssAnon + RssShmem, not in total */
+	bool pss;          /* anon, shmem and copy are proportional shares */
 };
 
 /* When to look next (ms) after a look that found u, under a memory limit of
@@ -86,6 +89,19 @@ bool watch_proc_root(pid_t zygote, char *buf, size_t n);
  * shows them.  The jail's /tmp and /dev/shm are found below the zygote's
  * root.  0 or -errno. */
 int watch_footprint(const char *proc, pid_t zygote, pid_t root, pid_t skip, pid_t dying, struct footprint *u);
+
+/* The same, counted as the host holds it: each process's proportional
+ * share of the anonymous and shared-memory pages it maps (smaps_rollup's
+ * Pss_Anon and Pss_Shmem), so that a page the session's processes and its
+ * checkpoint share counts once (a forked worker's copy-on-write pages, the
+ * checkpoint's copy of the state), and the checkpoint's own share is in
+ * u->copy and in the total: the pages the session changed since the copy
+ * was taken cost their old version there too.  Reads every page table of
+ * those processes (about 8 ms a GB of 4 kB pages on a loaded machine: see
+ * limits.c for how often).  -EACCES when the server may not read a
+ * session's smaps_rollup (not root, no CAP_SYS_PTRACE), -ENOTSUP on a
+ * kernel before 5.9: the caller counts by watch_footprint then. */
+int watch_footprint_pss(const char *proc, pid_t zygote, pid_t root, pid_t skip, pid_t dying, struct footprint *u);
 
 /* What a session's save uses (the processes below its frozen checkpoint:
  * the saver and whatever the code run by pickling started). */

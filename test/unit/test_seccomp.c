@@ -35,6 +35,10 @@
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <seccomp.h>
+#include <sys/uio.h>
 
 #include "../../common/util.h"
 #include "../../jail/landlock.h"
@@ -437,6 +441,117 @@ static void test_disabled(void **state)
 	jail_knobs_read();
 }
 
+/* The session's gate (seccomp_session_gate), in a child loaded as the
+ * jail loads a session, with this process as the server holding the
+ * listener: clone(CLONE_PARENT) refused when the server says so;
+ * prctl(PR_SET_CHILD_SUBREAPER, 0) let through when it says so; a second
+ * listener stacked by the code refused (EBUSY) while the server holds the
+ * gate's, so the code can never answer its own requests; with the
+ * listener closed, refused (ENOSYS). */
+static int gate_second_listener(void)
+{
+	/* By the raw call, as code with ctypes would make it. */
+	struct sock_filter f[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_getppid, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_USER_NOTIF),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog prog = { .len = N_ELEMENTS(f), .filter = f };
+	return res(syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER, &prog));
+}
+
+static void test_gate(void **state)
+{
+	(void)state;
+	int sv[2], res_pipe[2];
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	assert_int_equal(pipe2(res_pipe, O_CLOEXEC), 0);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		close(sv[0]);
+		struct jail_report r;
+		struct err e = { 0 };
+		int fd = -1;
+		if (apply_mode(TREE, &r) < 0 || seccomp_session_gate(&fd, &e) < 0 || fd < 0)
+			_exit(3);
+		char c = 'g', cbuf[CMSG_SPACE(sizeof(int))] = { 0 };
+		struct iovec iov = { &c, 1 };
+		struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof cbuf };
+		struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+		if (!cm)
+			_exit(6);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(cm), &fd, sizeof fd);
+		if (sendmsg(sv[1], &mh, 0) != 1)
+			_exit(4);
+		close(fd);
+		int out[5];
+		out[2] = gate_second_listener();
+		long cr = syscall(SYS_clone, CLONE_PARENT | SIGCHLD, 0, 0, 0, 0);
+		if (cr == 0)
+			_exit(0); /* let through: a child outside the tree */
+		out[0] = cr < 0 ? errno : 0;
+		out[1] = res(prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0));
+		/* Told (by a byte) that the server closed the listener. */
+		if (read(sv[1], &c, 1) != 1)
+			_exit(5);
+		cr = syscall(SYS_clone, CLONE_PARENT | SIGCHLD, 0, 0, 0, 0);
+		if (cr == 0)
+			_exit(0);
+		out[3] = cr < 0 ? errno : 0;
+		/* Once no one holds the listener the kernel lets go of it, and
+		 * a listener of the code's own could be stacked: the server
+		 * holds each until no process with the filter is left
+		 * (supervisor/gate.c). */
+		out[4] = gate_second_listener();
+		(void)!write(res_pipe[1], out, sizeof out);
+		_exit(0);
+	}
+	close(sv[1]);
+	close(res_pipe[1]);
+	char c, cbuf[CMSG_SPACE(sizeof(int))];
+	struct iovec iov = { &c, 1 };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof cbuf };
+	assert_int_equal(recvmsg(sv[0], &mh, MSG_CMSG_CLOEXEC), 1);
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+	int fd = -1;
+	if (cm)
+		memcpy(&fd, CMSG_DATA(cm), sizeof fd);
+	assert_true(fd >= 0);
+	/* Two requests: the clone (refused), the prctl (let through). */
+	for (int i = 0; i < 2; i++) {
+		struct seccomp_notif req;
+		memset(&req, 0, sizeof req);
+		assert_int_equal(ioctl(fd, SECCOMP_IOCTL_NOTIF_RECV, &req), 0);
+		assert_int_equal((pid_t)req.pid, pid);
+		struct seccomp_notif_resp resp = { .id = req.id };
+		if (req.data.nr == SYS_clone)
+			resp.error = -EPERM;
+		else
+			resp.flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
+		assert_int_equal(req.data.nr, i == 0 ? SYS_clone : SYS_prctl);
+		assert_int_equal(ioctl(fd, SECCOMP_IOCTL_NOTIF_SEND, &resp), 0);
+	}
+	close(fd);
+	assert_int_equal(write(sv[0], "x", 1), 1);
+	int out[5] = { -1, -1, -1, -1, -1 };
+	assert_int_equal(read(res_pipe[0], out, sizeof out), (ssize_t)sizeof out);
+	int st;
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	assert_int_equal(out[0], EPERM);
+	assert_int_equal(out[1], 0);
+	assert_int_equal(out[2], EBUSY);
+	assert_int_equal(out[3], ENOSYS);
+	assert_int_equal(out[4], 0);
+	close(sv[0]);
+	close(res_pipe[0]);
+}
+
 int main(void)
 {
 	static enum mode modes[N_MODES] = { TREE, TREE_OPEN, NSFREE, NSFREE_OPEN, NSFREE_ABI2 };
@@ -448,6 +563,7 @@ int main(void)
 		{ "no mount tree, Landlock ABI 2", test_mode, NULL, NULL, (void *)&modes[NSFREE_ABI2] },
 		cmocka_unit_test(test_x32_kills),
 		cmocka_unit_test(test_disabled),
+		cmocka_unit_test(test_gate),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,118 @@
+// memory_mb counts what the host holds for a session: a page its processes
+// share (a forked worker's copy-on-write pages) once, and the pages its
+// checkpoint keeps for a rollback (the old version of what the session
+// rewrote since the copy was taken) too.  Counted by proportional shares
+// (smaps_rollup), which a server may read when it has CAP_SYS_PTRACE over
+// its sessions (root): run as root, in both jail modes.  Effects checked
+// from outside: the host memory of the sandbox's processes in /proc.
+import { test, describe, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { spawnSync } from 'node:child_process';
+
+import { SANITIZED, startClient, newProject, execPy, descendants, show, BIN, reachableArgv } from './lib.mjs';
+
+const DOCKERRUN = path.join(path.dirname(BIN), 'helpers', 'dockerrun');
+const AS_ROOT = process.getuid() === 0;
+// The sanitizers' shadow memory makes each process larger: more room, and
+// larger arrays so that what must be over stays over.
+const MB = SANITIZED ? 1212 : 700;
+const FRAME = SANITIZED ? 500 : 300;
+const ARRAY = SANITIZED ? 700 : 400;
+const env = { PSM_TEST_REPLAY_MS: '0' }; // every call takes its checkpoint
+
+/** Host memory (MB) the sandbox's processes hold: Pss_Anon + Pss_Shmem. */
+function sandboxPssMb(serverPid) {
+	let kb = 0;
+	for (const p of descendants(serverPid)) {
+		let s;
+		try { s = fs.readFileSync(`/proc/${p.pid}/smaps_rollup`, 'utf8'); } catch { continue; }
+		for (const k of ['Pss_Anon', 'Pss_Shmem']) {
+			const m = s.match(new RegExp(`^${k}:\\s+(\\d+)`, 'm'));
+			if (m) kb += Number(m[1]);
+		}
+	}
+	return kb / 1024;
+}
+
+const modes = AS_ROOT ? [['namespaces', null]] : [];
+for (const [mode, ns] of modes) {
+	describe(`memory counted as the host holds it (${mode}, as root)`, () => {
+		let h;
+		before(async () => {
+			const launch = ns ? { command: DOCKERRUN, commandArgs: [BIN] } : {};
+			h = await startClient(newProject('share'), { structured: true, env, args: ['--memory', String(MB)], ...launch });
+		});
+		after(async () => { await h?.close(); });
+
+		test(`Pool(2) over a ${FRAME} MB frame under memory_mb ${MB}: its workers' shared pages count once`, { timeout: 180000 }, async () => {
+			let r = await execPy(h, `import numpy as np\nbig = np.ones(${FRAME} << 17)\nbig.nbytes >> 20`);
+			assert.equal(r.sc.status, 'ok', show(r.text));
+			let peak = 0;
+			const sampler = setInterval(() => { peak = Math.max(peak, sandboxPssMb(h.pid)); }, 200);
+			try {
+				r = await execPy(h, [
+					'import time',
+					'from multiprocessing import Pool',
+					'def f(i):',
+					'    time.sleep(1.5)',
+					'    return float(big[i::1000].sum())',
+					'with Pool(2) as p:',
+					'    out = p.map(f, range(4))',
+					'len(out)',
+				].join('\n'), { timeout_s: 60 });
+			} finally { clearInterval(sampler); }
+			if (SANITIZED) {
+				// The sanitizers' allocator (shadow, quarantine) gives each
+				// forked worker memory of its own that no plain run has:
+				// only the server's own work on the count is checked here.
+				assert.ok(['ok', 'memory'].includes(r.sc.status), show(r.text));
+				assert.equal((await execPy(h, '1 + 1')).sc.status, 'ok');
+				return;
+			}
+			// Three processes of FRAME MB each by their resident pages: the
+			// old count stopped this as "memory".
+			assert.equal(r.sc.status, 'ok', show(r.text));
+			assert.match(r.text, /\b4\b/);
+			// What the host held meanwhile: the frame once, not three times.
+			assert.ok(peak < FRAME * 2, `the sandbox held ${peak.toFixed(0)} MB`);
+		});
+
+		test(`a ${ARRAY} MB array rewritten in place: the checkpoint's old pages count, the call stops as memory and rolls back`, { timeout: 180000 }, async () => {
+			let r = await execPy(h, `import numpy as np\na = np.ones(${ARRAY} << 17)\na.nbytes >> 20`, { session: 'rw' });
+			assert.equal(r.sc.status, 'ok', show(r.text));
+			// The session itself stays at ARRAY MB; with its checkpoint's
+			// copy of the old pages it is twice that, over memory_mb.
+			r = await execPy(h, 'a *= 2\nfloat(a[0])', { session: 'rw', timeout_s: 60 });
+			if (SANITIZED && r.sc.status === 'ok') {
+				// The sanitizers' numbers are not a plain run's (see above):
+				// kept, the state must be the rewritten one.
+				assert.match(r.text, /2\.0/, show(r.text));
+				return;
+			}
+			assert.deepEqual([r.sc.status, r.sc.state], ['memory', 'rolled_back'], show(r.text));
+			assert.match(r.text, /checkpoint's copy/, show(r.text));
+			r = await execPy(h, 'float(a[0]), float(a[-1])', { session: 'rw' });
+			assert.equal(r.sc.status, 'ok', show(r.text));
+			assert.match(r.text, /\(1\.0, 1\.0\)/, 'the state before the call is back');
+			// A quarter of it rewritten: within the limit, kept.
+			r = await execPy(h, 'a[: a.size // 4] *= 2\nfloat(a[0])', { session: 'rw', timeout_s: 60 });
+			assert.deepEqual([r.sc.status, r.sc.state], ['ok', 'kept'], show(r.text));
+		});
+	});
+}
+
+describe('--check says how memory is counted', () => {
+	test('proportional shares as root, resident pages where the sessions cannot be read', { timeout: 60000 }, () => {
+		const root = newProject('share-check');
+		const r = spawnSync(BIN, ['--check', '--root', root], { encoding: 'utf8' });
+		const out = r.stdout + r.stderr;
+		assert.match(out, AS_ROOT ? /proportional shares/ : /resident pages/, out);
+		if (AS_ROOT) {
+			spawnSync('chown', ['-R', '65534:65534', root]);
+			const n = spawnSync('setpriv', ['--reuid=65534', '--regid=65534', '--clear-groups', ...reachableArgv(), '--check', '--root', root], { encoding: 'utf8' });
+			assert.match(n.stdout + n.stderr, /resident pages/, n.stdout + n.stderr);
+		}
+	});
+});
