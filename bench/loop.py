@@ -11,7 +11,7 @@ think time before each call and back to back, through:
   ours       the server with its built-in policy: checkpoints, saved
              sessions and the jail all on
   off        the same server and policy with `checkpoint: false` (what
-             the checkpoint costs; left out by --quick)
+             the checkpoint costs; paired with ours round by round)
   Jupyter    a warm kernel (jupyter_client), the same cells
 
 all in one run, each sequence whole (a call of one side between two calls
