@@ -12,7 +12,8 @@ the median means anything.
 Used by bench/loop.py (the agent loop's rounds) and runnable alone for the
 warm call:
 
-    bench/ab.py --server build/python-sandbox-mcp --floors build/bench [--rounds 7]
+    bench/ab.py --server build/python-sandbox-mcp --floors build/bench [--rounds 7] [--off]
+        [--also before=/path/to/another/build]
 
 prints `1+1` back to back and after 100 ms of think time, checkpoints on
 and off, against this client's floor (bench/floor_echo.c: the same client
@@ -219,14 +220,22 @@ def main():
     ap.add_argument("--floors", default="build/bench", help="where floor_echo is")
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--off", action="store_true", help="also a server with `checkpoint: false`")
+    ap.add_argument("--also", action="append", default=[], metavar="LABEL=BINARY",
+                    help="one more server: another build, under the built-in policy (repeatable)")
     a = ap.parse_args()
+    builds = {"on": os.path.abspath(a.server)}
+    for x in a.also:
+        label, sep, binary = x.partition("=")
+        if not sep or label in ("on", "off", "floor") or not os.access(binary, os.X_OK):
+            sys.exit("ab.py: --also wants LABEL=BINARY, a new label and an executable (got %r)" % x)
+        builds[label] = os.path.abspath(binary)
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     work = tempfile.mkdtemp(prefix="psm-bench-warm-")
     os.environ["XDG_CONFIG_HOME"] = os.path.join(work, "config")
     os.environ["XDG_STATE_HOME"] = os.path.join(work, "state")
     servers = {}
     try:
-        for s in ["on"] + (["off"] if a.off else []):
+        for s in list(builds) + (["off"] if a.off else []):
             root = os.path.join(work, s)
             os.makedirs(os.path.join(root, "workspace"))
             skill = None
@@ -235,7 +244,7 @@ def main():
                 skill = os.path.join(root, "SKILL.md")
                 with open(skill, "w", encoding="utf-8") as f:
                     f.write(text.replace("checkpoint: true", "checkpoint: false"))
-            servers[s] = run.Server(os.path.abspath(a.server), root, skill,
+            servers[s] = run.Server(builds.get(s, builds["on"]), root, skill,
                                     stderr_path=os.path.join(work, s + ".err"))
             servers[s].initialize(timeout=120)
             servers[s].execute("1+1", timeout=120)

@@ -454,7 +454,7 @@ def main():
         warm = None
         if not a.no_warm and "ours" in actors:
             run.log("warm `1+1` against the client floor")
-            warm = ab.warm(os.path.join(a.floors, "floor_echo"), {
+            warm = ab.warm(os.path.join(os.path.abspath(a.floors), "floor_echo"), {
                 s: actors[s].s for s in ("ours", "off") if s in actors}, rounds=max(a.rounds, 5))
         for n in sizes:
             run.log("agent loop: %d rows, sides %s" % (n, ", ".join(sides)))
