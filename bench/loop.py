@@ -688,6 +688,8 @@ def main():
             fmt(setup_s[n].get(s, float("nan")) * 1000) for s in sides)))
     abm = {}
     L += ab_report(res, cpu, expl, cells, sizes, modes, warm, abm)
+    if abm.get("ab"):
+        abm["ab"]["think_s"] = a.think
     if measured:
         load_note = "load %.1f to %.1f" % (min(loads), max(loads)) if loads else ""
         measured["load"] = load_note

@@ -172,7 +172,7 @@ def ab_rows(data, min_pairs=5):
     rows = []
     sizes = sorted({k.split("/")[0] for k in ab.get("loop") or {}} | {"400000", "4000000"}, key=int)
     for n, label in ((n, {"400000": "400k", "4000000": "4M"}.get(n, "{:,}".format(int(n)))) for n in sizes):
-        for mode, wl in (("think", "1 s think"), ("b2b", "back to back")):
+        for mode, wl in (("think", "%g s think" % ab.get("think_s", 1.0)), ("b2b", "back to back")):
             v = (ab.get("loop") or {}).get("%s/%s" % (n, mode))
             for what, key in (("sum of latencies", "sum"), ("CPU per call", "cpu")):
                 t = "agent loop, %s rows, %s: checkpoints on / off, %s (median of pairs [spread])" % (
