@@ -26,19 +26,20 @@ bench: setup bench-setup $(BIN) $(BENCH_FLOORS) $(BUILD)/helpers/dockerrun
 		--wrap $(BUILD)/helpers/dockerrun --skip=jupyter,output,rewrite,strings $(BENCH_ARGS)
 	$(BENCH_PY) bench/agent.py --server $(BIN) --results bench/RESULTS.md --targets $(BENCH_TARGETS) \
 		$(or $(AGENT_ARGS),$(BENCH_QUICK))
-	$(BENCH_PY) bench/loop.py --server $(BIN) --results bench/RESULTS.md --targets $(BENCH_TARGETS) \
+	$(BENCH_PY) bench/loop.py --server $(BIN) --floors $(BENCH_BUILD) --results bench/RESULTS.md --targets $(BENCH_TARGETS) \
 		$(or $(LOOP_ARGS),$(BENCH_QUICK))
 	$(BENCH_PY) bench/warmup.py --server $(BIN) --results bench/RESULTS.md --targets $(BENCH_TARGETS) \
 		$(or $(WARMUP_ARGS),$(BENCH_QUICK))
 	$(BENCH_PY) bench/targets.py --targets $(BENCH_TARGETS) --results bench/RESULTS.md
 
-#   make bench-loop LOOP_ARGS=--quick                 one round, each kind of cell once (about 3 min)
-#   make bench-loop LOOP_ARGS="--sizes 400000 --sides ours,jupyter"
+#   make bench-loop LOOP_ARGS=--quick                 development: 400k rows, 3 rounds, each kind of cell once
+#   make bench-loop LOOP_ARGS="--sizes 400000 --sides ours,off"
+#   make bench-loop LOOP_ARGS="--sides ours,off --rounds 7"   checkpoints on against off only
 LOOP_ARGS ?=
-## bench-loop: one agent's loop over one DataFrame (400k and 4M rows, 28 calls, 1 s think and back to back) against Jupyter (about 15 min)
+## bench-loop: one agent's loop over one DataFrame (400k and 4M rows, 28 calls, 1 s think and back to back): checkpoints on against off pair by pair (5 rounds), against Jupyter, and the warm `1+1` against the client floor (about an hour on a loaded 2-core VM)
 .PHONY: bench-loop
-bench-loop: setup bench-setup $(BIN)
-	$(BENCH_PY) bench/loop.py --server $(BIN) $(LOOP_ARGS)
+bench-loop: setup bench-setup $(BIN) $(BENCH_BUILD)/floor_echo
+	$(BENCH_PY) bench/loop.py --server $(BIN) --floors $(BENCH_BUILD) $(LOOP_ARGS)
 
 #   make bench-warmup WARMUP_ARGS=--quick
 WARMUP_ARGS ?=

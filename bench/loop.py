@@ -11,7 +11,7 @@ think time before each call and back to back, through:
   ours       the server with its built-in policy: checkpoints, saved
              sessions and the jail all on
   off        the same server and policy with `checkpoint: false` (what
-             the checkpoint costs; left out by --quick)
+             the checkpoint costs; paired with ours round by round)
   Jupyter    a warm kernel (jupyter_client), the same cells
 
 all in one run, each sequence whole (a call of one side between two calls
@@ -35,6 +35,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import ab  # noqa: E402  (checkpoints on against off, pair by pair)
 import run  # noqa: E402  (the bench's MCP client, Jupyter client, stats)
 import targets  # noqa: E402
 
@@ -329,11 +330,42 @@ def interleaved(actors, order, cells, think):
     return out
 
 
+def ab_report(res, cpu, expl, cells, sizes, modes, warm, measured):
+    """Checkpoints on against off, pair by pair, and the warm call against
+    the client floor (bench/ab.py); sets measured["ab"] for the targets."""
+    L = []
+    got = {}
+    if warm:
+        lines, rows = ab.warm_lines(warm)
+        L += ["", "Warm `1+1` (a small session of each server, before the frame is built) against this "
+              "client's floor (bench/floor_echo.c), %d interleaved rounds, the median call of each round; "
+              "the ratio of each round's pair, its median and [spread]:" % len(warm["b2b"]["floor"]), ""] + lines
+        got["warm"] = {k: {"ratio": list(v[0]), "text": v[1]} for k, v in rows.items() if v[0]}
+    loop = ab.loop_pairs(res, cpu, len(cells), sizes, modes)
+    if loop:
+        labels = dict(PARTS)
+        kinds = {k: ab.loop_kinds(res, expl, cells, [c for c, _ in LOOP_CELLS], int(k.split("/")[0]),
+                                  k.split("/")[1]) for k in loop}
+        parts = {k: ab.loop_parts(expl, int(k.split("/")[0]), k.split("/")[1], len(cells), PARTS) for k in loop}
+        L += [""] + ab.loop_lines(loop, kinds, parts, labels)
+        got["loop"] = {k: dict(v, sum=list(v["sum"]) if v["sum"] else None,
+                               cpu=list(v["cpu"]) if v["cpu"] else None) for k, v in loop.items()}
+        got["kinds"] = {k: [list(r) for r in v] for k, v in kinds.items()}
+        got["parts"] = {k: {labels[p]: x for p, x in v.items()} for k, v in parts.items()}
+    if got:
+        measured["ab"] = got
+    return L
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--server", required=True)
-    ap.add_argument("--sizes", default="400000,4000000", help="rows of the frame, comma-separated")
-    ap.add_argument("--rounds", type=int, default=3, help="timed sequences per side, size and mode")
+    ap.add_argument("--sizes", help="rows of the frame, comma-separated (400000,4000000; --quick: 400000)")
+    ap.add_argument("--rounds", type=int, default=5,
+                    help="timed sequences per side, size and mode: the pairs of on against off")
+    ap.add_argument("--floors", default=os.path.join(REPO, "build", "bench"),
+                    help="where bench/floor_echo.c was built (the client floor of the warm call)")
+    ap.add_argument("--no-warm", action="store_true", help="leave out the warm `1+1` against the client floor")
     ap.add_argument("--think", type=float, default=1.0, help="seconds of think time before each call")
     ap.add_argument("--sides", default="ours,off,jupyter", help="comma-separated: ours,off,jupyter")
     ap.add_argument("--repeat", type=int, default=2, help="times the 14 kinds of cell run in a sequence")
@@ -342,13 +374,15 @@ def main():
     ap.add_argument("--also", action="append", default=[], metavar="LABEL=BINARY",
                     help="one more side: another build of the server (or a script that starts one), "
                     "under the built-in policy, compared in the same run (repeatable)")
-    ap.add_argument("--quick", action="store_true", help="one round, each kind once, no `off` side")
+    ap.add_argument("--quick", action="store_true",
+                    help="development: 3 rounds (too few pairs for a verdict), each kind once, 400k rows")
     ap.add_argument("--results", help="append the tables (markdown) to this file")
     ap.add_argument("--targets", help="record the ratios in this JSON file (bench/targets.py)")
     a = ap.parse_args()
     if a.quick:
-        a.rounds, a.repeat = 1, 1
-        a.sides = ",".join(s for s in a.sides.split(",") if s != "off")
+        a.rounds, a.repeat = min(a.rounds, 3), 1
+        a.sizes = a.sizes or "400000"
+    a.sizes = a.sizes or "400000,4000000"
     sides = [s for s in a.sides.split(",") if s]
     for s in sides:
         if s not in SIDES:
@@ -417,6 +451,11 @@ def main():
                 subprocess.run([server_bin, "--trust", "--yes", "--root", root, "--skill", skill],
                                check=True, stdout=subprocess.DEVNULL)
             actors[s] = Ours(also.get(s, server_bin), root, skill, os.path.join(work, s + ".err"))
+        warm = None
+        if not a.no_warm and "ours" in actors:
+            run.log("warm `1+1` against the client floor")
+            warm = ab.warm(os.path.join(os.path.abspath(a.floors), "floor_echo"), {
+                s: actors[s].s for s in ("ours", "off") if s in actors}, rounds=max(a.rounds, 5))
         for n in sizes:
             run.log("agent loop: %d rows, sides %s" % (n, ", ".join(sides)))
             for s in sides:
@@ -647,6 +686,10 @@ def main():
             L.append("| %s | %s | %s |" % ("{:,}".format(n), kind, " | ".join(bits)))
         L.append("| %s | (setup) | %s |" % ("{:,}".format(n), " | ".join(
             fmt(setup_s[n].get(s, float("nan")) * 1000) for s in sides)))
+    abm = {}
+    L += ab_report(res, cpu, expl, cells, sizes, modes, warm, abm)
+    if abm.get("ab"):
+        abm["ab"]["think_s"] = a.think
     if measured:
         load_note = "load %.1f to %.1f" % (min(loads), max(loads)) if loads else ""
         measured["load"] = load_note
@@ -657,6 +700,12 @@ def main():
         L.append("")
         L += targets.table(targets.loop_rows({"loop": measured}))
         L += targets.loop_explained({"loop": measured})
+    if abm.get("ab"):
+        if a.targets:
+            targets.record(a.targets, "ab", abm["ab"])
+        L.append("")
+        L += targets.table(targets.ab_rows(abm))
+        L += targets.ab_explained(abm)
     targets.emit(L, a.results)
     return 0
 

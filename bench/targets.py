@@ -12,7 +12,10 @@ target a ratio measured side by side in one run:
 - 50 agents at once (bench/agent.py's scale rows) at least 0.8x Jupyter's
   tasks per second, with a total PSS at most half of Jupyter's;
 - a fresh session's first import of modules not yet learned (bench/warmup.py)
-  within 1.1x of a fresh kernel's.
+  within 1.1x of a fresh kernel's;
+- checkpoints on within 3 % of checkpoints off in the agent loop (sum of
+  latencies and CPU per call, median of at least 5 interleaved pairs), and a
+  warm `1+1` within 3x of the client floor (bench/ab.py, run by loop.py).
 
 Each script records what it measured with `--targets FILE` (one JSON object,
 a key per script, rewritten whole each time); `make bench` removes the file
@@ -156,6 +159,74 @@ def other_rows(data):
     return rows
 
 
+
+def _spread(s):
+    return "%.3f× [%.3f to %.3f]" % tuple(s) if s else "-"
+
+
+def ab_rows(data, min_pairs=5):
+    """(target, measured, wanted, ok) for checkpoints on against off in the
+    agent loop and the warm call against the client floor (bench/ab.py's
+    pairs, recorded by bench/loop.py under "ab")."""
+    ab = data.get("ab") or {}
+    rows = []
+    sizes = sorted({k.split("/")[0] for k in ab.get("loop") or {}} | {"400000", "4000000"}, key=int)
+    for n, label in ((n, {"400000": "400k", "4000000": "4M"}.get(n, "{:,}".format(int(n)))) for n in sizes):
+        for mode, wl in (("think", "%g s think" % ab.get("think_s", 1.0)), ("b2b", "back to back")):
+            v = (ab.get("loop") or {}).get("%s/%s" % (n, mode))
+            for what, key in (("sum of latencies", "sum"), ("CPU per call", "cpu")):
+                t = "agent loop, %s rows, %s: checkpoints on / off, %s (median of pairs [spread])" % (
+                    label, wl, what)
+                if not v or not v.get(key):
+                    rows.append((t, "not measured (make bench-loop)", "≤ 1.03×", None))
+                    continue
+                ok = v[key][0] <= 1.03 if v["pairs"] >= min_pairs else None
+                rows.append((t, "%s, %d pairs%s" % (_spread(v[key]), v["pairs"],
+                                                     "" if ok is not None else " (too few for a verdict)"),
+                             "≤ 1.03×", ok))
+    for mode, wl in (("b2b", "back to back"), ("think", "after 100 ms think")):
+        v = (ab.get("warm") or {}).get("ours/%s" % mode)
+        t = "warm `1+1`, %s: ours / the client floor (median of rounds [spread])" % wl
+        if not v:
+            rows.append((t, "not measured (make bench-loop)", "≤ 3×", None))
+            continue
+        rows.append((t, "%s: %s" % (_spread(v["ratio"]), v["text"]), "≤ 3×", v["ratio"][0] <= 3.0))
+    return rows
+
+
+def ab_explained(data):
+    """One line per MISS of ab_rows: where the difference goes, from the
+    run's own tables."""
+    ab = data.get("ab") or {}
+    out = []
+    for key, v in sorted((ab.get("loop") or {}).items()):
+        miss = [k for k in ("sum", "cpu") if v.get(k) and v[k][0] > 1.03]
+        if not miss:
+            continue
+        n, mode = key.split("/")
+        head = "MISS" if v["pairs"] >= 5 else "over 3 %% in %d pairs (too few for a verdict)" % v["pairs"]
+        kinds = sorted(ab.get("kinds", {}).get(key, []), key=lambda r: -(r[1] if r[1] == r[1] else 0))
+        parts = ab.get("parts", {}).get(key, {})
+        out.append("- %s, agent loop %s rows %s (%s): on costs %+.0f ms of latency per sequence and %+.1f ms "
+                   "of CPU per call more than off; by process, per call: %s; the cells that add most latency: %s." % (
+                       head, "{:,}".format(int(n)), "with think time" if mode == "think" else "back to back",
+                       " and ".join({"sum": "latency", "cpu": "CPU"}[k] for k in miss),
+                       v["on_sum_ms"] - v["off_sum_ms"], v["on_cpu_ms"] - v["off_cpu_ms"],
+                       ", ".join("%s %+.1f ms" % (k, x) for k, x in sorted(parts.items(), key=lambda p: -p[1])),
+                       "; ".join("%s %+.0f ms (session CPU %+.0f ms, %+.0f faults, forked after %d of %d)" % tuple(r)
+                                 for r in kinds[:4])))
+    w = ab.get("warm") or {}
+    for mode, wl in (("b2b", "back to back"), ("think", "after 100 ms think")):
+        v, o = w.get("ours/%s" % mode), w.get("off/%s" % mode)
+        if not v or v["ratio"][0] <= 3.0:
+            continue
+        out.append("- MISS, warm `1+1` %s: %s; with checkpoints off %s, so %s of the excess over 3× the floor "
+                   "is the call path itself (server, its threads, the session's round trip), not the checkpoint." % (
+                       wl, v["text"], o["text"] if o else "not measured",
+                       "all" if o and o["ratio"][0] > 3.0 else "not all"))
+    return [""] + out if out else []
+
+
 def table(rows):
     out = ["| target (every protection on) | measured | target | |", "|---|---|---|---|"]
     for label, measured, want, ok in rows:
@@ -183,8 +254,9 @@ def main():
     L = ["### Protection that costs nothing: the targets of this run", "",
          "%s; load average at the end %s; each ratio measured side by side in its own section above." % (
              time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), " ".join("%.2f" % x for x in load1)), ""]
-    L += table(loop_rows(data) + other_rows(data))
+    L += table(loop_rows(data) + ab_rows(data) + other_rows(data))
     L += loop_explained(data)
+    L += ab_explained(data)
     emit(L, a.results)
     return 0
 

@@ -93,6 +93,17 @@ static void set_paused(bool on)
 	}
 }
 
+/* A child of the zygote starts with the signals a plain process has: none
+ * blocked, and SIGCHLD's stop and continue notices back (the zygote turns
+ * them off for itself), so a cell's own children behave as in Python. */
+void session_child_signals(void)
+{
+	sigset_t all;
+	sigfillset(&all);
+	sigprocmask(SIG_UNBLOCK, &all, NULL);
+	sigaction(SIGCHLD, &(struct sigaction){ .sa_handler = SIG_DFL }, NULL);
+}
+
 void warm_enqueue(const struct wire_msg *m)
 {
 	struct zmsg_warm *w = xcalloc(1, sizeof *w);
@@ -309,9 +320,7 @@ static void start_probe(int ctrl, int sfd)
 	pid_t pid = fork();
 	if (pid == 0) {
 		PyOS_AfterFork_Child();
-		sigset_t all;
-		sigfillset(&all);
-		sigprocmask(SIG_UNBLOCK, &all, NULL);
+		session_child_signals();
 		close(p[0]);
 		run_probe(p[1], parent);
 	}

@@ -30,5 +30,8 @@ void warm_work(int ctrl, int sfd);
 bool warm_reaped(pid_t pid);
 /* The probe's pid while it runs, else 0 (kept by the zygote's sweeps). */
 pid_t warm_probe_pid(void);
+/* In a child the zygote forked (a session, a probe): the signal mask and
+ * SIGCHLD's flags a plain process starts with (interp/zygote.c). */
+void session_child_signals(void);
 
 #endif

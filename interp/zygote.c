@@ -860,9 +860,7 @@ static void spawn_session(int ctrl, struct wire_msg *m, int sfd)
 	if (pid == 0) {
 		PyOS_AfterFork_Child();
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		sigset_t all;
-		sigfillset(&all);
-		sigprocmask(SIG_UNBLOCK, &all, NULL);
+		session_child_signals();
 		close(sfd);
 		close(ctrl);
 		int fds[3] = { m->fds[0], m->fds[1], m->fds[2] };
@@ -1130,6 +1128,11 @@ void zygote_main(const struct zygote_config *zc)
 	sigemptyset(&chld);
 	sigaddset(&chld, SIGCHLD);
 	sigprocmask(SIG_BLOCK, &chld, NULL);
+	/* Only exits are reaped here: a session stopped between calls and
+	 * continued for the next would otherwise wake the zygote twice per
+	 * call, CPU the call waits for on a busy machine.  The session gets
+	 * the default back (session_child_signals). */
+	sigaction(SIGCHLD, &(struct sigaction){ .sa_handler = SIG_DFL, .sa_flags = SA_NOCLDSTOP }, NULL);
 	int sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
 	if (sfd < 0)
 		fatal(ctrl, "signalfd failed");

@@ -430,6 +430,13 @@ char *warmup_busy(const struct warmup *w, bool busy)
 {
 	if (!w || !w->on || busy == w->paused)
 		return NULL;
+	/* Nothing sent is unanswered: the zygote has no module loading and no
+	 * probe to stop, so a pause would only wake it, at the start of every
+	 * call and again after its reply, for the CPU the call waits for.
+	 * Names sent later are sent after a reply (warmup_after_reply), and
+	 * the next call that starts while they load pauses them. */
+	if (busy && w->n_due == 0)
+		return NULL;
 	struct zmsg_warm *m = xcalloc(1, sizeof *m);
 	m->has_pause = true;
 	m->pause = busy;
