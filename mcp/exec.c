@@ -46,6 +46,7 @@ struct call {
 	struct art_list before;
 	bool before_taken;       /* the snapshot is in `before` */
 	unsigned long long extra_before; /* what counts besides the listed files then */
+	unsigned long long effect_before; /* scan_job.effect then */
 	struct job *scan_job;    /* a walk of the workspace for this call, or NULL */
 	cJSON *artifacts;        /* array of {path, bytes, mime, change} */
 	bool artifacts_truncated; /* a walk stopped at its entry budget */
@@ -210,6 +211,12 @@ struct scan_job {
 	unsigned long long scratch_bytes; /* what the scratch directory takes now */
 	unsigned long long extra;    /* what counts besides the listed files */
 	char unseen[600];            /* what the walks could not see, or "" */
+	/* What the sandbox alone writes beside the listed files (.cache, the
+	 * scratch and fs_write directories outside), for "did the call write a
+	 * file": .logs and .sessions grow by the server's own writes too (a
+	 * long output's log), so their size says nothing of the call.
+	 * ULLONG_MAX when the walks could not see everything. */
+	unsigned long long effect;
 	/* The after scan, when the history is kept: each file the call
 	 * created or modified with its SHA-256, within a budget of reading. */
 	cJSON *files;
@@ -282,14 +289,19 @@ static unsigned long long scan_extra(struct scan_job *sj, bool *whole)
 	*whole = sj->list.unseen != 0;
 	if (*whole) {
 		art_limit_usage(sj->ws, true, (const char *const *)sj->outside, sj->has_scratch, &u, &sj->scratch_bytes);
+		sj->effect = ULLONG_MAX;
 	} else {
+		unsigned long long cache = 0;
 		for (const char *const *dir = art_server_dirs; *dir; dir++) {
 			art_ws_dir_usage(sj->ws, *dir, 0, &d);
 			art_usage_add(&u, &d);
+			if (strcmp(*dir, ".cache") == 0)
+				cache = d.unseen ? ULLONG_MAX : d.charged;
 		}
 		struct art_usage o;
 		art_limit_usage(sj->ws, false, (const char *const *)sj->outside, sj->has_scratch, &o, &sj->scratch_bytes);
 		art_usage_add(&u, &o);
+		sj->effect = cache == ULLONG_MAX || o.unseen ? ULLONG_MAX : cache + o.charged;
 	}
 	if (u.unseen)
 		art_unseen_text(u.unseen, "", u.where, sj->unseen, sizeof sj->unseen);
@@ -353,7 +365,9 @@ static void scan_done(struct job *j, bool abandoned)
 		c->run.ws_after = sj->ws_after;
 		snprintf(c->run.unseen_after, sizeof c->run.unseen_after, "%s", sj->unseen);
 		c->run.scratch_after = sj->scratch_bytes;
-		c->run.ws_changed = sj->changed;
+		/* A file written where the diff does not look (.cache, outside the
+		 * workspace) is a change too: the replay log must not run it again. */
+		c->run.ws_changed = sj->changed || sj->effect != c->effect_before || sj->effect == ULLONG_MAX;
 		c->artifacts = sj->artifacts;
 		sj->artifacts = NULL;
 		c->files = sj->files;
@@ -374,6 +388,7 @@ static void scan_done(struct job *j, bool abandoned)
 		/* A list the walk could not finish counts whole (scan_extra). */
 		unsigned long long listed = art_list_bytes(&c->before);
 		c->extra_before = c->before.unseen ? (sj->extra > listed ? sj->extra - listed : 0) : sj->extra;
+		c->effect_before = sj->effect;
 	}
 	void (*then)(struct run *, void *) = sj->then;
 	void *arg = sj->arg;

@@ -420,9 +420,12 @@ bool replay_log_instead(struct sup *sup, struct session *s, struct run *c)
 	struct replay_facts f = {
 		.has_base = s->ckpt_pidfd >= 0,
 		.plain = c->state == STATE_KEPT && !sup->stopping && !c->new_session,
-		/* The diff of the workspace's files, and its size (without
-		 * namespaces the private temp directory counts in it). */
-		.wrote = c->ws_changed || c->ws_after != c->ws_before,
+		/* The diff of the workspace's files, and what the sandbox alone
+		 * writes beside them (.cache, the private temp directory, fs_write
+		 * directories outside): mcp/exec.c folds both into ws_changed.
+		 * Not the workspace's whole size, which counts .logs and .sessions,
+		 * where the server's own writes land (a long output's log). */
+		.wrote = c->ws_changed,
 		.threads = thread_count(s->hpid),
 		.code = c->code,
 		/* Unknown without a result: as if it read. */

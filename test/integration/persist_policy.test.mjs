@@ -45,7 +45,10 @@ describe('saved sessions and the policy', () => {
 		await sleep(1500);
 		await h.close();
 		assert.equal(fs.existsSync(path.join(root, 'workspace', '.sessions')), false, 'no .sessions directory');
-		assert.equal(fs.existsSync(path.join(xdg, 'python-sandbox-mcp')), false, 'no key made');
+		// No key, no lock: nothing of a saved session.  The server's history
+		// of the calls (what export reads) is kept all the same.
+		assert.equal(fs.existsSync(path.join(xdg, 'python-sandbox-mcp', 'key')), false, 'no key made');
+		assert.equal(fs.existsSync(path.join(xdg, 'python-sandbox-mcp', 'locks')), false, 'no lock taken');
 		h = await start(root, xdg);
 		r = await execPy(h, '"x" in globals()');
 		assert.equal(r.sc.state, 'new');
