@@ -4,6 +4,7 @@
 #include "private.h"
 
 static void drop_checkpoint(struct session *s);
+static void copy_died(void *arg, int fd, short revents);
 
 void cancel_resume_timer(struct sup *sup, struct session *s)
 {
@@ -33,6 +34,7 @@ bool roll_back(struct sup *sup, struct session *s, int wstatus, bool status_know
 		log_warn("session %s: the checkpoint is gone (%s)", s->name, strerror(errno));
 		return false;
 	}
+	loop_unwatch(sup->cfg.loop, s->ckpt_pidfd); /* the session's now (copy_died) */
 	if (s->pidfd >= 0)
 		close(s->pidfd);
 	s->pidfd = s->ckpt_pidfd;
@@ -129,6 +131,7 @@ void due_expired(void *arg)
 static void drop_checkpoint(struct session *s)
 {
 	if (s->ckpt_pidfd >= 0) {
+		loop_unwatch(s->sup->cfg.loop, s->ckpt_pidfd);
 		pidfd_signal(s->ckpt_pidfd, SIGKILL);
 		/* Kept until the next one: the end of the call tells the dying
 		 * copy from a live child by it (check_quiet). */
@@ -176,8 +179,105 @@ int accept_checkpoint(struct sup *sup, struct session *s, int pidfd, pid_t said,
 	s->ckpt_pidfd = pidfd;
 	s->ckpt_pid = k.ns;
 	s->ckpt_hpid = k.host;
-	(void)sup;
+	/* Its death is seen at once (the pidfd polls readable), not by the
+	 * call that needs it: one more descriptor in the loop's poll, no
+	 * system call per call. */
+	loop_watch(sup->cfg.loop, pidfd, POLLIN, copy_died, s);
+	if (s->copy_lost[0]) {
+		char note[400];
+		snprintf(note, sizeof note,
+			 "the copy of the session's state kept to roll back to was killed from outside (%s); a new one was taken "
+			 "from the session, which held the same state: nothing was lost", s->copy_lost);
+		note_next(s, note);
+		s->copy_lost[0] = '\0';
+	}
 	return 0;
+}
+
+/* How a copy the server did not end died, for the log and the notes: its
+ * exit status from /proc while it is a zombie of the frozen session (read
+ * only where the server may: a root server, or one whose sessions are its
+ * own user's and dumpable); else only that it died. */
+static void copy_death(pid_t hpid, char *buf, size_t n)
+{
+	char path[64], st[1024];
+	snprintf(path, sizeof path, "/proc/%d/stat", (int)hpid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t len = fd >= 0 ? read(fd, st, sizeof st - 1) : -1;
+	if (fd >= 0)
+		close(fd);
+	int code = -1;
+	const char *p = len > 0 ? (st[len] = '\0', strrchr(st, ')')) : NULL;
+	/* The exit code is the 52nd field; the 3rd (state) is right after
+	 * the name, "Z" for a zombie. */
+	if (p && p[1] == ' ' && p[2] == 'Z') {
+		int field = 2;
+		for (const char *q = p + 1; *q; q++)
+			if (*q == ' ' && ++field == 52) {
+				code = atoi(q + 1);
+				break;
+			}
+	}
+	if (code > 0 && WIFSIGNALED(code))
+		snprintf(buf, n, "%s: by an operator's kill, or the kernel's out-of-memory killer", call_signal_name(WTERMSIG(code)));
+	else if (code > 0 && WIFEXITED(code))
+		snprintf(buf, n, "it exited with status %d", WEXITSTATUS(code));
+	else
+		snprintf(buf, n, "it ended, and the server did not end it");
+}
+
+/* The copy to roll back to died, and not by the server's hand (its pidfd
+ * polls readable): the kernel's OOM killer, an operator's kill by name.
+ * Without a new one, the next timeout or crash would lose the whole state:
+ * a resting session takes one at once (the state it holds is the one the
+ * copy held), a busy one after its call (settled: no copy, no log), and
+ * the call's reply says what was lost if the call then fails (session_dead). */
+static void copy_died(void *arg, int fd, short revents)
+{
+	struct session *s = arg;
+	struct sup *sup = s->sup;
+	(void)revents;
+	if (fd != s->ckpt_pidfd || !kproc_exited(fd)) {
+		if (fd != s->ckpt_pidfd)
+			loop_unwatch(sup->cfg.loop, fd);
+		return;
+	}
+	copy_death(s->ckpt_hpid, s->copy_lost, sizeof s->copy_lost);
+	log_warn("session %s: its checkpoint copy (pid %d) died (%s): a new one is taken", s->name, (int)s->ckpt_hpid, s->copy_lost);
+	drop_checkpoint(s); /* a zombie of the session until it runs: "dying" */
+	/* Its saver died with it (PDEATHSIG): the new copy saves again. */
+	if (s->save)
+		quiet_abandon_save(sup, s);
+	if (!retake_copy(sup, s))
+		log_info("session %s: a new copy is taken once its call is over", s->name);
+}
+
+/* At most this many copies are taken again between two calls: something
+ * outside that kills every copy at once must not keep the session forking. */
+#define COPY_RETAKES_MAX 3
+
+bool retake_copy(struct sup *sup, struct session *s)
+{
+	struct run *c = s->cur;
+	if (!s->copy_lost[0] || s->ckpt_pidfd >= 0 || !s->alive || s->killed || s->phase != P_IDLE || s->ckpt_due != DUE_NONE ||
+	    s->ctrl < 0 || s->pidfd < 0 || s->fork_child || replay_active(s) || !sup->cfg.policy->limits.checkpoint ||
+	    s->copy_retakes >= COPY_RETAKES_MAX)
+		return false;
+	/* A call about to be sent (its workspace snapshot under way) waits
+	 * for the copy at the head of the queue. */
+	if (c && (c->started || c->finish_pending || c->collected || c->result))
+		return false;
+	if (c) {
+		s->cur = NULL;
+		c->next = s->qhead;
+		s->qhead = c;
+		if (!s->qtail)
+			s->qtail = c;
+	}
+	s->copy_retakes++;
+	s->ckpt_due = DUE_AFTER_CALL;
+	take_checkpoint(sup, s, s->dirty);
+	return true;
 }
 
 /* Thaws the idle session just long enough to fork its checkpoint, under a

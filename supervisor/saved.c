@@ -566,11 +566,39 @@ void restore_outcome(struct sup *sup, struct session *s, struct run *c)
 		c->cell = 1;
 		s->cells = 1;
 	}
+	lost_outcome(s, c, c->state == STATE_RESTORED);
 	add_note(c, m);
 	s->fork_src[0] = '\0';
 	prestore_free(s->restore);
 	s->restore = NULL;
 	s->restore_call = NULL;
+}
+
+void lost_outcome(struct session *s, struct run *c, bool restored)
+{
+	if (!s->lost[0])
+		return;
+	char m[1000];
+	if (restored && (int)s->restore_cells >= s->lost_cells)
+		snprintf(m, sizeof m, "the session's state was lost: %s; it came back from its saved state (after cell %u): nothing was lost",
+			 s->lost, s->restore_cells);
+	else if (restored && (int)s->restore_cells + 1 == s->lost_cells)
+		snprintf(m, sizeof m,
+			 "the session's state was lost: %s; it came back from its last saved state (after cell %u), so what the call "
+			 "after it did to variables (cell %d) was lost: run it again if you need it",
+			 s->lost, s->restore_cells, s->lost_cells);
+	else if (restored)
+		snprintf(m, sizeof m,
+			 "the session's state was lost: %s; it came back from its last saved state (after cell %u), so what the calls "
+			 "after it did to variables (cells %u to %d) was lost: run them again if you need it",
+			 s->lost, s->restore_cells, s->restore_cells + 1, s->lost_cells);
+	else
+		snprintf(m, sizeof m,
+			 "the session's state was lost: %s; no saved state of it could be brought back, so this call runs in a new "
+			 "interpreter: what %s %d defined is gone (files they wrote stay)",
+			 s->lost, s->lost_cells > 1 ? "cells 1 to" : "cell", s->lost_cells);
+	add_note(c, m);
+	s->lost[0] = '\0';
 }
 
 /* The extra time the call that loads a saved state of `bytes` gets: 10 s

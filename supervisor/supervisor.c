@@ -166,6 +166,9 @@ static void send_exec(struct sup *sup, struct session *s)
 	int restore_format = 1;
 	int restore_fds[2] = { -1, -1 };
 	int restore_nfds = c->new_session ? restore_begin(sup, s, c, &restore_bytes, &restore_format, restore_fds) : -1;
+	if (restore_nfds <= 0 && !again && c->new_session)
+		lost_outcome(s, c, false); /* nothing saved to bring back */
+	s->copy_retakes = 0;
 	c->cell = again ? replay_cell(c) : ++s->cells;
 	char log_rel[192];
 	snprintf(log_rel, sizeof log_rel, ".logs/%s-%d.stdout.log", s->name, c->cell);
@@ -241,6 +244,11 @@ void start_next(struct sup *sup, struct session *s)
 	 * before it was ended as the call's, and was rolled back further. */
 	if (s->alive && s->killed && !(s->qhead && s->qhead->reset))
 		return;
+	/* Its copy was killed from outside: a new one before the call runs,
+	 * so that the call's failure still rolls back (settled calls us
+	 * again). */
+	if (s->qhead && !s->qhead->reset && retake_copy(sup, s))
+		return;
 	while (!s->cur && s->qhead) {
 		struct run *c = s->qhead;
 		s->qhead = c->next;
@@ -257,6 +265,7 @@ void start_next(struct sup *sup, struct session *s)
 			s->dirty = s->save_failed = false;
 			s->saved_cells = 0;
 			s->restore_tried = true;
+			s->lost[0] = '\0'; /* discarded anyway */
 			int r = persist_discard(sup->persist, s->name);
 			if (r < 0)
 				log_warn("session %s: cannot remove its saved state: %s", s->name, strerror(-r));
