@@ -5,6 +5,7 @@
 
 static void drop_checkpoint(struct session *s);
 static void copy_died(void *arg, int fd, short revents);
+static void copy_death(pid_t hpid, char *buf, size_t n);
 
 void cancel_resume_timer(struct sup *sup, struct session *s)
 {
@@ -20,6 +21,14 @@ bool roll_back(struct sup *sup, struct session *s, int wstatus, bool status_know
 	struct run *c = s->cur;
 	if (!status_known || s->ckpt_pidfd < 0 || s->ctrl < 0)
 		return false;
+	/* Dead already, its death not yet seen by the loop (copy_died): a
+	 * zombie of the dead session takes the resume signal and never
+	 * answers, and the reply would say "rolled_back" about a lost state. */
+	if (kproc_exited(s->ckpt_pidfd)) {
+		copy_death(s->ckpt_hpid, s->copy_lost, sizeof s->copy_lost);
+		drop_checkpoint(s);
+		return false;
+	}
 	drain_all(s);
 	discard_ctrl_input(s);
 	/* A save of the checkpoint's state ends with its saver, which the
@@ -183,6 +192,7 @@ int accept_checkpoint(struct sup *sup, struct session *s, int pidfd, pid_t said,
 	 * call that needs it: one more descriptor in the loop's poll, no
 	 * system call per call. */
 	loop_watch(sup->cfg.loop, pidfd, POLLIN, copy_died, s);
+	oom_offer(k.host, s->hpid, pidfd, OOM_ADJ_COPY);
 	if (s->copy_lost[0]) {
 		char note[400];
 		snprintf(note, sizeof note,
@@ -192,6 +202,50 @@ int accept_checkpoint(struct sup *sup, struct session *s, int pidfd, pid_t said,
 		s->copy_lost[0] = '\0';
 	}
 	return 0;
+}
+
+/* The kernel's OOM killer, when the memory cgroup is full, ends the process
+ * with the highest score: its memory (shared pages count in each process
+ * that maps them) plus oom_score_adj, from -1000 to 1000 thousandths of
+ * the limit.  What each kill costs here: the saver, a save tried again
+ * later; the copy, nothing while the session rests (copy_died takes it
+ * again), and the state only when the call running then fails too; the
+ * session, its call (rolled back to the copy); the zygote, the process of
+ * every session (back from disk at the next call); the server, everything.
+ * So the saver and then the copy are offered first: theirs is raised
+ * (raising needs no privilege; writing another process's does, or the
+ * same user and a dumpable process, and the sessions are not dumpable, so
+ * this works for a root server and for one whose sandbox runs in a user
+ * namespace of its own; elsewhere it is a no-op, said at debug level).
+ * Never lowered, and never for the session, the zygote or the server. */
+void oom_offer(pid_t hpid, pid_t parent, int pidfd, int adj)
+{
+	char path[48], st[512];
+	snprintf(path, sizeof path, "/proc/%d", (int)hpid);
+	int dir = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dir < 0)
+		return;
+	/* The directory names that very process: still alive after it was
+	 * opened (its pidfd), or a child of the frozen `parent` (which cannot
+	 * reap it: its pid cannot be reused). */
+	bool same = pidfd >= 0 && !kproc_exited(pidfd);
+	if (pidfd < 0) {
+		int fd = openat(dir, "stat", O_RDONLY | O_CLOEXEC);
+		ssize_t n = fd >= 0 ? read(fd, st, sizeof st - 1) : -1;
+		if (fd >= 0)
+			close(fd);
+		const char *p = n > 0 ? (st[n] = '\0', strrchr(st, ')')) : NULL;
+		int ppid = 0;
+		same = p && sscanf(p + 1, " %*c %d", &ppid) == 1 && ppid == parent;
+	}
+	int fd = same ? openat(dir, "oom_score_adj", O_WRONLY | O_CLOEXEC) : -1;
+	char v[16];
+	int len = snprintf(v, sizeof v, "%d", adj);
+	if (fd < 0 || write(fd, v, (size_t)len) != len)
+		log_debug("cannot raise the oom_score_adj of process %d: %s", (int)hpid, same ? strerror(errno) : "not the one meant");
+	if (fd >= 0)
+		close(fd);
+	close(dir);
 }
 
 /* How a copy the server did not end died, for the log and the notes: its

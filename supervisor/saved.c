@@ -414,6 +414,22 @@ void save_begin(struct sup *sup, struct session *s, int fd)
 		return;
 	}
 	s->save_ran = true;
+	/* The saver (the frozen copy's one child) is the cheapest to lose to
+	 * the OOM killer: a save tried again (oom_offer). */
+	char kids[256], *end;
+	snprintf(kids, sizeof kids, "/proc/%d/task/%d/children", (int)s->ckpt_hpid, (int)s->ckpt_hpid);
+	int kfd = s->ckpt_hpid > 0 ? open(kids, O_RDONLY | O_CLOEXEC) : -1;
+	ssize_t kn = kfd >= 0 ? read(kfd, kids, sizeof kids - 1) : -1;
+	if (kfd >= 0)
+		close(kfd);
+	kids[kn > 0 ? kn : 0] = '\0';
+	for (char *k = kids; *k; k = end) {
+		long pid = strtol(k, &end, 10);
+		if (end == k)
+			break;
+		if (pid > 0)
+			oom_offer((pid_t)pid, s->ckpt_hpid, -1, OOM_ADJ_SAVER);
+	}
 	s->save_t0 = loop_now_ms();
 	s->save_timer = loop_timer(sup->cfg.loop, WATCH_MS, save_watch_fired, s);
 	s->save_ws = wswatch_start(sup->cfg.loop, sup->work, sup->cfg.ws, sup_scratch(sup),

@@ -72,9 +72,14 @@ async function server(combo, tag, skill) {
 	return start(root, xdg, { extraArgs: args, ...launch });
 }
 
-/** Kills the one live copy of the session from outside; returns its pid. */
-async function killCopy(h, name = 'default') {
-	const copies = await until(() => { const c = titled(h.pid, COPY(name)); return c.length === 1 ? c : null; });
+/** Kills the one live copy of the session from outside (once it is the
+ *  copy of `cell`, when given: the copy after a reply is taken after it);
+ *  returns its pid. */
+async function killCopy(h, name = 'default', cell) {
+	const copies = await until(() => {
+		const c = titled(h.pid, COPY(name));
+		return c.length === 1 && (cell === undefined || c[0].cmd.endsWith(` cell ${cell}`)) ? c : null;
+	});
 	assert.ok(copies, `one checkpoint copy of ${name}: ${show(titled(h.pid, /python-sandbox-mcp/))}`);
 	process.kill(copies[0].pid, 'SIGKILL');
 	return copies[0].pid;
@@ -110,15 +115,15 @@ for (const combo of combos) {
 			assert.equal(r.sc.status, 'ok', show(r.sc));
 			r = await execPy(h, 'x += 1');
 			assert.deepEqual([r.sc.status, r.sc.state], ['ok', 'kept'], show(r.sc));
-			const old = await killCopy(h);
+			const old = await killCopy(h, 'default', 2);
 			// Taken again at once, while the session rests.
-			const again = await until(() => titled(h.pid, COPY()).find((p) => p.pid !== old));
-			assert.ok(again, `a new copy is taken: ${show(titled(h.pid, /python-sandbox-mcp/))}`);
-			r = await execPy(h, `x += 100\n${SLEEP}`, { timeout_s: 2 });
-			assert.deepEqual([r.sc.status, r.sc.state], ['timeout', 'rolled_back'], show(r.sc));
-			assert.match(r.text, /killed from outside[^]*a new one was taken/, show(r.sc));
+			const again = await until(() => titled(h.pid, COPY()).find((p) => p.pid !== old), 5000);
+			const t = await execPy(h, `x += 100\n${SLEEP}`, { timeout_s: 2 });
 			r = await execPy(h, 'x');
-			assert.deepEqual([r.sc.status, r.sc.state, r.sc.result], ['ok', 'kept', '42'], show(r.sc));
+			assert.deepEqual([t.sc.status, t.sc.state, r.sc.status, r.sc.state, r.sc.result], ['timeout', 'rolled_back', 'ok', 'kept', '42'],
+				`${show(t.text)}\n${show(r.text)}`);
+			assert.ok(again, 'a new copy was taken');
+			assert.match(t.text, /killed from outside[^]*a new one was taken/, show(t.sc));
 		});
 
 		test('the copy killed during a call: a new one before the next call, which rolls back to the right state', { timeout: 120000 }, async () => {
