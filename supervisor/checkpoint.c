@@ -177,8 +177,9 @@ int accept_checkpoint(struct sup *sup, struct session *s, int pidfd, pid_t said,
 	}
 	/* Born after the server asked for it: a child the cell forked
 	 * earlier is no checkpoint of this state. */
-	if (s->hpid <= 0 || kproc_confirm(pidfd, s->hpid, said, s->ckpt_since, &k, why, n) < 0)
-		return -EPROTO;
+	int kr = s->hpid <= 0 ? -EPROTO : kproc_confirm(pidfd, s->hpid, said, s->ckpt_since, &k, why, n);
+	if (kr < 0)
+		return kr == -ESRCH ? -ESRCH : -EPROTO; /* -ESRCH: it has exited (checkpoint_again) */
 	if (pidfd_signal(pidfd, SIGSTOP) < 0) {
 		snprintf(why, n, "its checkpoint cannot be stopped");
 		return -EPROTO;
@@ -309,6 +310,27 @@ static void copy_died(void *arg, int fd, short revents)
 /* At most this many copies are taken again between two calls: something
  * outside that kills every copy at once must not keep the session forking. */
 #define COPY_RETAKES_MAX 3
+
+/* The checkpoint the session reported has exited already: killed from
+ * outside between its fork and the report (the server cannot tell it from
+ * a session that sent a dead child, which only harms itself): the session
+ * is asked again, at most COPY_RETAKES_MAX times between two calls, in
+ * the phase it is in, under the same timer.  False: not asked (the
+ * report is then a protocol break, as before). */
+bool checkpoint_again(struct sup *sup, struct session *s)
+{
+	if (s->copy_retakes >= COPY_RETAKES_MAX || s->ctrl < 0)
+		return false;
+	s->copy_retakes++;
+	snprintf(s->copy_lost, sizeof s->copy_lost, "it ended before the server could take it in");
+	log_warn("session %s: its new checkpoint copy died before the server took it in: asked again", s->name);
+	s->ckpt_since = kproc_now_ticks();
+	char *body = smsg_take_checkpoint_encode(&(struct smsg_take_checkpoint){ .save = s->save_asked });
+	int r = wire_send(s->ctrl, W_TAKE_CHECKPOINT, body, strlen(body), NULL, 0);
+	free(body);
+	(void)sup;
+	return r == 0;
+}
 
 bool retake_copy(struct sup *sup, struct session *s)
 {

@@ -319,6 +319,7 @@ int accept_checkpoint(struct sup *sup, struct session *s, int pidfd, pid_t said,
  * state, its copy killed from outside: one is taken now.  False when it
  * cannot be now. */
 bool retake_copy(struct sup *sup, struct session *s);
+bool checkpoint_again(struct sup *sup, struct session *s);
 /* Raises the oom_score_adj of process hpid (host pid) to adj, once the
  * kernel says it is the one meant: alive while its pidfd is, or (pidfd
  * -1) a child of `parent`.  For the copy and the saver only. */

@@ -127,8 +127,8 @@ void prepared(struct run *c, void *arg)
 		return;
 	if (c->finish_pending)
 		finish_cur(s->sup, s);
-	else if (s->alive && s->ckpt_due != DUE_RESUMED && !s->want_spawn)
-		send_exec(s->sup, s);
+	else if (s->alive && s->ckpt_due != DUE_RESUMED && !s->want_spawn && !retake_copy(s->sup, s))
+		send_exec(s->sup, s); /* (the copy, killed while the snapshot was taken, first) */
 }
 
 static void send_exec(struct sup *sup, struct session *s)

@@ -77,7 +77,10 @@ async function server(combo, tag, skill) {
  *  returns its pid. */
 async function killCopy(h, name = 'default', cell) {
 	const copies = await until(() => {
-		const c = titled(h.pid, COPY(name));
+		// A child of the session: the session carries the copy's title for
+		// the instant of its fork (the copy is born with it).
+		const sessions = new Set(titled(h.pid, new RegExp(`^python-sandbox-mcp: session ${name}$`)).map((p) => p.pid));
+		const c = titled(h.pid, COPY(name)).filter((p) => sessions.has(p.ppid));
 		return c.length === 1 && (cell === undefined || c[0].cmd.endsWith(` cell ${cell}`)) ? c : null;
 	});
 	assert.ok(copies, `one checkpoint copy of ${name}: ${show(titled(h.pid, /python-sandbox-mcp/))}`);
