@@ -225,6 +225,7 @@ struct sup {
 	unsigned long long scratch_bytes; /* at the last walk (files/wswatch.h) */
 	int restarts;
 	double last_restart;     /* loop_now_ms() of the last restart */
+	double ready_at;         /* loop_now_ms() when the zygote was last ready */
 	uint64_t restart_timer;  /* the next start of a zygote, or 0 */
 	int next_id;
 	unsigned long long epoch; /* the zygote's count of exits, from W_EXITED */

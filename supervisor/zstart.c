@@ -229,6 +229,10 @@ int sup_start(struct sup *sup, struct err *e)
 	return 0;
 }
 
+/* A zygote that was ready this long before it died did not die of its own
+ * start: its death does not count toward the crash loop. */
+#define ZYGOTE_SERVED_MS 10000.0
+
 static void restart_zygote(void *arg)
 {
 	struct sup *sup = arg;
@@ -387,6 +391,7 @@ static void z_ready(void *arg, double start_ms)
 	if (sup->z == Z_FAILED)
 		return;
 	sup->z = Z_READY;
+	sup->ready_at = loop_now_ms();
 	log_info("interpreter ready in %.0f ms", start_ms);
 	spawn_pending(sup);
 }
@@ -492,6 +497,12 @@ static void z_lost(void *arg, bool broken, const char *why)
 		 * minute of each other mean a crash loop: then the server stops
 		 * trying and says so. */
 		if (loop_now_ms() - sup->last_restart > 60000.0)
+			sup->restarts = 0;
+		/* One that served for a while was killed from outside (the
+		 * OOM killer, an operator), not a crash loop: five such kills a
+		 * minute apart must not leave the server without an
+		 * interpreter for good. */
+		if (was_ready && loop_now_ms() - sup->ready_at > ZYGOTE_SERVED_MS)
 			sup->restarts = 0;
 		sup->restarts++;
 		sup->last_restart = loop_now_ms();
