@@ -221,32 +221,38 @@ int accept_checkpoint(struct sup *sup, struct session *s, int pidfd, pid_t said,
  * Never lowered, and never for the session, the zygote or the server. */
 void oom_offer(pid_t hpid, pid_t parent, int pidfd, int adj)
 {
-	char path[48], st[512];
-	snprintf(path, sizeof path, "/proc/%d", (int)hpid);
-	int dir = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dir < 0)
-		return;
-	/* The directory names that very process: still alive after it was
-	 * opened (its pidfd), or a child of the frozen `parent` (which cannot
-	 * reap it: its pid cannot be reused). */
-	bool same = pidfd >= 0 && !kproc_exited(pidfd);
-	if (pidfd < 0) {
-		int fd = openat(dir, "stat", O_RDONLY | O_CLOEXEC);
-		ssize_t n = fd >= 0 ? read(fd, st, sizeof st - 1) : -1;
-		if (fd >= 0)
-			close(fd);
+	char path[64], st[512];
+	bool same = false;
+	int fd = -1;
+	if (pidfd >= 0) {
+		/* Opened first: still alive after that (its pidfd), the file is
+		 * that very process's (its pid could not be reused meanwhile). */
+		snprintf(path, sizeof path, "/proc/%d/oom_score_adj", (int)hpid);
+		fd = open(path, O_WRONLY | O_CLOEXEC);
+		same = fd >= 0 && !kproc_exited(pidfd);
+	} else {
+		/* A child of the frozen `parent`, which cannot reap it: its
+		 * directory, opened first, is checked to be one. */
+		snprintf(path, sizeof path, "/proc/%d", (int)hpid);
+		int dir = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		int sfd = dir >= 0 ? openat(dir, "stat", O_RDONLY | O_CLOEXEC) : -1;
+		ssize_t n = sfd >= 0 ? read(sfd, st, sizeof st - 1) : -1;
+		if (sfd >= 0)
+			close(sfd);
 		const char *p = n > 0 ? (st[n] = '\0', strrchr(st, ')')) : NULL;
 		int ppid = 0;
 		same = p && sscanf(p + 1, " %*c %d", &ppid) == 1 && ppid == parent;
+		fd = same ? openat(dir, "oom_score_adj", O_WRONLY | O_CLOEXEC) : -1;
+		if (dir >= 0)
+			close(dir);
 	}
-	int fd = same ? openat(dir, "oom_score_adj", O_WRONLY | O_CLOEXEC) : -1;
 	char v[16];
 	int len = snprintf(v, sizeof v, "%d", adj);
-	if (fd < 0 || write(fd, v, (size_t)len) != len)
-		log_debug("cannot raise the oom_score_adj of process %d: %s", (int)hpid, same ? strerror(errno) : "not the one meant");
+	if (!same || fd < 0 || write(fd, v, (size_t)len) != len)
+		log_debug("cannot raise the oom_score_adj of process %d: %s", (int)hpid,
+			  fd < 0 ? strerror(errno) : same ? strerror(errno) : "not the process meant");
 	if (fd >= 0)
 		close(fd);
-	close(dir);
 }
 
 /* How a copy the server did not end died, for the log and the notes: its
