@@ -41,7 +41,7 @@ kill-state: $(BIN) $(BUILD)/helpers/dockerrun
 	$(SOAK_PYTHON) test/soak/kill_state.py --bin $(BIN) --ops 600 $(SOAK_ARGS)
 	$(SOAK_PYTHON) test/soak/kill_state.py --bin $(BIN) --ops 600 --nsfree $(SOAK_ARGS)
 
-## kill-state-short: the same with 60 operations per jail mode (under a minute each; in make test)
+## kill-state-short: the same with 40 operations per jail mode (about half a minute each; in make test)
 kill-state-short: $(BIN) $(BUILD)/helpers/dockerrun
-	$(SOAK_PYTHON) test/soak/kill_state.py --bin $(BIN) --ops 60 $(SOAK_ARGS)
-	$(SOAK_PYTHON) test/soak/kill_state.py --bin $(BIN) --ops 60 --nsfree $(SOAK_ARGS)
+	$(SOAK_PYTHON) test/soak/kill_state.py --bin $(BIN) --ops 40 $(SOAK_ARGS)
+	$(SOAK_PYTHON) test/soak/kill_state.py --bin $(BIN) --ops 40 --nsfree $(SOAK_ARGS)
