@@ -92,7 +92,7 @@ class Stress:
             self.wrap = wrap
         # A key directory of its own for the saved sessions.
         self.xdg = mcpproc.make_root("psm-killstate-xdg")
-        self.srv = mcpproc.Server(binary, self.root, ["--structured-content", "--log-level", "debug" if a.verbose else "warning"],
+        self.srv = mcpproc.Server(binary, self.root, ["--structured-content", "--log-level", "debug" if a.verbose or a.debug_log else "warning"],
                                   env={**os.environ, "XDG_STATE_HOME": self.xdg})
         self.srv.initialize()
         self.rid = 0
@@ -107,6 +107,7 @@ class Stress:
         # a process started after a loss).
         self.unsure = {s: False for s in self.sessions}
         self.failures = []
+        self.trail = []
         self.zygote_killed = 0.0
         self.passed = 0
         self.lost = []
@@ -114,8 +115,15 @@ class Stress:
 
     def fail(self, what):
         self.failures.append(what)
+        if len(self.failures) == 1:
+            print("the operations before the first failure:\n" + "\n".join(self.trail), flush=True)
         if len(self.failures) <= 40:
             print("FAIL:", what, flush=True)
+
+    def say(self, line):
+        self.trail = (self.trail + [line])[-12:]
+        if self.a.verbose:
+            print(line, flush=True)
 
     def call(self, sess, code, timeout_s=None, on_sent=None):
         self.rid += 1
@@ -132,9 +140,8 @@ class Stress:
         res = (r or {}).get("result") or {}
         sc = res.get("structuredContent") or {}
         text = (res.get("content") or [{}])[0].get("text", "")
-        if self.a.verbose:
-            print(f"  {sess} #{self.rid}: {text.splitlines()[0] if text else '-'} -> {sc.get('result')} "
-                  f"(held {self.model[sess]})", flush=True)
+        self.say(f"  {sess} #{self.rid}: {text.splitlines()[0] if text else '-'} -> {sc.get('result')} "
+                 f"(held {self.model[sess]})")
         if not sc:
             self.fail(f"{sess}: no reply or no structured content for request {self.rid}: {str(r)[:300]}")
         return sc, text
@@ -233,8 +240,7 @@ class Stress:
 
     def op(self, sess, kind):
         self.counts[kind] = self.counts.get(kind, 0) + 1
-        if self.a.verbose:
-            print(f"{sess}: {kind}", flush=True)
+        self.say(f"{sess}: {kind}")
         if kind == "inc":
             sc, t = self.call(sess, INC)
             self.check_inc(sess, sc, t, "inc")
@@ -338,6 +344,7 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--nsfree", action="store_true", help="run the server under build/helpers/dockerrun")
     ap.add_argument("--verbose", action="store_true", help="each operation and the head of its reply")
+    ap.add_argument("--debug-log", action="store_true", help="the server's log at debug level (server.stderr in the project)")
     ap.add_argument("--no-zygote", dest="zygote", action="store_false", help="no kills of the zygote")
     sys.exit(Stress(ap.parse_args()).run())
 
