@@ -162,7 +162,7 @@ test: setup
 	$(MAKE) deb-check
 	$(MAKE) jail
 	$(MAKE) integration
-	$(MAKE) fuzz-replay fuzz-rpc hostile soak-short kill-race
+	$(MAKE) fuzz-replay fuzz-rpc hostile soak-short kill-race kill-state-short
 	$(MAKE) test-san
 	$(MAKE) test-clients
 

@@ -4,6 +4,8 @@
 #include "private.h"
 
 static void drop_checkpoint(struct session *s);
+static void copy_died(void *arg, int fd, short revents);
+static void copy_death(pid_t hpid, char *buf, size_t n);
 
 void cancel_resume_timer(struct sup *sup, struct session *s)
 {
@@ -19,6 +21,14 @@ bool roll_back(struct sup *sup, struct session *s, int wstatus, bool status_know
 	struct run *c = s->cur;
 	if (!status_known || s->ckpt_pidfd < 0 || s->ctrl < 0)
 		return false;
+	/* Dead already, its death not yet seen by the loop (copy_died): a
+	 * zombie of the dead session takes the resume signal and never
+	 * answers, and the reply would say "rolled_back" about a lost state. */
+	if (kproc_exited(s->ckpt_pidfd)) {
+		copy_death(s->ckpt_hpid, s->copy_lost, sizeof s->copy_lost);
+		drop_checkpoint(s);
+		return false;
+	}
 	drain_all(s);
 	discard_ctrl_input(s);
 	/* A save of the checkpoint's state ends with its saver, which the
@@ -33,6 +43,7 @@ bool roll_back(struct sup *sup, struct session *s, int wstatus, bool status_know
 		log_warn("session %s: the checkpoint is gone (%s)", s->name, strerror(errno));
 		return false;
 	}
+	loop_unwatch(sup->cfg.loop, s->ckpt_pidfd); /* the session's now (copy_died) */
 	if (s->pidfd >= 0)
 		close(s->pidfd);
 	s->pidfd = s->ckpt_pidfd;
@@ -129,6 +140,7 @@ void due_expired(void *arg)
 static void drop_checkpoint(struct session *s)
 {
 	if (s->ckpt_pidfd >= 0) {
+		loop_unwatch(s->sup->cfg.loop, s->ckpt_pidfd);
 		pidfd_signal(s->ckpt_pidfd, SIGKILL);
 		/* Kept until the next one: the end of the call tells the dying
 		 * copy from a live child by it (check_quiet). */
@@ -165,8 +177,9 @@ int accept_checkpoint(struct sup *sup, struct session *s, int pidfd, pid_t said,
 	}
 	/* Born after the server asked for it: a child the cell forked
 	 * earlier is no checkpoint of this state. */
-	if (s->hpid <= 0 || kproc_confirm(pidfd, s->hpid, said, s->ckpt_since, &k, why, n) < 0)
-		return -EPROTO;
+	int kr = s->hpid <= 0 ? -EPROTO : kproc_confirm(pidfd, s->hpid, said, s->ckpt_since, &k, why, n);
+	if (kr < 0)
+		return kr == -ESRCH ? -ESRCH : -EPROTO; /* -ESRCH: it has exited (checkpoint_again) */
 	if (pidfd_signal(pidfd, SIGSTOP) < 0) {
 		snprintf(why, n, "its checkpoint cannot be stopped");
 		return -EPROTO;
@@ -176,8 +189,171 @@ int accept_checkpoint(struct sup *sup, struct session *s, int pidfd, pid_t said,
 	s->ckpt_pidfd = pidfd;
 	s->ckpt_pid = k.ns;
 	s->ckpt_hpid = k.host;
-	(void)sup;
+	/* Its death is seen at once (the pidfd polls readable), not by the
+	 * call that needs it: one more descriptor in the loop's poll, no
+	 * system call per call. */
+	loop_watch(sup->cfg.loop, pidfd, POLLIN, copy_died, s);
+	oom_offer(k.host, s->hpid, pidfd, OOM_ADJ_COPY);
+	if (s->copy_lost[0]) {
+		char note[400];
+		snprintf(note, sizeof note,
+			 "the copy of the session's state kept to roll back to was killed from outside (%s); a new one was taken "
+			 "from the session, which held the same state: nothing was lost", s->copy_lost);
+		note_next(s, note);
+		s->copy_lost[0] = '\0';
+	}
 	return 0;
+}
+
+/* The kernel's OOM killer, when the memory cgroup is full, ends the process
+ * with the highest score: its memory (shared pages count in each process
+ * that maps them) plus oom_score_adj, from -1000 to 1000 thousandths of
+ * the limit.  What each kill costs here: the saver, a save tried again
+ * later; the copy, nothing while the session rests (copy_died takes it
+ * again), and the state only when the call running then fails too; the
+ * session, its call (rolled back to the copy); the zygote, the process of
+ * every session (back from disk at the next call); the server, everything.
+ * So the saver and then the copy are offered first: theirs is raised
+ * (raising needs no privilege; writing another process's does, or the
+ * same user and a dumpable process, and the sessions are not dumpable, so
+ * this works for a root server and for one whose sandbox runs in a user
+ * namespace of its own; elsewhere it is a no-op, said at debug level).
+ * Never lowered, and never for the session, the zygote or the server. */
+void oom_offer(pid_t hpid, pid_t parent, int pidfd, int adj)
+{
+	char path[64], st[512];
+	bool same = false;
+	int fd = -1;
+	if (pidfd >= 0) {
+		/* Opened first: still alive after that (its pidfd), the file is
+		 * that very process's (its pid could not be reused meanwhile). */
+		snprintf(path, sizeof path, "/proc/%d/oom_score_adj", (int)hpid);
+		fd = open(path, O_WRONLY | O_CLOEXEC);
+		same = fd >= 0 && !kproc_exited(pidfd);
+	} else {
+		/* A child of the frozen `parent`, which cannot reap it: its
+		 * directory, opened first, is checked to be one. */
+		snprintf(path, sizeof path, "/proc/%d", (int)hpid);
+		int dir = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		int sfd = dir >= 0 ? openat(dir, "stat", O_RDONLY | O_CLOEXEC) : -1;
+		ssize_t n = sfd >= 0 ? read(sfd, st, sizeof st - 1) : -1;
+		if (sfd >= 0)
+			close(sfd);
+		const char *p = n > 0 ? (st[n] = '\0', strrchr(st, ')')) : NULL;
+		int ppid = 0;
+		same = p && sscanf(p + 1, " %*c %d", &ppid) == 1 && ppid == parent;
+		fd = same ? openat(dir, "oom_score_adj", O_WRONLY | O_CLOEXEC) : -1;
+		if (dir >= 0)
+			close(dir);
+	}
+	char v[16];
+	int len = snprintf(v, sizeof v, "%d", adj);
+	if (!same || fd < 0 || write(fd, v, (size_t)len) != len)
+		log_debug("cannot raise the oom_score_adj of process %d: %s", (int)hpid,
+			  fd < 0 ? strerror(errno) : same ? strerror(errno) : "not the process meant");
+	if (fd >= 0)
+		close(fd);
+}
+
+/* How a copy the server did not end died, for the log and the notes: its
+ * exit status from /proc while it is a zombie of the frozen session (read
+ * only where the server may: a root server, or one whose sessions are its
+ * own user's and dumpable); else only that it died. */
+static void copy_death(pid_t hpid, char *buf, size_t n)
+{
+	char path[64], st[1024];
+	snprintf(path, sizeof path, "/proc/%d/stat", (int)hpid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t len = fd >= 0 ? read(fd, st, sizeof st - 1) : -1;
+	if (fd >= 0)
+		close(fd);
+	int code = -1;
+	const char *p = len > 0 ? (st[len] = '\0', strrchr(st, ')')) : NULL;
+	/* The exit code is the 52nd field; the 3rd (state) is right after
+	 * the name, "Z" for a zombie. */
+	if (p && p[1] == ' ' && p[2] == 'Z') {
+		int field = 2;
+		for (const char *q = p + 1; *q; q++)
+			if (*q == ' ' && ++field == 52) {
+				code = atoi(q + 1);
+				break;
+			}
+	}
+	if (code > 0 && WIFSIGNALED(code))
+		snprintf(buf, n, "%s: by an operator's kill, or the kernel's out-of-memory killer", call_signal_name(WTERMSIG(code)));
+	else if (code > 0 && WIFEXITED(code))
+		snprintf(buf, n, "it exited with status %d", WEXITSTATUS(code));
+	else
+		snprintf(buf, n, "it ended, and the server did not end it");
+}
+
+/* The copy to roll back to died, and not by the server's hand (its pidfd
+ * polls readable): the kernel's OOM killer, an operator's kill by name.
+ * Without a new one, the next timeout or crash would lose the whole state:
+ * a resting session takes one at once (the state it holds is the one the
+ * copy held), a busy one after its call (settled: no copy, no log), and
+ * the call's reply says what was lost if the call then fails (session_dead). */
+static void copy_died(void *arg, int fd, short revents)
+{
+	struct session *s = arg;
+	struct sup *sup = s->sup;
+	(void)revents;
+	if (fd != s->ckpt_pidfd || !kproc_exited(fd)) {
+		if (fd != s->ckpt_pidfd)
+			loop_unwatch(sup->cfg.loop, fd);
+		return;
+	}
+	copy_death(s->ckpt_hpid, s->copy_lost, sizeof s->copy_lost);
+	log_warn("session %s: its checkpoint copy (pid %d) died (%s): a new one is taken", s->name, (int)s->ckpt_hpid, s->copy_lost);
+	drop_checkpoint(s); /* a zombie of the session until it runs: "dying" */
+	/* Its saver died with it (PDEATHSIG): the new copy saves again. */
+	if (s->save)
+		quiet_abandon_save(sup, s);
+	if (!retake_copy(sup, s))
+		log_info("session %s: a new copy is taken once its call is over", s->name);
+}
+
+/* At most this many copies are taken again between two calls: something
+ * outside that kills every copy at once must not keep the session forking. */
+#define COPY_RETAKES_MAX 3
+
+/* The checkpoint the session reported has exited already: killed from
+ * outside between its fork and the report (the server cannot tell it from
+ * a session that sent a dead child, which only harms itself): the session
+ * is asked again, at most COPY_RETAKES_MAX times between two calls, in
+ * the phase it is in, under the same timer.  False: not asked (the
+ * report is then a protocol break, as before). */
+bool checkpoint_again(struct sup *sup, struct session *s)
+{
+	if (s->copy_retakes >= COPY_RETAKES_MAX || s->ctrl < 0)
+		return false;
+	s->copy_retakes++;
+	snprintf(s->copy_lost, sizeof s->copy_lost, "it ended before the server could take it in");
+	log_warn("session %s: its new checkpoint copy died before the server took it in: asked again", s->name);
+	s->ckpt_since = kproc_now_ticks();
+	char *body = smsg_take_checkpoint_encode(&(struct smsg_take_checkpoint){ .save = s->save_asked });
+	int r = wire_send(s->ctrl, W_TAKE_CHECKPOINT, body, strlen(body), NULL, 0);
+	free(body);
+	(void)sup;
+	return r == 0;
+}
+
+bool retake_copy(struct sup *sup, struct session *s)
+{
+	struct run *c = s->cur;
+	if (!s->copy_lost[0] || s->ckpt_pidfd >= 0 || !s->alive || s->killed || s->phase != P_IDLE || s->ckpt_due != DUE_NONE ||
+	    s->ctrl < 0 || s->pidfd < 0 || s->fork_child || replay_active(s) || !sup->cfg.policy->limits.checkpoint ||
+	    s->copy_retakes >= COPY_RETAKES_MAX)
+		return false;
+	/* A call about to be sent (its workspace snapshot under way) waits
+	 * for the copy at the head of the queue. */
+	if (c && (c->started || c->finish_pending || c->collected || c->result))
+		return false;
+	requeue_first(s);
+	s->copy_retakes++;
+	s->ckpt_due = DUE_AFTER_CALL;
+	take_checkpoint(sup, s, s->dirty);
+	return true;
 }
 
 /* Thaws the idle session just long enough to fork its checkpoint, under a

@@ -164,7 +164,10 @@ void settled(struct sup *sup, struct session *s)
 		return;
 	}
 	if (!s->cur) {
-		/* At rest again after making a copy (W_FORKED). */
+		/* At rest again after making a copy (W_FORKED): its own copy,
+		 * killed from outside meanwhile, is taken again first. */
+		if (retake_copy(sup, s))
+			return;
 		start_next(sup, s);
 		forks_waiting(sup, s);
 		save_when_idle(sup, s);

@@ -207,6 +207,18 @@ struct session {
 	 * taking its checkpoint), for the next reply; "" when it was not. */
 	char broke[256];
 	bool broke_kept;     /* ... and its checkpoint held its last state */
+	/* The copy to roll back to died from outside (the kernel's OOM killer,
+	 * an operator's kill; checkpoint.c: copy_died) and no new one is in
+	 * yet: how, for the notes; "" otherwise.  copy_retakes counts the
+	 * copies taken again since the last call was sent. */
+	char copy_lost[160];
+	int copy_retakes;
+	/* The state died with the process, from outside (the zygote died, or
+	 * the copy and then the session): why, and the last cell whose state
+	 * it held, for the next call, which brings back the saved state if
+	 * there is one (saved.c: lost_outcome); "" otherwise. */
+	char lost[400];
+	int lost_cells;
 	struct sup *sup;
 	struct session *next;
 };
@@ -225,6 +237,9 @@ struct sup {
 	/* Why the zygote was ended for breaking its protocol, for the calls
 	 * its end touches; "" otherwise. */
 	char zbroke[400];
+	/* Why the zygote died (killed from outside, crashed), while its end is
+	 * handled: what each session it carried lost; "" otherwise. */
+	char zdied[400];
 	/* The scratch directory of the namespace-free mode (TMPDIR on the
 	 * host), made by the server for each zygote and removed when it ends;
 	 * its identity, so that only that directory is removed. */
@@ -237,6 +252,7 @@ struct sup {
 	unsigned long long scratch_bytes; /* at the last walk (files/wswatch.h) */
 	int restarts;
 	double last_restart;     /* loop_now_ms() of the last restart */
+	double ready_at;         /* loop_now_ms() when the zygote was last ready */
 	uint64_t restart_timer;  /* the next start of a zygote, or 0 */
 	int next_id;
 	unsigned long long epoch; /* the zygote's count of exits, from W_EXITED */
@@ -272,6 +288,7 @@ void add_note(struct run *c, const char *text);
 void note_next(struct session *s, const char *text);
 void prepared(struct run *c, void *arg);
 void fail_call_now(struct sup *sup, struct session *s, const char *msg);
+void requeue_first(struct session *s);
 void start_next(struct sup *sup, struct session *s);
 void spawn_pending(struct sup *sup);
 
@@ -341,6 +358,17 @@ bool roll_back(struct sup *sup, struct session *s, int wstatus, bool status_know
 void due_expired(void *arg);
 void dying_pids(const struct session *s, pid_t *host, pid_t *ns);
 int accept_checkpoint(struct sup *sup, struct session *s, int pidfd, pid_t said, char *why, size_t n);
+/* The session rests (or waits to run its next call) without a copy of its
+ * state, its copy killed from outside: one is taken now.  False when it
+ * cannot be now. */
+bool retake_copy(struct sup *sup, struct session *s);
+bool checkpoint_again(struct sup *sup, struct session *s);
+/* Raises the oom_score_adj of process hpid (host pid) to adj, once the
+ * kernel says it is the one meant: alive while its pidfd is, or (pidfd
+ * -1) a child of `parent`.  For the copy and the saver only. */
+void oom_offer(pid_t hpid, pid_t parent, int pidfd, int adj);
+#define OOM_ADJ_COPY 50
+#define OOM_ADJ_SAVER 1000
 void take_checkpoint(struct sup *sup, struct session *s, bool save);
 
 /* saved.c */
@@ -354,6 +382,10 @@ void save_superseded(struct sup *sup, struct session *s, struct run *c);
 void restore_outcome(struct sup *sup, struct session *s, struct run *c);
 double restore_bound_ms(const struct sup *sup, uint64_t bytes);
 void restore_loaded(struct sup *sup, struct session *s);
+/* The state was lost from outside (s->lost): the reply of the first call
+ * in the new process says what, and what came back (restored: the saved
+ * state was loaded). */
+void lost_outcome(struct session *s, struct run *c, bool restored);
 int restore_begin(struct sup *sup, struct session *s, struct run *c, uint64_t *bytes, int *format, int fds[2]);
 
 /* gate.c: the seccomp gate on the ways out of a session's tree.  attach

@@ -158,6 +158,24 @@ void session_dead(struct sup *sup, struct session *s, int wstatus, bool status_k
 		return;
 	quiet_abandon_save(sup, s);
 	s->dirty = s->save_asked = false; /* the state died with the process */
+	/* Lost from outside: the zygote died, or the copy to roll back to was
+	 * killed before the session died.  The next call looks for the saved
+	 * state again (restore_begin) and says what was lost (lost_outcome). */
+	const char *outside = sup->zdied[0] ? sup->zdied : NULL;
+	char why[400];
+	if (!outside && s->copy_lost[0]) {
+		snprintf(why, sizeof why, "the copy of the session's state kept to roll back to was killed from outside (%s), "
+			 "and then the session's process ended, so there was no state to go back to", s->copy_lost);
+		outside = why;
+	}
+	int held = s->cells - (c && c->cell == s->cells && c->cell > 0 ? 1 : 0);
+	if (outside && held > 0 && !s->lost[0]) {
+		snprintf(s->lost, sizeof s->lost, "%s", outside);
+		s->lost_cells = held;
+		s->restore_tried = false;
+	}
+	s->copy_lost[0] = '\0';
+	s->copy_retakes = 0;
 	session_close_fds(sup, s);
 	s->alive = false;
 	s->pid = s->hpid = 0;
@@ -195,9 +213,16 @@ void session_dead(struct sup *sup, struct session *s, int wstatus, bool status_k
 		decide_on_death(c, wstatus, status_known);
 		/* Without a checkpoint the state died with the process. */
 		c->state = STATE_NEW;
-		/* The call that carried a saved state: restore_outcome says
-		 * what became of it (the snapshot stays on disk). */
-		if (!c->note && s->restore_call != c) {
+		if (outside) {
+			char note[700];
+			snprintf(note, sizeof note,
+				 "%s; this call's process ended with it, so the session's state (variables, imports) was lost; "
+				 "the next call in session %s brings back its last saved state if there is one, else starts a new interpreter",
+				 outside, s->name);
+			add_note(c, note);
+		} else if (!c->note && s->restore_call != c) {
+			/* The call that carried a saved state: restore_outcome says
+			 * what became of it (the snapshot stays on disk). */
 			char note[300];
 			snprintf(note, sizeof note,
 				 "the session's process ended, so its state (variables, imports) was lost; "

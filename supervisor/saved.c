@@ -422,6 +422,22 @@ void save_begin(struct sup *sup, struct session *s, int fd)
 		return;
 	}
 	s->save_ran = true;
+	/* The saver (the frozen copy's one child) is the cheapest to lose to
+	 * the OOM killer: a save tried again (oom_offer). */
+	char kids[256], *end;
+	snprintf(kids, sizeof kids, "/proc/%d/task/%d/children", (int)s->ckpt_hpid, (int)s->ckpt_hpid);
+	int kfd = s->ckpt_hpid > 0 ? open(kids, O_RDONLY | O_CLOEXEC) : -1;
+	ssize_t kn = kfd >= 0 ? read(kfd, kids, sizeof kids - 1) : -1;
+	if (kfd >= 0)
+		close(kfd);
+	kids[kn > 0 ? kn : 0] = '\0';
+	for (char *k = kids; *k; k = end) {
+		long pid = strtol(k, &end, 10);
+		if (end == k)
+			break;
+		if (pid > 0)
+			oom_offer((pid_t)pid, s->ckpt_hpid, -1, OOM_ADJ_SAVER);
+	}
 	s->save_t0 = loop_now_ms();
 	s->save_timer = loop_timer(sup->cfg.loop, WATCH_MS, save_watch_fired, s);
 	s->save_ws = sup_wswatch(sup, save_workspace_over, s);
@@ -655,11 +671,39 @@ void restore_outcome(struct sup *sup, struct session *s, struct run *c)
 		c->cell = 1;
 		s->cells = 1;
 	}
+	lost_outcome(s, c, c->state == STATE_RESTORED);
 	add_note(c, m);
 	s->fork_src[0] = '\0';
 	prestore_free(s->restore);
 	s->restore = NULL;
 	s->restore_call = NULL;
+}
+
+void lost_outcome(struct session *s, struct run *c, bool restored)
+{
+	if (!s->lost[0])
+		return;
+	char m[1000];
+	if (restored && (int)s->restore_cells >= s->lost_cells)
+		snprintf(m, sizeof m, "the session's state was lost: %s; it came back from its saved state (after cell %u): nothing was lost",
+			 s->lost, s->restore_cells);
+	else if (restored && (int)s->restore_cells + 1 == s->lost_cells)
+		snprintf(m, sizeof m,
+			 "the session's state was lost: %s; it came back from its last saved state (after cell %u), so what the call "
+			 "after it did to variables (cell %d) was lost: run it again if you need it",
+			 s->lost, s->restore_cells, s->lost_cells);
+	else if (restored)
+		snprintf(m, sizeof m,
+			 "the session's state was lost: %s; it came back from its last saved state (after cell %u), so what the calls "
+			 "after it did to variables (cells %u to %d) was lost: run them again if you need it",
+			 s->lost, s->restore_cells, s->restore_cells + 1, s->lost_cells);
+	else
+		snprintf(m, sizeof m,
+			 "the session's state was lost: %s; no saved state of it could be brought back, so this call runs in a new "
+			 "interpreter: what %s %d defined is gone (files they wrote stay)",
+			 s->lost, s->lost_cells > 1 ? "cells 1 to" : "cell", s->lost_cells);
+	add_note(c, m);
+	s->lost[0] = '\0';
 }
 
 /* The bound on loading a saved state of `bytes` (reading it, checking its

@@ -140,7 +140,15 @@ static void on_checkpoint(struct sup *sup, struct session *s, struct wire_msg *m
 	 * it said so, and the server went on with no copy of the state
 	 * at all and said nothing (a later crash lost everything). */
 	char why[160], what[240];
-	if (m->nfds == 0 || accept_checkpoint(sup, s, m->fds[0], claim, why, sizeof why) < 0) {
+	int ar = m->nfds == 0 ? -EPROTO : accept_checkpoint(sup, s, m->fds[0], claim, why, sizeof why);
+	if (ar == -ESRCH && checkpoint_again(sup, s)) {
+		/* Dead before it was taken in (killed from outside): asked
+		 * again (its saver died with it). */
+		if (save_fd >= 0)
+			close(save_fd);
+		return;
+	}
+	if (ar < 0) {
 		if (save_fd >= 0)
 			close(save_fd);
 		snprintf(what, sizeof what, "a checkpoint that is not a new child of the session (%s)", why);

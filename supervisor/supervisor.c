@@ -146,6 +146,20 @@ void note_next(struct session *s, const char *text)
 	append_para(&s->next_note, text);
 }
 
+/* Puts the current call back at the head of the queue, to be started again
+ * by start_next (a copy to make first, a checkpoint to take again). */
+void requeue_first(struct session *s)
+{
+	struct run *c = s->cur;
+	if (!c)
+		return;
+	s->cur = NULL;
+	c->next = s->qhead;
+	s->qhead = c;
+	if (!s->qtail)
+		s->qtail = c;
+}
+
 /* The layer above has taken what it needs before the cell (a snapshot of
  * the workspace): now it may run.  A run that ended meanwhile (cancelled,
  * its process gone) is finished instead. */
@@ -158,8 +172,8 @@ void prepared(struct run *c, void *arg)
 		return;
 	if (c->finish_pending)
 		finish_cur(s->sup, s);
-	else if (s->alive && s->ckpt_due != DUE_RESUMED && !s->want_spawn)
-		send_exec(s->sup, s);
+	else if (s->alive && s->ckpt_due != DUE_RESUMED && !s->want_spawn && !retake_copy(s->sup, s))
+		send_exec(s->sup, s); /* (the copy, killed while the snapshot was taken, first) */
 }
 
 static void send_exec(struct sup *sup, struct session *s)
@@ -197,6 +211,9 @@ static void send_exec(struct sup *sup, struct session *s)
 	int restore_format = 1;
 	int restore_fds[2] = { -1, -1 };
 	int restore_nfds = c->new_session ? restore_begin(sup, s, c, &restore_bytes, &restore_format, restore_fds) : -1;
+	if (restore_nfds <= 0 && !again && c->new_session)
+		lost_outcome(s, c, false); /* nothing saved to bring back */
+	s->copy_retakes = 0;
 	c->cell = again ? replay_cell(c) : ++s->cells;
 	char log_rel[192];
 	snprintf(log_rel, sizeof log_rel, ".logs/%s-%d.stdout.log", s->name, c->cell);
@@ -279,6 +296,11 @@ void start_next(struct sup *sup, struct session *s)
 	 * before it was ended as the call's, and was rolled back further. */
 	if (s->alive && s->killed && !(s->qhead && s->qhead->reset))
 		return;
+	/* Its copy was killed from outside: a new one before the call runs,
+	 * so that the call's failure still rolls back (settled calls us
+	 * again). */
+	if (s->qhead && !s->qhead->reset && retake_copy(sup, s))
+		return;
 	while (!s->cur && s->qhead) {
 		struct run *c = s->qhead;
 		s->qhead = c->next;
@@ -295,6 +317,7 @@ void start_next(struct sup *sup, struct session *s)
 			s->dirty = s->save_failed = false;
 			s->saved_cells = 0;
 			s->restore_tried = true;
+			s->lost[0] = '\0'; /* discarded anyway */
 			int r = s->unsaved ? 0 : persist_discard(sup->persist, s->name); /* not ours: another server's */
 			if (r < 0)
 				log_warn("session %s: cannot remove its saved state: %s", s->name, strerror(-r));
@@ -364,11 +387,7 @@ void spawn_pending(struct sup *sup)
 			}
 			if (c->fork_from[0] && !c->fork_done) {
 				/* A copy to make: start_next decides how. */
-				s->cur = NULL;
-				c->next = s->qhead;
-				s->qhead = c;
-				if (!s->qtail)
-					s->qtail = c;
+				requeue_first(s);
 				start_next(sup, s);
 				continue;
 			}

@@ -61,11 +61,34 @@ static void make_scratch(struct sup *sup)
 static void zygote_gone(struct sup *sup, const char *why)
 {
 	zlink_close(sup->zl);
+	int st = 0;
+	/* Dead already (not ended here): how it died, for the sessions it
+	 * carried (session_dead, lost_outcome). */
+	bool died = false;
+	/* Its socket closes as it exits, a moment before it can be reaped:
+	 * waited for, at most 200 ms (it is ended after that anyway). */
+	for (int i = 0; sup->zpid > 0 && !sup->zbroke[0] && !died && i < 200; i++)
+		if (!(died = waitpid(sup->zpid, &st, WNOHANG) == sup->zpid))
+			usleep(1000);
 	if (sup->zpid > 0) {
 		kill(sup->zpid, SIGKILL);
-		waitpid(sup->zpid, NULL, 0);
+		if (!died)
+			waitpid(sup->zpid, NULL, 0);
 		sup->zpid = -1;
 	}
+	if (died && WIFSIGNALED(st))
+		snprintf(sup->zdied, sizeof sup->zdied,
+			 "the interpreter's zygote (the process every session is forked from) %s (%s%s), and every session's "
+			 "process with it", WTERMSIG(st) == SIGKILL ? "was killed" : "crashed", call_signal_name(WTERMSIG(st)),
+			 WTERMSIG(st) == SIGKILL ? ": by an operator's kill, or the kernel's out-of-memory killer" : "");
+	else if (died)
+		snprintf(sup->zdied, sizeof sup->zdied,
+			 "the interpreter's zygote (the process every session is forked from) exited (status %d), and every "
+			 "session's process with it", WEXITSTATUS(st));
+	else if (!sup->zbroke[0])
+		snprintf(sup->zdied, sizeof sup->zdied,
+			 "the interpreter's zygote (the process every session is forked from) ended its link to the server (%.200s), "
+			 "so it was ended with every session's process", why);
 	if (sup->z != Z_FAILED)
 		sup->z = Z_DOWN;
 	sup->zhpid = 0;
@@ -87,6 +110,7 @@ static void zygote_gone(struct sup *sup, const char *why)
 			add_note(s->cur, sup->zbroke);
 	}
 	sup->zbroke[0] = '\0';
+	sup->zdied[0] = '\0';
 }
 
 static int send_config(struct sup *sup, int sock)
@@ -204,6 +228,10 @@ int sup_start(struct sup *sup, struct err *e)
 	log_debug("zygote started (pid %d)", (int)pid);
 	return 0;
 }
+
+/* A zygote that was ready this long before it died did not die of its own
+ * start: its death does not count toward the crash loop. */
+#define ZYGOTE_SERVED_MS 10000.0
 
 static void restart_zygote(void *arg)
 {
@@ -363,6 +391,7 @@ static void z_ready(void *arg, double start_ms)
 	if (sup->z == Z_FAILED)
 		return;
 	sup->z = Z_READY;
+	sup->ready_at = loop_now_ms();
 	log_info("interpreter ready in %.0f ms", start_ms);
 	spawn_pending(sup);
 }
@@ -468,6 +497,12 @@ static void z_lost(void *arg, bool broken, const char *why)
 		 * minute of each other mean a crash loop: then the server stops
 		 * trying and says so. */
 		if (loop_now_ms() - sup->last_restart > 60000.0)
+			sup->restarts = 0;
+		/* One that served for a while was killed from outside (the
+		 * OOM killer, an operator), not a crash loop: five such kills a
+		 * minute apart must not leave the server without an
+		 * interpreter for good. */
+		if (was_ready && loop_now_ms() - sup->ready_at > ZYGOTE_SERVED_MS)
 			sup->restarts = 0;
 		sup->restarts++;
 		sup->last_restart = loop_now_ms();

@@ -31,3 +31,17 @@ hostile: $(BIN)
 ## kill-race: regression test for the reply shift after a session is killed
 kill-race: $(BIN)
 	$(SOAK_PYTHON) test/soak/kill_race.py --bin $(BIN)
+
+# The rollback promise with copies, sessions and the zygote killed from
+# outside among the usual faults, every reply checked against a model of
+# what each session holds (see kill_state.py), in both jail modes.
+.PHONY: kill-state kill-state-short
+## kill-state: outside kills of copies, sessions and the zygote, 600 operations per jail mode (minutes)
+kill-state: $(BIN) $(BUILD)/helpers/dockerrun
+	$(SOAK_PYTHON) test/soak/kill_state.py --bin $(BIN) --ops 600 $(SOAK_ARGS)
+	$(SOAK_PYTHON) test/soak/kill_state.py --bin $(BIN) --ops 600 --nsfree $(SOAK_ARGS)
+
+## kill-state-short: the same with 40 operations per jail mode (about half a minute each; in make test)
+kill-state-short: $(BIN) $(BUILD)/helpers/dockerrun
+	$(SOAK_PYTHON) test/soak/kill_state.py --bin $(BIN) --ops 40 $(SOAK_ARGS)
+	$(SOAK_PYTHON) test/soak/kill_state.py --bin $(BIN) --ops 40 --nsfree $(SOAK_ARGS)
