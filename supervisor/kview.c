@@ -30,6 +30,16 @@ static bool field_ull(const char *text, const char *key, unsigned long long *v)
 	return errno == 0 && end != p + strlen(key);
 }
 
+/* A directory of the process's /proc entry (pfd), to read its entries. */
+static DIR *open_dir_at(int pfd, const char *name)
+{
+	int d = openat(pfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *dir = d >= 0 ? fdopendir(d) : NULL;
+	if (!dir && d >= 0)
+		close(d);
+	return dir;
+}
+
 static int kfd_cmp(const void *a, const void *b)
 {
 	int x = ((const struct kfd *)a)->fd, y = ((const struct kfd *)b)->fd;
@@ -38,13 +48,9 @@ static int kfd_cmp(const void *a, const void *b)
 
 static bool read_fds(int pfd, struct kview *kv)
 {
-	int d = openat(pfd, "fdinfo", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	DIR *dir = d >= 0 ? fdopendir(d) : NULL;
-	if (!dir) {
-		if (d >= 0)
-			close(d);
+	DIR *dir = open_dir_at(pfd, "fdinfo");
+	if (!dir)
 		return false;
-	}
 	bool ok = true;
 	for (struct dirent *de; ok && (de = readdir(dir));) {
 		if (de->d_name[0] < '0' || de->d_name[0] > '9')
@@ -89,13 +95,9 @@ static bool faults(int pfd, const char *name, unsigned long long *flt, unsigned 
  * each with its faults; false when they cannot all be read. */
 static bool read_children(int pfd, struct kview *kv)
 {
-	int d = openat(pfd, "task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	DIR *dir = d >= 0 ? fdopendir(d) : NULL;
-	if (!dir) {
-		if (d >= 0)
-			close(d);
+	DIR *dir = open_dir_at(pfd, "task");
+	if (!dir)
 		return false;
-	}
 	bool ok = true;
 	for (struct dirent *de; ok && (de = readdir(dir));) {
 		if (de->d_name[0] == '.')

@@ -375,18 +375,26 @@ static int pss_shares(const char *proc, pid_t pid, uint64_t *anon, uint64_t *shm
 	return 0;
 }
 
-int watch_footprint_pss(const char *proc, pid_t zygote, pid_t root, pid_t skip, pid_t dying, struct footprint *u)
+/* The processes below root but the checkpoint (skip) and a copy being
+ * ended (dying), each left out with what is below it. */
+static int list_below(const char *proc, pid_t root, pid_t skip, pid_t dying, pid_t **below, size_t *n)
 {
-	memset(u, 0, sizeof *u);
-	pid_t *below = NULL;
-	size_t n = 0;
 	pid_t keep[2];
 	size_t nk = 0;
 	if (skip > 0)
 		keep[nk++] = skip;
 	if (dying > 0)
 		keep[nk++] = dying;
-	int rc = procs_list_below(proc, root, keep, nk, &below, &n);
+	return procs_list_below(proc, root, keep, nk, below, n);
+}
+
+
+int watch_footprint_pss(const char *proc, pid_t zygote, pid_t root, pid_t skip, pid_t dying, struct footprint *u)
+{
+	memset(u, 0, sizeof *u);
+	pid_t *below = NULL;
+	size_t n = 0;
+	int rc = list_below(proc, root, skip, dying, &below, &n);
 	if (rc < 0)
 		return rc;
 	struct inos *seen = xcalloc(1, sizeof *seen);
@@ -494,13 +502,7 @@ static int footprint_seen(const char *proc, pid_t zygote, pid_t root, pid_t skip
 	memset(u, 0, sizeof *u);
 	pid_t *below = NULL;
 	size_t n = 0;
-	pid_t keep[2];
-	size_t nk = 0;
-	if (skip > 0)
-		keep[nk++] = skip;
-	if (dying > 0)
-		keep[nk++] = dying;
-	int rc = procs_list_below(proc, root, keep, nk, &below, &n);
+	int rc = list_below(proc, root, skip, dying, &below, &n);
 	if (rc < 0)
 		return rc;
 	add_proc(proc, root, u, seen);
