@@ -21,6 +21,6 @@ cd "$repo"
 
 export PSM_BIN="$bin"
 if [ $# -gt 0 ]; then
-	exec node --test --test-concurrency=2 --test-timeout=300000 "$@"
+	exec node --test --test-concurrency=${PSM_TEST_CONCURRENCY:-3} --test-timeout=300000 "$@"
 fi
-exec node --test --test-concurrency=2 --test-timeout=300000 test/integration/*.test.mjs
+exec node --test --test-concurrency=${PSM_TEST_CONCURRENCY:-3} --test-timeout=300000 test/integration/*.test.mjs
