@@ -122,11 +122,15 @@ static void header(struct out *o, const cJSON *start, const char *session, const
 	free(t);
 	const char *root = str_or(start, "root", ".");
 	char *lit = py_literal(root);
+	/* np, pd and plt: a session has them bound before its first cell, so
+	 * the agent's cells use them without importing; a plain kernel must
+	 * get them here or the first such cell raises NameError. */
 	t = xasprintf("# What the session had when it started: the project as working directory\n"
 		      "# (set PSM_ROOT to run this on a copy of it), matplotlib's Agg backend,\n"
-		      "# random and numpy.random seeded.\n"
+		      "# random and numpy.random seeded, np, pd and plt bound.\n"
 		      "import os\nimport random\n\nos.chdir(os.environ.get(\"PSM_ROOT\", %s))\n\nimport matplotlib\n\nmatplotlib.use(\"Agg\")\n"
-		      "random.seed(%d)\ntry:\n    import numpy\n\n    numpy.random.seed(%d)\nexcept ImportError:\n    pass\n",
+		      "random.seed(%d)\ntry:\n    import numpy\n\n    numpy.random.seed(%d)\nexcept ImportError:\n    pass\n"
+		      "import numpy as np\nimport pandas as pd\nimport matplotlib.pyplot as plt\n",
 		      lit, cJSON_IsNumber(seed) ? seed->valueint : 0, cJSON_IsNumber(seed) ? seed->valueint : 0);
 	free(lit);
 	cJSON *c = code_cell("setup", t, 0);

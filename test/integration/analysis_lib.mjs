@@ -4,7 +4,9 @@
 import { newProject, execPy, writeFile } from './lib.mjs';
 
 export const ANALYSIS = [
-	['import pandas as pd\nimport numpy as np\ndf = pd.read_csv("workspace/data/input.csv")\nprint(df.shape)\ndf["b"].sum()'],
+	// np and pd as the session binds them, not imported: the export's setup
+	// cell must bind them for a plain kernel.
+	['df = pd.read_csv("workspace/data/input.csv")\nprint(df.shape)\ndf["b"].sum()'],
 	['draw = np.random.normal(size=4)\nprint([round(float(x), 6) for x in draw])'],
 	['total = df["missing"].sum()'],
 	['import time\nlost = 1\nwhile True:\n    time.sleep(0.05)', { timeout_s: 1 }],
