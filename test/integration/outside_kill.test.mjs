@@ -127,7 +127,7 @@ for (const combo of combos) {
 			assert.deepEqual([r.sc.status, r.sc.state], ['ok', 'kept'], show(r.sc));
 			const old = await killCopy(h, 'default', 2);
 			// Taken again at once, while the session rests.
-			const again = await until(() => titled(h.pid, COPY()).find((p) => p.pid !== old), 5000);
+			const again = await until(() => titled(h.pid, COPY()).find((p) => p.pid !== old), 30000);
 			const t = await execPy(h, `x += 100\n${SLEEP}`, { timeout_s: 2 });
 			r = await execPy(h, 'x');
 			assert.deepEqual([t.sc.status, t.sc.state, r.sc.status, r.sc.state, r.sc.result], ['timeout', 'rolled_back', 'ok', 'kept', '42'],
