@@ -388,7 +388,6 @@ static int list_below(const char *proc, pid_t root, pid_t skip, pid_t dying, pid
 	return procs_list_below(proc, root, keep, nk, below, n);
 }
 
-
 int watch_footprint_pss(const char *proc, pid_t zygote, pid_t root, pid_t skip, pid_t dying, struct footprint *u)
 {
 	memset(u, 0, sizeof *u);

@@ -10,6 +10,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 
 import { startClient, newProject, execPy, descendants, writeFile, sleep, show } from './lib.mjs';
+import { ok, timeout } from './reply_lib.mjs';
 
 /** The cells whose state the session's checkpoints hold (their titles). */
 function checkpointCells(pid, session) {
@@ -34,18 +35,6 @@ async function checkpointAt(h, session, cell, ms = 3000) {
 		got = checkpointCells(h.pid, session);
 	}
 	return got;
-}
-
-async function ok(h, session, code) {
-	const r = await execPy(h, code, { session });
-	assert.equal(r.sc.status, 'ok', show(r.sc));
-	return r;
-}
-
-async function timeout(h, session) {
-	const r = await execPy(h, 'while True: pass', { session, timeout_s: 1 });
-	assert.deepEqual([r.sc.status, r.sc.state], ['timeout', 'rolled_back'], show(r.sc));
-	return r;
 }
 
 describe('replay log', () => {

@@ -14,19 +14,7 @@ import path from 'node:path';
 
 import { BIN, startClient, newProject, execPy, writeFile, sleep, show, reachableArgv } from './lib.mjs';
 import { SKILL_REL, tmpDir } from './trust_lib.mjs';
-import { projectWith } from './reply_lib.mjs';
-
-async function ok(h, session, code) {
-	const r = await execPy(h, code, { session });
-	assert.equal(r.sc.status, 'ok', show(r.sc));
-	return r;
-}
-
-async function timeout(h, session) {
-	const r = await execPy(h, 'while True: pass', { session, timeout_s: 1 });
-	assert.deepEqual([r.sc.status, r.sc.state], ['timeout', 'rolled_back'], show(r.sc));
-	return r;
-}
+import { projectWith, ok, timeout } from './reply_lib.mjs';
 
 const lines = (p) => fs.readFileSync(p, 'utf8').split('\n').filter(Boolean);
 
