@@ -70,6 +70,61 @@ bool jail_userns_probe(uid_t uid, gid_t gid, bool mount)
 	return WIFEXITED(st) && WEXITSTATUS(st) == 0;
 }
 
+/* ---- the owner namespace ---- */
+
+/* A server not run by root counts its sessions' memory by proportional
+ * shares (smaps_rollup) and sees their memfds (/proc/PID/fd) only if the
+ * kernel lets it read those files of a process that is not dumpable, which
+ * takes CAP_SYS_PTRACE in the user namespace that process's memory was made
+ * in (mm->user_ns: set at execve to the caller's namespace, kept by fork).
+ * The zygote used to be exec'd in the host's namespace and to make its own
+ * namespace afterwards (jail_ns_apply), so its sessions' memory belonged to
+ * the host's namespace, where such a server has no capability.  So the
+ * server's child calls this just before it execs the zygote: the exec then
+ * makes the zygote's memory in a namespace the server's uid owns, where
+ * the owner in the parent namespace holds every capability.  The jail
+ * itself is unchanged: the zygote still makes its own user namespace (a
+ * child of this one) and every other layer on top.
+ * What it does not open, each checked by the kernel's rule for a process
+ * that is not dumpable (capable in mm->user_ns):
+ *   - a session reading another session's /proc/PID/mem, environ, maps,
+ *     smaps_rollup or fd: its credentials are in the jail's namespace, a
+ *     child of this one, and no capability reaches from a child namespace
+ *     up to its parent (besides, its capabilities are dropped, nested user
+ *     namespaces are refused by seccomp, and each session has a Landlock
+ *     domain of its own);
+ *   - anything in this namespace getting capabilities in it: the exec
+ *     drops them (the uid is not 0 here), and uid 0 is not mapped.
+ * The owner's processes on the host (this user's own) may read the
+ * sessions as they may read the server; the sandbox gains nothing.  Until
+ * the exec the child holds a copy of the server's memory and is dumpable
+ * (writing its own uid_map needs that): a window of microseconds in which
+ * only this user's unsandboxed processes could read it (a sandbox of
+ * another server of this user is refused by Landlock's ptrace rule, and a
+ * namespaced one does not see host processes). */
+int jail_ns_owner_enter(void)
+{
+	uid_t uid = getuid();
+	gid_t gid = getgid();
+	if (uid == 0 || uid != geteuid() || gid != getegid())
+		return -EPERM;
+	/* Not dumpable (the server is not), /proc/self/uid_map would be
+	 * root's and refuse the write. */
+	if (prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) < 0)
+		return -errno;
+	if (unshare(CLONE_NEWUSER) < 0)
+		return -errno;
+	char map[64];
+	int w;
+	if ((w = write_file("/proc/self/setgroups", "deny")) < 0)
+		return w;
+	snprintf(map, sizeof map, "%u %u 1\n", (unsigned)uid, (unsigned)uid);
+	if ((w = write_file("/proc/self/uid_map", map)) < 0)
+		return w;
+	snprintf(map, sizeof map, "%u %u 1\n", (unsigned)gid, (unsigned)gid);
+	return write_file("/proc/self/gid_map", map);
+}
+
 /* ---- the intermediate parent ---- */
 
 /* Waits for the zygote and exits as it did.  It holds no fd the sandbox

@@ -13,6 +13,12 @@ struct secret_scan;
  * whether that namespace can then make a mount namespace (an AppArmor
  * restriction leaves a new user namespace without capabilities). */
 bool jail_userns_probe(uid_t uid, gid_t gid, bool mount);
+/* Not as root: this process moves into a user namespace of its own (its
+ * uid and gid mapped to themselves), so that the next execve makes its
+ * memory there (the owner namespace; see ns.c for why and what it does not
+ * open).  0, or a negative errno; after a failure past the unshare the
+ * caller must exit. */
+int jail_ns_owner_enter(void);
 /* As root, before the uid switch: clones the mount sources, ID-mapped to
  * the sandbox uid when it is 65534 (see ns.c).  1 when ID-mapped. */
 int jail_ns_prepare(const struct jail_config *c, uid_t uid, gid_t gid, struct err *e);

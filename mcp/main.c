@@ -21,6 +21,7 @@
 #include "../common/util.h"
 #include "../interp/zygote.h"
 #include "../jail/jail.h"
+#include "../supervisor/watch.h"
 #include "budget.h"
 #include "check.h"
 #include "export.h"
@@ -741,6 +742,10 @@ static int open_workspace(struct start *ctx)
 
 int main(int argc, char **argv)
 {
+	/* The server's probe of what it may read of its sessions (an
+	 * internal command line; see supervisor/watch.c). */
+	if (argc == 3 && strcmp(argv[1], WATCH_PROBE_ARG) == 0)
+		return watch_probe_main(argv[2]);
 	/* One out-of-memory rule for every JSON value built in this process
 	 * (server, zygote, session): see common/util.h. */
 	util_cjson_hooks();

@@ -32,6 +32,7 @@
 #include "../interp/procs.h"
 #include "../interp/zygote.h"
 #include "../jail/jail.h"
+#include "../jail/ns.h"
 #include "../jail/uid.h"
 #include "outbuf.h"
 #include "persist.h"

@@ -4,6 +4,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <linux/magic.h>
 #include <stdio.h>
@@ -18,6 +20,8 @@
 
 #include "../common/util.h"
 #include "../interp/procs.h"
+#include "../jail/layer.h"
+#include "../jail/ns.h"
 
 int watch_pidfd(int pidfd, pid_t *host, pid_t *ns)
 {
@@ -521,11 +525,10 @@ static int footprint_seen(const char *proc, pid_t zygote, pid_t root, pid_t skip
 	return 0;
 }
 
-bool watch_sees_fds(void)
+/* The probe of a server that has CAP_SYS_PTRACE where it runs (root): a
+ * child of its own, not dumpable, as a session is. */
+static bool sees_own_child(void)
 {
-	static int known = -1;
-	if (known >= 0)
-		return known;
 	int p[2];
 	if (pipe2(p, O_CLOEXEC) < 0)
 		return false;
@@ -557,8 +560,127 @@ bool watch_sees_fds(void)
 		while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
 			;
 	}
-	known = ok;
 	return ok;
+}
+
+/* What this server reads of process pid: its descriptors (fds) and its
+ * proportional shares (pss). */
+static void reads_of(pid_t pid, bool *fds, bool *pss)
+{
+	char path[64], buf[4096];
+	snprintf(path, sizeof path, "/proc/%d/fd", (int)pid);
+	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	*fds = fd >= 0;
+	if (fd >= 0)
+		close(fd);
+	snprintf(path, sizeof path, "/proc/%d/smaps_rollup", (int)pid);
+	*pss = read_small(path, buf, sizeof buf) > 0 && strstr(buf, "\nPss_Anon:");
+}
+
+/* The probe of a server not run by root, in the situation of its sessions:
+ * a child that enters the owner namespace as the zygote's start does
+ * (jail/ns.c: jail_ns_owner_enter), execs this binary (watch_probe_main:
+ * there it makes a user and a mount namespace below, as the jail does, and
+ * becomes not dumpable, as a session does), and is looked at from here.
+ * Only what the kernel lets this server read decides; the child's word
+ * only says that it got that far. */
+static void sees_owner_child(bool *fds, bool *pss)
+{
+	*fds = *pss = false;
+	if (geteuid() == 0)
+		return;
+	jail_knobs_read();
+	if (jail_disabled("userns"))
+		return; /* the jail makes no user namespace: neither does this */
+	char self[4096];
+	ssize_t k = readlink("/proc/self/exe", self, sizeof self - 1);
+	if (k <= 0)
+		return;
+	self[k] = '\0';
+	int p[2];
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return;
+	pid_t parent = getpid();
+	pid_t pid = fork();
+	if (pid == 0) {
+		close(p[0]);
+		prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+		if (getppid() != parent || jail_ns_owner_enter() < 0)
+			_exit(0);
+		char fdarg[16];
+		snprintf(fdarg, sizeof fdarg, "%d", p[1]);
+		fcntl(p[1], F_SETFD, 0);
+		char *argv[] = { "python-sandbox-mcp", (char *)WATCH_PROBE_ARG, fdarg, NULL };
+		char *envp[] = { NULL };
+		exec_self(self, argv, envp);
+		_exit(0);
+	}
+	close(p[1]);
+	if (pid > 0) {
+		/* The child writes at once or exits (the end closes): bounded
+		 * anyway, a server never hangs on its start. */
+		struct pollfd pf = { .fd = p[0], .events = POLLIN };
+		char c = 0;
+		if (poll(&pf, 1, 10000) == 1 && read(p[0], &c, 1) == 1 && c == 'y')
+			reads_of(pid, fds, pss);
+		kill(pid, SIGKILL);
+		while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+			;
+	}
+	close(p[0]);
+}
+
+int watch_probe_main(const char *fdarg)
+{
+	char *end;
+	long fd = strtol(fdarg, &end, 10);
+	if (*end || fd < 3 || fd > 1024)
+		return 2;
+	prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+	/* The jail's user namespace (a child of the owner namespace) and its
+	 * mount namespace: where a session's credentials are.  Without a
+	 * mount namespace the jail would run without namespaces, where this
+	 * server counts by resident pages as before. */
+	char c = jail_ns_owner_enter() == 0 && unshare(CLONE_NEWNS) == 0 &&
+		 prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0 ? 'y' : 'n';
+	if (write((int)fd, &c, 1) == 1 && c == 'y')
+		pause();
+	return 0;
+}
+
+static bool probed;    /* the probes below ran (once) */
+static bool sees_fds;  /* the sessions' /proc/PID/fd */
+static bool sees_pss;  /* the sessions' smaps_rollup */
+static bool owner_ns;  /* the zygote starts in the owner namespace */
+
+static void probe(void)
+{
+	if (probed)
+		return;
+	probed = true;
+	sees_owner_child(&sees_fds, &sees_pss);
+	owner_ns = sees_pss;
+	if (!owner_ns)
+		/* Root (or no owner namespace): the same check opens both. */
+		sees_fds = sees_pss = sees_own_child();
+}
+
+bool watch_sees_fds(void)
+{
+	probe();
+	return sees_fds;
+}
+
+bool watch_sees_pss(void)
+{
+	probe();
+	return sees_pss;
+}
+
+bool watch_owner_ns(void)
+{
+	probe();
+	return owner_ns;
 }
 
 /* A cgroup v2 memory controller is usable when this process's own cgroup is
@@ -594,17 +716,28 @@ void watch_describe_memory(long memory_mb, long max_processes, FILE *out)
 		"(status memory, rolled back); RLIMIT_DATA binds each process; cgroup v2 memory controller: %s\n",
 		memory_mb, WATCH_INTERVAL_MS,
 		cgroup2_memory_delegated() ? "delegated, not used (the watchdog holds)" : "not delegated here");
-	/* The same probe answers both: /proc/PID/fd and smaps_rollup of a
-	 * process that is not dumpable open under the same ptrace check. */
-	fprintf(out, "memory counted by: %s\n", watch_sees_fds()
+	bool sees = watch_sees_pss();
+	const char *why = !sees ? (geteuid() == 0 ? "a root without CAP_SYS_PTRACE (a container that dropped it)"
+					    : "run by a user other than root without user namespaces (the namespace-free "
+					      "mode), it has no CAP_SYS_PTRACE over them: allow user namespaces to count "
+					      "by proportional shares")
+			  : watch_owner_ns() ? "run by a user other than root: the zygote is started in a user namespace this "
+					      "server owns, whose memory it may read"
+					    : "root: CAP_SYS_PTRACE";
+	fprintf(out, "memory counted by: %s (%s)\n", sees
 		? "proportional shares near the limit (smaps_rollup: a page the session's processes share counts once, "
 		  "and its checkpoint's copy of the pages the session changed counts too)"
 		: "resident pages (this server cannot read its sessions' smaps_rollup: a page shared by a session's "
-		  "processes counts in each, and its checkpoint's copy is not counted)");
+		  "processes counts in each, and its checkpoint's copy is not counted)", why);
+	/* A session's /proc/PID/fd is a directory of mode 0500 owned, while
+	 * the session is not dumpable, by the root of the namespace its
+	 * memory was made in: the host's root, also in the owner namespace
+	 * (its uid 0 is not mapped), so only root lists it. */
 	fprintf(out, "memfds: %s\n", watch_sees_fds()
 		? "counted by their size from each session process's descriptors"
 		: "memfd_create refused in the sandbox: this server cannot read its sessions' descriptors "
-		  "(no CAP_SYS_PTRACE over them), so a memfd would be memory the watchdog cannot see");
+		  "(/proc/PID/fd of a process that is not dumpable is root's), so a memfd would be memory the "
+		  "watchdog cannot see");
 	fprintf(out, "processes: max_processes (%ld) per session, counted by the same watchdog; "
 		"RLIMIT_NPROC for all sessions together\n", max_processes);
 }

@@ -120,12 +120,27 @@ struct save_footprint {
 int watch_save_footprint(const char *proc, pid_t zygote, pid_t session, pid_t ckpt, pid_t dying, struct footprint *u,
 			 struct save_footprint *v);
 
-/* Whether this process can list the descriptors of its sessions, which are
- * not dumpable: /proc/PID/fd of a non-dumpable process opens only for a
- * caller with CAP_SYS_PTRACE over it (root, not in a container that dropped
- * it).  Probed on a non-dumpable child of ours, once; the answer is
- * cached.  Without it the watchdog cannot see memfds (see watch.c). */
+/* Whether this process can list the descriptors of its sessions and read
+ * their smaps_rollup, which, for a process that is not dumpable, opens only
+ * for a caller with CAP_SYS_PTRACE in the user namespace its memory was
+ * made in.  Root has it (not in a container that dropped it); a server run
+ * by another user has it where the zygote is exec'd in a user namespace the
+ * server owns (watch_owner_ns).  Probed once, on a process in a session's
+ * situation; the answer is cached.  Without it the watchdog cannot see
+ * memfds and counts by resident pages (see watch.c). */
 bool watch_sees_fds(void);
+/* Whether this process can read its sessions' smaps_rollup (a count by
+ * proportional shares): root, or a server whose zygote starts in the owner
+ * namespace.  From the same probe as watch_sees_fds. */
+bool watch_sees_pss(void);
+/* Whether the zygote is to be exec'd in the owner namespace
+ * (jail_ns_owner_enter): a server not run by root whose probe read a
+ * process there.  Decided by watch_sees_fds, which this calls. */
+bool watch_owner_ns(void);
+/* The probe's process (watch.c): this binary started with WATCH_PROBE_ARG
+ * and a descriptor number. */
+#define WATCH_PROBE_ARG "--owner-ns-probe"
+int watch_probe_main(const char *fdarg);
 
 /* Writes to out what bounds a session's memory as a whole on this machine
  * (for --check): the watchdog above, how memfds are held to it, and

@@ -160,6 +160,9 @@ int sup_start(struct sup *sup, struct err *e)
 		sup->zl = zlink_new(cfg->loop, &zlink_events, sup, cfg->zlink);
 	warmup_zygote_started(sup->warm);
 	make_scratch(sup);
+	/* Decided before the fork (the probe forks and execs itself), and the
+	 * same for every start: send_config's no_memfd follows it. */
+	bool owner = !cfg->fake_zygote && watch_owner_ns();
 	int sv[2];
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
 		return err_sys(e, -errno, "socketpair");
@@ -211,6 +214,18 @@ int sup_start(struct sup *sup, struct err *e)
 					break;
 				}
 		envp[n] = NULL;
+		/* A server not run by root: the zygote's memory is made in a
+		 * user namespace this server owns, so that it can count its
+		 * sessions by proportional shares and see their memfds (see
+		 * jail/ns.c for what this does not open).  The probe said it
+		 * works here; if it fails now the zygote does not start (fail
+		 * closed: the sandbox would allow memfds the server cannot
+		 * see). */
+		if (owner && jail_ns_owner_enter() < 0) {
+			static const char msg[] = "python-sandbox-mcp: cannot start the zygote in its own user namespace\n";
+			(void)!write(STDERR_FILENO, msg, sizeof msg - 1);
+			_exit(127);
+		}
 		exec_self(cfg->self_exe, argv, envp);
 		_exit(127);
 	}

@@ -36,13 +36,19 @@ function sandboxPssMb(serverPid) {
 	return kb / 1024;
 }
 
-const modes = AS_ROOT ? [['namespaces', null]] : [];
-for (const [mode, ns] of modes) {
-	describe(`memory counted as the host holds it (${mode}, as root)`, () => {
+const NOBODY = ['--reuid=65534', '--regid=65534', '--clear-groups'];
+for (const who of AS_ROOT ? ['root', 'nobody'] : ['the current user']) {
+	describe(`memory counted as the host holds it (namespaces, the server run by ${who})`, () => {
 		let h;
 		before(async () => {
-			const launch = ns ? { command: DOCKERRUN, commandArgs: [BIN] } : {};
-			h = await startClient(newProject('share'), { structured: true, env, args: ['--memory', String(MB)], ...launch });
+			const root = newProject(`share-${who.replace(/ /g, '')}`);
+			let launch = {};
+			if (who === 'nobody') {
+				// nobody runs copies it can reach (the checkout may be private).
+				spawnSync('chown', ['-R', '65534:65534', root]);
+				launch = { command: 'setpriv', commandArgs: [...NOBODY, ...reachableArgv()] };
+			}
+			h = await startClient(root, { structured: true, env, args: ['--memory', String(MB)], ...launch });
 		});
 		after(async () => { await h?.close(); });
 
@@ -104,15 +110,26 @@ for (const [mode, ns] of modes) {
 }
 
 describe('--check says how memory is counted', () => {
-	test('proportional shares as root, resident pages where the sessions cannot be read', { timeout: 60000 }, () => {
+	test('proportional shares as root and, with namespaces, as another user; resident pages as another user without namespaces', { timeout: 120000 }, () => {
 		const root = newProject('share-check');
-		const r = spawnSync(BIN, ['--check', '--root', root], { encoding: 'utf8' });
-		const out = r.stdout + r.stderr;
-		assert.match(out, AS_ROOT ? /proportional shares/ : /resident pages/, out);
+		const check = (argv) => {
+			const r = spawnSync(argv[0], [...argv.slice(1), '--check', '--root', root], { encoding: 'utf8', timeout: 100000 });
+			return r.stdout + r.stderr;
+		};
+		let out = check([BIN]);
+		assert.match(out, /^memory counted by: proportional shares/m, out);
+		assert.match(out, AS_ROOT ? /\(root: CAP_SYS_PTRACE\)/ : /started in a user namespace this server owns/, out);
+		// Without namespaces (a container runtime's default rules).
+		out = check([DOCKERRUN, BIN]);
+		assert.match(out, AS_ROOT ? /^memory counted by: proportional shares/m : /^memory counted by: resident pages.*the namespace-free mode/m, out);
 		if (AS_ROOT) {
 			spawnSync('chown', ['-R', '65534:65534', root]);
-			const n = spawnSync('setpriv', ['--reuid=65534', '--regid=65534', '--clear-groups', ...reachableArgv(), '--check', '--root', root], { encoding: 'utf8' });
-			assert.match(n.stdout + n.stderr, /resident pages/, n.stdout + n.stderr);
+			out = check(['setpriv', ...NOBODY, ...reachableArgv()]);
+			assert.match(out, /^memory counted by: proportional shares .*started in a user namespace this server owns/m, out);
+			// The descriptors stay closed to it: memfds still refused.
+			assert.match(out, /^memfds: memfd_create refused/m, out);
+			out = check(['setpriv', ...NOBODY, ...reachableArgv([DOCKERRUN])]);
+			assert.match(out, /^memory counted by: resident pages .*the namespace-free mode/m, out);
 		}
 	});
 });
