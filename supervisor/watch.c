@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../common/log.h"
 #include "../common/util.h"
 #include "../interp/procs.h"
 #include "../jail/layer.h"
@@ -658,11 +659,18 @@ static void probe(void)
 	if (probed)
 		return;
 	probed = true;
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
 	sees_owner_child(&sees_fds, &sees_pss);
 	owner_ns = sees_pss;
 	if (!owner_ns)
 		/* Root (or no owner namespace): the same check opens both. */
 		sees_fds = sees_pss = sees_own_child();
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	log_debug("the sessions' smaps_rollup %s, their descriptors %s (probed in %.1f ms%s)",
+		  sees_pss ? "readable" : "not readable", sees_fds ? "readable" : "not readable",
+		  (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6,
+		  owner_ns ? ", the zygote starts in a user namespace of its own" : "");
 }
 
 bool watch_sees_fds(void)

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "../../jail/jail.h"
+#include "../../jail/ns.h"
 #include "../../policy/policy.h"
 
 static char *slurp(const char *path)
@@ -82,8 +83,31 @@ static int start_python(int argc, char **argv)
 	return 0;
 }
 
+/* As the server starts its zygote (supervisor/zstart.c), when it is not
+ * root and namespaces can be made: in a user namespace of its own, then
+ * exec'd again, so that the suite's sessions are in the situation the
+ * server makes (their memory made in that namespace).  Returns only when
+ * that does not apply. */
+static void owner_ns_exec(char **argv)
+{
+	if (geteuid() == 0 || getenv("JAILRUN_OWNED"))
+		return;
+	jail_knobs_read();
+	if (jail_disabled("userns") || !jail_userns_probe(getuid(), getgid(), true))
+		return;
+	if (jail_ns_owner_enter() < 0) {
+		fprintf(stderr, "jailrun: cannot enter a user namespace of its own: %s\n", strerror(errno));
+		exit(4);
+	}
+	setenv("JAILRUN_OWNED", "1", 1);
+	execv("/proc/self/exe", argv);
+	perror("jailrun: exec again");
+	exit(4);
+}
+
 int main(int argc, char **argv)
 {
+	owner_ns_exec(argv);
 	bool check = argc > 1 && strcmp(argv[1], "--check") == 0;
 	if (check) {
 		argv++;

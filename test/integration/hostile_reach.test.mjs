@@ -161,6 +161,45 @@ for (const [mode, pre] of [['namespaces', []], ['no namespaces', [DOCKERRUN]]]) 
 				}
 			});
 
+			// A server run by nobody now starts its zygote in a user
+			// namespace it owns, so that it may read its sessions'
+			// smaps_rollup: one session must still read nothing of another
+			// (not dumpable, no capability in that namespace, a Landlock
+			// domain each), in every mode.
+			test('a session reads nothing of another session\'s /proc: mem, environ, maps, smaps_rollup, fd', { timeout: 60000 }, async () => {
+				const canary = `psm-canary-${process.pid}`;
+				const b = await execPy(h, `import os\nos.environ["PSM_CANARY"] = "${canary}"\nheld = "${canary}" * 1000\nos.getpid()`, { session: 'b' });
+				assert.equal(Number(b.sc.result), pidB, show(b.sc));
+				// Seen from outside: the target is alive, and what the cell
+				// tries to read is there for a reader allowed to.
+				if (AS_ROOT) assert.match(fs.readFileSync(`/proc/${sessB}/smaps_rollup`, 'utf8'), /Pss_Anon/);
+				const r = await execPy(h, [
+					'import os',
+					`b = ${pidB}`,
+					'out = {}',
+					'for f in ("mem", "environ", "maps", "smaps_rollup", "smaps", "pagemap"):',
+					'    fh = None',
+					'    try:',
+					'        fh = open("/proc/%d/%s" % (b, f), "rb"); out[f] = "READ %d" % len(fh.read(65536))',
+					'    except OSError as e: out[f] = ("OPENED " if fh else "") + type(e).__name__',
+					'    if fh: fh.close()',
+					'for f in ("fd", "fdinfo", "map_files"):',
+					'    try: out[f] = "LISTED %d" % len(os.listdir("/proc/%d/%s" % (b, f)))',
+					'    except OSError as e: out[f] = type(e).__name__',
+					'for f in ("fd/0", "fd/3", "exe", "cwd", "root"):',
+					'    try: out[f] = "LINK " + os.readlink("/proc/%d/%s" % (b, f))',
+					'    except OSError as e: out[f] = type(e).__name__',
+					'own = len(open("/proc/self/smaps_rollup").read()) > 0 and len(os.listdir("/proc/self/fd")) > 0',
+					'out, own',
+				].join('\n'), { session: 'a' });
+				assert.equal(r.sc.status, 'ok', show(r.sc));
+				assert.doesNotMatch(r.sc.result, /READ|OPENED|LISTED|LINK/, r.sc.result);
+				assert.match(r.sc.result, /, True\)$/, 'the cell reads its own /proc: ' + r.sc.result);
+				assert.ok(!JSON.stringify(r.res).includes(canary), 'the canary is not in the reply');
+				// Still alive and unchanged, seen from outside.
+				assert.ok(fs.existsSync(`/proc/${sessB}`), 'session b is alive');
+			});
+
 			test('the server\'s /proc/PID/fd cannot be listed from a cell', { timeout: 60000 }, async () => {
 				const r = await execPy(h, [
 					'import os',
