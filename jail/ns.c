@@ -73,10 +73,12 @@ bool jail_userns_probe(uid_t uid, gid_t gid, bool mount)
 /* ---- the owner namespace ---- */
 
 /* A server not run by root counts its sessions' memory by proportional
- * shares (smaps_rollup) and sees their memfds (/proc/PID/fd) only if the
- * kernel lets it read those files of a process that is not dumpable, which
- * takes CAP_SYS_PTRACE in the user namespace that process's memory was made
- * in (mm->user_ns: set at execve to the caller's namespace, kept by fork).
+ * shares (smaps_rollup) only if the kernel lets it read that file of a
+ * process that is not dumpable, which takes CAP_SYS_PTRACE in the user
+ * namespace that process's memory was made in (mm->user_ns: set at execve to
+ * the caller's namespace, kept by fork).  (Their /proc/PID/fd stays closed:
+ * a directory of mode 0500 owned by that namespace's root, unmapped here,
+ * so the host's root; memfds stay refused for such a server.)
  * The zygote used to be exec'd in the host's namespace and to make its own
  * namespace afterwards (jail_ns_apply), so its sessions' memory belonged to
  * the host's namespace, where such a server has no capability.  So the
@@ -95,8 +97,14 @@ bool jail_userns_probe(uid_t uid, gid_t gid, bool mount)
  *     domain of its own);
  *   - anything in this namespace getting capabilities in it: the exec
  *     drops them (the uid is not 0 here), and uid 0 is not mapped.
+ *     Attack this keeps out: a map of 0 to the server's uid would open
+ *     /proc/PID/fd as well (its owner would be the server's uid), but the
+ *     exec would then give the zygote, and whatever runs in it before the
+ *     jail, every capability in the namespace the sessions' memory belongs
+ *     to: a process left there could read and trace every session.
  * The owner's processes on the host (this user's own) may read the
- * sessions as they may read the server; the sandbox gains nothing.  Until
+ * sessions, as they could already read and trace the zygote (dumpable, a
+ * fresh exec); the sandbox gains nothing.  Until
  * the exec the child holds a copy of the server's memory and is dumpable
  * (writing its own uid_map needs that): a window of microseconds in which
  * only this user's unsandboxed processes could read it (a sandbox of

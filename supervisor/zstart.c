@@ -216,11 +216,10 @@ int sup_start(struct sup *sup, struct err *e)
 		envp[n] = NULL;
 		/* A server not run by root: the zygote's memory is made in a
 		 * user namespace this server owns, so that it can count its
-		 * sessions by proportional shares and see their memfds (see
-		 * jail/ns.c for what this does not open).  The probe said it
-		 * works here; if it fails now the zygote does not start (fail
-		 * closed: the sandbox would allow memfds the server cannot
-		 * see). */
+		 * sessions by proportional shares (see jail/ns.c for what this
+		 * does not open).  The probe said it works here; a failure now
+		 * may leave this child in a namespace without a mapping, so it
+		 * ends (the server's restart says so if it keeps failing). */
 		if (owner && jail_ns_owner_enter() < 0) {
 			static const char msg[] = "python-sandbox-mcp: cannot start the zygote in its own user namespace\n";
 			(void)!write(STDERR_FILENO, msg, sizeof msg - 1);
