@@ -155,7 +155,7 @@ static int pidfd_of(pid_t pid)
 /* ---- the saver forgery: a pipe with every checkpoint ----
  * With "ckpt-saver" the session hands the read end of a pipe with every
  * checkpoint, asked for a saver or not, with a save stream in it laid out
- * as a real saver's (interp/bootstrap.py save_state: PSMSAVE1, the length,
+ * as a real saver's (interp/bootstrap/saved.py save_state: PSMSAVE1, the length,
  * the summary record, the metadata).  An unasked pipe gets all of it but
  * the last byte; at the session's next cell or checkpoint request (by
  * then the server has dealt with the checkpoint) it looks whether the
