@@ -16,7 +16,7 @@
 #define KEY_LEN 32
 /* The trailer: magic, the body's length, when it was made, the execution
  * count, then the tag.  v2 puts the key's id and a nonce before its tag, a
- * Poly1305 tag under a key used once (tag_begin); v1 (an HMAC-SHA256 tag,
+ * Poly1305 tag under a key used once (persist_tag_begin); v1 (an HMAC-SHA256 tag,
  * no key id) is still read, so that a snapshot written by an older server
  * is restored. */
 #define TRAILER1_MAGIC "PSMSNAP1"
@@ -52,6 +52,7 @@ struct persist {
 	bool stream_only; /* every restore streamed (persist_stream_only) */
 	uint64_t written_all; /* persist_written_all */
 };
+
 static inline void put64(unsigned char *p, uint64_t v)
 {
 	for (int i = 0; i < 8; i++)
