@@ -63,7 +63,7 @@ $(BUILD)/obj/%.o: %.c
 
 # The embedded files (.incbin) are dependencies the compiler cannot see.
 $(BUILD)/obj/policy/builtin_skill.o: SKILL.md
-$(BUILD)/obj/interp/bootstrap_py.o: interp/bootstrap.py
+$(BUILD)/obj/interp/bootstrap_py.o: $(wildcard interp/bootstrap/*.py)
 $(BUILD)/obj/%.o: %.S
 	@mkdir -p $(dir $@)
 	$(CC) $(SANFLAGS) -c -I. -o $@ $<

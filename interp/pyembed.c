@@ -95,7 +95,7 @@ int py_call(const char *fn, const char *arg, char **out, size_t *len, int *is_by
 	}
 	/* Not xmalloc: in a session this copies what the cell made (a
 	 * result, a thumbnail) under its memory limit, and a failure is that
-	 * call's error (zygote.c: run_cell answers it), not the session's
+	 * call's error (session.c: run_cell answers it), not the session's
 	 * death. */
 	*out = malloc((size_t)n + 1);
 	if (!*out) {

@@ -63,8 +63,10 @@ static void add_provenance(const struct server *s, cJSON *c, const char *session
 	cJSON_AddItemToObject(c, "provenance", p ? p : cJSON_CreateNull());
 }
 
-static cJSON *check_one(const struct server *s, const cJSON *spec_json, const char *session, unsigned long long *budget,
-			char *err, size_t errsz)
+/* A files entry: a path string, or an object with a path and what to
+ * check.  The path (borrowed from spec_json) and the spec, whose required
+ * keys point into keyv; NULL with err set when the entry is wrong. */
+static const cJSON *parse_spec(const cJSON *spec_json, struct vspec *out, const char *keyv[64], char *err, size_t errsz)
 {
 	const cJSON *path = spec_json;
 	const cJSON *kind = NULL, *min_bytes = NULL, *keys = NULL, *min_rows = NULL;
@@ -100,7 +102,6 @@ static cJSON *check_one(const struct server *s, const cJSON *spec_json, const ch
 	if (!whole_number(min_bytes, "min_bytes", path->valuestring, &spec.min_bytes, err, errsz) ||
 	    !whole_number(min_rows, "min_rows", path->valuestring, &spec.min_rows, err, errsz))
 		return NULL;
-	const char *keyv[64];
 	if (keys && !cJSON_IsNull(keys)) {
 		if (!cJSON_IsArray(keys) || cJSON_GetArraySize(keys) > 64) {
 			snprintf(err, errsz, "\"required_keys\" of %.200s must be a list of at most 64 strings", path->valuestring);
@@ -117,7 +118,18 @@ static cJSON *check_one(const struct server *s, const cJSON *spec_json, const ch
 		}
 		spec.required_keys = keyv;
 	}
+	*out = spec;
+	return path;
+}
 
+static cJSON *check_one(const struct server *s, const cJSON *spec_json, const char *session, unsigned long long *budget,
+			char *err, size_t errsz)
+{
+	struct vspec spec;
+	const char *keyv[64];
+	const cJSON *path = parse_spec(spec_json, &spec, keyv, err, errsz);
+	if (!path)
+		return NULL;
 	cJSON *c = cJSON_CreateObject();
 	/* As given, but never with a control or an invisible character raw:
 	 * the form list_artifacts shows. */

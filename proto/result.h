@@ -1,8 +1,8 @@
 /* A cell's result (W_RESULT, session -> server): the one definition of its
- * shape.  The bootstrap builds it (interp/bootstrap.py, _wire_result: the
+ * shape.  The bootstrap builds it (interp/bootstrap/cells.py, _wire_result: the
  * one place on the Python side that names its keys and holds them to the
  * bounds below); the session's C side encodes one of its own only when the
- * bootstrap itself failed (interp/zygote.c); the server decodes it here,
+ * bootstrap itself failed (interp/session.c); the server decodes it here,
  * once, as untrusted: it comes from the process that ran the user's code,
  * which can write any frame it likes on its control socket.  The readers
  * (supervisor/state.c, saved.c, warmup.c, mcp/exec.c) see only the struct.

@@ -63,7 +63,7 @@ int smsg_forked_decode(const void *data, size_t len, struct smsg_forked *m, stru
 /* W_EXEC, server -> session; descriptors with restore: the read end of the
  * pipe the saved state comes on, or (restore_direct) the snapshot file and
  * the socket its progress and verdict go on.  Run one cell.  The bootstrap's handle
- * (interp/bootstrap.py) reads the same body in Python (op, code, cell,
+ * (interp/bootstrap/session.py) reads the same body in Python (op, code, cell,
  * restore, restore_format); the session's C side decodes it here first
  * (the cell's number names its checkpoint). */
 struct smsg_exec {
@@ -88,8 +88,8 @@ int smsg_take_checkpoint_decode(const void *data, size_t len, struct smsg_take_c
 
 /* W_THUMB, server -> session: make a thumbnail of the image at path (a
  * file the call made in the workspace), at most max_bytes; the session
- * answers W_THUMB_DATA.  The bootstrap's handle (interp/bootstrap.py,
- * _thumbnail) reads the same body in Python (op, path, max_bytes); the
+ * answers W_THUMB_DATA.  The bootstrap's handle (interp/bootstrap/session.py and
+ * figures.py, _thumbnail) reads the same body in Python (op, path, max_bytes); the
  * session's C side decodes it here first. */
 struct smsg_thumb {
 	const char *path;

@@ -30,7 +30,7 @@
 /* W_SPAWN, server -> zygote; descriptors: the session's control socket,
  * its stdout and its stderr (write ends).  Fork session `name`.  The
  * zygote hands the body, encoded again from what it decoded, to the
- * bootstrap's session_init (interp/bootstrap.py reads name and seed). */
+ * bootstrap's session_init (interp/bootstrap/session.py reads name and seed). */
 struct zmsg_spawn {
 	int id;                 /* the server's spawn id, answered in W_SPAWNED */
 	char name[PROTO_NAME_MAX + 1];
@@ -137,7 +137,7 @@ void zmsg_fatal_free(struct zmsg_fatal *m);
 #define ZMSG_MODULE_MAX 128
 
 /* W_WARMED, zygote -> server: the outcome for one name it was sent.  The
- * bootstrap's probe makes the outcome (interp/bootstrap.py, warm_probe:
+ * bootstrap's probe makes the outcome (interp/bootstrap/warmup.py, warm_probe:
  * ok, why, ms, steps, longest_ms); the zygote puts it through this
  * decoder and sends what the encoder makes of it, with the name.
  * Decoded, why points into the message (decoded) until zmsg_warmed_free. */

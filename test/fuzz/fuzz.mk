@@ -61,7 +61,7 @@ $(FUZZ_DIR)/obj/%.o: %.S
 	$(FUZZ_CC) -c -I. -o $@ $<
 
 $(FUZZ_DIR)/obj/policy/builtin_skill.o: SKILL.md
-$(FUZZ_DIR)/obj/interp/bootstrap_py.o: interp/bootstrap.py
+$(FUZZ_DIR)/obj/interp/bootstrap_py.o: $(wildcard interp/bootstrap/*.py)
 
 # An archive, so that each target links only the modules it calls.
 $(FUZZ_DIR)/libpsm.a: $(FUZZ_LIB_OBJS)

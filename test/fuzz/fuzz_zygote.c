@@ -254,6 +254,66 @@ static void read_server(struct fake *f)
 static const uint32_t zygote_types[] = { W_JAIL, W_READY, W_SPAWNED, W_EXITED, W_SETTLED, W_WARMED, W_FATAL };
 static const uint32_t session_types[] = { W_HELLO, W_STARTED, W_RESULT, W_CHECKPOINT, W_THUMB_DATA, W_RESTORED };
 
+/* Raw bytes: a header of any type and length, then some. */
+static void raw_frame(struct fake *f, int zfd)
+{
+	uint32_t hdr[3] = { next(f) & 1 ? WIRE_MAGIC : 0x41414141u, next(f), (uint32_t)next(f) << (next(f) % 24) };
+	(void)!write(zfd, hdr, sizeof hdr);
+	uint8_t n = next(f);
+	for (uint8_t i = 0; i < n && f->p < f->end; i++) {
+		uint8_t c = next(f);
+		(void)!write(zfd, &c, 1);
+	}
+}
+
+/* As the session, on the socket the server handed down. */
+static void session_frame(struct fake *f, cJSON **jp)
+{
+	uint8_t k = next(f);
+	uint32_t type = session_types[k % N_ELEMENTS(session_types)];
+	if (type == W_RESULT)
+		cJSON_AddStringToObject(*jp, "status", k & 8 ? "ok" : "memory");
+	uint8_t pk = next(f), fk = next(f);
+	if (type != W_STARTED || (k & 16))
+		cJSON_AddNumberToObject(*jp, "pid", pick_pid(f, pk));
+	if (f->ctrl >= 0 && type == W_STARTED && !(k & 16)) {
+		(void)wire_send(f->ctrl, W_STARTED, "", 0, NULL, 0);
+		cJSON_Delete(*jp);
+		*jp = NULL;
+	} else if (f->ctrl >= 0) {
+		send_frame(f, f->ctrl, type, jp, fk);
+	}
+}
+
+/* A child of the fake zygote: a session as asked. */
+static void spawn_child(struct fake *f)
+{
+	if (f->child_pidfd >= 0)
+		close(f->child_pidfd);
+	pid_t me = getpid();
+	f->child = fork();
+	if (f->child == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != me)
+			_exit(0); /* the fake ended before the line above */
+		for (;;)
+			pause();
+	}
+	f->child_pidfd = f->child > 0 ? pidfd_of(f->child) : -1;
+}
+
+/* Any zygote type, a body from the input. */
+static void any_frame(struct fake *f, int zfd)
+{
+	char body[96];
+	take_str(f, body, sizeof body);
+	uint32_t type = zygote_types[next(f) % N_ELEMENTS(zygote_types)];
+	int fd = pick_fd(f, next(f));
+	(void)wire_send(zfd, type, body, strlen(body), fd >= 0 ? &fd : NULL, fd >= 0 ? 1 : 0);
+	if (fd >= 0)
+		close(fd);
+}
+
 static __attribute__((noreturn)) void play(int zfd)
 {
 	struct fake f = { .p = script, .end = script + script_len, .zfd = zfd, .ctrl = -1, .child = -1,
@@ -322,18 +382,11 @@ static __attribute__((noreturn)) void play(int zfd)
 			send_frame(&f, zfd, W_FATAL, &j, 0);
 			break;
 		}
-		case 7: { /* raw bytes: a header of any type and length, then some */
+		case 7:
 			cJSON_Delete(j);
 			j = NULL;
-			uint32_t hdr[3] = { next(&f) & 1 ? WIRE_MAGIC : 0x41414141u, next(&f), (uint32_t)next(&f) << (next(&f) % 24) };
-			(void)!write(zfd, hdr, sizeof hdr);
-			uint8_t n = next(&f);
-			for (uint8_t i = 0; i < n && f.p < f.end; i++) {
-				uint8_t c = next(&f);
-				(void)!write(zfd, &c, 1);
-			}
+			raw_frame(&f, zfd);
 			break;
-		}
 		case 8:
 			read_server(&f);
 			break;
@@ -343,52 +396,19 @@ static __attribute__((noreturn)) void play(int zfd)
 			read_server(&f);
 			break;
 		}
-		case 10: { /* as the session, on the socket the server handed down */
-			uint8_t k = next(&f);
-			uint32_t type = session_types[k % N_ELEMENTS(session_types)];
-			if (type == W_RESULT)
-				cJSON_AddStringToObject(j, "status", k & 8 ? "ok" : "memory");
-			uint8_t pk = next(&f), fk = next(&f);
-			if (type != W_STARTED || (k & 16))
-				cJSON_AddNumberToObject(j, "pid", pick_pid(&f, pk));
-			if (f.ctrl >= 0 && type == W_STARTED && !(k & 16)) {
-				(void)wire_send(f.ctrl, W_STARTED, "", 0, NULL, 0);
-				cJSON_Delete(j);
-				j = NULL;
-			} else if (f.ctrl >= 0) {
-				send_frame(&f, f.ctrl, type, &j, fk);
-			}
+		case 10:
+			session_frame(&f, &j);
 			break;
-		}
-		case 11: { /* a child of the fake zygote: a session as asked */
-			if (f.child_pidfd >= 0)
-				close(f.child_pidfd);
-			pid_t me = getpid();
-			f.child = fork();
-			if (f.child == 0) {
-				prctl(PR_SET_PDEATHSIG, SIGKILL);
-				if (getppid() != me)
-					_exit(0); /* the fake ended before the line above */
-				for (;;)
-					pause();
-			}
-			f.child_pidfd = f.child > 0 ? pidfd_of(f.child) : -1;
+		case 11:
+			spawn_child(&f);
 			break;
-		}
 		case 12: /* the end, now */
 			_exit(0);
-		default: { /* any zygote type, a body from the input */
+		default:
 			cJSON_Delete(j);
 			j = NULL;
-			char body[96];
-			take_str(&f, body, sizeof body);
-			uint32_t type = zygote_types[next(&f) % N_ELEMENTS(zygote_types)];
-			int fd = pick_fd(&f, next(&f));
-			(void)wire_send(zfd, type, body, strlen(body), fd >= 0 ? &fd : NULL, fd >= 0 ? 1 : 0);
-			if (fd >= 0)
-				close(fd);
+			any_frame(&f, zfd);
 			break;
-		}
 		}
 		if (j)
 			cJSON_Delete(j);

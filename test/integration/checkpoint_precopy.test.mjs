@@ -118,7 +118,7 @@ describe('the pre-copy stays within its bound and memory_mb holds', () => {
 });
 
 // The objects alive at each checkpoint are frozen for the collector
-// (interp/bootstrap.py, before_checkpoint), so that a collection after the
+// (interp/bootstrap/session.py, before_checkpoint), so that a collection after the
 // fork does not write into every page shared with the checkpoint.  A cycle
 // of frozen objects that a later cell drops is then left to a full
 // collection, which comes whenever the session's resident memory has
