@@ -92,8 +92,7 @@ bool roll_back(struct sup *sup, struct session *s, int wstatus, bool status_know
 	if (requeued)
 		return true; /* sent again after the resumed copy's hello */
 	if (c) {
-		decide_on_death(c, wstatus, status_known);
-		c->state = STATE_ROLLED_BACK;
+		decide_on_death(c, wstatus, status_known, true);
 		if (!replaying) {
 			char note[800];
 			snprintf(note, sizeof note,

@@ -12,11 +12,8 @@ void over_limit_stop(struct session *s, unsigned long long bytes, unsigned long 
 {
 	wswatch_stop(s->watch);
 	s->watch = NULL;
-	if (!s->cur || (s->cur->status != CALL_PENDING && !status_from_result(s->cur)))
+	if (!s->cur || !run_verdict(s->cur, V_WORKSPACE, NULL))
 		return;
-	drop_result(s->cur);
-	s->cur->status = CALL_LIMITS;
-	s->cur->exit_code = call_status_exit_code(CALL_LIMITS, 0, false);
 	s->cur->ws_bytes = bytes;
 	s->cur->scratch_bytes = scratch;
 	if (unseen)
@@ -172,15 +169,10 @@ static const struct footprint *counted(struct sup *sup, struct session *s, const
 
 /* The verdict of a limit on the current call (status, exit code, note),
  * or for the next reply when no call runs; then the session is ended. */
-static void over_limit_end(struct sup *sup, struct session *s, enum call_status st, int exit_code, const char *note,
-			   const char *broke)
+static void over_limit_end(struct sup *sup, struct session *s, enum verdict_claim k, const char *note, const char *broke)
 {
 	struct run *c = s->cur;
-	if (c && (c->status == CALL_PENDING || status_from_result(c))) {
-		drop_result(c);
-		c->over_limit = true;
-		c->status = st;
-		c->exit_code = exit_code;
+	if (c && run_verdict(c, k, NULL)) {
 		verdict_stops(sup, s);
 		if (!c->note)
 			c->note = xstrdup(note);
@@ -212,7 +204,7 @@ static bool footprint_over(struct sup *sup, struct session *s, const struct foot
 			 u->total / 1048576.0, copy, L->memory_mb);
 		snprintf(broke, sizeof broke, "its processes used %.0f MB while taking its checkpoint, over memory_mb",
 			 u->total / 1048576.0);
-		over_limit_end(sup, s, CALL_MEMORY, call_status_exit_code(CALL_MEMORY, 0, false), note, broke);
+		over_limit_end(sup, s, V_MEMORY, note, broke);
 		return true;
 	}
 	if (u->tasks > max_tasks) {
@@ -223,8 +215,9 @@ static bool footprint_over(struct sup *sup, struct session *s, const struct foot
 		snprintf(broke, sizeof broke, "%ld processes and threads while taking its checkpoint, over max_processes",
 			 u->tasks);
 		/* Ended by SIGKILL, as its death will say: decided now, so
-		 * nothing the process sends meanwhile stands. */
-		over_limit_end(sup, s, CALL_CRASHED, 128 + SIGKILL, note, broke);
+		 * nothing the process sends meanwhile stands (a crash,
+		 * verdict.c). */
+		over_limit_end(sup, s, V_PROCESSES, note, broke);
 		return true;
 	}
 	return false;

@@ -42,6 +42,7 @@
 #include "../files/wswatch.h"
 #include "kproc.h"
 #include "replay.h"
+#include "verdict.h"
 #include "zlink.h"
 
 /* A resumed checkpoint says hello and takes its own checkpoint within this,
@@ -295,8 +296,6 @@ void spawn_pending(struct sup *sup);
 
 /* call.c */
 void send_thumb_or_finish(struct sup *sup, struct session *s);
-bool status_from_result(const struct run *c);
-void drop_result(struct run *c);
 void timeout_fired(void *arg);
 void progress_fired(void *arg);
 void cancel_timers(struct sup *sup, struct session *s);
@@ -304,7 +303,7 @@ void collected(struct run *c, void *arg);
 void finish_cur(struct sup *sup, struct session *s);
 void collect(struct session *s, struct run *c);
 bool requeue_unstarted(struct sup *sup, struct session *s);
-void decide_on_death(struct run *c, int wstatus, bool status_known);
+void decide_on_death(struct run *c, int wstatus, bool status_known, bool rolled_back);
 
 /* zstart.c */
 void end_orphans(void);

@@ -271,9 +271,7 @@ static void send_exec(struct sup *sup, struct session *s)
 void fail_call_now(struct sup *sup, struct session *s, const char *msg)
 {
 	struct run *c = s->cur;
-	c->status = CALL_ERROR;
-	c->exit_code = call_status_exit_code(CALL_ERROR, 0, false);
-	c->state = STATE_NEW;
+	run_verdict(c, V_FAILED, NULL);
 	add_note(c, msg); /* after what the call was told already (a zygote ended for lying) */
 	c->t_start = loop_now_ms();
 	s->cur = NULL;
@@ -475,10 +473,7 @@ bool sup_cancel(struct sup *sup, bool (*match)(const struct run *r, const void *
 		 * no request matches them (and match reads the caller's run). */
 		if (s->cur && !replay_is_run(s->cur) && match(s->cur, key)) {
 			s->cur->cancelled = true;
-			if (s->cur->status == CALL_PENDING) {
-				s->cur->status = CALL_CANCELLED;
-				s->cur->exit_code = call_status_exit_code(CALL_CANCELLED, 0, false);
-			}
+			run_verdict(s->cur, V_CANCEL, NULL); /* unless decided already */
 			if (s->alive)
 				kill_session(s);
 			else
