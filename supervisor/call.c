@@ -14,10 +14,8 @@ void send_thumb_or_finish(struct sup *sup, struct session *s)
 		int r = wire_send(s->ctrl, W_THUMB, txt, strlen(txt), NULL, 0);
 		free(txt);
 		if (r == 0) {
-			if (s->phase != P_THUMB && s->timeout_timer) {
-				loop_timer_cancel(sup->cfg.loop, s->timeout_timer);
-				s->timeout_timer = loop_timer(sup->cfg.loop, THUMBS_MS, timeout_fired, s);
-			}
+			if (s->phase != P_THUMB && s->timeout_timer)
+				call_deadline(sup, s, THUMBS_MS);
 			set_expect(sup, s, P_THUMB);
 			return; /* wait for W_THUMB_DATA */
 		}
@@ -40,7 +38,7 @@ void run_outcome_free(struct run *r)
  * a result frame alone does not stop it.
  * Attack: a cell writes a well-formed result on its control socket and
  * keeps running (burning CPU, writing files) after its reply. */
-void timeout_fired(void *arg)
+static void timeout_fired(void *arg)
 {
 	struct session *s = arg;
 	s->timeout_timer = 0;
@@ -50,7 +48,14 @@ void timeout_fired(void *arg)
 		kill_session(s);
 }
 
-void progress_fired(void *arg)
+void call_deadline(struct sup *sup, struct session *s, double ms)
+{
+	if (s->timeout_timer)
+		loop_timer_cancel(sup->cfg.loop, s->timeout_timer);
+	s->timeout_timer = loop_timer(sup->cfg.loop, ms, timeout_fired, s);
+}
+
+static void progress_fired(void *arg)
 {
 	struct session *s = arg;
 	s->progress_timer = 0;
@@ -61,6 +66,13 @@ void progress_fired(void *arg)
 	s->progress = elapsed > s->progress ? elapsed : s->progress + 1;
 	c->ev->progress(c, s->progress, elapsed, s->out.last_len ? s->out.last_line : s->err.last_line);
 	s->progress_timer = loop_timer(s->sup->cfg.loop, PROGRESS_MS, progress_fired, s);
+}
+
+void progress_start(struct sup *sup, struct session *s)
+{
+	if (s->progress_timer)
+		loop_timer_cancel(sup->cfg.loop, s->progress_timer);
+	s->progress_timer = loop_timer(sup->cfg.loop, PROGRESS_MS, progress_fired, s);
 }
 
 void cancel_timers(struct sup *sup, struct session *s)

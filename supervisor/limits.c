@@ -49,12 +49,12 @@ static void verdict_stops(struct sup *sup, struct session *s)
 /* Taking a checkpoint (or a copy) is a fork: milliseconds of CPU even for
  * gigabytes (page tables), no user code but at-fork hooks.  True when the
  * session used more, and was ended. */
-static bool settle_cpu_over(struct session *s)
+static bool checkpoint_cpu_over(struct session *s)
 {
-	if (s->phase != P_SETTLING && s->phase != P_FORKING)
+	if (s->phase != P_CHECKPOINTING && s->phase != P_FORKING)
 		return false;
 	long cpu = watch_cpu_ms(s->hpid);
-	if (cpu < 0 || s->thaw_cpu0 < 0 || cpu - s->thaw_cpu0 <= SETTLE_CPU_MS)
+	if (cpu < 0 || s->thaw_cpu0 < 0 || cpu - s->thaw_cpu0 <= CHECKPOINT_CPU_MS)
 		return false;
 	log_warn("session %s: %ld ms of CPU while taking its checkpoint: ended", s->name, cpu - s->thaw_cpu0);
 	snprintf(s->broke, sizeof s->broke, "it used %ld ms of CPU while taking its checkpoint", cpu - s->thaw_cpu0);
@@ -251,14 +251,14 @@ static void watch_fired(void *arg)
 static bool watch_look(struct sup *sup, struct session *s, double *next)
 {
 	const struct policy_limits *L = &sup->cfg.policy->limits;
-	if (settle_cpu_over(s))
+	if (checkpoint_cpu_over(s))
 		return true;
 	struct footprint u, v;
 	int wr = measure(sup, s, &u, false);
 	if (wr == 0) {
 		uint64_t limit = (uint64_t)L->memory_mb << 20;
 		long max_tasks = L->max_processes;
-		if (s->phase == P_SETTLING || s->phase == P_FORKING) {
+		if (s->phase == P_CHECKPOINTING || s->phase == P_FORKING) {
 			/* The new checkpoint is a fork, counted until the server
 			 * has it, and so is its saver (saved sessions), a fork of
 			 * it.  Each shows the session's shared pages in its RSS:
@@ -278,7 +278,7 @@ static bool watch_look(struct sup *sup, struct session *s, double *next)
 		 * with 50 agents), never so far apart that memory filled at the
 		 * machine's fastest passes the limit by more than its tolerance
 		 * before the next look. */
-		if (s->phase != P_SETTLING && s->phase != P_FORKING)
+		if (s->phase != P_CHECKPOINTING && s->phase != P_FORKING)
 			*next = watch_next_ms(judged, limit, max_tasks);
 	}
 	return false;
@@ -297,6 +297,13 @@ bool watch_final(struct sup *sup, struct session *s)
 	s->pss_next = 0;
 	double next;
 	return watch_look(sup, s, &next);
+}
+
+void stop_watch(struct sup *sup, struct session *s)
+{
+	if (s->watch_timer)
+		loop_timer_cancel(sup->cfg.loop, s->watch_timer);
+	s->watch_timer = 0;
 }
 
 void start_watch(struct sup *sup, struct session *s)

@@ -184,7 +184,7 @@ void session_dead(struct sup *sup, struct session *s, int wstatus, bool status_k
 	s->ckpt_due = DUE_NONE;
 	s->phase = P_NONE;
 	cancel_timers(sup, s);
-	cancel_resume_timer(sup, s);
+	cancel_due_timer(sup, s); /* its fork timer went with fork_failed */
 	/* Said to the next call that runs, also one that was already waiting
 	 * for the process (sent again to the new one): without this, a call
 	 * waiting for a resumed copy that never took its checkpoint started a

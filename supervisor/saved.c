@@ -501,9 +501,8 @@ static void restore_done(void *arg, int verdict)
 	 * the call has its own timeout (from when it was sent). */
 	struct run *c = s->cur;
 	if (verdict != 1 && c && c == s->restore_call && s->timeout_timer && s->restore_loading) {
-		loop_timer_cancel(sup->cfg.loop, s->timeout_timer);
 		double left = c->t_start + c->timeout_ms - loop_now_ms();
-		s->timeout_timer = loop_timer(sup->cfg.loop, left > 0 ? left : 0, timeout_fired, s);
+		call_deadline(sup, s, left > 0 ? left : 0);
 		s->restore_loading = false;
 	}
 }
@@ -526,8 +525,7 @@ void restore_loaded(struct sup *sup, struct session *s)
 	s->restore_loading = false;
 	double now = loop_now_ms();
 	double end = now + c->timeout_ms < s->restore_deadline ? now + c->timeout_ms : s->restore_deadline;
-	loop_timer_cancel(sup->cfg.loop, s->timeout_timer);
-	s->timeout_timer = loop_timer(sup->cfg.loop, end > now ? end - now : 0, timeout_fired, s);
+	call_deadline(sup, s, end > now ? end - now : 0);
 	log_info("session %s: saved state loaded in %.0f ms; the cell's %.0f ms start now", s->name, now - c->t_start,
 		 end - now);
 }

@@ -39,7 +39,7 @@ static const struct phase_row {
 			  { W_RESULT, RESULT_MAX, 0, ALWAYS } },
 			"the call's timeout (timeout_fired)" },
 	/* its pidfd, and the saver's pipe (saved sessions) */
-	[P_SETTLING] = { "settling", { { W_CHECKPOINT, 256, 2, ALWAYS } }, "RESUME_MS (due_expired)" },
+	[P_CHECKPOINTING] = { "checkpointing", { { W_CHECKPOINT, 256, 2, ALWAYS } }, "RESUME_MS (due_expired)" },
 	[P_SCANNING] = { "scanning", { { 0 } }, "the call's timeout (timeout_fired)" },
 	[P_THUMB] = { "thumbnail", { { W_THUMB_DATA, 256 * 1024, 0, ALWAYS } }, "THUMBS_MS (timeout_fired)" },
 	[P_FREEZING] = { "freezing", { { 0 } }, "the call's timeout or RESUME_MS; looks by try_freeze, check_quiet" },
