@@ -70,7 +70,7 @@ enum phase {
 	P_NONE,      /* no process */
 	P_IDLE,      /* frozen (SIGSTOP) between calls; sends nothing */
 	P_RUNNING,   /* a cell was sent: hello (new process), started, result */
-	P_CHECKPOINTING,  /* result in: its checkpoint next */
+	P_CHECKPOINTING, /* thawed after a call to fork its checkpoint: the checkpoint next */
 	P_SCANNING,  /* result and checkpoint in: the server's scan of the workspace runs */
 	P_THUMB,     /* an image to downscale was sent: its data next */
 	P_FREEZING,  /* all it had to say is in: being frozen and swept */

@@ -234,9 +234,7 @@ static void on_message(struct sup *sup, struct session *s, struct wire_msg *m)
 			return;
 		}
 		run_take_result(c, res); /* one per run: the phase moves on after it */
-		enum verdict_claim said = res->status == RESULT_OK       ? V_SAID_OK
-					  : res->status == RESULT_MEMORY ? V_SAID_MEMORY
-									 : V_SAID_ERROR;
+		enum verdict_claim said = res->status == RESULT_OK ? V_SAID_OK : res->status == RESULT_MEMORY ? V_SAID_MEMORY : V_SAID_ERROR;
 		if (!run_verdict(c, said, &(struct verdict_facts){ .forked = c->forked })) {
 			/* Cancelled or over a limit meanwhile: its end is on the way. */
 			set_expect(sup, s, P_NONE);
