@@ -14,36 +14,14 @@ void send_thumb_or_finish(struct sup *sup, struct session *s)
 		int r = wire_send(s->ctrl, W_THUMB, txt, strlen(txt), NULL, 0);
 		free(txt);
 		if (r == 0) {
-			if (s->phase != P_THUMB && s->timeout_timer) {
-				loop_timer_cancel(sup->cfg.loop, s->timeout_timer);
-				s->timeout_timer = loop_timer(sup->cfg.loop, THUMBS_MS, timeout_fired, s);
-			}
+			if (s->phase != P_THUMB && s->timeout_timer)
+				call_deadline(sup, s, THUMBS_MS);
 			set_expect(sup, s, P_THUMB);
 			return; /* wait for W_THUMB_DATA */
 		}
 		/* The session cannot be asked: no more images are. */
 	}
 	begin_freeze(sup, s);
-}
-
-/* The status a call has from its own result ("ok", "error"): the clock
- * still runs until the session is frozen, so a later failure replaces it. */
-bool status_from_result(const struct run *c)
-{
-	return c->status == CALL_OK || c->status == CALL_ERROR;
-}
-
-/* The call's result no longer stands (the process broke the protocol, ran
- * out of time after it, or went over a limit): its status comes from what
- * ends it, and the state is rolled back. */
-void drop_result(struct run *c)
-{
-	if (status_from_result(c)) {
-		c->status = CALL_PENDING;
-		c->state = STATE_PENDING;
-	}
-	result_destroy(c->result);
-	c->result = NULL;
 }
 
 void run_outcome_free(struct run *r)
@@ -60,19 +38,24 @@ void run_outcome_free(struct run *r)
  * a result frame alone does not stop it.
  * Attack: a cell writes a well-formed result on its control socket and
  * keeps running (burning CPU, writing files) after its reply. */
-void timeout_fired(void *arg)
+static void timeout_fired(void *arg)
 {
 	struct session *s = arg;
 	s->timeout_timer = 0;
-	if (!s->cur || (s->cur->status != CALL_PENDING && !status_from_result(s->cur)))
-		return;
-	drop_result(s->cur);
-	s->cur->status = CALL_TIMEOUT;
-	s->cur->exit_code = call_status_exit_code(CALL_TIMEOUT, 0, false);
-	kill_session(s);
+	/* Also over the call's own result, until the session is frozen
+	 * (verdict.h): that result no longer stands. */
+	if (s->cur && run_verdict(s->cur, V_TIMEOUT, NULL))
+		kill_session(s);
 }
 
-void progress_fired(void *arg)
+void call_deadline(struct sup *sup, struct session *s, double ms)
+{
+	if (s->timeout_timer)
+		loop_timer_cancel(sup->cfg.loop, s->timeout_timer);
+	s->timeout_timer = loop_timer(sup->cfg.loop, ms, timeout_fired, s);
+}
+
+static void progress_fired(void *arg)
 {
 	struct session *s = arg;
 	s->progress_timer = 0;
@@ -83,6 +66,13 @@ void progress_fired(void *arg)
 	s->progress = elapsed > s->progress ? elapsed : s->progress + 1;
 	c->ev->progress(c, s->progress, elapsed, s->out.last_len ? s->out.last_line : s->err.last_line);
 	s->progress_timer = loop_timer(s->sup->cfg.loop, PROGRESS_MS, progress_fired, s);
+}
+
+void progress_start(struct sup *sup, struct session *s)
+{
+	if (s->progress_timer)
+		loop_timer_cancel(sup->cfg.loop, s->progress_timer);
+	s->progress_timer = loop_timer(sup->cfg.loop, PROGRESS_MS, progress_fired, s);
 }
 
 void cancel_timers(struct sup *sup, struct session *s)
@@ -219,15 +209,15 @@ bool requeue_unstarted(struct sup *sup, struct session *s)
 	return true;
 }
 
-/* The call's status and exit code once its process has died: a call not
- * yet decided (no timeout, cancellation or memory verdict) crashed. */
-void decide_on_death(struct run *c, int wstatus, bool status_known)
+/* The call's status, exit code and state once its process has died
+ * (rolled_back: its checkpoint takes its place): a call not yet decided
+ * (no timeout, cancellation or memory verdict) crashed. */
+void decide_on_death(struct run *c, int wstatus, bool status_known, bool rolled_back)
 {
-	if (c->status == CALL_PENDING) {
-		c->status = CALL_CRASHED;
+	struct verdict_facts f = { .wstatus = wstatus, .wstatus_known = status_known };
+	if (run_verdict(c, rolled_back ? V_DIED_ROLLED_BACK : V_DIED_NEW, &f)) {
 		/* Its own signal, not the SIGKILL of the server's verdict (a
 		 * limit, a protocol break), which the note already names. */
 		c->signal = status_known && WIFSIGNALED(wstatus) && !c->over_limit && !c->broke_protocol ? WTERMSIG(wstatus) : 0;
 	}
-	c->exit_code = call_status_exit_code(c->status, wstatus, status_known);
 }

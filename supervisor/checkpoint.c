@@ -7,11 +7,19 @@ static void drop_checkpoint(struct session *s);
 static void copy_died(void *arg, int fd, short revents);
 static void copy_death(pid_t hpid, char *buf, size_t n);
 
-void cancel_resume_timer(struct sup *sup, struct session *s)
+static void due_expired(void *arg);
+
+void cancel_due_timer(struct sup *sup, struct session *s)
 {
-	if (s->resume_timer)
-		loop_timer_cancel(sup->cfg.loop, s->resume_timer);
-	s->resume_timer = 0;
+	if (s->due_timer)
+		loop_timer_cancel(sup->cfg.loop, s->due_timer);
+	s->due_timer = 0;
+}
+
+void arm_due_timer(struct sup *sup, struct session *s)
+{
+	cancel_due_timer(sup, s);
+	s->due_timer = loop_timer(sup->cfg.loop, RESUME_MS, due_expired, s);
 }
 
 /* The session's process died during a call: resume its checkpoint, so the
@@ -59,8 +67,7 @@ bool roll_back(struct sup *sup, struct session *s, int wstatus, bool status_know
 	 * resume signal must not hold the session, or a reset, forever). */
 	s->ckpt_due = DUE_RESUMED;
 	set_expect(sup, s, P_RESUMING);
-	cancel_resume_timer(sup, s);
-	s->resume_timer = loop_timer(sup->cfg.loop, RESUME_MS, due_expired, s);
+	arm_due_timer(sup, s);
 	/* The pipes' write ends live on in the resumed process: watch again
 	 * in case a hang-up removed them. */
 	loop_watch(sup->cfg.loop, s->ctrl, POLLIN, ctrl_event, s);
@@ -92,8 +99,7 @@ bool roll_back(struct sup *sup, struct session *s, int wstatus, bool status_know
 	if (requeued)
 		return true; /* sent again after the resumed copy's hello */
 	if (c) {
-		decide_on_death(c, wstatus, status_known);
-		c->state = STATE_ROLLED_BACK;
+		decide_on_death(c, wstatus, status_known, true);
 		if (!replaying) {
 			char note[800];
 			snprintf(note, sizeof note,
@@ -114,10 +120,10 @@ bool roll_back(struct sup *sup, struct session *s, int wstatus, bool status_know
  * checkpoint (if any) resumes; a resumed copy that did not answer is
  * dropped too, and the next call starts a new process (its exit report
  * closes the session). */
-void due_expired(void *arg)
+static void due_expired(void *arg)
 {
 	struct session *s = arg;
-	s->resume_timer = 0;
+	s->due_timer = 0;
 	if (s->ckpt_due == DUE_NONE)
 		return;
 	bool resumed = s->ckpt_due == DUE_RESUMED;
@@ -365,15 +371,14 @@ void take_checkpoint(struct sup *sup, struct session *s, bool save)
 	s->thaw_cpu0 = s->hpid > 0 ? watch_cpu_ms(s->hpid) : 0;
 	if (s->pidfd >= 0)
 		pidfd_signal(s->pidfd, SIGCONT);
-	set_expect(sup, s, P_SETTLING);
+	set_expect(sup, s, P_CHECKPOINTING);
 	/* The limits hold while it runs for its checkpoint, too.
 	 * Attack: a cell that sent a made-up result and slept through the
 	 * looks (it is believed: a sleeping process looks idle) runs again
 	 * here, after its reply; without the watchdog it could hold shared
 	 * memory over memory_mb, or compute, until the checkpoint timer. */
 	start_watch(sup, s);
-	cancel_resume_timer(sup, s);
-	s->resume_timer = loop_timer(sup->cfg.loop, RESUME_MS, due_expired, s);
+	arm_due_timer(sup, s);
 	s->ckpt_since = kproc_now_ticks();
 	s->save_asked = save && persist_on(sup->persist) && !s->unsaved;
 	char *body = smsg_take_checkpoint_encode(&(struct smsg_take_checkpoint){ .save = s->save_asked });

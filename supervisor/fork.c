@@ -4,6 +4,13 @@
 
 static void fork_expired(void *arg);
 
+void cancel_fork_timer(struct sup *sup, struct session *p)
+{
+	if (p->fork_timer)
+		loop_timer_cancel(sup->cfg.loop, p->fork_timer);
+	p->fork_timer = 0;
+}
+
 /* A copy is being made: its process is a child of the zygote that the
  * server does not know yet, which a sweep or the orphans' part of a settle
  * would end as a left-over. */
@@ -71,7 +78,7 @@ static int fork_session(struct sup *sup, struct session *s, struct session *p)
 	session_adopt_fds(sup, s, mine, P_RESUMING);
 	/* Until its hello and its own checkpoint it is as a resumed copy. */
 	s->ckpt_due = DUE_RESUMED;
-	s->resume_timer = loop_timer(sup->cfg.loop, RESUME_MS, due_expired, s);
+	arm_due_timer(sup, s);
 	s->fork_parent = p;
 	s->fork_asked = kproc_now_ticks();
 	s->fork_t0 = loop_now_ms();
@@ -87,8 +94,8 @@ static int fork_session(struct sup *sup, struct session *s, struct session *p)
 	set_expect(sup, p, P_FORKING);
 	pidfd_signal(p->pidfd, SIGCONT);
 	start_watch(sup, p);
-	cancel_resume_timer(sup, p);
-	p->resume_timer = loop_timer(sup->cfg.loop, RESUME_MS, fork_expired, p);
+	cancel_fork_timer(sup, p);
+	p->fork_timer = loop_timer(sup->cfg.loop, RESUME_MS, fork_expired, p);
 	return 0;
 }
 
@@ -113,6 +120,7 @@ static void release_sweep(struct sup *sup)
 void fork_failed(struct sup *sup, struct session *p, const char *why)
 {
 	struct session *s = p->fork_child;
+	cancel_fork_timer(sup, p);
 	p->fork_child = NULL;
 	p->gate_open = false;
 	if (s) {
@@ -121,7 +129,7 @@ void fork_failed(struct sup *sup, struct session *p, const char *why)
 		snprintf(m, sizeof m, "could not fork session %s: %s", p->name, why);
 		log_warn("session %s: %s", s->name, m);
 		session_close_fds(sup, s);
-		cancel_resume_timer(sup, s);
+		cancel_due_timer(sup, s);
 		s->alive = false;
 		s->ckpt_due = DUE_NONE;
 		s->phase = P_NONE;
@@ -147,7 +155,7 @@ void fork_failed(struct sup *sup, struct session *p, const char *why)
 static void fork_expired(void *arg)
 {
 	struct session *p = arg;
-	p->resume_timer = 0;
+	p->fork_timer = 0;
 	if (!p->fork_child)
 		return;
 	log_warn("session %s: no copy within %.0f s: ended", p->name, RESUME_MS / 1000);
@@ -169,7 +177,7 @@ static void fork_expired(void *arg)
 void forked(struct sup *sup, struct session *p, struct wire_msg *m)
 {
 	struct session *s = p->fork_child;
-	cancel_resume_timer(sup, p);
+	cancel_fork_timer(sup, p);
 	/* A body that is not one (proto/smsg.h) claims no pid and says no
 	 * error: the copy is then judged by its pidfd alone. */
 	struct smsg_forked fm;

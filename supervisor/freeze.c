@@ -22,7 +22,7 @@ static void send_settle(struct sup *sup, struct session *s);
 
 /* All the session had to say is in: freeze it, then have the zygote end
  * what the call left running below it.  Only then is the call over (the
- * call's timer, or the resume timer, runs meanwhile).  The process must be
+ * call's timer, or the due timer of a checkpoint owed, runs meanwhile).  The process must be
  * seen asleep first, at two looks with no CPU time used in between (every
  * thread blocked in the kernel), so a cell that sends a made-up result and
  * keeps computing runs out its time instead. */
@@ -146,17 +146,14 @@ static void send_settle(struct sup *sup, struct session *s)
 void settled(struct sup *sup, struct session *s)
 {
 	set_expect(sup, s, P_IDLE);
-	if (s->watch_timer) {
-		loop_timer_cancel(sup->cfg.loop, s->watch_timer);
-		s->watch_timer = 0;
-	}
+	stop_watch(sup, s);
 	/* A save that ended while the session was not yet idle left what it
 	 * started below the session: ended now, before the session rests. */
 	if (s->save_ran && !s->save)
 		end_save_tree(sup, s);
 	if (s->ckpt_due != DUE_NONE) {
 		s->ckpt_due = DUE_NONE;
-		cancel_resume_timer(sup, s);
+		cancel_due_timer(sup, s);
 		start_next(sup, s);
 		forks_waiting(sup, s);
 		save_when_idle(sup, s);

@@ -12,11 +12,8 @@ void over_limit_stop(struct session *s, unsigned long long bytes, unsigned long 
 {
 	wswatch_stop(s->watch);
 	s->watch = NULL;
-	if (!s->cur || (s->cur->status != CALL_PENDING && !status_from_result(s->cur)))
+	if (!s->cur || !run_verdict(s->cur, V_WORKSPACE, NULL))
 		return;
-	drop_result(s->cur);
-	s->cur->status = CALL_LIMITS;
-	s->cur->exit_code = call_status_exit_code(CALL_LIMITS, 0, false);
 	s->cur->ws_bytes = bytes;
 	s->cur->scratch_bytes = scratch;
 	if (unseen)
@@ -52,12 +49,12 @@ static void verdict_stops(struct sup *sup, struct session *s)
 /* Taking a checkpoint (or a copy) is a fork: milliseconds of CPU even for
  * gigabytes (page tables), no user code but at-fork hooks.  True when the
  * session used more, and was ended. */
-static bool settle_cpu_over(struct session *s)
+static bool checkpoint_cpu_over(struct session *s)
 {
-	if (s->phase != P_SETTLING && s->phase != P_FORKING)
+	if (s->phase != P_CHECKPOINTING && s->phase != P_FORKING)
 		return false;
 	long cpu = watch_cpu_ms(s->hpid);
-	if (cpu < 0 || s->thaw_cpu0 < 0 || cpu - s->thaw_cpu0 <= SETTLE_CPU_MS)
+	if (cpu < 0 || s->thaw_cpu0 < 0 || cpu - s->thaw_cpu0 <= CHECKPOINT_CPU_MS)
 		return false;
 	log_warn("session %s: %ld ms of CPU while taking its checkpoint: ended", s->name, cpu - s->thaw_cpu0);
 	snprintf(s->broke, sizeof s->broke, "it used %ld ms of CPU while taking its checkpoint", cpu - s->thaw_cpu0);
@@ -172,15 +169,10 @@ static const struct footprint *counted(struct sup *sup, struct session *s, const
 
 /* The verdict of a limit on the current call (status, exit code, note),
  * or for the next reply when no call runs; then the session is ended. */
-static void over_limit_end(struct sup *sup, struct session *s, enum call_status st, int exit_code, const char *note,
-			   const char *broke)
+static void over_limit_end(struct sup *sup, struct session *s, enum verdict_claim k, const char *note, const char *broke)
 {
 	struct run *c = s->cur;
-	if (c && (c->status == CALL_PENDING || status_from_result(c))) {
-		drop_result(c);
-		c->over_limit = true;
-		c->status = st;
-		c->exit_code = exit_code;
+	if (c && run_verdict(c, k, NULL)) {
 		verdict_stops(sup, s);
 		if (!c->note)
 			c->note = xstrdup(note);
@@ -212,7 +204,7 @@ static bool footprint_over(struct sup *sup, struct session *s, const struct foot
 			 u->total / 1048576.0, copy, L->memory_mb);
 		snprintf(broke, sizeof broke, "its processes used %.0f MB while taking its checkpoint, over memory_mb",
 			 u->total / 1048576.0);
-		over_limit_end(sup, s, CALL_MEMORY, call_status_exit_code(CALL_MEMORY, 0, false), note, broke);
+		over_limit_end(sup, s, V_MEMORY, note, broke);
 		return true;
 	}
 	if (u->tasks > max_tasks) {
@@ -223,8 +215,9 @@ static bool footprint_over(struct sup *sup, struct session *s, const struct foot
 		snprintf(broke, sizeof broke, "%ld processes and threads while taking its checkpoint, over max_processes",
 			 u->tasks);
 		/* Ended by SIGKILL, as its death will say: decided now, so
-		 * nothing the process sends meanwhile stands. */
-		over_limit_end(sup, s, CALL_CRASHED, 128 + SIGKILL, note, broke);
+		 * nothing the process sends meanwhile stands (a crash,
+		 * verdict.c). */
+		over_limit_end(sup, s, V_PROCESSES, note, broke);
 		return true;
 	}
 	return false;
@@ -258,14 +251,14 @@ static void watch_fired(void *arg)
 static bool watch_look(struct sup *sup, struct session *s, double *next)
 {
 	const struct policy_limits *L = &sup->cfg.policy->limits;
-	if (settle_cpu_over(s))
+	if (checkpoint_cpu_over(s))
 		return true;
 	struct footprint u, v;
 	int wr = measure(sup, s, &u, false);
 	if (wr == 0) {
 		uint64_t limit = (uint64_t)L->memory_mb << 20;
 		long max_tasks = L->max_processes;
-		if (s->phase == P_SETTLING || s->phase == P_FORKING) {
+		if (s->phase == P_CHECKPOINTING || s->phase == P_FORKING) {
 			/* The new checkpoint is a fork, counted until the server
 			 * has it, and so is its saver (saved sessions), a fork of
 			 * it.  Each shows the session's shared pages in its RSS:
@@ -285,7 +278,7 @@ static bool watch_look(struct sup *sup, struct session *s, double *next)
 		 * with 50 agents), never so far apart that memory filled at the
 		 * machine's fastest passes the limit by more than its tolerance
 		 * before the next look. */
-		if (s->phase != P_SETTLING && s->phase != P_FORKING)
+		if (s->phase != P_CHECKPOINTING && s->phase != P_FORKING)
 			*next = watch_next_ms(judged, limit, max_tasks);
 	}
 	return false;
@@ -304,6 +297,13 @@ bool watch_final(struct sup *sup, struct session *s)
 	s->pss_next = 0;
 	double next;
 	return watch_look(sup, s, &next);
+}
+
+void stop_watch(struct sup *sup, struct session *s)
+{
+	if (s->watch_timer)
+		loop_timer_cancel(sup->cfg.loop, s->watch_timer);
+	s->watch_timer = 0;
 }
 
 void start_watch(struct sup *sup, struct session *s)

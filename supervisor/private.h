@@ -43,6 +43,7 @@
 #include "../files/wswatch.h"
 #include "kproc.h"
 #include "replay.h"
+#include "verdict.h"
 #include "zlink.h"
 
 /* A resumed checkpoint says hello and takes its own checkpoint within this,
@@ -61,7 +62,7 @@ double resume_ms(void);
 #define WATCH_MS ((double)WATCH_INTERVAL_MS)
 /* What a session may use of CPU while thawed to take its checkpoint (a
  * fork takes a few ms, also of a process of gigabytes). */
-#define SETTLE_CPU_MS 2000
+#define CHECKPOINT_CPU_MS 2000
 
 /* Where a session's process is in its exchange with the server, which says
  * what it may send next: one row each in state.c (phases[]).  The session is hostile: anything else
@@ -70,7 +71,7 @@ enum phase {
 	P_NONE,      /* no process */
 	P_IDLE,      /* frozen (SIGSTOP) between calls; sends nothing */
 	P_RUNNING,   /* a cell was sent: hello (new process), started, result */
-	P_SETTLING,  /* result in: its checkpoint next */
+	P_CHECKPOINTING, /* thawed after a call to fork its checkpoint: the checkpoint next */
 	P_SCANNING,  /* result and checkpoint in: the server's scan of the workspace runs */
 	P_THUMB,     /* an image to downscale was sent: its data next */
 	P_FREEZING,  /* all it had to say is in: being frozen and swept */
@@ -109,7 +110,13 @@ struct session {
 	bool hello_due;      /* a new process: its hello may precede the result */
 	bool spawn_known;    /* the zygote's report of the fork (pid, pidfd) is in */
 	enum ckpt_due ckpt_due; /* a checkpoint on its way, and why (enum ckpt_due) */
-	uint64_t resume_timer, watch_timer, idle_timer;
+	/* The checkpoint it owes (ckpt_due) must be in within RESUME_MS:
+	 * armed and cancelled by checkpoint.c only. */
+	uint64_t due_timer;
+	/* Thawed to fork a copy (P_FORKING): the copy's pidfd within
+	 * RESUME_MS; fork.c only. */
+	uint64_t fork_timer;
+	uint64_t watch_timer, idle_timer;
 	int idle_tries;
 	struct watch_look look; /* the previous look while freezing */
 	long thaw_cpu0;         /* its CPU time when thawed for a checkpoint */
@@ -122,6 +129,8 @@ struct session {
 	int last_exit;
 	unsigned long last_seq;    /* orders the sessions' last calls (sup->ends) */
 	struct run *cur, *qhead, *qtail;
+	/* The call's deadline (its timeout, then the thumbnails', or the
+	 * restore's bound) and its progress notes: call.c only. */
 	uint64_t timeout_timer, progress_timer;
 	struct wswatch *watch;   /* the workspace's disk use during a call */
 	bool kill_pending;   /* kill as soon as the pidfd arrives */
@@ -296,16 +305,16 @@ void spawn_pending(struct sup *sup);
 
 /* call.c */
 void send_thumb_or_finish(struct sup *sup, struct session *s);
-bool status_from_result(const struct run *c);
-void drop_result(struct run *c);
-void timeout_fired(void *arg);
-void progress_fired(void *arg);
+/* The call's deadline, ms from now (any earlier one cancelled). */
+void call_deadline(struct sup *sup, struct session *s, double ms);
+/* Progress notes every PROGRESS_MS, for a call that asked for them. */
+void progress_start(struct sup *sup, struct session *s);
 void cancel_timers(struct sup *sup, struct session *s);
 void collected(struct run *c, void *arg);
 void finish_cur(struct sup *sup, struct session *s);
 void collect(struct session *s, struct run *c);
 bool requeue_unstarted(struct sup *sup, struct session *s);
-void decide_on_death(struct run *c, int wstatus, bool status_known);
+void decide_on_death(struct run *c, int wstatus, bool status_known, bool rolled_back);
 
 /* zstart.c */
 void end_orphans(void);
@@ -345,6 +354,7 @@ void workspace_over(void *arg, unsigned long long bytes, const char *unseen);
 struct wswatch *sup_wswatch(struct sup *sup, void (*over)(void *arg, unsigned long long bytes, const char *unseen),
 			    void *arg);
 void start_watch(struct sup *sup, struct session *s);
+void stop_watch(struct sup *sup, struct session *s);
 /* The watchdog's last look at a call, once its session is stopped (the
  * count by proportional shares taken whenever it was last): true when the
  * session was ended for a limit. */
@@ -355,9 +365,10 @@ void begin_freeze(struct sup *sup, struct session *s);
 void settled(struct sup *sup, struct session *s);
 
 /* checkpoint.c */
-void cancel_resume_timer(struct sup *sup, struct session *s);
+/* The checkpoint the session owes (ckpt_due) has RESUME_MS to come. */
+void arm_due_timer(struct sup *sup, struct session *s);
+void cancel_due_timer(struct sup *sup, struct session *s);
 bool roll_back(struct sup *sup, struct session *s, int wstatus, bool status_known);
-void due_expired(void *arg);
 void dying_pids(const struct session *s, pid_t *host, pid_t *ns);
 int accept_checkpoint(struct sup *sup, struct session *s, int pidfd, pid_t said, char *why, size_t n);
 /* The session rests (or waits to run its next call) without a copy of its
@@ -401,6 +412,7 @@ void gate_free(struct sup *sup);
 
 /* fork.c */
 bool fork_in_flight(const struct sup *sup);
+void cancel_fork_timer(struct sup *sup, struct session *p);
 void fork_failed(struct sup *sup, struct session *p, const char *why);
 void forked(struct sup *sup, struct session *p, struct wire_msg *m);
 void forks_waiting(struct sup *sup, struct session *p);

@@ -137,15 +137,15 @@ void session_dead(struct sup *sup, struct session *s, int wstatus, bool status_k
 	if (c)
 		usage_end(&c->usage, s->pidfd, s->ckpt_pidfd);
 	/* A result does not end a call: the session must still be seen
-	 * asleep and frozen (status_from_result; P_IDLE once it is).  Dead
+	 * asleep and frozen (verdict.h; P_IDLE once it is).  Dead
 	 * before that, the call crashed: its result no longer stands, and its
 	 * state is the one rolled back to.  (Ended by the server after the
 	 * freeze, as a replayed cell whose status changed is, it stands.)
 	 * Attack: a cell writes an "ok" result frame of its own and goes on
 	 * running; killed then (from outside, or by itself), the reply said
 	 * "ok" beside "rolled_back". */
-	if (c && status_from_result(c) && s->phase != P_IDLE)
-		drop_result(c);
+	if (c && s->phase != P_IDLE)
+		run_verdict(c, V_DIED_AWAKE, NULL);
 	uint64_t *ts[] = { &s->watch_timer, &s->idle_timer };
 	for (size_t i = 0; i < 2; i++)
 		if (*ts[i]) {
@@ -184,7 +184,7 @@ void session_dead(struct sup *sup, struct session *s, int wstatus, bool status_k
 	s->ckpt_due = DUE_NONE;
 	s->phase = P_NONE;
 	cancel_timers(sup, s);
-	cancel_resume_timer(sup, s);
+	cancel_due_timer(sup, s); /* its fork timer went with fork_failed */
 	/* Said to the next call that runs, also one that was already waiting
 	 * for the process (sent again to the new one): without this, a call
 	 * waiting for a resumed copy that never took its checkpoint started a
@@ -210,9 +210,8 @@ void session_dead(struct sup *sup, struct session *s, int wstatus, bool status_k
 		return;
 	}
 	if (c) {
-		decide_on_death(c, wstatus, status_known);
 		/* Without a checkpoint the state died with the process. */
-		c->state = STATE_NEW;
+		decide_on_death(c, wstatus, status_known, false);
 		if (outside) {
 			char note[700];
 			snprintf(note, sizeof note,

@@ -34,7 +34,7 @@ struct replay_entry {
 	int cell;
 	char *code;
 	double ms;
-	enum call_status status;
+	enum call_status first_status; /* how it ended the first time */
 	unsigned char digest[HMAC_LEN];
 	bool whole;          /* the digest covers the whole output */
 	char *shown;
@@ -684,8 +684,7 @@ void replay_lost(struct sup *sup, struct session *s, struct run *c)
 {
 	/* The process died between two cells run again and no copy was
 	 * left: they must not run in a new interpreter. */
-	c->status = CALL_CRASHED;
-	c->state = STATE_NEW;
+	run_verdict(c, V_LOST, NULL);
 	c->ev->done(c);
 	(void)sup;
 }
@@ -779,7 +778,7 @@ static void rr_done(struct run *r)
 	char *shown = NULL;
 	unsigned char d[HMAC_LEN];
 	bool whole = digest_of(s, r, d, &shown) && rr->e.whole;
-	if (r->status != rr->e.status || r->state == STATE_ROLLED_BACK || r->state == STATE_NEW) {
+	if (r->status != rr->e.first_status || r->state == STATE_ROLLED_BACK || r->state == STATE_NEW) {
 		/* Its status changed (it fails now, or ran out of time or
 		 * memory): the replay stops, and the state is the one after
 		 * the cell before it (the checkpoint taken after that one, which
@@ -804,7 +803,7 @@ static void rr_done(struct run *r)
 				 r->timeout_ms / 1000.0);
 		else
 			snprintf(rp->failed_why, sizeof rp->failed_why, "%s; the first time it ended %s", call_status_name(r->status),
-				 call_status_name(rr->e.status));
+				 call_status_name(rr->e.first_status));
 		drop_queued(s); /* the cells after it are not run again */
 		free(shown);
 		rr_free(rr);
@@ -950,8 +949,7 @@ bool replay_begin(struct sup *sup, struct session *s, struct run *c)
 		/* Bounded: a cell that notices its second run and sleeps
 		 * cannot hold the rolled-back call's reply for long. */
 		r->timeout_ms = 2.0 * rr->e.ms + 1000.0;
-		r->ev = &replay_events;
-		r->state = STATE_PENDING;
+		r->ev = &replay_events; /* its verdict pending (0), as xcalloc left it */
 		/* Never sent again to another process: a replay that did not
 		 * start failed (it must not run in a new interpreter). */
 		r->resends = 2;
@@ -981,7 +979,7 @@ bool replay_call_done(struct sup *sup, struct session *s, struct run *c)
 		e->cell = c->cell;
 		e->code = xstrdup(c->code);
 		e->ms = rp->pending_ms;
-		e->status = c->status;
+		e->first_status = c->status;
 		e->whole = digest_of(s, c, e->digest, &e->shown);
 		rp->code_bytes += strlen(c->code);
 		rp->ms += e->ms;
@@ -1007,7 +1005,7 @@ bool replay_call_done(struct sup *sup, struct session *s, struct run *c)
  * (false: the session is rolled back to the checkpoint before it). */
 bool replay_run_same_status(const struct run *c)
 {
-	return c->status == ((const struct replay_run *)c)->e.status;
+	return c->status == ((const struct replay_run *)c)->e.first_status;
 }
 
 bool replay_active(const struct session *s)

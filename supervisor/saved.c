@@ -501,9 +501,8 @@ static void restore_done(void *arg, int verdict)
 	 * the call has its own timeout (from when it was sent). */
 	struct run *c = s->cur;
 	if (verdict != 1 && c && c == s->restore_call && s->timeout_timer && s->restore_loading) {
-		loop_timer_cancel(sup->cfg.loop, s->timeout_timer);
 		double left = c->t_start + c->timeout_ms - loop_now_ms();
-		s->timeout_timer = loop_timer(sup->cfg.loop, left > 0 ? left : 0, timeout_fired, s);
+		call_deadline(sup, s, left > 0 ? left : 0);
 		s->restore_loading = false;
 	}
 }
@@ -526,10 +525,17 @@ void restore_loaded(struct sup *sup, struct session *s)
 	s->restore_loading = false;
 	double now = loop_now_ms();
 	double end = now + c->timeout_ms < s->restore_deadline ? now + c->timeout_ms : s->restore_deadline;
-	loop_timer_cancel(sup->cfg.loop, s->timeout_timer);
-	s->timeout_timer = loop_timer(sup->cfg.loop, end > now ? end - now : 0, timeout_fired, s);
+	call_deadline(sup, s, end > now ? end - now : 0);
 	log_info("session %s: saved state loaded in %.0f ms; the cell's %.0f ms start now", s->name, now - c->t_start,
 		 end - now);
+}
+
+/* What the call left of the session's state, by what the server knows of
+ * the restore (its verdict on the bytes, whether the load's bound ran
+ * out): the status stays what it is (verdict.h). */
+static void restore_state(struct run *c, enum call_state st)
+{
+	run_verdict(c, V_STATE, &(struct verdict_facts){ .state = st });
 }
 
 /* The call that carried the saved state was stopped before it ended (a
@@ -551,7 +557,7 @@ static void restore_stopped(struct sup *sup, struct session *s, struct run *c, c
 	s->restore_tried = false; /* the next call looks again */
 	if (s->restore_loaded) {
 		/* A copy keeps its parent's name, so the next call copies again. */
-		c->state = STATE_ROLLED_BACK;
+		restore_state(c, STATE_ROLLED_BACK);
 		s->restore_floor = (uint32_t)c->cell;
 		snprintf(m, n,
 			 "the saved state of session %s (saved %s ago, after cell %u) was loaded before this code ran; the call was then stopped, "
@@ -568,7 +574,7 @@ static void restore_stopped(struct sup *sup, struct session *s, struct run *c, c
 			 restore_bound_ms(sup, prestore_bytes(s->restore)) / 1000.0);
 	else
 		snprintf(why, sizeof why, "the call was stopped while the session loaded it");
-	c->state = STATE_NEW;
+	restore_state(c, STATE_NEW);
 	c->cell = 1;
 	s->cells = 1;
 	if (!again) {
@@ -600,7 +606,7 @@ void restore_outcome(struct sup *sup, struct session *s, struct run *c)
 			     ? rs->failed[0][1]
 			     : NULL;
 	if (s->restore_verdict == RESTORE_OK && rs && rs->verified && !unread) {
-		c->state = forked ? STATE_FORKED : STATE_RESTORED;
+		restore_state(c, forked ? STATE_FORKED : STATE_RESTORED);
 		if (forked)
 			snprintf(m, sizeof m, "forked from session %s: this session started as a copy of its state saved %s ago (after cell %u), before this code ran. Restored: ",
 				 s->fork_src, age, s->restore_cells);
@@ -665,7 +671,7 @@ void restore_outcome(struct sup *sup, struct session *s, struct run *c)
 					 : "",
 				 again ? " (the next call tries again)" : "");
 		}
-		c->state = STATE_NEW;
+		restore_state(c, STATE_NEW);
 		/* Nothing came back: the session's cells count from 1 (the
 		 * session did so too, bootstrap handle). */
 		c->cell = 1;

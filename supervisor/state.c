@@ -39,7 +39,7 @@ static const struct phase_row {
 			  { W_RESULT, RESULT_MAX, 0, ALWAYS } },
 			"the call's timeout (timeout_fired)" },
 	/* its pidfd, and the saver's pipe (saved sessions) */
-	[P_SETTLING] = { "settling", { { W_CHECKPOINT, 256, 2, ALWAYS } }, "RESUME_MS (due_expired)" },
+	[P_CHECKPOINTING] = { "checkpointing", { { W_CHECKPOINT, 256, 2, ALWAYS } }, "RESUME_MS (due_expired)" },
 	[P_SCANNING] = { "scanning", { { 0 } }, "the call's timeout (timeout_fired)" },
 	[P_THUMB] = { "thumbnail", { { W_THUMB_DATA, 256 * 1024, 0, ALWAYS } }, "THUMBS_MS (timeout_fired)" },
 	[P_FREEZING] = { "freezing", { { 0 } }, "the call's timeout or RESUME_MS; looks by try_freeze, check_quiet" },
@@ -89,7 +89,7 @@ void violation(struct sup *sup, struct session *s, const char *what)
 		c->note = xstrdup(note);
 	}
 	if (c) {
-		drop_result(c);
+		run_verdict(c, V_BROKE, NULL);
 		c->broke_protocol = true;
 	} else {
 		snprintf(s->broke, sizeof s->broke, "%s", what); /* said by the next reply */
@@ -233,9 +233,9 @@ static void on_message(struct sup *sup, struct session *s, struct wire_msg *m)
 			violation(sup, s, de.msg);
 			return;
 		}
-		result_destroy(c->result); /* none: one result per run, the phase moves on after it */
-		c->result = res;
-		if (c->status != CALL_PENDING) {
+		run_take_result(c, res); /* one per run: the phase moves on after it */
+		enum verdict_claim said = res->status == RESULT_OK ? V_SAID_OK : res->status == RESULT_MEMORY ? V_SAID_MEMORY : V_SAID_ERROR;
+		if (!run_verdict(c, said, &(struct verdict_facts){ .forked = c->forked })) {
 			/* Cancelled or over a limit meanwhile: its end is on the way. */
 			set_expect(sup, s, P_NONE);
 			return;
@@ -243,15 +243,11 @@ static void on_message(struct sup *sup, struct session *s, struct wire_msg *m)
 		/* A status that rolls back (memory: a failed allocation may
 		 * have left objects half-built) is acted on by killing the
 		 * process, so the checkpoint resumes. */
-		enum call_status said = res->status == RESULT_OK ? CALL_OK : res->status == RESULT_MEMORY ? CALL_MEMORY : CALL_ERROR;
-		c->status = said;
-		c->exit_code = call_status_exit_code(said, 0, false);
-		if (call_status_table[said].rolls_back) {
+		if (call_status_table[c->status].rolls_back) {
 			set_expect(sup, s, P_NONE);
 			kill_session(s);
 			return;
 		}
-		c->state = c->forked ? STATE_FORKED : STATE_KEPT;
 		/* The modules the cell imported: a report from the session,
 		 * checked by warmup_note. */
 		warmup_note(sup->warm, res->imports, res->n_imports);

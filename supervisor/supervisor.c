@@ -251,13 +251,13 @@ static void send_exec(struct sup *sup, struct session *s)
 		pidfd_signal(s->pidfd, SIGCONT);
 	set_expect(sup, s, P_RUNNING);
 	start_watch(sup, s);
-	s->timeout_timer = loop_timer(sup->cfg.loop, timeout_ms, timeout_fired, s);
+	call_deadline(sup, s, timeout_ms);
 	wswatch_stop(s->watch);
 	s->watch = sup_wswatch(sup, workspace_over, s);
 	s->save_written0 = psave_written(s->save);
 	s->persist_written0 = persist_written_all(sup->persist);
 	if (c->wants_progress)
-		s->progress_timer = loop_timer(sup->cfg.loop, PROGRESS_MS, progress_fired, s);
+		progress_start(sup, s);
 	int r = wire_send(s->ctrl, W_EXEC, txt, strlen(txt), restore_nfds > 0 ? restore_fds : NULL, restore_nfds > 0 ? restore_nfds : 0);
 	free(txt);
 	for (int i = 0; i < restore_nfds; i++)
@@ -271,9 +271,7 @@ static void send_exec(struct sup *sup, struct session *s)
 void fail_call_now(struct sup *sup, struct session *s, const char *msg)
 {
 	struct run *c = s->cur;
-	c->status = CALL_ERROR;
-	c->exit_code = call_status_exit_code(CALL_ERROR, 0, false);
-	c->state = STATE_NEW;
+	run_verdict(c, V_FAILED, NULL);
 	add_note(c, msg); /* after what the call was told already (a zygote ended for lying) */
 	c->t_start = loop_now_ms();
 	s->cur = NULL;
@@ -330,7 +328,8 @@ void start_next(struct sup *sup, struct session *s)
 			s->alive = false;
 			s->ckpt_due = DUE_NONE;
 			s->pid = s->hpid = 0;
-			cancel_resume_timer(sup, s);
+			cancel_due_timer(sup, s);
+			cancel_fork_timer(sup, s);
 			set_expect(sup, s, P_NONE);
 		}
 		c->reset = false; /* done: a copy's call comes back to this queue */
@@ -463,7 +462,7 @@ void sup_submit(struct sup *sup, struct run *c)
 	/* Hurry: the session copies ahead what the next call will write while
 	 * it takes its checkpoint (interp/precopy.h); with a call waiting,
 	 * that only delays it, so W_HURRY cuts it short. */
-	if (s->ckpt_due == DUE_AFTER_CALL && s->phase == P_SETTLING && s->ctrl >= 0)
+	if (s->ckpt_due == DUE_AFTER_CALL && s->phase == P_CHECKPOINTING && s->ctrl >= 0)
 		(void)wire_send(s->ctrl, W_HURRY, "", 0, NULL, 0);
 	start_next(sup, s);
 }
@@ -475,10 +474,7 @@ bool sup_cancel(struct sup *sup, bool (*match)(const struct run *r, const void *
 		 * no request matches them (and match reads the caller's run). */
 		if (s->cur && !replay_is_run(s->cur) && match(s->cur, key)) {
 			s->cur->cancelled = true;
-			if (s->cur->status == CALL_PENDING) {
-				s->cur->status = CALL_CANCELLED;
-				s->cur->exit_code = call_status_exit_code(CALL_CANCELLED, 0, false);
-			}
+			run_verdict(s->cur, V_CANCEL, NULL); /* unless decided already */
 			if (s->alive)
 				kill_session(s);
 			else
@@ -543,7 +539,8 @@ void sup_free(struct sup *sup)
 		/* The loop may outlive this supervisor (the unit tests run
 		 * several on one): no timer of ours may fire after it. */
 		cancel_timers(sup, s);
-		cancel_resume_timer(sup, s);
+		cancel_due_timer(sup, s);
+		cancel_fork_timer(sup, s);
 		session_close_fds(sup, s);
 		if (s->cur)
 			s->cur->ev->drop(s->cur);
