@@ -247,6 +247,15 @@ static void view_error(const struct call *c, const struct result_error *err, str
 
 	if (c->run.over_limit && !v->denied)
 		v->denied = "limits";
+	if (c->run.status == CALL_TIMEOUT && c->run.thumb_late && !v->emsg) {
+		v->emsg = xasprintf("the cell finished, but downscaling its images for the reply took longer than the %.0f s left "
+				    "for it, and the session was stopped; the image files stay in the workspace: "
+				    "draw smaller figures (a lower dpi or figsize) or pass a larger timeout_s (at most %g)",
+				    c->run.thumb_ms / 1000.0, l->max_timeout_s);
+		free(v->etype);
+		v->etype = xstrdup("Timeout");
+		v->denied = "limits";
+	}
 	if (c->run.status == CALL_TIMEOUT && !v->emsg) {
 		v->emsg = xasprintf("the cell ran longer than its timeout (%g s) and was stopped; make it cheaper or pass a larger timeout_s (at most %g)",
 				    c->run.timeout_ms / 1000.0, l->max_timeout_s);

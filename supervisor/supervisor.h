@@ -113,6 +113,10 @@ struct run {
 	bool over_limit;         /* ended by the server's watchdog (denied_by limits) */
 	int signal;              /* CALL_CRASHED: the signal that ended the process, or 0 */
 	bool broke_protocol;     /* ended by the server for what it sent */
+	/* CALL_TIMEOUT: the cell had finished, and its images were still
+	 * being downscaled for the reply (thumb_ms allowed for that). */
+	bool thumb_late;
+	double thumb_ms;
 
 	/* The supervisor's own. */
 	bool started;            /* the session said it received the cell */
