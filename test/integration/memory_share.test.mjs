@@ -11,7 +11,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { spawnSync } from 'node:child_process';
 
-import { SANITIZED, startClient, newProject, execPy, descendants, show, BIN, reachableArgv } from './lib.mjs';
+import { SANITIZED, startClient, newProject, execPy, sandboxPssMb, show, BIN, reachableArgv } from './lib.mjs';
 
 const DOCKERRUN = path.join(path.dirname(BIN), 'helpers', 'dockerrun');
 const AS_ROOT = process.getuid() === 0;
@@ -21,20 +21,6 @@ const MB = SANITIZED ? 1212 : 700;
 const FRAME = SANITIZED ? 500 : 300;
 const ARRAY = SANITIZED ? 700 : 400;
 const env = { PSM_TEST_REPLAY_MS: '0' }; // every call takes its checkpoint
-
-/** Host memory (MB) the sandbox's processes hold: Pss_Anon + Pss_Shmem. */
-function sandboxPssMb(serverPid) {
-	let kb = 0;
-	for (const p of descendants(serverPid)) {
-		let s;
-		try { s = fs.readFileSync(`/proc/${p.pid}/smaps_rollup`, 'utf8'); } catch { continue; }
-		for (const k of ['Pss_Anon', 'Pss_Shmem']) {
-			const m = s.match(new RegExp(`^${k}:\\s+(\\d+)`, 'm'));
-			if (m) kb += Number(m[1]);
-		}
-	}
-	return kb / 1024;
-}
 
 const NOBODY = ['--reuid=65534', '--regid=65534', '--clear-groups'];
 for (const who of AS_ROOT ? ['root', 'nobody'] : ['the current user']) {
