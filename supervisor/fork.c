@@ -137,7 +137,7 @@ void fork_failed(struct sup *sup, struct session *p, const char *why)
 		}
 		if (s->cur)
 			fail_call_now(sup, s, m);
-		start_next(sup, s);
+		post_start(sup, s);
 	}
 	release_sweep(sup);
 }
@@ -234,7 +234,7 @@ void forks_waiting(struct sup *sup, struct session *p)
 	for (struct session *s = sup->sessions; s && (fork_ready(p) || !p->alive); s = s->next)
 		if (s->fork_wait && strcmp(s->fork_wait_for, p->name) == 0) {
 			s->fork_wait = false;
-			start_next(sup, s);
+			post_start(sup, s);
 		}
 }
 

@@ -260,7 +260,7 @@ static void fail_waiting(struct sup *sup)
 			s->alive = false;
 			if (s->cur)
 				fail_call_now(sup, s, sup->zerror[0] ? sup->zerror : "the interpreter could not be started");
-			start_next(sup, s);
+			post_start(sup, s);
 		}
 }
 
