@@ -433,8 +433,7 @@ static void z_spawned(void *arg, int id, int pidfd, const struct kproc *k, bool 
 	s->pidfd = pidfd;
 	s->reported = false;
 	s->spawn_known = true;
-	if (s->ctrl >= 0)
-		ctrl_event(s, s->ctrl, POLLIN); /* what it sent meanwhile */
+	post_read(sup, s); /* what it sent meanwhile (ctrl_event left it unread) */
 	if (s->kill_pending)
 		kill_session(s);
 }
