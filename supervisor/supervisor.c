@@ -499,7 +499,7 @@ void sup_submit(struct sup *sup, struct run *c)
 	outbox_drain_now(sup, false);
 }
 
-bool sup_cancel(struct sup *sup, bool (*match)(const struct run *r, const void *key), const void *key)
+static bool cancel_one(struct sup *sup, bool (*match)(const struct run *r, const void *key), const void *key)
 {
 	for (struct session *s = sup->sessions; s; s = s->next) {
 		/* The cells run again after a rollback are the server's own:
@@ -514,7 +514,6 @@ bool sup_cancel(struct sup *sup, bool (*match)(const struct run *r, const void *
 				kill_session(s);
 			else
 				finish_cur(sup, s);
-			outbox_drain_now(sup, false); /* as in sup_submit */
 			return true;
 		}
 		for (struct run **pp = &s->qhead; *pp; pp = &(*pp)->next)
@@ -527,11 +526,22 @@ bool sup_cancel(struct sup *sup, bool (*match)(const struct run *r, const void *
 						s->qtail = q;
 				}
 				post_drop(sup, c);
-				outbox_drain_now(sup, false);
 				return true;
 			}
 	}
 	return false;
+}
+
+bool sup_cancel(struct sup *sup, bool (*match)(const struct run *r, const void *key), const void *key)
+{
+	bool found = cancel_one(sup, match, key);
+	/* As in sup_submit: what the cancel decided (a queued run dropped, a
+	 * run without a process ended) is performed before the layer above
+	 * goes on, with whatever waited in the outbox before it; a run whose
+	 * end was posted already is no longer the session's to cancel, and
+	 * is answered once, as it ended. */
+	outbox_drain_now(sup, false);
+	return found;
 }
 
 void sup_free(struct sup *sup)
