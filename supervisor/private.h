@@ -289,9 +289,6 @@ struct sup {
 	uint64_t ob_timer;
 	bool ob_draining;
 	void (*ob_drain)(struct sup *sup, bool teardown);
-	/* spawn_pending stopped at a copy to make: it goes on after the
-	 * drain has started that copy's call. */
-	bool spawn_rest;
 };
 
 /* outbox.c: what a handler owes the layer above or the face, performed by

@@ -378,8 +378,6 @@ static void drain(struct sup *sup, bool teardown)
 			if (teardown)
 				break;
 			start_next(sup, s);
-			if (sup->spawn_rest && sup->z == Z_READY)
-				spawn_pending(sup);
 			warm_busy(sup);
 			break;
 		case POST_READ:
@@ -392,41 +390,23 @@ static void drain(struct sup *sup, bool teardown)
 		sup->cfg.ended(sup->cfg.arg);
 }
 
+/* The zygote is ready, or no copy is in flight any more: the sessions
+ * that waited for that start, from the outbox's drain.  start_next decides
+ * each one there, in order: one whose call makes a copy puts a copy in
+ * flight, and those after it wait again (a process born while a copy is
+ * in flight could pass for the copy; see forked). */
 void spawn_pending(struct sup *sup)
 {
-	sup->spawn_rest = false;
-	for (struct session *s = sup->sessions; s && !fork_in_flight(sup); s = s->next)
+	for (struct session *s = sup->sessions; s; s = s->next)
 		if (s->want_spawn) {
 			s->want_spawn = false;
-			struct run *c = s->cur;
-			if (!c) {
-				/* The call that waited for the zygote was cancelled
-				 * (or failed) meanwhile: start a process only for
-				 * one still queued.  Attack: a call cancelled before
-				 * the zygote was ready had send_exec run with no
-				 * call, and the server died of SIGSEGV. */
-				post_start(sup, s);
-				continue;
-			}
-			if (c->fork_from[0] && !c->fork_done) {
-				/* A copy to make: start_next decides how, and no
-				 * other session is spawned before it has (a process
-				 * born while a copy is in flight could pass for the
-				 * copy): the drain comes back here after it. */
-				requeue_first(s);
-				post_start(sup, s);
-				sup->spawn_rest = true;
-				return;
-			}
-			int r = spawn_session(sup, s);
-			if (r < 0) {
-				char msg[300];
-				snprintf(msg, sizeof msg, "could not start a session: %s", strerror(-r));
-				fail_call_now(sup, s, msg);
-				post_start(sup, s);
-				continue;
-			}
-			send_exec(sup, s);
+			/* The call that waited goes back to the head of the queue
+			 * (none: it was cancelled, or failed, meanwhile; then only
+			 * a call still queued starts a process.  Attack: a call
+			 * cancelled before the zygote was ready had send_exec run
+			 * with no call, and the server died of SIGSEGV). */
+			requeue_first(s);
+			post_start(sup, s);
 		}
 }
 
