@@ -223,7 +223,7 @@ void forked(struct sup *sup, struct session *p, struct wire_msg *m)
 	/* The parent rests again (frozen, swept: the copy is known now). */
 	begin_freeze(sup, p);
 	release_sweep(sup);
-	post_read(sup, s); /* its hello may be in already */
+	post_read(sup, s, false); /* its hello may be in already */
 }
 
 /* Calls that wait for this parent to rest before they can copy it: tried

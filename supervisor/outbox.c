@@ -18,7 +18,9 @@ struct post {
 	enum post_kind kind;
 	struct run *run;         /* POST_DONE, POST_DROP: the outbox owns it */
 	struct session *s;       /* POST_START, POST_READ */
-	bool warm;               /* POST_DONE: the warm-up may load after this reply */
+	/* POST_DONE: the warm-up may load after this reply; POST_READ: a
+	 * kill that waited for the process's pidfd follows the read. */
+	bool flag;
 	struct post *later;   /* the next post, posted after it */
 };
 
@@ -37,10 +39,10 @@ static void outbox_fired(void *arg)
 	outbox_drain_now(sup, false);
 }
 
-static void post(struct sup *sup, enum post_kind kind, struct run *c, struct session *s, bool warm)
+static void post(struct sup *sup, enum post_kind kind, struct run *c, struct session *s, bool flag)
 {
 	struct post *p = xcalloc(1, sizeof *p);
-	*p = (struct post){ .kind = kind, .run = c, .s = s, .warm = warm };
+	*p = (struct post){ .kind = kind, .run = c, .s = s, .flag = flag };
 	if (sup->ob_tail)
 		sup->ob_tail->later = p;
 	else
@@ -67,9 +69,9 @@ void post_start(struct sup *sup, struct session *s)
 	post(sup, POST_START, NULL, s, false);
 }
 
-void post_read(struct sup *sup, struct session *s)
+void post_read(struct sup *sup, struct session *s, bool then_kill)
 {
-	post(sup, POST_READ, NULL, s, false);
+	post(sup, POST_READ, NULL, s, then_kill);
 }
 
 void post_ended(struct sup *sup)
@@ -85,7 +87,7 @@ bool outbox_holds_runs(const struct sup *sup)
 }
 
 /* For the drain: the oldest post, out of the outbox (false: empty). */
-bool outbox_take(struct sup *sup, enum post_kind *kind, struct run **c, struct session **s, bool *warm)
+bool outbox_take(struct sup *sup, enum post_kind *kind, struct run **c, struct session **s, bool *flag)
 {
 	struct post *p = sup->ob_head;
 	if (!p)
@@ -98,7 +100,7 @@ bool outbox_take(struct sup *sup, enum post_kind *kind, struct run **c, struct s
 	*kind = p->kind;
 	*c = p->run;
 	*s = p->s;
-	*warm = p->warm;
+	*flag = p->flag;
 	free(p);
 	return true;
 }

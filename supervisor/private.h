@@ -304,11 +304,13 @@ enum post_kind {
 void post_done(struct sup *sup, struct run *c, bool warm);
 void post_drop(struct sup *sup, struct run *c);
 void post_start(struct sup *sup, struct session *s);
-void post_read(struct sup *sup, struct session *s);
+/* then_kill: a kill asked before the process's pidfd was in (kill_pending)
+ * is done after the read, as it was before the read was posted. */
+void post_read(struct sup *sup, struct session *s, bool then_kill);
 /* A run or a save ended: the server may be waiting for that (cfg.ended). */
 void post_ended(struct sup *sup);
 bool outbox_holds_runs(const struct sup *sup);
-bool outbox_take(struct sup *sup, enum post_kind *kind, struct run **c, struct session **s, bool *warm);
+bool outbox_take(struct sup *sup, enum post_kind *kind, struct run **c, struct session **s, bool *flag);
 bool outbox_take_ended(struct sup *sup);
 /* Performs what is posted now (teardown: runs are done or dropped, nothing
  * is started).  Only where no handler of the supervisor is on the stack. */

@@ -363,12 +363,12 @@ static void drain(struct sup *sup, bool teardown)
 	enum post_kind k;
 	struct run *c;
 	struct session *s;
-	bool warm;
-	while (outbox_take(sup, &k, &c, &s, &warm)) {
+	bool flag;
+	while (outbox_take(sup, &k, &c, &s, &flag)) {
 		switch (k) {
 		case POST_DONE:
 			c->ev->done(c); /* c is the layer above's now */
-			if (warm && !teardown)
+			if (flag && !teardown)
 				warm_after_reply(sup);
 			break;
 		case POST_DROP:
@@ -381,8 +381,12 @@ static void drain(struct sup *sup, bool teardown)
 			warm_busy(sup);
 			break;
 		case POST_READ:
-			if (!teardown && s->ctrl >= 0)
+			if (teardown)
+				break;
+			if (s->ctrl >= 0)
 				ctrl_event(s, s->ctrl, POLLIN);
+			if (flag && s->kill_pending && s->pidfd >= 0)
+				kill_session(s);
 			break;
 		}
 	}

@@ -433,9 +433,9 @@ static void z_spawned(void *arg, int id, int pidfd, const struct kproc *k, bool 
 	s->pidfd = pidfd;
 	s->reported = false;
 	s->spawn_known = true;
-	post_read(sup, s); /* what it sent meanwhile (ctrl_event left it unread) */
-	if (s->kill_pending)
-		kill_session(s);
+	/* What it sent meanwhile (ctrl_event left it unread), then the kill
+	 * asked for before its pidfd was in, if one was. */
+	post_read(sup, s, s->kill_pending);
 }
 
 /* The zygote reaped pid.  Its report is believed only for a session whose
