@@ -144,7 +144,8 @@ void collected(struct run *c, void *arg)
 	}
 }
 
-/* Collects the output and hands the run back to its owner (ev->done). */
+/* Collects the output and hands the run back to its owner (posted: the
+ * outbox's drain calls ev->done, then starts the session's next run). */
 void finish_cur(struct sup *sup, struct session *s)
 {
 	struct run *c = s->cur;
@@ -175,22 +176,18 @@ void finish_cur(struct sup *sup, struct session *s)
 	s->last_exit = c->exit_code;
 	s->last_seq = ++sup->ends;
 	s->cur = NULL;
-	/* A logged cell's entry is made now, from the output the reply
-	 * carries; a rolled-back call's reply waits for its replay. */
-	if (!replay_call_done(sup, s, c))
-		c->ev->done(c);
-	/* After the reply, never before: what sessions taught the zygote
-	 * loads while the agent reads it. */
-	if (sup->z == Z_READY) {
-		int n;
-		char *names = warmup_after_reply(sup->warm, &n);
-		if (names && zlink_send(sup->zl, W_WARM, names, NULL, 0) == 0)
-			zlink_warm_sent(sup->zl, n);
-		free(names);
-	}
-	start_next(sup, s);
-	warm_busy(sup);
-	ended(sup);
+	/* A cell run again after a rollback is the server's own: replay.c
+	 * ends it here, at once, since its outcome decides what runs next.
+	 * A logged cell's entry is made now, from the output the reply
+	 * carries; a rolled-back call's reply waits for its replay.  The
+	 * reply goes out from the outbox, and after it (the drain) what
+	 * sessions taught the zygote loads while the agent reads it. */
+	if (replay_is_run(c))
+		replay_run_ended(c);
+	else if (!replay_call_done(sup, s, c))
+		post_done(sup, c, true);
+	post_start(sup, s);
+	post_ended(sup);
 }
 
 void collect(struct session *s, struct run *c)

@@ -145,7 +145,7 @@ void fork_failed(struct sup *sup, struct session *p, const char *why)
 		}
 		if (s->cur)
 			fail_call_now(sup, s, m);
-		start_next(sup, s);
+		post_start(sup, s);
 	}
 	release_sweep(sup);
 }
@@ -231,8 +231,7 @@ void forked(struct sup *sup, struct session *p, struct wire_msg *m)
 	/* The parent rests again (frozen, swept: the copy is known now). */
 	begin_freeze(sup, p);
 	release_sweep(sup);
-	if (s->ctrl >= 0)
-		ctrl_event(s, s->ctrl, POLLIN); /* its hello may be in already */
+	post_read(sup, s, false); /* its hello may be in already */
 }
 
 /* Calls that wait for this parent to rest before they can copy it: tried
@@ -242,7 +241,7 @@ void forks_waiting(struct sup *sup, struct session *p)
 	for (struct session *s = sup->sessions; s && (fork_ready(p) || !p->alive); s = s->next)
 		if (s->fork_wait && strcmp(s->fork_wait_for, p->name) == 0) {
 			s->fork_wait = false;
-			start_next(sup, s);
+			post_start(sup, s);
 		}
 }
 

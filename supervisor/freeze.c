@@ -154,10 +154,10 @@ void settled(struct sup *sup, struct session *s)
 	if (s->ckpt_due != DUE_NONE) {
 		s->ckpt_due = DUE_NONE;
 		cancel_due_timer(sup, s);
-		start_next(sup, s);
+		post_start(sup, s);
 		forks_waiting(sup, s);
 		save_when_idle(sup, s);
-		ended(sup); /* the server may be waiting for this state's save */
+		post_ended(sup); /* the server may be waiting for this state's save */
 		return;
 	}
 	if (!s->cur) {
@@ -165,7 +165,7 @@ void settled(struct sup *sup, struct session *s)
 		 * killed from outside meanwhile, is taken again first. */
 		if (retake_copy(sup, s))
 			return;
-		start_next(sup, s);
+		post_start(sup, s);
 		forks_waiting(sup, s);
 		save_when_idle(sup, s);
 		return;

@@ -289,18 +289,51 @@ struct sup {
 	uint64_t sweep_again_timer;
 	double save_test_ms;     /* PSM_TEST_SAVE_MS (save_budget), or 0 */
 	double save_test_wall_ms; /* PSM_TEST_SAVE_WALL_MS (save_budget), or 0 */
+	/* The outbox (outbox.c): the effects posted and not yet performed,
+	 * oldest first; how many of them hold a run; `ended` owed; the
+	 * timer that drains them; a drain running; and the drain itself
+	 * (supervisor.c, set by sup_new). */
+	struct post *ob_head, *ob_tail;
+	int ob_runs;
+	bool ob_ended;
+	uint64_t ob_timer;
+	bool ob_draining;
+	void (*ob_drain)(struct sup *sup, bool teardown);
 };
+
+/* outbox.c: what a handler owes the layer above or the face, performed by
+ * the face's drain once no handler is on the stack (never on the spot). */
+enum post_kind {
+	POST_DONE,  /* a finished run for the layer above (ev->done) */
+	POST_DROP,  /* a run dropped unfinished (ev->drop) */
+	POST_START, /* the session may start its next run */
+	POST_READ,  /* read the session's control socket (what it sent while it could not be judged) */
+};
+/* The run is the outbox's from here: the poster must not touch it again.
+ * warm: the warm-up may load what sessions taught it after this reply. */
+void post_done(struct sup *sup, struct run *c, bool warm);
+void post_drop(struct sup *sup, struct run *c);
+void post_start(struct sup *sup, struct session *s);
+/* then_kill: a kill asked before the process's pidfd was in (kill_pending)
+ * is done after the read, as it was before the read was posted. */
+void post_read(struct sup *sup, struct session *s, bool then_kill);
+/* A run or a save ended: the server may be waiting for that (cfg.ended). */
+void post_ended(struct sup *sup);
+bool outbox_holds_runs(const struct sup *sup);
+bool outbox_take(struct sup *sup, enum post_kind *kind, struct run **c, struct session **s, bool *flag);
+bool outbox_take_ended(struct sup *sup);
+/* Performs what is posted now (teardown: runs are done or dropped, nothing
+ * is started).  Only where no handler of the supervisor is on the stack. */
+void outbox_drain_now(struct sup *sup, bool teardown);
+void add_note(struct run *c, const char *text);
+void note_next(struct session *s, const char *text);
 
 /* supervisor.c */
 struct session *find_session(struct sup *sup, const char *name);
-void ended(struct sup *sup);
 void warm_busy(struct sup *sup);
-void add_note(struct run *c, const char *text);
-void note_next(struct session *s, const char *text);
 void prepared(struct run *c, void *arg);
 void fail_call_now(struct sup *sup, struct session *s, const char *msg);
 void requeue_first(struct session *s);
-void start_next(struct sup *sup, struct session *s);
 void spawn_pending(struct sup *sup);
 
 /* call.c */
@@ -438,6 +471,9 @@ void replay_checkpoint_taken(struct session *s, bool resumed);
  * log is empty. */
 bool replay_begin(struct sup *sup, struct session *s, struct run *c);
 bool replay_is_run(const struct run *c);
+/* A cell run again is over (finish_cur): its output compared with the
+ * first run's; the replay stops or ends here. */
+void replay_run_ended(struct run *c);
 /* A cell run again: its timeout, within what is left of the replay's. */
 double replay_timeout_ms(const struct run *c);
 /* A cell to run again, but the session's process is gone with its

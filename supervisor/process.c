@@ -206,7 +206,7 @@ void session_dead(struct sup *sup, struct session *s, int wstatus, bool status_k
 	s->broke[0] = '\0';
 	forks_waiting(sup, s);
 	if (!c || requeue_unstarted(sup, s)) {
-		start_next(sup, s); /* queued calls start in a new process */
+		post_start(sup, s); /* queued calls start in a new process */
 		return;
 	}
 	if (c) {

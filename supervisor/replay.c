@@ -660,15 +660,16 @@ static void rr_drop(struct run *r)
 	rr_free((struct replay_run *)r);
 }
 
-static void rr_done(struct run *r);
-
+/* The supervisor ends its own runs itself (replay_run_ended, from
+ * finish_cur): they are no run of the layer above, and their outcome
+ * decides at once what the session runs next; none goes to the outbox. */
 static const struct run_events replay_events = {
 	.prepare = rr_prepare,
 	.collect = rr_collect,
 	.next_thumb = rr_next_thumb,
 	.thumb = rr_thumb,
 	.progress = rr_progress,
-	.done = rr_done,
+	.done = replay_run_ended,
 	.drop = rr_drop,
 };
 
@@ -685,7 +686,7 @@ void replay_lost(struct sup *sup, struct session *s, struct run *c)
 	/* The process died between two cells run again and no copy was
 	 * left: they must not run in a new interpreter. */
 	run_verdict(c, V_LOST, NULL);
-	c->ev->done(c);
+	replay_run_ended(c);
 	(void)sup;
 }
 
@@ -767,7 +768,7 @@ static void drop_queued(struct session *s)
 }
 
 /* A cell run again is over: its output compared with the first run's. */
-static void rr_done(struct run *r)
+void replay_run_ended(struct run *r)
 {
 	struct replay_run *rr = (struct replay_run *)r;
 	struct session *s = rr->s;
@@ -885,8 +886,8 @@ static void replay_end(struct sup *sup, struct session *s)
 	rp->held = NULL;
 	if (c) {
 		add_note(c, note);
-		c->ev->done(c);
-		ended(sup);
+		post_done(sup, c, false);
+		post_ended(sup);
 	} else if (rp->to_hold) {
 		free(rp->final_note);
 		rp->final_note = xstrdup(note);
@@ -1020,7 +1021,8 @@ void replay_free(struct session *s)
 		return;
 	replay_clear(s);
 	if (rp->held)
-		rp->held->ev->drop(rp->held);
+		post_drop(s->sup, rp->held);
+	rp->held = NULL;
 	free(rp->final_note);
 	free(rp);
 	s->rp = NULL;

@@ -300,7 +300,7 @@ static void save_done(void *arg, const struct psave_result *r)
 		save_failure(sup, s, why);
 	}
 	s->save_stop[0] = '\0';
-	ended(sup);
+	post_ended(sup);
 }
 
 /* Stops the save: its processes are ended, and the reason goes to the

@@ -279,11 +279,13 @@ void ctrl_event(void *arg, int fd, short revents)
 		return;
 	/* Nothing from a new process is judged before the zygote's report of
 	 * it (its pidfd) is in: that report is already on its way, on the
-	 * zygote's socket. */
-	if (!s->spawn_known) {
-		zlink_poll(sup->zl);
+	 * zygote's socket.  What it sent stays unread; the report's handler
+	 * (z_spawned, or forked for a copy) posts a read of it, which the
+	 * outbox's drain performs in the same loop turn.  (Before, this
+	 * read the zygote's socket here, and delivered its events, another
+	 * session's death among them, inside this handler.) */
+	if (!s->spawn_known)
 		return;
-	}
 	for (int budget = 0; budget < 64; budget++) {
 		struct wire_msg m;
 		int r = wire_reader_step(&s->rd, fd, &m);

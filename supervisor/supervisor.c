@@ -4,12 +4,15 @@
 #include "private.h"
 
 static void send_exec(struct sup *sup, struct session *s);
+static void start_next(struct sup *sup, struct session *s);
+static void drain(struct sup *sup, bool teardown);
 
 struct sup *sup_new(const struct sup_config *cfg)
 {
 	struct sup *sup = xcalloc(1, sizeof *sup);
 	sup->cfg = *cfg;
 	sup->zpid = -1;
+	sup->ob_drain = drain;
 	const char *t = getenv("PSM_TEST_SAVE_MS");
 	sup->save_test_ms = t ? atof(t) : 0;
 	t = getenv("PSM_TEST_SAVE_WALL_MS");
@@ -72,13 +75,6 @@ void sup_set_work(struct sup *sup, struct work *work)
 	sup->work = work;
 }
 
-/* A run or a save ended: the server may be waiting for that. */
-void ended(struct sup *sup)
-{
-	if (sup->cfg.ended)
-		sup->cfg.ended(sup->cfg.arg);
-}
-
 bool sup_last_exit(struct sup *sup, const char *name, int *exit_code)
 {
 	struct session *s = find_session(sup, name);
@@ -90,6 +86,9 @@ bool sup_last_exit(struct sup *sup, const char *name, int *exit_code)
 
 bool sup_busy(struct sup *sup)
 {
+	/* A run in the outbox is not answered yet. */
+	if (sup && outbox_holds_runs(sup))
+		return true;
 	for (struct session *s = sup ? sup->sessions : NULL; s; s = s->next)
 		if (s->cur || s->qhead)
 			return true;
@@ -110,40 +109,11 @@ void warm_busy(struct sup *sup)
 	zlink_warm_paused(sup->zl, busy);
 }
 
-/* Appends text to *dst as a paragraph of its own (a note). */
-static void append_para(char **dst, const char *text)
-{
-	if (!text || !*text)
-		return;
-	size_t a = *dst ? strlen(*dst) : 0, b = strlen(text);
-	char *n = xmalloc(a + b + 2);
-	if (a) {
-		memcpy(n, *dst, a);
-		n[a++] = '\n';
-	}
-	memcpy(n + a, text, b + 1);
-	free(*dst);
-	*dst = n;
-}
-
-/* Adds a paragraph to the call's note (other parts of the server add
- * theirs). */
-void add_note(struct run *c, const char *text)
-{
-	append_para(&c->note, text);
-}
-
-/* Adds a paragraph to the note of the session's next reply. */
 double resume_ms(void)
 {
 	const char *t = getenv("PSM_TEST_RESUME_MS");
 	double v = t ? atof(t) : 0;
 	return v > 0 && v < 30000.0 ? v : 30000.0;
-}
-
-void note_next(struct session *s, const char *text)
-{
-	append_para(&s->next_note, text);
 }
 
 /* Puts the current call back at the head of the queue, to be started again
@@ -276,11 +246,11 @@ void fail_call_now(struct sup *sup, struct session *s, const char *msg)
 	c->t_start = loop_now_ms();
 	s->cur = NULL;
 	c->duration_ms = 0;
-	c->ev->done(c);
-	ended(sup);
+	post_done(sup, c, false);
+	post_ended(sup);
 }
 
-void start_next(struct sup *sup, struct session *s)
+static void start_next(struct sup *sup, struct session *s)
 {
 	/* A resumed checkpoint finishes resuming, or a new checkpoint is
 	 * taken, first (settled() calls us again, or a timer ends it), unless
@@ -369,36 +339,77 @@ void start_next(struct sup *sup, struct session *s)
 	}
 }
 
+/* After a reply, never before: what sessions taught the zygote loads
+ * while the agent reads it. */
+static void warm_after_reply(struct sup *sup)
+{
+	if (sup->z != Z_READY)
+		return;
+	int n;
+	char *names = warmup_after_reply(sup->warm, &n);
+	if (names && zlink_send(sup->zl, W_WARM, names, NULL, 0) == 0)
+		zlink_warm_sent(sup->zl, n);
+	free(names);
+}
+
+/* The outbox's one drain (outbox.c says when it runs): the only place that
+ * hands a run to the layer above (done, drop), starts a session's next
+ * run and tells the server something ended.  In the order posted; what
+ * it performs may post more, which this same drain takes.  At teardown
+ * (sup_free) the runs are still answered or dropped, and nothing starts. */
+static void drain(struct sup *sup, bool teardown)
+{
+	enum post_kind k;
+	struct run *c;
+	struct session *s;
+	bool flag;
+	while (outbox_take(sup, &k, &c, &s, &flag)) {
+		switch (k) {
+		case POST_DONE:
+			c->ev->done(c); /* c is the layer above's now */
+			if (flag && !teardown)
+				warm_after_reply(sup);
+			break;
+		case POST_DROP:
+			c->ev->drop(c);
+			break;
+		case POST_START:
+			if (teardown)
+				break;
+			start_next(sup, s);
+			warm_busy(sup);
+			break;
+		case POST_READ:
+			if (teardown)
+				break;
+			if (s->ctrl >= 0)
+				ctrl_event(s, s->ctrl, POLLIN);
+			if (flag && s->kill_pending && s->pidfd >= 0)
+				kill_session(s);
+			break;
+		}
+	}
+	if (outbox_take_ended(sup) && !teardown && sup->cfg.ended)
+		sup->cfg.ended(sup->cfg.arg);
+}
+
+/* The zygote is ready, or no copy is in flight any more: the sessions
+ * that waited for that start, from the outbox's drain.  start_next decides
+ * each one there, in order: one whose call makes a copy puts a copy in
+ * flight, and those after it wait again (a process born while a copy is
+ * in flight could pass for the copy; see forked). */
 void spawn_pending(struct sup *sup)
 {
-	for (struct session *s = sup->sessions; s && !fork_in_flight(sup); s = s->next)
+	for (struct session *s = sup->sessions; s; s = s->next)
 		if (s->want_spawn) {
 			s->want_spawn = false;
-			struct run *c = s->cur;
-			if (!c) {
-				/* The call that waited for the zygote was cancelled
-				 * (or failed) meanwhile: start a process only for
-				 * one still queued.  Attack: a call cancelled before
-				 * the zygote was ready had send_exec run with no
-				 * call, and the server died of SIGSEGV. */
-				start_next(sup, s);
-				continue;
-			}
-			if (c->fork_from[0] && !c->fork_done) {
-				/* A copy to make: start_next decides how. */
-				requeue_first(s);
-				start_next(sup, s);
-				continue;
-			}
-			int r = spawn_session(sup, s);
-			if (r < 0) {
-				char msg[300];
-				snprintf(msg, sizeof msg, "could not start a session: %s", strerror(-r));
-				fail_call_now(sup, s, msg);
-				start_next(sup, s);
-				continue;
-			}
-			send_exec(sup, s);
+			/* The call that waited goes back to the head of the queue
+			 * (none: it was cancelled, or failed, meanwhile; then only
+			 * a call still queued starts a process.  Attack: a call
+			 * cancelled before the zygote was ready had send_exec run
+			 * with no call, and the server died of SIGSEGV). */
+			requeue_first(s);
+			post_start(sup, s);
 		}
 }
 
@@ -464,10 +475,14 @@ void sup_submit(struct sup *sup, struct run *c)
 	 * that only delays it, so W_HURRY cuts it short. */
 	if (s->ckpt_due == DUE_AFTER_CALL && s->phase == P_CHECKPOINTING && s->ctrl >= 0)
 		(void)wire_send(s->ctrl, W_HURRY, "", 0, NULL, 0);
-	start_next(sup, s);
+	post_start(sup, s);
+	/* Entered from the layer above, never from a handler of ours: what
+	 * the submission decided (a call that cannot start is answered at
+	 * once) is performed before the layer above goes on. */
+	outbox_drain_now(sup, false);
 }
 
-bool sup_cancel(struct sup *sup, bool (*match)(const struct run *r, const void *key), const void *key)
+static bool cancel_one(struct sup *sup, bool (*match)(const struct run *r, const void *key), const void *key)
 {
 	for (struct session *s = sup->sessions; s; s = s->next) {
 		/* The cells run again after a rollback are the server's own:
@@ -490,17 +505,32 @@ bool sup_cancel(struct sup *sup, bool (*match)(const struct run *r, const void *
 					for (struct run *q = s->qhead; q; q = q->next)
 						s->qtail = q;
 				}
-				c->ev->drop(c);
+				post_drop(sup, c);
 				return true;
 			}
 	}
 	return false;
 }
 
+bool sup_cancel(struct sup *sup, bool (*match)(const struct run *r, const void *key), const void *key)
+{
+	bool found = cancel_one(sup, match, key);
+	/* As in sup_submit: what the cancel decided (a queued run dropped, a
+	 * run without a process ended) is performed before the layer above
+	 * goes on, with whatever waited in the outbox before it; a run whose
+	 * end was posted already is no longer the session's to cancel, and
+	 * is answered once, as it ended. */
+	outbox_drain_now(sup, false);
+	return found;
+}
+
 void sup_free(struct sup *sup)
 {
 	if (!sup)
 		return;
+	/* What is posted is performed first (the runs answered as they would
+	 * have been on the loop), while every session is still whole. */
+	outbox_drain_now(sup, true);
 	/* End every session first, then the zygote (pid 1 of the jail's pid
 	 * namespace: its end takes every process inside with it). */
 	int pidfds[256];
@@ -543,12 +573,13 @@ void sup_free(struct sup *sup)
 		cancel_fork_timer(sup, s);
 		session_close_fds(sup, s);
 		if (s->cur)
-			s->cur->ev->drop(s->cur);
+			post_drop(sup, s->cur);
 		for (struct run *c = s->qhead; c;) {
 			struct run *cn = c->next;
-			c->ev->drop(c);
+			post_drop(sup, c);
 			c = cn;
 		}
+		s->cur = s->qhead = s->qtail = NULL;
 		outbuf_free(&s->out);
 		outbuf_free(&s->err);
 		psave_abandon(s->save);
@@ -556,6 +587,9 @@ void sup_free(struct sup *sup)
 		prestore_free(s->restore);
 		free(s->next_note);
 		replay_free(s);
+		/* Its runs are dropped before the session goes (a cell run
+		 * again names its session). */
+		outbox_drain_now(sup, true);
 		if (s->lock_fd >= 0)
 			close(s->lock_fd);
 		free(s);

@@ -171,7 +171,9 @@ int sup_start(struct sup *sup, struct err *e);
 /* No interpreter for this server: every run ends with `why` (for the
  * in-process fuzzing of the dispatcher, which must not fork). */
 void sup_disable(struct sup *sup, const char *why);
-/* Ends every session and the zygote, and waits for them. */
+/* Ends every session and the zygote, and waits for them.  A run whose end
+ * was decided but not yet handed over gets its done first; every other
+ * run still held is dropped. */
 void sup_free(struct sup *sup);
 
 /* Takes r until r->ev->done or r->ev->drop. */

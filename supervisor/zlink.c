@@ -769,12 +769,3 @@ static void zl_event(void *arg, int fd, short revents)
 	if (z->fd >= 0 && (revents & (POLLIN | POLLHUP | POLLERR)))
 		read_some(z);
 }
-
-void zlink_poll(struct zlink *z)
-{
-	if (!z || z->fd < 0)
-		return;
-	struct pollfd p = { .fd = z->fd, .events = POLLIN };
-	if (poll(&p, 1, 0) == 1)
-		read_some(z);
-}

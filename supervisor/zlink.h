@@ -45,10 +45,8 @@ struct zlink_limits {
 };
 extern const struct zlink_limits zlink_defaults;
 
-/* What the link reports: on the loop, or from inside zlink_poll (which
- * delivers what it reads before it returns: a caller of zlink_poll may see
- * any of these run, another session's death included); never from inside
- * another zlink_* call.  Strings are sanitized and bounded; they live for the call. */
+/* What the link reports: on the loop only, from its own handler of the
+ * zygote's socket; never from inside a zlink_* call.  Strings are sanitized and bounded; they live for the call. */
 struct zlink_events {
 	/* W_JAIL, the first message: the jail is built; the report was made
 	 * before the interpreter started.  The zygote's host pid is known
@@ -112,10 +110,5 @@ void zlink_await_exit(struct zlink *z, pid_t pid, int pidfd);
  * answer is awaited meanwhile). */
 void zlink_warm_sent(struct zlink *z, int n);
 void zlink_warm_paused(struct zlink *z, bool paused);
-
-/* Reads what the zygote has sent so far (a session's first message waits
- * for the report of its spawn, which may be on its way), and delivers each
- * event it reads before it returns (zlink_events). */
-void zlink_poll(struct zlink *z);
 
 #endif

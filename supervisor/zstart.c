@@ -274,7 +274,7 @@ static void fail_waiting(struct sup *sup)
 			s->alive = false;
 			if (s->cur)
 				fail_call_now(sup, s, sup->zerror[0] ? sup->zerror : "the interpreter could not be started");
-			start_next(sup, s);
+			post_start(sup, s);
 		}
 }
 
@@ -447,10 +447,9 @@ static void z_spawned(void *arg, int id, int pidfd, const struct kproc *k, bool 
 	s->pidfd = pidfd;
 	s->reported = false;
 	s->spawn_known = true;
-	if (s->ctrl >= 0)
-		ctrl_event(s, s->ctrl, POLLIN); /* what it sent meanwhile */
-	if (s->kill_pending)
-		kill_session(s);
+	/* What it sent meanwhile (ctrl_event left it unread), then the kill
+	 * asked for before its pidfd was in, if one was. */
+	post_read(sup, s, s->kill_pending);
 }
 
 /* The zygote reaped pid.  Its report is believed only for a session whose

@@ -524,6 +524,7 @@ static __attribute__((noreturn)) void zygote_main(int zfd)
 struct trun {
 	struct run run;          /* first */
 	bool done, dropped;
+	int n_done;              /* how many times ev->done came */
 	long x;                  /* the result: the session's state */
 	pid_t pid;               /* the process that answered */
 	bool resumed;
@@ -566,6 +567,7 @@ static void ev_done(struct run *r)
 {
 	struct trun *t = (struct trun *)r;
 	t->done = true;
+	t->n_done++;
 	/* The fake session's value: "x pid resumed" (session_main). */
 	const char *v = r->result ? r->result->value : NULL;
 	long val = -1;

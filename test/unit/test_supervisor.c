@@ -493,6 +493,79 @@ static void test_cancel_while_preparing(void **state)
 	trun_free(c);
 }
 
+/* A run's end is posted to the supervisor's outbox and handed to the
+ * layer above at a safe point, never from inside the handler that ended
+ * it.  A cancel that comes while the done waits there finds no run to
+ * cancel; the run is answered once, with its outcome, not as cancelled,
+ * and the session goes on. */
+static void test_cancel_while_done_posted(void **state)
+{
+	/* The first call of a session crashes: no copy to roll back to, so
+	 * the call ends as soon as the scan of what it wrote is in. */
+	struct trun *b = calloc(1, sizeof *b);
+	assert_non_null(b);
+	b->run.ev = &events_collect_later;
+	b->run.code = strdup("inc crash");
+	snprintf(b->run.session, sizeof b->run.session, "default");
+	b->run.timeout_ms = 30000.0;
+	pending.r = NULL;
+	sup_submit(sup, &b->run);
+	for (int i = 0; i < 100 && !pending.r; i++)
+		spin(20);
+	assert_non_null(pending.r); /* the crash is in; its scan runs */
+	spin(300);
+	/* The scan ends outside the loop: the run's end is decided now, and
+	 * its done posted, not handed over from inside. */
+	pending.ready(pending.r, pending.arg);
+	assert_false(b->done);
+	assert_true(sup_busy(sup)); /* the outbox holds an unanswered run */
+	assert_false(sup_cancel(sup, same_run, &b->run));
+	assert_int_equal(b->n_done, 1); /* the face's drain handed it over */
+	assert_false(b->run.cancelled);
+	assert_int_equal(b->run.status, CALL_CRASHED);
+	spin(300);
+	assert_int_equal(b->n_done, 1);
+	struct trun *c = run_ok("inc");
+	assert_int_equal(c->x, 1); /* a new interpreter */
+	trun_free(b);
+	trun_free(c);
+}
+
+/* The supervisor freed while its outbox holds a run's end and the next
+ * start: the ended run is answered once, the queued one dropped, nothing
+ * starts, and no timer of the freed supervisor fires on the loop after
+ * it (the sanitizers' build checks for a leak or a use after free). */
+static void test_free_with_done_posted(void **state)
+{
+	struct trun *b = calloc(1, sizeof *b);
+	assert_non_null(b);
+	b->run.ev = &events_collect_later;
+	b->run.code = strdup("inc crash");
+	snprintf(b->run.session, sizeof b->run.session, "default");
+	b->run.timeout_ms = 30000.0;
+	pending.r = NULL;
+	sup_submit(sup, &b->run);
+	for (int i = 0; i < 100 && !pending.r; i++)
+		spin(20);
+	assert_non_null(pending.r);
+	struct trun *c = submit("inc", 30000.0); /* queued behind b */
+	spin(100);
+	assert_false(c->done);
+	pending.ready(pending.r, pending.arg); /* b's done and the next start posted */
+	assert_false(b->done);
+	sup_free(sup);
+	sup = NULL;
+	assert_int_equal(b->n_done, 1);
+	assert_int_equal(b->run.status, CALL_CRASHED);
+	assert_true(c->dropped);
+	assert_int_equal(c->n_done, 0);
+	spin(200);
+	assert_int_equal(b->n_done, 1);
+	trun_free(b);
+	trun_free(c);
+}
+
+
 int main(int argc, char **argv)
 {
 	sup_fake_main(argc, argv);
@@ -508,6 +581,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_timeout_while_starting, sup_up, sup_down),
 		cmocka_unit_test_setup_teardown(test_timeout_before_hello, sup_up, sup_down),
 		cmocka_unit_test_setup_teardown(test_cancel_while_preparing, sup_up, sup_down),
+		cmocka_unit_test_setup_teardown(test_cancel_while_done_posted, sup_up, sup_down),
+		cmocka_unit_test_setup_teardown(test_free_with_done_posted, sup_up, sup_down),
 		cmocka_unit_test(test_replay_decide),
 		cmocka_unit_test(test_replay_code),
 		cmocka_unit_test_setup_teardown(test_replay_rollback, sup_up, sup_down),
