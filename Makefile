@@ -46,7 +46,7 @@ UNIT_BINS := $(UNIT_SRCS:test/unit/%.c=$(BUILD)/test/%)
 HELPER_SRCS := $(wildcard test/helpers/*.c)
 HELPER_BINS := $(HELPER_SRCS:test/helpers/%.c=$(BUILD)/helpers/%)
 
-.PHONY: all setup check test test-san valgrind unit layers layers-shrink jail integration demo install uninstall apparmor-check install-skill clean check-deps help test-clone
+.PHONY: all setup check test test-san valgrind unit layers layers-shrink jail integration demo install uninstall apparmor-check install-skill clean check-deps help test-clone apparmor-vm
 ## all: build build/python-sandbox-mcp (the default)
 all: check-deps $(BIN)
 
@@ -222,6 +222,16 @@ uninstall:
 ## apparmor-check: parse the AppArmor profile with apparmor_parser (loads nothing)
 apparmor-check:
 	scripts/apparmor.sh check
+
+# The profile live: loaded into a real AppArmor kernel (Debian 13's, in a
+# virtual machine built from Debian's packages under build/apparmor-vm/:
+# KVM, else QEMU's emulator), the package run under it as root and as a
+# user, and what it grants to the sandbox and to other programs checked from
+# outside (test/apparmor-vm/).  Not part of make test: it needs root,
+# downloads about 400 MB the first time (7 minutes here), then takes about 3.
+## apparmor-vm: the AppArmor profile loaded and tried in a Debian 13 virtual machine (root; KVM or QEMU's emulator)
+apparmor-vm:
+	test/apparmor-vm/run.sh
 
 # The project to install the skill into: PROJECT=DIR, or the current
 # directory when that is not this checkout (make -C runs in the checkout, so

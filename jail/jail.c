@@ -550,15 +550,22 @@ static int step_scratch(struct entry *en)
 	return 0;
 }
 
-/* The namespaces are built: under the AppArmor profile that allowed them,
- * its capability-less child first (apparmor.h), then every capability
- * given up. */
+/* The namespaces are built: every capability given up, then, under the
+ * AppArmor profile that allowed them, its capability-less child entered
+ * (apparmor.h).  In that order: emptying the bounding set takes
+ * CAP_SETPCAP, which the child refuses.  Attack it stops: with the child
+ * entered first, the bounding-set drop failed in silence ("0 dropped";
+ * the zygote and every session kept CapBnd 1ffffffffff, seen on Debian
+ * 13's kernel with the profile loaded), so the jail's own layer held
+ * nothing back once AppArmor's was gone (a profile unloaded or replaced
+ * leaves its processes unconfined).  The stack needs no capability, and
+ * is allowed under the no_new_privs the caps step sets. */
 static int step_caps(struct entry *en)
 {
-	char aa[96];
-	int rc = jail_aa_enter(aa, sizeof aa, en->e);
+	char aa[96] = "";
+	int rc = jail_caps_apply(en->c, en->r, en->e);
 	if (rc == 0)
-		rc = jail_caps_apply(en->c, en->r, en->e);
+		rc = jail_aa_enter(aa, sizeof aa, en->e);
 	if (rc == 0 && aa[0]) {
 		struct jail_layer *l = &en->r->layer[JL_CAPS];
 		size_t k = strlen(l->detail);
