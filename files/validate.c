@@ -706,10 +706,15 @@ static void check_svg(const unsigned char *b, size_t len, struct vresult *r)
 			break;
 	}
 	enum XML_Error code = XML_GetErrorCode(x.p);
+	/* Expat 2.7 (Debian 13) marks these deprecated for 64-bit forms that
+	 * 2.5 (Debian 12) lacks; the values fit (len is under 256 MiB). */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 	unsigned long line = XML_GetCurrentLineNumber(x.p), col = XML_GetCurrentColumnNumber(x.p) + 1;
 	/* These errors mean the input ended too soon: the file is cut short. */
 	bool at_end = code == XML_ERROR_UNCLOSED_TOKEN || code == XML_ERROR_PARTIAL_CHAR ||
 		      code == XML_ERROR_NO_ELEMENTS || XML_GetCurrentByteIndex(x.p) >= (XML_Index)len;
+#pragma GCC diagnostic pop
 	const char *what = XML_ErrorString(code);
 	XML_ParserFree(x.p);
 	vmem_cur = NULL;
