@@ -154,6 +154,14 @@ void settled(struct sup *sup, struct session *s)
 	if (s->ckpt_due != DUE_NONE) {
 		s->ckpt_due = DUE_NONE;
 		cancel_due_timer(sup, s);
+		/* The copy it just took, killed from outside while the session
+		 * was being frozen (copy_died could not take one then: not
+		 * idle, a checkpoint still due), is taken again first.  Seen:
+		 * a copy killed the moment it appeared was never taken again
+		 * while the session rested, and a later timeout lost the
+		 * state. */
+		if (retake_copy(sup, s))
+			return;
 		post_start(sup, s);
 		forks_waiting(sup, s);
 		save_when_idle(sup, s);
