@@ -78,13 +78,23 @@ static int test_pidfd = -1;
  * check that what happens meanwhile (a checkpoint taken, its session
  * dead) is not judged by the older list.  It only slows the zygote. */
 static unsigned sweep_pause_ms;
+/* PSM_TEST_ZYGOTE_SETTLE_MS=N (at most 2000): the same pause at the start
+ * of each settle, the last step of freezing a session (the server then
+ * always asks for it), so the tests can act while a session is being
+ * frozen. */
+static unsigned settle_pause_ms;
+
+static void test_pause(unsigned ms)
+{
+	if (ms) {
+		struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+		nanosleep(&ts, NULL);
+	}
+}
 
 static void test_sweep_pause(void)
 {
-	if (sweep_pause_ms) {
-		struct timespec ts = { sweep_pause_ms / 1000, (long)(sweep_pause_ms % 1000) * 1000000L };
-		nanosleep(&ts, NULL);
-	}
+	test_pause(sweep_pause_ms);
 }
 
 static void test_hooks_read(void)
@@ -101,6 +111,9 @@ static void test_hooks_read(void)
 	const char *sp = getenv("PSM_TEST_ZYGOTE_SWEEP_MS");
 	long ms = sp && *sp ? strtol(sp, NULL, 10) : 0;
 	sweep_pause_ms = ms > 0 && ms <= 2000 ? (unsigned)ms : 0;
+	sp = getenv("PSM_TEST_ZYGOTE_SETTLE_MS");
+	ms = sp && *sp ? strtol(sp, NULL, 10) : 0;
+	settle_pause_ms = ms > 0 && ms <= 2000 ? (unsigned)ms : 0;
 	const char *p = getenv("PSM_TEST_ZYGOTE_PIDFD");
 	long pid = p && *p ? strtol(p, NULL, 10) : 0;
 	test_pidfd = pid > 0 ? (int)syscall(SYS_pidfd_open, (pid_t)pid, 0) : -1;
@@ -346,6 +359,7 @@ static void settle(int ctrl, const struct wire_msg *m)
 	struct zmsg_settle *st = xcalloc(1, sizeof *st);
 	struct err e = { 0 };
 	struct zmsg_settled rep = { 0 };
+	test_pause(settle_pause_ms);
 	if (zmsg_settle_decode(m->data, m->len, st, &e) < 0) {
 		log_error("%s", e.msg);
 	} else {

@@ -90,7 +90,7 @@ static void check_quiet(void *arg)
 		return;
 	pid_t known[2 * 512];
 	size_t n = 0;
-	bool doubt = sup->zhpid <= 0 || s->hpid <= 0;
+	bool doubt = sup->zhpid <= 0 || s->hpid <= 0 || sup->settle_test;
 	for (struct session *o = sup->sessions; o && !doubt; o = o->next) {
 		if (!o->alive)
 			continue;

@@ -289,6 +289,7 @@ struct sup {
 	uint64_t sweep_again_timer;
 	double save_test_ms;     /* PSM_TEST_SAVE_MS (save_budget), or 0 */
 	double save_test_wall_ms; /* PSM_TEST_SAVE_WALL_MS (save_budget), or 0 */
+	bool settle_test;         /* PSM_TEST_ZYGOTE_SETTLE_MS: always settle through the zygote */
 	/* The outbox (outbox.c): the effects posted and not yet performed,
 	 * oldest first; how many of them hold a run; `ended` owed; the
 	 * timer that drains them; a drain running; and the drain itself

@@ -17,6 +17,8 @@ struct sup *sup_new(const struct sup_config *cfg)
 	sup->save_test_ms = t ? atof(t) : 0;
 	t = getenv("PSM_TEST_SAVE_WALL_MS");
 	sup->save_test_wall_ms = t ? atof(t) : 0;
+	t = getenv("PSM_TEST_ZYGOTE_SETTLE_MS");
+	sup->settle_test = t && *t;
 	return sup;
 }
 

@@ -16,7 +16,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 
 import { newProject, execPy, writeFile, descendants, stillAlive, sleep, show, BIN, reachableArgv } from './lib.mjs';
-import { start, stateHome, waitSaved } from './persist_lib.mjs';
+import { start, stateHome, waitSaved, waitLog } from './persist_lib.mjs';
 
 const DOCKERRUN = path.join(path.dirname(BIN), 'helpers', 'dockerrun');
 const AS_ROOT = process.getuid() === 0;
@@ -59,7 +59,7 @@ const FEW = new Set([0, 3]);
 
 /** A server in the jail mode and as the user of the combo, with a key
  *  directory of its own (saved sessions). */
-async function server(combo, tag, skill) {
+async function server(combo, tag, skill, env) {
 	const root = newProject(`ok-${tag}`);
 	fs.mkdirSync(path.join(root, 'workspace'));
 	const args = [];
@@ -73,7 +73,7 @@ async function server(combo, tag, skill) {
 		launch = { command: 'setpriv', commandArgs: [`--reuid=${NOBODY}`, `--regid=${NOBODY}`, '--clear-groups', '--', ...reachableArgv(pre)] };
 	else if (pre.length)
 		launch = { command: DOCKERRUN, commandArgs: [BIN] };
-	return start(root, xdg, { extraArgs: args, ...launch });
+	return start(root, xdg, { extraArgs: args, env, ...launch });
 }
 
 /** Kills the one live copy of the session from outside (once it is the
@@ -198,6 +198,33 @@ for (const combo of combos) {
 			r = await execPy(h, "'x' in globals()", {}, { timeout: 120000 });
 			assert.deepEqual([r.sc.status, r.sc.state, r.sc.result], ['ok', 'new', 'False'], show(r.sc));
 			assert.match(r.text, /state was lost: the interpreter's zygote[^]*was killed[^]*no saved state/, show(r.sc));
+		});
+
+		test('the copy killed while the session is being frozen after taking it: taken again before it rests', { timeout: 120000 }, async () => {
+			// Freezing the session made slow (the zygote's settle, its last
+			// step, takes 1.5 s): the copy taken to save the state at rest
+			// is killed half a second into the freeze that follows it (the
+			// save itself is done by then).
+			// Before, the server could not take a new copy then (the
+			// session was not idle, its checkpoint still due) and never did
+			// once it rested: a later timeout lost the state.
+			const h = await server(combo, 'freezing', undefined, { PSM_TEST_ZYGOTE_SETTLE_MS: '1500' });
+			hs.push(h);
+			let r = await execPy(h, 'x = 41', {}, { timeout: 120000 });
+			assert.equal(r.sc.status, 'ok', show(r.sc));
+			r = await execPy(h, 'x += 1');
+			assert.deepEqual([r.sc.status, r.sc.state], ['ok', 'kept'], show(r.sc));
+			// The copy that saves the state at rest: the state is saved once
+			// it is taken, so nothing takes another unless the server does.
+			await waitLog(() => h.stderr(), /at rest: saving the state after cell 2/);
+			await sleep(500);
+			const old = await killCopy(h, 'default', 2);
+			const again = await until(() => titled(h.pid, COPY()).find((p) => p.pid !== old), 30000);
+			assert.ok(again, `a new copy was taken: ${h.stderr().slice(-1500)}`);
+			const t = await execPy(h, `x += 100\n${SLEEP}`, { timeout_s: 2 });
+			r = await execPy(h, 'x');
+			assert.deepEqual([t.sc.status, t.sc.state, r.sc.status, r.sc.state, r.sc.result], ['timeout', 'rolled_back', 'ok', 'kept', '42'],
+				`${show(t.text)}\n${show(r.text)}`);
 		});
 	});
 }

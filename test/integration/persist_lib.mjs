@@ -29,8 +29,8 @@ export function stateHome(owner) {
 	return d;
 }
 
-export async function start(root, xdg, { extraArgs = [], command, commandArgs } = {}) {
-	const opts = { structured: true, args: ['--log-level', 'info', ...extraArgs], env: { XDG_STATE_HOME: xdg } };
+export async function start(root, xdg, { extraArgs = [], command, commandArgs, env = {} } = {}) {
+	const opts = { structured: true, args: ['--log-level', 'info', ...extraArgs], env: { XDG_STATE_HOME: xdg, ...env } };
 	if (command) Object.assign(opts, { command, commandArgs });
 	const h = await startClient(root, opts);
 	handles.push(h);
