@@ -18,9 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -41,12 +38,6 @@ struct msg {
 
 enum out_mode { OUT_OFF, OUT_ON };
 
-/* How the loop may write a line itself, without ever blocking and without
- * touching the stream's flags: send(MSG_DONTWAIT) on a socket,
- * pwritev2(RWF_NOWAIT) on a pipe (where the kernel supports it), else
- * never (a terminal, a file: the writer thread writes). */
-enum out_direct { DIRECT_NONE, DIRECT_SOCKET, DIRECT_PIPE };
-
 static struct {
 	pthread_mutex_t mu;
 	pthread_cond_t more;   /* to the writer: a line, or quit */
@@ -63,7 +54,6 @@ static struct {
 	enum out_mode mode;
 	bool gone_told;
 	struct out_config cfg;
-	enum out_direct direct;
 	uint64_t timer;        /* the stall check, armed while lines wait */
 	char why[256];
 	pthread_t th;
@@ -205,10 +195,6 @@ bool out_start(const struct out_config *c)
 		O.cfg.cap = OUT_CAP_DEFAULT;
 	if (O.cfg.stall_ms <= 0)
 		O.cfg.stall_ms = OUT_STALL_MS_DEFAULT;
-	struct stat st;
-	O.direct = DIRECT_NONE;
-	if (fstat(O.cfg.fd, &st) == 0)
-		O.direct = S_ISSOCK(st.st_mode) ? DIRECT_SOCKET : S_ISFIFO(st.st_mode) ? DIRECT_PIPE : DIRECT_NONE;
 	pthread_condattr_t ca;
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* loop_now_ms's clock */
@@ -262,29 +248,6 @@ static void stall_check(void *unused)
 	fire_cut(NULL);
 }
 
-/* The loop writes the start of m itself when nothing waits and the writer
- * is idle (with the lock held, so the writer cannot start meanwhile): a
- * reply then costs no wake-up of the writer thread, which on an idle
- * machine costs more than the write.  It never blocks: a full stream
- * writes less or nothing, and the writer thread takes the rest, in order.
- * Any failure is left to the writer too, which meets it again and treats
- * it as it always has.  Returns the bytes written. */
-static size_t write_direct(struct msg *m)
-{
-	size_t n = m->len < OUT_CHUNK ? m->len : OUT_CHUNK;
-	ssize_t w = -1;
-	if (O.direct == DIRECT_SOCKET) {
-		w = send(O.cfg.fd, m->data, n, MSG_DONTWAIT | MSG_NOSIGNAL);
-	} else if (O.direct == DIRECT_PIPE) {
-		struct iovec iov = { .iov_base = m->data, .iov_len = n };
-		w = pwritev2(O.cfg.fd, &iov, 1, -1, RWF_NOWAIT);
-		/* A kernel whose pipes know no RWF_NOWAIT: never again. */
-		if (w < 0 && (errno == EOPNOTSUPP || errno == EINVAL || errno == ENOSYS))
-			O.direct = DIRECT_NONE;
-	}
-	return w > 0 ? (size_t)w : 0;
-}
-
 void out_line(const char *s, size_t len)
 {
 	if (O.mode == OUT_OFF) {
@@ -329,19 +292,7 @@ void out_line(const char *s, size_t len)
 	}
 	if (!O.waiting)
 		O.progress = loop_now_ms();
-	if (!O.head && !O.busy && O.direct != DIRECT_NONE) {
-		size_t w = write_direct(m);
-		if (w) {
-			O.progress = loop_now_ms();
-			m->off = w;
-		}
-		if (m->off == m->len) {
-			pthread_mutex_unlock(&O.mu);
-			free_msg(m);
-			return;
-		}
-	}
-	O.waiting += m->len - m->off;
+	O.waiting += m->len;
 	if (O.tail)
 		O.tail->next = m;
 	else

@@ -13,8 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
 #include "../../mcp/server.h"
@@ -578,70 +576,6 @@ static void test_out_slow_reader(void **state)
 	close(p[1]);
 }
 
-/* The loop writes a line itself when nothing waits (no wake-up of the
- * writer thread): on a pipe and on a socket the line is readable as soon
- * as out_line returns, and nothing waits.  A line larger than the stream
- * holds is written in part at once and the rest by the writer, with the
- * lines after it, whole and in order; the stream's flags stay as given. */
-static void out_direct_on(int rd, int wr, bool direct)
-{
-	struct loop *l = out_begin(wr, 0, 60000);
-	int fl = fcntl(wr, F_GETFL);
-	char buf[256];
-	out_line("{\"a\":1}", 7);
-	if (direct) {
-		assert_int_equal(out_waiting(), 0);
-		fcntl(rd, F_SETFL, fcntl(rd, F_GETFL) | O_NONBLOCK);
-		assert_int_equal(read(rd, buf, sizeof buf), 8);
-		fcntl(rd, F_SETFL, fcntl(rd, F_GETFL) & ~O_NONBLOCK);
-	} else { /* a kernel whose pipes refuse RWF_NOWAIT: the writer writes */
-		assert_int_equal(read(rd, buf, sizeof buf), 8);
-	}
-	assert_memory_equal(buf, "{\"a\":1}\n", 8);
-
-	char *line = malloc(300000), *want = malloc(1u << 20);
-	size_t wlen = 0;
-	for (int i = 24; i < 28; i++) { /* 190 KB, 198 KB, 6 KB, 14 KB */
-		size_t n = make_line(line, i);
-		out_line(line, n);
-		memcpy(want + wlen, line, n);
-		want[wlen + n] = '\n';
-		wlen += n + 1;
-	}
-	assert_true(out_waiting() > 0);
-	assert_int_equal(fcntl(wr, F_GETFL), fl);
-	struct reader r = { .fd = rd, .want = wlen, .chunk = 1 << 12 };
-	pthread_t th;
-	assert_int_equal(pthread_create(&th, NULL, read_all, &r), 0);
-	assert_true(out_drain(30000));
-	pthread_join(th, NULL);
-	assert_int_equal(r.len, wlen);
-	assert_memory_equal(r.got, want, wlen);
-	assert_int_equal(cutrec.n, 0);
-	out_stop();
-	loop_free(l);
-	free(r.got);
-	free(line);
-	free(want);
-	close(rd);
-	close(wr);
-}
-
-static void test_out_direct(void **state)
-{
-	(void)state;
-	int p[2];
-	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
-	struct iovec iov = { .iov_base = (char[]){ 'x' }, .iov_len = 1 };
-	bool nowait = pwritev2(p[1], &iov, 1, -1, RWF_NOWAIT) == 1;
-	close(p[0]);
-	close(p[1]);
-	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
-	out_direct_on(p[0], p[1], nowait);
-	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, p), 0);
-	out_direct_on(p[0], p[1], true);
-}
-
 /* A client whose stdout is closed: lines are dropped, nothing is cut off
  * (end of input follows), the writer stops. */
 static void test_out_gone(void **state)
@@ -678,7 +612,6 @@ int main(void)
 		cmocka_unit_test(test_out_stall),
 		cmocka_unit_test(test_out_slow_reader),
 		cmocka_unit_test(test_out_gone),
-		cmocka_unit_test(test_out_direct),
 		cmocka_unit_test(test_versions), /* lines written at once again after out_stop */
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
