@@ -1,9 +1,12 @@
 /* Floor 1: a 64-byte message round trip between two
  * processes over a pair of pipes (the cheapest thing the server could ever
- * do per call).  Prints "median_us p99_us n" on stdout. */
+ * do per call).  Prints "median_us p99_us n" on stdout.  With a second
+ * argument THINK_MS, each round trip comes after THINK_MS of sleep (both
+ * processes idle), as a call after an agent's think time does. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <sys/wait.h>
 
@@ -34,9 +37,34 @@ static int round_trip(void *arg)
 	return 0;
 }
 
+/* n round trips, each after think_ms of sleep (3 untimed first). */
+static int think_steps(int n, double think_ms, struct pipes *p)
+{
+	double *t = malloc(sizeof *t * (size_t)n);
+	if (!t)
+		return -1;
+	struct timespec ts = { .tv_sec = (time_t)(think_ms / 1000),
+			       .tv_nsec = (long)((think_ms - 1000.0 * (double)(time_t)(think_ms / 1000)) * 1e6) };
+	for (int i = 0; i < n + 3; i++) {
+		nanosleep(&ts, NULL);
+		double a = now_us();
+		if (round_trip(p) < 0) {
+			free(t);
+			return -1;
+		}
+		if (i >= 3)
+			t[i - 3] = now_us() - a;
+	}
+	qsort(t, (size_t)n, sizeof *t, cmp_double);
+	printf("%.3f %.3f %d\n", t[n / 2], t[(int)(n * 0.99)], n);
+	free(t);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	int n = argc > 1 ? atoi(argv[1]) : 20000;
+	double think_ms = argc > 2 ? atof(argv[2]) : 0;
 	if (n < 10)
 		n = 10;
 	int to[2], from[2];
@@ -56,8 +84,12 @@ int main(int argc, char **argv)
 	close(to[0]);
 	close(from[1]);
 	struct pipes pp = { to[1], from[0], msg };
-	if (time_steps(n, round_trip, &pp) < 0)
+	if (think_ms > 0) {
+		if (think_steps(n, think_ms, &pp) < 0)
+			return 1;
+	} else if (time_steps(n, round_trip, &pp) < 0) {
 		return 1;
+	}
 	close(to[1]);
 	waitpid(pid, NULL, 0);
 	return 0;

@@ -458,12 +458,25 @@ def main():
                 t0 = now()
                 e.execute("1+1")
                 xs.append(now() - t0)
-            e.close()
             fl["echo"] = (med(xs) * 1e6, pct(xs, 99) * 1e6, len(xs))
+            # The same after the warm section's think time: the floor a
+            # call after think is held to (each side asleep, woken by it).
+            xs = []
+            time_calls(e.execute, 10 if Q else 40, xs, 0.1)
+            fl["echo_think"] = (med(xs) * 1e6, pct(xs, 99) * 1e6, len(xs))
+            e.close()
         except (ServerError, OSError) as e:
             R.fail("echo floor", e)
+        try:
+            o = subprocess.run([os.path.join(a.floors, "floor_pipe"), "10" if Q else "40", "100"],
+                               capture_output=True, text=True, check=True).stdout.split()
+            fl["pipe_think"] = (float(o[0]), float(o[1]), int(o[2]))
+        except (subprocess.CalledProcessError, OSError, IndexError) as e:
+            R.fail("pipe floor after think", e)
         for key, label in (("pipe", "pipe round trip, 64 B, two processes (C)"),
                            ("echo", "this MCP client ↔ a canned-reply process (C): client floor"),
+                           ("pipe_think", "pipe round trip after 100 ms think (C)"),
+                           ("echo_think", "client floor after 100 ms think"),
                            ("pyrun", "PyRun_String(\"1+1\") in-process (C, stack imported)"),
                            ("repl", "same through ast split + exec/eval + repr (in-process)")):
             if key in fl:
@@ -847,6 +860,10 @@ def main():
     rat("ours warm / pipe round trip floor", "warm", "floor_pipe")
     rat("ours warm, checkpoints off / client floor", "warm_off", "floor_echo")
     rat("ours warm / in-process REPL step floor", "warm", "floor_repl")
+    r_fl = rat("ours warm / client floor, back to back", "warm", "floor_echo")
+    r_flt = rat("ours warm after think / client floor after think", "warm_think", "floor_echo_think")
+    rat("ours warm after think, checkpoints off / client floor after think", "warm_think_off", "floor_echo_think")
+    rat("ours warm after think / pipe round trip after think", "warm_think", "floor_pipe_think")
     r_cold = rat("our cold first result / bare import of the stack", "cold", "py_stack")
     rat("Jupyter cold / our cold", "jup_cold", "cold")
     r_ck = rat("checkpoints on / off, `1+1` back to back", "warm", "warm_off")
@@ -872,6 +889,9 @@ def main():
         None if r_warm_off is None else r_warm_off >= 20)
     tgt("(same, checkpoints off, 100 ms think)", fm(r_think_off, "%.1f× faster"), "≥ 20×",
         None if r_think_off is None else r_think_off >= 20)
+    tgt("warm call vs client floor (back to back)", fm(r_fl, "%.1f×"), "≤ 3×", None if r_fl is None else r_fl <= 3)
+    tgt("warm call vs client floor (both after 100 ms think)", fm(r_flt, "%.1f×"), "≤ 3×",
+        None if r_flt is None else r_flt <= 3)
     c = m("cold")
     tgt("cold start to first pandas result", fm(c and c / 1000, "%.3f s"), "≤ 0.8 s", None if c is None else c <= 800)
     tgt("cold start vs bare import of the stack", fm(r_cold, "%.2f×"), "≤ 1.2×", None if r_cold is None else r_cold <= 1.2)
