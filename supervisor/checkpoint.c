@@ -65,7 +65,7 @@ bool roll_back(struct sup *sup, struct session *s, int wstatus, bool status_know
 	 * as hostile as the session was: if it does not say hello and take
 	 * its own checkpoint in time, it is ended (a copy that ignores the
 	 * resume signal must not hold the session, or a reset, forever). */
-	s->ckpt_due = DUE_RESUMED;
+	set_due(s, DUE_RESUMED);
 	set_expect(sup, s, P_RESUMING);
 	arm_due_timer(sup, s);
 	/* The pipes' write ends live on in the resumed process: watch again
@@ -357,9 +357,16 @@ bool retake_copy(struct sup *sup, struct session *s)
 		return false;
 	requeue_first(s);
 	s->copy_retakes++;
-	s->ckpt_due = DUE_AFTER_CALL;
-	take_checkpoint(sup, s, s->dirty);
+	take_owed_checkpoint(sup, s, s->dirty);
 	return true;
+}
+
+/* A checkpoint the session owes now (DUE_AFTER_CALL), taken at once: a
+ * copy taken again, or a save at rest or at exit. */
+void take_owed_checkpoint(struct sup *sup, struct session *s, bool save)
+{
+	set_due(s, DUE_AFTER_CALL);
+	take_checkpoint(sup, s, save);
 }
 
 /* Thaws the idle session just long enough to fork its checkpoint, under a

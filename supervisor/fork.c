@@ -77,7 +77,7 @@ static int fork_session(struct sup *sup, struct session *s, struct session *p)
 	s->restore_tried = true; /* its state is the copy */
 	session_adopt_fds(sup, s, mine, P_RESUMING);
 	/* Until its hello and its own checkpoint it is as a resumed copy. */
-	s->ckpt_due = DUE_RESUMED;
+	set_due(s, DUE_RESUMED);
 	arm_due_timer(sup, s);
 	s->fork_parent = p;
 	s->fork_asked = kproc_now_ticks();
@@ -128,11 +128,10 @@ void fork_failed(struct sup *sup, struct session *p, const char *why)
 		char m[400];
 		snprintf(m, sizeof m, "could not fork session %s: %s", p->name, why);
 		log_warn("session %s: %s", s->name, m);
-		session_close_fds(sup, s);
+		/* Its pid was never taken (forked takes it after the parent
+		 * lets go of its child): none to forget. */
+		session_no_process(sup, s);
 		cancel_due_timer(sup, s);
-		s->alive = false;
-		s->ckpt_due = DUE_NONE;
-		s->phase = P_NONE;
 		s->fork_of[0] = '\0';
 		/* The copy's first call waits at the head of its queue. */
 		struct run *c = s->qhead;

@@ -152,7 +152,7 @@ void settled(struct sup *sup, struct session *s)
 	if (s->save_ran && !s->save)
 		end_save_tree(sup, s);
 	if (s->ckpt_due != DUE_NONE) {
-		s->ckpt_due = DUE_NONE;
+		set_due(s, DUE_NONE);
 		cancel_due_timer(sup, s);
 		post_start(sup, s);
 		forks_waiting(sup, s);
@@ -194,7 +194,7 @@ void settled(struct sup *sup, struct session *s)
 	bool logged = kept && !replay_is_run(c) && replay_log_instead(sup, s, c);
 	bool take = kept && !logged;
 	if (take)
-		s->ckpt_due = DUE_AFTER_CALL;
+		set_due(s, DUE_AFTER_CALL);
 	if (kept && persist_on(sup->persist)) {
 		/* A new state: saved at rest even if the last one's save failed
 		 * (a logged one too: the save at rest takes its checkpoint). */

@@ -364,6 +364,7 @@ struct session *session_by_pid(struct sup *sup, pid_t pid);
 struct session *session_by_id(struct sup *sup, int id);
 void kill_session(struct session *s);
 void session_close_fds(struct sup *sup, struct session *s);
+void session_no_process(struct sup *sup, struct session *s);
 void drain_all(struct session *s);
 void pipe_event(void *arg, int fd, short revents);
 void discard_ctrl_input(struct session *s);
@@ -375,6 +376,7 @@ int spawn_session(struct sup *sup, struct session *s);
 
 /* state.c */
 void set_expect(struct sup *sup, struct session *s, enum phase ph);
+void set_due(struct session *s, enum ckpt_due due);
 const char *phase_name(enum phase ph);
 void violation(struct sup *sup, struct session *s, const char *what);
 void ctrl_event(void *arg, int fd, short revents);
@@ -416,6 +418,7 @@ void oom_offer(pid_t hpid, pid_t parent, int pidfd, int adj);
 #define OOM_ADJ_COPY 50
 #define OOM_ADJ_SAVER 1000
 void take_checkpoint(struct sup *sup, struct session *s, bool save);
+void take_owed_checkpoint(struct sup *sup, struct session *s, bool save);
 
 /* saved.c */
 void save_when_idle(struct sup *sup, struct session *s);

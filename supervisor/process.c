@@ -65,6 +65,19 @@ void session_close_fds(struct sup *sup, struct session *s)
 	gate_close(sup, s);
 }
 
+/* The session has no process (it ended, its copy never came, or a reset
+ * discarded it): its descriptors closed, no process known, no checkpoint
+ * owed, no phase.  The one place that says so; the callers reset what
+ * else their case needs. */
+void session_no_process(struct sup *sup, struct session *s)
+{
+	session_close_fds(sup, s);
+	s->alive = false;
+	s->pid = s->hpid = 0;
+	set_due(s, DUE_NONE);
+	set_expect(sup, s, P_NONE);
+}
+
 static void drain(struct session *s, int fd, struct outbuf *ob)
 {
 	unsigned char buf[65536];
@@ -176,13 +189,9 @@ void session_dead(struct sup *sup, struct session *s, int wstatus, bool status_k
 	}
 	s->copy_lost[0] = '\0';
 	s->copy_retakes = 0;
-	session_close_fds(sup, s);
-	s->alive = false;
-	s->pid = s->hpid = 0;
+	session_no_process(sup, s);
 	s->want_spawn = false;
 	s->kill_pending = s->killed = s->reported = false;
-	s->ckpt_due = DUE_NONE;
-	s->phase = P_NONE;
 	cancel_timers(sup, s);
 	cancel_due_timer(sup, s); /* its fork timer went with fork_failed */
 	/* Said to the next call that runs, also one that was already waiting

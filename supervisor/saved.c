@@ -45,8 +45,7 @@ static void save_idle_fired(void *arg)
 	if (!persist_on(sup->persist) || !save_startable(sup, s))
 		return;
 	log_info("session %s: at rest: saving the state after cell %d", s->name, s->cells);
-	s->ckpt_due = DUE_AFTER_CALL;
-	take_checkpoint(sup, s, true);
+	take_owed_checkpoint(sup, s, true);
 }
 
 void save_when_idle(struct sup *sup, struct session *s)
@@ -69,8 +68,7 @@ void sup_shutdown(struct sup *sup)
 			/* Its last save was cut short, or never started (a call
 			 * was waiting): the checkpoint again, with a saver. */
 			log_info("session %s: saving the state after cell %d before exit", s->name, s->cells);
-			s->ckpt_due = DUE_AFTER_CALL;
-			take_checkpoint(sup, s, true);
+			take_owed_checkpoint(sup, s, true);
 		}
 	}
 }

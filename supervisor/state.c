@@ -76,6 +76,13 @@ void set_expect(struct sup *sup, struct session *s, enum phase ph)
 	s->rd.n_expect = n;
 }
 
+/* The checkpoint the session owes (enum ckpt_due), entered here only; the
+ * room that owes it arms its timer (checkpoint.c: arm_due_timer). */
+void set_due(struct session *s, enum ckpt_due due)
+{
+	s->ckpt_due = due;
+}
+
 /* The session sent what it must not send now: it is ended like a crash, and
  * rolled back (its exit report does the rest). */
 void violation(struct sup *sup, struct session *s, const char *what)

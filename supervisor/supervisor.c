@@ -294,13 +294,9 @@ static void start_next(struct sup *sup, struct session *s)
 			/* Discard the state: the old process is ended; its exit
 			 * report no longer matches this session. */
 			kill_session(s);
-			session_close_fds(sup, s);
-			s->alive = false;
-			s->ckpt_due = DUE_NONE;
-			s->pid = s->hpid = 0;
+			session_no_process(sup, s);
 			cancel_due_timer(sup, s);
 			cancel_fork_timer(sup, s);
-			set_expect(sup, s, P_NONE);
 		}
 		c->reset = false; /* done: a copy's call comes back to this queue */
 		if (!s->alive && replay_is_run(c)) {
