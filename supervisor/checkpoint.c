@@ -3,7 +3,6 @@
  * call; a crash resumes it in place of the dead process. */
 #include "private.h"
 
-static void drop_checkpoint(struct session *s);
 static void copy_died(void *arg, int fd, short revents);
 static void copy_death(pid_t hpid, char *buf, size_t n);
 
@@ -52,14 +51,7 @@ bool roll_back(struct sup *sup, struct session *s, int wstatus, bool status_know
 		return false;
 	}
 	loop_unwatch(sup->cfg.loop, s->ckpt_pidfd); /* the session's now (copy_died) */
-	if (s->pidfd >= 0)
-		close(s->pidfd);
-	s->pidfd = s->ckpt_pidfd;
-	s->pid = s->ckpt_pid;
-	s->hpid = s->ckpt_hpid;
-	s->ckpt_pidfd = -1;
-	s->ckpt_pid = s->ckpt_hpid = 0;
-	s->kill_pending = s->killed = s->reported = false;
+	session_is_copy(s);
 	/* Until the resumed copy says hello it drops whatever was queued for
 	 * the dead process (a cell sent after it died must not run).  It is
 	 * as hostile as the session was: if it does not say hello and take
@@ -140,24 +132,6 @@ static void due_expired(void *arg)
 	kill_session(s);
 }
 
-/* The checkpoint goes: killed through its pidfd.  Until it has exited it
- * is "dying" (dying_pids): neither counted against the session's limits
- * nor taken for something the call left. */
-static void drop_checkpoint(struct session *s)
-{
-	if (s->ckpt_pidfd >= 0) {
-		loop_unwatch(s->sup->cfg.loop, s->ckpt_pidfd);
-		pidfd_signal(s->ckpt_pidfd, SIGKILL);
-		/* Kept until the next one: the end of the call tells the dying
-		 * copy from a live child by it (check_quiet). */
-		if (s->dropped_pidfd >= 0)
-			close(s->dropped_pidfd);
-		s->dropped_pidfd = s->ckpt_pidfd;
-	}
-	s->ckpt_pidfd = -1;
-	s->ckpt_pid = s->ckpt_hpid = 0;
-}
-
 /* A checkpoint is whatever process the pidfd names, as the kernel says: a
  * live child of the session's process (not what the message claims).  It
  * is frozen at once, so it runs nothing until it is resumed, and it stays
@@ -192,9 +166,7 @@ int accept_checkpoint(struct sup *sup, struct session *s, int pidfd, pid_t said,
 	}
 	drop_checkpoint(s); /* the previous one */
 	replay_checkpoint_taken(s, s->phase == P_RESUMED);
-	s->ckpt_pidfd = pidfd;
-	s->ckpt_pid = k.ns;
-	s->ckpt_hpid = k.host;
+	copy_known(s, pidfd, k.ns, k.host);
 	/* Its death is seen at once (the pidfd polls readable), not by the
 	 * call that needs it: one more descriptor in the loop's poll, no
 	 * system call per call. */

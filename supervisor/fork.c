@@ -217,12 +217,8 @@ void forked(struct sup *sup, struct session *p, struct wire_msg *m)
 	p->fork_child = NULL;
 	p->gate_open = false;
 	s->fork_parent = NULL;
-	s->pid = ns;
-	s->hpid = host;
-	s->pidfd = m->fds[0];
-	s->reported = false;
+	session_known(s, ns, host, m->fds[0]);
 	m->nfds = 0; /* kept */
-	s->spawn_known = true;
 	/* Its name has nothing on disk yet: its first checkpoint saves it. */
 	s->dirty = persist_on(sup->persist);
 	s->unsaved_since = loop_now_ms();

@@ -8,7 +8,7 @@
  *            but its checkpoint, and what was orphaned to it (W_SETTLE,
  *            send_settle); its answer, or the quiet, is settled();
  *   dying    the checkpoint a new one replaced, killed and still exiting
- *            (checkpoint.c: drop_checkpoint), neither a leftover nor
+ *            (process.c: drop_checkpoint), neither a leftover nor
  *            counted against the limits;
  *   sweep    after a process's exit, what the zygote ends of its other
  *            children (zstart.c: send_sweep);

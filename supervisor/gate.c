@@ -165,6 +165,12 @@ static void orphan_event(void *arg, int fd, short revents)
 	gate_answer(o->owner, NULL, fd);
 }
 
+/* A new session: no gate yet. */
+void gate_none(struct session *s)
+{
+	s->gate_fd = -1;
+}
+
 void gate_close(struct sup *sup, struct session *s)
 {
 	s->gate_open = false;

@@ -365,6 +365,12 @@ struct session *session_by_id(struct sup *sup, int id);
 void kill_session(struct session *s);
 void session_close_fds(struct sup *sup, struct session *s);
 void session_no_process(struct sup *sup, struct session *s);
+void session_fds_none(struct session *s);
+void session_known(struct session *s, pid_t ns, pid_t host, int pidfd);
+void session_is_copy(struct session *s);
+void session_reported_dead(struct sup *sup, struct session *s, int wstatus, bool status_known);
+void copy_known(struct session *s, int pidfd, pid_t ns, pid_t host);
+void drop_checkpoint(struct session *s);
 void drain_all(struct session *s);
 void pipe_event(void *arg, int fd, short revents);
 void discard_ctrl_input(struct session *s);
@@ -444,6 +450,7 @@ int restore_begin(struct sup *sup, struct session *s, struct run *c, uint64_t *b
 void gate_attach(struct sup *sup, struct session *s, int fd);
 void gate_share(struct sup *sup, struct session *copy, const struct session *parent);
 void gate_close(struct sup *sup, struct session *s);
+void gate_none(struct session *s);
 void gate_free(struct sup *sup);
 
 /* fork.c */

@@ -78,6 +78,71 @@ void session_no_process(struct sup *sup, struct session *s)
 	set_expect(sup, s, P_NONE);
 }
 
+/* A new session: no descriptor of a process yet. */
+void session_fds_none(struct session *s)
+{
+	s->pidfd = s->ctrl = s->out_r = s->err_r = s->ckpt_pidfd = s->dropped_pidfd = -1;
+}
+
+/* The kernel confirmed the session's new process (spawned or forked): its
+ * pids and its pidfd, kept. */
+void session_known(struct session *s, pid_t ns, pid_t host, int pidfd)
+{
+	s->pid = ns;
+	s->hpid = host;
+	s->pidfd = pidfd;
+	s->reported = false;
+	s->spawn_known = true;
+}
+
+/* The copy to roll back to becomes the session's process (resumed): the
+ * dead process's pidfd goes, and nothing is asked of the new one yet. */
+void session_is_copy(struct session *s)
+{
+	if (s->pidfd >= 0)
+		close(s->pidfd);
+	s->pidfd = s->ckpt_pidfd;
+	s->pid = s->ckpt_pid;
+	s->hpid = s->ckpt_hpid;
+	s->ckpt_pidfd = -1;
+	s->ckpt_pid = s->ckpt_hpid = 0;
+	s->kill_pending = s->killed = s->reported = false;
+}
+
+/* The zygote reported the session's process reaped (its pidfd agreed). */
+void session_reported_dead(struct sup *sup, struct session *s, int wstatus, bool status_known)
+{
+	s->reported = true;
+	session_dead(sup, s, wstatus, status_known);
+}
+
+/* A checkpoint accepted (checkpoint.c: accept_checkpoint): the copy to
+ * roll back to. */
+void copy_known(struct session *s, int pidfd, pid_t ns, pid_t host)
+{
+	s->ckpt_pidfd = pidfd;
+	s->ckpt_pid = ns;
+	s->ckpt_hpid = host;
+}
+
+/* The checkpoint goes: killed through its pidfd.  Until it has exited it
+ * is "dying" (dying_pids): neither counted against the session's limits
+ * nor taken for something the call left. */
+void drop_checkpoint(struct session *s)
+{
+	if (s->ckpt_pidfd >= 0) {
+		loop_unwatch(s->sup->cfg.loop, s->ckpt_pidfd);
+		pidfd_signal(s->ckpt_pidfd, SIGKILL);
+		/* Kept until the next one: the end of the call tells the dying
+		 * copy from a live child by it (check_quiet). */
+		if (s->dropped_pidfd >= 0)
+			close(s->dropped_pidfd);
+		s->dropped_pidfd = s->ckpt_pidfd;
+	}
+	s->ckpt_pidfd = -1;
+	s->ckpt_pid = s->ckpt_hpid = 0;
+}
+
 static void drain(struct session *s, int fd, struct outbuf *ob)
 {
 	unsigned char buf[65536];

@@ -454,7 +454,8 @@ void sup_submit(struct sup *sup, struct run *c)
 		outbuf_init(&s->err, sup->cfg.ws, (size_t)L->max_output_chars, log_cap);
 		snprintf(s->name, sizeof s->name, "%s", c->session);
 		s->sup = sup;
-		s->pidfd = s->ctrl = s->out_r = s->err_r = s->ckpt_pidfd = s->dropped_pidfd = s->gate_fd = -1;
+		session_fds_none(s);
+		gate_none(s);
 		s->next = sup->sessions;
 		sup->sessions = s;
 		s->lock_fd = -1;

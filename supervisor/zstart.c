@@ -442,11 +442,7 @@ static void z_spawned(void *arg, int id, int pidfd, const struct kproc *k, bool 
 		session_dead(sup, s, 0, false);
 		return;
 	}
-	s->pid = k->ns;
-	s->hpid = k->host;
-	s->pidfd = pidfd;
-	s->reported = false;
-	s->spawn_known = true;
+	session_known(s, k->ns, k->host, pidfd);
 	/* What it sent meanwhile (ctrl_event left it unread), then the kill
 	 * asked for before its pidfd was in, if one was. */
 	post_read(sup, s, s->kill_pending);
@@ -465,8 +461,7 @@ static void z_exited(void *arg, pid_t pid, int status, bool status_known, unsign
 		s = NULL;
 	}
 	if (s) {
-		s->reported = true;
-		session_dead(sup, s, status, status_known);
+		session_reported_dead(sup, s, status, status_known);
 	}
 	send_sweep(sup, epoch);
 }
