@@ -42,7 +42,7 @@ bool roll_back(struct sup *sup, struct session *s, int wstatus, bool status_know
 	 * resumed copy kills; the copy saves its state again (a new
 	 * checkpoint, a new saver). */
 	quiet_abandon_save(sup, s);
-	s->save_asked = false; /* the resumed copy's checkpoint comes unasked */
+	save_unasked(s);
 	/* The copy is frozen (SIGSTOP since it was accepted): the resume
 	 * signal first, then SIGCONT, so it wakes with the signal pending. */
 	s->ckpt_since = kproc_now_ticks();
@@ -359,8 +359,7 @@ void take_checkpoint(struct sup *sup, struct session *s, bool save)
 	start_watch(sup, s);
 	arm_due_timer(sup, s);
 	s->ckpt_since = kproc_now_ticks();
-	s->save_asked = save && persist_on(sup->persist) && !s->unsaved;
-	char *body = smsg_take_checkpoint_encode(&(struct smsg_take_checkpoint){ .save = s->save_asked });
+	char *body = smsg_take_checkpoint_encode(&(struct smsg_take_checkpoint){ .save = save_ask(sup, s, save) });
 	int r = wire_send(s->ctrl, W_TAKE_CHECKPOINT, body, strlen(body), NULL, 0);
 	free(body);
 	if (r < 0)

@@ -219,9 +219,7 @@ void forked(struct sup *sup, struct session *p, struct wire_msg *m)
 	s->fork_parent = NULL;
 	session_known(s, ns, host, m->fds[0]);
 	m->nfds = 0; /* kept */
-	/* Its name has nothing on disk yet: its first checkpoint saves it. */
-	s->dirty = persist_on(sup->persist);
-	s->unsaved_since = loop_now_ms();
+	save_state_copied(sup, s);
 	log_info("session %s: forked from session %s (cell %d) in %.1f ms", s->name, p->name, p->cells, loop_now_ms() - s->fork_t0);
 	/* The parent rests again (frozen, swept: the copy is known now). */
 	begin_freeze(sup, p);

@@ -196,12 +196,7 @@ void settled(struct sup *sup, struct session *s)
 	if (take)
 		set_due(s, DUE_AFTER_CALL);
 	if (kept && persist_on(sup->persist)) {
-		/* A new state: saved at rest even if the last one's save failed
-		 * (a logged one too: the save at rest takes its checkpoint). */
-		s->save_missed = s->save_failed = false;
-		if (!s->dirty)
-			s->unsaved_since = loop_now_ms();
-		s->dirty = true;
+		save_state_new(s);
 	}
 	if (kept)
 		save_superseded(sup, s, c);

@@ -235,7 +235,7 @@ void session_dead(struct sup *sup, struct session *s, int wstatus, bool status_k
 	if (sup->cfg.policy->limits.checkpoint && roll_back(sup, s, wstatus, status_known))
 		return;
 	quiet_abandon_save(sup, s);
-	s->dirty = s->save_asked = false; /* the state died with the process */
+	save_state_died(s);
 	/* Lost from outside: the zygote died, or the copy to roll back to was
 	 * killed before the session died.  The next call looks for the saved
 	 * state again (restore_begin) and says what was lost (lost_outcome). */

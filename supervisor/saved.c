@@ -206,6 +206,63 @@ void quiet_abandon_save(struct sup *sup, struct session *s)
 	save_watch_stop(sup, s);
 }
 
+/* The save flags change here only.  A new state was kept (after a call):
+ * saved at rest even if the last one's save failed (a logged one too: the
+ * save at rest takes its checkpoint). */
+void save_state_new(struct session *s)
+{
+	s->save_missed = s->save_failed = false;
+	if (!s->dirty)
+		s->unsaved_since = loop_now_ms();
+	s->dirty = true;
+}
+
+/* A forked copy's state: its name has nothing on disk yet, so its first
+ * checkpoint saves it. */
+void save_state_copied(struct sup *sup, struct session *s)
+{
+	s->dirty = persist_on(sup->persist);
+	s->unsaved_since = loop_now_ms();
+}
+
+/* The state died with the session's process: nothing left to save. */
+void save_state_died(struct session *s)
+{
+	s->dirty = s->save_asked = false;
+}
+
+/* A reset forgets the saved state: the save under way is abandoned and
+ * nothing is owed or known on disk any more (the caller removes it). */
+void save_forget(struct sup *sup, struct session *s)
+{
+	psave_abandon(s->save);
+	s->save = NULL;
+	save_watch_stop(sup, s);
+	s->dirty = s->save_failed = false;
+	s->saved_cells = 0;
+}
+
+/* Whether the checkpoint being asked for comes with a saver. */
+bool save_ask(struct sup *sup, struct session *s, bool save)
+{
+	s->save_asked = save && persist_on(sup->persist) && !s->unsaved;
+	return s->save_asked;
+}
+
+/* A checkpoint resumed: its own checkpoint comes unasked. */
+void save_unasked(struct session *s)
+{
+	s->save_asked = false;
+}
+
+/* The checkpoint came, with a saver's pipe or without: a saver asked for
+ * and not given is missed (the state stays dirty, not asked again at once). */
+void save_answered(struct session *s, bool had_pipe)
+{
+	s->save_missed = s->save_asked && !had_pipe;
+	s->save_asked = false;
+}
+
 /* The next reply names what could not be pickled, once for each new set
  * of names (the save goes on without them). */
 static void note_unpicklable(struct session *s, const char *summary)

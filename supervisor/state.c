@@ -173,8 +173,7 @@ static void on_checkpoint(struct sup *sup, struct session *s, struct wire_msg *m
 	/* Asked for a saver and none came (a call waits already, or no
 	 * pipe or process was left): the state stays dirty, for the
 	 * next call's state or the exit, not asked for again at once. */
-	s->save_missed = s->save_asked && save_fd < 0;
-	s->save_asked = false;
+	save_answered(s, save_fd >= 0);
 	m->nfds = 0; /* kept */
 	if (s->phase == P_RESUMED || s->ckpt_due == DUE_AFTER_CALL) {
 		begin_freeze(sup, s);

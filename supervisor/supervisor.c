@@ -279,11 +279,7 @@ static void start_next(struct sup *sup, struct session *s)
 		if (c->reset) {
 			/* reset also forgets the saved state: a restart must not
 			 * bring back what the agent discarded. */
-			psave_abandon(s->save);
-			s->save = NULL;
-			save_watch_stop(sup, s);
-			s->dirty = s->save_failed = false;
-			s->saved_cells = 0;
+			save_forget(sup, s);
 			s->restore_tried = true;
 			s->lost[0] = '\0'; /* discarded anyway */
 			int r = s->unsaved ? 0 : persist_discard(sup->persist, s->name); /* not ours: another server's */
