@@ -209,15 +209,7 @@ bool requeue_unstarted(struct sup *sup, struct session *s)
 		return false;
 	cancel_timers(sup, s);
 	c->resends++;
-	s->cells--;
-	if (s->restore_call == c) {
-		/* The stream went to a process that never read it: the
-		 * resent cell looks for the saved state again. */
-		prestore_free(s->restore);
-		s->restore = NULL;
-		s->restore_call = NULL;
-		s->restore_tried = false;
-	}
+	cell_unsent(s, c);
 	c->prepared = false; /* a new snapshot before it is sent again */
 	s->cur = NULL;
 	c->next = s->qhead;

@@ -73,8 +73,7 @@ static int fork_session(struct sup *sup, struct session *s, struct session *p)
 		return r;
 	}
 	s->id = ++sup->next_id;
-	s->cells = p->cells;
-	s->restore_tried = true; /* its state is the copy */
+	state_copied_from(s, p); /* its state is the copy */
 	session_adopt_fds(sup, s, mine, P_RESUMING);
 	/* Until its hello and its own checkpoint it is as a resumed copy. */
 	set_due(s, DUE_RESUMED);
@@ -275,8 +274,7 @@ int begin_copy(struct sup *sup, struct session *s, struct run *c)
 	}
 	if (persist_has(sup->persist, c->fork_from)) {
 		snprintf(s->fork_src, sizeof s->fork_src, "%s", c->fork_from);
-		s->restore_tried = false;
-		s->restore_attempts = 0;
+		restore_anew(s);
 		c->fork_done = true;
 		return 0;
 	}

@@ -248,9 +248,7 @@ void session_dead(struct sup *sup, struct session *s, int wstatus, bool status_k
 	}
 	int held = s->cells - (c && c->cell == s->cells && c->cell > 0 ? 1 : 0);
 	if (outside && held > 0 && !s->lost[0]) {
-		snprintf(s->lost, sizeof s->lost, "%s", outside);
-		s->lost_cells = held;
-		s->restore_tried = false;
+		state_lost(s, outside, held);
 	}
 	s->copy_lost[0] = '\0';
 	s->copy_retakes = 0;
@@ -387,7 +385,7 @@ int spawn_session(struct sup *sup, struct session *s)
 		close3(mine);
 		return r;
 	}
-	s->cells = 0;
+	cells_none(s);
 	session_adopt_fds(sup, s, mine, P_RUNNING);
 	return 0;
 }

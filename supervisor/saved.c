@@ -240,6 +240,81 @@ void save_forget(struct sup *sup, struct session *s)
 	save_watch_stop(sup, s);
 	s->dirty = s->save_failed = false;
 	s->saved_cells = 0;
+	s->restore_tried = true;
+	s->lost[0] = '\0'; /* discarded anyway */
+}
+
+/* The session runs without saving (another server holds its lock, or
+ * none could be taken): nothing is restored either. */
+void save_none(struct session *s)
+{
+	s->unsaved = true;
+	s->restore_tried = true;
+}
+
+/* What the session's cell counter and its restore say, set here only.  A
+ * new interpreter has run no cell. */
+void cells_none(struct session *s)
+{
+	s->cells = 0;
+}
+
+/* The number of the cell sent now. */
+int cell_next(struct session *s)
+{
+	return ++s->cells;
+}
+
+/* A forked copy holds the parent's state: its cells, nothing to restore. */
+void state_copied_from(struct session *s, const struct session *p)
+{
+	s->cells = p->cells;
+	s->restore_tried = true;
+}
+
+/* The copy's parent lives only on disk: the new session is restored from
+ * its saved state, tried anew. */
+void restore_anew(struct session *s)
+{
+	s->restore_tried = false;
+	s->restore_attempts = 0;
+}
+
+/* The state was lost from outside (why) with held cells: the next call
+ * looks for the saved state again and says what was lost (lost_outcome). */
+void state_lost(struct session *s, const char *why, int held)
+{
+	snprintf(s->lost, sizeof s->lost, "%s", why);
+	s->lost_cells = held;
+	s->restore_tried = false;
+}
+
+/* The process died before it received call c: its cell was not run, and
+ * a stream of the saved state sent with it went to a process that never
+ * read it, so the resent cell looks for the saved state again. */
+void cell_unsent(struct session *s, const struct run *c)
+{
+	s->cells--;
+	if (s->restore_call == c) {
+		prestore_free(s->restore);
+		s->restore = NULL;
+		s->restore_call = NULL;
+		s->restore_tried = false;
+	}
+}
+
+/* A cell is sent: nothing of a saved state is loading, said or loaded. */
+void restore_unloaded(struct session *s)
+{
+	s->restore_loading = s->restore_said = s->restore_loaded = false;
+}
+
+/* A saved state goes with the cell: its load is bounded, and the cell's
+ * own timeout ends at deadline (ms) once it is loaded. */
+void restore_load_begin(struct session *s, double deadline)
+{
+	s->restore_loading = true;
+	s->restore_deadline = deadline;
 }
 
 /* Whether the checkpoint being asked for comes with a saver. */

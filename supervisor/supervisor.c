@@ -184,7 +184,7 @@ static void send_exec(struct sup *sup, struct session *s)
 	if (restore_nfds <= 0 && !again && c->new_session)
 		lost_outcome(s, c, false); /* nothing saved to bring back */
 	s->copy_retakes = 0;
-	c->cell = again ? replay_cell(c) : ++s->cells;
+	c->cell = again ? replay_cell(c) : cell_next(s);
 	char log_rel[192];
 	snprintf(log_rel, sizeof log_rel, ".logs/%s-%d.stdout.log", s->name, c->cell);
 	outbuf_reset(&s->out, log_rel);
@@ -192,7 +192,7 @@ static void send_exec(struct sup *sup, struct session *s)
 	outbuf_reset(&s->err, log_rel);
 	struct smsg_exec ex = { .code = c->code, .cell = c->cell };
 	double timeout_ms = again ? replay_timeout_ms(c) : c->timeout_ms;
-	s->restore_loading = s->restore_said = s->restore_loaded = false;
+	restore_unloaded(s);
 	if (restore_nfds > 0) {
 		ex.restore = restore_bytes;
 		ex.restore_format = restore_format;
@@ -206,8 +206,7 @@ static void send_exec(struct sup *sup, struct session *s)
 		 * ended ok.  Attack: a planted snapshot made `time.sleep(40)`
 		 * with timeout_s 2 return ok after 44.6 s. */
 		double bound = restore_bound_ms(sup, restore_bytes);
-		s->restore_loading = true;
-		s->restore_deadline = loop_now_ms() + bound + timeout_ms;
+		restore_load_begin(s, loop_now_ms() + bound + timeout_ms);
 		timeout_ms = bound;
 	}
 	char *txt = smsg_exec_encode(&ex);
@@ -280,8 +279,6 @@ static void start_next(struct sup *sup, struct session *s)
 			/* reset also forgets the saved state: a restart must not
 			 * bring back what the agent discarded. */
 			save_forget(sup, s);
-			s->restore_tried = true;
-			s->lost[0] = '\0'; /* discarded anyway */
 			int r = s->unsaved ? 0 : persist_discard(sup->persist, s->name); /* not ours: another server's */
 			if (r < 0)
 				log_warn("session %s: cannot remove its saved state: %s", s->name, strerror(-r));
@@ -418,8 +415,7 @@ static void session_lock(struct sup *sup, struct session *s, struct run *c)
 	s->lock_fd = sesslock_take(sup->cfg.ws, s->name, &holder, &e);
 	if (s->lock_fd >= 0)
 		return;
-	s->unsaved = true;
-	s->restore_tried = true;
+	save_none(s);
 	char who[48] = "", m[900];
 	if (holder > 0)
 		snprintf(who, sizeof who, " (pid %ld)", (long)holder);
