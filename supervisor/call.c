@@ -3,6 +3,90 @@
  * status decided and the run handed back to the layer that submitted it. */
 #include "private.h"
 
+/* The session's run queue (qhead, qtail, the runs' next) and its current
+ * call (cur) change here only. */
+
+/* Call c becomes the current one, taken from the head of the queue. */
+void queue_take(struct session *s, struct run *c)
+{
+	s->qhead = c->next;
+	if (!s->qhead)
+		s->qtail = NULL;
+	c->next = NULL;
+	s->cur = c;
+}
+
+/* Call c (the current one) goes back to the head of the queue. */
+void queue_put_back(struct session *s, struct run *c)
+{
+	s->cur = NULL;
+	c->next = s->qhead;
+	s->qhead = c;
+	if (!s->qtail)
+		s->qtail = c;
+}
+
+/* Puts the current call back at the head of the queue, to be started again
+ * by start_next (a copy to make first, a checkpoint to take again). */
+void requeue_first(struct session *s)
+{
+	struct run *c = s->cur;
+	if (!c)
+		return;
+	queue_put_back(s, c);
+}
+
+/* A new call waits at the end of the queue. */
+void queue_append(struct session *s, struct run *c)
+{
+	if (s->qtail)
+		s->qtail->next = c;
+	else
+		s->qhead = c;
+	s->qtail = c;
+}
+
+/* The queued call *pp leaves the queue (cancelled). */
+void queue_unlink(struct session *s, struct run **pp)
+{
+	struct run *c = *pp;
+	*pp = c->next;
+	if (s->qtail == c) {
+		s->qtail = NULL;
+		for (struct run *q = s->qhead; q; q = q->next)
+			s->qtail = q;
+	}
+}
+
+/* The tail again, after runs left the queue. */
+void queue_fix_tail(struct session *s)
+{
+	s->qtail = NULL;
+	for (struct run *q = s->qhead; q; q = q->next)
+		s->qtail = q;
+}
+
+/* The runs head .. last (*tail their last next) go ahead of the queue. */
+void queue_put_ahead(struct session *s, struct run *head, struct run **tail, struct run *last)
+{
+	*tail = s->qhead;
+	s->qhead = head;
+	if (!s->qtail)
+		s->qtail = last;
+}
+
+/* No current call: it ended, or is answered by the caller. */
+void cur_none(struct session *s)
+{
+	s->cur = NULL;
+}
+
+/* No call at all: the session goes. */
+void queue_none(struct session *s)
+{
+	s->cur = s->qhead = s->qtail = NULL;
+}
+
 /* THUMBS_MS, or less for the tests (PSM_TEST_THUMBS_MS). */
 static double thumbs_ms(void)
 {
@@ -175,7 +259,7 @@ void finish_cur(struct sup *sup, struct session *s)
 	s->has_last = true;
 	s->last_exit = c->exit_code;
 	s->last_seq = ++sup->ends;
-	s->cur = NULL;
+	cur_none(s);
 	/* A cell run again after a rollback is the server's own: replay.c
 	 * ends it here, at once, since its outcome decides what runs next.
 	 * A logged cell's entry is made now, from the output the reply
@@ -211,11 +295,7 @@ bool requeue_unstarted(struct sup *sup, struct session *s)
 	c->resends++;
 	cell_unsent(s, c);
 	c->prepared = false; /* a new snapshot before it is sent again */
-	s->cur = NULL;
-	c->next = s->qhead;
-	s->qhead = c;
-	if (!s->qtail)
-		s->qtail = c;
+	queue_put_back(s, c);
 	return true;
 }
 

@@ -134,13 +134,8 @@ void fork_failed(struct sup *sup, struct session *p, const char *why)
 		s->fork_of[0] = '\0';
 		/* The copy's first call waits at the head of its queue. */
 		struct run *c = s->qhead;
-		if (!s->cur && c && c->fork_from[0]) {
-			s->qhead = c->next;
-			if (!s->qhead)
-				s->qtail = NULL;
-			c->next = NULL;
-			s->cur = c;
-		}
+		if (!s->cur && c && c->fork_from[0])
+			queue_take(s, c);
 		if (s->cur)
 			fail_call_now(sup, s, m);
 		post_start(sup, s);
@@ -247,11 +242,7 @@ int begin_copy(struct sup *sup, struct session *s, struct run *c)
 {
 	struct session *p = find_session(sup, c->fork_from);
 	if (p && p->alive) {
-		s->cur = NULL;
-		c->next = s->qhead;
-		s->qhead = c;
-		if (!s->qtail)
-			s->qtail = c;
+		queue_put_back(s, c);
 		if (!fork_ready(p)) {
 			s->fork_wait = true;
 			snprintf(s->fork_wait_for, sizeof s->fork_wait_for, "%s", p->name);
@@ -259,11 +250,7 @@ int begin_copy(struct sup *sup, struct session *s, struct run *c)
 		}
 		int r = fork_session(sup, s, p);
 		if (r < 0) {
-			s->qhead = c->next;
-			if (!s->qhead)
-				s->qtail = NULL;
-			c->next = NULL;
-			s->cur = c;
+			queue_take(s, c);
 			char m[300];
 			snprintf(m, sizeof m, "could not fork session %s: %s", p->name, strerror(-r));
 			fail_call_now(sup, s, m);

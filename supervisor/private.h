@@ -337,6 +337,14 @@ void requeue_first(struct session *s);
 void spawn_pending(struct sup *sup);
 
 /* call.c */
+void queue_take(struct session *s, struct run *c);
+void queue_put_back(struct session *s, struct run *c);
+void queue_append(struct session *s, struct run *c);
+void queue_unlink(struct session *s, struct run **pp);
+void queue_fix_tail(struct session *s);
+void queue_put_ahead(struct session *s, struct run *head, struct run **tail, struct run *last);
+void cur_none(struct session *s);
+void queue_none(struct session *s);
 void send_thumb_or_finish(struct sup *sup, struct session *s);
 /* The call's deadline, ms from now (any earlier one cancelled). */
 void call_deadline(struct sup *sup, struct session *s, double ms);

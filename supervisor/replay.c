@@ -762,9 +762,7 @@ static void drop_queued(struct session *s)
 			pp = &(*pp)->next;
 		}
 	}
-	s->qtail = NULL;
-	for (struct run *q = s->qhead; q; q = q->next)
-		s->qtail = q;
+	queue_fix_tail(s);
 }
 
 /* A cell run again is over: its output compared with the first run's. */
@@ -957,10 +955,7 @@ bool replay_begin(struct sup *sup, struct session *s, struct run *c)
 		*tail = last = r;
 		tail = &r->next;
 	}
-	*tail = s->qhead;
-	s->qhead = head;
-	if (!s->qtail)
-		s->qtail = last;
+	queue_put_ahead(s, head, tail, last);
 	rp->n = 0;
 	rp->code_bytes = 0;
 	rp->ms = 0;

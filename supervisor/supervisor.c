@@ -116,20 +116,6 @@ double resume_ms(void)
 	return v > 0 && v < 30000.0 ? v : 30000.0;
 }
 
-/* Puts the current call back at the head of the queue, to be started again
- * by start_next (a copy to make first, a checkpoint to take again). */
-void requeue_first(struct session *s)
-{
-	struct run *c = s->cur;
-	if (!c)
-		return;
-	s->cur = NULL;
-	c->next = s->qhead;
-	s->qhead = c;
-	if (!s->qtail)
-		s->qtail = c;
-}
-
 /* The layer above has taken what it needs before the cell (a snapshot of
  * the workspace): now it may run.  A run that ended meanwhile (cancelled,
  * its process gone) is finished instead. */
@@ -243,7 +229,7 @@ void fail_call_now(struct sup *sup, struct session *s, const char *msg)
 	run_verdict(c, V_FAILED, NULL);
 	add_note(c, msg); /* after what the call was told already (a zygote ended for lying) */
 	c->t_start = loop_now_ms();
-	s->cur = NULL;
+	cur_none(s);
 	c->duration_ms = 0;
 	post_done(sup, c, false);
 	post_ended(sup);
@@ -270,11 +256,7 @@ static void start_next(struct sup *sup, struct session *s)
 		return;
 	while (!s->cur && s->qhead) {
 		struct run *c = s->qhead;
-		s->qhead = c->next;
-		if (!s->qhead)
-			s->qtail = NULL;
-		c->next = NULL;
-		s->cur = c;
+		queue_take(s, c);
 		if (c->reset) {
 			/* reset also forgets the saved state: a restart must not
 			 * bring back what the agent discarded. */
@@ -293,7 +275,7 @@ static void start_next(struct sup *sup, struct session *s)
 		}
 		c->reset = false; /* done: a copy's call comes back to this queue */
 		if (!s->alive && replay_is_run(c)) {
-			s->cur = NULL;
+			cur_none(s);
 			replay_lost(sup, s, c);
 			continue;
 		}
@@ -453,11 +435,7 @@ void sup_submit(struct sup *sup, struct run *c)
 		s->lock_fd = -1;
 		session_lock(sup, s, c);
 	}
-	if (s->qtail)
-		s->qtail->next = c;
-	else
-		s->qhead = c;
-	s->qtail = c;
+	queue_append(s, c);
 	warm_busy(sup);
 	/* Hurry: the session copies ahead what the next call will write while
 	 * it takes its checkpoint (interp/precopy.h); with a call waiting,
@@ -488,12 +466,7 @@ static bool cancel_one(struct sup *sup, bool (*match)(const struct run *r, const
 		for (struct run **pp = &s->qhead; *pp; pp = &(*pp)->next)
 			if (!replay_is_run(*pp) && match(*pp, key)) {
 				struct run *c = *pp;
-				*pp = c->next;
-				if (s->qtail == c) {
-					s->qtail = NULL;
-					for (struct run *q = s->qhead; q; q = q->next)
-						s->qtail = q;
-				}
+				queue_unlink(s, pp);
 				post_drop(sup, c);
 				return true;
 			}
@@ -568,7 +541,7 @@ void sup_free(struct sup *sup)
 			post_drop(sup, c);
 			c = cn;
 		}
-		s->cur = s->qhead = s->qtail = NULL;
+		queue_none(s);
 		outbuf_free(&s->out);
 		outbuf_free(&s->err);
 		psave_abandon(s->save);
