@@ -81,6 +81,12 @@ void cur_none(struct session *s)
 	s->cur = NULL;
 }
 
+/* A new process has ended no call yet (finish_cur sets has_last). */
+void last_none(struct session *s)
+{
+	s->has_last = false;
+}
+
 /* No call at all: the session goes. */
 void queue_none(struct session *s)
 {

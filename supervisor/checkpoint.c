@@ -81,7 +81,7 @@ bool roll_back(struct sup *sup, struct session *s, int wstatus, bool status_know
 				 "ended as a crash and rolled back to its state before that call: what that call did to variables "
 				 "was lost (files it wrote stay)", s->broke);
 		note_next(s, note);
-		s->broke[0] = '\0';
+		broke_none(s);
 	}
 	/* The cells logged since the checkpoint run again first, ahead of
 	 * every call (replay.c); this call's reply waits for them and says
@@ -103,7 +103,7 @@ bool roll_back(struct sup *sup, struct session *s, int wstatus, bool status_know
 		}
 		finish_cur(sup, s);
 	}
-	s->broke[0] = '\0';
+	broke_none(s);
 	return true;
 }
 
@@ -305,7 +305,7 @@ bool checkpoint_again(struct sup *sup, struct session *s)
 {
 	if (s->copy_retakes >= COPY_RETAKES_MAX || s->ctrl < 0)
 		return false;
-	s->copy_retakes++;
+	copy_retake(s);
 	snprintf(s->copy_lost, sizeof s->copy_lost, "it ended before the server could take it in");
 	log_warn("session %s: its new checkpoint copy died before the server took it in: asked again", s->name);
 	s->ckpt_since = kproc_now_ticks();
@@ -328,9 +328,16 @@ bool retake_copy(struct sup *sup, struct session *s)
 	if (c && (c->started || c->finish_pending || c->collected || c->result))
 		return false;
 	requeue_first(s);
-	s->copy_retakes++;
+	copy_retake(s);
 	take_owed_checkpoint(sup, s, s->dirty);
 	return true;
+}
+
+/* The session is thawed (for its checkpoint, or to fork a copy): the CPU
+ * it had used by then, from which the watchdog counts. */
+void thaw_mark(struct session *s)
+{
+	s->thaw_cpu0 = s->hpid > 0 ? watch_cpu_ms(s->hpid) : 0;
 }
 
 /* A checkpoint the session owes now (DUE_AFTER_CALL), taken at once: a
@@ -347,7 +354,7 @@ void take_owed_checkpoint(struct sup *sup, struct session *s, bool save)
  * the session rests, or at exit; savepace.h). */
 void take_checkpoint(struct sup *sup, struct session *s, bool save)
 {
-	s->thaw_cpu0 = s->hpid > 0 ? watch_cpu_ms(s->hpid) : 0;
+	thaw_mark(s);
 	if (s->pidfd >= 0)
 		pidfd_signal(s->pidfd, SIGCONT);
 	set_expect(sup, s, P_CHECKPOINTING);

@@ -72,7 +72,7 @@ static int fork_session(struct sup *sup, struct session *s, struct session *p)
 		close3(mine);
 		return r;
 	}
-	s->id = ++sup->next_id;
+	session_new_id(sup, s);
 	state_copied_from(s, p); /* its state is the copy */
 	session_adopt_fds(sup, s, mine, P_RESUMING);
 	/* Until its hello and its own checkpoint it is as a resumed copy. */
@@ -87,9 +87,9 @@ static int fork_session(struct sup *sup, struct session *s, struct session *p)
 	/* The copy inherits the parent's seccomp gate; the parent may pass
 	 * it once, for this copy. */
 	gate_share(sup, s, p);
-	p->gate_open = true;
+	gate_pass_once(p);
 	warm_busy(sup);
-	p->thaw_cpu0 = p->hpid > 0 ? watch_cpu_ms(p->hpid) : 0;
+	thaw_mark(p);
 	set_expect(sup, p, P_FORKING);
 	pidfd_signal(p->pidfd, SIGCONT);
 	start_watch(sup, p);
@@ -121,7 +121,7 @@ void fork_failed(struct sup *sup, struct session *p, const char *why)
 	struct session *s = p->fork_child;
 	cancel_fork_timer(sup, p);
 	p->fork_child = NULL;
-	p->gate_open = false;
+	gate_passed(p);
 	if (s) {
 		s->fork_parent = NULL;
 		char m[400];
@@ -152,7 +152,9 @@ static void fork_expired(void *arg)
 	if (!p->fork_child)
 		return;
 	log_warn("session %s: no copy within %.0f s: ended", p->name, RESUME_MS / 1000);
-	snprintf(p->broke, sizeof p->broke, "no copy of the session within %.0f s", RESUME_MS / 1000);
+	char why[sizeof p->broke];
+	snprintf(why, sizeof why, "no copy of the session within %.0f s", RESUME_MS / 1000);
+	session_broke(p, why);
 	fork_failed(p->sup, p, "it did not answer in time");
 	kill_session(p);
 }
@@ -209,7 +211,7 @@ void forked(struct sup *sup, struct session *p, struct wire_msg *m)
 		return;
 	}
 	p->fork_child = NULL;
-	p->gate_open = false;
+	gate_passed(p);
 	s->fork_parent = NULL;
 	session_known(s, ns, host, m->fds[0]);
 	m->nfds = 0; /* kept */

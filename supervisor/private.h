@@ -345,6 +345,7 @@ void queue_fix_tail(struct session *s);
 void queue_put_ahead(struct session *s, struct run *head, struct run **tail, struct run *last);
 void cur_none(struct session *s);
 void queue_none(struct session *s);
+void last_none(struct session *s);
 void send_thumb_or_finish(struct sup *sup, struct session *s);
 /* The call's deadline, ms from now (any earlier one cancelled). */
 void call_deadline(struct sup *sup, struct session *s, double ms);
@@ -374,6 +375,12 @@ void kill_session(struct session *s);
 void session_close_fds(struct sup *sup, struct session *s);
 void session_no_process(struct sup *sup, struct session *s);
 void session_fds_none(struct session *s);
+void spawn_wait(struct session *s);
+void spawn_unwait(struct session *s);
+void spawn_given_up(struct session *s);
+void session_new_id(struct sup *sup, struct session *s);
+void copy_retake(struct session *s);
+void copy_retakes_none(struct session *s);
 void session_known(struct session *s, pid_t ns, pid_t host, int pidfd);
 void session_is_copy(struct session *s);
 void session_reported_dead(struct sup *sup, struct session *s, int wstatus, bool status_known);
@@ -391,6 +398,9 @@ int spawn_session(struct sup *sup, struct session *s);
 /* state.c */
 void set_expect(struct sup *sup, struct session *s, enum phase ph);
 void set_due(struct session *s, enum ckpt_due due);
+void hello_awaited(struct session *s);
+void session_broke(struct session *s, const char *what);
+void broke_none(struct session *s);
 const char *phase_name(enum phase ph);
 void violation(struct sup *sup, struct session *s, const char *what);
 void ctrl_event(void *arg, int fd, short revents);
@@ -433,6 +443,7 @@ void oom_offer(pid_t hpid, pid_t parent, int pidfd, int adj);
 #define OOM_ADJ_SAVER 1000
 void take_checkpoint(struct sup *sup, struct session *s, bool save);
 void take_owed_checkpoint(struct sup *sup, struct session *s, bool save);
+void thaw_mark(struct session *s);
 
 /* saved.c */
 void save_when_idle(struct sup *sup, struct session *s);
@@ -475,6 +486,8 @@ void gate_attach(struct sup *sup, struct session *s, int fd);
 void gate_share(struct sup *sup, struct session *copy, const struct session *parent);
 void gate_close(struct sup *sup, struct session *s);
 void gate_none(struct session *s);
+void gate_pass_once(struct session *p);
+void gate_passed(struct session *p);
 void gate_free(struct sup *sup);
 
 /* fork.c */

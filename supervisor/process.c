@@ -78,6 +78,44 @@ void session_no_process(struct sup *sup, struct session *s)
 	set_expect(sup, s, P_NONE);
 }
 
+/* A process is wanted once the zygote can make one (spawn_pending). */
+void spawn_wait(struct session *s)
+{
+	s->want_spawn = true;
+}
+
+/* It is made now (or no longer wanted). */
+void spawn_unwait(struct session *s)
+{
+	s->want_spawn = false;
+}
+
+/* None can be made: the interpreter could not start. */
+void spawn_given_up(struct session *s)
+{
+	s->want_spawn = false;
+	s->alive = false;
+}
+
+/* Each process incarnation of a session has an id of its own. */
+void session_new_id(struct sup *sup, struct session *s)
+{
+	s->id = ++sup->next_id;
+}
+
+/* The copy to roll back to is asked for again (it died before it was
+ * taken in, or killed from outside): counted, up to COPY_RETAKES_MAX. */
+void copy_retake(struct session *s)
+{
+	s->copy_retakes++;
+}
+
+/* A call is sent: the retakes are counted anew. */
+void copy_retakes_none(struct session *s)
+{
+	s->copy_retakes = 0;
+}
+
 /* A new session: no descriptor of a process yet. */
 void session_fds_none(struct session *s)
 {
@@ -251,7 +289,7 @@ void session_dead(struct sup *sup, struct session *s, int wstatus, bool status_k
 		state_lost(s, outside, held);
 	}
 	s->copy_lost[0] = '\0';
-	s->copy_retakes = 0;
+	copy_retakes_none(s);
 	session_no_process(sup, s);
 	s->want_spawn = false;
 	s->kill_pending = s->killed = s->reported = false;
@@ -275,7 +313,7 @@ void session_dead(struct sup *sup, struct session *s, int wstatus, bool status_k
 	 * process, or ended with the old one) says why. */
 	if (c && sup->zbroke[0])
 		add_note(c, sup->zbroke);
-	s->broke[0] = '\0';
+	broke_none(s);
 	forks_waiting(sup, s);
 	if (!c || requeue_unstarted(sup, s)) {
 		post_start(sup, s); /* queued calls start in a new process */
@@ -345,12 +383,12 @@ void session_adopt_fds(struct sup *sup, struct session *s, const int mine[3], en
 	s->ctrl = mine[0];
 	s->out_r = mine[1];
 	s->err_r = mine[2];
-	s->has_last = false;
+	last_none(s);
 	set_nonblock(s->ctrl);
 	set_nonblock(s->out_r);
 	set_nonblock(s->err_r);
 	wire_reader_init(&s->rd, WIRE_MAX_PAYLOAD);
-	s->hello_due = true;
+	hello_awaited(s);
 	s->spawn_known = false;
 	s->hpid = s->ckpt_hpid = 0;
 	set_expect(sup, s, ph);
@@ -366,7 +404,7 @@ int spawn_session(struct sup *sup, struct session *s)
 	int r = session_fds_new(mine, theirs);
 	if (r < 0)
 		return r;
-	s->id = ++sup->next_id;
+	session_new_id(sup, s);
 	const struct policy_limits *lim = &sup->cfg.policy->limits;
 	struct zmsg_spawn sp = {
 		.id = s->id,

@@ -83,6 +83,23 @@ void set_due(struct session *s, enum ckpt_due due)
 	s->ckpt_due = due;
 }
 
+/* A new process: its hello is due (set_expect accepts it then). */
+void hello_awaited(struct session *s)
+{
+	s->hello_due = true;
+}
+
+/* The protocol break said by the next reply (broke), set and said here. */
+void session_broke(struct session *s, const char *what)
+{
+	snprintf(s->broke, sizeof s->broke, "%s", what);
+}
+
+void broke_none(struct session *s)
+{
+	s->broke[0] = '\0';
+}
+
 /* The session sent what it must not send now: it is ended like a crash, and
  * rolled back (its exit report does the rest). */
 void violation(struct sup *sup, struct session *s, const char *what)
@@ -99,7 +116,7 @@ void violation(struct sup *sup, struct session *s, const char *what)
 		run_verdict(c, V_BROKE, NULL);
 		c->broke_protocol = true;
 	} else {
-		snprintf(s->broke, sizeof s->broke, "%s", what); /* said by the next reply */
+		session_broke(s, what); /* said by the next reply */
 	}
 	/* Thawed to make a copy, its checkpoint holds the state after its
 	 * last call already: the rollback loses nothing. */

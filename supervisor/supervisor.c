@@ -169,7 +169,7 @@ static void send_exec(struct sup *sup, struct session *s)
 	int restore_nfds = c->new_session ? restore_begin(sup, s, c, &restore_bytes, &restore_format, restore_fds) : -1;
 	if (restore_nfds <= 0 && !again && c->new_session)
 		lost_outcome(s, c, false); /* nothing saved to bring back */
-	s->copy_retakes = 0;
+	copy_retakes_none(s);
 	c->cell = again ? replay_cell(c) : cell_next(s);
 	char log_rel[192];
 	snprintf(log_rel, sizeof log_rel, ".logs/%s-%d.stdout.log", s->name, c->cell);
@@ -288,7 +288,7 @@ static void start_next(struct sup *sup, struct session *s)
 			/* While a copy is being forked no other process is added
 			 * below the zygote (see forked). */
 			if (sup->z != Z_READY || fork_in_flight(sup)) {
-				s->want_spawn = true;
+				spawn_wait(s);
 				return;
 			}
 			if (c->fork_from[0] && !c->fork_done) {
@@ -373,7 +373,7 @@ void spawn_pending(struct sup *sup)
 {
 	for (struct session *s = sup->sessions; s; s = s->next)
 		if (s->want_spawn) {
-			s->want_spawn = false;
+			spawn_unwait(s);
 			/* The call that waited goes back to the head of the queue
 			 * (none: it was cancelled, or failed, meanwhile; then only
 			 * a call still queued starts a process.  Attack: a call

@@ -270,8 +270,7 @@ static void fail_waiting(struct sup *sup)
 {
 	for (struct session *s = sup->sessions; s; s = s->next)
 		if (s->want_spawn) {
-			s->want_spawn = false;
-			s->alive = false;
+			spawn_given_up(s);
 			if (s->cur)
 				fail_call_now(sup, s, sup->zerror[0] ? sup->zerror : "the interpreter could not be started");
 			post_start(sup, s);
