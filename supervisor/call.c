@@ -81,6 +81,61 @@ void cur_none(struct session *s)
 	s->cur = NULL;
 }
 
+/* The current call fails before it ran: answered at once with msg. */
+void fail_call_now(struct sup *sup, struct session *s, const char *msg)
+{
+	struct run *c = s->cur;
+	run_verdict(c, V_FAILED, NULL);
+	add_note(c, msg); /* after what the call was told already (a zygote ended for lying) */
+	c->t_start = loop_now_ms();
+	s->cur = NULL;
+	c->duration_ms = 0;
+	post_done(sup, c, false);
+	post_ended(sup);
+}
+
+/* A call is prepared (its workspace snapshot taken) or waits for it. */
+void run_prepared(struct run *c)
+{
+	c->waiting = false;
+	c->prepared = true;
+}
+
+void run_waits(struct run *c)
+{
+	c->waiting = true;
+}
+
+/* A run of the server's own is never sent again to another process. */
+void run_no_resend(struct run *r)
+{
+	r->resends = 2;
+}
+
+/* The call's time counts from now (its duration, its progress). */
+void run_clock_start(struct run *c)
+{
+	c->t_start = loop_now_ms();
+}
+
+/* A call is sent: its progress notes count from 0. */
+void progress_none(struct session *s)
+{
+	s->progress = 0;
+}
+
+/* The workspace watch of the running call (limits.max_workspace_mb). */
+void ws_watch_stop(struct session *s)
+{
+	wswatch_stop(s->watch);
+	s->watch = NULL;
+}
+
+void ws_watch_set(struct session *s, struct wswatch *w)
+{
+	s->watch = w;
+}
+
 /* A new process has ended no call yet (finish_cur sets has_last). */
 void last_none(struct session *s)
 {
@@ -195,8 +250,7 @@ void cancel_timers(struct sup *sup, struct session *s)
 			*ts[i] = 0;
 		}
 	save_pace_cancel(&s->pace, sup->cfg.loop);
-	wswatch_stop(s->watch);
-	s->watch = NULL;
+	ws_watch_stop(s);
 }
 
 /* Asks the layer above to find what the run made (once). */

@@ -10,8 +10,7 @@
  * deletes what the code wrote (it cannot tell the user's from the code's). */
 void over_limit_stop(struct session *s, unsigned long long bytes, unsigned long long scratch, const char *unseen)
 {
-	wswatch_stop(s->watch);
-	s->watch = NULL;
+	ws_watch_stop(s);
 	if (!s->cur || !run_verdict(s->cur, V_WORKSPACE, NULL))
 		return;
 	s->cur->ws_bytes = bytes;

@@ -346,6 +346,13 @@ void queue_put_ahead(struct session *s, struct run *head, struct run **tail, str
 void cur_none(struct session *s);
 void queue_none(struct session *s);
 void last_none(struct session *s);
+void run_prepared(struct run *c);
+void run_waits(struct run *c);
+void run_no_resend(struct run *r);
+void progress_none(struct session *s);
+void run_clock_start(struct run *c);
+void ws_watch_stop(struct session *s);
+void ws_watch_set(struct session *s, struct wswatch *w);
 void send_thumb_or_finish(struct sup *sup, struct session *s);
 /* The call's deadline, ms from now (any earlier one cancelled). */
 void call_deadline(struct sup *sup, struct session *s, double ms);

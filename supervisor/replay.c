@@ -951,7 +951,7 @@ bool replay_begin(struct sup *sup, struct session *s, struct run *c)
 		r->ev = &replay_events; /* its verdict pending (0), as xcalloc left it */
 		/* Never sent again to another process: a replay that did not
 		 * start failed (it must not run in a new interpreter). */
-		r->resends = 2;
+		run_no_resend(r);
 		*tail = last = r;
 		tail = &r->next;
 	}

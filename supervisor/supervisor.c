@@ -122,8 +122,7 @@ double resume_ms(void)
 void prepared(struct run *c, void *arg)
 {
 	struct session *s = arg;
-	c->waiting = false;
-	c->prepared = true;
+	run_prepared(c);
 	if (s->cur != c)
 		return;
 	if (c->finish_pending)
@@ -140,7 +139,7 @@ static void send_exec(struct sup *sup, struct session *s)
 		/* What the workspace held before, to tell this run's files;
 		 * taken off the loop, then the cell is sent. */
 		if (!c->waiting) {
-			c->waiting = true;
+			run_waits(c);
 			c->ev->prepare(c, prepared, s);
 		}
 		return;
@@ -197,8 +196,8 @@ static void send_exec(struct sup *sup, struct session *s)
 	}
 	char *txt = smsg_exec_encode(&ex);
 	usage_begin(&c->usage, s->pidfd);
-	c->t_start = loop_now_ms();
-	s->progress = 0;
+	run_clock_start(c);
+	progress_none(s);
 	if (!again)
 		replay_cell_sent(s, c);
 	/* Frozen since its last call: it runs again only now. */
@@ -207,8 +206,8 @@ static void send_exec(struct sup *sup, struct session *s)
 	set_expect(sup, s, P_RUNNING);
 	start_watch(sup, s);
 	call_deadline(sup, s, timeout_ms);
-	wswatch_stop(s->watch);
-	s->watch = sup_wswatch(sup, workspace_over, s);
+	ws_watch_stop(s);
+	ws_watch_set(s, sup_wswatch(sup, workspace_over, s));
 	s->save_written0 = psave_written(s->save);
 	s->persist_written0 = persist_written_all(sup->persist);
 	if (c->wants_progress)
@@ -221,18 +220,6 @@ static void send_exec(struct sup *sup, struct session *s)
 		log_warn("session %s: cannot send the cell: %s", s->name, strerror(-r));
 		kill_session(s);
 	}
-}
-
-void fail_call_now(struct sup *sup, struct session *s, const char *msg)
-{
-	struct run *c = s->cur;
-	run_verdict(c, V_FAILED, NULL);
-	add_note(c, msg); /* after what the call was told already (a zygote ended for lying) */
-	c->t_start = loop_now_ms();
-	cur_none(s);
-	c->duration_ms = 0;
-	post_done(sup, c, false);
-	post_ended(sup);
 }
 
 static void start_next(struct sup *sup, struct session *s)

@@ -132,21 +132,21 @@ class Writers(unittest.TestCase):
         self.assertEqual((rc, err), (0, ''))
 
     def test_new_writer_names_the_line(self):
-        t = [x for x in self.table() if not x.startswith('session.broke:')] + ['session.broke: checkpoint']
+        t = [x for x in self.table() if not x.startswith('session.copy_lost:')] + ['session.copy_lost: checkpoint']
         rc, err, _ = self.run_writers(t)
         self.assertEqual(rc, 1)
-        self.assertIn('session.broke gains a writer (supervisor/process.c:', err)
-        self.assertIn('"session.broke: checkpoint process"', err)
+        self.assertIn('session.copy_lost gains a writer (supervisor/process.c:', err)
+        self.assertIn('"session.copy_lost: checkpoint process"', err)
 
     def test_stale_writer_fails_and_shrink_drops_it(self):
-        t = [x if not x.startswith('session.broke:') else 'session.broke: checkpoint process zstart'
+        t = [x if not x.startswith('session.copy_lost:') else 'session.copy_lost: checkpoint process zstart'
              for x in self.table()]
         rc, err, _ = self.run_writers(t)
         self.assertEqual(rc, 1)
-        self.assertIn('session.broke: zstart', err)
+        self.assertIn('session.copy_lost: zstart', err)
         rc, err, after = self.run_writers(t, '--shrink')
         self.assertEqual((rc, err), (0, ''))
-        self.assertIn('session.broke: checkpoint process', after)
+        self.assertIn('session.copy_lost: checkpoint process', after)
         self.assertEqual(self.run_writers(after)[:2], (0, ''))
 
 
