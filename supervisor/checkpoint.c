@@ -98,8 +98,7 @@ bool roll_back(struct sup *sup, struct session *s, int wstatus, bool status_know
 				 "%s%sthe session was rolled back to its state before this call: everything defined earlier is still "
 				 "there, nothing this call did to variables was kept (files it wrote stay)",
 				 c->note ? c->note : "", c->note ? "; " : "");
-			free(c->note);
-			c->note = xstrdup(note);
+			set_note(c, note);
 		}
 		finish_cur(sup, s);
 	}

@@ -107,9 +107,7 @@ static void release_sweep(struct sup *sup)
 	/* Always a sweep once a copy is in or has failed: a child of the
 	 * zygote that the parent's code made while its gate was open (gate.c)
 	 * is no session, and is ended now. */
-	unsigned long long epoch = sup->sweep_held ? (unsigned long long)sup->held_epoch : sup->epoch;
-	sup->sweep_held = false;
-	send_sweep(sup, epoch);
+	send_sweep(sup, sweep_release_epoch(sup));
 	spawn_pending(sup);
 	warm_busy(sup);
 }

@@ -5,6 +5,12 @@
 
 #include <time.h>
 
+/* The jail's scratch is new: nothing in it counted yet. */
+void scratch_none(struct sup *sup)
+{
+	sup->scratch_bytes = 0;
+}
+
 /* The call grew the workspace past limits.max_workspace_mb: stopped like a
  * timeout, so the session rolls back.  Its files stay: the server never
  * deletes what the code wrote (it cannot tell the user's from the code's). */
@@ -174,7 +180,7 @@ static void over_limit_end(struct sup *sup, struct session *s, enum verdict_clai
 	if (c && run_verdict(c, k, NULL)) {
 		verdict_stops(sup, s);
 		if (!c->note)
-			c->note = xstrdup(note);
+			set_note(c, note); /* it had none */
 	}
 	if (!c)
 		snprintf(s->broke, sizeof s->broke, "%s", broke);

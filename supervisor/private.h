@@ -326,6 +326,7 @@ bool outbox_take_ended(struct sup *sup);
  * is started).  Only where no handler of the supervisor is on the stack. */
 void outbox_drain_now(struct sup *sup, bool teardown);
 void add_note(struct run *c, const char *text);
+void set_note(struct run *c, const char *text);
 void note_next(struct session *s, const char *text);
 
 /* supervisor.c */
@@ -369,6 +370,8 @@ void decide_on_death(struct run *c, int wstatus, bool status_known, bool rolled_
 void end_orphans(void);
 void remove_scratch(struct sup *sup);
 void send_sweep(struct sup *sup, unsigned long long epoch);
+unsigned long long sweep_release_epoch(struct sup *sup);
+void zygote_none(struct sup *sup);
 void sweep_again(struct sup *sup);
 #define SWEEP_AGAIN_MS 50.0
 /* The pids of the live sessions and their checkpoints (at most max, in
@@ -413,6 +416,7 @@ void violation(struct sup *sup, struct session *s, const char *what);
 void ctrl_event(void *arg, int fd, short revents);
 
 /* limits.c */
+void scratch_none(struct sup *sup);
 void over_limit_stop(struct session *s, unsigned long long bytes, unsigned long long scratch, const char *unseen);
 void workspace_over(void *arg, unsigned long long bytes, const char *unseen);
 /* Watches what counts against max_workspace_mb (files/wswatch.h): the
@@ -461,6 +465,7 @@ void save_state_new(struct session *s);
 void save_none(struct session *s);
 void cells_none(struct session *s);
 int cell_next(struct session *s);
+void run_cell(struct run *c, int cell);
 void state_copied_from(struct session *s, const struct session *p);
 void restore_anew(struct session *s);
 void state_lost(struct session *s, const char *why, int held);

@@ -337,7 +337,7 @@ void session_dead(struct sup *sup, struct session *s, int wstatus, bool status_k
 				 "the session's process ended, so its state (variables, imports) was lost; "
 				 "the next call in session %s starts a new interpreter%s", s->name,
 				 sup->cfg.policy->limits.checkpoint ? "" : " (limits.checkpoint is false)");
-			c->note = xstrdup(note);
+			set_note(c, note); /* it had none */
 		}
 		finish_cur(sup, s);
 	}

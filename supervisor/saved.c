@@ -259,6 +259,12 @@ void cells_none(struct session *s)
 	s->cells = 0;
 }
 
+/* The cell number a call runs as. */
+void run_cell(struct run *c, int cell)
+{
+	c->cell = cell;
+}
+
 /* The number of the cell sent now. */
 int cell_next(struct session *s)
 {

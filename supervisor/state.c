@@ -110,7 +110,7 @@ void violation(struct sup *sup, struct session *s, const char *what)
 		char note[300];
 		snprintf(note, sizeof note,
 			 "the session's process broke its protocol with the server (%s), so it was ended as a crash", what);
-		c->note = xstrdup(note);
+		set_note(c, note); /* it had none */
 	}
 	if (c) {
 		run_verdict(c, V_BROKE, NULL);

@@ -11,7 +11,7 @@ struct sup *sup_new(const struct sup_config *cfg)
 {
 	struct sup *sup = xcalloc(1, sizeof *sup);
 	sup->cfg = *cfg;
-	sup->zpid = -1;
+	zygote_none(sup);
 	sup->ob_drain = drain;
 	const char *t = getenv("PSM_TEST_SAVE_MS");
 	sup->save_test_ms = t ? atof(t) : 0;
@@ -169,7 +169,7 @@ static void send_exec(struct sup *sup, struct session *s)
 	if (restore_nfds <= 0 && !again && c->new_session)
 		lost_outcome(s, c, false); /* nothing saved to bring back */
 	copy_retakes_none(s);
-	c->cell = again ? replay_cell(c) : cell_next(s);
+	run_cell(c, again ? replay_cell(c) : cell_next(s));
 	char log_rel[192];
 	snprintf(log_rel, sizeof log_rel, ".logs/%s-%d.stdout.log", s->name, c->cell);
 	outbuf_reset(&s->out, log_rel);

@@ -288,6 +288,21 @@ void sup_disable(struct sup *sup, const char *why)
  * dead session): tell the zygote which of its processes are sessions and checkpoints; it
  * ends the rest, which the code of a dead session left running
  * (zygote.c: sweep). */
+/* The sweep held while a copy was forked is let go: the epoch it waited
+ * with (or the current one when none was held). */
+unsigned long long sweep_release_epoch(struct sup *sup)
+{
+	unsigned long long epoch = sup->sweep_held ? (unsigned long long)sup->held_epoch : sup->epoch;
+	sup->sweep_held = false;
+	return epoch;
+}
+
+/* No zygote process yet (or any more). */
+void zygote_none(struct sup *sup)
+{
+	sup->zpid = -1;
+}
+
 void send_sweep(struct sup *sup, unsigned long long epoch)
 {
 	if (!zlink_open(sup->zl))
@@ -380,7 +395,7 @@ static void z_jail(void *arg, bool enforceable, bool nsfree, const char *why, co
 		remove_scratch(sup); /* the jail's /tmp is its own */
 	struct statfs sfs;
 	sup->scratch_tmpfs = sup->scratch[0] && statfs(sup->scratch, &sfs) == 0 && sfs.f_type == TMPFS_MAGIC;
-	sup->scratch_bytes = 0;
+	scratch_none(sup);
 	log_debug("jail:\n%s", report);
 	if (sup->cfg.check_session)
 		/* For the --check process that started this server. */
