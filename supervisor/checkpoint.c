@@ -32,7 +32,9 @@ bool roll_back(struct sup *sup, struct session *s, int wstatus, bool status_know
 	 * zombie of the dead session takes the resume signal and never
 	 * answers, and the reply would say "rolled_back" about a lost state. */
 	if (kproc_exited(s->ckpt_pidfd)) {
-		copy_death(s->ckpt_hpid, s->copy_lost, sizeof s->copy_lost);
+		char lost_why[sizeof s->copy_lost];
+		copy_death(s->ckpt_hpid, lost_why, sizeof lost_why);
+		copy_lost_set(s, lost_why);
 		drop_checkpoint(s);
 		return false;
 	}
@@ -177,7 +179,7 @@ int accept_checkpoint(struct sup *sup, struct session *s, int pidfd, pid_t said,
 			 "the copy of the session's state kept to roll back to was killed from outside (%s); a new one was taken "
 			 "from the session, which held the same state: nothing was lost", s->copy_lost);
 		note_next(s, note);
-		s->copy_lost[0] = '\0';
+		copy_lost_none(s);
 	}
 	return 0;
 }
@@ -280,7 +282,9 @@ static void copy_died(void *arg, int fd, short revents)
 			loop_unwatch(sup->cfg.loop, fd);
 		return;
 	}
-	copy_death(s->ckpt_hpid, s->copy_lost, sizeof s->copy_lost);
+	char lost_why[sizeof s->copy_lost];
+	copy_death(s->ckpt_hpid, lost_why, sizeof lost_why);
+	copy_lost_set(s, lost_why);
 	log_warn("session %s: its checkpoint copy (pid %d) died (%s): a new one is taken", s->name, (int)s->ckpt_hpid, s->copy_lost);
 	drop_checkpoint(s); /* a zombie of the session until it runs: "dying" */
 	/* Its saver died with it (PDEATHSIG): the new copy saves again. */
@@ -305,7 +309,7 @@ bool checkpoint_again(struct sup *sup, struct session *s)
 	if (s->copy_retakes >= COPY_RETAKES_MAX || s->ctrl < 0)
 		return false;
 	copy_retake(s);
-	snprintf(s->copy_lost, sizeof s->copy_lost, "it ended before the server could take it in");
+	copy_lost_set(s, "it ended before the server could take it in");
 	log_warn("session %s: its new checkpoint copy died before the server took it in: asked again", s->name);
 	s->ckpt_since = kproc_now_ticks();
 	char *body = smsg_take_checkpoint_encode(&(struct smsg_take_checkpoint){ .save = s->save_asked });

@@ -81,7 +81,7 @@ static int fork_session(struct sup *sup, struct session *s, struct session *p)
 	s->fork_parent = p;
 	s->fork_asked = kproc_now_ticks();
 	s->fork_t0 = loop_now_ms();
-	snprintf(s->fork_of, sizeof s->fork_of, "%s", p->name);
+	fork_of_set(s, p->name);
 	s->fork_of_cells = (uint32_t)p->cells;
 	p->fork_child = s;
 	/* The copy inherits the parent's seccomp gate; the parent may pass
@@ -129,7 +129,7 @@ void fork_failed(struct sup *sup, struct session *p, const char *why)
 		 * lets go of its child): none to forget. */
 		session_no_process(sup, s);
 		cancel_due_timer(sup, s);
-		s->fork_of[0] = '\0';
+		fork_of_none(s);
 		/* The copy's first call waits at the head of its queue. */
 		struct run *c = s->qhead;
 		if (!s->cur && c && c->fork_from[0])

@@ -333,11 +333,13 @@ void note_next(struct session *s, const char *text);
 struct session *find_session(struct sup *sup, const char *name);
 void warm_busy(struct sup *sup);
 void prepared(struct run *c, void *arg);
-void fail_call_now(struct sup *sup, struct session *s, const char *msg);
-void requeue_first(struct session *s);
+void fork_of_set(struct session *s, const char *name);
+void fork_of_none(struct session *s);
 void spawn_pending(struct sup *sup);
 
 /* call.c */
+void fail_call_now(struct sup *sup, struct session *s, const char *msg);
+void requeue_first(struct session *s);
 void queue_take(struct session *s, struct run *c);
 void queue_put_back(struct session *s, struct run *c);
 void queue_append(struct session *s, struct run *c);
@@ -391,6 +393,8 @@ void spawn_given_up(struct session *s);
 void session_new_id(struct sup *sup, struct session *s);
 void copy_retake(struct session *s);
 void copy_retakes_none(struct session *s);
+void copy_lost_set(struct session *s, const char *why);
+void copy_lost_none(struct session *s);
 void session_known(struct session *s, pid_t ns, pid_t host, int pidfd);
 void session_is_copy(struct session *s);
 void session_reported_dead(struct sup *sup, struct session *s, int wstatus, bool status_known);

@@ -110,6 +110,18 @@ void copy_retake(struct session *s)
 	s->copy_retakes++;
 }
 
+/* Why the copy to roll back to was lost from outside (said by the next
+ * reply, or the call that needed it), or nothing lost. */
+void copy_lost_set(struct session *s, const char *why)
+{
+	snprintf(s->copy_lost, sizeof s->copy_lost, "%s", why);
+}
+
+void copy_lost_none(struct session *s)
+{
+	s->copy_lost[0] = '\0';
+}
+
 /* A call is sent: the retakes are counted anew. */
 void copy_retakes_none(struct session *s)
 {
@@ -288,7 +300,7 @@ void session_dead(struct sup *sup, struct session *s, int wstatus, bool status_k
 	if (outside && held > 0 && !s->lost[0]) {
 		state_lost(s, outside, held);
 	}
-	s->copy_lost[0] = '\0';
+	copy_lost_none(s);
 	copy_retakes_none(s);
 	session_no_process(sup, s);
 	s->want_spawn = false;

@@ -131,6 +131,17 @@ void prepared(struct run *c, void *arg)
 		send_exec(s->sup, s); /* (the copy, killed while the snapshot was taken, first) */
 }
 
+/* The session is a copy of session name, said by its first reply. */
+void fork_of_set(struct session *s, const char *name)
+{
+	snprintf(s->fork_of, sizeof s->fork_of, "%s", name);
+}
+
+void fork_of_none(struct session *s)
+{
+	s->fork_of[0] = '\0';
+}
+
 static void send_exec(struct sup *sup, struct session *s)
 {
 	struct run *c = s->cur;
@@ -160,7 +171,7 @@ static void send_exec(struct sup *sup, struct session *s)
 			 s->fork_of, s->fork_of_cells, s->fork_of);
 		add_note(c, m);
 		c->forked = true;
-		s->fork_of[0] = '\0';
+		fork_of_none(s);
 	}
 	uint64_t restore_bytes = 0;
 	int restore_format = 1;
