@@ -3,6 +3,151 @@
  * status decided and the run handed back to the layer that submitted it. */
 #include "private.h"
 
+/* The session's run queue (qhead, qtail, the runs' next) and its current
+ * call (cur) change here only. */
+
+/* Call c becomes the current one, taken from the head of the queue. */
+void queue_take(struct session *s, struct run *c)
+{
+	s->qhead = c->next;
+	if (!s->qhead)
+		s->qtail = NULL;
+	c->next = NULL;
+	s->cur = c;
+}
+
+/* Call c (the current one) goes back to the head of the queue. */
+void queue_put_back(struct session *s, struct run *c)
+{
+	s->cur = NULL;
+	c->next = s->qhead;
+	s->qhead = c;
+	if (!s->qtail)
+		s->qtail = c;
+}
+
+/* Puts the current call back at the head of the queue, to be started again
+ * by start_next (a copy to make first, a checkpoint to take again). */
+void requeue_first(struct session *s)
+{
+	struct run *c = s->cur;
+	if (!c)
+		return;
+	queue_put_back(s, c);
+}
+
+/* A new call waits at the end of the queue. */
+void queue_append(struct session *s, struct run *c)
+{
+	if (s->qtail)
+		s->qtail->next = c;
+	else
+		s->qhead = c;
+	s->qtail = c;
+}
+
+/* The queued call *pp leaves the queue (cancelled). */
+void queue_unlink(struct session *s, struct run **pp)
+{
+	struct run *c = *pp;
+	*pp = c->next;
+	if (s->qtail == c) {
+		s->qtail = NULL;
+		for (struct run *q = s->qhead; q; q = q->next)
+			s->qtail = q;
+	}
+}
+
+/* The tail again, after runs left the queue. */
+void queue_fix_tail(struct session *s)
+{
+	s->qtail = NULL;
+	for (struct run *q = s->qhead; q; q = q->next)
+		s->qtail = q;
+}
+
+/* The runs head .. last (*tail their last next) go ahead of the queue. */
+void queue_put_ahead(struct session *s, struct run *head, struct run **tail, struct run *last)
+{
+	*tail = s->qhead;
+	s->qhead = head;
+	if (!s->qtail)
+		s->qtail = last;
+}
+
+/* No current call: it ended, or is answered by the caller. */
+void cur_none(struct session *s)
+{
+	s->cur = NULL;
+}
+
+/* The current call fails before it ran: answered at once with msg. */
+void fail_call_now(struct sup *sup, struct session *s, const char *msg)
+{
+	struct run *c = s->cur;
+	run_verdict(c, V_FAILED, NULL);
+	add_note(c, msg); /* after what the call was told already (a zygote ended for lying) */
+	c->t_start = loop_now_ms();
+	s->cur = NULL;
+	c->duration_ms = 0;
+	post_done(sup, c, false);
+	post_ended(sup);
+}
+
+/* A call is prepared (its workspace snapshot taken) or waits for it. */
+void run_prepared(struct run *c)
+{
+	c->waiting = false;
+	c->prepared = true;
+}
+
+void run_waits(struct run *c)
+{
+	c->waiting = true;
+}
+
+/* A run of the server's own is never sent again to another process. */
+void run_no_resend(struct run *r)
+{
+	r->resends = 2;
+}
+
+/* The call's time counts from now (its duration, its progress). */
+void run_clock_start(struct run *c)
+{
+	c->t_start = loop_now_ms();
+}
+
+/* A call is sent: its progress notes count from 0. */
+void progress_none(struct session *s)
+{
+	s->progress = 0;
+}
+
+/* The workspace watch of the running call (limits.max_workspace_mb). */
+void ws_watch_stop(struct session *s)
+{
+	wswatch_stop(s->watch);
+	s->watch = NULL;
+}
+
+void ws_watch_set(struct session *s, struct wswatch *w)
+{
+	s->watch = w;
+}
+
+/* A new process has ended no call yet (finish_cur sets has_last). */
+void last_none(struct session *s)
+{
+	s->has_last = false;
+}
+
+/* No call at all: the session goes. */
+void queue_none(struct session *s)
+{
+	s->cur = s->qhead = s->qtail = NULL;
+}
+
 /* THUMBS_MS, or less for the tests (PSM_TEST_THUMBS_MS). */
 static double thumbs_ms(void)
 {
@@ -105,8 +250,7 @@ void cancel_timers(struct sup *sup, struct session *s)
 			*ts[i] = 0;
 		}
 	save_pace_cancel(&s->pace, sup->cfg.loop);
-	wswatch_stop(s->watch);
-	s->watch = NULL;
+	ws_watch_stop(s);
 }
 
 /* Asks the layer above to find what the run made (once). */
@@ -175,7 +319,7 @@ void finish_cur(struct sup *sup, struct session *s)
 	s->has_last = true;
 	s->last_exit = c->exit_code;
 	s->last_seq = ++sup->ends;
-	s->cur = NULL;
+	cur_none(s);
 	/* A cell run again after a rollback is the server's own: replay.c
 	 * ends it here, at once, since its outcome decides what runs next.
 	 * A logged cell's entry is made now, from the output the reply
@@ -209,21 +353,9 @@ bool requeue_unstarted(struct sup *sup, struct session *s)
 		return false;
 	cancel_timers(sup, s);
 	c->resends++;
-	s->cells--;
-	if (s->restore_call == c) {
-		/* The stream went to a process that never read it: the
-		 * resent cell looks for the saved state again. */
-		prestore_free(s->restore);
-		s->restore = NULL;
-		s->restore_call = NULL;
-		s->restore_tried = false;
-	}
+	cell_unsent(s, c);
 	c->prepared = false; /* a new snapshot before it is sent again */
-	s->cur = NULL;
-	c->next = s->qhead;
-	s->qhead = c;
-	if (!s->qtail)
-		s->qtail = c;
+	queue_put_back(s, c);
 	return true;
 }
 

@@ -3,7 +3,6 @@
  * call; a crash resumes it in place of the dead process. */
 #include "private.h"
 
-static void drop_checkpoint(struct session *s);
 static void copy_died(void *arg, int fd, short revents);
 static void copy_death(pid_t hpid, char *buf, size_t n);
 
@@ -33,7 +32,9 @@ bool roll_back(struct sup *sup, struct session *s, int wstatus, bool status_know
 	 * zombie of the dead session takes the resume signal and never
 	 * answers, and the reply would say "rolled_back" about a lost state. */
 	if (kproc_exited(s->ckpt_pidfd)) {
-		copy_death(s->ckpt_hpid, s->copy_lost, sizeof s->copy_lost);
+		char lost_why[sizeof s->copy_lost];
+		copy_death(s->ckpt_hpid, lost_why, sizeof lost_why);
+		copy_lost_set(s, lost_why);
 		drop_checkpoint(s);
 		return false;
 	}
@@ -43,7 +44,7 @@ bool roll_back(struct sup *sup, struct session *s, int wstatus, bool status_know
 	 * resumed copy kills; the copy saves its state again (a new
 	 * checkpoint, a new saver). */
 	quiet_abandon_save(sup, s);
-	s->save_asked = false; /* the resumed copy's checkpoint comes unasked */
+	save_unasked(s);
 	/* The copy is frozen (SIGSTOP since it was accepted): the resume
 	 * signal first, then SIGCONT, so it wakes with the signal pending. */
 	s->ckpt_since = kproc_now_ticks();
@@ -52,20 +53,13 @@ bool roll_back(struct sup *sup, struct session *s, int wstatus, bool status_know
 		return false;
 	}
 	loop_unwatch(sup->cfg.loop, s->ckpt_pidfd); /* the session's now (copy_died) */
-	if (s->pidfd >= 0)
-		close(s->pidfd);
-	s->pidfd = s->ckpt_pidfd;
-	s->pid = s->ckpt_pid;
-	s->hpid = s->ckpt_hpid;
-	s->ckpt_pidfd = -1;
-	s->ckpt_pid = s->ckpt_hpid = 0;
-	s->kill_pending = s->killed = s->reported = false;
+	session_is_copy(s);
 	/* Until the resumed copy says hello it drops whatever was queued for
 	 * the dead process (a cell sent after it died must not run).  It is
 	 * as hostile as the session was: if it does not say hello and take
 	 * its own checkpoint in time, it is ended (a copy that ignores the
 	 * resume signal must not hold the session, or a reset, forever). */
-	s->ckpt_due = DUE_RESUMED;
+	set_due(s, DUE_RESUMED);
 	set_expect(sup, s, P_RESUMING);
 	arm_due_timer(sup, s);
 	/* The pipes' write ends live on in the resumed process: watch again
@@ -89,7 +83,7 @@ bool roll_back(struct sup *sup, struct session *s, int wstatus, bool status_know
 				 "ended as a crash and rolled back to its state before that call: what that call did to variables "
 				 "was lost (files it wrote stay)", s->broke);
 		note_next(s, note);
-		s->broke[0] = '\0';
+		broke_none(s);
 	}
 	/* The cells logged since the checkpoint run again first, ahead of
 	 * every call (replay.c); this call's reply waits for them and says
@@ -106,12 +100,11 @@ bool roll_back(struct sup *sup, struct session *s, int wstatus, bool status_know
 				 "%s%sthe session was rolled back to its state before this call: everything defined earlier is still "
 				 "there, nothing this call did to variables was kept (files it wrote stay)",
 				 c->note ? c->note : "", c->note ? "; " : "");
-			free(c->note);
-			c->note = xstrdup(note);
+			set_note(c, note);
 		}
 		finish_cur(sup, s);
 	}
-	s->broke[0] = '\0';
+	broke_none(s);
 	return true;
 }
 
@@ -138,24 +131,6 @@ static void due_expired(void *arg)
 	if (resumed)
 		drop_checkpoint(s);
 	kill_session(s);
-}
-
-/* The checkpoint goes: killed through its pidfd.  Until it has exited it
- * is "dying" (dying_pids): neither counted against the session's limits
- * nor taken for something the call left. */
-static void drop_checkpoint(struct session *s)
-{
-	if (s->ckpt_pidfd >= 0) {
-		loop_unwatch(s->sup->cfg.loop, s->ckpt_pidfd);
-		pidfd_signal(s->ckpt_pidfd, SIGKILL);
-		/* Kept until the next one: the end of the call tells the dying
-		 * copy from a live child by it (check_quiet). */
-		if (s->dropped_pidfd >= 0)
-			close(s->dropped_pidfd);
-		s->dropped_pidfd = s->ckpt_pidfd;
-	}
-	s->ckpt_pidfd = -1;
-	s->ckpt_pid = s->ckpt_hpid = 0;
 }
 
 /* A checkpoint is whatever process the pidfd names, as the kernel says: a
@@ -192,9 +167,7 @@ int accept_checkpoint(struct sup *sup, struct session *s, int pidfd, pid_t said,
 	}
 	drop_checkpoint(s); /* the previous one */
 	replay_checkpoint_taken(s, s->phase == P_RESUMED);
-	s->ckpt_pidfd = pidfd;
-	s->ckpt_pid = k.ns;
-	s->ckpt_hpid = k.host;
+	copy_known(s, pidfd, k.ns, k.host);
 	/* Its death is seen at once (the pidfd polls readable), not by the
 	 * call that needs it: one more descriptor in the loop's poll, no
 	 * system call per call. */
@@ -206,7 +179,7 @@ int accept_checkpoint(struct sup *sup, struct session *s, int pidfd, pid_t said,
 			 "the copy of the session's state kept to roll back to was killed from outside (%s); a new one was taken "
 			 "from the session, which held the same state: nothing was lost", s->copy_lost);
 		note_next(s, note);
-		s->copy_lost[0] = '\0';
+		copy_lost_none(s);
 	}
 	return 0;
 }
@@ -309,7 +282,9 @@ static void copy_died(void *arg, int fd, short revents)
 			loop_unwatch(sup->cfg.loop, fd);
 		return;
 	}
-	copy_death(s->ckpt_hpid, s->copy_lost, sizeof s->copy_lost);
+	char lost_why[sizeof s->copy_lost];
+	copy_death(s->ckpt_hpid, lost_why, sizeof lost_why);
+	copy_lost_set(s, lost_why);
 	log_warn("session %s: its checkpoint copy (pid %d) died (%s): a new one is taken", s->name, (int)s->ckpt_hpid, s->copy_lost);
 	drop_checkpoint(s); /* a zombie of the session until it runs: "dying" */
 	/* Its saver died with it (PDEATHSIG): the new copy saves again. */
@@ -333,8 +308,8 @@ bool checkpoint_again(struct sup *sup, struct session *s)
 {
 	if (s->copy_retakes >= COPY_RETAKES_MAX || s->ctrl < 0)
 		return false;
-	s->copy_retakes++;
-	snprintf(s->copy_lost, sizeof s->copy_lost, "it ended before the server could take it in");
+	copy_retake(s);
+	copy_lost_set(s, "it ended before the server could take it in");
 	log_warn("session %s: its new checkpoint copy died before the server took it in: asked again", s->name);
 	s->ckpt_since = kproc_now_ticks();
 	char *body = smsg_take_checkpoint_encode(&(struct smsg_take_checkpoint){ .save = s->save_asked });
@@ -356,10 +331,24 @@ bool retake_copy(struct sup *sup, struct session *s)
 	if (c && (c->started || c->finish_pending || c->collected || c->result))
 		return false;
 	requeue_first(s);
-	s->copy_retakes++;
-	s->ckpt_due = DUE_AFTER_CALL;
-	take_checkpoint(sup, s, s->dirty);
+	copy_retake(s);
+	take_owed_checkpoint(sup, s, s->dirty);
 	return true;
+}
+
+/* The session is thawed (for its checkpoint, or to fork a copy): the CPU
+ * it had used by then, from which the watchdog counts. */
+void thaw_mark(struct session *s)
+{
+	s->thaw_cpu0 = s->hpid > 0 ? watch_cpu_ms(s->hpid) : 0;
+}
+
+/* A checkpoint the session owes now (DUE_AFTER_CALL), taken at once: a
+ * copy taken again, or a save at rest or at exit. */
+void take_owed_checkpoint(struct sup *sup, struct session *s, bool save)
+{
+	set_due(s, DUE_AFTER_CALL);
+	take_checkpoint(sup, s, save);
 }
 
 /* Thaws the idle session just long enough to fork its checkpoint, under a
@@ -368,7 +357,7 @@ bool retake_copy(struct sup *sup, struct session *s)
  * the session rests, or at exit; savepace.h). */
 void take_checkpoint(struct sup *sup, struct session *s, bool save)
 {
-	s->thaw_cpu0 = s->hpid > 0 ? watch_cpu_ms(s->hpid) : 0;
+	thaw_mark(s);
 	if (s->pidfd >= 0)
 		pidfd_signal(s->pidfd, SIGCONT);
 	set_expect(sup, s, P_CHECKPOINTING);
@@ -380,8 +369,7 @@ void take_checkpoint(struct sup *sup, struct session *s, bool save)
 	start_watch(sup, s);
 	arm_due_timer(sup, s);
 	s->ckpt_since = kproc_now_ticks();
-	s->save_asked = save && persist_on(sup->persist) && !s->unsaved;
-	char *body = smsg_take_checkpoint_encode(&(struct smsg_take_checkpoint){ .save = s->save_asked });
+	char *body = smsg_take_checkpoint_encode(&(struct smsg_take_checkpoint){ .save = save_ask(sup, s, save) });
 	int r = wire_send(s->ctrl, W_TAKE_CHECKPOINT, body, strlen(body), NULL, 0);
 	free(body);
 	if (r < 0)

@@ -72,25 +72,24 @@ static int fork_session(struct sup *sup, struct session *s, struct session *p)
 		close3(mine);
 		return r;
 	}
-	s->id = ++sup->next_id;
-	s->cells = p->cells;
-	s->restore_tried = true; /* its state is the copy */
+	session_new_id(sup, s);
+	state_copied_from(s, p); /* its state is the copy */
 	session_adopt_fds(sup, s, mine, P_RESUMING);
 	/* Until its hello and its own checkpoint it is as a resumed copy. */
-	s->ckpt_due = DUE_RESUMED;
+	set_due(s, DUE_RESUMED);
 	arm_due_timer(sup, s);
 	s->fork_parent = p;
 	s->fork_asked = kproc_now_ticks();
 	s->fork_t0 = loop_now_ms();
-	snprintf(s->fork_of, sizeof s->fork_of, "%s", p->name);
+	fork_of_set(s, p->name);
 	s->fork_of_cells = (uint32_t)p->cells;
 	p->fork_child = s;
 	/* The copy inherits the parent's seccomp gate; the parent may pass
 	 * it once, for this copy. */
 	gate_share(sup, s, p);
-	p->gate_open = true;
+	gate_pass_once(p);
 	warm_busy(sup);
-	p->thaw_cpu0 = p->hpid > 0 ? watch_cpu_ms(p->hpid) : 0;
+	thaw_mark(p);
 	set_expect(sup, p, P_FORKING);
 	pidfd_signal(p->pidfd, SIGCONT);
 	start_watch(sup, p);
@@ -108,9 +107,7 @@ static void release_sweep(struct sup *sup)
 	/* Always a sweep once a copy is in or has failed: a child of the
 	 * zygote that the parent's code made while its gate was open (gate.c)
 	 * is no session, and is ended now. */
-	unsigned long long epoch = sup->sweep_held ? (unsigned long long)sup->held_epoch : sup->epoch;
-	sup->sweep_held = false;
-	send_sweep(sup, epoch);
+	send_sweep(sup, sweep_release_epoch(sup));
 	spawn_pending(sup);
 	warm_busy(sup);
 }
@@ -122,27 +119,21 @@ void fork_failed(struct sup *sup, struct session *p, const char *why)
 	struct session *s = p->fork_child;
 	cancel_fork_timer(sup, p);
 	p->fork_child = NULL;
-	p->gate_open = false;
+	gate_passed(p);
 	if (s) {
 		s->fork_parent = NULL;
 		char m[400];
 		snprintf(m, sizeof m, "could not fork session %s: %s", p->name, why);
 		log_warn("session %s: %s", s->name, m);
-		session_close_fds(sup, s);
+		/* Its pid was never taken (forked takes it after the parent
+		 * lets go of its child): none to forget. */
+		session_no_process(sup, s);
 		cancel_due_timer(sup, s);
-		s->alive = false;
-		s->ckpt_due = DUE_NONE;
-		s->phase = P_NONE;
-		s->fork_of[0] = '\0';
+		fork_of_none(s);
 		/* The copy's first call waits at the head of its queue. */
 		struct run *c = s->qhead;
-		if (!s->cur && c && c->fork_from[0]) {
-			s->qhead = c->next;
-			if (!s->qhead)
-				s->qtail = NULL;
-			c->next = NULL;
-			s->cur = c;
-		}
+		if (!s->cur && c && c->fork_from[0])
+			queue_take(s, c);
 		if (s->cur)
 			fail_call_now(sup, s, m);
 		post_start(sup, s);
@@ -159,7 +150,9 @@ static void fork_expired(void *arg)
 	if (!p->fork_child)
 		return;
 	log_warn("session %s: no copy within %.0f s: ended", p->name, RESUME_MS / 1000);
-	snprintf(p->broke, sizeof p->broke, "no copy of the session within %.0f s", RESUME_MS / 1000);
+	char why[sizeof p->broke];
+	snprintf(why, sizeof why, "no copy of the session within %.0f s", RESUME_MS / 1000);
+	session_broke(p, why);
 	fork_failed(p->sup, p, "it did not answer in time");
 	kill_session(p);
 }
@@ -216,17 +209,11 @@ void forked(struct sup *sup, struct session *p, struct wire_msg *m)
 		return;
 	}
 	p->fork_child = NULL;
-	p->gate_open = false;
+	gate_passed(p);
 	s->fork_parent = NULL;
-	s->pid = ns;
-	s->hpid = host;
-	s->pidfd = m->fds[0];
-	s->reported = false;
+	session_known(s, ns, host, m->fds[0]);
 	m->nfds = 0; /* kept */
-	s->spawn_known = true;
-	/* Its name has nothing on disk yet: its first checkpoint saves it. */
-	s->dirty = persist_on(sup->persist);
-	s->unsaved_since = loop_now_ms();
+	save_state_copied(sup, s);
 	log_info("session %s: forked from session %s (cell %d) in %.1f ms", s->name, p->name, p->cells, loop_now_ms() - s->fork_t0);
 	/* The parent rests again (frozen, swept: the copy is known now). */
 	begin_freeze(sup, p);
@@ -255,11 +242,7 @@ int begin_copy(struct sup *sup, struct session *s, struct run *c)
 {
 	struct session *p = find_session(sup, c->fork_from);
 	if (p && p->alive) {
-		s->cur = NULL;
-		c->next = s->qhead;
-		s->qhead = c;
-		if (!s->qtail)
-			s->qtail = c;
+		queue_put_back(s, c);
 		if (!fork_ready(p)) {
 			s->fork_wait = true;
 			snprintf(s->fork_wait_for, sizeof s->fork_wait_for, "%s", p->name);
@@ -267,11 +250,7 @@ int begin_copy(struct sup *sup, struct session *s, struct run *c)
 		}
 		int r = fork_session(sup, s, p);
 		if (r < 0) {
-			s->qhead = c->next;
-			if (!s->qhead)
-				s->qtail = NULL;
-			c->next = NULL;
-			s->cur = c;
+			queue_take(s, c);
 			char m[300];
 			snprintf(m, sizeof m, "could not fork session %s: %s", p->name, strerror(-r));
 			fail_call_now(sup, s, m);
@@ -282,8 +261,7 @@ int begin_copy(struct sup *sup, struct session *s, struct run *c)
 	}
 	if (persist_has(sup->persist, c->fork_from)) {
 		snprintf(s->fork_src, sizeof s->fork_src, "%s", c->fork_from);
-		s->restore_tried = false;
-		s->restore_attempts = 0;
+		restore_anew(s);
 		c->fork_done = true;
 		return 0;
 	}

@@ -8,7 +8,7 @@
  *            but its checkpoint, and what was orphaned to it (W_SETTLE,
  *            send_settle); its answer, or the quiet, is settled();
  *   dying    the checkpoint a new one replaced, killed and still exiting
- *            (checkpoint.c: drop_checkpoint), neither a leftover nor
+ *            (process.c: drop_checkpoint), neither a leftover nor
  *            counted against the limits;
  *   sweep    after a process's exit, what the zygote ends of its other
  *            children (zstart.c: send_sweep);
@@ -152,7 +152,7 @@ void settled(struct sup *sup, struct session *s)
 	if (s->save_ran && !s->save)
 		end_save_tree(sup, s);
 	if (s->ckpt_due != DUE_NONE) {
-		s->ckpt_due = DUE_NONE;
+		set_due(s, DUE_NONE);
 		cancel_due_timer(sup, s);
 		/* The copy it just took, killed from outside while the session
 		 * was being frozen (copy_died could not take one then: not
@@ -202,14 +202,9 @@ void settled(struct sup *sup, struct session *s)
 	bool logged = kept && !replay_is_run(c) && replay_log_instead(sup, s, c);
 	bool take = kept && !logged;
 	if (take)
-		s->ckpt_due = DUE_AFTER_CALL;
+		set_due(s, DUE_AFTER_CALL);
 	if (kept && persist_on(sup->persist)) {
-		/* A new state: saved at rest even if the last one's save failed
-		 * (a logged one too: the save at rest takes its checkpoint). */
-		s->save_missed = s->save_failed = false;
-		if (!s->dirty)
-			s->unsaved_since = loop_now_ms();
-		s->dirty = true;
+		save_state_new(s);
 	}
 	if (kept)
 		save_superseded(sup, s, c);

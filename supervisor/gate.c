@@ -165,6 +165,24 @@ static void orphan_event(void *arg, int fd, short revents)
 	gate_answer(o->owner, NULL, fd);
 }
 
+/* The parent may pass its gate once, for the copy it makes; passed (or
+ * not) once the copy is in or has failed. */
+void gate_pass_once(struct session *p)
+{
+	p->gate_open = true;
+}
+
+void gate_passed(struct session *p)
+{
+	p->gate_open = false;
+}
+
+/* A new session: no gate yet. */
+void gate_none(struct session *s)
+{
+	s->gate_fd = -1;
+}
+
 void gate_close(struct sup *sup, struct session *s)
 {
 	s->gate_open = false;

@@ -5,13 +5,18 @@
 
 #include <time.h>
 
+/* The jail's scratch is new: nothing in it counted yet. */
+void scratch_none(struct sup *sup)
+{
+	sup->scratch_bytes = 0;
+}
+
 /* The call grew the workspace past limits.max_workspace_mb: stopped like a
  * timeout, so the session rolls back.  Its files stay: the server never
  * deletes what the code wrote (it cannot tell the user's from the code's). */
 void over_limit_stop(struct session *s, unsigned long long bytes, unsigned long long scratch, const char *unseen)
 {
-	wswatch_stop(s->watch);
-	s->watch = NULL;
+	ws_watch_stop(s);
 	if (!s->cur || !run_verdict(s->cur, V_WORKSPACE, NULL))
 		return;
 	s->cur->ws_bytes = bytes;
@@ -175,7 +180,7 @@ static void over_limit_end(struct sup *sup, struct session *s, enum verdict_clai
 	if (c && run_verdict(c, k, NULL)) {
 		verdict_stops(sup, s);
 		if (!c->note)
-			c->note = xstrdup(note);
+			set_note(c, note); /* it had none */
 	}
 	if (!c)
 		snprintf(s->broke, sizeof s->broke, "%s", broke);

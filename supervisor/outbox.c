@@ -155,6 +155,14 @@ void add_note(struct run *c, const char *text)
 	append_para(&c->note, text);
 }
 
+/* The call's note becomes text (what it said before, if anything, is the
+ * caller's to keep in it). */
+void set_note(struct run *c, const char *text)
+{
+	free(c->note);
+	c->note = xstrdup(text);
+}
+
 /* Adds a paragraph to the note of the session's next reply. */
 void note_next(struct session *s, const char *text)
 {

@@ -327,17 +327,36 @@ bool outbox_take_ended(struct sup *sup);
  * is started).  Only where no handler of the supervisor is on the stack. */
 void outbox_drain_now(struct sup *sup, bool teardown);
 void add_note(struct run *c, const char *text);
+void set_note(struct run *c, const char *text);
 void note_next(struct session *s, const char *text);
 
 /* supervisor.c */
 struct session *find_session(struct sup *sup, const char *name);
 void warm_busy(struct sup *sup);
 void prepared(struct run *c, void *arg);
-void fail_call_now(struct sup *sup, struct session *s, const char *msg);
-void requeue_first(struct session *s);
+void fork_of_set(struct session *s, const char *name);
+void fork_of_none(struct session *s);
 void spawn_pending(struct sup *sup);
 
 /* call.c */
+void fail_call_now(struct sup *sup, struct session *s, const char *msg);
+void requeue_first(struct session *s);
+void queue_take(struct session *s, struct run *c);
+void queue_put_back(struct session *s, struct run *c);
+void queue_append(struct session *s, struct run *c);
+void queue_unlink(struct session *s, struct run **pp);
+void queue_fix_tail(struct session *s);
+void queue_put_ahead(struct session *s, struct run *head, struct run **tail, struct run *last);
+void cur_none(struct session *s);
+void queue_none(struct session *s);
+void last_none(struct session *s);
+void run_prepared(struct run *c);
+void run_waits(struct run *c);
+void run_no_resend(struct run *r);
+void progress_none(struct session *s);
+void run_clock_start(struct run *c);
+void ws_watch_stop(struct session *s);
+void ws_watch_set(struct session *s, struct wswatch *w);
 void send_thumb_or_finish(struct sup *sup, struct session *s);
 /* The call's deadline, ms from now (any earlier one cancelled). */
 void call_deadline(struct sup *sup, struct session *s, double ms);
@@ -354,6 +373,8 @@ void decide_on_death(struct run *c, int wstatus, bool status_known, bool rolled_
 void end_orphans(void);
 void remove_scratch(struct sup *sup);
 void send_sweep(struct sup *sup, unsigned long long epoch);
+unsigned long long sweep_release_epoch(struct sup *sup);
+void zygote_none(struct sup *sup);
 void sweep_again(struct sup *sup);
 #define SWEEP_AGAIN_MS 50.0
 /* The pids of the live sessions and their checkpoints (at most max, in
@@ -365,6 +386,21 @@ struct session *session_by_pid(struct sup *sup, pid_t pid);
 struct session *session_by_id(struct sup *sup, int id);
 void kill_session(struct session *s);
 void session_close_fds(struct sup *sup, struct session *s);
+void session_no_process(struct sup *sup, struct session *s);
+void session_fds_none(struct session *s);
+void spawn_wait(struct session *s);
+void spawn_unwait(struct session *s);
+void spawn_given_up(struct session *s);
+void session_new_id(struct sup *sup, struct session *s);
+void copy_retake(struct session *s);
+void copy_retakes_none(struct session *s);
+void copy_lost_set(struct session *s, const char *why);
+void copy_lost_none(struct session *s);
+void session_known(struct session *s, pid_t ns, pid_t host, int pidfd);
+void session_is_copy(struct session *s);
+void session_reported_dead(struct sup *sup, struct session *s, int wstatus, bool status_known);
+void copy_known(struct session *s, int pidfd, pid_t ns, pid_t host);
+void drop_checkpoint(struct session *s);
 void drain_all(struct session *s);
 void pipe_event(void *arg, int fd, short revents);
 void discard_ctrl_input(struct session *s);
@@ -376,11 +412,16 @@ int spawn_session(struct sup *sup, struct session *s);
 
 /* state.c */
 void set_expect(struct sup *sup, struct session *s, enum phase ph);
+void set_due(struct session *s, enum ckpt_due due);
+void hello_awaited(struct session *s);
+void session_broke(struct session *s, const char *what);
+void broke_none(struct session *s);
 const char *phase_name(enum phase ph);
 void violation(struct sup *sup, struct session *s, const char *what);
 void ctrl_event(void *arg, int fd, short revents);
 
 /* limits.c */
+void scratch_none(struct sup *sup);
 void over_limit_stop(struct session *s, unsigned long long bytes, unsigned long long scratch, const char *unseen);
 void workspace_over(void *arg, unsigned long long bytes, const char *unseen);
 /* Watches what counts against max_workspace_mb (files/wswatch.h): the
@@ -417,12 +458,31 @@ void oom_offer(pid_t hpid, pid_t parent, int pidfd, int adj);
 #define OOM_ADJ_COPY 50
 #define OOM_ADJ_SAVER 1000
 void take_checkpoint(struct sup *sup, struct session *s, bool save);
+void take_owed_checkpoint(struct sup *sup, struct session *s, bool save);
+void thaw_mark(struct session *s);
 
 /* saved.c */
 void save_when_idle(struct sup *sup, struct session *s);
 void end_save_tree(struct sup *sup, struct session *s);
 void save_watch_stop(struct sup *sup, struct session *s);
 void quiet_abandon_save(struct sup *sup, struct session *s);
+void save_state_new(struct session *s);
+void save_none(struct session *s);
+void cells_none(struct session *s);
+int cell_next(struct session *s);
+void run_cell(struct run *c, int cell);
+void state_copied_from(struct session *s, const struct session *p);
+void restore_anew(struct session *s);
+void state_lost(struct session *s, const char *why, int held);
+void cell_unsent(struct session *s, const struct run *c);
+void restore_unloaded(struct session *s);
+void restore_load_begin(struct session *s, double deadline);
+void save_state_copied(struct sup *sup, struct session *s);
+void save_state_died(struct session *s);
+void save_forget(struct sup *sup, struct session *s);
+bool save_ask(struct sup *sup, struct session *s, bool save);
+void save_unasked(struct session *s);
+void save_answered(struct session *s, bool had_pipe);
 void save_begin(struct sup *sup, struct session *s, int fd);
 void save_cut(struct sup *sup, struct session *s);
 void save_superseded(struct sup *sup, struct session *s, struct run *c);
@@ -442,6 +502,9 @@ int restore_begin(struct sup *sup, struct session *s, struct run *c, uint64_t *b
 void gate_attach(struct sup *sup, struct session *s, int fd);
 void gate_share(struct sup *sup, struct session *copy, const struct session *parent);
 void gate_close(struct sup *sup, struct session *s);
+void gate_none(struct session *s);
+void gate_pass_once(struct session *p);
+void gate_passed(struct session *p);
 void gate_free(struct sup *sup);
 
 /* fork.c */

@@ -65,6 +65,134 @@ void session_close_fds(struct sup *sup, struct session *s)
 	gate_close(sup, s);
 }
 
+/* The session has no process (it ended, its copy never came, or a reset
+ * discarded it): its descriptors closed, no process known, no checkpoint
+ * owed, no phase.  The one place that says so; the callers reset what
+ * else their case needs. */
+void session_no_process(struct sup *sup, struct session *s)
+{
+	session_close_fds(sup, s);
+	s->alive = false;
+	s->pid = s->hpid = 0;
+	set_due(s, DUE_NONE);
+	set_expect(sup, s, P_NONE);
+}
+
+/* A process is wanted once the zygote can make one (spawn_pending). */
+void spawn_wait(struct session *s)
+{
+	s->want_spawn = true;
+}
+
+/* It is made now (or no longer wanted). */
+void spawn_unwait(struct session *s)
+{
+	s->want_spawn = false;
+}
+
+/* None can be made: the interpreter could not start. */
+void spawn_given_up(struct session *s)
+{
+	s->want_spawn = false;
+	s->alive = false;
+}
+
+/* Each process incarnation of a session has an id of its own. */
+void session_new_id(struct sup *sup, struct session *s)
+{
+	s->id = ++sup->next_id;
+}
+
+/* The copy to roll back to is asked for again (it died before it was
+ * taken in, or killed from outside): counted, up to COPY_RETAKES_MAX. */
+void copy_retake(struct session *s)
+{
+	s->copy_retakes++;
+}
+
+/* Why the copy to roll back to was lost from outside (said by the next
+ * reply, or the call that needed it), or nothing lost. */
+void copy_lost_set(struct session *s, const char *why)
+{
+	snprintf(s->copy_lost, sizeof s->copy_lost, "%s", why);
+}
+
+void copy_lost_none(struct session *s)
+{
+	s->copy_lost[0] = '\0';
+}
+
+/* A call is sent: the retakes are counted anew. */
+void copy_retakes_none(struct session *s)
+{
+	s->copy_retakes = 0;
+}
+
+/* A new session: no descriptor of a process yet. */
+void session_fds_none(struct session *s)
+{
+	s->pidfd = s->ctrl = s->out_r = s->err_r = s->ckpt_pidfd = s->dropped_pidfd = -1;
+}
+
+/* The kernel confirmed the session's new process (spawned or forked): its
+ * pids and its pidfd, kept. */
+void session_known(struct session *s, pid_t ns, pid_t host, int pidfd)
+{
+	s->pid = ns;
+	s->hpid = host;
+	s->pidfd = pidfd;
+	s->reported = false;
+	s->spawn_known = true;
+}
+
+/* The copy to roll back to becomes the session's process (resumed): the
+ * dead process's pidfd goes, and nothing is asked of the new one yet. */
+void session_is_copy(struct session *s)
+{
+	if (s->pidfd >= 0)
+		close(s->pidfd);
+	s->pidfd = s->ckpt_pidfd;
+	s->pid = s->ckpt_pid;
+	s->hpid = s->ckpt_hpid;
+	s->ckpt_pidfd = -1;
+	s->ckpt_pid = s->ckpt_hpid = 0;
+	s->kill_pending = s->killed = s->reported = false;
+}
+
+/* The zygote reported the session's process reaped (its pidfd agreed). */
+void session_reported_dead(struct sup *sup, struct session *s, int wstatus, bool status_known)
+{
+	s->reported = true;
+	session_dead(sup, s, wstatus, status_known);
+}
+
+/* A checkpoint accepted (checkpoint.c: accept_checkpoint): the copy to
+ * roll back to. */
+void copy_known(struct session *s, int pidfd, pid_t ns, pid_t host)
+{
+	s->ckpt_pidfd = pidfd;
+	s->ckpt_pid = ns;
+	s->ckpt_hpid = host;
+}
+
+/* The checkpoint goes: killed through its pidfd.  Until it has exited it
+ * is "dying" (dying_pids): neither counted against the session's limits
+ * nor taken for something the call left. */
+void drop_checkpoint(struct session *s)
+{
+	if (s->ckpt_pidfd >= 0) {
+		loop_unwatch(s->sup->cfg.loop, s->ckpt_pidfd);
+		pidfd_signal(s->ckpt_pidfd, SIGKILL);
+		/* Kept until the next one: the end of the call tells the dying
+		 * copy from a live child by it (check_quiet). */
+		if (s->dropped_pidfd >= 0)
+			close(s->dropped_pidfd);
+		s->dropped_pidfd = s->ckpt_pidfd;
+	}
+	s->ckpt_pidfd = -1;
+	s->ckpt_pid = s->ckpt_hpid = 0;
+}
+
 static void drain(struct session *s, int fd, struct outbuf *ob)
 {
 	unsigned char buf[65536];
@@ -157,7 +285,7 @@ void session_dead(struct sup *sup, struct session *s, int wstatus, bool status_k
 	if (sup->cfg.policy->limits.checkpoint && roll_back(sup, s, wstatus, status_known))
 		return;
 	quiet_abandon_save(sup, s);
-	s->dirty = s->save_asked = false; /* the state died with the process */
+	save_state_died(s);
 	/* Lost from outside: the zygote died, or the copy to roll back to was
 	 * killed before the session died.  The next call looks for the saved
 	 * state again (restore_begin) and says what was lost (lost_outcome). */
@@ -170,19 +298,13 @@ void session_dead(struct sup *sup, struct session *s, int wstatus, bool status_k
 	}
 	int held = s->cells - (c && c->cell == s->cells && c->cell > 0 ? 1 : 0);
 	if (outside && held > 0 && !s->lost[0]) {
-		snprintf(s->lost, sizeof s->lost, "%s", outside);
-		s->lost_cells = held;
-		s->restore_tried = false;
+		state_lost(s, outside, held);
 	}
-	s->copy_lost[0] = '\0';
-	s->copy_retakes = 0;
-	session_close_fds(sup, s);
-	s->alive = false;
-	s->pid = s->hpid = 0;
+	copy_lost_none(s);
+	copy_retakes_none(s);
+	session_no_process(sup, s);
 	s->want_spawn = false;
 	s->kill_pending = s->killed = s->reported = false;
-	s->ckpt_due = DUE_NONE;
-	s->phase = P_NONE;
 	cancel_timers(sup, s);
 	cancel_due_timer(sup, s); /* its fork timer went with fork_failed */
 	/* Said to the next call that runs, also one that was already waiting
@@ -203,7 +325,7 @@ void session_dead(struct sup *sup, struct session *s, int wstatus, bool status_k
 	 * process, or ended with the old one) says why. */
 	if (c && sup->zbroke[0])
 		add_note(c, sup->zbroke);
-	s->broke[0] = '\0';
+	broke_none(s);
 	forks_waiting(sup, s);
 	if (!c || requeue_unstarted(sup, s)) {
 		post_start(sup, s); /* queued calls start in a new process */
@@ -227,7 +349,7 @@ void session_dead(struct sup *sup, struct session *s, int wstatus, bool status_k
 				 "the session's process ended, so its state (variables, imports) was lost; "
 				 "the next call in session %s starts a new interpreter%s", s->name,
 				 sup->cfg.policy->limits.checkpoint ? "" : " (limits.checkpoint is false)");
-			c->note = xstrdup(note);
+			set_note(c, note); /* it had none */
 		}
 		finish_cur(sup, s);
 	}
@@ -273,12 +395,12 @@ void session_adopt_fds(struct sup *sup, struct session *s, const int mine[3], en
 	s->ctrl = mine[0];
 	s->out_r = mine[1];
 	s->err_r = mine[2];
-	s->has_last = false;
+	last_none(s);
 	set_nonblock(s->ctrl);
 	set_nonblock(s->out_r);
 	set_nonblock(s->err_r);
 	wire_reader_init(&s->rd, WIRE_MAX_PAYLOAD);
-	s->hello_due = true;
+	hello_awaited(s);
 	s->spawn_known = false;
 	s->hpid = s->ckpt_hpid = 0;
 	set_expect(sup, s, ph);
@@ -294,7 +416,7 @@ int spawn_session(struct sup *sup, struct session *s)
 	int r = session_fds_new(mine, theirs);
 	if (r < 0)
 		return r;
-	s->id = ++sup->next_id;
+	session_new_id(sup, s);
 	const struct policy_limits *lim = &sup->cfg.policy->limits;
 	struct zmsg_spawn sp = {
 		.id = s->id,
@@ -313,7 +435,7 @@ int spawn_session(struct sup *sup, struct session *s)
 		close3(mine);
 		return r;
 	}
-	s->cells = 0;
+	cells_none(s);
 	session_adopt_fds(sup, s, mine, P_RUNNING);
 	return 0;
 }

@@ -762,9 +762,7 @@ static void drop_queued(struct session *s)
 			pp = &(*pp)->next;
 		}
 	}
-	s->qtail = NULL;
-	for (struct run *q = s->qhead; q; q = q->next)
-		s->qtail = q;
+	queue_fix_tail(s);
 }
 
 /* A cell run again is over: its output compared with the first run's. */
@@ -953,14 +951,11 @@ bool replay_begin(struct sup *sup, struct session *s, struct run *c)
 		r->ev = &replay_events; /* its verdict pending (0), as xcalloc left it */
 		/* Never sent again to another process: a replay that did not
 		 * start failed (it must not run in a new interpreter). */
-		r->resends = 2;
+		run_no_resend(r);
 		*tail = last = r;
 		tail = &r->next;
 	}
-	*tail = s->qhead;
-	s->qhead = head;
-	if (!s->qtail)
-		s->qtail = last;
+	queue_put_ahead(s, head, tail, last);
 	rp->n = 0;
 	rp->code_bytes = 0;
 	rp->ms = 0;

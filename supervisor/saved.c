@@ -45,8 +45,7 @@ static void save_idle_fired(void *arg)
 	if (!persist_on(sup->persist) || !save_startable(sup, s))
 		return;
 	log_info("session %s: at rest: saving the state after cell %d", s->name, s->cells);
-	s->ckpt_due = DUE_AFTER_CALL;
-	take_checkpoint(sup, s, true);
+	take_owed_checkpoint(sup, s, true);
 }
 
 void save_when_idle(struct sup *sup, struct session *s)
@@ -69,8 +68,7 @@ void sup_shutdown(struct sup *sup)
 			/* Its last save was cut short, or never started (a call
 			 * was waiting): the checkpoint again, with a saver. */
 			log_info("session %s: saving the state after cell %d before exit", s->name, s->cells);
-			s->ckpt_due = DUE_AFTER_CALL;
-			take_checkpoint(sup, s, true);
+			take_owed_checkpoint(sup, s, true);
 		}
 	}
 }
@@ -206,6 +204,144 @@ void quiet_abandon_save(struct sup *sup, struct session *s)
 	s->save = NULL;
 	psave_abandon(sv);
 	save_watch_stop(sup, s);
+}
+
+/* The save flags change here only.  A new state was kept (after a call):
+ * saved at rest even if the last one's save failed (a logged one too: the
+ * save at rest takes its checkpoint). */
+void save_state_new(struct session *s)
+{
+	s->save_missed = s->save_failed = false;
+	if (!s->dirty)
+		s->unsaved_since = loop_now_ms();
+	s->dirty = true;
+}
+
+/* A forked copy's state: its name has nothing on disk yet, so its first
+ * checkpoint saves it. */
+void save_state_copied(struct sup *sup, struct session *s)
+{
+	s->dirty = persist_on(sup->persist);
+	s->unsaved_since = loop_now_ms();
+}
+
+/* The state died with the session's process: nothing left to save. */
+void save_state_died(struct session *s)
+{
+	s->dirty = s->save_asked = false;
+}
+
+/* A reset forgets the saved state: the save under way is abandoned and
+ * nothing is owed or known on disk any more (the caller removes it). */
+void save_forget(struct sup *sup, struct session *s)
+{
+	psave_abandon(s->save);
+	s->save = NULL;
+	save_watch_stop(sup, s);
+	s->dirty = s->save_failed = false;
+	s->saved_cells = 0;
+	s->restore_tried = true;
+	s->lost[0] = '\0'; /* discarded anyway */
+}
+
+/* The session runs without saving (another server holds its lock, or
+ * none could be taken): nothing is restored either. */
+void save_none(struct session *s)
+{
+	s->unsaved = true;
+	s->restore_tried = true;
+}
+
+/* What the session's cell counter and its restore say, set here only.  A
+ * new interpreter has run no cell. */
+void cells_none(struct session *s)
+{
+	s->cells = 0;
+}
+
+/* The cell number a call runs as. */
+void run_cell(struct run *c, int cell)
+{
+	c->cell = cell;
+}
+
+/* The number of the cell sent now. */
+int cell_next(struct session *s)
+{
+	return ++s->cells;
+}
+
+/* A forked copy holds the parent's state: its cells, nothing to restore. */
+void state_copied_from(struct session *s, const struct session *p)
+{
+	s->cells = p->cells;
+	s->restore_tried = true;
+}
+
+/* The copy's parent lives only on disk: the new session is restored from
+ * its saved state, tried anew. */
+void restore_anew(struct session *s)
+{
+	s->restore_tried = false;
+	s->restore_attempts = 0;
+}
+
+/* The state was lost from outside (why) with held cells: the next call
+ * looks for the saved state again and says what was lost (lost_outcome). */
+void state_lost(struct session *s, const char *why, int held)
+{
+	snprintf(s->lost, sizeof s->lost, "%s", why);
+	s->lost_cells = held;
+	s->restore_tried = false;
+}
+
+/* The process died before it received call c: its cell was not run, and
+ * a stream of the saved state sent with it went to a process that never
+ * read it, so the resent cell looks for the saved state again. */
+void cell_unsent(struct session *s, const struct run *c)
+{
+	s->cells--;
+	if (s->restore_call == c) {
+		prestore_free(s->restore);
+		s->restore = NULL;
+		s->restore_call = NULL;
+		s->restore_tried = false;
+	}
+}
+
+/* A cell is sent: nothing of a saved state is loading, said or loaded. */
+void restore_unloaded(struct session *s)
+{
+	s->restore_loading = s->restore_said = s->restore_loaded = false;
+}
+
+/* A saved state goes with the cell: its load is bounded, and the cell's
+ * own timeout ends at deadline (ms) once it is loaded. */
+void restore_load_begin(struct session *s, double deadline)
+{
+	s->restore_loading = true;
+	s->restore_deadline = deadline;
+}
+
+/* Whether the checkpoint being asked for comes with a saver. */
+bool save_ask(struct sup *sup, struct session *s, bool save)
+{
+	s->save_asked = save && persist_on(sup->persist) && !s->unsaved;
+	return s->save_asked;
+}
+
+/* A checkpoint resumed: its own checkpoint comes unasked. */
+void save_unasked(struct session *s)
+{
+	s->save_asked = false;
+}
+
+/* The checkpoint came, with a saver's pipe or without: a saver asked for
+ * and not given is missed (the state stays dirty, not asked again at once). */
+void save_answered(struct session *s, bool had_pipe)
+{
+	s->save_missed = s->save_asked && !had_pipe;
+	s->save_asked = false;
 }
 
 /* The next reply names what could not be pickled, once for each new set

@@ -76,6 +76,30 @@ void set_expect(struct sup *sup, struct session *s, enum phase ph)
 	s->rd.n_expect = n;
 }
 
+/* The checkpoint the session owes (enum ckpt_due), entered here only; the
+ * room that owes it arms its timer (checkpoint.c: arm_due_timer). */
+void set_due(struct session *s, enum ckpt_due due)
+{
+	s->ckpt_due = due;
+}
+
+/* A new process: its hello is due (set_expect accepts it then). */
+void hello_awaited(struct session *s)
+{
+	s->hello_due = true;
+}
+
+/* The protocol break said by the next reply (broke), set and said here. */
+void session_broke(struct session *s, const char *what)
+{
+	snprintf(s->broke, sizeof s->broke, "%s", what);
+}
+
+void broke_none(struct session *s)
+{
+	s->broke[0] = '\0';
+}
+
 /* The session sent what it must not send now: it is ended like a crash, and
  * rolled back (its exit report does the rest). */
 void violation(struct sup *sup, struct session *s, const char *what)
@@ -86,13 +110,13 @@ void violation(struct sup *sup, struct session *s, const char *what)
 		char note[300];
 		snprintf(note, sizeof note,
 			 "the session's process broke its protocol with the server (%s), so it was ended as a crash", what);
-		c->note = xstrdup(note);
+		set_note(c, note); /* it had none */
 	}
 	if (c) {
 		run_verdict(c, V_BROKE, NULL);
 		c->broke_protocol = true;
 	} else {
-		snprintf(s->broke, sizeof s->broke, "%s", what); /* said by the next reply */
+		session_broke(s, what); /* said by the next reply */
 	}
 	/* Thawed to make a copy, its checkpoint holds the state after its
 	 * last call already: the rollback loses nothing. */
@@ -166,8 +190,7 @@ static void on_checkpoint(struct sup *sup, struct session *s, struct wire_msg *m
 	/* Asked for a saver and none came (a call waits already, or no
 	 * pipe or process was left): the state stays dirty, for the
 	 * next call's state or the exit, not asked for again at once. */
-	s->save_missed = s->save_asked && save_fd < 0;
-	s->save_asked = false;
+	save_answered(s, save_fd >= 0);
 	m->nfds = 0; /* kept */
 	if (s->phase == P_RESUMED || s->ckpt_due == DUE_AFTER_CALL) {
 		begin_freeze(sup, s);

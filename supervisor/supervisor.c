@@ -11,7 +11,7 @@ struct sup *sup_new(const struct sup_config *cfg)
 {
 	struct sup *sup = xcalloc(1, sizeof *sup);
 	sup->cfg = *cfg;
-	sup->zpid = -1;
+	zygote_none(sup);
 	sup->ob_drain = drain;
 	const char *t = getenv("PSM_TEST_SAVE_MS");
 	sup->save_test_ms = t ? atof(t) : 0;
@@ -118,34 +118,30 @@ double resume_ms(void)
 	return v > 0 && v < 30000.0 ? v : 30000.0;
 }
 
-/* Puts the current call back at the head of the queue, to be started again
- * by start_next (a copy to make first, a checkpoint to take again). */
-void requeue_first(struct session *s)
-{
-	struct run *c = s->cur;
-	if (!c)
-		return;
-	s->cur = NULL;
-	c->next = s->qhead;
-	s->qhead = c;
-	if (!s->qtail)
-		s->qtail = c;
-}
-
 /* The layer above has taken what it needs before the cell (a snapshot of
  * the workspace): now it may run.  A run that ended meanwhile (cancelled,
  * its process gone) is finished instead. */
 void prepared(struct run *c, void *arg)
 {
 	struct session *s = arg;
-	c->waiting = false;
-	c->prepared = true;
+	run_prepared(c);
 	if (s->cur != c)
 		return;
 	if (c->finish_pending)
 		finish_cur(s->sup, s);
 	else if (s->alive && s->ckpt_due != DUE_RESUMED && !s->want_spawn && !retake_copy(s->sup, s))
 		send_exec(s->sup, s); /* (the copy, killed while the snapshot was taken, first) */
+}
+
+/* The session is a copy of session name, said by its first reply. */
+void fork_of_set(struct session *s, const char *name)
+{
+	snprintf(s->fork_of, sizeof s->fork_of, "%s", name);
+}
+
+void fork_of_none(struct session *s)
+{
+	s->fork_of[0] = '\0';
 }
 
 static void send_exec(struct sup *sup, struct session *s)
@@ -156,7 +152,7 @@ static void send_exec(struct sup *sup, struct session *s)
 		/* What the workspace held before, to tell this run's files;
 		 * taken off the loop, then the cell is sent. */
 		if (!c->waiting) {
-			c->waiting = true;
+			run_waits(c);
 			c->ev->prepare(c, prepared, s);
 		}
 		return;
@@ -177,7 +173,7 @@ static void send_exec(struct sup *sup, struct session *s)
 			 s->fork_of, s->fork_of_cells, s->fork_of);
 		add_note(c, m);
 		c->forked = true;
-		s->fork_of[0] = '\0';
+		fork_of_none(s);
 	}
 	uint64_t restore_bytes = 0;
 	int restore_format = 1;
@@ -185,8 +181,8 @@ static void send_exec(struct sup *sup, struct session *s)
 	int restore_nfds = c->new_session ? restore_begin(sup, s, c, &restore_bytes, &restore_format, restore_fds) : -1;
 	if (restore_nfds <= 0 && !again && c->new_session)
 		lost_outcome(s, c, false); /* nothing saved to bring back */
-	s->copy_retakes = 0;
-	c->cell = again ? replay_cell(c) : ++s->cells;
+	copy_retakes_none(s);
+	run_cell(c, again ? replay_cell(c) : cell_next(s));
 	char log_rel[192];
 	snprintf(log_rel, sizeof log_rel, ".logs/%s-%d.stdout.log", s->name, c->cell);
 	outbuf_reset(&s->out, log_rel);
@@ -194,7 +190,7 @@ static void send_exec(struct sup *sup, struct session *s)
 	outbuf_reset(&s->err, log_rel);
 	struct smsg_exec ex = { .code = c->code, .cell = c->cell };
 	double timeout_ms = again ? replay_timeout_ms(c) : c->timeout_ms;
-	s->restore_loading = s->restore_said = s->restore_loaded = false;
+	restore_unloaded(s);
 	if (restore_nfds > 0) {
 		ex.restore = restore_bytes;
 		ex.restore_format = restore_format;
@@ -208,14 +204,13 @@ static void send_exec(struct sup *sup, struct session *s)
 		 * ended ok.  Attack: a planted snapshot made `time.sleep(40)`
 		 * with timeout_s 2 return ok after 44.6 s. */
 		double bound = restore_bound_ms(sup, restore_bytes);
-		s->restore_loading = true;
-		s->restore_deadline = loop_now_ms() + bound + timeout_ms;
+		restore_load_begin(s, loop_now_ms() + bound + timeout_ms);
 		timeout_ms = bound;
 	}
 	char *txt = smsg_exec_encode(&ex);
 	usage_begin(&c->usage, s->pidfd);
-	c->t_start = loop_now_ms();
-	s->progress = 0;
+	run_clock_start(c);
+	progress_none(s);
 	if (!again)
 		replay_cell_sent(s, c);
 	/* Frozen since its last call: it runs again only now. */
@@ -224,8 +219,8 @@ static void send_exec(struct sup *sup, struct session *s)
 	set_expect(sup, s, P_RUNNING);
 	start_watch(sup, s);
 	call_deadline(sup, s, timeout_ms);
-	wswatch_stop(s->watch);
-	s->watch = sup_wswatch(sup, workspace_over, s);
+	ws_watch_stop(s);
+	ws_watch_set(s, sup_wswatch(sup, workspace_over, s));
 	s->save_written0 = psave_written(s->save);
 	s->persist_written0 = persist_written_all(sup->persist);
 	if (c->wants_progress)
@@ -238,18 +233,6 @@ static void send_exec(struct sup *sup, struct session *s)
 		log_warn("session %s: cannot send the cell: %s", s->name, strerror(-r));
 		kill_session(s);
 	}
-}
-
-void fail_call_now(struct sup *sup, struct session *s, const char *msg)
-{
-	struct run *c = s->cur;
-	run_verdict(c, V_FAILED, NULL);
-	add_note(c, msg); /* after what the call was told already (a zygote ended for lying) */
-	c->t_start = loop_now_ms();
-	s->cur = NULL;
-	c->duration_ms = 0;
-	post_done(sup, c, false);
-	post_ended(sup);
 }
 
 static void start_next(struct sup *sup, struct session *s)
@@ -273,21 +256,11 @@ static void start_next(struct sup *sup, struct session *s)
 		return;
 	while (!s->cur && s->qhead) {
 		struct run *c = s->qhead;
-		s->qhead = c->next;
-		if (!s->qhead)
-			s->qtail = NULL;
-		c->next = NULL;
-		s->cur = c;
+		queue_take(s, c);
 		if (c->reset) {
 			/* reset also forgets the saved state: a restart must not
 			 * bring back what the agent discarded. */
-			psave_abandon(s->save);
-			s->save = NULL;
-			save_watch_stop(sup, s);
-			s->dirty = s->save_failed = false;
-			s->saved_cells = 0;
-			s->restore_tried = true;
-			s->lost[0] = '\0'; /* discarded anyway */
+			save_forget(sup, s);
 			int r = s->unsaved ? 0 : persist_discard(sup->persist, s->name); /* not ours: another server's */
 			if (r < 0)
 				log_warn("session %s: cannot remove its saved state: %s", s->name, strerror(-r));
@@ -296,17 +269,13 @@ static void start_next(struct sup *sup, struct session *s)
 			/* Discard the state: the old process is ended; its exit
 			 * report no longer matches this session. */
 			kill_session(s);
-			session_close_fds(sup, s);
-			s->alive = false;
-			s->ckpt_due = DUE_NONE;
-			s->pid = s->hpid = 0;
+			session_no_process(sup, s);
 			cancel_due_timer(sup, s);
 			cancel_fork_timer(sup, s);
-			set_expect(sup, s, P_NONE);
 		}
 		c->reset = false; /* done: a copy's call comes back to this queue */
 		if (!s->alive && replay_is_run(c)) {
-			s->cur = NULL;
+			cur_none(s);
 			replay_lost(sup, s, c);
 			continue;
 		}
@@ -319,7 +288,7 @@ static void start_next(struct sup *sup, struct session *s)
 			/* While a copy is being forked no other process is added
 			 * below the zygote (see forked). */
 			if (sup->z != Z_READY || fork_in_flight(sup)) {
-				s->want_spawn = true;
+				spawn_wait(s);
 				return;
 			}
 			if (c->fork_from[0] && !c->fork_done) {
@@ -404,7 +373,7 @@ void spawn_pending(struct sup *sup)
 {
 	for (struct session *s = sup->sessions; s; s = s->next)
 		if (s->want_spawn) {
-			s->want_spawn = false;
+			spawn_unwait(s);
 			/* The call that waited goes back to the head of the queue
 			 * (none: it was cancelled, or failed, meanwhile; then only
 			 * a call still queued starts a process.  Attack: a call
@@ -428,8 +397,7 @@ static void session_lock(struct sup *sup, struct session *s, struct run *c)
 	s->lock_fd = sesslock_take(sup->cfg.ws, s->name, &holder, &e);
 	if (s->lock_fd >= 0)
 		return;
-	s->unsaved = true;
-	s->restore_tried = true;
+	save_none(s);
 	char who[48] = "", m[900];
 	if (holder > 0)
 		snprintf(who, sizeof who, " (pid %ld)", (long)holder);
@@ -460,17 +428,14 @@ void sup_submit(struct sup *sup, struct run *c)
 		outbuf_init(&s->err, sup->cfg.ws, (size_t)L->max_output_chars, log_cap);
 		snprintf(s->name, sizeof s->name, "%s", c->session);
 		s->sup = sup;
-		s->pidfd = s->ctrl = s->out_r = s->err_r = s->ckpt_pidfd = s->dropped_pidfd = s->gate_fd = -1;
+		session_fds_none(s);
+		gate_none(s);
 		s->next = sup->sessions;
 		sup->sessions = s;
 		s->lock_fd = -1;
 		session_lock(sup, s, c);
 	}
-	if (s->qtail)
-		s->qtail->next = c;
-	else
-		s->qhead = c;
-	s->qtail = c;
+	queue_append(s, c);
 	warm_busy(sup);
 	/* Hurry: the session copies ahead what the next call will write while
 	 * it takes its checkpoint (interp/precopy.h); with a call waiting,
@@ -501,12 +466,7 @@ static bool cancel_one(struct sup *sup, bool (*match)(const struct run *r, const
 		for (struct run **pp = &s->qhead; *pp; pp = &(*pp)->next)
 			if (!replay_is_run(*pp) && match(*pp, key)) {
 				struct run *c = *pp;
-				*pp = c->next;
-				if (s->qtail == c) {
-					s->qtail = NULL;
-					for (struct run *q = s->qhead; q; q = q->next)
-						s->qtail = q;
-				}
+				queue_unlink(s, pp);
 				post_drop(sup, c);
 				return true;
 			}
@@ -581,7 +541,7 @@ void sup_free(struct sup *sup)
 			post_drop(sup, c);
 			c = cn;
 		}
-		s->cur = s->qhead = s->qtail = NULL;
+		queue_none(s);
 		outbuf_free(&s->out);
 		outbuf_free(&s->err);
 		psave_abandon(s->save);

@@ -270,8 +270,7 @@ static void fail_waiting(struct sup *sup)
 {
 	for (struct session *s = sup->sessions; s; s = s->next)
 		if (s->want_spawn) {
-			s->want_spawn = false;
-			s->alive = false;
+			spawn_given_up(s);
 			if (s->cur)
 				fail_call_now(sup, s, sup->zerror[0] ? sup->zerror : "the interpreter could not be started");
 			post_start(sup, s);
@@ -289,6 +288,21 @@ void sup_disable(struct sup *sup, const char *why)
  * dead session): tell the zygote which of its processes are sessions and checkpoints; it
  * ends the rest, which the code of a dead session left running
  * (zygote.c: sweep). */
+/* The sweep held while a copy was forked is let go: the epoch it waited
+ * with (or the current one when none was held). */
+unsigned long long sweep_release_epoch(struct sup *sup)
+{
+	unsigned long long epoch = sup->sweep_held ? (unsigned long long)sup->held_epoch : sup->epoch;
+	sup->sweep_held = false;
+	return epoch;
+}
+
+/* No zygote process yet (or any more). */
+void zygote_none(struct sup *sup)
+{
+	sup->zpid = -1;
+}
+
 void send_sweep(struct sup *sup, unsigned long long epoch)
 {
 	if (!zlink_open(sup->zl))
@@ -381,7 +395,7 @@ static void z_jail(void *arg, bool enforceable, bool nsfree, const char *why, co
 		remove_scratch(sup); /* the jail's /tmp is its own */
 	struct statfs sfs;
 	sup->scratch_tmpfs = sup->scratch[0] && statfs(sup->scratch, &sfs) == 0 && sfs.f_type == TMPFS_MAGIC;
-	sup->scratch_bytes = 0;
+	scratch_none(sup);
 	log_debug("jail:\n%s", report);
 	if (sup->cfg.check_session)
 		/* For the --check process that started this server. */
@@ -442,11 +456,7 @@ static void z_spawned(void *arg, int id, int pidfd, const struct kproc *k, bool 
 		session_dead(sup, s, 0, false);
 		return;
 	}
-	s->pid = k->ns;
-	s->hpid = k->host;
-	s->pidfd = pidfd;
-	s->reported = false;
-	s->spawn_known = true;
+	session_known(s, k->ns, k->host, pidfd);
 	/* What it sent meanwhile (ctrl_event left it unread), then the kill
 	 * asked for before its pidfd was in, if one was. */
 	post_read(sup, s, s->kill_pending);
@@ -465,8 +475,7 @@ static void z_exited(void *arg, pid_t pid, int status, bool status_known, unsign
 		s = NULL;
 	}
 	if (s) {
-		s->reported = true;
-		session_dead(sup, s, status, status_known);
+		session_reported_dead(sup, s, status, status_known);
 	}
 	send_sweep(sup, epoch);
 }

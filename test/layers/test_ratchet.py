@@ -132,21 +132,21 @@ class Writers(unittest.TestCase):
         self.assertEqual((rc, err), (0, ''))
 
     def test_new_writer_names_the_line(self):
-        t = [x for x in self.table() if not x.startswith('session.broke:')] + ['session.broke: checkpoint']
+        t = [x for x in self.table() if not x.startswith('session.next:')] + ['session.next: call']
         rc, err, _ = self.run_writers(t)
         self.assertEqual(rc, 1)
-        self.assertIn('session.broke gains a writer (supervisor/process.c:', err)
-        self.assertIn('"session.broke: checkpoint process"', err)
+        self.assertIn('session.next gains a writer (supervisor/supervisor.c:', err)
+        self.assertIn('"session.next: call supervisor"', err)
 
     def test_stale_writer_fails_and_shrink_drops_it(self):
-        t = [x if not x.startswith('session.broke:') else 'session.broke: checkpoint process zstart'
+        t = [x if not x.startswith('session.next:') else 'session.next: call process supervisor'
              for x in self.table()]
         rc, err, _ = self.run_writers(t)
         self.assertEqual(rc, 1)
-        self.assertIn('session.broke: zstart', err)
+        self.assertIn('session.next: process', err)
         rc, err, after = self.run_writers(t, '--shrink')
         self.assertEqual((rc, err), (0, ''))
-        self.assertIn('session.broke: checkpoint process', after)
+        self.assertIn('session.next: call supervisor', after)
         self.assertEqual(self.run_writers(after)[:2], (0, ''))
 
 
