@@ -137,21 +137,19 @@ static const struct footprint *counted(struct sup *sup, struct session *s, const
 		v->pss = true;
 		v->copy = s->pss_copy;
 		v->total = s->pss_total + (u->total > s->pss_base ? u->total - s->pss_base : 0);
-		if (v->total <= limit)
+		/* Over the limit, the estimate is the verdict, unless tasks
+		 * were added since the last count: a new worker's resident sum
+		 * counts the pages it shares with its parent in full (Pool(2)
+		 * over a 300 MB frame under memory_mb 700 was stopped as
+		 * 1,064 MB in the milliseconds after its fork, though the host
+		 * held 356 MB), so a count decides, at once (waiting for one
+		 * let six forked children allocating 160 MB each pass
+		 * memory_mb 256 by 200 MB and more).  Code cannot make that a
+		 * count per tick: a count re-bases the tasks too, so only a net
+		 * new task brings the next one early, and max_processes bounds
+		 * those. */
+		if (v->total <= limit || u->tasks <= s->pss_tasks)
 			return v;
-		/* The estimate counts a new worker's shared pages in full (its
-		 * resident sum grew by the whole frame): Pool(2) over a 300 MB
-		 * frame under memory_mb 700 was stopped as 1,064 MB in the
-		 * milliseconds after its fork, though the host held 356 MB.  So
-		 * an estimate over the limit is never a verdict: a count
-		 * decides, taken at once unless the last one is younger than
-		 * twice its cost (half a CPU at most while code keeps the
-		 * estimate over); meanwhile the call runs on (RLIMIT_DATA
-		 * still binds each process). */
-		if (now < s->pss_at + 2 * s->pss_cost) {
-			v->total = limit;
-			return v;
-		}
 	}
 	int r = measure(sup, s, v, true);
 	if (r == -EACCES || r == -ENOTSUP) {
@@ -163,8 +161,7 @@ static const struct footprint *counted(struct sup *sup, struct session *s, const
 	if (r < 0)
 		return u;
 	double cost = mono_ms() - now;
-	s->pss_at = now;
-	s->pss_cost = cost;
+	s->pss_tasks = u->tasks;
 	s->pss_next = now + (cost * 10 > WATCH_MS ? cost * 10 : WATCH_MS);
 	s->pss_total = v->total;
 	s->pss_copy = v->copy;

@@ -197,9 +197,9 @@ struct session {
 	unsigned long gate_refused; /* requests refused, for the log */
 	/* The memory watchdog's last count by proportional shares (limits.c:
 	 * watch_fired): when the next may be taken, what it found, and the
-	 * resident sum it was taken beside; when it was taken and what it
-	 * cost (ms). */
-	double pss_next, pss_at, pss_cost;
+	 * resident sum and the number of tasks it was taken beside. */
+	double pss_next;
+	long pss_tasks;
 	uint64_t pss_total, pss_copy, pss_base;
 	unsigned long long fork_asked; /* when the copy was asked for (kproc_now_ticks) */
 	double fork_t0;            /* and in loop_now_ms(), for the log */
