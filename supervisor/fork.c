@@ -54,7 +54,7 @@ int sup_fork_check(struct sup *sup, const char *parent, const char *session, boo
 }
 
 /* Asks the idle parent for a copy of its process, a child of the zygote
- * (zygote.c: fork_copy), talking on descriptors of its own.  The parent
+ * (interp/session.c: fork_copy), talking on descriptors of its own.  The parent
  * is thawed for it under a timer and the watchdog, as for a checkpoint. */
 static int fork_session(struct sup *sup, struct session *s, struct session *p)
 {

@@ -55,7 +55,7 @@
 double resume_ms(void);
 /* Downscaling the call's images in the session gets its own time, once the
  * cell is done: the session first cuts an image to 1568 pixels a side
- * (interp/bootstrap.py, _thumbnail), so an 8000x8000 PNG takes under 2 s;
+ * (interp/bootstrap/figures.py, _thumbnail), so an 8000x8000 PNG takes under 2 s;
  * the timer leaves room for a loaded machine, and a session that never
  * answers (code that patched PIL) is ended. */
 #define THUMBS_MS 15000.0
