@@ -154,7 +154,7 @@ check: all $(HELPER_BINS)
 	$(MAKE) unit
 	test/integration/run.sh $(BIN) $(CHECK_TESTS)
 
-## test: set up, then every test (about 21 minutes on 2 cores; the container tests are test-packages)
+## test: set up, then every test (about 22 minutes on 2 cores; the container tests are test-packages)
 test: setup
 	$(MAKE) all
 	$(MAKE) unit
