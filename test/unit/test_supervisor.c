@@ -493,15 +493,11 @@ static void test_cancel_while_preparing(void **state)
 	trun_free(c);
 }
 
-/* A run's end is posted to the supervisor's outbox and handed to the
- * layer above at a safe point, never from inside the handler that ended
- * it.  A cancel that comes while the done waits there finds no run to
- * cancel; the run is answered once, with its outcome, not as cancelled,
- * and the session goes on. */
-static void test_cancel_while_done_posted(void **state)
+/* The first call of a session, which crashes: no copy to roll back to, so
+ * the call ends as soon as the scan of what it wrote is in; returned with
+ * that scan held (pending), the crash in. */
+static struct trun *crash_scan_held(void)
 {
-	/* The first call of a session crashes: no copy to roll back to, so
-	 * the call ends as soon as the scan of what it wrote is in. */
 	struct trun *b = calloc(1, sizeof *b);
 	assert_non_null(b);
 	b->run.ev = &events_collect_later;
@@ -512,7 +508,18 @@ static void test_cancel_while_done_posted(void **state)
 	sup_submit(sup, &b->run);
 	for (int i = 0; i < 100 && !pending.r; i++)
 		spin(20);
-	assert_non_null(pending.r); /* the crash is in; its scan runs */
+	assert_non_null(pending.r);
+	return b;
+}
+
+/* A run's end is posted to the supervisor's outbox and handed to the
+ * layer above at a safe point, never from inside the handler that ended
+ * it.  A cancel that comes while the done waits there finds no run to
+ * cancel; the run is answered once, with its outcome, not as cancelled,
+ * and the session goes on. */
+static void test_cancel_while_done_posted(void **state)
+{
+	struct trun *b = crash_scan_held(); /* the crash is in; its scan runs */
 	spin(300);
 	/* The scan ends outside the loop: the run's end is decided now, and
 	 * its done posted, not handed over from inside. */
@@ -537,17 +544,7 @@ static void test_cancel_while_done_posted(void **state)
  * it (the sanitizers' build checks for a leak or a use after free). */
 static void test_free_with_done_posted(void **state)
 {
-	struct trun *b = calloc(1, sizeof *b);
-	assert_non_null(b);
-	b->run.ev = &events_collect_later;
-	b->run.code = strdup("inc crash");
-	snprintf(b->run.session, sizeof b->run.session, "default");
-	b->run.timeout_ms = 30000.0;
-	pending.r = NULL;
-	sup_submit(sup, &b->run);
-	for (int i = 0; i < 100 && !pending.r; i++)
-		spin(20);
-	assert_non_null(pending.r);
+	struct trun *b = crash_scan_held();
 	struct trun *c = submit("inc", 30000.0); /* queued behind b */
 	spin(100);
 	assert_false(c->done);
