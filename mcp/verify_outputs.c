@@ -346,10 +346,17 @@ cJSON *verify_outputs_call(const struct server *s, const cJSON *args, const stru
 		return tool_text_result("\"session\" must be a string matching ^[A-Za-z0-9_-]{1,64}$ (the session whose last execution is checked)", true);
 	bool require = !cJSON_IsFalse(req);
 	bool write = !cJSON_IsFalse(ws);
+	/* The session the result names (the one given; without one, "default"
+	 * when it ran code, else the one whose call ended last) is also the one
+	 * whose history gives the provenance, the notebook and the run again:
+	 * an agent that worked in a named session only and gave no session
+	 * would otherwise be told that no recorded cell wrote its files. */
+	if (vs->checked[0])
+		sname = vs->checked;
 
 	cJSON *out = cJSON_CreateObject();
 	cJSON *status = cJSON_AddStringToObject(out, "status", "completed");
-	cJSON_AddStringToObject(out, "session", vs->checked[0] ? vs->checked : sname);
+	cJSON_AddStringToObject(out, "session", sname);
 	if (vs->has_exit)
 		cJSON_AddNumberToObject(out, "exit_code", vs->exit_code);
 	else

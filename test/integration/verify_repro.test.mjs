@@ -291,3 +291,34 @@ describe('verify_outputs: reproduce, a FIFO and a hard link in the project', () 
 		}
 	});
 });
+
+// Without `session`, verify_outputs looks at the session that ran ("default"
+// when it ran code, else the one whose call ended last) and names it in
+// the result: its provenance, notebook and reproduce are that session's
+// too, or an agent that worked in a named session only (as the skill's
+// example call, which gives no session, has it do) would be told that no
+// recorded cell wrote its files and that its notebook cannot be written.
+describe('verify_outputs without session, after work in a named session', () => {
+	test('provenance, notebook and reproduce follow the session the result names', { timeout: 120000 }, async () => {
+		const { newProject, execPy } = await import('./lib.mjs');
+		const root = newProject('named-only');
+		const hh = await startClient(root, { structured: true });
+		try {
+			const code = 'open("workspace/outputs/p.txt", "w").write("p\\n")';
+			const r = await execPy(hh, code, { session: 'latency' });
+			assert.equal(r.sc.status, 'ok', show(r.sc));
+			const sc = (await callTool(hh, 'verify_outputs', { files: ['workspace/outputs/p.txt'], notebook: 'workspace/outputs/a.ipynb', reproduce: true },
+				{ timeout: 100000 })).structuredContent;
+			assert.equal(sc.session, 'latency', show(sc));
+			assert.deepEqual(sc.checks[0].provenance, { session: 'latency', cell: 1, code_sha256: sha256(code), state: 'new' }, show(sc.checks[0]));
+			assert.equal(sc.notebook, 'workspace/outputs/a.ipynb', show(sc));
+			const nb = JSON.parse(fs.readFileSync(path.join(root, 'workspace/outputs/a.ipynb'), 'utf8'));
+			assert.equal(nb.metadata.psm.session, 'latency');
+			assert.equal(sc.reproduce.cells, 1, show(sc.reproduce));
+			assert.equal(sc.checks[0].reproduced, true, show(sc.checks[0]));
+			assert.equal(sc.status, 'completed', show(sc));
+		} finally {
+			await hh.close();
+		}
+	});
+});
