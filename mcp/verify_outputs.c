@@ -292,6 +292,18 @@ static int add_reproduced(const struct server *s, const char *session, cJSON *ou
 			cJSON_AddNullToObject(c, "reproduced");
 			continue;
 		}
+		const char *writer = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(prov, "session"));
+		if (!writer || strcmp(writer, session) != 0) {
+			/* Another session's cell wrote these bytes: running this
+			 * session's cells again says nothing of them. */
+			cJSON_AddNullToObject(c, "reproduced");
+			const char *d = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(c, "detail"));
+			char *nd = xasprintf("%s; not run again: written by session \"%s\", not \"%s\" (pass it as session to run its cells again)",
+					     d ? d : "", writer ? writer : "?", session);
+			cJSON_ReplaceItemInObjectCaseSensitive(c, "detail", cJSON_CreateString(nd));
+			free(nd);
+			continue;
+		}
 		const char *again = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(r.files, path));
 		bool same = again && strcmp(again, now) == 0;
 		if (!same && r.net_cell) {
@@ -442,7 +454,7 @@ cJSON *verify_outputs_schema(void)
 		{ "skipped", "boolean", 0, "present and true when the per-call reading budget ran out before this file (it fails)" },
 		{ "sha256", "string", 0, "SHA-256 of the bytes checked" },
 		{ "reproduced", "boolean", F_NULL, "with reproduce: true when the run again wrote the same bytes, false (detail says the first cell that differed), null when the session did not write them or the run again could not run" },
-		{ "provenance", "object", F_REQ | F_NULL, "the recorded call that last wrote these exact bytes: {session, cell, code_sha256, state}; null when something else wrote them or they changed since" },
+		{ "provenance", "object", F_REQ | F_NULL, "the recorded call, of any session, that last wrote these exact bytes: {session, cell, code_sha256, state}; null when something else wrote them or they changed since" },
 	};
 	cJSON *props, *s = schema(&props);
 	add_fields(s, f, N_ELEMENTS(f));

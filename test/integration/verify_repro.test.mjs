@@ -307,14 +307,24 @@ describe('verify_outputs without session, after work in a named session', () => 
 			const code = 'open("workspace/outputs/p.txt", "w").write("p\\n")';
 			const r = await execPy(hh, code, { session: 'latency' });
 			assert.equal(r.sc.status, 'ok', show(r.sc));
-			const sc = (await callTool(hh, 'verify_outputs', { files: ['workspace/outputs/p.txt'], notebook: 'workspace/outputs/a.ipynb', reproduce: true },
-				{ timeout: 100000 })).structuredContent;
+			// Written by another session first (its call ended before
+			// latency's, so the result still names latency).
+			const other = 'open("workspace/outputs/q.txt", "w").write("q\\n")';
+			assert.equal((await execPy(hh, other, { session: 'other' })).sc.status, 'ok');
+			await execPy(hh, '1', { session: 'latency' });
+			const sc = (await callTool(hh, 'verify_outputs', { files: ['workspace/outputs/p.txt', 'workspace/outputs/q.txt'],
+				notebook: 'workspace/outputs/a.ipynb', reproduce: true }, { timeout: 100000 })).structuredContent;
 			assert.equal(sc.session, 'latency', show(sc));
 			assert.deepEqual(sc.checks[0].provenance, { session: 'latency', cell: 1, code_sha256: sha256(code), state: 'new' }, show(sc.checks[0]));
 			assert.equal(sc.notebook, 'workspace/outputs/a.ipynb', show(sc));
 			const nb = JSON.parse(fs.readFileSync(path.join(root, 'workspace/outputs/a.ipynb'), 'utf8'));
 			assert.equal(nb.metadata.psm.session, 'latency');
-			assert.equal(sc.reproduce.cells, 1, show(sc.reproduce));
+			// The file another session wrote names that session's call; the
+			// run again of latency's cells does not judge it.
+			assert.deepEqual(sc.checks[1].provenance, { session: 'other', cell: 1, code_sha256: sha256(other), state: 'new' }, show(sc.checks[1]));
+			assert.equal(sc.checks[1].reproduced, null, show(sc.checks[1]));
+			assert.match(sc.checks[1].detail, /written by session "other"/, show(sc.checks[1]));
+			assert.equal(sc.reproduce.cells, 2, show(sc.reproduce));
 			assert.equal(sc.checks[0].reproduced, true, show(sc.checks[0]));
 			assert.equal(sc.status, 'completed', show(sc));
 		} finally {
