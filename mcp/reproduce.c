@@ -400,6 +400,9 @@ static void child_end(struct child *ch)
 
 /* ------------------------------------------------------------ comparing */
 
+/* How a difference ends when the run again could not judge the cell. */
+#define UNCHECKED "(its files could not be checked)"
+
 static bool same_str(const char *a, const char *b)
 {
 	return (!a || !*a) ? (!b || !*b) : (b && strcmp(a, b) == 0);
@@ -437,9 +440,21 @@ static void compare_cell(const cJSON *rec, const cJSON *sc, const struct workspa
 	const char *st = jstr(rec, "status"), *st2 = jstr(sc, "status");
 	const cJSON *e2 = cJSON_GetObjectItemCaseSensitive(sc, "error");
 	const char *denied = jstr(e2, "denied_by");
-	if (denied && strcmp(denied, "net_access") == 0 && (!st || strcmp(st, "ok") == 0)) {
-		snprintf(out, n, "it needed the network, which a run again does not have (its files could not be checked)");
-		return;
+	/* A cell that ended well in the session and was refused, run again,
+	 * what a run again never allows (the network, a write outside the
+	 * copy: the original project's files by their absolute path, or a
+	 * directory only the session's approved policy opened; a program):
+	 * not a difference the run again can judge, and every file from there
+	 * on is left unchecked (null), never said to differ. */
+	if (denied && (!st || strcmp(st, "ok") == 0)) {
+		const char *what = strcmp(denied, "net_access") == 0   ? "the network, which a run again does not have"
+				   : strcmp(denied, "fs_write") == 0   ? "a write the run again does not allow (outside the copy of the project)"
+				   : strcmp(denied, "shell_exec") == 0 ? "to run a program, which a run again does not allow"
+								       : NULL;
+		if (what) {
+			snprintf(out, n, "it needed %s %s", what, UNCHECKED);
+			return;
+		}
 	}
 	if (!same_str(st, st2)) {
 		snprintf(out, n, "it ended as %.20s, not %.20s%s%.200s", st2 ? st2 : "?", st ? st : "?", jstr(e2, "type") ? ": " : "",
@@ -560,7 +575,7 @@ static void run_cells(const struct server *s, struct child *ch, FILE *f, const s
 			compare_cell(rec, sc, cws, what, sizeof what);
 		if (what[0] && !r->first_cell) {
 			r->first_cell = cell;
-			if (strstr(what, "needed the network"))
+			if (strstr(what, UNCHECKED))
 				r->net_cell = cell;
 			snprintf(r->first, sizeof r->first, "cell %d %s", cell, what);
 		}

@@ -332,3 +332,29 @@ describe('verify_outputs without session, after work in a named session', () => 
 		}
 	});
 });
+
+// A cell that wrote the project by its absolute path: run again, that path
+// is the original's, outside the copy, and the write is refused (the
+// original is never touched); the cell is named as the reason its file
+// could not be checked, which is not a difference (null, not false).
+for (const mode of ['namespaces', 'no namespaces']) describe(`verify_outputs: reproduce and a write outside the copy (${mode})`, () => {
+	test('refused in the run again: the cell named, the file null, the original untouched', { timeout: 120000 }, async () => {
+		const { newProject, execPy } = await import('./lib.mjs');
+		const root = newProject('abs-write');
+		const launch = mode === 'namespaces' ? {} : { command: DOCKERRUN, commandArgs: [BIN] };
+		const hh = await startClient(root, { structured: true, ...launch });
+		try {
+			const file = path.join(root, 'workspace/outputs/abs.txt');
+			const r = await execPy(hh, `open(${JSON.stringify(file)}, "w").write("a\\n")`);
+			assert.equal(r.sc.status, 'ok', show(r.sc));
+			const sc = (await callTool(hh, 'verify_outputs', { files: ['workspace/outputs/abs.txt'], reproduce: true }, { timeout: 100000 })).structuredContent;
+			assert.equal(sc.reproduce.first_cell, 1, show(sc.reproduce));
+			assert.match(sc.reproduce.first_difference, /cell 1 it needed a write the run again does not allow/);
+			assert.equal(sc.checks[0].reproduced, null, show(sc.checks[0]));
+			assert.match(sc.checks[0].detail, /could not be checked: run again, cell 1 it needed a write/, show(sc.checks[0]));
+			assert.equal(fs.readFileSync(file, 'utf8'), 'a\n', 'the original stays');
+		} finally {
+			await hh.close();
+		}
+	});
+});
