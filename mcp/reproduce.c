@@ -256,8 +256,34 @@ static int child_start(const struct server *s, const char *tmp, const char *root
 	snprintf(rootarg, sizeof rootarg, "%s", root);
 	snprintf(wsarg, sizeof wsarg, "%s", s->ws.display);
 	char a1[] = "--root", a2[] = "--workspace", a3[] = "--structured-content", a4[] = "--warmup", a5[] = "off",
-	     a6[] = "--log-level", a7[] = "warning";
-	char *argv[] = { exe, a1, rootarg, a2, wsarg, a3, a4, a5, a6, a7, NULL };
+	     a6[] = "--log-level", a7[] = "warning", a8[] = "--skill", a9[] = "--timeout", a10[] = "--memory";
+	char *argv[16] = { exe, a1, rootarg, a2, wsarg, a3, a4, a5, a6, a7 };
+	size_t ac = 10;
+	/* The policy the session had: a --skill file (the copy's, when it lies
+	 * in the project; no approval applies in the child, so it is capped at
+	 * the built-in policy as any project's), and the flags that tightened
+	 * it.  Its seed is the session's. */
+	char skillarg[PATH_MAX + 8], real[PATH_MAX], tmo[32], mem[32];
+	if (s->opts.skill && realpath(s->opts.skill, real)) {
+		size_t rl = strlen(s->ws.root);
+		if (path_under(real, s->ws.root))
+			snprintf(skillarg, sizeof skillarg, "%s%s", root, real + rl);
+		else
+			snprintf(skillarg, sizeof skillarg, "%s", real);
+		argv[ac++] = a8;
+		argv[ac++] = skillarg;
+	}
+	if (s->opts.timeout_s >= 0) {
+		snprintf(tmo, sizeof tmo, "%g", s->opts.timeout_s);
+		argv[ac++] = a9;
+		argv[ac++] = tmo;
+	}
+	if (s->opts.memory_mb >= 0) {
+		snprintf(mem, sizeof mem, "%ld", s->opts.memory_mb);
+		argv[ac++] = a10;
+		argv[ac++] = mem;
+	}
+	argv[ac] = NULL;
 	posix_spawn_file_actions_t fa;
 	posix_spawn_file_actions_init(&fa);
 	posix_spawn_file_actions_adddup2(&fa, pin[0], 0);

@@ -358,3 +358,25 @@ for (const mode of ['namespaces', 'no namespaces']) describe(`verify_outputs: re
 		}
 	});
 });
+
+// The run again has the policy the session had: one given with --skill
+// (here inside the project, where no default path finds it) sets the seed,
+// and a seeded draw must come again.
+describe('verify_outputs: reproduce with the policy given by --skill', () => {
+	test('the same seed: a seeded draw comes again', { timeout: 120000 }, async () => {
+		const { newProject, execPy, writeFile, SKILL } = await import('./lib.mjs');
+		const root = newProject('skill-seed');
+		assert.match(SKILL, /\n {2}seed: 0\n/);
+		const skill = writeFile(root, 'policy/SKILL.md', SKILL.replace(/\n {2}seed: 0\n/, '\n  seed: 7\n'));
+		const hh = await startClient(root, { structured: true, args: ['--skill', skill, '--timeout', '20'] });
+		try {
+			const r = await execPy(hh, 'v = repr(float(np.random.rand()))\nopen("workspace/outputs/v.txt", "w").write(v)\nv');
+			assert.equal(r.sc.status, 'ok', show(r.sc));
+			const sc = (await callTool(hh, 'verify_outputs', { files: ['workspace/outputs/v.txt'], reproduce: true }, { timeout: 100000 })).structuredContent;
+			assert.equal(sc.reproduce.first_difference, null, show(sc.reproduce));
+			assert.equal(sc.checks[0].reproduced, true, show(sc.checks[0]));
+		} finally {
+			await hh.close();
+		}
+	});
+});
