@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "../common/util.h"
+#include "exec.h"
 
 static const char *str_of(const cJSON *o, const char *k)
 {
@@ -391,6 +392,13 @@ int export_main(int argc, char **argv)
 	}
 	if (optind < argc) {
 		fprintf(stderr, "python-sandbox-mcp export: unexpected argument '%s'\n%s", argv[optind], usage);
+		return 2;
+	}
+	/* The name is a file's in the history's directory: "../x" would read
+	 * beside it. */
+	if (!session_name_valid(session)) {
+		fprintf(stderr, "python-sandbox-mcp export: --session must match ^[A-Za-z0-9_-]{1,64}$ (a session's name, such as default), not '%s'\n",
+			session);
 		return 2;
 	}
 	if (fmt && strcmp(fmt, "ipynb") != 0 && strcmp(fmt, "py") != 0) {

@@ -594,48 +594,85 @@ void history_lineage_free(struct hist_lineage *l)
 	memset(l, 0, sizeof *l);
 }
 
-cJSON *history_provenance(const struct history *h, const char *session, const char *path, const char *sha256)
+/* The last record of session's history that names path: its time, the
+ * sha256 it recorded for the file, its cell, code_sha256 and state (cell
+ * -1 when none names it). */
+struct prov_hit {
+	double t_ms;
+	int cell;
+	char sha[65], code[65], state[16];
+};
+
+static void last_write(const struct history *h, const char *session, const char *needle, const char *path, struct prov_hit *hit)
 {
+	hit->cell = -1;
 	FILE *f = history_read(h, session);
 	if (!f)
-		return NULL;
-	/* The last record that names the path: a quick look for its quoted
-	 * name first, so that most lines are never parsed. */
-	char *needle = NULL;
-	cJSON *p = cJSON_CreateString(path);
-	char *q = cJSON_PrintUnformatted(p);
-	cJSON_Delete(p);
-	needle = q ? xasprintf("\"path\":%s", q) : NULL;
-	free(q);
-	char *line = NULL, hit_sha[65] = "", hit_code[65] = "", hit_state[16] = "";
-	int hit_cell = -1;
+		return;
+	/* A quick look for the path's quoted name first, so that most lines
+	 * are never parsed. */
+	char *line = NULL;
 	size_t cap = 0;
 	ssize_t n;
-	while (needle && (n = getline(&line, &cap, f)) > 0) {
+	while ((n = getline(&line, &cap, f)) > 0) {
 		if (!strstr(line, needle))
 			continue;
 		cJSON *r = cJSON_ParseWithLength(line, (size_t)n);
 		const cJSON *fl = cJSON_GetObjectItemCaseSensitive(r, "files"), *fe;
+		const cJSON *t = cJSON_GetObjectItemCaseSensitive(r, "t_ms");
 		cJSON_ArrayForEach(fe, fl)
 		{
 			if (strcmp(str_of(fe, "path"), path) != 0)
 				continue;
-			snprintf(hit_sha, sizeof hit_sha, "%s", str_of(fe, "sha256"));
-			snprintf(hit_code, sizeof hit_code, "%s", str_of(r, "code_sha256"));
-			snprintf(hit_state, sizeof hit_state, "%s", str_of(r, "state"));
-			hit_cell = int_of(r, "cell");
+			snprintf(hit->sha, sizeof hit->sha, "%s", str_of(fe, "sha256"));
+			snprintf(hit->code, sizeof hit->code, "%s", str_of(r, "code_sha256"));
+			snprintf(hit->state, sizeof hit->state, "%s", str_of(r, "state"));
+			hit->cell = int_of(r, "cell");
+			hit->t_ms = cJSON_IsNumber(t) ? t->valuedouble : 0;
 		}
 		cJSON_Delete(r);
 	}
 	free(line);
-	free(needle);
 	fclose(f);
-	if (hit_cell < 0 || !sha256 || strcmp(hit_sha, sha256) != 0)
+}
+
+cJSON *history_provenance(const struct history *h, const char *session, const char *path, const char *sha256)
+{
+	if (!history_on(h) || !sha256)
+		return NULL;
+	cJSON *p = cJSON_CreateString(path);
+	char *q = cJSON_PrintUnformatted(p);
+	cJSON_Delete(p);
+	char *needle = q ? xasprintf("\"path\":%s", q) : NULL;
+	free(q);
+	if (!needle)
+		return NULL;
+	/* The last write of the file in any session's history: the session
+	 * asked about first, so that it keeps a tie (a fork's copy of its
+	 * parent's records); another replaces it only with a later record. */
+	struct prov_hit best, hit;
+	char who[128];
+	last_write(h, session, needle, path, &best);
+	snprintf(who, sizeof who, "%s", session);
+	char **v = history_sessions(h);
+	for (size_t i = 0; v[i]; i++) {
+		if (strcmp(v[i], session) != 0) {
+			last_write(h, v[i], needle, path, &hit);
+			if (hit.cell >= 0 && (best.cell < 0 || hit.t_ms > best.t_ms)) {
+				best = hit;
+				snprintf(who, sizeof who, "%s", v[i]);
+			}
+		}
+		free(v[i]);
+	}
+	free(v);
+	free(needle);
+	if (best.cell < 0 || strcmp(best.sha, sha256) != 0)
 		return NULL;
 	cJSON *o = cJSON_CreateObject();
-	cJSON_AddStringToObject(o, "session", session);
-	cJSON_AddNumberToObject(o, "cell", hit_cell);
-	cJSON_AddStringToObject(o, "code_sha256", hit_code);
-	cJSON_AddStringToObject(o, "state", hit_state);
+	cJSON_AddStringToObject(o, "session", who);
+	cJSON_AddNumberToObject(o, "cell", best.cell);
+	cJSON_AddStringToObject(o, "code_sha256", best.code);
+	cJSON_AddStringToObject(o, "state", best.state);
 	return o;
 }

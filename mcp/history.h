@@ -121,11 +121,11 @@ void history_lineage_free(struct hist_lineage *l);
 /* The record at offset. */
 cJSON *history_at(FILE *f, long offset);
 
-/* The provenance of a file: the last recorded call of `session` that wrote
- * `path` (as the reply names it: "workspace/outputs/a.png"); its record's
- * session, cell and code_sha256 when it wrote the bytes of sha256 (the
- * file as it is now), else NULL (written by something else, or changed
- * since). */
+/* The provenance of a file: the last recorded call, in the history of any
+ * session of the workspace (`session`'s first: it keeps a tie), that wrote
+ * `path` (as the reply names it: "workspace/outputs/a.png"); its session,
+ * cell, code_sha256 and state when it wrote the bytes of sha256 (the file
+ * as it is now), else NULL (written by something else, or changed since). */
 cJSON *history_provenance(const struct history *h, const char *session, const char *path, const char *sha256);
 
 #endif

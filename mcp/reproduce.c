@@ -256,8 +256,34 @@ static int child_start(const struct server *s, const char *tmp, const char *root
 	snprintf(rootarg, sizeof rootarg, "%s", root);
 	snprintf(wsarg, sizeof wsarg, "%s", s->ws.display);
 	char a1[] = "--root", a2[] = "--workspace", a3[] = "--structured-content", a4[] = "--warmup", a5[] = "off",
-	     a6[] = "--log-level", a7[] = "warning";
-	char *argv[] = { exe, a1, rootarg, a2, wsarg, a3, a4, a5, a6, a7, NULL };
+	     a6[] = "--log-level", a7[] = "warning", a8[] = "--skill", a9[] = "--timeout", a10[] = "--memory";
+	char *argv[16] = { exe, a1, rootarg, a2, wsarg, a3, a4, a5, a6, a7 };
+	size_t ac = 10;
+	/* The policy the session had: a --skill file (the copy's, when it lies
+	 * in the project; no approval applies in the child, so it is capped at
+	 * the built-in policy as any project's), and the flags that tightened
+	 * it.  Its seed is the session's. */
+	char skillarg[PATH_MAX + 8], real[PATH_MAX], tmo[32], mem[32];
+	if (s->opts.skill && realpath(s->opts.skill, real)) {
+		size_t rl = strlen(s->ws.root);
+		if (path_under(real, s->ws.root))
+			snprintf(skillarg, sizeof skillarg, "%s%s", root, real + rl);
+		else
+			snprintf(skillarg, sizeof skillarg, "%s", real);
+		argv[ac++] = a8;
+		argv[ac++] = skillarg;
+	}
+	if (s->opts.timeout_s >= 0) {
+		snprintf(tmo, sizeof tmo, "%g", s->opts.timeout_s);
+		argv[ac++] = a9;
+		argv[ac++] = tmo;
+	}
+	if (s->opts.memory_mb >= 0) {
+		snprintf(mem, sizeof mem, "%ld", s->opts.memory_mb);
+		argv[ac++] = a10;
+		argv[ac++] = mem;
+	}
+	argv[ac] = NULL;
 	posix_spawn_file_actions_t fa;
 	posix_spawn_file_actions_init(&fa);
 	posix_spawn_file_actions_adddup2(&fa, pin[0], 0);
@@ -400,6 +426,9 @@ static void child_end(struct child *ch)
 
 /* ------------------------------------------------------------ comparing */
 
+/* How a difference ends when the run again could not judge the cell. */
+#define UNCHECKED "(its files could not be checked)"
+
 static bool same_str(const char *a, const char *b)
 {
 	return (!a || !*a) ? (!b || !*b) : (b && strcmp(a, b) == 0);
@@ -437,9 +466,21 @@ static void compare_cell(const cJSON *rec, const cJSON *sc, const struct workspa
 	const char *st = jstr(rec, "status"), *st2 = jstr(sc, "status");
 	const cJSON *e2 = cJSON_GetObjectItemCaseSensitive(sc, "error");
 	const char *denied = jstr(e2, "denied_by");
-	if (denied && strcmp(denied, "net_access") == 0 && (!st || strcmp(st, "ok") == 0)) {
-		snprintf(out, n, "it needed the network, which a run again does not have (its files could not be checked)");
-		return;
+	/* A cell that ended well in the session and was refused, run again,
+	 * what a run again never allows (the network, a write outside the
+	 * copy: the original project's files by their absolute path, or a
+	 * directory only the session's approved policy opened; a program):
+	 * not a difference the run again can judge, and every file from there
+	 * on is left unchecked (null), never said to differ. */
+	if (denied && (!st || strcmp(st, "ok") == 0)) {
+		const char *what = strcmp(denied, "net_access") == 0   ? "the network, which a run again does not have"
+				   : strcmp(denied, "fs_write") == 0   ? "a write the run again does not allow (outside the copy of the project)"
+				   : strcmp(denied, "shell_exec") == 0 ? "to run a program, which a run again does not allow"
+								       : NULL;
+		if (what) {
+			snprintf(out, n, "it needed %s %s", what, UNCHECKED);
+			return;
+		}
 	}
 	if (!same_str(st, st2)) {
 		snprintf(out, n, "it ended as %.20s, not %.20s%s%.200s", st2 ? st2 : "?", st ? st : "?", jstr(e2, "type") ? ": " : "",
@@ -560,7 +601,7 @@ static void run_cells(const struct server *s, struct child *ch, FILE *f, const s
 			compare_cell(rec, sc, cws, what, sizeof what);
 		if (what[0] && !r->first_cell) {
 			r->first_cell = cell;
-			if (strstr(what, "needed the network"))
+			if (strstr(what, UNCHECKED))
 				r->net_cell = cell;
 			snprintf(r->first, sizeof r->first, "cell %d %s", cell, what);
 		}

@@ -20,8 +20,10 @@ struct repro {
 	int cells;              /* cells run again */
 	int first_cell;         /* the first cell whose output or files differed, or 0 */
 	char first[900];        /* what differed there */
-	int net_cell;           /* the first cell refused the network, or 0: what
-	                         * differed from there on could not be checked */
+	int net_cell;           /* the first cell refused what a run again never
+	                         * allows (the network, a write outside the copy,
+	                         * a program), or 0: what differed from there on
+	                         * could not be checked */
 	cJSON *files;           /* {display path: sha256 in the copy, or null} after the run */
 };
 

@@ -243,7 +243,7 @@ static cJSON *verify_input(const struct server *s)
 	cJSON_AddNumberToObject(files, "minItems", 1);
 	prop(props, "session", "string",
 	     "Session whose last execution must have succeeded. Without it: \"default\" when it ran code, else the session whose call ended last "
-	     "(the result names the session it looked at).");
+	     "(the result names the session it looked at); also the session of provenance, notebook and reproduce.");
 	cJSON *rq = prop(props, "require_success", "boolean", "Require exit_code 0 for the session's last execution.");
 	cJSON_AddBoolToObject(rq, "default", 1);
 	cJSON *ws = prop(props, "write_summary", "boolean", "Write the result to outputs/output_summary.json.");

@@ -292,6 +292,18 @@ static int add_reproduced(const struct server *s, const char *session, cJSON *ou
 			cJSON_AddNullToObject(c, "reproduced");
 			continue;
 		}
+		const char *writer = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(prov, "session"));
+		if (!writer || strcmp(writer, session) != 0) {
+			/* Another session's cell wrote these bytes: running this
+			 * session's cells again says nothing of them. */
+			cJSON_AddNullToObject(c, "reproduced");
+			const char *d = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(c, "detail"));
+			char *nd = xasprintf("%s; not run again: written by session \"%s\", not \"%s\" (pass it as session to run its cells again)",
+					     d ? d : "", writer ? writer : "?", session);
+			cJSON_ReplaceItemInObjectCaseSensitive(c, "detail", cJSON_CreateString(nd));
+			free(nd);
+			continue;
+		}
 		const char *again = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(r.files, path));
 		bool same = again && strcmp(again, now) == 0;
 		if (!same && r.net_cell) {
@@ -346,10 +358,17 @@ cJSON *verify_outputs_call(const struct server *s, const cJSON *args, const stru
 		return tool_text_result("\"session\" must be a string matching ^[A-Za-z0-9_-]{1,64}$ (the session whose last execution is checked)", true);
 	bool require = !cJSON_IsFalse(req);
 	bool write = !cJSON_IsFalse(ws);
+	/* The session the result names (the one given; without one, "default"
+	 * when it ran code, else the one whose call ended last) is also the one
+	 * whose history gives the provenance, the notebook and the run again:
+	 * an agent that worked in a named session only and gave no session
+	 * would otherwise be told that no recorded cell wrote its files. */
+	if (vs->checked[0])
+		sname = vs->checked;
 
 	cJSON *out = cJSON_CreateObject();
 	cJSON *status = cJSON_AddStringToObject(out, "status", "completed");
-	cJSON_AddStringToObject(out, "session", vs->checked[0] ? vs->checked : sname);
+	cJSON_AddStringToObject(out, "session", sname);
 	if (vs->has_exit)
 		cJSON_AddNumberToObject(out, "exit_code", vs->exit_code);
 	else
@@ -435,7 +454,7 @@ cJSON *verify_outputs_schema(void)
 		{ "skipped", "boolean", 0, "present and true when the per-call reading budget ran out before this file (it fails)" },
 		{ "sha256", "string", 0, "SHA-256 of the bytes checked" },
 		{ "reproduced", "boolean", F_NULL, "with reproduce: true when the run again wrote the same bytes, false (detail says the first cell that differed), null when the session did not write them or the run again could not run" },
-		{ "provenance", "object", F_REQ | F_NULL, "the recorded call that last wrote these exact bytes: {session, cell, code_sha256, state}; null when something else wrote them or they changed since" },
+		{ "provenance", "object", F_REQ | F_NULL, "the recorded call, of any session, that last wrote these exact bytes: {session, cell, code_sha256, state}; null when something else wrote them or they changed since" },
 	};
 	cJSON *props, *s = schema(&props);
 	add_fields(s, f, N_ELEMENTS(f));

@@ -116,6 +116,15 @@ describe('export', () => {
 		assert.equal((r.stdout.match(/^# %%$/gm) || []).length, 1 + 4, 'the setup cell and the four kept cells that did not raise');
 	});
 
+	test('a session name that is not one: exit 2 saying what a name is, nothing read', () => {
+		for (const bad of ['../default', 'a/b', '', 'x'.repeat(65)]) {
+			const r = exportNb(root, ['--session', bad]);
+			assert.equal(r.status, 2, `${bad}: ${r.stderr}`);
+			assert.match(r.stderr, /--session must match \^\[A-Za-z0-9_-\]\{1,64\}\$/);
+			assert.equal(r.stdout, '');
+		}
+	});
+
 	test('an unknown session: exit 1 naming the sessions that exist', () => {
 		const r = exportNb(root, ['--session', 'nope']);
 		assert.equal(r.status, 1);

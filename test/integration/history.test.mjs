@@ -110,11 +110,19 @@ describe('history without namespaces', () => {
 			await execPy(h, 'import numpy as np\nv = float(np.random.rand())\nopen("workspace/outputs/v.txt", "w").write(repr(v))');
 			await execPy(h, 'v');
 			assert.match(h.stderr(), /jail mode: Landlock \+ seccomp/);
+			// Attack: with no mount namespace the history's directory is on
+			// the path the code sees; only Landlock keeps it from writing it.
+			const file = path.join(historyDir(root), 'default.jsonl');
+			const bytes = fs.readFileSync(file);
+			const r = await execPy(h, `try:\n    open(${JSON.stringify(file)}, "a").write('{"v":1,"kind":"call","cell":99,"code":"evil()","state":"new","status":"ok"}\\n')\n`
+				+ '    print("wrote the history")\nexcept OSError as e:\n    print("refused:", type(e).__name__)');
+			assert.match(r.sc.stdout, /^refused: /, show(r.sc));
+			assert.ok(fs.readFileSync(file).subarray(0, bytes.length).equals(bytes), 'what was recorded is unchanged');
 		} finally {
 			await h.close();
 		}
 		const cells = codeCells(exportNb(root));
-		assert.deepEqual(cells.map((c) => c.execution_count), [1, 2]);
+		assert.deepEqual(cells.map((c) => c.execution_count), [1, 2, 3]);
 		const sha = crypto.createHash('sha256').update(fs.readFileSync(path.join(root, 'workspace/outputs/v.txt'))).digest('hex');
 		assert.deepEqual(cells[0].metadata.files, [{ path: 'workspace/outputs/v.txt', sha256: sha }]);
 		assert.equal(cells[1].outputs[0].data['text/plain'], fs.readFileSync(path.join(root, 'workspace/outputs/v.txt'), 'utf8'));

@@ -291,3 +291,92 @@ describe('verify_outputs: reproduce, a FIFO and a hard link in the project', () 
 		}
 	});
 });
+
+// Without `session`, verify_outputs looks at the session that ran ("default"
+// when it ran code, else the one whose call ended last) and names it in
+// the result: its provenance, notebook and reproduce are that session's
+// too, or an agent that worked in a named session only (as the skill's
+// example call, which gives no session, has it do) would be told that no
+// recorded cell wrote its files and that its notebook cannot be written.
+describe('verify_outputs without session, after work in a named session', () => {
+	test('provenance, notebook and reproduce follow the session the result names', { timeout: 120000 }, async () => {
+		const { newProject, execPy } = await import('./lib.mjs');
+		const root = newProject('named-only');
+		const hh = await startClient(root, { structured: true });
+		try {
+			const code = 'open("workspace/outputs/p.txt", "w").write("p\\n")';
+			const r = await execPy(hh, code, { session: 'latency' });
+			assert.equal(r.sc.status, 'ok', show(r.sc));
+			// Written by another session first (its call ended before
+			// latency's, so the result still names latency).
+			const other = 'open("workspace/outputs/q.txt", "w").write("q\\n")';
+			assert.equal((await execPy(hh, other, { session: 'other' })).sc.status, 'ok');
+			await execPy(hh, '1', { session: 'latency' });
+			const sc = (await callTool(hh, 'verify_outputs', { files: ['workspace/outputs/p.txt', 'workspace/outputs/q.txt'],
+				notebook: 'workspace/outputs/a.ipynb', reproduce: true }, { timeout: 100000 })).structuredContent;
+			assert.equal(sc.session, 'latency', show(sc));
+			assert.deepEqual(sc.checks[0].provenance, { session: 'latency', cell: 1, code_sha256: sha256(code), state: 'new' }, show(sc.checks[0]));
+			assert.equal(sc.notebook, 'workspace/outputs/a.ipynb', show(sc));
+			const nb = JSON.parse(fs.readFileSync(path.join(root, 'workspace/outputs/a.ipynb'), 'utf8'));
+			assert.equal(nb.metadata.psm.session, 'latency');
+			// The file another session wrote names that session's call; the
+			// run again of latency's cells does not judge it.
+			assert.deepEqual(sc.checks[1].provenance, { session: 'other', cell: 1, code_sha256: sha256(other), state: 'new' }, show(sc.checks[1]));
+			assert.equal(sc.checks[1].reproduced, null, show(sc.checks[1]));
+			assert.match(sc.checks[1].detail, /written by session "other"/, show(sc.checks[1]));
+			assert.equal(sc.reproduce.cells, 2, show(sc.reproduce));
+			assert.equal(sc.checks[0].reproduced, true, show(sc.checks[0]));
+			assert.equal(sc.status, 'completed', show(sc));
+		} finally {
+			await hh.close();
+		}
+	});
+});
+
+// A cell that wrote the project by its absolute path: run again, that path
+// is the original's, outside the copy, and the write is refused (the
+// original is never touched); the cell is named as the reason its file
+// could not be checked, which is not a difference (null, not false).
+for (const mode of ['namespaces', 'no namespaces']) describe(`verify_outputs: reproduce and a write outside the copy (${mode})`, () => {
+	test('refused in the run again: the cell named, the file null, the original untouched', { timeout: 120000 }, async () => {
+		const { newProject, execPy } = await import('./lib.mjs');
+		const root = newProject('abs-write');
+		const launch = mode === 'namespaces' ? {} : { command: DOCKERRUN, commandArgs: [BIN] };
+		const hh = await startClient(root, { structured: true, ...launch });
+		try {
+			const file = path.join(root, 'workspace/outputs/abs.txt');
+			const r = await execPy(hh, `open(${JSON.stringify(file)}, "w").write("a\\n")`);
+			assert.equal(r.sc.status, 'ok', show(r.sc));
+			const sc = (await callTool(hh, 'verify_outputs', { files: ['workspace/outputs/abs.txt'], reproduce: true }, { timeout: 100000 })).structuredContent;
+			assert.equal(sc.reproduce.first_cell, 1, show(sc.reproduce));
+			assert.match(sc.reproduce.first_difference, /cell 1 it needed a write the run again does not allow/);
+			assert.equal(sc.checks[0].reproduced, null, show(sc.checks[0]));
+			assert.match(sc.checks[0].detail, /could not be checked: run again, cell 1 it needed a write/, show(sc.checks[0]));
+			assert.equal(fs.readFileSync(file, 'utf8'), 'a\n', 'the original stays');
+		} finally {
+			await hh.close();
+		}
+	});
+});
+
+// The run again has the policy the session had: one given with --skill
+// (here inside the project, where no default path finds it) sets the seed,
+// and a seeded draw must come again.
+describe('verify_outputs: reproduce with the policy given by --skill', () => {
+	test('the same seed: a seeded draw comes again', { timeout: 120000 }, async () => {
+		const { newProject, execPy, writeFile, SKILL } = await import('./lib.mjs');
+		const root = newProject('skill-seed');
+		assert.match(SKILL, /\n {2}seed: 0\n/);
+		const skill = writeFile(root, 'policy/SKILL.md', SKILL.replace(/\n {2}seed: 0\n/, '\n  seed: 7\n'));
+		const hh = await startClient(root, { structured: true, args: ['--skill', skill, '--timeout', '20'] });
+		try {
+			const r = await execPy(hh, 'v = repr(float(np.random.rand()))\nopen("workspace/outputs/v.txt", "w").write(v)\nv');
+			assert.equal(r.sc.status, 'ok', show(r.sc));
+			const sc = (await callTool(hh, 'verify_outputs', { files: ['workspace/outputs/v.txt'], reproduce: true }, { timeout: 100000 })).structuredContent;
+			assert.equal(sc.reproduce.first_difference, null, show(sc.reproduce));
+			assert.equal(sc.checks[0].reproduced, true, show(sc.checks[0]));
+		} finally {
+			await hh.close();
+		}
+	});
+});

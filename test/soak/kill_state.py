@@ -310,9 +310,14 @@ class Stress:
                  ["kill-copy-call"] + ["kill-copy-fail"] + (["kill-zygote"] if self.a.zygote else []))
         for s in self.sessions:
             self.op(s, "inc")
-        for _ in range(self.a.ops):
+        # Each kind once first, in a random order, then at random: a short
+        # run (make test's) kills the zygote and each kind of copy too, where
+        # chance alone left some out.
+        first = list(dict.fromkeys(kinds))
+        self.rng.shuffle(first)
+        for i in range(self.a.ops):
             sess = self.rng.choice(self.sessions)
-            kind = self.rng.choice(kinds)
+            kind = first[i] if i < len(first) else self.rng.choice(kinds)
             # A kill of a copy needs a state to have been copied.
             if kind.startswith("kill-copy") and self.model[sess] is None:
                 kind = "inc"

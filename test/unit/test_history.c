@@ -173,7 +173,42 @@ static void test_provenance(void **state)
 	 * writer's bytes, so not vouched for. */
 	assert_null(history_provenance(t->h, "default", "workspace/outputs/x.csv", A));
 	assert_null(history_provenance(t->h, "default", "workspace/outputs/z.csv", A));
-	assert_null(history_provenance(t->h, "nosuch", "workspace/outputs/x.csv", B));
+	/* Asked of a session that never wrote it: the call of the session
+	 * that did, named. */
+	p = history_provenance(t->h, "nosuch", "workspace/outputs/x.csv", B);
+	assert_non_null(p);
+	assert_string_equal(cJSON_GetObjectItem(p, "session")->valuestring, "default");
+	assert_int_equal(cJSON_GetObjectItem(p, "cell")->valueint, 2);
+	cJSON_Delete(p);
+}
+
+/* The last writer of a file across every session's history: another
+ * session that wrote it later decides (its bytes, or null), and the session
+ * asked about wins a tie (a fork's copy of its parent's records). */
+static void test_provenance_across_sessions(void **state)
+{
+	struct t *t = *state;
+	const char *A = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+	const char *B = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
+	rec(t, "default", 1, "w(1)", "ok", "new", NULL, "workspace/outputs/x.csv", A);
+	usleep(5000);
+	rec(t, "other", 1, "w(2)", "ok", "new", NULL, "workspace/outputs/x.csv", B);
+	cJSON *p = history_provenance(t->h, "default", "workspace/outputs/x.csv", B);
+	assert_non_null(p);
+	assert_string_equal(cJSON_GetObjectItem(p, "session")->valuestring, "other");
+	cJSON_Delete(p);
+	/* default's bytes were written over by other's since. */
+	assert_null(history_provenance(t->h, "default", "workspace/outputs/x.csv", A));
+	usleep(5000);
+	rec(t, "branch", 2, "pass", "ok", "forked", "other", NULL, NULL);
+	p = history_provenance(t->h, "branch", "workspace/outputs/x.csv", B);
+	assert_non_null(p);
+	assert_string_equal(cJSON_GetObjectItem(p, "session")->valuestring, "branch");
+	cJSON_Delete(p);
+	p = history_provenance(t->h, "other", "workspace/outputs/x.csv", B);
+	assert_non_null(p);
+	assert_string_equal(cJSON_GetObjectItem(p, "session")->valuestring, "other");
+	cJSON_Delete(p);
 }
 
 /* Lines that are not JSON objects (a torn write, bytes from elsewhere) are
@@ -246,6 +281,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_unrecorded, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fork_starts_with_parent, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_provenance, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_provenance_across_sessions, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bad_lines_and_export, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_cap, setup, teardown),
 	};
