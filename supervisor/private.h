@@ -141,6 +141,12 @@ struct session {
 	 * no other report will come, so a kill of it waits for none. */
 	bool reported;
 	bool want_spawn;     /* waiting for the zygote */
+	/* The zygote's report of its exit is in and its death is posted, not
+	 * yet handled (process.c: session_reported_dead, death_handle): with
+	 * the status the report said. */
+	bool death_due;
+	bool death_known;
+	int death_status;
 	double progress;
 	/* Saved sessions (persist.c) */
 	struct psave *save;        /* the state being written, or NULL */
@@ -309,6 +315,7 @@ enum post_kind {
 	POST_DROP,  /* a run dropped unfinished (ev->drop) */
 	POST_START, /* the session may start its next run */
 	POST_READ,  /* read the session's control socket (what it sent while it could not be judged) */
+	POST_DEAD,  /* the zygote reported the session's process reaped: its death, then a sweep */
 };
 /* The run is the outbox's from here: the poster must not touch it again.
  * warm: the warm-up may load what sessions taught it after this reply. */
@@ -318,6 +325,8 @@ void post_start(struct sup *sup, struct session *s);
 /* then_kill: a kill asked before the process's pidfd was in (kill_pending)
  * is done after the read, as it was before the read was posted. */
 void post_read(struct sup *sup, struct session *s, bool then_kill);
+/* The session's death, reported (process.c: session_reported_dead). */
+void post_dead(struct sup *sup, struct session *s);
 /* A run or a save ended: the server may be waiting for that (cfg.ended). */
 void post_ended(struct sup *sup);
 bool outbox_holds_runs(const struct sup *sup);
@@ -399,6 +408,8 @@ void copy_lost_none(struct session *s);
 void session_known(struct session *s, pid_t ns, pid_t host, int pidfd);
 void session_is_copy(struct session *s);
 void session_reported_dead(struct sup *sup, struct session *s, int wstatus, bool status_known);
+void death_handle(struct sup *sup, struct session *s);
+void session_last_words(struct session *s);
 void copy_known(struct session *s, int pidfd, pid_t ns, pid_t host);
 void drop_checkpoint(struct session *s);
 void drain_all(struct session *s);

@@ -9,10 +9,12 @@ static int set_nonblock(int fd)
 	return fl < 0 ? -errno : fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 ? -errno : 0;
 }
 
+/* Not one whose death is reported already (session_reported_dead): the
+ * zygote's word about that process came too late to count. */
 struct session *session_by_pid(struct sup *sup, pid_t pid)
 {
 	for (struct session *s = sup->sessions; s; s = s->next)
-		if (s->alive && s->pid == pid)
+		if (s->alive && !s->death_due && s->pid == pid)
 			return s;
 	return NULL;
 }
@@ -74,6 +76,7 @@ void session_no_process(struct sup *sup, struct session *s)
 	session_close_fds(sup, s);
 	s->alive = false;
 	s->pid = s->hpid = 0;
+	s->death_due = false; /* a death reported and not yet handled goes with it */
 	set_due(s, DUE_NONE);
 	set_expect(sup, s, P_NONE);
 }
@@ -159,11 +162,62 @@ void session_is_copy(struct session *s)
 	s->kill_pending = s->killed = s->reported = false;
 }
 
-/* The zygote reported the session's process reaped (its pidfd agreed). */
+/* The looks at a live process end (the memory watchdog's, the freeze's):
+ * it died. */
+static void looks_stop(struct sup *sup, struct session *s)
+{
+	uint64_t *ts[] = { &s->watch_timer, &s->idle_timer };
+	for (size_t i = 0; i < 2; i++)
+		if (*ts[i]) {
+			loop_timer_cancel(sup->cfg.loop, *ts[i]);
+			*ts[i] = 0;
+		}
+}
+
+/* The zygote reported the session's process reaped (its pidfd agreed):
+ * no other report comes for it (reported), and its death is an event of
+ * its own, handled by the outbox's drain (death_handle), once what the
+ * process sent before it died has been read.  The report comes on the
+ * zygote's socket and may overtake that: before, the report's handler read
+ * the session's socket itself, inside the zygote link's own handler, and
+ * ran whatever those messages did (a freeze, a copy, a kill) nested there.
+ * Until the drain the session is deaf to the zygote's word about that
+ * process (session_by_pid), as it was once the death had been handled;
+ * the looks at it (looks_stop) end now. */
 void session_reported_dead(struct sup *sup, struct session *s, int wstatus, bool status_known)
 {
 	s->reported = true;
-	session_dead(sup, s, wstatus, status_known);
+	if (s->death_due)
+		return;
+	s->death_due = true;
+	s->death_status = wstatus;
+	s->death_known = status_known;
+	looks_stop(sup, s);
+	post_dead(sup, s);
+}
+
+/* The outbox's drain: the death the zygote reported (session_reported_dead),
+ * unless the process went otherwise meanwhile (a reset, the zygote's end:
+ * session_no_process).  What the process sent before it died is delivered
+ * first, by the same handler as on the loop; then its death. */
+void death_handle(struct sup *sup, struct session *s)
+{
+	if (!s->death_due)
+		return;
+	session_last_words(s);
+	if (!s->death_due)
+		return;
+	s->death_due = false;
+	session_dead(sup, s, s->death_status, s->death_known);
+}
+
+/* What the process wrote on its control socket before it died, read before
+ * its death is handled (the zygote's report, or its own end, may overtake
+ * it): a result, a checkpoint, a copy's pidfd. */
+void session_last_words(struct session *s)
+{
+	if (s->ctrl >= 0)
+		ctrl_event(s, s->ctrl, POLLIN);
 }
 
 /* A checkpoint accepted (checkpoint.c: accept_checkpoint): the copy to
@@ -252,13 +306,10 @@ void discard_ctrl_input(struct session *s)
 	wire_reader_init(&s->rd, WIRE_MAX_PAYLOAD);
 }
 
+/* The session's process is gone (what it sent before is read: death_handle,
+ * zygote_gone).  Its call, its copy, its timers and its queue. */
 void session_dead(struct sup *sup, struct session *s, int wstatus, bool status_known)
 {
-	/* The exit report comes on the zygote's socket and may overtake what
-	 * the process sent on its own before dying (its checkpoint's pidfd, a
-	 * reply): read that first. */
-	if (s->ctrl >= 0)
-		ctrl_event(s, s->ctrl, POLLIN);
 	struct run *c = s->cur;
 	/* Gone on its own (a crash): nothing left to measure, and the
 	 * checkpoint that may take its place must not be measured instead. */
@@ -274,12 +325,7 @@ void session_dead(struct sup *sup, struct session *s, int wstatus, bool status_k
 	 * "ok" beside "rolled_back". */
 	if (c && s->phase != P_IDLE)
 		run_verdict(c, V_DIED_AWAKE, NULL);
-	uint64_t *ts[] = { &s->watch_timer, &s->idle_timer };
-	for (size_t i = 0; i < 2; i++)
-		if (*ts[i]) {
-			loop_timer_cancel(sup->cfg.loop, *ts[i]);
-			*ts[i] = 0;
-		}
+	looks_stop(sup, s);
 	if (s->fork_child)
 		fork_failed(sup, s, "its process ended");
 	if (sup->cfg.policy->limits.checkpoint && roll_back(sup, s, wstatus, status_known))

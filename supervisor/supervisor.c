@@ -358,6 +358,14 @@ static void drain(struct sup *sup, bool teardown)
 			if (flag && s->kill_pending && s->pidfd >= 0)
 				kill_session(s);
 			break;
+		case POST_DEAD:
+			if (teardown)
+				break;
+			death_handle(sup, s);
+			/* What the dead process left below the zygote is ended,
+			 * now that its copy (if any) is the session. */
+			send_sweep(sup, sup->epoch);
+			break;
 		}
 	}
 	if (outbox_take_ended(sup) && !teardown && sup->cfg.ended)

@@ -104,9 +104,11 @@ static void zygote_gone(struct sup *sup, const char *why)
 	 * PDEATHSIG): they are gone too.  A call still waiting for a process
 	 * of its own hears why it runs in a new one. */
 	for (struct session *s = sup->sessions; s; s = s->next) {
-		if (s->alive)
-			session_dead(sup, s, 0, false);
-		else if (s->cur && sup->zbroke[0])
+		if (s->alive) {
+			session_last_words(s);
+			if (s->alive)
+				session_dead(sup, s, 0, false);
+		} else if (s->cur && sup->zbroke[0])
 			add_note(s->cur, sup->zbroke);
 	}
 	sup->zbroke[0] = '\0';
@@ -474,10 +476,12 @@ static void z_exited(void *arg, pid_t pid, int status, bool status_known, unsign
 		log_debug("session %s: an exit report for pid %d, which is alive: ignored", s->name, (int)pid);
 		s = NULL;
 	}
-	if (s) {
+	/* Its death is posted, and the sweep follows it from the outbox's
+	 * drain (with the latest epoch by then). */
+	if (s)
 		session_reported_dead(sup, s, status, status_known);
-	}
-	send_sweep(sup, epoch);
+	else
+		send_sweep(sup, epoch);
 }
 
 static void z_settled(void *arg, pid_t pid)
