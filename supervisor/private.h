@@ -345,7 +345,6 @@ void warm_busy(struct sup *sup);
 void prepared(struct run *c, void *arg);
 void fork_of_set(struct session *s, const char *name);
 void fork_of_none(struct session *s);
-void spawn_pending(struct sup *sup);
 
 /* call.c */
 void fail_call_now(struct sup *sup, struct session *s, const char *msg);
@@ -389,10 +388,13 @@ void sweep_again(struct sup *sup);
 /* The pids of the live sessions and their checkpoints (at most max, in
  * the zygote's namespace): false when there are more. */
 bool live_pids(const struct sup *sup, pid_t *out, size_t max, size_t *n);
+/* The sessions that waited for the zygote (or for no copy in flight) start. */
+void spawn_pending(struct sup *sup);
 
 /* process.c */
 struct session *session_by_pid(struct sup *sup, pid_t pid);
 struct session *session_by_id(struct sup *sup, int id);
+bool fork_in_flight(const struct sup *sup);
 void kill_session(struct session *s);
 void session_close_fds(struct sup *sup, struct session *s);
 void session_no_process(struct sup *sup, struct session *s);
@@ -519,7 +521,6 @@ void gate_passed(struct session *p);
 void gate_free(struct sup *sup);
 
 /* fork.c */
-bool fork_in_flight(const struct sup *sup);
 void cancel_fork_timer(struct sup *sup, struct session *p);
 void fork_failed(struct sup *sup, struct session *p, const char *why);
 void forked(struct sup *sup, struct session *p, struct wire_msg *m);

@@ -27,6 +27,17 @@ struct session *session_by_id(struct sup *sup, int id)
 	return NULL;
 }
 
+/* A copy is being made: its process is a child of the zygote that the
+ * server does not know yet, which a sweep or the orphans' part of a settle
+ * would end as a left-over. */
+bool fork_in_flight(const struct sup *sup)
+{
+	for (const struct session *s = sup->sessions; s; s = s->next)
+		if (s->fork_child)
+			return true;
+	return false;
+}
+
 void kill_session(struct session *s)
 {
 	/* What the call used, read while the process still exists. */

@@ -464,6 +464,26 @@ static void z_spawned(void *arg, int id, int pidfd, const struct kproc *k, bool 
 	post_read(sup, s, s->kill_pending);
 }
 
+/* The zygote is ready, or no copy is in flight any more: the sessions
+ * that waited for that start, from the outbox's drain.  start_next decides
+ * each one there, in order: one whose call makes a copy puts a copy in
+ * flight, and those after it wait again (a process born while a copy is
+ * in flight could pass for the copy; see forked). */
+void spawn_pending(struct sup *sup)
+{
+	for (struct session *s = sup->sessions; s; s = s->next)
+		if (s->want_spawn) {
+			spawn_unwait(s);
+			/* The call that waited goes back to the head of the queue
+			 * (none: it was cancelled, or failed, meanwhile; then only
+			 * a call still queued starts a process.  Attack: a call
+			 * cancelled before the zygote was ready had send_exec run
+			 * with no call, and the server died of SIGSEGV). */
+			requeue_first(s);
+			post_start(sup, s);
+		}
+}
+
 /* The zygote reaped pid.  Its report is believed only for a session whose
  * own pidfd says it has exited: a report for a live session's pid (a lie,
  * or a stale report of an earlier holder of that pid) changes nothing. */
