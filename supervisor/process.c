@@ -50,7 +50,8 @@ void kill_session(struct session *s)
 		 * it came already.  Attack on the server's own bookkeeping: a
 		 * session that died by itself with nothing else holding its
 		 * socket (no checkpoint) was killed once more after its report
-		 * (session_dead reads the end of its stream again); the report
+		 * (its last words, read before its death, end in the end of its
+		 * stream); the report
 		 * that kill waited for could never come, and exit_ms later the
 		 * zygote was taken to have broken its protocol and every
 		 * session's state was lost. */
