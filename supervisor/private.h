@@ -315,7 +315,7 @@ enum post_kind {
 	POST_DROP,  /* a run dropped unfinished (ev->drop) */
 	POST_START, /* the session may start its next run */
 	POST_READ,  /* read the session's control socket (what it sent while it could not be judged) */
-	POST_DEAD,  /* the zygote reported the session's process reaped: its death, then a sweep */
+	POST_DEAD,  /* the session's process is gone: its death (then a sweep, for an exit report) */
 };
 /* The run is the outbox's from here: the poster must not touch it again.
  * warm: the warm-up may load what sessions taught it after this reply. */
@@ -325,8 +325,9 @@ void post_start(struct sup *sup, struct session *s);
 /* then_kill: a kill asked before the process's pidfd was in (kill_pending)
  * is done after the read, as it was before the read was posted. */
 void post_read(struct sup *sup, struct session *s, bool then_kill);
-/* The session's death, reported (process.c: session_reported_dead). */
-void post_dead(struct sup *sup, struct session *s);
+/* The session's death (process.c: session_reported_dead, session_gone);
+ * sweep: the zygote is told what is left to keep after it. */
+void post_dead(struct sup *sup, struct session *s, bool sweep);
 /* A run or a save ended: the server may be waiting for that (cfg.ended). */
 void post_ended(struct sup *sup);
 bool outbox_holds_runs(const struct sup *sup);
@@ -410,14 +411,13 @@ void copy_lost_none(struct session *s);
 void session_known(struct session *s, pid_t ns, pid_t host, int pidfd);
 void session_is_copy(struct session *s);
 void session_reported_dead(struct sup *sup, struct session *s, int wstatus, bool status_known);
+void session_gone(struct sup *sup, struct session *s);
 void death_handle(struct sup *sup, struct session *s);
-void session_last_words(struct session *s);
 void copy_known(struct session *s, int pidfd, pid_t ns, pid_t host);
 void drop_checkpoint(struct session *s);
 void drain_all(struct session *s);
 void pipe_event(void *arg, int fd, short revents);
 void discard_ctrl_input(struct session *s);
-void session_dead(struct sup *sup, struct session *s, int wstatus, bool status_known);
 int session_fds_new(int mine[3], int theirs[3]);
 void close3(int fds[3]);
 void session_adopt_fds(struct sup *sup, struct session *s, const int mine[3], enum phase ph);

@@ -174,6 +174,8 @@ void session_is_copy(struct session *s)
 	s->kill_pending = s->killed = s->reported = false;
 }
 
+static void session_dead(struct sup *sup, struct session *s, int wstatus, bool status_known);
+
 /* The looks at a live process end (the memory watchdog's, the freeze's):
  * it died. */
 static void looks_stop(struct sup *sup, struct session *s)
@@ -205,11 +207,36 @@ void session_reported_dead(struct sup *sup, struct session *s, int wstatus, bool
 	s->death_status = wstatus;
 	s->death_known = status_known;
 	looks_stop(sup, s);
-	post_dead(sup, s);
+	post_dead(sup, s, true);
 }
 
-/* The outbox's drain: the death the zygote reported (session_reported_dead),
- * unless the process went otherwise meanwhile (a reset, the zygote's end:
+/* The session's process is gone with no exit report to come: the zygote
+ * died (and every process below it), or it could not fork the process.
+ * Its death is posted the same way, with no status (nothing to roll back
+ * to: its copy went with the zygote), also over a reported one not yet
+ * handled, and with no sweep after it. */
+void session_gone(struct sup *sup, struct session *s)
+{
+	bool posted = s->death_due;
+	s->death_due = true;
+	s->death_status = 0;
+	s->death_known = false;
+	looks_stop(sup, s);
+	if (!posted)
+		post_dead(sup, s, false);
+}
+
+/* What the process wrote on its control socket before it died, read before
+ * its death is handled (the zygote's report, or its own end, may overtake
+ * it): a result, a checkpoint, a copy's pidfd. */
+static void session_last_words(struct session *s)
+{
+	if (s->ctrl >= 0)
+		ctrl_event(s, s->ctrl, POLLIN);
+}
+
+/* The outbox's drain: the death posted (session_reported_dead,
+ * session_gone), unless the process went otherwise meanwhile (a reset:
  * session_no_process).  What the process sent before it died is delivered
  * first, by the same handler as on the loop; then its death. */
 void death_handle(struct sup *sup, struct session *s)
@@ -223,14 +250,6 @@ void death_handle(struct sup *sup, struct session *s)
 	session_dead(sup, s, s->death_status, s->death_known);
 }
 
-/* What the process wrote on its control socket before it died, read before
- * its death is handled (the zygote's report, or its own end, may overtake
- * it): a result, a checkpoint, a copy's pidfd. */
-void session_last_words(struct session *s)
-{
-	if (s->ctrl >= 0)
-		ctrl_event(s, s->ctrl, POLLIN);
-}
 
 /* A checkpoint accepted (checkpoint.c: accept_checkpoint): the copy to
  * roll back to. */
@@ -319,8 +338,8 @@ void discard_ctrl_input(struct session *s)
 }
 
 /* The session's process is gone (what it sent before is read: death_handle,
- * zygote_gone).  Its call, its copy, its timers and its queue. */
-void session_dead(struct sup *sup, struct session *s, int wstatus, bool status_known)
+ * the one caller).  Its call, its copy, its timers and its queue. */
+static void session_dead(struct sup *sup, struct session *s, int wstatus, bool status_known)
 {
 	struct run *c = s->cur;
 	/* Gone on its own (a crash): nothing left to measure, and the

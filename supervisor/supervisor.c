@@ -364,7 +364,8 @@ static void drain(struct sup *sup, bool teardown)
 			death_handle(sup, s);
 			/* What the dead process left below the zygote is ended,
 			 * now that its copy (if any) is the session. */
-			send_sweep(sup, sup->epoch);
+			if (flag)
+				send_sweep(sup, sup->epoch);
 			break;
 		}
 	}

@@ -101,18 +101,17 @@ static void zygote_gone(struct sup *sup, const char *why)
 		end_orphans();
 	remove_scratch(sup);
 	/* Every session lived inside it (its pid namespace, or killed by
-	 * PDEATHSIG): they are gone too.  A call still waiting for a process
-	 * of its own hears why it runs in a new one. */
+	 * PDEATHSIG): they are gone too, each death posted (the outbox's
+	 * drain reads what each sent before it and handles it, in this order,
+	 * before a new zygote can start: its timer is later).  A call still
+	 * waiting for a process of its own hears why it runs in a new one.
+	 * zbroke and zdied stay for those deaths, until the next start. */
 	for (struct session *s = sup->sessions; s; s = s->next) {
-		if (s->alive) {
-			session_last_words(s);
-			if (s->alive)
-				session_dead(sup, s, 0, false);
-		} else if (s->cur && sup->zbroke[0])
+		if (s->alive)
+			session_gone(sup, s);
+		else if (s->cur && sup->zbroke[0])
 			add_note(s->cur, sup->zbroke);
 	}
-	sup->zbroke[0] = '\0';
-	sup->zdied[0] = '\0';
 }
 
 static int send_config(struct sup *sup, int sock)
@@ -151,6 +150,10 @@ static const struct zlink_events zlink_events;
 int sup_start(struct sup *sup, struct err *e)
 {
 	const struct sup_config *cfg = &sup->cfg;
+	/* What the last zygote's end said to the deaths it caused (handled
+	 * by now: see zygote_gone). */
+	sup->zbroke[0] = '\0';
+	sup->zdied[0] = '\0';
 	if (!sup->persist) {
 		sup->persist = persist_new(cfg->ws, cfg->policy);
 		if (cfg->policy->limits.persist && !persist_on(sup->persist))
@@ -455,7 +458,7 @@ static void z_spawned(void *arg, int id, int pidfd, const struct kproc *k, bool 
 			log_warn("session %s: its process ended at once", s->name);
 		else
 			log_error("the zygote could not fork session %s", s->name);
-		session_dead(sup, s, 0, false);
+		session_gone(sup, s);
 		return;
 	}
 	session_known(s, k->ns, k->host, pidfd);
