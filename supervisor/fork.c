@@ -11,17 +11,6 @@ void cancel_fork_timer(struct sup *sup, struct session *p)
 	p->fork_timer = 0;
 }
 
-/* A copy is being made: its process is a child of the zygote that the
- * server does not know yet, which a sweep or the orphans' part of a settle
- * would end as a left-over. */
-bool fork_in_flight(const struct sup *sup)
-{
-	for (const struct session *s = sup->sessions; s; s = s->next)
-		if (s->fork_child)
-			return true;
-	return false;
-}
-
 /* Whether a live session's process holds a state to copy now (idle,
  * nothing on the way), and whether it will (busy with a call, a checkpoint,
  * a resume, another copy). */

@@ -17,9 +17,10 @@
 struct post {
 	enum post_kind kind;
 	struct run *run;         /* POST_DONE, POST_DROP: the outbox owns it */
-	struct session *s;       /* POST_START, POST_READ */
+	struct session *s;       /* POST_START, POST_READ, POST_DEAD */
 	/* POST_DONE: the warm-up may load after this reply; POST_READ: a
-	 * kill that waited for the process's pidfd follows the read. */
+	 * kill that waited for the process's pidfd follows the read;
+	 * POST_DEAD: a sweep follows the death. */
 	bool flag;
 	struct post *later;   /* the next post, posted after it */
 };
@@ -72,6 +73,11 @@ void post_start(struct sup *sup, struct session *s)
 void post_read(struct sup *sup, struct session *s, bool then_kill)
 {
 	post(sup, POST_READ, NULL, s, then_kill);
+}
+
+void post_dead(struct sup *sup, struct session *s, bool sweep)
+{
+	post(sup, POST_DEAD, NULL, s, sweep);
 }
 
 void post_ended(struct sup *sup)

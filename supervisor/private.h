@@ -141,6 +141,12 @@ struct session {
 	 * no other report will come, so a kill of it waits for none. */
 	bool reported;
 	bool want_spawn;     /* waiting for the zygote */
+	/* The zygote's report of its exit is in and its death is posted, not
+	 * yet handled (process.c: session_reported_dead, death_handle): with
+	 * the status the report said. */
+	bool death_due;
+	bool death_known;
+	int death_status;
 	double progress;
 	/* Saved sessions (persist.c) */
 	struct psave *save;        /* the state being written, or NULL */
@@ -309,6 +315,7 @@ enum post_kind {
 	POST_DROP,  /* a run dropped unfinished (ev->drop) */
 	POST_START, /* the session may start its next run */
 	POST_READ,  /* read the session's control socket (what it sent while it could not be judged) */
+	POST_DEAD,  /* the session's process is gone: its death (then a sweep, for an exit report) */
 };
 /* The run is the outbox's from here: the poster must not touch it again.
  * warm: the warm-up may load what sessions taught it after this reply. */
@@ -318,6 +325,9 @@ void post_start(struct sup *sup, struct session *s);
 /* then_kill: a kill asked before the process's pidfd was in (kill_pending)
  * is done after the read, as it was before the read was posted. */
 void post_read(struct sup *sup, struct session *s, bool then_kill);
+/* The session's death (process.c: session_reported_dead, session_gone);
+ * sweep: the zygote is told what is left to keep after it. */
+void post_dead(struct sup *sup, struct session *s, bool sweep);
 /* A run or a save ended: the server may be waiting for that (cfg.ended). */
 void post_ended(struct sup *sup);
 bool outbox_holds_runs(const struct sup *sup);
@@ -336,7 +346,6 @@ void warm_busy(struct sup *sup);
 void prepared(struct run *c, void *arg);
 void fork_of_set(struct session *s, const char *name);
 void fork_of_none(struct session *s);
-void spawn_pending(struct sup *sup);
 
 /* call.c */
 void fail_call_now(struct sup *sup, struct session *s, const char *msg);
@@ -380,10 +389,13 @@ void sweep_again(struct sup *sup);
 /* The pids of the live sessions and their checkpoints (at most max, in
  * the zygote's namespace): false when there are more. */
 bool live_pids(const struct sup *sup, pid_t *out, size_t max, size_t *n);
+/* The sessions that waited for the zygote (or for no copy in flight) start. */
+void spawn_pending(struct sup *sup);
 
 /* process.c */
 struct session *session_by_pid(struct sup *sup, pid_t pid);
 struct session *session_by_id(struct sup *sup, int id);
+bool fork_in_flight(const struct sup *sup);
 void kill_session(struct session *s);
 void session_close_fds(struct sup *sup, struct session *s);
 void session_no_process(struct sup *sup, struct session *s);
@@ -399,12 +411,13 @@ void copy_lost_none(struct session *s);
 void session_known(struct session *s, pid_t ns, pid_t host, int pidfd);
 void session_is_copy(struct session *s);
 void session_reported_dead(struct sup *sup, struct session *s, int wstatus, bool status_known);
+void session_gone(struct sup *sup, struct session *s);
+void death_handle(struct sup *sup, struct session *s);
 void copy_known(struct session *s, int pidfd, pid_t ns, pid_t host);
 void drop_checkpoint(struct session *s);
 void drain_all(struct session *s);
 void pipe_event(void *arg, int fd, short revents);
 void discard_ctrl_input(struct session *s);
-void session_dead(struct sup *sup, struct session *s, int wstatus, bool status_known);
 int session_fds_new(int mine[3], int theirs[3]);
 void close3(int fds[3]);
 void session_adopt_fds(struct sup *sup, struct session *s, const int mine[3], enum phase ph);
@@ -508,7 +521,6 @@ void gate_passed(struct session *p);
 void gate_free(struct sup *sup);
 
 /* fork.c */
-bool fork_in_flight(const struct sup *sup);
 void cancel_fork_timer(struct sup *sup, struct session *p);
 void fork_failed(struct sup *sup, struct session *p, const char *why);
 void forked(struct sup *sup, struct session *p, struct wire_msg *m);

@@ -9,10 +9,12 @@ static int set_nonblock(int fd)
 	return fl < 0 ? -errno : fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 ? -errno : 0;
 }
 
+/* Not one whose death is reported already (session_reported_dead): the
+ * zygote's word about that process came too late to count. */
 struct session *session_by_pid(struct sup *sup, pid_t pid)
 {
 	for (struct session *s = sup->sessions; s; s = s->next)
-		if (s->alive && s->pid == pid)
+		if (s->alive && !s->death_due && s->pid == pid)
 			return s;
 	return NULL;
 }
@@ -23,6 +25,17 @@ struct session *session_by_id(struct sup *sup, int id)
 		if (s->alive && s->id == id)
 			return s;
 	return NULL;
+}
+
+/* A copy is being made: its process is a child of the zygote that the
+ * server does not know yet, which a sweep or the orphans' part of a settle
+ * would end as a left-over. */
+bool fork_in_flight(const struct sup *sup)
+{
+	for (const struct session *s = sup->sessions; s; s = s->next)
+		if (s->fork_child)
+			return true;
+	return false;
 }
 
 void kill_session(struct session *s)
@@ -37,7 +50,8 @@ void kill_session(struct session *s)
 		 * it came already.  Attack on the server's own bookkeeping: a
 		 * session that died by itself with nothing else holding its
 		 * socket (no checkpoint) was killed once more after its report
-		 * (session_dead reads the end of its stream again); the report
+		 * (its last words, read before its death, end in the end of its
+		 * stream); the report
 		 * that kill waited for could never come, and exit_ms later the
 		 * zygote was taken to have broken its protocol and every
 		 * session's state was lost. */
@@ -74,6 +88,7 @@ void session_no_process(struct sup *sup, struct session *s)
 	session_close_fds(sup, s);
 	s->alive = false;
 	s->pid = s->hpid = 0;
+	s->death_due = false; /* a death reported and not yet handled goes with it */
 	set_due(s, DUE_NONE);
 	set_expect(sup, s, P_NONE);
 }
@@ -159,12 +174,82 @@ void session_is_copy(struct session *s)
 	s->kill_pending = s->killed = s->reported = false;
 }
 
-/* The zygote reported the session's process reaped (its pidfd agreed). */
+static void session_dead(struct sup *sup, struct session *s, int wstatus, bool status_known);
+
+/* The looks at a live process end (the memory watchdog's, the freeze's):
+ * it died. */
+static void looks_stop(struct sup *sup, struct session *s)
+{
+	uint64_t *ts[] = { &s->watch_timer, &s->idle_timer };
+	for (size_t i = 0; i < 2; i++)
+		if (*ts[i]) {
+			loop_timer_cancel(sup->cfg.loop, *ts[i]);
+			*ts[i] = 0;
+		}
+}
+
+/* The zygote reported the session's process reaped (its pidfd agreed):
+ * no other report comes for it (reported), and its death is an event of
+ * its own, handled by the outbox's drain (death_handle), once what the
+ * process sent before it died has been read.  The report comes on the
+ * zygote's socket and may overtake that: before, the report's handler read
+ * the session's socket itself, inside the zygote link's own handler, and
+ * ran whatever those messages did (a freeze, a copy, a kill) nested there.
+ * Until the drain the session is deaf to the zygote's word about that
+ * process (session_by_pid), as it was once the death had been handled;
+ * the looks at it (looks_stop) end now. */
 void session_reported_dead(struct sup *sup, struct session *s, int wstatus, bool status_known)
 {
 	s->reported = true;
-	session_dead(sup, s, wstatus, status_known);
+	if (s->death_due)
+		return;
+	s->death_due = true;
+	s->death_status = wstatus;
+	s->death_known = status_known;
+	looks_stop(sup, s);
+	post_dead(sup, s, true);
 }
+
+/* The session's process is gone with no exit report to come: the zygote
+ * died (and every process below it), or it could not fork the process.
+ * Its death is posted the same way, with no status (nothing to roll back
+ * to: its copy went with the zygote), also over a reported one not yet
+ * handled, and with no sweep after it. */
+void session_gone(struct sup *sup, struct session *s)
+{
+	bool posted = s->death_due;
+	s->death_due = true;
+	s->death_status = 0;
+	s->death_known = false;
+	looks_stop(sup, s);
+	if (!posted)
+		post_dead(sup, s, false);
+}
+
+/* What the process wrote on its control socket before it died, read before
+ * its death is handled (the zygote's report, or its own end, may overtake
+ * it): a result, a checkpoint, a copy's pidfd. */
+static void session_last_words(struct session *s)
+{
+	if (s->ctrl >= 0)
+		ctrl_event(s, s->ctrl, POLLIN);
+}
+
+/* The outbox's drain: the death posted (session_reported_dead,
+ * session_gone), unless the process went otherwise meanwhile (a reset:
+ * session_no_process).  What the process sent before it died is delivered
+ * first, by the same handler as on the loop; then its death. */
+void death_handle(struct sup *sup, struct session *s)
+{
+	if (!s->death_due)
+		return;
+	session_last_words(s);
+	if (!s->death_due)
+		return;
+	s->death_due = false;
+	session_dead(sup, s, s->death_status, s->death_known);
+}
+
 
 /* A checkpoint accepted (checkpoint.c: accept_checkpoint): the copy to
  * roll back to. */
@@ -252,13 +337,10 @@ void discard_ctrl_input(struct session *s)
 	wire_reader_init(&s->rd, WIRE_MAX_PAYLOAD);
 }
 
-void session_dead(struct sup *sup, struct session *s, int wstatus, bool status_known)
+/* The session's process is gone (what it sent before is read: death_handle,
+ * the one caller).  Its call, its copy, its timers and its queue. */
+static void session_dead(struct sup *sup, struct session *s, int wstatus, bool status_known)
 {
-	/* The exit report comes on the zygote's socket and may overtake what
-	 * the process sent on its own before dying (its checkpoint's pidfd, a
-	 * reply): read that first. */
-	if (s->ctrl >= 0)
-		ctrl_event(s, s->ctrl, POLLIN);
 	struct run *c = s->cur;
 	/* Gone on its own (a crash): nothing left to measure, and the
 	 * checkpoint that may take its place must not be measured instead. */
@@ -274,12 +356,7 @@ void session_dead(struct sup *sup, struct session *s, int wstatus, bool status_k
 	 * "ok" beside "rolled_back". */
 	if (c && s->phase != P_IDLE)
 		run_verdict(c, V_DIED_AWAKE, NULL);
-	uint64_t *ts[] = { &s->watch_timer, &s->idle_timer };
-	for (size_t i = 0; i < 2; i++)
-		if (*ts[i]) {
-			loop_timer_cancel(sup->cfg.loop, *ts[i]);
-			*ts[i] = 0;
-		}
+	looks_stop(sup, s);
 	if (s->fork_child)
 		fork_failed(sup, s, "its process ended");
 	if (sup->cfg.policy->limits.checkpoint && roll_back(sup, s, wstatus, status_known))

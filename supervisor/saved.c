@@ -910,3 +910,20 @@ int restore_begin(struct sup *sup, struct session *s, struct run *c, uint64_t *b
 	*format = prestore_format(r);
 	return nfds;
 }
+
+/* What counts against max_workspace_mb, watched (files/wswatch.h): for a
+ * call (send_exec) and for a saver (save_begin). */
+struct wswatch *sup_wswatch(struct sup *sup, void (*over)(void *arg, unsigned long long bytes, const char *unseen),
+			    void *arg)
+{
+	const struct policy *p = sup->cfg.policy;
+	bool list = p->fs_write == FS_WRITE_LIST;
+	return wswatch_start(sup->cfg.loop, sup->work, sup->cfg.ws, sup_scratch(sup),
+			     list ? (const char *const *)p->fs_write_paths : NULL, list ? p->n_fs_write_paths : 0,
+			     (unsigned long long)p->limits.max_workspace_mb << 20, over, arg);
+}
+
+const char *sup_scratch(const struct sup *sup)
+{
+	return sup && sup->scratch[0] ? sup->scratch : NULL;
+}

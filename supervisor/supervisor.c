@@ -358,30 +358,19 @@ static void drain(struct sup *sup, bool teardown)
 			if (flag && s->kill_pending && s->pidfd >= 0)
 				kill_session(s);
 			break;
+		case POST_DEAD:
+			if (teardown)
+				break;
+			death_handle(sup, s);
+			/* What the dead process left below the zygote is ended,
+			 * now that its copy (if any) is the session. */
+			if (flag)
+				send_sweep(sup, sup->epoch);
+			break;
 		}
 	}
 	if (outbox_take_ended(sup) && !teardown && sup->cfg.ended)
 		sup->cfg.ended(sup->cfg.arg);
-}
-
-/* The zygote is ready, or no copy is in flight any more: the sessions
- * that waited for that start, from the outbox's drain.  start_next decides
- * each one there, in order: one whose call makes a copy puts a copy in
- * flight, and those after it wait again (a process born while a copy is
- * in flight could pass for the copy; see forked). */
-void spawn_pending(struct sup *sup)
-{
-	for (struct session *s = sup->sessions; s; s = s->next)
-		if (s->want_spawn) {
-			spawn_unwait(s);
-			/* The call that waited goes back to the head of the queue
-			 * (none: it was cancelled, or failed, meanwhile; then only
-			 * a call still queued starts a process.  Attack: a call
-			 * cancelled before the zygote was ready had send_exec run
-			 * with no call, and the server died of SIGSEGV). */
-			requeue_first(s);
-			post_start(sup, s);
-		}
 }
 
 /* A session's first call in this server's life: the session's saved state
@@ -562,19 +551,4 @@ void sup_free(struct sup *sup)
 	warmup_free(sup->warm);
 	zlink_free(sup->zl);
 	free(sup);
-}
-
-struct wswatch *sup_wswatch(struct sup *sup, void (*over)(void *arg, unsigned long long bytes, const char *unseen),
-			    void *arg)
-{
-	const struct policy *p = sup->cfg.policy;
-	bool list = p->fs_write == FS_WRITE_LIST;
-	return wswatch_start(sup->cfg.loop, sup->work, sup->cfg.ws, sup_scratch(sup),
-			     list ? (const char *const *)p->fs_write_paths : NULL, list ? p->n_fs_write_paths : 0,
-			     (unsigned long long)p->limits.max_workspace_mb << 20, over, arg);
-}
-
-const char *sup_scratch(const struct sup *sup)
-{
-	return sup && sup->scratch[0] ? sup->scratch : NULL;
 }

@@ -101,16 +101,17 @@ static void zygote_gone(struct sup *sup, const char *why)
 		end_orphans();
 	remove_scratch(sup);
 	/* Every session lived inside it (its pid namespace, or killed by
-	 * PDEATHSIG): they are gone too.  A call still waiting for a process
-	 * of its own hears why it runs in a new one. */
+	 * PDEATHSIG): they are gone too, each death posted (the outbox's
+	 * drain reads what each sent before it and handles it, in this order,
+	 * before a new zygote can start: its timer is later).  A call still
+	 * waiting for a process of its own hears why it runs in a new one.
+	 * zbroke and zdied stay for those deaths, until the next start. */
 	for (struct session *s = sup->sessions; s; s = s->next) {
 		if (s->alive)
-			session_dead(sup, s, 0, false);
+			session_gone(sup, s);
 		else if (s->cur && sup->zbroke[0])
 			add_note(s->cur, sup->zbroke);
 	}
-	sup->zbroke[0] = '\0';
-	sup->zdied[0] = '\0';
 }
 
 static int send_config(struct sup *sup, int sock)
@@ -149,6 +150,10 @@ static const struct zlink_events zlink_events;
 int sup_start(struct sup *sup, struct err *e)
 {
 	const struct sup_config *cfg = &sup->cfg;
+	/* What the last zygote's end said to the deaths it caused (handled
+	 * by now: see zygote_gone). */
+	sup->zbroke[0] = '\0';
+	sup->zdied[0] = '\0';
 	if (!sup->persist) {
 		sup->persist = persist_new(cfg->ws, cfg->policy);
 		if (cfg->policy->limits.persist && !persist_on(sup->persist))
@@ -453,13 +458,33 @@ static void z_spawned(void *arg, int id, int pidfd, const struct kproc *k, bool 
 			log_warn("session %s: its process ended at once", s->name);
 		else
 			log_error("the zygote could not fork session %s", s->name);
-		session_dead(sup, s, 0, false);
+		session_gone(sup, s);
 		return;
 	}
 	session_known(s, k->ns, k->host, pidfd);
 	/* What it sent meanwhile (ctrl_event left it unread), then the kill
 	 * asked for before its pidfd was in, if one was. */
 	post_read(sup, s, s->kill_pending);
+}
+
+/* The zygote is ready, or no copy is in flight any more: the sessions
+ * that waited for that start, from the outbox's drain.  start_next decides
+ * each one there, in order: one whose call makes a copy puts a copy in
+ * flight, and those after it wait again (a process born while a copy is
+ * in flight could pass for the copy; see forked). */
+void spawn_pending(struct sup *sup)
+{
+	for (struct session *s = sup->sessions; s; s = s->next)
+		if (s->want_spawn) {
+			spawn_unwait(s);
+			/* The call that waited goes back to the head of the queue
+			 * (none: it was cancelled, or failed, meanwhile; then only
+			 * a call still queued starts a process.  Attack: a call
+			 * cancelled before the zygote was ready had send_exec run
+			 * with no call, and the server died of SIGSEGV). */
+			requeue_first(s);
+			post_start(sup, s);
+		}
 }
 
 /* The zygote reaped pid.  Its report is believed only for a session whose
@@ -474,10 +499,12 @@ static void z_exited(void *arg, pid_t pid, int status, bool status_known, unsign
 		log_debug("session %s: an exit report for pid %d, which is alive: ignored", s->name, (int)pid);
 		s = NULL;
 	}
-	if (s) {
+	/* Its death is posted, and the sweep follows it from the outbox's
+	 * drain (with the latest epoch by then). */
+	if (s)
 		session_reported_dead(sup, s, status, status_known);
-	}
-	send_sweep(sup, epoch);
+	else
+		send_sweep(sup, epoch);
 }
 
 static void z_settled(void *arg, pid_t pid)

@@ -12,6 +12,8 @@
  *   die_unstarted   exit(3) on reading the cell, before W_STARTED (not when resumed)
  *   hang_unstarted  never say W_STARTED (not when resumed)
  *   say_restored    send W_RESTORED after W_STARTED, though no saved state came
+ *   result_exit     exit(5) right after sending the result
+ *   ckpt_exit       exit(6) right after sending the checkpoint that follows
  *   fail_resumed    answer "error" when run in a resumed copy (a replay)
  * and answers {"status": "ok", "result": "<x>", "pid", "resumed"}.  Its
  * checkpoint is a fork that waits for SIGUSR1, then says hello as the
@@ -67,6 +69,7 @@ static char ws_dir[4096];
 static int ctrl_fd = -1;      /* a session's control socket */
 static long x;                /* a session's state */
 static bool resumed;          /* this process is a resumed checkpoint */
+static bool exit_after_ckpt;  /* ckpt_exit: the next checkpoint is its last word */
 static pid_t zygote_pid, session_pid;
 
 static void send_json(int fd, uint32_t type, cJSON *j, const int *fds, int nfds)
@@ -253,6 +256,7 @@ static void checkpoint(bool save)
 		}
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		resumed = true;
+		exit_after_ckpt = false;
 		while (held(HOLD_RESUME))
 			usleep(20 * 1000);
 		char junk[4096];
@@ -318,6 +322,8 @@ static __attribute__((noreturn)) void session_main(void)
 			cJSON *req = cJSON_ParseWithLength((const char *)m.data, m.len);
 			checkpoint(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(req, "save")));
 			cJSON_Delete(req);
+			if (exit_after_ckpt)
+				_exit(6);
 		} else if (m.type == W_THUMB) {
 			wire_send(ctrl_fd, W_THUMB_DATA, "", 0, NULL, 0);
 		} else if (m.type == W_EXEC) {
@@ -334,6 +340,8 @@ static __attribute__((noreturn)) void session_main(void)
 				wire_send(ctrl_fd, W_RESTORED, "", 0, NULL, 0);
 			if (has_word(code, "inc"))
 				x++;
+			if (has_word(code, "ckpt_exit"))
+				exit_after_ckpt = true;
 			if (has_word(code, "crash"))
 				_exit(9);
 			/* What the test reads back rides in the value (ev_done). */
@@ -348,6 +356,8 @@ static __attribute__((noreturn)) void session_main(void)
 			char *txt = result_encode(&res);
 			wire_send(ctrl_fd, W_RESULT, txt, strlen(txt), NULL, 0);
 			free(txt);
+			if (has_word(code, "result_exit"))
+				_exit(5);
 			cJSON_Delete(cell);
 		}
 		wire_msg_free(&m);

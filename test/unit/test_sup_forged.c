@@ -257,7 +257,7 @@ static void test_no_exit_report(void **state)
 /* Without checkpoints nothing else holds a session's socket: a session
  * that dies by itself shows as the end of its stream as well as in the
  * zygote's report, in either order.  The server read that end again after
- * the report (session_dead reads what the process sent before dying) and
+ * the report (its death reads what the process sent before dying) and
  * killed the reaped process once more, which asked for an exit report
  * that could never come: exit_ms later the zygote was taken to have
  * broken its protocol, and every session's state was lost (seen in the

@@ -85,6 +85,56 @@ static void test_roll_back(void **state)
 	trun_free(c);
 }
 
+/* A process that dies right after its result: the zygote's report of the
+ * exit and the result come in the same loop turn (or the report first, on
+ * its own socket).  The result is read before the death is handled, and
+ * the death still ends the call as a crash rolled back (a result does not
+ * end a call; verdict.h), several times over so that both orders come. */
+static void test_result_then_death(void **state)
+{
+	trun_free(run_ok("inc"));
+	for (int i = 0; i < 5; i++) {
+		struct trun *b = submit("inc result_exit", 30000.0);
+		wait_done(b);
+		assert_int_equal(b->run.status, CALL_CRASHED);
+		assert_int_equal(b->run.state, STATE_ROLLED_BACK);
+		assert_int_equal(b->run.exit_code, 5);
+		assert_int_equal(b->n_done, 1);
+		assert_int_equal(b->x, -1); /* its result no longer stands */
+		trun_free(b);
+		struct trun *c = run_ok("");
+		assert_int_equal(c->x, 1); /* rolled back */
+		assert_true(c->resumed);
+		trun_free(c);
+	}
+}
+
+/* A process that sends the checkpoint of the state its call kept and dies
+ * at once (the call's reply is out already): its message and the zygote's
+ * report of its exit race.  Either the checkpoint is taken in before the
+ * death (its parent still alive to vouch for it) and the state after the
+ * call resumes, or it is refused (its parent gone, the kernel cannot tell
+ * it from a stranger's process) and the next reply says that call's
+ * state was lost.  Never the state of before without a word. */
+static void test_checkpoint_then_death(void **state)
+{
+	setenv("PSM_TEST_REPLAY_MS", "0", 1); /* a checkpoint after each call */
+	trun_free(run_ok("inc"));
+	for (int i = 0; i < 3; i++) {
+		struct trun *b = submit("inc ckpt_exit", 30000.0);
+		wait_done(b);
+		assert_int_equal(b->run.status, CALL_OK);
+		long said = b->x;
+		trun_free(b);
+		struct trun *c = run_ok("");
+		assert_true(c->resumed);
+		if (c->x != said && !(c->x == said - 1 && c->run.note && strstr(c->run.note, "what that call did to variables was lost")))
+			fail_msg("x %ld after a call that said %ld, note: %s", c->x, said, c->run.note ? c->run.note : "none");
+		trun_free(c);
+	}
+	unsetenv("PSM_TEST_REPLAY_MS");
+}
+
 /* A session that says a saved state is loaded in a call that carried none
  * (to restart its timeout): a protocol break, rolled back like a crash; the
  * timer it wanted moved never moves. */
@@ -569,6 +619,8 @@ int main(int argc, char **argv)
 	log_threshold = LOG_ERROR;
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_roll_back, sup_up, sup_down),
+		cmocka_unit_test_setup_teardown(test_result_then_death, sup_up, sup_down),
+		cmocka_unit_test_setup_teardown(test_checkpoint_then_death, sup_up, sup_down),
 		cmocka_unit_test_setup_teardown(test_restored_unasked, sup_up, sup_down),
 		cmocka_unit_test_setup_teardown(test_resume_twice, sup_up, sup_down),
 		cmocka_unit_test_setup_teardown(test_requeue_unstarted, sup_up, sup_down),
