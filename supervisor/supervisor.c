@@ -162,15 +162,11 @@ static void send_exec(struct sup *sup, struct session *s)
 	/* A cell run again after a rollback (replay.c) keeps its number and
 	 * carries no note: nobody reads its reply. */
 	bool again = replay_is_run(c);
-	/* PSM_TEST_KILL_COPY_AT_SEND=N: an outside kill of the copy at the
-	 * worst moment, for the next N calls sent (the tests): its exit is
-	 * under way as the call would go. */
-	if (sup->copy_kill_test > 0 && s->ckpt_pidfd >= 0 && s->phase == P_IDLE && !again) {
-		sup->copy_kill_test--;
+	/* PSM_TEST_KILL_COPY_AT_SEND=N (tests): an outside kill of the copy
+	 * as each of the next N calls goes, its exit still under way. */
+	if (sup->copy_kill_test > 0 && s->ckpt_pidfd >= 0 && s->phase == P_IDLE && !again && sup->copy_kill_test--)
 		pidfd_signal(s->ckpt_pidfd, SIGKILL);
-	}
-	/* No call goes to a session whose copy is lost while a new one can
-	 * still be taken: the copy first (copy_lost_before_call). */
+	/* No call goes while its copy is lost and can be taken again. */
 	if (!again && copy_lost_before_call(sup, s))
 		return;
 	if (s->next_note && !again) {
