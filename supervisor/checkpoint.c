@@ -272,6 +272,25 @@ static void copy_death(pid_t hpid, char *buf, size_t n)
  * a resting session takes one at once (the state it holds is the one the
  * copy held), a busy one after its call (settled: no copy, no log), and
  * the call's reply says what was lost if the call then fails (session_dead). */
+/* The copy is lost (sig, while it is still exiting: the signal seen
+ * pending, -1 for a fatal one not named, 0 unknown): said, dropped, its
+ * save abandoned.  A zombie of the session until the session runs:
+ * "dying". */
+static void copy_gone(struct sup *sup, struct session *s, int sig)
+{
+	char lost_why[sizeof s->copy_lost];
+	copy_death(s->ckpt_hpid, lost_why, sizeof lost_why);
+	if (sig != 0 && strstr(lost_why, "the server did not end it"))
+		snprintf(lost_why, sizeof lost_why, "%s: by an operator's kill, or the kernel's out-of-memory killer",
+			 sig > 0 ? call_signal_name(sig) : "a signal");
+	copy_lost_set(s, lost_why);
+	log_warn("session %s: its checkpoint copy (pid %d) died (%s): a new one is taken", s->name, (int)s->ckpt_hpid, s->copy_lost);
+	drop_checkpoint(s);
+	/* Its saver died with it (PDEATHSIG): the new copy saves again. */
+	if (s->save)
+		quiet_abandon_save(sup, s);
+}
+
 static void copy_died(void *arg, int fd, short revents)
 {
 	struct session *s = arg;
@@ -282,16 +301,32 @@ static void copy_died(void *arg, int fd, short revents)
 			loop_unwatch(sup->cfg.loop, fd);
 		return;
 	}
-	char lost_why[sizeof s->copy_lost];
-	copy_death(s->ckpt_hpid, lost_why, sizeof lost_why);
-	copy_lost_set(s, lost_why);
-	log_warn("session %s: its checkpoint copy (pid %d) died (%s): a new one is taken", s->name, (int)s->ckpt_hpid, s->copy_lost);
-	drop_checkpoint(s); /* a zombie of the session until it runs: "dying" */
-	/* Its saver died with it (PDEATHSIG): the new copy saves again. */
-	if (s->save)
-		quiet_abandon_save(sup, s);
+	copy_gone(sup, s, 0);
 	if (!retake_copy(sup, s))
 		log_info("session %s: a new copy is taken once its call is over", s->name);
+}
+
+/* The last look before a cell goes to a resting session: its copy, killed
+ * from outside a moment ago, may still be exiting (unmapping a large
+ * process takes milliseconds), so that its pidfd does not poll readable
+ * yet and copy_died has not run.  Sent then, the call would run with no
+ * state to go back to, and a timeout or crash would lose the whole state
+ * although a new copy could have been taken first.  Seen: a copy killed
+ * just before the call (the kill from outside a few milliseconds ahead of
+ * the request) made a timeout reply `state new`.  The kernel says it
+ * (kproc_dying): the copy is dropped and taken again, the call back at the
+ * head of the queue (settled starts it).  One read of /proc and one poll
+ * per call; a kill after this look is the call's to report (session_dead).
+ * True: the call waits for the new copy. */
+bool copy_lost_before_call(struct sup *sup, struct session *s)
+{
+	if (s->ckpt_pidfd < 0 || s->phase != P_IDLE)
+		return false;
+	int sig;
+	if (!kproc_dying(s->ckpt_pidfd, s->ckpt_hpid, &sig))
+		return false;
+	copy_gone(sup, s, sig);
+	return retake_copy(sup, s);
 }
 
 /* At most this many copies are taken again between two calls: something

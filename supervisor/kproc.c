@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -144,6 +145,64 @@ bool kproc_exited(int pidfd)
 		return false;
 	struct pollfd p = { .fd = pidfd, .events = POLLIN };
 	return poll(&p, 1, 0) == 1 && (p.revents & (POLLIN | POLLHUP));
+}
+
+/* The kernel's task flags (linux/sched.h): do_exit has begun; a fatal
+ * signal was taken. */
+#define KPROC_PF_EXITING 0x00000004UL
+#define KPROC_PF_SIGNALED 0x00000400UL
+
+/* The mask of pending signals after "\nKEY:" in /proc/PID/status. */
+static bool pending_mask(const char *buf, const char *key, unsigned long long *mask)
+{
+	char k[16];
+	snprintf(k, sizeof k, "\n%s:", key);
+	const char *p = strstr(buf, k);
+	return p && sscanf(p + strlen(k), " %llx", mask) == 1;
+}
+
+/* The pidfd polls readable: its process has exited. */
+static bool polls_exited(int pidfd)
+{
+	struct pollfd p = { .fd = pidfd, .events = POLLIN };
+	return pidfd >= 0 && poll(&p, 1, 0) == 1 && (p.revents & (POLLIN | POLLHUP));
+}
+
+bool kproc_dying(int pidfd, pid_t host, int *sig)
+{
+	*sig = 0;
+	char path[64], buf[4096];
+	snprintf(path, sizeof path, "/proc/%d/stat", (int)host);
+	ssize_t n = host > 0 ? read_small(path, buf, sizeof buf) : -1;
+	/* Looked at after /proc was read: not exited now, the pid was still
+	 * its process's then (a pid is reused only once its process is
+	 * reaped). */
+	if (polls_exited(pidfd))
+		return true;
+	/* After the command name: state, ppid, pgrp, session, tty, tpgid,
+	 * flags (field 9, readable without ptrace rights). */
+	const char *f = n > 0 ? strrchr(buf, ')') : NULL;
+	char state;
+	unsigned long flags;
+	if (!f || f[1] != ' ' || sscanf(f + 2, "%c %*d %*d %*d %*d %*d %lu", &state, &flags) != 2)
+		return false;
+	if (flags & KPROC_PF_SIGNALED)
+		*sig = -1;
+	if (state == 'Z' || state == 'X' || state == 'x' || (flags & (KPROC_PF_EXITING | KPROC_PF_SIGNALED)))
+		return true;
+	/* Stopped (a frozen copy), it has no SIGKILL pending: the signal
+	 * wakes a stopped process as it is sent.  Awake, it may have one. */
+	if (state == 'T' || state == 't')
+		return false;
+	snprintf(path, sizeof path, "/proc/%d/status", (int)host);
+	unsigned long long own = 0, shared = 0, kill_bit = 1ULL << (SIGKILL - 1);
+	bool killed = read_small(path, buf, sizeof buf) > 0 && pending_mask(buf, "SigPnd", &own) &&
+		      pending_mask(buf, "ShdPnd", &shared) && ((own | shared) & kill_bit);
+	if (polls_exited(pidfd))
+		return true;
+	if (killed)
+		*sig = SIGKILL;
+	return killed;
 }
 
 bool kproc_pipe_reader(int fd)

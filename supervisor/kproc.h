@@ -51,6 +51,18 @@ int kproc_confirm(int pidfd, pid_t parent, pid_t ns_claim, unsigned long long si
  * false for a live process and for a descriptor that is no pidfd. */
 bool kproc_exited(int pidfd);
 
+/* Whether the process behind pidfd (host: its pid here, as the kernel
+ * said when it was confirmed) is ending, or has ended, without the pidfd
+ * saying so yet: a SIGKILL sent to it a moment ago leaves it pending, then
+ * the kernel's flags say it is exiting (unmapping a large process takes
+ * milliseconds) before its pidfd polls readable.  *sig: the signal seen
+ * pending (SIGKILL), -1 when a fatal signal was taken (which one /proc
+ * does not say), 0 otherwise.  False when it lives on, or when /proc does
+ * not say (then only its exit tells).  /proc is read before the pidfd is
+ * looked at, so the answer is about that very process.  For a stopped
+ * process (the usual case) one read of /proc/PID/stat and one poll. */
+bool kproc_dying(int pidfd, pid_t host, int *sig);
+
 /* Whether fd is the read end of a pipe (or FIFO): what a saver's state
  * comes on, and nothing else the server could be made to read from. */
 bool kproc_pipe_reader(int fd);

@@ -296,6 +296,7 @@ struct sup {
 	double save_test_ms;     /* PSM_TEST_SAVE_MS (save_budget), or 0 */
 	double save_test_wall_ms; /* PSM_TEST_SAVE_WALL_MS (save_budget), or 0 */
 	bool settle_test;         /* PSM_TEST_ZYGOTE_SETTLE_MS: always settle through the zygote */
+	int copy_kill_test;       /* PSM_TEST_KILL_COPY_AT_SEND: copies still to kill as a call goes (send_exec) */
 	/* The outbox (outbox.c): the effects posted and not yet performed,
 	 * oldest first; how many of them hold a run; `ended` owed; the
 	 * timer that drains them; a drain running; and the drain itself
@@ -463,6 +464,7 @@ int accept_checkpoint(struct sup *sup, struct session *s, int pidfd, pid_t said,
  * state, its copy killed from outside: one is taken now.  False when it
  * cannot be now. */
 bool retake_copy(struct sup *sup, struct session *s);
+bool copy_lost_before_call(struct sup *sup, struct session *s);
 bool checkpoint_again(struct sup *sup, struct session *s);
 /* Raises the oom_score_adj of process hpid (host pid) to adj, once the
  * kernel says it is the one meant: alive while its pidfd is, or (pidfd

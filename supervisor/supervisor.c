@@ -19,6 +19,8 @@ struct sup *sup_new(const struct sup_config *cfg)
 	sup->save_test_wall_ms = t ? atof(t) : 0;
 	t = getenv("PSM_TEST_ZYGOTE_SETTLE_MS");
 	sup->settle_test = t && *t;
+	t = getenv("PSM_TEST_KILL_COPY_AT_SEND");
+	sup->copy_kill_test = t ? atoi(t) : 0;
 	return sup;
 }
 
@@ -160,6 +162,13 @@ static void send_exec(struct sup *sup, struct session *s)
 	/* A cell run again after a rollback (replay.c) keeps its number and
 	 * carries no note: nobody reads its reply. */
 	bool again = replay_is_run(c);
+	/* PSM_TEST_KILL_COPY_AT_SEND=N (tests): an outside kill of the copy
+	 * as each of the next N calls goes, its exit still under way. */
+	if (sup->copy_kill_test > 0 && s->ckpt_pidfd >= 0 && s->phase == P_IDLE && !again && sup->copy_kill_test--)
+		pidfd_signal(s->ckpt_pidfd, SIGKILL);
+	/* No call goes while its copy is lost and can be taken again. */
+	if (!again && copy_lost_before_call(sup, s))
+		return;
 	if (s->next_note && !again) {
 		add_note(c, s->next_note);
 		free(s->next_note);
@@ -307,6 +316,12 @@ static void start_next(struct sup *sup, struct session *s)
 			}
 		}
 		send_exec(sup, s);
+		/* Its copy was found lost as the call went: the call is back
+		 * at the head of the queue until the new copy is in (settled
+		 * calls us again).  Taken again here, it would go to a session
+		 * that is taking its checkpoint. */
+		if (s->ckpt_due != DUE_NONE)
+			return;
 	}
 }
 

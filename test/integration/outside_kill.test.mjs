@@ -55,7 +55,7 @@ const combos = [];
 for (const mode of ['namespaces', 'no namespaces'])
 	for (const who of AS_ROOT ? ['root', 'nobody'] : ['user'])
 		combos.push({ mode, who, some: who === 'nobody' });
-const FEW = new Set([0, 3]);
+const FEW = new Set([0, 3, 6]);
 
 /** A server in the jail mode and as the user of the combo, with a key
  *  directory of its own (saved sessions). */
@@ -225,6 +225,25 @@ for (const combo of combos) {
 			r = await execPy(h, 'x');
 			assert.deepEqual([t.sc.status, t.sc.state, r.sc.status, r.sc.state, r.sc.result], ['timeout', 'rolled_back', 'ok', 'kept', '42'],
 				`${show(t.text)}\n${show(r.text)}`);
+		});
+
+		test('the copy killed a moment before a call is sent, still exiting: taken again first, the timeout rolls back', { timeout: 120000 }, async () => {
+			// The kill from outside lands just ahead of the call: the copy
+			// is still exiting (a large process takes milliseconds to unmap)
+			// when the call would go, so its pidfd does not say it yet.  The
+			// server kills it itself at that moment, from a test hook (an
+			// outside kill cannot be timed that finely), and the new copy
+			// too, as the call goes again.  Before, the call ran with no
+			// copy and its timeout lost the state (`new`).
+			const h = await server(combo, 'sending', undefined, { PSM_TEST_KILL_COPY_AT_SEND: '2' });
+			hs.push(h);
+			let r = await execPy(h, 'x = 41', {}, { timeout: 120000 });
+			assert.equal(r.sc.status, 'ok', show(r.sc));
+			const t = await execPy(h, `x += 100\n${SLEEP}`, { timeout_s: 2 });
+			r = await execPy(h, 'x');
+			assert.deepEqual([t.sc.status, t.sc.state, r.sc.status, r.sc.state, r.sc.result], ['timeout', 'rolled_back', 'ok', 'kept', '41'],
+				`${show(t.text)}\n${show(r.text)}`);
+			assert.match(t.text, /killed from outside[^]*a new one was taken/, show(t.sc));
 		});
 	});
 }
