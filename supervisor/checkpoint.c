@@ -266,12 +266,6 @@ static void copy_death(pid_t hpid, char *buf, size_t n)
 		snprintf(buf, n, "it ended, and the server did not end it");
 }
 
-/* The copy to roll back to died, and not by the server's hand (its pidfd
- * polls readable): the kernel's OOM killer, an operator's kill by name.
- * Without a new one, the next timeout or crash would lose the whole state:
- * a resting session takes one at once (the state it holds is the one the
- * copy held), a busy one after its call (settled: no copy, no log), and
- * the call's reply says what was lost if the call then fails (session_dead). */
 /* The copy is lost (sig, while it is still exiting: the signal seen
  * pending, -1 for a fatal one not named, 0 unknown): said, dropped, its
  * save abandoned.  A zombie of the session until the session runs:
@@ -291,6 +285,12 @@ static void copy_gone(struct sup *sup, struct session *s, int sig)
 		quiet_abandon_save(sup, s);
 }
 
+/* The copy to roll back to died, and not by the server's hand (its pidfd
+ * polls readable): the kernel's OOM killer, an operator's kill by name.
+ * Without a new one, the next timeout or crash would lose the whole state:
+ * a resting session takes one at once (the state it holds is the one the
+ * copy held), a busy one after its call (settled: no copy, no log), and
+ * the call's reply says what was lost if the call then fails (session_dead). */
 static void copy_died(void *arg, int fd, short revents)
 {
 	struct session *s = arg;
