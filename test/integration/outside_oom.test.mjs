@@ -5,9 +5,11 @@
 // The kernel kills something; checked from outside: which process it took
 // (by the titles of the processes that are gone), that the server lives,
 // that the reply says what the session then holds (the next call reads the
-// array back), that the oom_score_adj of the copy and the saver are
-// raised while the session's and the zygote's are not, and that the
-// server's oom_score is below the sandbox's.  With namespaces, as root;
+// array back), that the copy's oom_score_adj is raised while the
+// session's and the zygote's are not (a session resumed from its copy
+// included; a cell cannot change its own), and that the server's
+// oom_score is below the sandbox's.  (The saver's, raised by the same
+// code, lives only while a save runs: not checked here.)  With namespaces, as root;
 // the other jail mode and nobody: outside_oom_modes.test.mjs (a file of its
 // own, run beside this one).  Needs root and a memory cgroup to write
 // (cgroup v2's memory.max, or v1's memory.limit_in_bytes), as the CI
