@@ -99,8 +99,10 @@ function launch(combo, dir, root) {
  *  as it came, and `c` says what the kernel then takes).  Checked from
  *  outside: the scores before the call (the server's the lowest), which
  *  process the kernel took, that the server lives, that the reply says what
- *  the session then holds, and that a new copy rolls a timeout back. */
-export async function oomCase(t, cgs, combo, c, raised = true) {
+ *  the session then holds, that a new copy rolls a timeout back, and the
+ *  session's score after each rollback; with `saver`, the saver's score
+ *  too, once the session rests (about 7 s more). */
+export async function oomCase(t, cgs, combo, c, { raised = true, saver = false } = {}) {
 	assert.equal(process.getuid(), 0, 'this test makes a memory cgroup: run the suite as root (CI does)');
 	// Room at first; once the array is in, the limit leaves 80 MB (what
 	// the session then holds depends on the build: a sanitizer build's
@@ -184,5 +186,25 @@ export async function oomCase(t, cgs, combo, c, raised = true) {
 	const back = await execPy(h, 'int(a[0])');
 	assert.equal(back.sc.result, held.sc.result, show(back.sc));
 	assert.deepEqual(await sessionAdj(), [0], 'the session\'s oom_score_adj after a timeout rolled it back');
+	if (saver) {
+		// The saver, the first to offer: a save starts once the session
+		// rests, and a value whose pickling takes 2 s (code of the
+		// session's runs in the saver) keeps it alive long enough to read.
+		cg.limit(2048 * MB);
+		r = await execPy(h, 'import time\nclass Slow:\n    def __reduce__(self):\n        time.sleep(2)\n        return (int, (0,))\nslow = Slow()');
+		assert.equal(r.sc.status, 'ok', show(r.sc));
+		// The last sight of it (raised a moment after its fork).
+		let sv = [];
+		const look = () => {
+			const now = [...titles(server).values()].filter((p) => /: saver default cell \d+$/.test(p.cmd));
+			if (now.length) sv = now;
+		};
+		for (let i = 0; i < 300 && !sv.some((p) => p.adj > 0 || !raised); i++, await sleep(100)) look();
+		if (!raised) {
+			await sleep(500);
+			look();
+		}
+		assert.deepEqual(sv.map((p) => p.adj), [raised ? 1000 : 0], 'the saver\'s oom_score_adj');
+	}
 	await h.close();
 }
