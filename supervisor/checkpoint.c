@@ -45,6 +45,9 @@ bool roll_back(struct sup *sup, struct session *s, int wstatus, bool status_know
 	 * checkpoint, a new saver). */
 	quiet_abandon_save(sup, s);
 	save_unasked(s);
+	/* The copy resumes as the session: its score goes back to the one the
+	 * session had, or it and every copy it forks would score the same. */
+	oom_offer(s->ckpt_hpid, 0, s->ckpt_pidfd, OOM_ADJ_SESSION);
 	/* The copy is frozen (SIGSTOP since it was accepted): the resume
 	 * signal first, then SIGCONT, so it wakes with the signal pending. */
 	s->ckpt_since = kproc_now_ticks();
@@ -195,12 +198,26 @@ int accept_checkpoint(struct sup *sup, struct session *s, int pidfd, pid_t said,
  * So the saver and then the copy are offered first: theirs is raised
  * (raising needs no privilege; writing another process's does, or the
  * same user and a dumpable process, and the sessions are not dumpable, so
- * this works for a root server and for one whose sandbox runs in a user
- * namespace of its own; elsewhere it is a no-op, said at debug level).
- * Never lowered, and never for the session, the zygote or the server. */
+ * this works for a root server only, in either jail mode; a server run by
+ * another user cannot open the file, with namespaces too, and this is a
+ * no-op, said at debug level).
+ * Lowered only for a copy resumed as the session, back to the session's
+ * (OOM_ADJ_SESSION: the server's own, which the sandbox inherits), never
+ * raised for the session, the zygote or the server. */
 void oom_offer(pid_t hpid, pid_t parent, int pidfd, int adj)
 {
 	char path[64], st[512];
+	static int own = -1001;
+	if (adj == OOM_ADJ_SESSION) {
+		if (own == -1001) {
+			FILE *f = fopen("/proc/self/oom_score_adj", "re");
+			if (!f || fscanf(f, "%d", &own) != 1 || own < -1000 || own > 1000)
+				own = 0;
+			if (f)
+				fclose(f);
+		}
+		adj = own;
+	}
 	bool same = false;
 	int fd = -1;
 	if (pidfd >= 0) {
