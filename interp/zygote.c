@@ -474,12 +474,34 @@ static void send_jail_report(int ctrl, const struct jail_report *rep, int self_p
 	_exit(0);
 }
 
+/* Below the server's priority, for the zygote and everything forked from
+ * it (sessions, copies, savers), relative to the server's own nice value.
+ * Attack: a cell's busy processes starve the server on a small machine, so
+ * that the watchdog's looks come late and memory grows unseen between two
+ * of them: six forked children allocating 160 MB each passed memory_mb 256
+ * by 170 MB and more, 2 runs in 8 on 2 cores with 4 other busy processes.
+ * At nice +5 a runnable sandboxed process weighs a third of the server's,
+ * so the watchdog runs first when its timer fires.  No cell can undo it:
+ * the jail sets RLIMIT_NICE to 0 (no raising of priority) and drops
+ * CAP_SYS_NICE.  On an idle machine it changes nothing. */
+#define ZYGOTE_NICE 5
+static void below_server_priority(void)
+{
+	errno = 0;
+	int cur = getpriority(PRIO_PROCESS, 0);
+	if (cur == -1 && errno != 0)
+		return;
+	if (setpriority(PRIO_PROCESS, 0, cur + ZYGOTE_NICE > 19 ? 19 : cur + ZYGOTE_NICE) < 0)
+		log_debug("cannot lower the sandbox's priority: %s", strerror(errno));
+}
+
 void zygote_main(const struct zygote_config *zc)
 {
 	int ctrl = zc->ctrl;
 	log_set_prefix("zygote");
 	setproctitle("-python-sandbox-mcp: zygote");
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	below_server_priority();
 	/* Python's own stdout must never reach the MCP stream. */
 	dup2(STDERR_FILENO, STDOUT_FILENO);
 

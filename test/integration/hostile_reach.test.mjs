@@ -133,6 +133,11 @@ for (const [mode, pre] of [['namespaces', []], ['no namespaces', [DOCKERRUN]]]) 
 				assert.doesNotMatch(r.sc.result, /CHANGED/, r.sc.result);
 				assert.match(r.sc.result, /'own': True/);
 				assert.deepEqual(outside.map(sched), beforeState, 'seen from outside: nothing changed');
+				// The sandbox runs below the server's priority (a cell's busy
+				// processes must not starve the watchdog), and stays there.
+				const niceOf = (pid) => Number(sched(pid).split(' nice ')[1]);
+				assert.equal(niceOf(sessB), Math.min(19, niceOf(h.pid) + 5), `session ${sched(sessB)}, server ${sched(h.pid)}`);
+				assert.equal(niceOf(zyg), niceOf(sessB), `zygote ${sched(zyg)}`);
 				const e = await execPy(h, `import os\nos.sched_setaffinity(${nsfree ? h.pid : 1}, {0})`, { session: 'a' });
 				assert.match(e.sc.error?.message || '', /of another process is refused in this sandbox/, show(e.sc));
 			});

@@ -62,7 +62,7 @@ os.sched_setaffinity(0, {min(cpus)})
 if os.sched_getaffinity(0) != {min(cpus)}:
     bad.append("its own affinity did not change")
 os.sched_setaffinity(0, cpus)
-os.setpriority(os.PRIO_PROCESS, 0, 1)
+os.setpriority(os.PRIO_PROCESS, 0, min(19, os.getpriority(os.PRIO_PROCESS, 0) + 1))  # its own, lower: allowed
 if bad:
     print("ESCAPED:", bad)
     sys.exit(1)
