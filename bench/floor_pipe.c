@@ -37,30 +37,6 @@ static int round_trip(void *arg)
 	return 0;
 }
 
-/* n round trips, each after think_ms of sleep (3 untimed first). */
-static int think_steps(int n, double think_ms, struct pipes *p)
-{
-	double *t = malloc(sizeof *t * (size_t)n);
-	if (!t)
-		return -1;
-	struct timespec ts = { .tv_sec = (time_t)(think_ms / 1000),
-			       .tv_nsec = (long)((think_ms - 1000.0 * (double)(time_t)(think_ms / 1000)) * 1e6) };
-	for (int i = 0; i < n + 3; i++) {
-		nanosleep(&ts, NULL);
-		double a = now_us();
-		if (round_trip(p) < 0) {
-			free(t);
-			return -1;
-		}
-		if (i >= 3)
-			t[i - 3] = now_us() - a;
-	}
-	qsort(t, (size_t)n, sizeof *t, cmp_double);
-	printf("%.3f %.3f %d\n", t[n / 2], t[(int)(n * 0.99)], n);
-	free(t);
-	return 0;
-}
-
 int main(int argc, char **argv)
 {
 	int n = argc > 1 ? atoi(argv[1]) : 20000;
@@ -85,7 +61,7 @@ int main(int argc, char **argv)
 	close(from[1]);
 	struct pipes pp = { to[1], from[0], msg };
 	if (think_ms > 0) {
-		if (think_steps(n, think_ms, &pp) < 0)
+		if (time_steps_paced(n, 3, think_ms, round_trip, &pp) < 0)
 			return 1;
 	} else if (time_steps(n, round_trip, &pp) < 0) {
 		return 1;
