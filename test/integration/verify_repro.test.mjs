@@ -6,7 +6,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 
-import { startClient, callTool, jsonResult, show, BIN } from './lib.mjs';
+import { startClient, callTool, jsonResult, show, BIN, newProject, execPy, writeFile, SKILL } from './lib.mjs';
 import { ANALYSIS, runAnalysis, analysisProject } from './analysis_lib.mjs';
 
 const sha = (p) => crypto.createHash('sha256').update(fs.readFileSync(p)).digest('hex');
@@ -141,7 +141,6 @@ for (const mode of ['namespaces', 'no namespaces']) describe(`verify_outputs: re
 describe('verify_outputs: reproduce never reaches the network', () => {
 	test('the cell that needed it is named; its file is not checked; the listener heard one connection', { timeout: 170000 }, async () => {
 		const { LOOSE, SKILL_REL, listener, tmpDir } = await import('./trust_lib.mjs');
-		const { writeFile, newProject, execPy } = await import('./lib.mjs');
 		const { spawnSync } = await import('node:child_process');
 		const root = newProject('rerun-net');
 		const cfg = tmpDir('repro-net-cfg'), home = tmpDir('repro-net-home');
@@ -179,7 +178,6 @@ describe('verify_outputs: reproduce never reaches the network', () => {
 // thread, joined at exit): the child is ended and the copy removed.
 describe('verify_outputs: reproduce and the server\'s exit', () => {
 	test('end of input during a run again: the server exits at once, no copy left behind', { timeout: 120000 }, async () => {
-		const { newProject, execPy } = await import('./lib.mjs');
 		const procTable = () => fs.readdirSync('/proc').filter((n) => /^\d+$/.test(n)).map((n) => {
 			try { return { pid: Number(n), cmd: fs.readFileSync(`/proc/${n}/cmdline`, 'utf8').replace(/\0/g, ' ') }; } catch { return null; }
 		}).filter(Boolean);
@@ -212,7 +210,6 @@ describe('verify_outputs: reproduce and the server\'s exit', () => {
 // like one the session's state stands behind.
 describe('verify_outputs: an output of a rolled-back call', () => {
 	test('provenance names the rolled-back call; the run again does not make it: reproduced false', { timeout: 120000 }, async () => {
-		const { newProject, execPy } = await import('./lib.mjs');
 		const root = newProject('rolled-out');
 		const hh = await startClient(root, { structured: true });
 		try {
@@ -241,7 +238,6 @@ describe('verify_outputs: an output of a rolled-back call', () => {
 // rolled-back call is not run again), so only the text around it counts.
 describe('verify_outputs: reproduce and a long output', () => {
 	test('a cut output after a rollback comes again: true', { timeout: 120000 }, async () => {
-		const { newProject, execPy } = await import('./lib.mjs');
 		const root = newProject('long-out');
 		const hh = await startClient(root, { structured: true });
 		try {
@@ -270,7 +266,6 @@ describe('verify_outputs: reproduce and a long output', () => {
 // not copied for the run again to read.
 describe('verify_outputs: reproduce, a FIFO and a hard link in the project', () => {
 	test('neither is copied; the gate answers and names the cell that read the link', { timeout: 120000 }, async () => {
-		const { newProject, execPy, writeFile } = await import('./lib.mjs');
 		const { spawnSync } = await import('node:child_process');
 		const root = newProject('fifo-link');
 		writeFile(root, 'workspace/data/x.csv', 'a\n1\n');
@@ -300,7 +295,6 @@ describe('verify_outputs: reproduce, a FIFO and a hard link in the project', () 
 // recorded cell wrote its files and that its notebook cannot be written.
 describe('verify_outputs without session, after work in a named session', () => {
 	test('provenance, notebook and reproduce follow the session the result names', { timeout: 120000 }, async () => {
-		const { newProject, execPy } = await import('./lib.mjs');
 		const root = newProject('named-only');
 		const hh = await startClient(root, { structured: true });
 		try {
@@ -339,7 +333,6 @@ describe('verify_outputs without session, after work in a named session', () => 
 // could not be checked, which is not a difference (null, not false).
 for (const mode of ['namespaces', 'no namespaces']) describe(`verify_outputs: reproduce and a write outside the copy (${mode})`, () => {
 	test('refused in the run again: the cell named, the file null, the original untouched', { timeout: 120000 }, async () => {
-		const { newProject, execPy } = await import('./lib.mjs');
 		const root = newProject('abs-write');
 		const launch = mode === 'namespaces' ? {} : { command: DOCKERRUN, commandArgs: [BIN] };
 		const hh = await startClient(root, { structured: true, ...launch });
@@ -364,7 +357,6 @@ for (const mode of ['namespaces', 'no namespaces']) describe(`verify_outputs: re
 // and a seeded draw must come again.
 describe('verify_outputs: reproduce with the policy given by --skill', () => {
 	test('the same seed: a seeded draw comes again', { timeout: 120000 }, async () => {
-		const { newProject, execPy, writeFile, SKILL } = await import('./lib.mjs');
 		const root = newProject('skill-seed');
 		assert.match(SKILL, /\n {2}seed: 0\n/);
 		const skill = writeFile(root, 'policy/SKILL.md', SKILL.replace(/\n {2}seed: 0\n/, '\n  seed: 7\n'));

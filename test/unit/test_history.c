@@ -157,11 +157,13 @@ static void test_fork_starts_with_parent(void **state)
 	free(v);
 }
 
+/* Two files' SHA-256, as the history records them. */
+static const char A[] = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+static const char B[] = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
+
 static void test_provenance(void **state)
 {
 	struct t *t = *state;
-	const char *A = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
-	const char *B = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
 	rec(t, "default", 1, "w(1)", "ok", "new", NULL, "workspace/outputs/x.csv", A);
 	rec(t, "default", 2, "w(2)", "ok", "kept", NULL, "workspace/outputs/x.csv", B);
 	rec(t, "default", 3, "pass", "ok", "kept", NULL, "workspace/outputs/y.csv", A);
@@ -188,8 +190,6 @@ static void test_provenance(void **state)
 static void test_provenance_across_sessions(void **state)
 {
 	struct t *t = *state;
-	const char *A = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
-	const char *B = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
 	rec(t, "default", 1, "w(1)", "ok", "new", NULL, "workspace/outputs/x.csv", A);
 	usleep(5000);
 	rec(t, "other", 1, "w(2)", "ok", "new", NULL, "workspace/outputs/x.csv", B);
