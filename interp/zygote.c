@@ -174,7 +174,7 @@ static char *bootstrap_config(const struct zygote_config *zc, const struct jail_
 	cJSON_AddBoolToObject(j, "net_access", p->net_access);
 	cJSON_AddBoolToObject(j, "shell_exec", p->shell_exec);
 	cJSON_AddBoolToObject(j, "nsfree", rep->nsfree);
-	cJSON_AddBoolToObject(j, "no_memfd", zc->no_memfd);
+	cJSON_AddBoolToObject(j, "no_memfd", jail_memfd_refused(zc->no_memfd, zc->stay_readable, rep));
 	cJSON_AddNumberToObject(j, "memory_mb", (double)p->limits.memory_mb);
 	cJSON_AddNumberToObject(j, "max_file_mb", (double)p->limits.max_file_mb);
 	cJSON_AddNumberToObject(j, "max_processes", (double)p->limits.max_processes);
@@ -442,6 +442,7 @@ void zygote_jail_config(const struct zygote_config *zc, struct jail_config *jc)
 		.env = (const char *const *)build_env(zc),
 		.no_host_changes = zc->check,
 		.no_memfd = zc->no_memfd,
+		.stay_readable = zc->stay_readable,
 		.scratch = zc->scratch,
 	};
 }
@@ -669,6 +670,7 @@ int zygote_exec_main(int ctrl)
 		.ctrl = ctrl,
 		.check = cfg.check,
 		.no_memfd = cfg.no_memfd,
+		.stay_readable = cfg.stay_readable,
 		.scratch = cfg.scratch,
 	};
 	zygote_main(&zc);

@@ -17,6 +17,7 @@ struct zygote_config {
 	int ctrl;                      /* stream socket to the server */
 	bool check;                    /* for --check: change nothing on the host */
 	bool no_memfd;                 /* refuse memfd_create (jail_config) */
+	bool stay_readable;            /* sessions stay dumpable without namespaces (jail_config) */
 	const char *scratch;           /* the server's scratch directory for the namespace-free mode, or NULL */
 };
 

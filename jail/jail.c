@@ -407,6 +407,7 @@ int jail_scratch_remove_same(const char *path, dev_t dev, ino_t ino)
 /* What a session may read of /proc, decided when the jail is entered (the
  * sessions are forks of the process that entered it). */
 static enum session_proc session_proc = SESSION_PROC_ALL;
+static bool session_dumpable; /* jail_report.dumpable */
 
 /* The secrets under what fs_read shows, found once; with a mount tree each
  * is also covered by an empty mount (ns.c), so that the tree itself
@@ -621,6 +622,11 @@ static int step_self_pidfd(struct entry *en)
 
 static int step_seccomp(struct entry *en)
 {
+	/* Decided here, where the mount tree's state is known (seccomp's
+	 * memfd rule follows it): without a mount tree, a server not run by
+	 * root shares its uid with the sessions, and reads their /proc
+	 * while they are dumpable. */
+	en->r->dumpable = en->c->stay_readable && !en->root && en->r->layer[JL_MOUNTNS].state != JS_APPLIED;
 	return seccomp_apply(en->c, en->r, en->e);
 }
 
@@ -687,6 +693,7 @@ int jail_enter(const struct jail_config *c, struct jail_report *r, struct err *e
 	 * its own entry there (landlock.c). */
 	session_proc = r->nsfree ? (r->euid0 ? SESSION_PROC_OWN_NO_SYS : SESSION_PROC_OWN)
 				 : SESSION_PROC_ALL;
+	session_dumpable = r->dumpable;
 	return 0;
 }
 
@@ -695,6 +702,30 @@ int jail_session_enter(struct err *e)
 	int rc = landlock_scope_session(session_proc, e);
 	if (rc < 0)
 		return rc;
+	if (session_dumpable) {
+		/* A server not run by root, without namespaces, has no
+		 * capability over its sessions: it reads their smaps_rollup
+		 * (memory counted by proportional shares: a forked worker's
+		 * shared pages once, the checkpoint's own pages too) and
+		 * their descriptors (memfds counted) only while they are
+		 * dumpable.  What keeps the others out instead:
+		 *   - another session: the Landlock domain just made, of its
+		 *     own, whose ptrace rule refuses every access of
+		 *     /proc/PID/{mem,environ,maps,smaps_rollup,fd} from outside
+		 *     it (and its file rules grant only the session's own
+		 *     /proc entry); checked: without it, refuse the session;
+		 *   - a core file: RLIMIT_CORE is 0, soft and hard (rlimits.c);
+		 *   - the code itself could set the flag anyway (prctl is
+		 *     allowed): it is no secret from the session.
+		 * Left open: this user's own unsandboxed processes may read the
+		 * sessions, as they may read the zygote and the project. */
+		if (rc != 1)
+			return err_set(e, -EPERM, "session: no Landlock domain of its own, so it cannot stay readable "
+				       "by its server (without namespaces a server not run by root needs that)");
+		if (prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) < 0)
+			return err_sys(e, -errno, "session: PR_SET_DUMPABLE");
+		return 0;
+	}
 	/* Not dumpable: another session (same uid) cannot read this one's
 	 * /proc/<pid>/mem, environ or fds; no core file. */
 	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)

@@ -64,6 +64,9 @@ struct jail_report {
 	 * sandbox's effective uid is 0 (no capability), its real uid 65534
 	 * (uid.c). */
 	bool euid0;
+	/* Sessions stay dumpable (jail_config.stay_readable, granted: no
+	 * mount tree, a server not run by root). */
+	bool dumpable;
 	char remedy[512];   /* what the user can do to get the missing layers */
 };
 
@@ -82,6 +85,14 @@ struct jail_config {
 	/* memfd_create refused: the server cannot count memfds (it cannot
 	 * read the sessions' descriptors), so none may exist. */
 	bool no_memfd;
+	/* The server counts its sessions by reading their smaps_rollup and
+	 * /proc/PID/fd.  Without namespaces a server not run by root may read
+	 * them only while they are dumpable (the same uid; no capability is
+	 * needed then), so the jail keeps them so where that holds, each in a
+	 * Landlock domain of its own (see jail_session_enter).  Where it does
+	 * not hold (a mount tree after all), memfds are refused: the server
+	 * asked for this because it could not read them otherwise. */
+	bool stay_readable;
 	/* The namespace-free mode's scratch directory, made by the server
 	 * (jail_scratch_make), or NULL: the jail then makes its own. */
 	const char *scratch;
@@ -108,5 +119,13 @@ void jail_knobs_read(void);
  * libseccomp's pseudo filter code before it is loaded (a debugging aid;
  * it only prints, the filters are the same). */
 bool jail_knob_pfc(void);
+
+/* Whether memfd_create is refused: where the server cannot read the
+ * sessions' descriptors (no_memfd), or where it can only because they stay
+ * dumpable and the jail could not keep them so. */
+static inline bool jail_memfd_refused(bool no_memfd, bool stay_readable, const struct jail_report *r)
+{
+	return no_memfd || (stay_readable && !r->dumpable);
+}
 
 #endif

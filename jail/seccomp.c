@@ -221,7 +221,7 @@ static unsigned facts(const struct jail_config *c, const struct jail_report *r)
 	f |= unix_ok ? F_UNIX : F_NO_UNIX;
 	f |= r->layer[JL_IPCNS].state == JS_APPLIED ? F_IPCNS : 0;
 	f |= r->sysv_shm ? F_SHM : 0;
-	f |= c->no_memfd ? 0 : F_MEMFD;
+	f |= jail_memfd_refused(c->no_memfd, c->stay_readable, r) ? 0 : F_MEMFD;
 	return f;
 }
 
@@ -524,7 +524,7 @@ static void describe(const struct jail_config *c, const struct jail_report *r, u
 		 have & F_EXEC ? "allowed" : "refused",
 		 nsfree ? "; no chmod/chown/utime, no inotify" : "",
 		 !(have & F_IPCNS) ? "; no SysV IPC" : r->sysv_shm ? "" : "; no SysV shared memory",
-		 c->no_memfd ? "; no memfd_create" : "");
+		 jail_memfd_refused(c->no_memfd, c->stay_readable, r) ? "; no memfd_create" : "");
 }
 
 int seccomp_apply(const struct jail_config *c, struct jail_report *r, struct err *e)

@@ -35,6 +35,8 @@ char *zconfig_encode(const struct zconfig *c)
 		cJSON_AddBoolToObject(j, "check", 1);
 	if (c->no_memfd)
 		cJSON_AddBoolToObject(j, "no_memfd", 1);
+	if (c->stay_readable)
+		cJSON_AddBoolToObject(j, "stay_readable", 1);
 	if (c->scratch)
 		cJSON_AddStringToObject(j, "scratch", c->scratch);
 	char *txt = cJSON_PrintUnformatted(j);
@@ -73,6 +75,7 @@ int zconfig_decode(const void *data, size_t len, struct zconfig *c)
 	c->venv_pth_off = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "venv_pth_off"));
 	c->venv_withheld = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "venv_withheld"));
 	c->no_memfd = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "no_memfd"));
+	c->stay_readable = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "stay_readable"));
 	if (!c->skill_text || !c->skill_source || !c->root || !c->workspace || !c->workspace_display) {
 		zconfig_free(c);
 		return -1;

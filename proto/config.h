@@ -20,6 +20,7 @@ struct zconfig {
 	int log_level;           /* or -1: unchanged */
 	bool check;              /* --check's own server: change nothing on the host */
 	bool no_memfd;           /* the sandbox refuses memfd_create (see the supervisor) */
+	bool stay_readable;      /* without namespaces, sessions stay dumpable (jail_config) */
 	const char *scratch;     /* the namespace-free mode's scratch directory, made by the server, or NULL */
 	void *decoded;           /* zconfig_decode: what the strings point into */
 };

@@ -527,19 +527,22 @@ static int footprint_seen(const char *proc, pid_t zygote, pid_t root, pid_t skip
 }
 
 /* The probe of a server that has CAP_SYS_PTRACE where it runs (root): a
- * child of its own, not dumpable, as a session is. */
-static bool sees_own_child(void)
+ * child of its own, not dumpable, as a session is.  Or, for a server not
+ * run by root without namespaces (dumpable), a child that stays dumpable,
+ * as its sessions then do (jail_config.stay_readable): only the kernel's
+ * answer decides (an LSM may still refuse). */
+static bool sees_own_child(bool dumpable)
 {
 	int p[2];
 	if (pipe2(p, O_CLOEXEC) < 0)
 		return false;
 	pid_t pid = fork();
 	if (pid == 0) {
-		/* Not dumpable, as a session is; then wait for the parent's
-		 * look (it closes its end). */
+		/* Dumpable or not, as a session is; then wait for the
+		 * parent's look (it closes its end). */
 		char c = 0;
 		close(p[0]);
-		prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+		prctl(PR_SET_DUMPABLE, dumpable ? 1 : 0, 0, 0, 0);
 		if (write(p[1], &c, 1) == 1)
 			pause();
 		_exit(0);
@@ -653,6 +656,7 @@ static bool probed;    /* the probes below ran (once) */
 static bool sees_fds;  /* the sessions' /proc/PID/fd */
 static bool sees_pss;  /* the sessions' smaps_rollup */
 static bool owner_ns;  /* the zygote starts in the owner namespace */
+static bool stay_readable; /* sessions stay dumpable without namespaces */
 
 static void probe(void)
 {
@@ -663,9 +667,15 @@ static void probe(void)
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	sees_owner_child(&sees_fds, &sees_pss);
 	owner_ns = sees_pss;
-	if (!owner_ns)
-		/* Root (or no owner namespace): the same check opens both. */
-		sees_fds = sees_pss = sees_own_child();
+	if (!owner_ns && geteuid() == 0) {
+		/* Root: the same check opens both. */
+		sees_fds = sees_pss = sees_own_child(false);
+	} else if (!owner_ns) {
+		/* Not root and no owner namespace: the jail runs without
+		 * namespaces, as this server's uid; its sessions stay
+		 * dumpable where that lets this server read them. */
+		sees_fds = sees_pss = stay_readable = sees_own_child(true);
+	}
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	log_debug("the sessions' smaps_rollup %s, their descriptors %s (probed in %.1f ms%s)",
 		  sees_pss ? "readable" : "not readable", sees_fds ? "readable" : "not readable",
@@ -689,6 +699,12 @@ bool watch_owner_ns(void)
 {
 	probe();
 	return owner_ns;
+}
+
+bool watch_stay_readable(void)
+{
+	probe();
+	return stay_readable;
 }
 
 /* A cgroup v2 memory controller is usable when this process's own cgroup is
@@ -727,10 +743,13 @@ void watch_describe_memory(long memory_mb, long max_processes, FILE *out)
 	bool sees = watch_sees_pss();
 	const char *why = !sees ? (geteuid() == 0 ? "a root without CAP_SYS_PTRACE (a container that dropped it)"
 					    : "run by a user other than root without user namespaces (the namespace-free "
-					      "mode), it has no CAP_SYS_PTRACE over them: allow user namespaces to count "
-					      "by proportional shares")
+					      "mode), where the kernel refused even the reading of a dumpable process of "
+					      "its own uid (a security module's rule)")
 			  : watch_owner_ns() ? "run by a user other than root: the zygote is started in a user namespace this "
 					      "server owns, whose memory it may read"
+			  : watch_stay_readable() ? "run by a user other than root without user namespaces (the namespace-free "
+						   "mode): its sessions run as its own uid and stay dumpable, each in a "
+						   "Landlock domain of its own that keeps the other sessions out"
 					    : "root: CAP_SYS_PTRACE";
 	fprintf(out, "memory counted by: %s (%s)\n", sees
 		? "proportional shares near the limit (smaps_rollup: a page the session's processes share counts once, "

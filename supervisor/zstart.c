@@ -137,6 +137,7 @@ static int send_config(struct sup *sup, int sock)
 		 * Attack: memfds written and never mapped (no RSS shows them)
 		 * by a server run by an unprivileged user or in a container. */
 		.no_memfd = !watch_sees_fds(),
+		.stay_readable = watch_stay_readable(),
 		.scratch = sup->scratch[0] ? sup->scratch : NULL,
 	};
 	char *txt = zconfig_encode(&zc);

@@ -2,9 +2,10 @@
 // user (nobody, through setpriv, when the tests run as root; the current
 // user otherwise), with namespaces and without them (build/helpers/dockerrun:
 // a container runtime's default rules).  Such a server has no capability
-// over its own sessions' processes: they are not dumpable, so /proc/PID/fd
-// and /proc/PID/root of a session are closed to it where it does not own
-// their user namespace.  Every effect is checked from outside: CPU time of
+// over its own sessions' processes: with namespaces they are not dumpable,
+// so /proc/PID/fd and /proc/PID/root of a session are closed to it; without
+// them they stay dumpable (each in a Landlock domain of its own), so it
+// reads their descriptors and counts their memfds.  Every effect is checked from outside: CPU time of
 // the session's processes, heartbeat files, the reply.
 //
 // The binary and dockerrun are run from a copy in a directory nobody can
@@ -127,10 +128,13 @@ for (const mode of ['namespaces', 'no namespaces']) {
 			assert.equal(beat('esc.beat'), b, 'the heartbeat stopped after the call');
 		});
 
-		// Only /proc/PID/fd shows a memfd that is written and never mapped,
-		// and this server cannot read its sessions' descriptors: the
-		// sandbox refuses memfds, and --check says so.
-		test('memfds written, never mapped: memfd_create is refused, and --check says why', { timeout: 90000 }, async () => {
+		// Only /proc/PID/fd shows a memfd that is written and never mapped.
+		// With namespaces this server cannot read its sessions'
+		// descriptors: the sandbox refuses memfds, and --check says so.
+		// Without them its sessions stay dumpable: it reads their
+		// descriptors, and 400 MB of memfds count against memory_mb.
+		test(mode === 'namespaces' ? 'memfds written, never mapped: memfd_create is refused, and --check says why'
+			: `memfds written, never mapped: counted, 400 MB of them stopped under memory_mb ${MEM}`, { timeout: 90000 }, async () => {
 			const r = await execPy(h, [
 				'import os',
 				'fds = []',
@@ -139,6 +143,12 @@ for (const mode of ['namespaces', 'no namespaces']) {
 				'    for j in range(50): os.write(fd, b"x" * (1 << 20))',
 				'    fds.append(fd)',
 			].join('\n'), { session: 'memfd' });
+			if (mode !== 'namespaces') {
+				// The session's first call: nothing to roll back to.
+				assert.deepEqual([r.sc.status, r.sc.state, r.sc.error?.denied_by], ['memory', 'new', 'limits'], show(r.sc));
+				assert.match(r.sc.error.message, /memfds/, show(r.sc));
+				return;
+			}
 			assert.equal(r.sc.status, 'error', show(r.sc));
 			assert.equal(r.sc.error.type, 'PermissionError', show(r.sc.error));
 			assert.match(r.sc.error.message, /memfd_create is refused in this sandbox: the server cannot count memfds toward memory_mb/);

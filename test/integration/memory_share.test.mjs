@@ -3,8 +3,11 @@
 // checkpoint keeps for a rollback (the old version of what the session
 // rewrote since the copy was taken) too.  Counted by proportional shares
 // (smaps_rollup), which a server may read when it has CAP_SYS_PTRACE over
-// its sessions (root): run as root, in both jail modes.  Effects checked
-// from outside: the host memory of the sandbox's processes in /proc.
+// its sessions (root), when its zygote starts in a user namespace it owns
+// (another user, with namespaces), or when its sessions stay dumpable
+// (another user without namespaces, each session in a Landlock domain of
+// its own).  Effects checked from outside: the host memory of the
+// sandbox's processes in /proc.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -23,16 +26,21 @@ const ARRAY = SANITIZED ? 700 : 400;
 const env = { PSM_TEST_REPLAY_MS: '0' }; // every call takes its checkpoint
 
 const NOBODY = ['--reuid=65534', '--regid=65534', '--clear-groups'];
-for (const who of AS_ROOT ? ['root', 'nobody'] : ['the current user']) {
-	describe(`memory counted as the host holds it (namespaces, the server run by ${who})`, () => {
+const MODES = AS_ROOT
+	? [['root', false], ['nobody', false], ['nobody', true]]
+	: [['the current user', false], ['the current user', true]];
+for (const [who, nsfree] of MODES) {
+	describe(`memory counted as the host holds it (${nsfree ? 'without namespaces' : 'namespaces'}, the server run by ${who})`, () => {
 		let h;
 		before(async () => {
-			const root = newProject(`share-${who.replace(/ /g, '')}`);
+			const root = newProject(`share-${who.replace(/ /g, '')}${nsfree ? '-nsfree' : ''}`);
 			let launch = {};
 			if (who === 'nobody') {
 				// nobody runs copies it can reach (the checkout may be private).
 				spawnSync('chown', ['-R', '65534:65534', root]);
-				launch = { command: 'setpriv', commandArgs: [...NOBODY, ...reachableArgv()] };
+				launch = { command: 'setpriv', commandArgs: [...NOBODY, ...reachableArgv(nsfree ? [DOCKERRUN] : [])] };
+			} else if (nsfree) {
+				launch = { command: DOCKERRUN, commandArgs: [BIN] };
 			}
 			h = await startClient(root, { structured: true, env, args: ['--memory', String(MB)], ...launch });
 		});
@@ -96,7 +104,7 @@ for (const who of AS_ROOT ? ['root', 'nobody'] : ['the current user']) {
 }
 
 describe('--check says how memory is counted', () => {
-	test('proportional shares as root and, with namespaces, as another user; resident pages as another user without namespaces', { timeout: 120000 }, () => {
+	test('proportional shares as root and as another user, with namespaces and without', { timeout: 120000 }, () => {
 		const root = newProject('share-check');
 		const check = (argv) => {
 			const r = spawnSync(argv[0], [...argv.slice(1), '--check', '--root', root], { encoding: 'utf8', timeout: 100000 });
@@ -107,15 +115,19 @@ describe('--check says how memory is counted', () => {
 		assert.match(out, AS_ROOT ? /\(root: CAP_SYS_PTRACE\)/ : /started in a user namespace this server owns/, out);
 		// Without namespaces (a container runtime's default rules).
 		out = check([DOCKERRUN, BIN]);
-		assert.match(out, AS_ROOT ? /^memory counted by: proportional shares/m : /^memory counted by: resident pages.*the namespace-free mode/m, out);
+		assert.match(out, AS_ROOT ? /^memory counted by: proportional shares/m : /^memory counted by: proportional shares .*the namespace-free mode.*stay dumpable/m, out);
 		if (AS_ROOT) {
 			spawnSync('chown', ['-R', '65534:65534', root]);
 			out = check(['setpriv', ...NOBODY, ...reachableArgv()]);
 			assert.match(out, /^memory counted by: proportional shares .*started in a user namespace this server owns/m, out);
 			// The descriptors stay closed to it: memfds still refused.
 			assert.match(out, /^memfds: memfd_create refused/m, out);
+			// Without namespaces its sessions run as its own uid and stay
+			// dumpable (each in a Landlock domain of its own): it reads
+			// their smaps_rollup and descriptors, so memfds are allowed.
 			out = check(['setpriv', ...NOBODY, ...reachableArgv([DOCKERRUN])]);
-			assert.match(out, /^memory counted by: resident pages .*the namespace-free mode/m, out);
+			assert.match(out, /^memory counted by: proportional shares .*the namespace-free mode.*stay dumpable/m, out);
+			assert.match(out, /^memfds: counted/m, out);
 		}
 	});
 });
