@@ -14,6 +14,7 @@ bootstrap_py:
 	.incbin "interp/bootstrap/refusals.py"
 	.incbin "interp/bootstrap/figures.py"
 	.incbin "interp/bootstrap/saved.py"
+	.incbin "interp/bootstrap/semlock.py"
 	.byte 0
 	.balign 8
 bootstrap_py_len:

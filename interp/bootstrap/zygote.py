@@ -192,6 +192,7 @@ def zygote_init(cfg_json):
     _pandas_display()
     if _cfg.get("nsfree"):
         _patch_metadata()
+        _patch_semlock()
     else:
         _patch_shutil()
     if _cfg.get("no_memfd") and hasattr(os, "memfd_create"):

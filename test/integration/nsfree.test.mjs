@@ -154,6 +154,39 @@ for (const who of AS_ROOT ? ['root', 'nobody'] : ['user']) {
 			assert.ok(!fs.existsSync('/tmp/psm-host-probe'));
 		});
 
+		// glibc's named semaphores live in /dev/shm, the host's here: Pool
+		// and every lock failed with PermissionError.  They are unnamed,
+		// in pages the forked children share: nothing appears in /dev/shm.
+		test('multiprocessing works: Pool, locks, semaphores, queues, events, ProcessPoolExecutor; nothing in /dev/shm', { timeout: 120000 }, async () => {
+			const shmBefore = fs.readdirSync('/dev/shm').sort();
+			const r = await execPy(h, [
+				'import multiprocessing as mp, concurrent.futures as cf, threading, time',
+				'def sq(x): return x * x',
+				'with mp.Pool(2) as p: pooled = p.map(sq, range(20))',
+				'with cf.ProcessPoolExecutor(2) as ex: futs = sorted(ex.map(sq, range(5)))',
+				'q, ev, lk = mp.Queue(), mp.Event(), mp.Lock()',
+				'def child(q, ev, lk):',
+				'    with lk: q.put("hello from %d" % mp.current_process().pid)',
+				'    ev.set()',
+				'pr = mp.Process(target=child, args=(q, ev, lk)); pr.start()',
+				'got = q.get(timeout=20); pr.join(20)',
+				'out = [pooled == [i * i for i in range(20)], futs == [0, 1, 4, 9, 16], got.startswith("hello"), ev.wait(5), pr.exitcode]',
+				'rl = mp.RLock(); rl.acquire(); rl.acquire(); rl.release(); rl.release()',
+				'try: rl.release(); out.append("released")',
+				'except AssertionError: out.append("not owned")',
+				'l = mp.Lock(); l.acquire(); out.append(l.acquire(timeout=0.2)); l.release()',
+				'try: l.release(); out.append("released")',
+				'except ValueError as e: out.append("too many")',
+				's = mp.BoundedSemaphore(2); s.acquire(); s.acquire(); out.append(s.acquire(False)); s.release(); s.release()',
+				't0 = time.monotonic(); sem = mp.Semaphore(0); out.append(sem.acquire(timeout=0.3)); out.append(time.monotonic() - t0 >= 0.25)',
+				'out',
+			].join('\n'), { timeout_s: 90 });
+			assert.equal(r.sc.status, 'ok', show(r.text));
+			assert.equal(r.sc.result, "[True, True, True, True, 0, 'not owned', False, 'too many', False, False, True]", show(r.text));
+			// Seen from outside: no semaphore file appeared on the host.
+			assert.deepEqual(fs.readdirSync('/dev/shm').sort().filter((f) => !shmBefore.includes(f) && f.startsWith('sem.')), []);
+		});
+
 		test('a process the code leaves running, and the scratch dir, end with the server', { timeout: 60000 }, async () => {
 			const tag = `psm-left-${who}-${process.pid}`;
 			const r = await execPy(h, [
