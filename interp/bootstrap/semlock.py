@@ -43,10 +43,11 @@ class _SharedSemLock:
 
     def __init__(self, kind, value, maxvalue, name, unlink):
         if not unlink:
-            raise PermissionError(
-                errno.EPERM, "multiprocessing's %r start method opens its semaphores by name in "
-                "/dev/shm, which this sandbox does not have without namespaces: use the default "
-                "start method, fork" % (_mp_start_method(),))
+            # Not an OSError: no policy refused it (denied_by stays empty).
+            raise RuntimeError(
+                "multiprocessing's spawn and forkserver start methods open their semaphores by name "
+                "in /dev/shm, which this sandbox does not have without namespaces: use the default "
+                "start method, fork")
         if kind not in (_RECURSIVE_MUTEX, _SEMAPHORE):
             raise ValueError("unrecognized kind")
         ctypes, libc = _sem_calls()
@@ -61,9 +62,9 @@ class _SharedSemLock:
 
     @classmethod
     def _rebuild(cls, *state):
-        raise PermissionError(errno.EPERM, "a multiprocessing semaphore cannot be passed to a process "
-                              "started by spawn or forkserver in this sandbox (no /dev/shm without "
-                              "namespaces): use the default start method, fork")
+        raise RuntimeError("a multiprocessing semaphore cannot be passed to a process started by "
+                           "spawn or forkserver in this sandbox (no /dev/shm without namespaces): "
+                           "use the default start method, fork")
 
     def _mine(self):
         return self._n > 0 and self._tid == _mp_thread()
@@ -146,15 +147,6 @@ def _mp_thread():
     import threading
 
     return threading.get_ident()
-
-
-def _mp_start_method():
-    try:
-        import multiprocessing
-
-        return multiprocessing.get_start_method(allow_none=True) or "fork"
-    except Exception:
-        return "spawn"
 
 
 def _patch_semlock():

@@ -179,10 +179,12 @@ for (const who of AS_ROOT ? ['root', 'nobody'] : ['user']) {
 				'except ValueError as e: out.append("too many")',
 				's = mp.BoundedSemaphore(2); s.acquire(); s.acquire(); out.append(s.acquire(False)); s.release(); s.release()',
 				't0 = time.monotonic(); sem = mp.Semaphore(0); out.append(sem.acquire(timeout=0.3)); out.append(time.monotonic() - t0 >= 0.25)',
+				'try: mp.get_context("spawn").Lock()',
+				'except RuntimeError as e: out.append("start method, fork" in str(e))',
 				'out',
 			].join('\n'), { timeout_s: 90 });
 			assert.equal(r.sc.status, 'ok', show(r.text));
-			assert.equal(r.sc.result, "[True, True, True, True, 0, 'not owned', False, 'too many', False, False, True]", show(r.text));
+			assert.equal(r.sc.result, "[True, True, True, True, 0, 'not owned', False, 'too many', False, False, True, True]", show(r.text));
 			// Seen from outside: no semaphore file appeared on the host.
 			assert.deepEqual(fs.readdirSync('/dev/shm').sort().filter((f) => !shmBefore.includes(f) && f.startsWith('sem.')), []);
 		});
