@@ -531,11 +531,14 @@ static int footprint_seen(const char *proc, pid_t zygote, pid_t root, pid_t skip
  * run by root without namespaces (dumpable), a child that stays dumpable,
  * as its sessions then do (jail_config.stay_readable): only the kernel's
  * answer decides (an LSM may still refuse). */
-static bool sees_own_child(bool dumpable)
+static void reads_of(pid_t pid, bool *fds, bool *pss);
+
+static void sees_own_child(bool dumpable, bool *fds, bool *pss)
 {
+	*fds = *pss = false;
 	int p[2];
 	if (pipe2(p, O_CLOEXEC) < 0)
-		return false;
+		return;
 	pid_t pid = fork();
 	if (pid == 0) {
 		/* Dumpable or not, as a session is; then wait for the
@@ -549,34 +552,36 @@ static bool sees_own_child(bool dumpable)
 	}
 	close(p[1]);
 	char c;
-	bool ok = false;
-	if (pid > 0 && read(p[0], &c, 1) == 1) {
-		char path[64];
-		snprintf(path, sizeof path, "/proc/%d/fd", (int)pid);
-		int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		ok = fd >= 0;
-		if (fd >= 0)
-			close(fd);
-	}
+	if (pid > 0 && read(p[0], &c, 1) == 1)
+		reads_of(pid, fds, pss);
 	close(p[0]);
 	if (pid > 0) {
 		kill(pid, SIGKILL);
 		while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
 			;
 	}
-	return ok;
 }
 
-/* What this server reads of process pid: its descriptors (fds) and its
- * proportional shares (pss). */
+/* What this server reads of process pid: its descriptors (fds: the
+ * directory listed and an entry's link read, which the kernel checks apart:
+ * root without CAP_SYS_PTRACE lists a root-owned directory by its DAC
+ * capabilities but reads no link of a process that is not dumpable) and
+ * its proportional shares (pss). */
 static void reads_of(pid_t pid, bool *fds, bool *pss)
 {
 	char path[64], buf[4096];
 	snprintf(path, sizeof path, "/proc/%d/fd", (int)pid);
-	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	*fds = fd >= 0;
-	if (fd >= 0)
-		close(fd);
+	*fds = false;
+	DIR *d = opendir(path);
+	if (d) {
+		struct dirent *de;
+		while ((de = readdir(d)) && de->d_name[0] == '.')
+			;
+		char link[64 + sizeof de->d_name];
+		snprintf(link, sizeof link, "%s/%s", path, de ? de->d_name : "");
+		*fds = !de || readlink(link, buf, sizeof buf) >= 0;
+		closedir(d);
+	}
 	snprintf(path, sizeof path, "/proc/%d/smaps_rollup", (int)pid);
 	*pss = read_small(path, buf, sizeof buf) > 0 && strstr(buf, "\nPss_Anon:");
 }
@@ -669,12 +674,13 @@ static void probe(void)
 	owner_ns = sees_pss;
 	if (!owner_ns && geteuid() == 0) {
 		/* Root: the same check opens both. */
-		sees_fds = sees_pss = sees_own_child(false);
+		sees_own_child(false, &sees_fds, &sees_pss);
 	} else if (!owner_ns) {
 		/* Not root and no owner namespace: the jail runs without
 		 * namespaces, as this server's uid; its sessions stay
 		 * dumpable where that lets this server read them. */
-		sees_fds = sees_pss = stay_readable = sees_own_child(true);
+		sees_own_child(true, &sees_fds, &sees_pss);
+		stay_readable = sees_fds || sees_pss;
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	log_debug("the sessions' smaps_rollup %s, their descriptors %s (probed in %.1f ms%s)",
@@ -741,7 +747,9 @@ void watch_describe_memory(long memory_mb, long max_processes, FILE *out)
 		memory_mb, WATCH_INTERVAL_MS,
 		cgroup2_memory_delegated() ? "delegated, not used (the watchdog holds)" : "not delegated here");
 	bool sees = watch_sees_pss();
-	const char *why = !sees ? (geteuid() == 0 ? "a root without CAP_SYS_PTRACE (a container that dropped it)"
+	const char *why = !sees ? (geteuid() == 0 ? "a root without CAP_SYS_PTRACE (a container that dropped it): run the "
+						   "server as another user (the image's default, uid 1000) or add "
+						   "CAP_SYS_PTRACE to count by proportional shares"
 					    : "run by a user other than root without user namespaces (the namespace-free "
 					      "mode), where the kernel refused even the reading of a dumpable process of "
 					      "its own uid (a security module's rule)")

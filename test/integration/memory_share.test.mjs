@@ -103,6 +103,35 @@ for (const [who, nsfree] of MODES) {
 	});
 }
 
+// Root in a container that dropped CAP_SYS_PTRACE (setpriv takes it out of
+// the bounding set, so the exec'd server has none): it lists a session's
+// /proc/PID/fd by its DAC capabilities but reads no link there, so the
+// memfds it counted were none.  Before: 400 MB of memfds under memory_mb
+// 256 ended ok; now memfd_create is refused, and --check says so.
+if (AS_ROOT) {
+	describe('root without CAP_SYS_PTRACE', () => {
+		const NOPTRACE = ['--bounding-set=-sys_ptrace'];
+		test('memfds it cannot see are refused, not left uncounted', { timeout: 120000 }, async () => {
+			const root = newProject('share-noptrace');
+			const h = await startClient(root, { structured: true, args: ['--memory', '256'], command: 'setpriv', commandArgs: [...NOPTRACE, BIN] });
+			try {
+				const r = await execPy(h, [
+					'import os',
+					'fds = []',
+					'for i in range(8):',
+					'    fd = os.memfd_create("m%d" % i)',
+					'    for j in range(50): os.write(fd, b"x" * (1 << 20))',
+					'    fds.append(fd)',
+				].join('\n'), { timeout_s: 60 });
+				assert.notEqual(r.sc.status, 'ok', show(r.text));
+				assert.match(r.sc.error?.message || '', /memfd_create is refused in this sandbox/, show(r.text));
+			} finally { await h.close(); }
+			const c = spawnSync('setpriv', [...NOPTRACE, BIN, '--check', '--root', root], { encoding: 'utf8', timeout: 100000 });
+			assert.match(c.stdout, /^memfds: memfd_create refused/m, c.stdout + c.stderr);
+		});
+	});
+}
+
 describe('--check says how memory is counted', () => {
 	test('proportional shares as root and as another user, with namespaces and without', { timeout: 120000 }, () => {
 		const root = newProject('share-check');
@@ -114,8 +143,13 @@ describe('--check says how memory is counted', () => {
 		assert.match(out, /^memory counted by: proportional shares/m, out);
 		assert.match(out, AS_ROOT ? /\(root: CAP_SYS_PTRACE\)/ : /started in a user namespace this server owns/, out);
 		// Without namespaces (a container runtime's default rules).
+		// (A container runtime's default rules drop CAP_SYS_PTRACE: root
+		// then reads neither its sessions' shares nor their descriptors'
+		// links; another user reads its own dumpable sessions.)
 		out = check([DOCKERRUN, BIN]);
-		assert.match(out, AS_ROOT ? /^memory counted by: proportional shares/m : /^memory counted by: proportional shares .*the namespace-free mode.*stay dumpable/m, out);
+		assert.match(out, AS_ROOT ? /^memory counted by: resident pages .*a root without CAP_SYS_PTRACE/m
+			: /^memory counted by: proportional shares .*the namespace-free mode.*stay dumpable/m, out);
+		assert.match(out, AS_ROOT ? /^memfds: memfd_create refused/m : /^memfds: counted/m, out);
 		if (AS_ROOT) {
 			spawnSync('chown', ['-R', '65534:65534', root]);
 			out = check(['setpriv', ...NOBODY, ...reachableArgv()]);
