@@ -17,7 +17,7 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 
-import { SANITIZED, startClient, newProject, writeFile, execPy, descendants, sleep, show, openDir, stageBinaries } from './lib.mjs';
+import { SANITIZED, startClient, newProject, writeFile, execPy, descendants, sleep, show, openDir, stageBinaries, MEMFD_400MB } from './lib.mjs';
 
 const AS_ROOT = process.getuid() === 0;
 const NOBODY = 65534;
@@ -135,14 +135,7 @@ for (const mode of ['namespaces', 'no namespaces']) {
 		// descriptors, and 400 MB of memfds count against memory_mb.
 		test(mode === 'namespaces' ? 'memfds written, never mapped: memfd_create is refused, and --check says why'
 			: `memfds written, never mapped: counted, 400 MB of them stopped under memory_mb ${MEM}`, { timeout: 90000 }, async () => {
-			const r = await execPy(h, [
-				'import os',
-				'fds = []',
-				'for i in range(8):',
-				'    fd = os.memfd_create("m%d" % i)',
-				'    for j in range(50): os.write(fd, b"x" * (1 << 20))',
-				'    fds.append(fd)',
-			].join('\n'), { session: 'memfd' });
+			const r = await execPy(h, MEMFD_400MB, { session: 'memfd' });
 			if (mode !== 'namespaces') {
 				// The session's first call: nothing to roll back to.
 				assert.deepEqual([r.sc.status, r.sc.state, r.sc.error?.denied_by], ['memory', 'new', 'limits'], show(r.sc));

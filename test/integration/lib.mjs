@@ -527,6 +527,17 @@ export function lineCount(text) {
 }
 
 /** Describes a value for an assertion message (truncated). */
+/** A cell that writes 8 memfds of 50 MB each and keeps them open, never
+ *  mapped: memory only /proc/PID/fd shows. */
+export const MEMFD_400MB = [
+	'import os',
+	'fds = []',
+	'for i in range(8):',
+	'    fd = os.memfd_create("m%d" % i)',
+	'    for j in range(50): os.write(fd, b"x" * (1 << 20))',
+	'    fds.append(fd)',
+].join('\n');
+
 export function show(x, n = 1500) {
 	let s;
 	try { s = JSON.stringify(x, (k, v) => (k === 'data' && typeof v === 'string' && v.length > 80 ? v.slice(0, 40) + `...(${v.length} chars)` : v)) ?? String(x); } catch { s = String(x); }

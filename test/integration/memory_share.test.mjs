@@ -14,7 +14,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { spawnSync } from 'node:child_process';
 
-import { SANITIZED, startClient, newProject, execPy, sandboxPssMb, show, BIN, reachableArgv } from './lib.mjs';
+import { SANITIZED, startClient, newProject, execPy, sandboxPssMb, show, BIN, reachableArgv, MEMFD_400MB } from './lib.mjs';
 
 const DOCKERRUN = path.join(path.dirname(BIN), 'helpers', 'dockerrun');
 const AS_ROOT = process.getuid() === 0;
@@ -115,14 +115,7 @@ if (AS_ROOT) {
 			const root = newProject('share-noptrace');
 			const h = await startClient(root, { structured: true, args: ['--memory', '256'], command: 'setpriv', commandArgs: [...NOPTRACE, BIN] });
 			try {
-				const r = await execPy(h, [
-					'import os',
-					'fds = []',
-					'for i in range(8):',
-					'    fd = os.memfd_create("m%d" % i)',
-					'    for j in range(50): os.write(fd, b"x" * (1 << 20))',
-					'    fds.append(fd)',
-				].join('\n'), { timeout_s: 60 });
+				const r = await execPy(h, MEMFD_400MB, { timeout_s: 60 });
 				assert.notEqual(r.sc.status, 'ok', show(r.text));
 				assert.match(r.sc.error?.message || '', /memfd_create is refused in this sandbox/, show(r.text));
 			} finally { await h.close(); }
