@@ -17,7 +17,7 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 
-import { SANITIZED, startClient, newProject, writeFile, execPy, descendants, sleep, show, openDir, stageBinaries, MEMFD_400MB } from './lib.mjs';
+import { SANITIZED, startClient, newProject, writeFile, execPy, descendants, sleep, show, openDir, stageBinaries, memfdCell } from './lib.mjs';
 
 const AS_ROOT = process.getuid() === 0;
 const NOBODY = 65534;
@@ -132,10 +132,10 @@ for (const mode of ['namespaces', 'no namespaces']) {
 		// With namespaces this server cannot read its sessions'
 		// descriptors: the sandbox refuses memfds, and --check says so.
 		// Without them its sessions stay dumpable: it reads their
-		// descriptors, and 400 MB of memfds count against memory_mb.
+		// descriptors, and memfds of 1.5 x memory_mb are stopped.
 		test(mode === 'namespaces' ? 'memfds written, never mapped: memfd_create is refused, and --check says why'
-			: `memfds written, never mapped: counted, 400 MB of them stopped under memory_mb ${MEM}`, { timeout: 90000 }, async () => {
-			const r = await execPy(h, MEMFD_400MB, { session: 'memfd' });
+			: `memfds written, never mapped: counted, ${Math.ceil(MEM * 1.5 / 50) * 50} MB of them stopped under memory_mb ${MEM}`, { timeout: 90000 }, async () => {
+			const r = await execPy(h, memfdCell(Math.ceil(MEM * 1.5 / 50)), { session: 'memfd' });
 			if (mode !== 'namespaces') {
 				// The session's first call: nothing to roll back to.
 				assert.deepEqual([r.sc.status, r.sc.state, r.sc.error?.denied_by], ['memory', 'new', 'limits'], show(r.sc));

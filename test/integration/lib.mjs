@@ -527,12 +527,12 @@ export function lineCount(text) {
 }
 
 /** Describes a value for an assertion message (truncated). */
-/** A cell that writes 8 memfds of 50 MB each and keeps them open, never
+/** A cell that writes `n` memfds of 50 MB each and keeps them open, never
  *  mapped: memory only /proc/PID/fd shows. */
-export const MEMFD_400MB = [
+export const memfdCell = (n = 8) => [
 	'import os',
 	'fds = []',
-	'for i in range(8):',
+	`for i in range(${n}):`,
 	'    fd = os.memfd_create("m%d" % i)',
 	'    for j in range(50): os.write(fd, b"x" * (1 << 20))',
 	'    fds.append(fd)',

@@ -14,7 +14,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { spawnSync } from 'node:child_process';
 
-import { SANITIZED, startClient, newProject, execPy, sandboxPssMb, show, BIN, reachableArgv, MEMFD_400MB } from './lib.mjs';
+import { SANITIZED, startClient, newProject, execPy, sandboxPssMb, show, BIN, reachableArgv, memfdCell } from './lib.mjs';
 
 const DOCKERRUN = path.join(path.dirname(BIN), 'helpers', 'dockerrun');
 const AS_ROOT = process.getuid() === 0;
@@ -115,7 +115,7 @@ if (AS_ROOT) {
 			const root = newProject('share-noptrace');
 			const h = await startClient(root, { structured: true, args: ['--memory', '256'], command: 'setpriv', commandArgs: [...NOPTRACE, BIN] });
 			try {
-				const r = await execPy(h, MEMFD_400MB, { timeout_s: 60 });
+				const r = await execPy(h, memfdCell(), { timeout_s: 60 });
 				assert.notEqual(r.sc.status, 'ok', show(r.text));
 				assert.match(r.sc.error?.message || '', /memfd_create is refused in this sandbox/, show(r.text));
 			} finally { await h.close(); }
