@@ -1,0 +1,155 @@
+#!/usr/bin/python3
+"""make bench-warm: only the warm `1+1` rows of `make bench`, and their floors.
+
+The same client as bench/run.py (one JSON-RPC line each way over the
+server's stdio), against the server with checkpoints on and off and the
+canned-reply process (bench/floor_echo.c), in interleaved rounds so that
+all three see the same load; back to back and after 100 ms of think time.
+Prints medians, p90 and the ratios to the client floor.  Nothing asserts a
+time: this is for looking, in a minute, at what one warm call costs.
+
+  make bench-warm                       about 20 s
+  make bench-warm WARM_ARGS="--rounds 10 --think-calls 20"
+"""
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import run  # noqa: E402  (the bench's client and stats)
+
+
+def task_ns(pid):
+    """{tid: CPU ns} of each thread of pid (schedstat's time on the CPU)."""
+    out = {}
+    try:
+        tids = os.listdir("/proc/%d/task" % pid)
+    except OSError:
+        return out
+    for t in tids:
+        try:
+            with open("/proc/%d/task/%s/schedstat" % (pid, t)) as f:
+                out[int(t)] = int(f.read().split()[0])
+        except (OSError, ValueError, IndexError):
+            pass
+    return out
+
+
+def cpu_split(srv):
+    """CPU ns so far of the server's main thread, its other threads, its
+    session `default` and the rest of its tree (zygote, checkpoints), and
+    this client's; for the per-call split (differences of two of these)."""
+    r = {"client": task_ns(os.getpid()).get(os.getpid(), 0)}
+    main = task_ns(srv.pid)
+    r["server main"] = main.pop(srv.pid, 0)
+    r["server threads"] = sum(main.values())
+    r["session"] = r["zygote, copies"] = 0
+    for p in run.descendants(srv.pid):
+        try:
+            with open("/proc/%d/cmdline" % p, "rb") as f:
+                key = "session" if b": session default" in f.read() else "zygote, copies"
+        except OSError:
+            continue
+        r[key] += sum(task_ns(p).values())
+    return r
+
+
+SPLIT = ("client", "server main", "server threads", "session", "zygote, copies")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--server", required=True)
+    ap.add_argument("--floors", required=True)
+    ap.add_argument("--rounds", type=int, default=6, help="interleaved rounds (default 6)")
+    ap.add_argument("--calls", type=int, default=150, help="back-to-back calls per round and side")
+    ap.add_argument("--think-calls", type=int, default=10, help="calls after think per round and side")
+    ap.add_argument("--think", type=float, default=0.1, help="think time in s (default 0.1)")
+    ap.add_argument("--keep", action="store_true", help="keep the scratch directory")
+    a = ap.parse_args()
+    server_bin = os.path.abspath(a.server)
+    work = tempfile.mkdtemp(prefix="psm-warm-")
+    os.chmod(work, 0o755)
+    os.environ["XDG_CONFIG_HOME"] = os.path.join(work, "config")
+    os.environ["XDG_STATE_HOME"] = os.path.join(work, "state")
+    servers = []
+
+    def spawn(name, skill):
+        root = os.path.join(work, name)
+        os.makedirs(root)
+        subprocess.run([server_bin, "--trust", "--yes", "--root", root, "--skill", skill],
+                       check=True, stdout=subprocess.DEVNULL)
+        s = run.Server(server_bin, root, skill, stderr_path=os.path.join(work, name + ".err"))
+        servers.append(s)
+        return s
+
+    try:
+        sides = {
+            "on": spawn("on", os.path.join(run.REPO, "fixtures/bench/SKILL-checkpoint-on.md")),
+            "off": spawn("off", os.path.join(run.REPO, "fixtures/bench/SKILL-checkpoint-off.md")),
+            "floor": run.Server(os.path.join(os.path.abspath(a.floors), "floor_echo"), work),
+        }
+        servers.append(sides["floor"])
+        for s in sides.values():
+            s.initialize()
+            for _ in range(100):
+                s.execute("1+1")
+        res = {(k, t): [] for k in sides for t in (0.0, a.think)}
+        # CPU per call of each process (schedstat), the servers' sides only:
+        # (side, think) -> {part: [ns per call, one per round]}
+        cpu = {}
+
+        def timed(k, s, n, think):
+            c0 = cpu_split(s) if k != "floor" else None
+            run.time_calls(s.execute, n, res[(k, think)], think)
+            if c0 is not None:
+                c1 = cpu_split(s)
+                for part in SPLIT:
+                    cpu.setdefault((k, think), {}).setdefault(part, []).append((c1[part] - c0[part]) / n)
+
+        for r in range(a.rounds):
+            for k, s in sides.items():
+                timed(k, s, a.calls, 0.0)
+            for k, s in sides.items():
+                timed(k, s, a.think_calls, a.think)
+            run.log("round %d/%d" % (r + 1, a.rounds))
+        pipe = {}
+        for think, argv in ((0.0, ["2000"]), (a.think, [str(a.think_calls * a.rounds), str(a.think * 1000)])):
+            o = subprocess.run([os.path.join(a.floors, "floor_pipe")] + argv,
+                               capture_output=True, text=True, check=True).stdout.split()
+            pipe[think] = float(o[0])
+        print("| measurement | n | median | p90 | / client floor |")
+        print("|---|---:|---:|---:|---:|")
+        for think in (0.0, a.think):
+            fl = run.med(res[("floor", think)])
+            when = "back to back" if not think else "after %g ms think" % (think * 1000)
+            for k, label in (("floor", "client floor"), ("on", "checkpoints on"), ("off", "checkpoints off")):
+                xs = res[(k, think)]
+                print("| `1+1` %s, %s | %d | %.0f µs | %.0f µs | %.2f× |" % (
+                    when, label, len(xs), run.med(xs) * 1e6, run.pct(xs, 90) * 1e6, run.med(xs) / fl))
+            print("| pipe round trip (C), %s | | %.0f µs | | |" % (when, pipe[think]))
+        print()
+        print("CPU per call (schedstat, median of the rounds' means); what the wall time has beyond their sum is waiting")
+        print()
+        print("| side | " + " | ".join(SPLIT) + " | sum | wall (median) |")
+        print("|---|" + "---:|" * (len(SPLIT) + 2))
+        for (k, think), parts in sorted(cpu.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+            meds = [run.med(parts[p]) / 1000.0 for p in SPLIT]
+            print("| %s, %s | %s | %.0f µs | %.0f µs |" % (
+                k, "back to back" if not think else "after think", " | ".join("%.0f µs" % m for m in meds),
+                sum(meds), run.med(res[(k, think)]) * 1e6))
+    finally:
+        for s in servers:
+            s.close()
+        if a.keep:
+            run.log("scratch directory kept: " + work)
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
