@@ -69,6 +69,7 @@ def main():
     ap.add_argument("--calls", type=int, default=150, help="back-to-back calls per round and side")
     ap.add_argument("--think-calls", type=int, default=10, help="calls after think per round and side")
     ap.add_argument("--think", type=float, default=0.1, help="think time in s (default 0.1)")
+    ap.add_argument("--base", help="another build of the server (before a change): its sides run in the same rounds")
     ap.add_argument("--keep", action="store_true", help="keep the scratch directory")
     a = ap.parse_args()
     server_bin = os.path.abspath(a.server)
@@ -78,21 +79,23 @@ def main():
     os.environ["XDG_STATE_HOME"] = os.path.join(work, "state")
     servers = []
 
-    def spawn(name, skill):
+    def spawn(name, skill, binary=server_bin):
         root = os.path.join(work, name)
         os.makedirs(root)
-        subprocess.run([server_bin, "--trust", "--yes", "--root", root, "--skill", skill],
+        subprocess.run([binary, "--trust", "--yes", "--root", root, "--skill", skill],
                        check=True, stdout=subprocess.DEVNULL)
-        s = run.Server(server_bin, root, skill, stderr_path=os.path.join(work, name + ".err"))
+        s = run.Server(binary, root, skill, stderr_path=os.path.join(work, name + ".err"))
         servers.append(s)
         return s
 
     try:
-        sides = {
-            "on": spawn("on", os.path.join(run.REPO, "fixtures/bench/SKILL-checkpoint-on.md")),
-            "off": spawn("off", os.path.join(run.REPO, "fixtures/bench/SKILL-checkpoint-off.md")),
-            "floor": run.Server(os.path.join(os.path.abspath(a.floors), "floor_echo"), work),
-        }
+        skills = {"on": os.path.join(run.REPO, "fixtures/bench/SKILL-checkpoint-on.md"),
+                  "off": os.path.join(run.REPO, "fixtures/bench/SKILL-checkpoint-off.md")}
+        sides = {k: spawn(k, v) for k, v in skills.items()}
+        if a.base:
+            for k, v in skills.items():
+                sides["base " + k] = spawn("base-" + k, v, os.path.abspath(a.base))
+        sides["floor"] = run.Server(os.path.join(os.path.abspath(a.floors), "floor_echo"), work)
         servers.append(sides["floor"])
         for s in sides.values():
             s.initialize()
@@ -127,7 +130,10 @@ def main():
         for think in (0.0, a.think):
             fl = run.med(res[("floor", think)])
             when = "back to back" if not think else "after %g ms think" % (think * 1000)
-            for k, label in (("floor", "client floor"), ("on", "checkpoints on"), ("off", "checkpoints off")):
+            labels = [("floor", "client floor"), ("on", "checkpoints on"), ("off", "checkpoints off")]
+            if a.base:
+                labels += [("base on", "checkpoints on, --base"), ("base off", "checkpoints off, --base")]
+            for k, label in labels:
                 xs = res[(k, think)]
                 print("| `1+1` %s, %s | %d | %.0f µs | %.0f µs | %.2f× |" % (
                     when, label, len(xs), run.med(xs) * 1e6, run.pct(xs, 90) * 1e6, run.med(xs) / fl))
