@@ -114,10 +114,14 @@ def main():
                 for part in SPLIT:
                     cpu.setdefault((k, think), {}).setdefault(part, []).append((c1[part] - c0[part]) / n)
 
+        order = list(sides.items())
         for r in range(a.rounds):
-            for k, s in sides.items():
+            # Each round starts with another side: none always comes
+            # first, after the think time of the round before.
+            rot = order[r % len(order):] + order[:r % len(order)]
+            for k, s in rot:
                 timed(k, s, a.calls, 0.0)
-            for k, s in sides.items():
+            for k, s in rot:
                 timed(k, s, a.think_calls, a.think)
             run.log("round %d/%d" % (r + 1, a.rounds))
         pipe = {}
