@@ -58,6 +58,37 @@ def cpu_split(srv):
     return r
 
 
+def tree_runs(srv):
+    """{(pid, tid): how many times it has been put on a CPU so far} for the
+    server's threads and every process below it (schedstat's third field):
+    what runs between two reads of it woke up."""
+    n = {}
+    for p in [srv.pid] + run.descendants(srv.pid):
+        try:
+            tids = os.listdir("/proc/%d/task" % p)
+        except OSError:
+            continue
+        for t in tids:
+            try:
+                with open("/proc/%d/task/%s/schedstat" % (p, t)) as f:
+                    n[(p, int(t))] = int(f.read().split()[2])
+            except (OSError, ValueError, IndexError):
+                pass
+    return n
+
+
+def who(srv, pid, tid):
+    """A name for a task of the server's tree: the server's main thread or
+    another of its threads, or the process's title (session default...)."""
+    if pid == srv.pid:
+        return "server main thread" if tid == pid else "a server worker thread"
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as f:
+            return f.read().split(b"\0")[0].decode(errors="replace").replace("python-sandbox-mcp: ", "")
+    except OSError:
+        return "pid %d" % pid
+
+
 SPLIT = ("client", "server main", "server threads", "session", "zygote, copies")
 
 
@@ -106,11 +137,41 @@ def main():
         # (side, think) -> {part: [ns per call, one per round]}
         cpu = {}
 
+        wakes = {}  # side -> [wake-ups of its tree in each think time]
+        woke = {}   # side -> {task: wake-ups}
+        think_client = {}  # side -> [client CPU ns of each call after think]
+
+        def think_calls(k, s, n, think):
+            """time_calls after think, counting what of the server's tree
+            ran while the client slept (the counting's own CPU is left out
+            of the client's share)."""
+            for _ in range(n):
+                w0 = tree_runs(s) if k != "floor" else {}
+                time.sleep(think)
+                if k != "floor":
+                    w1 = tree_runs(s)
+                    d = {t: w1[t] - w0.get(t, 0) for t in w1 if w1[t] != w0.get(t, 0)}
+                    wakes.setdefault(k, []).append(sum(d.values()))
+                    for (p, t), v in d.items():
+                        name = who(s, p, t)
+                        woke.setdefault(k, {})[name] = woke.get(k, {}).get(name, 0) + v
+                c0 = time.thread_time_ns()
+                t0 = run.now()
+                s.execute("1+1")
+                res[(k, think)].append(run.now() - t0)
+                think_client.setdefault(k, []).append(time.thread_time_ns() - c0)
+
         def timed(k, s, n, think):
             c0 = cpu_split(s) if k != "floor" else None
-            run.time_calls(s.execute, n, res[(k, think)], think)
+            if think:
+                think_calls(k, s, n, think)
+            else:
+                run.time_calls(s.execute, n, res[(k, think)], think)
             if c0 is not None:
                 c1 = cpu_split(s)
+                if think:
+                    xs = think_client[k][-n:]
+                    c1["client"] = c0["client"] + sum(xs)
                 for part in SPLIT:
                     cpu.setdefault((k, think), {}).setdefault(part, []).append((c1[part] - c0[part]) / n)
 
@@ -152,6 +213,11 @@ def main():
             print("| %s, %s | %s | %.0f µs | %.0f µs |" % (
                 k, "back to back" if not think else "after think", " | ".join("%.0f µs" % m for m in meds),
                 sum(meds), run.med(res[(k, think)]) * 1e6))
+        print()
+        for k, w in sorted(wakes.items()):
+            print("%s: the server's threads and processes were put on a CPU %d times in %d think times of %g ms "
+                  "(most in one: %d)%s" % (k, sum(w), len(w), a.think * 1000, max(w),
+                                          "".join("; %s %d" % kv for kv in sorted(woke.get(k, {}).items()))))
     finally:
         for s in servers:
             s.close()
