@@ -457,7 +457,10 @@ bool replay_log_instead(struct sup *sup, struct session *s, struct run *c)
 		/* Readable when the cell went, the session was told not to
 		 * read its own (replay_view_own): its result carries no word
 		 * on its writes or descriptors to stand in for ours now, so
-		 * the call counts as unseen (a checkpoint), never as clean. */
+		 * the call counts as unseen (a checkpoint), never as clean.
+		 * Attack: a function defined earlier writes into a pipe and
+		 * dups it 300 times (more than the view holds); logged, the
+		 * rollback wrote the line into the pipe a second time. */
 		if (rp->kv0.own && !now->own)
 			now->valid = false;
 		f.effect = kview_effect(&rp->kv0, now, s->out.total_bytes + s->err.total_bytes, c->result, effect, sizeof effect);
