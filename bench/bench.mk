@@ -32,6 +32,13 @@ bench: setup bench-setup $(BIN) $(BENCH_FLOORS) $(BUILD)/helpers/dockerrun
 		$(or $(WARMUP_ARGS),$(BENCH_QUICK))
 	$(BENCH_PY) bench/targets.py --targets $(BENCH_TARGETS) --results bench/RESULTS.md
 
+#   make bench-warm WARM_ARGS="--rounds 10 --think-calls 20"
+WARM_ARGS ?=
+## bench-warm: only the warm `1+1` rows (back to back and after 100 ms think, checkpoints on and off, the client floor), interleaved, with each process's CPU per call (about 20 s)
+.PHONY: bench-warm
+bench-warm: $(BIN) $(BENCH_BUILD)/floor_echo $(BENCH_BUILD)/floor_pipe
+	$(BENCH_PY) bench/warm.py --server $(BIN) --floors $(BENCH_BUILD) $(WARM_ARGS)
+
 #   make bench-loop LOOP_ARGS=--quick                 development: 400k rows, 3 rounds, each kind of cell once
 #   make bench-loop LOOP_ARGS="--sizes 400000 --sides ours,off"
 #   make bench-loop LOOP_ARGS="--sides ours,off --rounds 7"   checkpoints on against off only

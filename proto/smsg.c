@@ -102,6 +102,8 @@ char *smsg_exec_encode(const struct smsg_exec *m)
 		if (m->restore_direct)
 			cJSON_AddBoolToObject(j, "restore_direct", true);
 	}
+	if (m->no_self_view)
+		cJSON_AddBoolToObject(j, "no_self_view", true);
 	return penc_print(j);
 }
 
@@ -120,6 +122,7 @@ int smsg_exec_decode(const void *data, size_t len, struct smsg_exec *m, struct e
 	pdec_int(&d, "restore", PF_OPT, 0, 9007199254740991LL, &restore);
 	pdec_int(&d, "restore_format", PF_OPT, 1, 255, &format);
 	pdec_bool(&d, "restore_direct", PF_OPT, &m->restore_direct);
+	pdec_bool(&d, "no_self_view", PF_OPT, &m->no_self_view);
 	m->cell = (int)cell;
 	m->restore = (unsigned long long)restore;
 	m->restore_format = (int)format;

@@ -539,6 +539,10 @@ bool replay_log_instead(struct sup *sup, struct session *s, struct run *c);
  * stopped): the kernel's view of the session, to tell what the cell did
  * past its memory. */
 void replay_cell_sent(struct session *s, const struct run *c);
+/* That view, read just now for cell c, holds the session's io counter and
+ * descriptors (the server may ptrace-read it): the session need not read
+ * its own (W_EXEC's no_self_view). */
+bool replay_view_own(struct session *s, const struct run *c);
 /* In finish_cur, before the reply: the logged cell's entry is made (its
  * output digest); true when the call is a rolled-back one whose reply
  * waits for the replay (replay.c hands it over then). */

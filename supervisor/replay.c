@@ -413,6 +413,12 @@ void replay_cell_sent(struct session *s, const struct run *c)
 	kview_read(s, &rp->kv0);
 }
 
+bool replay_view_own(struct session *s, const struct run *c)
+{
+	struct replay *rp = rp_of(s);
+	return rp->kv_cell == c->cell && rp->kv0.valid && rp->kv0.own;
+}
+
 bool replay_log_instead(struct sup *sup, struct session *s, struct run *c)
 {
 	struct replay *rp = rp_of(s);
@@ -448,6 +454,15 @@ bool replay_log_instead(struct sup *sup, struct session *s, struct run *c)
 		kview_us = (loop_now_ms() - t0) * 1000.0;
 		if (rp->kv_cell != c->cell)
 			rp->kv0.valid = false;
+		/* Readable when the cell went, the session was told not to
+		 * read its own (replay_view_own): its result carries no word
+		 * on its writes or descriptors to stand in for ours now, so
+		 * the call counts as unseen (a checkpoint), never as clean.
+		 * Attack: a function defined earlier writes into a pipe and
+		 * dups it 300 times (more than the view holds); logged, the
+		 * rollback wrote the line into the pipe a second time. */
+		if (rp->kv0.own && !now->own)
+			now->valid = false;
 		f.effect = kview_effect(&rp->kv0, now, s->out.total_bytes + s->err.total_bytes, c->result, effect, sizeof effect);
 		free(now);
 	}

@@ -216,12 +216,20 @@ static void send_exec(struct sup *sup, struct session *s)
 		restore_load_begin(s, loop_now_ms() + bound + timeout_ms);
 		timeout_ms = bound;
 	}
-	char *txt = smsg_exec_encode(&ex);
 	usage_begin(&c->usage, s->pidfd);
 	run_clock_start(c);
 	progress_none(s);
-	if (!again)
+	/* The kernel's view of the session, for the replay log's choice at
+	 * the end of the call; without checkpoints there is no choice, and
+	 * no view is read (about 40 us of every call). */
+	bool ckpt = sup->cfg.policy->limits.checkpoint;
+	if (!again && ckpt)
 		replay_cell_sent(s, c);
+	/* What the server reads of the session itself, or needs of it not at
+	 * all, the session does not read of its own (a cell run again: no
+	 * view of ours, its own). */
+	ex.no_self_view = !again && (!ckpt || replay_view_own(s, c));
+	char *txt = smsg_exec_encode(&ex);
 	/* Frozen since its last call: it runs again only now. */
 	if (s->phase == P_IDLE && s->pidfd >= 0)
 		pidfd_signal(s->pidfd, SIGCONT);

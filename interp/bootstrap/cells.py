@@ -195,7 +195,11 @@ def _self_effect(v0, v1, out):
             return
 
 
-def _run_cell(code, cell):
+def _run_cell(code, cell, self_view=True):
+    """Runs one cell.  self_view: read what /proc shows of this process
+    before and after (_self_view), for a server that cannot read it from
+    outside; one that can says so, and the reading (two listings of the
+    descriptors, about 0.1 ms) is left out."""
     ns = _session["ns"]
     _history.append([cell, code])
     filename = "<cell %d>" % cell
@@ -208,7 +212,7 @@ def _run_cell(code, cell):
     exit_code = None
     global _cell_looked, _cell_effect
     _cell_looked = looked = []
-    view0 = _self_view()
+    view0 = _self_view() if self_view else None
     _cell_effect = effect = []
     try:
         tree = ast.parse(code, filename, "exec")
@@ -253,7 +257,8 @@ def _run_cell(code, cell):
         _cell_effect = None
         if effect:
             out["effect"] = str(effect[0])[:120]
-        _self_effect(view0, _self_view(), out)
+        if view0 is not None:
+            _self_effect(view0, _self_view(), out)
     return out
 
 

@@ -150,7 +150,7 @@ def handle(msg_json):
         if restored is not None:
             if not restored.get("verified") or _SNAPSHOT_FAILED in [f[0] for f in restored.get("failed", [])]:
                 cell = 1  # nothing came back: a new session counts from 1
-        out = _run_cell(msg["code"], cell)
+        out = _run_cell(msg["code"], cell, not msg.get("no_self_view"))
         if restored is not None:
             out["restore"] = restored
         return _wire_result(out)

@@ -64,6 +64,22 @@ for (const [who, launch] of Object.entries(MODES)) describe(`replay log: effects
 		assert.equal(lines(path.join(h.root, 'workspace', '.cache', 'k.txt')).length, 1, r.text);
 	});
 
+	// More descriptors at the freeze than the server's view of them holds:
+	// the server cannot read them, and a session told that the server reads
+	// its descriptors and io itself gave no word of its own to stand in.
+	// The call counts as unseen (a checkpoint): the write into a pipe that a
+	// function defined earlier does is not made again by the rollback.
+	test('a hidden write beside more descriptors than the view holds is not repeated', { timeout: 120000 }, async () => {
+		const s = 'manyfds';
+		await ok(h, s, "import os, select\nr, w = os.pipe()\n"
+			+ "def note():\n    os.write(w, b'x\\n')\n    return [os.dup(w) for _ in range(300)]");
+		await ok(h, s, 'kept = note()');
+		await ok(h, s, 'y = 2');
+		const t = await timeout(h, s);
+		const k = await ok(h, s, "os.read(r, 100) if select.select([r], [], [], 0)[0] else b''");
+		assert.equal(k.sc.result, "b'x\\n'", t.text);
+	});
+
 	// The descriptor's offset is shared with the checkpoint (a fork): the
 	// replay of list(f) read nothing, and the note said the state was back.
 	test('a read from a file opened in an earlier cell: the rolled-back state has every row', { timeout: 120000 }, async () => {

@@ -100,10 +100,17 @@ static void test_exec_round_trip_and_refusals(void **state)
 	struct smsg_exec out;
 	char *txt = smsg_exec_encode(&(struct smsg_exec){ .code = "x = 1\nx", .cell = 3 });
 	assert_null(strstr(txt, "restore"));
+	assert_null(strstr(txt, "no_self_view")); /* the session reads its own view */
 	assert_int_equal(smsg_exec_decode(txt, strlen(txt), &out, &e), 0);
 	assert_string_equal(out.code, "x = 1\nx");
 	assert_int_equal(out.cell, 3);
 	assert_true(out.restore == 0);
+	assert_false(out.no_self_view);
+	smsg_exec_free(&out);
+	free(txt);
+	txt = smsg_exec_encode(&(struct smsg_exec){ .code = "1+1", .cell = 4, .no_self_view = true });
+	assert_int_equal(smsg_exec_decode(txt, strlen(txt), &out, &e), 0);
+	assert_true(out.no_self_view);
 	smsg_exec_free(&out);
 	free(txt);
 	txt = smsg_exec_encode(&(struct smsg_exec){ .code = "", .cell = 1, .restore = 123456, .restore_format = 2 });
@@ -118,6 +125,7 @@ static void test_exec_round_trip_and_refusals(void **state)
 		{ "{\"op\":\"exec\",\"cell\":1}", "code" },
 		{ "{\"op\":\"exec\",\"code\":\"\",\"cell\":0}", "cell" },
 		{ "{\"op\":\"exec\",\"code\":\"\",\"cell\":1,\"restore\":-1}", "restore" },
+		{ "{\"op\":\"exec\",\"code\":\"\",\"cell\":1,\"no_self_view\":1}", "no_self_view" },
 		{ "{\"op\":\"exec\",\"code\":\"\",\"cell\":1,\"restore\":9,\"restore_format\":0}", "restore_format" },
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
