@@ -253,6 +253,22 @@ void cancel_timers(struct sup *sup, struct session *s)
 	ws_watch_stop(s);
 }
 
+/* The call grew the workspace past limits.max_workspace_mb: stopped like a
+ * timeout, so the session rolls back (here, beside the scan after the
+ * call that finds it too; limits.c's watcher calls it while the call runs).  Its files stay: the server never
+ * deletes what the code wrote (it cannot tell the user's from the code's). */
+void over_limit_stop(struct session *s, unsigned long long bytes, unsigned long long scratch, const char *unseen)
+{
+	ws_watch_stop(s);
+	if (!s->cur || !run_verdict(s->cur, V_WORKSPACE, NULL))
+		return;
+	s->cur->ws_bytes = bytes;
+	s->cur->scratch_bytes = scratch;
+	if (unseen)
+		snprintf(s->cur->ws_unseen, sizeof s->cur->ws_unseen, "%.590s", unseen);
+	kill_session(s);
+}
+
 /* Asks the layer above to find what the run made (once). */
 void collect(struct session *s, struct run *c);
 

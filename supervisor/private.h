@@ -378,6 +378,8 @@ void finish_cur(struct sup *sup, struct session *s);
 void collect(struct session *s, struct run *c);
 bool requeue_unstarted(struct sup *sup, struct session *s);
 void decide_on_death(struct run *c, int wstatus, bool status_known, bool rolled_back);
+/* The workspace grew past max_workspace_mb: the call stops (rolled back). */
+void over_limit_stop(struct session *s, unsigned long long bytes, unsigned long long scratch, const char *unseen);
 
 /* zstart.c */
 void end_orphans(void);
@@ -436,7 +438,6 @@ void ctrl_event(void *arg, int fd, short revents);
 
 /* limits.c */
 void scratch_none(struct sup *sup);
-void over_limit_stop(struct session *s, unsigned long long bytes, unsigned long long scratch, const char *unseen);
 void workspace_over(void *arg, unsigned long long bytes, const char *unseen);
 /* Watches what counts against max_workspace_mb (files/wswatch.h): the
  * workspace, the scratch directory, the fs_write directories outside it. */
@@ -458,7 +459,16 @@ void settled(struct sup *sup, struct session *s);
 void arm_due_timer(struct sup *sup, struct session *s);
 void cancel_due_timer(struct sup *sup, struct session *s);
 bool roll_back(struct sup *sup, struct session *s, int wstatus, bool status_known);
-void dying_pids(const struct session *s, pid_t *host, pid_t *ns);
+/* The checkpoint the last one replaced (killed, maybe still exiting): its
+ * pids here and in the zygote's namespace, as its pidfd says, or 0 when it
+ * is gone or there is none.  A reading of checkpoint.c's field, inline so
+ * that the freeze, the watchdog and the saver ask the kernel (watch.c)
+ * directly, not checkpoint.c. */
+static inline void dying_pids(const struct session *s, pid_t *host, pid_t *ns)
+{
+	if (s->dropped_pidfd < 0 || watch_pidfd(s->dropped_pidfd, host, ns) < 0)
+		*host = *ns = 0;
+}
 int accept_checkpoint(struct sup *sup, struct session *s, int pidfd, pid_t said, char *why, size_t n);
 /* The session rests (or waits to run its next call) without a copy of its
  * state, its copy killed from outside: one is taken now.  False when it
@@ -466,14 +476,6 @@ int accept_checkpoint(struct sup *sup, struct session *s, int pidfd, pid_t said,
 bool retake_copy(struct sup *sup, struct session *s);
 bool copy_lost_before_call(struct sup *sup, struct session *s);
 bool checkpoint_again(struct sup *sup, struct session *s);
-/* Raises the oom_score_adj of process hpid (host pid) to adj, once the
- * kernel says it is the one meant: alive while its pidfd is, or (pidfd
- * -1) a child of `parent`.  For the copy and the saver only, and
- * OOM_ADJ_SESSION for a copy resumed as the session. */
-void oom_offer(pid_t hpid, pid_t parent, int pidfd, int adj);
-#define OOM_ADJ_COPY 50
-#define OOM_ADJ_SAVER 1000
-#define OOM_ADJ_SESSION (-2000) /* the server's own value */
 void take_checkpoint(struct sup *sup, struct session *s, bool save);
 void take_owed_checkpoint(struct sup *sup, struct session *s, bool save);
 void thaw_mark(struct session *s);
