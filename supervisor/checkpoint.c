@@ -8,6 +8,13 @@ static void copy_death(pid_t hpid, char *buf, size_t n);
 
 static void due_expired(void *arg);
 
+double resume_ms(void)
+{
+	const char *t = getenv("PSM_TEST_RESUME_MS");
+	double v = t ? atof(t) : 0;
+	return v > 0 && v < 30000.0 ? v : 30000.0;
+}
+
 void cancel_due_timer(struct sup *sup, struct session *s)
 {
 	if (s->due_timer)
@@ -353,4 +360,29 @@ void take_checkpoint(struct sup *sup, struct session *s, bool save)
 	free(body);
 	if (r < 0)
 		kill_session(s);
+}
+
+/* The session rests with a state not on disk: saved once it has rested for
+ * the delay savepace.h prices (at once when the server is exiting), by a
+ * checkpoint taken again, with a saver.  Calls that come meanwhile move the
+ * save back: a working session is not saved after every call. */
+static void save_idle_fired(void *arg)
+{
+	struct session *s = arg;
+	struct sup *sup = s->sup;
+	save_pace_fired(&s->pace);
+	if (!persist_on(sup->persist) || !save_startable(sup, s))
+		return;
+	log_info("session %s: at rest: saving the state after cell %d", s->name, s->cells);
+	take_owed_checkpoint(sup, s, true);
+}
+
+void save_when_idle(struct sup *sup, struct session *s)
+{
+	if (!persist_on(sup->persist) || !save_startable(sup, s))
+		return;
+	if (sup->stopping)
+		save_idle_fired(s);
+	else
+		save_pace_arm(&s->pace, sup->cfg.loop, save_idle_fired, s);
 }

@@ -4,6 +4,17 @@
 
 static void fork_expired(void *arg);
 
+/* The session is a copy of session name, said by its first reply. */
+void fork_of_set(struct session *s, const char *name)
+{
+	snprintf(s->fork_of, sizeof s->fork_of, "%s", name);
+}
+
+void fork_of_none(struct session *s)
+{
+	s->fork_of[0] = '\0';
+}
+
 void cancel_fork_timer(struct sup *sup, struct session *p)
 {
 	if (p->fork_timer)

@@ -51,7 +51,7 @@
 #define RESUME_MS resume_ms()
 /* 30 s, or less under PSM_TEST_RESUME_MS=N (a test knob that can only
  * tighten it, so that a test of a copy that never answers does not wait
- * 30 s). */
+ * 30 s); checkpoint.c. */
 double resume_ms(void);
 /* Downscaling the call's images in the session gets its own time, once the
  * cell is done: the session first cuts an image to 1568 pixels a side
@@ -341,12 +341,9 @@ void add_note(struct run *c, const char *text);
 void set_note(struct run *c, const char *text);
 void note_next(struct session *s, const char *text);
 
-/* supervisor.c */
-struct session *find_session(struct sup *sup, const char *name);
-void warm_busy(struct sup *sup);
+/* supervisor.c (the face: the top of the supervisor, called by none of
+ * the files below but through the outbox's drain and the run's events) */
 void prepared(struct run *c, void *arg);
-void fork_of_set(struct session *s, const char *name);
-void fork_of_none(struct session *s);
 
 /* call.c */
 void fail_call_now(struct sup *sup, struct session *s, const char *msg);
@@ -394,10 +391,13 @@ void sweep_again(struct sup *sup);
 bool live_pids(const struct sup *sup, pid_t *out, size_t max, size_t *n);
 /* The sessions that waited for the zygote (or for no copy in flight) start. */
 void spawn_pending(struct sup *sup);
+/* The learned warm-up works in the zygote only while no call runs: tells it. */
+void warm_busy(struct sup *sup);
 
 /* process.c */
 struct session *session_by_pid(struct sup *sup, pid_t pid);
 struct session *session_by_id(struct sup *sup, int id);
+struct session *find_session(struct sup *sup, const char *name);
 bool fork_in_flight(const struct sup *sup);
 void kill_session(struct session *s);
 void session_close_fds(struct sup *sup, struct session *s);
@@ -478,10 +478,16 @@ bool copy_lost_before_call(struct sup *sup, struct session *s);
 bool checkpoint_again(struct sup *sup, struct session *s);
 void take_checkpoint(struct sup *sup, struct session *s, bool save);
 void take_owed_checkpoint(struct sup *sup, struct session *s, bool save);
+/* At rest with a state not on disk: saved once it has rested (savepace.h). */
+void save_when_idle(struct sup *sup, struct session *s);
 void thaw_mark(struct session *s);
 
 /* saved.c */
-void save_when_idle(struct sup *sup, struct session *s);
+/* An idle session whose state is not on disk, with nothing on the way
+ * that would save it: a checkpoint taken again starts a save. */
+bool save_startable(const struct sup *sup, const struct session *s);
+bool save_at_exit(struct sup *sup, struct session *s);
+void save_stopping(struct sup *sup);
 void end_save_tree(struct sup *sup, struct session *s);
 void save_watch_stop(struct sup *sup, struct session *s);
 void quiet_abandon_save(struct sup *sup, struct session *s);
@@ -527,6 +533,9 @@ void gate_passed(struct session *p);
 void gate_free(struct sup *sup);
 
 /* fork.c */
+/* The session is a copy of session name, said by its first reply. */
+void fork_of_set(struct session *s, const char *name);
+void fork_of_none(struct session *s);
 void cancel_fork_timer(struct sup *sup, struct session *p);
 void fork_failed(struct sup *sup, struct session *p, const char *why);
 void forked(struct sup *sup, struct session *p, struct wire_msg *m);

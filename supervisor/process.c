@@ -27,6 +27,14 @@ struct session *session_by_id(struct sup *sup, int id)
 	return NULL;
 }
 
+struct session *find_session(struct sup *sup, const char *name)
+{
+	for (struct session *s = sup->sessions; s; s = s->next)
+		if (strcmp(s->name, name) == 0)
+			return s;
+	return NULL;
+}
+
 /* A copy is being made: its process is a child of the zygote that the
  * server does not know yet, which a sweep or the orphans' part of a settle
  * would end as a left-over. */

@@ -9,7 +9,7 @@ static void fallback_words(const struct session *s, char *buf, size_t n);
 
 /* An idle session whose state is not on disk, with nothing on the way
  * that would save it: a checkpoint taken again starts a save. */
-static bool save_startable(const struct sup *sup, const struct session *s)
+bool save_startable(const struct sup *sup, const struct session *s)
 {
 	return s->dirty && !s->unsaved && !s->save_failed && !s->save_missed && !s->save && s->alive && s->phase == P_IDLE && !s->cur && !s->qhead &&
 	       s->ckpt_due == DUE_NONE && s->ctrl >= 0 && sup->cfg.policy->limits.checkpoint;
@@ -33,44 +33,19 @@ bool sup_saving(struct sup *sup)
 	return false;
 }
 
-/* The session rests with a state not on disk: saved once it has rested for
- * the delay savepace.h prices (at once when the server is exiting), by a
- * checkpoint taken again, with a saver.  Calls that come meanwhile move the
- * save back: a working session is not saved after every call. */
-static void save_idle_fired(void *arg)
+/* At the server's exit, one more try for a state whose saver could not
+ * start: whether a save may start now (sup_shutdown takes the checkpoint
+ * with a saver). */
+bool save_at_exit(struct sup *sup, struct session *s)
 {
-	struct session *s = arg;
-	struct sup *sup = s->sup;
-	save_pace_fired(&s->pace);
-	if (!persist_on(sup->persist) || !save_startable(sup, s))
-		return;
-	log_info("session %s: at rest: saving the state after cell %d", s->name, s->cells);
-	take_owed_checkpoint(sup, s, true);
+	s->save_missed = false;
+	return persist_on(sup->persist) && save_startable(sup, s);
 }
 
-void save_when_idle(struct sup *sup, struct session *s)
-{
-	if (!persist_on(sup->persist) || !save_startable(sup, s))
-		return;
-	if (sup->stopping)
-		save_idle_fired(s);
-	else
-		save_pace_arm(&s->pace, sup->cfg.loop, save_idle_fired, s);
-}
-
-void sup_shutdown(struct sup *sup)
+/* The server is exiting: saves first. */
+void save_stopping(struct sup *sup)
 {
 	sup->stopping = true;
-	for (struct session *s = sup->sessions; s; s = s->next) {
-		/* One more try at exit for a state whose saver could not start. */
-		s->save_missed = false;
-		if (persist_on(sup->persist) && save_startable(sup, s)) {
-			/* Its last save was cut short, or never started (a call
-			 * was waiting): the checkpoint again, with a saver. */
-			log_info("session %s: saving the state after cell %d before exit", s->name, s->cells);
-			take_owed_checkpoint(sup, s, true);
-		}
-	}
 }
 
 void sup_report_unsaved(struct sup *sup)
