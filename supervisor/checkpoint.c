@@ -74,7 +74,7 @@ bool roll_back(struct sup *sup, struct session *s, int wstatus, bool status_know
 	arm_due_timer(sup, s);
 	/* The pipes' write ends live on in the resumed process: watch again
 	 * in case a hang-up removed them. */
-	loop_watch(sup->cfg.loop, s->ctrl, POLLIN, ctrl_event, s);
+	loop_watch(sup->cfg.loop, s->ctrl, POLLIN, sup->on_ctrl, s);
 	loop_watch(sup->cfg.loop, s->out_r, POLLIN, pipe_event, s);
 	loop_watch(sup->cfg.loop, s->err_r, POLLIN, pipe_event, s);
 	if (s->broke[0] && !(c && c->started)) {

@@ -307,6 +307,11 @@ struct sup {
 	uint64_t ob_timer;
 	bool ob_draining;
 	void (*ob_drain)(struct sup *sup, bool teardown);
+	/* The handler of a session's control socket (state.c: ctrl_event),
+	 * set by sup_new: process.c and checkpoint.c watch the socket with
+	 * it, and read what a dying process left, without calling up into
+	 * the file that judges the messages. */
+	void (*on_ctrl)(void *arg, int fd, short revents);
 };
 
 /* outbox.c: what a handler owes the layer above or the face, performed by
@@ -398,6 +403,8 @@ void warm_busy(struct sup *sup);
 struct session *session_by_pid(struct sup *sup, pid_t pid);
 struct session *session_by_id(struct sup *sup, int id);
 struct session *find_session(struct sup *sup, const char *name);
+/* The session sent what it must not send now: ended like a crash. */
+void violation(struct sup *sup, struct session *s, const char *what);
 bool fork_in_flight(const struct sup *sup);
 void kill_session(struct session *s);
 void session_close_fds(struct sup *sup, struct session *s);
@@ -426,14 +433,18 @@ void close3(int fds[3]);
 void session_adopt_fds(struct sup *sup, struct session *s, const int mine[3], enum phase ph);
 int spawn_session(struct sup *sup, struct session *s);
 
-/* state.c */
+/* phase.c */
 void set_expect(struct sup *sup, struct session *s, enum phase ph);
 void set_due(struct session *s, enum ckpt_due due);
 void hello_awaited(struct session *s);
+void hello_heard(struct session *s);
 void session_broke(struct session *s, const char *what);
 void broke_none(struct session *s);
 const char *phase_name(enum phase ph);
-void violation(struct sup *sup, struct session *s, const char *what);
+
+/* state.c: the session's control socket is readable (or has been left
+ * unread).  Called by the face's drain; the rooms below that watch the
+ * socket take it from sup->on_ctrl. */
 void ctrl_event(void *arg, int fd, short revents);
 
 /* limits.c */

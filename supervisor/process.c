@@ -240,7 +240,7 @@ void session_gone(struct sup *sup, struct session *s)
 static void session_last_words(struct session *s)
 {
 	if (s->ctrl >= 0)
-		ctrl_event(s, s->ctrl, POLLIN);
+		s->sup->on_ctrl(s, s->ctrl, POLLIN);
 }
 
 /* The outbox's drain: the death posted (session_reported_dead,
@@ -490,7 +490,7 @@ void session_adopt_fds(struct sup *sup, struct session *s, const int mine[3], en
 	s->hpid = s->ckpt_hpid = 0;
 	set_expect(sup, s, ph);
 	struct loop *l = sup->cfg.loop;
-	loop_watch(l, s->ctrl, POLLIN, ctrl_event, s);
+	loop_watch(l, s->ctrl, POLLIN, sup->on_ctrl, s);
 	loop_watch(l, s->out_r, POLLIN, pipe_event, s);
 	loop_watch(l, s->err_r, POLLIN, pipe_event, s);
 }
@@ -523,4 +523,30 @@ int spawn_session(struct sup *sup, struct session *s)
 	cells_none(s);
 	session_adopt_fds(sup, s, mine, P_RUNNING);
 	return 0;
+}
+
+/* The session sent what it must not send now: it is ended like a crash, and
+ * rolled back (its exit report does the rest). */
+void violation(struct sup *sup, struct session *s, const char *what)
+{
+	log_warn("session %s (%s): %s: the session is ended", s->name, phase_name(s->phase), what);
+	struct run *c = s->cur;
+	if (c && !c->note) {
+		char note[300];
+		snprintf(note, sizeof note,
+			 "the session's process broke its protocol with the server (%s), so it was ended as a crash", what);
+		set_note(c, note); /* it had none */
+	}
+	if (c) {
+		run_verdict(c, V_BROKE, NULL);
+		c->broke_protocol = true;
+	} else {
+		session_broke(s, what); /* said by the next reply */
+	}
+	/* Thawed to make a copy, its checkpoint holds the state after its
+	 * last call already: the rollback loses nothing. */
+	s->broke_kept = !c && s->phase == P_FORKING;
+	set_expect(sup, s, P_NONE);
+	loop_unwatch(sup->cfg.loop, s->ctrl);
+	kill_session(s);
 }

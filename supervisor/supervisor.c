@@ -13,6 +13,7 @@ struct sup *sup_new(const struct sup_config *cfg)
 	sup->cfg = *cfg;
 	zygote_none(sup);
 	sup->ob_drain = drain;
+	sup->on_ctrl = ctrl_event;
 	const char *t = getenv("PSM_TEST_SAVE_MS");
 	sup->save_test_ms = t ? atof(t) : 0;
 	t = getenv("PSM_TEST_SAVE_WALL_MS");
