@@ -75,6 +75,7 @@ static int fork_session(struct sup *sup, struct session *s, struct session *p)
 	session_new_id(sup, s);
 	state_copied_from(s, p); /* its state is the copy */
 	session_adopt_fds(sup, s, mine, P_RESUMING);
+	last_none(s);
 	/* Until its hello and its own checkpoint it is as a resumed copy. */
 	set_due(s, DUE_RESUMED);
 	arm_due_timer(sup, s);

@@ -142,7 +142,7 @@ struct session {
 	bool reported;
 	bool want_spawn;     /* waiting for the zygote */
 	/* The zygote's report of its exit is in and its death is posted, not
-	 * yet handled (process.c: session_reported_dead, death_handle): with
+	 * yet handled (process.c: session_reported_dead; death.c: death_handle): with
 	 * the status the report said. */
 	bool death_due;
 	bool death_known;
@@ -309,8 +309,7 @@ struct sup {
 	void (*ob_drain)(struct sup *sup, bool teardown);
 	/* The handler of a session's control socket (state.c: ctrl_event),
 	 * set by sup_new: process.c and checkpoint.c watch the socket with
-	 * it, and read what a dying process left, without calling up into
-	 * the file that judges the messages. */
+	 * it without calling up into the file that judges the messages. */
 	void (*on_ctrl)(void *arg, int fd, short revents);
 };
 
@@ -422,7 +421,10 @@ void session_known(struct session *s, pid_t ns, pid_t host, int pidfd);
 void session_is_copy(struct session *s);
 void session_reported_dead(struct sup *sup, struct session *s, int wstatus, bool status_known);
 void session_gone(struct sup *sup, struct session *s);
-void death_handle(struct sup *sup, struct session *s);
+/* The looks at a live process end (the memory watchdog's, the freeze's). */
+void looks_stop(struct sup *sup, struct session *s);
+bool death_take(struct session *s, int *wstatus, bool *status_known);
+void exit_marks_none(struct session *s);
 void copy_known(struct session *s, int pidfd, pid_t ns, pid_t host);
 void drop_checkpoint(struct session *s);
 void drain_all(struct session *s);
@@ -446,6 +448,9 @@ const char *phase_name(enum phase ph);
  * unread).  Called by the face's drain; the rooms below that watch the
  * socket take it from sup->on_ctrl. */
 void ctrl_event(void *arg, int fd, short revents);
+
+/* death.c: the death posted, handled by the outbox's drain. */
+void death_handle(struct sup *sup, struct session *s);
 
 /* limits.c */
 void scratch_none(struct sup *sup);

@@ -1,10 +1,10 @@
 /* The session's messages: every message a session sends is read here,
  * checked against its phase (phase.c: phases[]), and handed to the room
- * that acts on it.  The top of the rooms, below the face only: it calls
- * them all, and none of them calls it; the drivers that watch the
- * session's control socket (process.c, checkpoint.c) and the outbox's
- * drain are given ctrl_event through the supervisor (sup->on_ctrl, set by
- * sup_new). */
+ * that acts on it.  Near the top of the rooms: it calls them, and none of
+ * them calls it.  The rooms that watch the session's control socket
+ * (process.c at a spawn, checkpoint.c at a resume) are given ctrl_event
+ * through the supervisor (sup->on_ctrl, set by sup_new); the outbox's
+ * drain and death.c (a dead process's last words) call it. */
 #include "private.h"
 
 /* W_CHECKPOINT: the checkpoint's pidfd, checked by accept_checkpoint. */

@@ -275,6 +275,7 @@ static void start_next(struct sup *sup, struct session *s)
 				fail_call_now(sup, s, msg);
 				continue;
 			}
+			last_none(s); /* a new process has ended no call yet */
 		}
 		send_exec(sup, s);
 		/* Its copy was found lost as the call went: the call is back
