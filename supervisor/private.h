@@ -554,7 +554,15 @@ void fork_of_set(struct session *s, const char *name);
 void fork_of_none(struct session *s);
 void cancel_fork_timer(struct sup *sup, struct session *p);
 void fork_failed(struct sup *sup, struct session *p, const char *why);
-void forked(struct sup *sup, struct session *p, struct wire_msg *m);
+/* W_FORKED, the copy's pidfd, judged (the kernel's word only).  What the
+ * parent does next is its caller's (state.c), in this order: FORKED_NONE,
+ * no copy (fork_failed said why): the parent is frozen again;
+ * FORKED_COPY, the copy is *copy: the parent is frozen again, then
+ * forked_release; FORKED_BROKE: the parent broke its protocol and is
+ * ended (violation). */
+enum forked_next { FORKED_NONE, FORKED_COPY, FORKED_BROKE };
+enum forked_next forked(struct sup *sup, struct session *p, struct wire_msg *m, struct session **copy);
+void forked_release(struct sup *sup, struct session *copy);
 void forks_waiting(struct sup *sup, struct session *p);
 int begin_copy(struct sup *sup, struct session *s, struct run *c);
 

@@ -164,9 +164,17 @@ static void on_message(struct sup *sup, struct session *s, struct wire_msg *m)
 		c->ev->thumb(c, m->data, m->len);
 		send_thumb_or_finish(sup, s);
 		return;
-	case W_FORKED:
-		forked(sup, s, m);
+	case W_FORKED: {
+		/* The parent rests again (frozen, swept: the copy is known
+		 * now, when one was made). */
+		struct session *copy = NULL;
+		enum forked_next next = forked(sup, s, m, &copy);
+		if (next != FORKED_BROKE)
+			begin_freeze(sup, s);
+		if (next == FORKED_COPY)
+			forked_release(sup, copy);
 		return;
+	}
 	default:
 		violation(sup, s, "an unexpected message");
 	}
