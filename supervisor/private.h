@@ -65,7 +65,7 @@ double resume_ms(void);
 #define CHECKPOINT_CPU_MS 2000
 
 /* Where a session's process is in its exchange with the server, which says
- * what it may send next: one row each in state.c (phases[]).  The session is hostile: anything else
+ * what it may send next: one row each in phase.c (phases[]).  The session is hostile: anything else
  * ends it as a crash. */
 enum phase {
 	P_NONE,      /* no process */
