@@ -311,6 +311,9 @@ struct sup {
 	 * set by sup_new: process.c and checkpoint.c watch the socket with
 	 * it without calling up into the file that judges the messages. */
 	void (*on_ctrl)(void *arg, int fd, short revents);
+	/* The handler of a run's collect answered (state.c: collected), set
+	 * by sup_new: call.c asks the layer above with it. */
+	void (*on_collected)(struct run *c, void *arg);
 };
 
 /* outbox.c: what a handler owes the layer above or the face, performed by
@@ -363,18 +366,17 @@ void queue_none(struct session *s);
 void last_none(struct session *s);
 void run_prepared(struct run *c);
 void run_waits(struct run *c);
+void run_collected(struct run *c);
 void run_no_resend(struct run *r);
 void progress_none(struct session *s);
 void run_clock_start(struct run *c);
 void ws_watch_stop(struct session *s);
 void ws_watch_set(struct session *s, struct wswatch *w);
-void send_thumb_or_finish(struct sup *sup, struct session *s);
 /* The call's deadline, ms from now (any earlier one cancelled). */
 void call_deadline(struct sup *sup, struct session *s, double ms);
 /* Progress notes every PROGRESS_MS, for a call that asked for them. */
 void progress_start(struct sup *sup, struct session *s);
 void cancel_timers(struct sup *sup, struct session *s);
-void collected(struct run *c, void *arg);
 void finish_cur(struct sup *sup, struct session *s);
 void collect(struct session *s, struct run *c);
 bool requeue_unstarted(struct sup *sup, struct session *s);
@@ -448,6 +450,9 @@ const char *phase_name(enum phase ph);
  * unread).  Called by the face's drain; the rooms below that watch the
  * socket take it from sup->on_ctrl. */
 void ctrl_event(void *arg, int fd, short revents);
+/* The layer above's collect answered: what the run made is known
+ * (call.c's collect hands it over as sup->on_collected). */
+void collected(struct run *c, void *arg);
 
 /* death.c: the death posted, handled by the outbox's drain. */
 void death_handle(struct sup *sup, struct session *s);

@@ -14,6 +14,7 @@ struct sup *sup_new(const struct sup_config *cfg)
 	zygote_none(sup);
 	sup->ob_drain = drain;
 	sup->on_ctrl = ctrl_event;
+	sup->on_collected = collected;
 	const char *t = getenv("PSM_TEST_SAVE_MS");
 	sup->save_test_ms = t ? atof(t) : 0;
 	t = getenv("PSM_TEST_SAVE_WALL_MS");
