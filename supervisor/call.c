@@ -221,9 +221,10 @@ void cancel_timers(struct sup *sup, struct session *s)
 }
 
 /* The call grew the workspace past limits.max_workspace_mb: stopped like a
- * timeout, so the session rolls back (here, beside the scan after the
- * call that finds it too; limits.c's watcher calls it while the call runs).  Its files stay: the server never
- * deletes what the code wrote (it cannot tell the user's from the code's). */
+ * timeout, so the session rolls back.  Its files stay: the server never
+ * deletes what the code wrote (it cannot tell the user's from the code's).
+ * Called by the scan after the call (state.c: collected) and by limits.c's
+ * watcher while the call runs. */
 void over_limit_stop(struct session *s, unsigned long long bytes, unsigned long long scratch, const char *unseen)
 {
 	ws_watch_stop(s);

@@ -1,6 +1,6 @@
 /* A session's processes: "which process is this session, and how does it
- * talk?"  Its spawn, its descriptors and pipes, its kill and its death
- * (rolled back to a checkpoint, or gone with its state). */
+ * talk?"  Its spawn, its descriptors and pipes, its kill, and its death
+ * reported and posted (what the death leaves is death.c's). */
 #include "private.h"
 
 static int set_nonblock(int fd)
