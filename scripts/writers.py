@@ -8,14 +8,14 @@ struct run (supervisor/supervisor.h), the .c files of supervisor/ that
 assign it: `x->f =`, `x.f =`, a compound assignment (`+=`, `|=`, ...),
 `++`/`--` before or after, an element (`x->f[i] =`).  A reader of the
 text with a little of the types: the struct written is the one of the
-nearest `struct T *x` or `struct T x` declared above the write, followed
-through the fields the three structs declare as `struct T` (`s->cur->f`
-is a run's); a write to another struct's field of the same name (a
-replay's `lost`, a message's `restore`) is not counted, and where the
-type is not found so (a name declared second in a list, a cast) the name
-alone decides, for every struct with a field of that name.  A write
-through a pointer to it (`memset(&x->f, ...)`, `snprintf(x->f, ...)`) is
-not seen.
+nearest `struct T *x` or `struct T x` declared above the write in its
+function (parameters included), followed through the fields the three
+structs declare as `struct T` (`s->cur->f` is a run's); a write to
+another struct's field of the same name (a replay's `lost`, a message's
+`restore`) is not counted, and where the type is not found so (a name
+declared second in a list, a cast) the name alone decides, for every
+struct with a field of that name.  A write through a pointer to it
+(`memset(&x->f, ...)`, `snprintf(x->f, ...)`) is not seen.
 
 TABLE lists the fields written by more than one file today, a ratchet:
     struct.field: file1 file2 ...
@@ -98,8 +98,12 @@ def owner(text, at, chain, inner):
     parts = re.findall(r'(?:->|\.)\s*(\w+)', chain)
     base = re.match(r'\s*(\w+)', chain).group(1)
     decl = None
+    # Within the function the write is in (its parameters and body: from
+    # the end of the one before), so that another function's declaration
+    # of the same name never decides.
+    start = text.rfind('\n}', 0, at) + 1
     for d in re.finditer(r'\bstruct\s+(\w+)\s*(?:\*\s*(?:const\s+)?)*' + re.escape(base) + r'\b\s*[=;,)\[]',
-                         text[:at]):
+                         text[start:at]):
         decl = d.group(1)
     t = decl
     for f in parts:
