@@ -453,6 +453,8 @@ void ctrl_event(void *arg, int fd, short revents);
 /* The layer above's collect answered: what the run made is known
  * (call.c's collect hands it over as sup->on_collected). */
 void collected(struct run *c, void *arg);
+/* The saved state's bytes are judged (given to restore_begin by the face). */
+void restore_answered(void *arg, int verdict);
 
 /* death.c: the death posted, handled by the outbox's drain. */
 void death_handle(struct sup *sup, struct session *s);
@@ -534,12 +536,15 @@ void save_cut(struct sup *sup, struct session *s);
 void save_superseded(struct sup *sup, struct session *s, struct run *c);
 void restore_outcome(struct sup *sup, struct session *s, struct run *c);
 double restore_bound_ms(const struct sup *sup, uint64_t bytes);
-void restore_loaded(struct sup *sup, struct session *s);
+bool restore_judged(struct session *s, int verdict, double *ms);
+bool restore_loaded(struct session *s, double *ms);
 /* The state was lost from outside (s->lost): the reply of the first call
  * in the new process says what, and what came back (restored: the saved
  * state was loaded). */
 void lost_outcome(struct session *s, struct run *c, bool restored);
-int restore_begin(struct sup *sup, struct session *s, struct run *c, uint64_t *bytes, int *format, int fds[2]);
+/* done: the restore's verdict on the bytes (state.c: restore_answered). */
+int restore_begin(struct sup *sup, struct session *s, struct run *c, uint64_t *bytes, int *format, int fds[2],
+		  prestore_done_fn done);
 
 /* gate.c: the seccomp gate on the ways out of a session's tree.  attach
  * takes fd (the listener from a new process's hello; -1: none); share

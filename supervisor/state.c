@@ -81,6 +81,17 @@ void collected(struct run *c, void *arg)
 	}
 }
 
+/* The saved state's bytes are judged (persist_restore.c, through the
+ * callback the face gave restore_begin): with nothing to load, the call's
+ * deadline is its own timeout again. */
+void restore_answered(void *arg, int verdict)
+{
+	struct session *s = arg;
+	double ms;
+	if (restore_judged(s, verdict, &ms))
+		call_deadline(s->sup, s, ms);
+}
+
 /* W_CHECKPOINT: the checkpoint's pidfd, checked by accept_checkpoint. */
 static void on_checkpoint(struct sup *sup, struct session *s, struct wire_msg *m)
 {
@@ -183,10 +194,13 @@ static void on_message(struct sup *sup, struct session *s, struct wire_msg *m)
 		c->started = true;
 		set_expect(sup, s, s->phase);
 		return;
-	case W_RESTORED:
-		restore_loaded(sup, s);
+	case W_RESTORED: {
+		double ms;
+		if (restore_loaded(s, &ms))
+			call_deadline(sup, s, ms); /* the cell's timeout starts now */
 		set_expect(sup, s, s->phase);
 		return;
+	}
 	case W_CHECKPOINT:
 		on_checkpoint(sup, s, m);
 		return;

@@ -149,7 +149,7 @@ static void send_exec(struct sup *sup, struct session *s)
 	uint64_t restore_bytes = 0;
 	int restore_format = 1;
 	int restore_fds[2] = { -1, -1 };
-	int restore_nfds = c->new_session ? restore_begin(sup, s, c, &restore_bytes, &restore_format, restore_fds) : -1;
+	int restore_nfds = c->new_session ? restore_begin(sup, s, c, &restore_bytes, &restore_format, restore_fds, restore_answered) : -1;
 	if (restore_nfds <= 0 && !again && c->new_session)
 		lost_outcome(s, c, false); /* nothing saved to bring back */
 	copy_retakes_none(s);
