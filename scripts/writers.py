@@ -7,8 +7,14 @@ For each field of struct session and struct sup (supervisor/private.h) and
 struct run (supervisor/supervisor.h), the .c files of supervisor/ that
 assign it: `x->f =`, `x.f =`, a compound assignment (`+=`, `|=`, ...),
 `++`/`--` before or after, an element (`x->f[i] =`).  A reader of the
-text, not of the types: a field is known by its name (a name two of the
-structs share counts for both), and a write through a pointer to it
+text with a little of the types: the struct written is the one of the
+nearest `struct T *x` or `struct T x` declared above the write in its
+function (parameters included), followed through the fields the three
+structs declare as `struct T` (`s->cur->f` is a run's); a write to
+another struct's field of the same name (a replay's `lost`, a message's
+`restore`) is not counted, and where the type is not found so (a name
+declared second in a list, a cast) the name alone decides, for every
+struct with a field of that name.  A write through a pointer to it
 (`memset(&x->f, ...)`, `snprintf(x->f, ...)`) is not seen.
 
 TABLE lists the fields written by more than one file today, a ratchet:
@@ -59,8 +65,57 @@ def fields(struct, header):
     return names
 
 
-def writes(path, names):
-    """{field name: lines} of the assignments to those names in a file."""
+def field_structs(struct, header):
+    """{field: T} for the fields of a struct declared as `struct T` (or a
+    pointer to one)."""
+    with open(header, encoding='utf-8') as fh:
+        text = clean(fh.read())
+    m = re.search(r'\bstruct\s+' + struct + r'\s*\{', text)
+    depth, i = 1, m.end()
+    while depth:
+        depth += {'{': 1, '}': -1}.get(text[i], 0)
+        i += 1
+    out = {}
+    for decl in text[m.end():i - 1].split(';'):
+        t = re.match(r'\s*(?:const\s+)?struct\s+(\w+)\s+(.*)$', decl, re.S)
+        if not t or '(' in decl:
+            continue
+        for part in re.sub(r'\[[^\]]*\]', '', t.group(2)).split(','):
+            w = re.findall(r'\w+', part)
+            if w:
+                out[w[-1]] = t.group(1)
+    return out
+
+
+CHAIN_END = re.compile(r'(' + LVALUE + r')\s*$')
+
+
+def owner(text, at, chain, inner):
+    """The struct whose field the lvalue `chain` (its last field left off)
+    writes, as far as the text says, or None: the type of its first name
+    from the nearest declaration above `at`, then of each field on the
+    way from inner ({(struct, field): T})."""
+    parts = re.findall(r'(?:->|\.)\s*(\w+)', chain)
+    base = re.match(r'\s*(\w+)', chain).group(1)
+    decl = None
+    # Within the function the write is in (its parameters and body: from
+    # the end of the one before), so that another function's declaration
+    # of the same name never decides.
+    start = text.rfind('\n}', 0, at) + 1
+    for d in re.finditer(r'\bstruct\s+(\w+)\s*(?:\*\s*(?:const\s+)?)*' + re.escape(base) + r'\b\s*[=;,)\[]',
+                         text[start:at]):
+        decl = d.group(1)
+    t = decl
+    for f in parts:
+        if t is None:
+            return None
+        t = inner.get((t, f))
+    return t
+
+
+def typed_writes(path, names, inner=None):
+    """{(struct or None, field name): lines} of the assignments to those
+    names in a file; None where the struct is not known (owner)."""
     with open(path, encoding='utf-8') as fh:
         text = clean(fh.read())
     found = {}
@@ -68,12 +123,25 @@ def writes(path, names):
     pre = re.compile(r'(?:\+\+|--)\s*(' + LVALUE + ')')
     for m in post.finditer(text):
         if m.group(1) in names:
-            found.setdefault(m.group(1), []).append(text.count('\n', 0, m.start()) + 1)
+            c = CHAIN_END.search(text, max(0, m.start() - 300), m.start())
+            t = owner(text, m.start(), c.group(1), inner or {}) if c else None
+            found.setdefault((t, m.group(1)), []).append(text.count('\n', 0, m.start()) + 1)
     for m in pre.finditer(text):
         last = re.findall(r'(?:->|\.)\s*(\w+)', m.group(1))
         if last and last[-1] in names:
-            found.setdefault(last[-1], []).append(text.count('\n', 0, m.start()) + 1)
+            chain = re.sub(r'\s*(?:->|\.)\s*\w+\s*(?:\[[^\]\n]*\]\s*)*$', '', m.group(1))
+            t = owner(text, m.start(), chain, inner or {})
+            found.setdefault((t, last[-1]), []).append(text.count('\n', 0, m.start()) + 1)
     return found
+
+
+def writes(path, names):
+    """{field name: lines} of the assignments to those names in a file,
+    whatever struct they belong to."""
+    found = {}
+    for (_, name), lines in typed_writes(path, names).items():
+        found.setdefault(name, []).extend(lines)
+    return {k: sorted(v) for k, v in found.items()}
 
 
 def visible(path):
@@ -120,14 +188,19 @@ def main(argv):
         for f in fields(struct, header):
             per[f'{struct}.{f}'] = {}
     names = {k.split('.', 1)[1] for k in per}
+    inner = {}
+    for struct, header in STRUCTS:
+        for f, t in field_structs(struct, header).items():
+            inner[(struct, f)] = t
     for f in sorted(os.listdir(FOLDER)):
         if not f.endswith('.c'):
             continue
         seen = visible(os.path.join(FOLDER, f))
-        for name, lines in writes(os.path.join(FOLDER, f), names).items():
+        for (t, name), lines in typed_writes(os.path.join(FOLDER, f), names, inner).items():
             for key in per:
-                if key.split('.', 1)[1] == name and key.split('.', 1)[0] in seen:
-                    per[key][f[:-2]] = lines
+                s, n = key.split('.', 1)
+                if n == name and s in seen and t in (None, s):
+                    per[key].setdefault(f[:-2], []).extend(lines)
     multi = {k: set(v) for k, v in per.items() if len(v) > 1}
     if not os.path.exists(table_path) and not init:
         print(f'writers: {table_path} is missing: restore it from git', file=sys.stderr)
@@ -166,7 +239,7 @@ def main(argv):
         counts.append(f'struct {struct} {len(m)} of {len(keys)}')
     top = sorted(multi, key=lambda k: (-len(multi[k]), k))[:6]
     print('writers: fields written by more than one file: ' + ', '.join(counts)
-          + '; most: ' + ', '.join(f'{k} ({len(multi[k])})' for k in top))
+          + ('; most: ' + ', '.join(f'{k} ({len(multi[k])})' for k in top) if top else ''))
     return 1 if problems else 0
 
 

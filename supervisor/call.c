@@ -106,6 +106,13 @@ void run_waits(struct run *c)
 	c->waiting = true;
 }
 
+/* What the run made is known (the layer above's collect answered). */
+void run_collected(struct run *c)
+{
+	c->waiting = false;
+	c->collected = true;
+}
+
 /* A run of the server's own is never sent again to another process. */
 void run_no_resend(struct run *r)
 {
@@ -146,46 +153,6 @@ void last_none(struct session *s)
 void queue_none(struct session *s)
 {
 	s->cur = s->qhead = s->qtail = NULL;
-}
-
-/* THUMBS_MS, or less for the tests (PSM_TEST_THUMBS_MS). */
-static double thumbs_ms(void)
-{
-	const char *t = getenv("PSM_TEST_THUMBS_MS");
-	double v = t ? atof(t) : 0;
-	return v > 0 && v < THUMBS_MS ? v : THUMBS_MS;
-}
-
-void send_thumb_or_finish(struct sup *sup, struct session *s)
-{
-	struct run *c = s->cur;
-	char rel[4096];
-	if (c->ev->next_thumb(c, rel, sizeof rel)) {
-		char path[4200];
-		snprintf(path, sizeof path, "%s/%s", sup->cfg.ws->abs, rel);
-		char *txt = smsg_thumb_encode(&(struct smsg_thumb){ .path = path, .max_bytes = 256 * 1024 - 1024 });
-		int r = wire_send(s->ctrl, W_THUMB, txt, strlen(txt), NULL, 0);
-		free(txt);
-		if (r == 0) {
-			/* The images are downscaled by the session (sandboxed
-			 * work, never the server's), within what is left of the
-			 * call's timeout, and at least THUMBS_MS.  Before, a
-			 * fixed 15 s: a 3000 x 3000 figure under a sanitizer
-			 * build on a loaded machine took longer, and a call
-			 * with timeout_s 160 ended as "ran longer than its
-			 * timeout (160 s)" after 40 s. */
-			if (s->phase != P_THUMB && s->timeout_timer) {
-				double left = c->t_start + c->timeout_ms - loop_now_ms();
-				double least = thumbs_ms();
-				c->thumb_ms = left > least ? left : least;
-				call_deadline(sup, s, c->thumb_ms);
-			}
-			set_expect(sup, s, P_THUMB);
-			return; /* wait for W_THUMB_DATA */
-		}
-		/* The session cannot be asked: no more images are. */
-	}
-	begin_freeze(sup, s);
 }
 
 void run_outcome_free(struct run *r)
@@ -253,40 +220,25 @@ void cancel_timers(struct sup *sup, struct session *s)
 	ws_watch_stop(s);
 }
 
+/* The call grew the workspace past limits.max_workspace_mb: stopped like a
+ * timeout, so the session rolls back.  Its files stay: the server never
+ * deletes what the code wrote (it cannot tell the user's from the code's).
+ * Called by the scan after the call (state.c: collected) and by limits.c's
+ * watcher while the call runs. */
+void over_limit_stop(struct session *s, unsigned long long bytes, unsigned long long scratch, const char *unseen)
+{
+	ws_watch_stop(s);
+	if (!s->cur || !run_verdict(s->cur, V_WORKSPACE, NULL))
+		return;
+	s->cur->ws_bytes = bytes;
+	s->cur->scratch_bytes = scratch;
+	if (unseen)
+		snprintf(s->cur->ws_unseen, sizeof s->cur->ws_unseen, "%.590s", unseen);
+	kill_session(s);
+}
+
 /* Asks the layer above to find what the run made (once). */
 void collect(struct session *s, struct run *c);
-
-/* What the current run made is known: its images are downscaled next
- * (once the checkpoint is in too), unless the run is being finished (its
- * process died meanwhile). */
-void collected(struct run *c, void *arg)
-{
-	struct session *s = arg;
-	c->waiting = false;
-	c->collected = true;
-	if (s->cur != c)
-		return;
-	if (c->finish_pending) {
-		finish_cur(s->sup, s);
-	} else if (s->phase == P_SCANNING) {
-		/* The watcher looks every 250 ms or more: the snapshot after
-		 * the call is checked too, with files by their size.
-		 * Attack: one fast write past max_workspace_mb (or a sparse
-		 * file, 4 KiB on disk) in a call that ends before the watcher
-		 * looks, which then ended ok.
-		 * What the walks could not see counts as over the limit.
-		 * Attack: 3 x 100 MB under 70 nested directories ended ok.
-		 * What the server itself wrote meanwhile (a session's
-		 * snapshot, under .sessions) is not the call's growth. */
-		unsigned long long limit = (unsigned long long)s->sup->cfg.policy->limits.max_workspace_mb << 20;
-		uint64_t own = persist_written_all(s->sup->persist) - s->persist_written0;
-		unsigned long long after = c->ws_after > own ? c->ws_after - own : 0;
-		if (c->unseen_after[0] || (after > limit && after > c->ws_before))
-			over_limit_stop(s, c->ws_after, c->scratch_after, c->unseen_after[0] ? c->unseen_after : NULL);
-		else
-			send_thumb_or_finish(s->sup, s);
-	}
-}
 
 /* Collects the output and hands the run back to its owner (posted: the
  * outbox's drain calls ev->done, then starts the session's next run). */
@@ -339,7 +291,7 @@ void collect(struct session *s, struct run *c)
 	if (c->waiting || c->collected)
 		return;
 	c->waiting = true;
-	c->ev->collect(c, collected, s);
+	c->ev->collect(c, s->sup->on_collected, s);
 }
 
 /* The process died before it received the current cell (no W_STARTED):

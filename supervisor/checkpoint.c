@@ -8,6 +8,13 @@ static void copy_death(pid_t hpid, char *buf, size_t n);
 
 static void due_expired(void *arg);
 
+double resume_ms(void)
+{
+	const char *t = getenv("PSM_TEST_RESUME_MS");
+	double v = t ? atof(t) : 0;
+	return v > 0 && v < 30000.0 ? v : 30000.0;
+}
+
 void cancel_due_timer(struct sup *sup, struct session *s)
 {
 	if (s->due_timer)
@@ -67,7 +74,7 @@ bool roll_back(struct sup *sup, struct session *s, int wstatus, bool status_know
 	arm_due_timer(sup, s);
 	/* The pipes' write ends live on in the resumed process: watch again
 	 * in case a hang-up removed them. */
-	loop_watch(sup->cfg.loop, s->ctrl, POLLIN, ctrl_event, s);
+	loop_watch(sup->cfg.loop, s->ctrl, POLLIN, sup->on_ctrl, s);
 	loop_watch(sup->cfg.loop, s->out_r, POLLIN, pipe_event, s);
 	loop_watch(sup->cfg.loop, s->err_r, POLLIN, pipe_event, s);
 	if (s->broke[0] && !(c && c->started)) {
@@ -143,15 +150,6 @@ static void due_expired(void *arg)
  * Attack: a cell forks a child that ignores the resume signal, announces it
  * as the checkpoint and kills itself, so that the server resumes a process
  * that never answers and keeps it from the sweep. */
-/* The checkpoint the last one replaced (killed, maybe still exiting): its
- * pids here and in the zygote's namespace, as its pidfd says, or 0 when it
- * is gone or there is none. */
-void dying_pids(const struct session *s, pid_t *host, pid_t *ns)
-{
-	if (s->dropped_pidfd < 0 || watch_pidfd(s->dropped_pidfd, host, ns) < 0)
-		*host = *ns = 0;
-}
-
 int accept_checkpoint(struct sup *sup, struct session *s, int pidfd, pid_t said, char *why, size_t n)
 {
 	struct kproc k;
@@ -185,70 +183,6 @@ int accept_checkpoint(struct sup *sup, struct session *s, int pidfd, pid_t said,
 		copy_lost_none(s);
 	}
 	return 0;
-}
-
-/* The kernel's OOM killer, when the memory cgroup is full, ends the process
- * with the highest score: its memory (shared pages count in each process
- * that maps them) plus oom_score_adj, from -1000 to 1000 thousandths of
- * the limit.  What each kill costs here: the saver, a save tried again
- * later; the copy, nothing while the session rests (copy_died takes it
- * again), and the state only when the call running then fails too; the
- * session, its call (rolled back to the copy); the zygote, the process of
- * every session (back from disk at the next call); the server, everything.
- * So the saver and then the copy are offered first: theirs is raised
- * (raising needs no privilege; writing another process's does, or the
- * same user and a dumpable process, and the sessions are not dumpable, so
- * this works for a root server only, in either jail mode; a server run by
- * another user cannot open the file, with namespaces too, and this is a
- * no-op, said at debug level).
- * Lowered only for a copy resumed as the session, back to the session's
- * (OOM_ADJ_SESSION: the server's own, which the sandbox inherits), never
- * raised for the session, the zygote or the server. */
-void oom_offer(pid_t hpid, pid_t parent, int pidfd, int adj)
-{
-	char path[64], st[512];
-	static int own = -1001;
-	if (adj == OOM_ADJ_SESSION) {
-		if (own == -1001) {
-			FILE *f = fopen("/proc/self/oom_score_adj", "re");
-			if (!f || fscanf(f, "%d", &own) != 1 || own < -1000 || own > 1000)
-				own = 0;
-			if (f)
-				fclose(f);
-		}
-		adj = own;
-	}
-	bool same = false;
-	int fd = -1;
-	if (pidfd >= 0) {
-		/* Opened first: still alive after that (its pidfd), the file is
-		 * that very process's (its pid could not be reused meanwhile). */
-		snprintf(path, sizeof path, "/proc/%d/oom_score_adj", (int)hpid);
-		fd = open(path, O_WRONLY | O_CLOEXEC);
-		same = fd >= 0 && !kproc_exited(pidfd);
-	} else {
-		/* A child of the frozen `parent`, which cannot reap it: its
-		 * directory, opened first, is checked to be one. */
-		snprintf(path, sizeof path, "/proc/%d", (int)hpid);
-		int dir = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		int sfd = dir >= 0 ? openat(dir, "stat", O_RDONLY | O_CLOEXEC) : -1;
-		ssize_t n = sfd >= 0 ? read(sfd, st, sizeof st - 1) : -1;
-		if (sfd >= 0)
-			close(sfd);
-		const char *p = n > 0 ? (st[n] = '\0', strrchr(st, ')')) : NULL;
-		int ppid = 0;
-		same = p && sscanf(p + 1, " %*c %d", &ppid) == 1 && ppid == parent;
-		fd = same ? openat(dir, "oom_score_adj", O_WRONLY | O_CLOEXEC) : -1;
-		if (dir >= 0)
-			close(dir);
-	}
-	char v[16];
-	int len = snprintf(v, sizeof v, "%d", adj);
-	if (!same || fd < 0 || write(fd, v, (size_t)len) != len)
-		log_debug("cannot raise the oom_score_adj of process %d: %s", (int)hpid,
-			  fd < 0 ? strerror(errno) : same ? strerror(errno) : "not the process meant");
-	if (fd >= 0)
-		close(fd);
 }
 
 /* How a copy the server did not end died, for the log and the notes: its
@@ -426,4 +360,29 @@ void take_checkpoint(struct sup *sup, struct session *s, bool save)
 	free(body);
 	if (r < 0)
 		kill_session(s);
+}
+
+/* The session rests with a state not on disk: saved once it has rested for
+ * the delay savepace.h prices (at once when the server is exiting), by a
+ * checkpoint taken again, with a saver.  Calls that come meanwhile move the
+ * save back: a working session is not saved after every call. */
+static void save_idle_fired(void *arg)
+{
+	struct session *s = arg;
+	struct sup *sup = s->sup;
+	save_pace_fired(&s->pace);
+	if (!persist_on(sup->persist) || !save_startable(sup, s))
+		return;
+	log_info("session %s: at rest: saving the state after cell %d", s->name, s->cells);
+	take_owed_checkpoint(sup, s, true);
+}
+
+void save_when_idle(struct sup *sup, struct session *s)
+{
+	if (!persist_on(sup->persist) || !save_startable(sup, s))
+		return;
+	if (sup->stopping)
+		save_idle_fired(s);
+	else
+		save_pace_arm(&s->pace, sup->cfg.loop, save_idle_fired, s);
 }

@@ -4,6 +4,17 @@
 
 static void fork_expired(void *arg);
 
+/* The session is a copy of session name, said by its first reply. */
+void fork_of_set(struct session *s, const char *name)
+{
+	snprintf(s->fork_of, sizeof s->fork_of, "%s", name);
+}
+
+void fork_of_none(struct session *s)
+{
+	s->fork_of[0] = '\0';
+}
+
 void cancel_fork_timer(struct sup *sup, struct session *p)
 {
 	if (p->fork_timer)
@@ -64,6 +75,7 @@ static int fork_session(struct sup *sup, struct session *s, struct session *p)
 	session_new_id(sup, s);
 	state_copied_from(s, p); /* its state is the copy */
 	session_adopt_fds(sup, s, mine, P_RESUMING);
+	last_none(s);
 	/* Until its hello and its own checkpoint it is as a resumed copy. */
 	set_due(s, DUE_RESUMED);
 	arm_due_timer(sup, s);
@@ -156,7 +168,7 @@ static void fork_expired(void *arg)
  * zygote's warm-up probe, or of an old process of its own (sessions may
  * pidfd_open), to have the server freeze, watch or end it as the new
  * session. */
-void forked(struct sup *sup, struct session *p, struct wire_msg *m)
+enum forked_next forked(struct sup *sup, struct session *p, struct wire_msg *m, struct session **copy)
 {
 	struct session *s = p->fork_child;
 	cancel_fork_timer(sup, p);
@@ -176,8 +188,7 @@ void forked(struct sup *sup, struct session *p, struct wire_msg *m)
 	if (wp == -ESRCH) {
 		/* The copy ended at once (killed, out of memory): no lie. */
 		fork_failed(sup, p, "the copy ended as soon as it started");
-		begin_freeze(sup, p);
-		return;
+		return FORKED_NONE;
 	}
 	bool ok = wp == 0 && host > 0;
 	for (struct session *o = sup->sessions; ok && o; o = o->next)
@@ -188,14 +199,13 @@ void forked(struct sup *sup, struct session *p, struct wire_msg *m)
 		if (fm.error[0] && m->nfds == 0) {
 			snprintf(e, sizeof e, "the fork failed (%s)", fm.error);
 			fork_failed(sup, p, e);
-			begin_freeze(sup, p);
-		} else {
-			if (m->nfds == 1)
-				pidfd_signal(m->fds[0], SIGKILL);
-			fork_failed(sup, p, "its process answered with something that is not its copy");
-			violation(sup, p, "a copy that is no new child of the zygote");
+			return FORKED_NONE;
 		}
-		return;
+		if (m->nfds == 1)
+			pidfd_signal(m->fds[0], SIGKILL);
+		fork_failed(sup, p, "its process answered with something that is not its copy");
+		violation(sup, p, "a copy that is no new child of the zygote");
+		return FORKED_BROKE;
 	}
 	p->fork_child = NULL;
 	gate_passed(p);
@@ -204,10 +214,17 @@ void forked(struct sup *sup, struct session *p, struct wire_msg *m)
 	m->nfds = 0; /* kept */
 	save_state_copied(sup, s);
 	log_info("session %s: forked from session %s (cell %d) in %.1f ms", s->name, p->name, p->cells, loop_now_ms() - s->fork_t0);
-	/* The parent rests again (frozen, swept: the copy is known now). */
-	begin_freeze(sup, p);
+	*copy = s;
+	return FORKED_COPY;
+}
+
+/* After the parent of a copy made (FORKED_COPY) is being frozen again:
+ * the sweep held while the copy was unknown goes, and what the copy sent
+ * meanwhile is read. */
+void forked_release(struct sup *sup, struct session *copy)
+{
 	release_sweep(sup);
-	post_read(sup, s, false); /* its hello may be in already */
+	post_read(sup, copy, false); /* its hello may be in already */
 }
 
 /* Calls that wait for this parent to rest before they can copy it: tried

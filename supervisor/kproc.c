@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../common/log.h"
 #include "../common/util.h"
 
 unsigned long long kproc_now_ticks(void)
@@ -275,4 +276,68 @@ pid_t kproc_zygote(pid_t zpid)
 	if (!known && zlev > 0 && (c < 0 || clev <= zlev))
 		return zpid; /* the links unreadable, and no deeper child */
 	return c > 0 ? -ESRCH : c;
+}
+
+/* The kernel's OOM killer, when the memory cgroup is full, ends the process
+ * with the highest score: its memory (shared pages count in each process
+ * that maps them) plus oom_score_adj, from -1000 to 1000 thousandths of
+ * the limit.  What each kill costs here: the saver, a save tried again
+ * later; the copy, nothing while the session rests (copy_died takes it
+ * again), and the state only when the call running then fails too; the
+ * session, its call (rolled back to the copy); the zygote, the process of
+ * every session (back from disk at the next call); the server, everything.
+ * So the saver and then the copy are offered first: theirs is raised
+ * (raising needs no privilege; writing another process's does, or the
+ * same user and a dumpable process, and the sessions are not dumpable, so
+ * this works for a root server only, in either jail mode; a server run by
+ * another user cannot open the file, with namespaces too, and this is a
+ * no-op, said at debug level).
+ * Lowered only for a copy resumed as the session, back to the session's
+ * (OOM_ADJ_SESSION: the server's own, which the sandbox inherits), never
+ * raised for the session, the zygote or the server. */
+void oom_offer(pid_t hpid, pid_t parent, int pidfd, int adj)
+{
+	char path[64], st[512];
+	static int own = -1001;
+	if (adj == OOM_ADJ_SESSION) {
+		if (own == -1001) {
+			FILE *f = fopen("/proc/self/oom_score_adj", "re");
+			if (!f || fscanf(f, "%d", &own) != 1 || own < -1000 || own > 1000)
+				own = 0;
+			if (f)
+				fclose(f);
+		}
+		adj = own;
+	}
+	bool same = false;
+	int fd = -1;
+	if (pidfd >= 0) {
+		/* Opened first: still alive after that (its pidfd), the file is
+		 * that very process's (its pid could not be reused meanwhile). */
+		snprintf(path, sizeof path, "/proc/%d/oom_score_adj", (int)hpid);
+		fd = open(path, O_WRONLY | O_CLOEXEC);
+		same = fd >= 0 && !kproc_exited(pidfd);
+	} else {
+		/* A child of the frozen `parent`, which cannot reap it: its
+		 * directory, opened first, is checked to be one. */
+		snprintf(path, sizeof path, "/proc/%d", (int)hpid);
+		int dir = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		int sfd = dir >= 0 ? openat(dir, "stat", O_RDONLY | O_CLOEXEC) : -1;
+		ssize_t n = sfd >= 0 ? read(sfd, st, sizeof st - 1) : -1;
+		if (sfd >= 0)
+			close(sfd);
+		const char *p = n > 0 ? (st[n] = '\0', strrchr(st, ')')) : NULL;
+		int ppid = 0;
+		same = p && sscanf(p + 1, " %*c %d", &ppid) == 1 && ppid == parent;
+		fd = same ? openat(dir, "oom_score_adj", O_WRONLY | O_CLOEXEC) : -1;
+		if (dir >= 0)
+			close(dir);
+	}
+	char v[16];
+	int len = snprintf(v, sizeof v, "%d", adj);
+	if (!same || fd < 0 || write(fd, v, (size_t)len) != len)
+		log_debug("cannot raise the oom_score_adj of process %d: %s", (int)hpid,
+			  fd < 0 ? strerror(errno) : same ? strerror(errno) : "not the process meant");
+	if (fd >= 0)
+		close(fd);
 }

@@ -73,4 +73,13 @@ bool kproc_pipe_reader(int fd);
  * (zpid gone, or the pid namespace's first process not found). */
 pid_t kproc_zygote(pid_t zpid);
 
+/* Raises the oom_score_adj of process hpid (host pid) to adj, once the
+ * kernel says it is the one meant: alive while its pidfd is, or (pidfd
+ * -1) a child of `parent`.  For the copy and the saver only, and
+ * OOM_ADJ_SESSION for a copy resumed as the session. */
+void oom_offer(pid_t hpid, pid_t parent, int pidfd, int adj);
+#define OOM_ADJ_COPY 50
+#define OOM_ADJ_SAVER 1000
+#define OOM_ADJ_SESSION (-2000) /* the server's own value */
+
 #endif

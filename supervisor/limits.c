@@ -11,21 +11,6 @@ void scratch_none(struct sup *sup)
 	sup->scratch_bytes = 0;
 }
 
-/* The call grew the workspace past limits.max_workspace_mb: stopped like a
- * timeout, so the session rolls back.  Its files stay: the server never
- * deletes what the code wrote (it cannot tell the user's from the code's). */
-void over_limit_stop(struct session *s, unsigned long long bytes, unsigned long long scratch, const char *unseen)
-{
-	ws_watch_stop(s);
-	if (!s->cur || !run_verdict(s->cur, V_WORKSPACE, NULL))
-		return;
-	s->cur->ws_bytes = bytes;
-	s->cur->scratch_bytes = scratch;
-	if (unseen)
-		snprintf(s->cur->ws_unseen, sizeof s->cur->ws_unseen, "%.590s", unseen);
-	kill_session(s);
-}
-
 void workspace_over(void *arg, unsigned long long bytes, const char *unseen)
 {
 	struct session *s = arg;

@@ -51,7 +51,7 @@
 #define RESUME_MS resume_ms()
 /* 30 s, or less under PSM_TEST_RESUME_MS=N (a test knob that can only
  * tighten it, so that a test of a copy that never answers does not wait
- * 30 s). */
+ * 30 s); checkpoint.c. */
 double resume_ms(void);
 /* Downscaling the call's images in the session gets its own time, once the
  * cell is done: the session first cuts an image to 1568 pixels a side
@@ -65,7 +65,7 @@ double resume_ms(void);
 #define CHECKPOINT_CPU_MS 2000
 
 /* Where a session's process is in its exchange with the server, which says
- * what it may send next: one row each in state.c (phases[]).  The session is hostile: anything else
+ * what it may send next: one row each in phase.c (phases[]).  The session is hostile: anything else
  * ends it as a crash. */
 enum phase {
 	P_NONE,      /* no process */
@@ -142,7 +142,7 @@ struct session {
 	bool reported;
 	bool want_spawn;     /* waiting for the zygote */
 	/* The zygote's report of its exit is in and its death is posted, not
-	 * yet handled (process.c: session_reported_dead, death_handle): with
+	 * yet handled (process.c: session_reported_dead; death.c: death_handle): with
 	 * the status the report said. */
 	bool death_due;
 	bool death_known;
@@ -307,6 +307,13 @@ struct sup {
 	uint64_t ob_timer;
 	bool ob_draining;
 	void (*ob_drain)(struct sup *sup, bool teardown);
+	/* The handler of a session's control socket (state.c: ctrl_event),
+	 * set by sup_new: process.c and checkpoint.c watch the socket with
+	 * it without calling up into the file that judges the messages. */
+	void (*on_ctrl)(void *arg, int fd, short revents);
+	/* The handler of a run's collect answered (state.c: collected), set
+	 * by sup_new: call.c asks the layer above with it. */
+	void (*on_collected)(struct run *c, void *arg);
 };
 
 /* outbox.c: what a handler owes the layer above or the face, performed by
@@ -341,12 +348,9 @@ void add_note(struct run *c, const char *text);
 void set_note(struct run *c, const char *text);
 void note_next(struct session *s, const char *text);
 
-/* supervisor.c */
-struct session *find_session(struct sup *sup, const char *name);
-void warm_busy(struct sup *sup);
+/* supervisor.c (the face: the top of the supervisor, called by none of
+ * the files below but through the outbox's drain and the run's events) */
 void prepared(struct run *c, void *arg);
-void fork_of_set(struct session *s, const char *name);
-void fork_of_none(struct session *s);
 
 /* call.c */
 void fail_call_now(struct sup *sup, struct session *s, const char *msg);
@@ -362,22 +366,23 @@ void queue_none(struct session *s);
 void last_none(struct session *s);
 void run_prepared(struct run *c);
 void run_waits(struct run *c);
+void run_collected(struct run *c);
 void run_no_resend(struct run *r);
 void progress_none(struct session *s);
 void run_clock_start(struct run *c);
 void ws_watch_stop(struct session *s);
 void ws_watch_set(struct session *s, struct wswatch *w);
-void send_thumb_or_finish(struct sup *sup, struct session *s);
 /* The call's deadline, ms from now (any earlier one cancelled). */
 void call_deadline(struct sup *sup, struct session *s, double ms);
 /* Progress notes every PROGRESS_MS, for a call that asked for them. */
 void progress_start(struct sup *sup, struct session *s);
 void cancel_timers(struct sup *sup, struct session *s);
-void collected(struct run *c, void *arg);
 void finish_cur(struct sup *sup, struct session *s);
 void collect(struct session *s, struct run *c);
 bool requeue_unstarted(struct sup *sup, struct session *s);
 void decide_on_death(struct run *c, int wstatus, bool status_known, bool rolled_back);
+/* The workspace grew past max_workspace_mb: the call stops (rolled back). */
+void over_limit_stop(struct session *s, unsigned long long bytes, unsigned long long scratch, const char *unseen);
 
 /* zstart.c */
 void end_orphans(void);
@@ -392,10 +397,15 @@ void sweep_again(struct sup *sup);
 bool live_pids(const struct sup *sup, pid_t *out, size_t max, size_t *n);
 /* The sessions that waited for the zygote (or for no copy in flight) start. */
 void spawn_pending(struct sup *sup);
+/* The learned warm-up works in the zygote only while no call runs: tells it. */
+void warm_busy(struct sup *sup);
 
 /* process.c */
 struct session *session_by_pid(struct sup *sup, pid_t pid);
 struct session *session_by_id(struct sup *sup, int id);
+struct session *find_session(struct sup *sup, const char *name);
+/* The session sent what it must not send now: ended like a crash. */
+void violation(struct sup *sup, struct session *s, const char *what);
 bool fork_in_flight(const struct sup *sup);
 void kill_session(struct session *s);
 void session_close_fds(struct sup *sup, struct session *s);
@@ -413,7 +423,10 @@ void session_known(struct session *s, pid_t ns, pid_t host, int pidfd);
 void session_is_copy(struct session *s);
 void session_reported_dead(struct sup *sup, struct session *s, int wstatus, bool status_known);
 void session_gone(struct sup *sup, struct session *s);
-void death_handle(struct sup *sup, struct session *s);
+/* The looks at a live process end (the memory watchdog's, the freeze's). */
+void looks_stop(struct sup *sup, struct session *s);
+bool death_take(struct session *s, int *wstatus, bool *status_known);
+void exit_marks_none(struct session *s);
 void copy_known(struct session *s, int pidfd, pid_t ns, pid_t host);
 void drop_checkpoint(struct session *s);
 void drain_all(struct session *s);
@@ -424,19 +437,30 @@ void close3(int fds[3]);
 void session_adopt_fds(struct sup *sup, struct session *s, const int mine[3], enum phase ph);
 int spawn_session(struct sup *sup, struct session *s);
 
-/* state.c */
+/* phase.c */
 void set_expect(struct sup *sup, struct session *s, enum phase ph);
 void set_due(struct session *s, enum ckpt_due due);
 void hello_awaited(struct session *s);
+void hello_heard(struct session *s);
 void session_broke(struct session *s, const char *what);
 void broke_none(struct session *s);
 const char *phase_name(enum phase ph);
-void violation(struct sup *sup, struct session *s, const char *what);
+
+/* state.c: the session's control socket is readable (or has been left
+ * unread).  Called by the face's drain; the rooms below that watch the
+ * socket take it from sup->on_ctrl. */
 void ctrl_event(void *arg, int fd, short revents);
+/* The layer above's collect answered: what the run made is known
+ * (call.c's collect hands it over as sup->on_collected). */
+void collected(struct run *c, void *arg);
+/* The saved state's bytes are judged (given to restore_begin by the face). */
+void restore_answered(void *arg, int verdict);
+
+/* death.c: the death posted, handled by the outbox's drain. */
+void death_handle(struct sup *sup, struct session *s);
 
 /* limits.c */
 void scratch_none(struct sup *sup);
-void over_limit_stop(struct session *s, unsigned long long bytes, unsigned long long scratch, const char *unseen);
 void workspace_over(void *arg, unsigned long long bytes, const char *unseen);
 /* Watches what counts against max_workspace_mb (files/wswatch.h): the
  * workspace, the scratch directory, the fs_write directories outside it. */
@@ -458,7 +482,16 @@ void settled(struct sup *sup, struct session *s);
 void arm_due_timer(struct sup *sup, struct session *s);
 void cancel_due_timer(struct sup *sup, struct session *s);
 bool roll_back(struct sup *sup, struct session *s, int wstatus, bool status_known);
-void dying_pids(const struct session *s, pid_t *host, pid_t *ns);
+/* The checkpoint the last one replaced (killed, maybe still exiting): its
+ * pids here and in the zygote's namespace, as its pidfd says, or 0 when it
+ * is gone or there is none.  A reading of checkpoint.c's field, inline so
+ * that the freeze, the watchdog and the saver ask the kernel (watch.c)
+ * directly, not checkpoint.c. */
+static inline void dying_pids(const struct session *s, pid_t *host, pid_t *ns)
+{
+	if (s->dropped_pidfd < 0 || watch_pidfd(s->dropped_pidfd, host, ns) < 0)
+		*host = *ns = 0;
+}
 int accept_checkpoint(struct sup *sup, struct session *s, int pidfd, pid_t said, char *why, size_t n);
 /* The session rests (or waits to run its next call) without a copy of its
  * state, its copy killed from outside: one is taken now.  False when it
@@ -466,20 +499,18 @@ int accept_checkpoint(struct sup *sup, struct session *s, int pidfd, pid_t said,
 bool retake_copy(struct sup *sup, struct session *s);
 bool copy_lost_before_call(struct sup *sup, struct session *s);
 bool checkpoint_again(struct sup *sup, struct session *s);
-/* Raises the oom_score_adj of process hpid (host pid) to adj, once the
- * kernel says it is the one meant: alive while its pidfd is, or (pidfd
- * -1) a child of `parent`.  For the copy and the saver only, and
- * OOM_ADJ_SESSION for a copy resumed as the session. */
-void oom_offer(pid_t hpid, pid_t parent, int pidfd, int adj);
-#define OOM_ADJ_COPY 50
-#define OOM_ADJ_SAVER 1000
-#define OOM_ADJ_SESSION (-2000) /* the server's own value */
 void take_checkpoint(struct sup *sup, struct session *s, bool save);
 void take_owed_checkpoint(struct sup *sup, struct session *s, bool save);
+/* At rest with a state not on disk: saved once it has rested (savepace.h). */
+void save_when_idle(struct sup *sup, struct session *s);
 void thaw_mark(struct session *s);
 
 /* saved.c */
-void save_when_idle(struct sup *sup, struct session *s);
+/* An idle session whose state is not on disk, with nothing on the way
+ * that would save it: a checkpoint taken again starts a save. */
+bool save_startable(const struct sup *sup, const struct session *s);
+bool save_at_exit(struct sup *sup, struct session *s);
+void save_stopping(struct sup *sup);
 void end_save_tree(struct sup *sup, struct session *s);
 void save_watch_stop(struct sup *sup, struct session *s);
 void quiet_abandon_save(struct sup *sup, struct session *s);
@@ -505,12 +536,15 @@ void save_cut(struct sup *sup, struct session *s);
 void save_superseded(struct sup *sup, struct session *s, struct run *c);
 void restore_outcome(struct sup *sup, struct session *s, struct run *c);
 double restore_bound_ms(const struct sup *sup, uint64_t bytes);
-void restore_loaded(struct sup *sup, struct session *s);
+bool restore_judged(struct session *s, int verdict, double *ms);
+bool restore_loaded(struct session *s, double *ms);
 /* The state was lost from outside (s->lost): the reply of the first call
  * in the new process says what, and what came back (restored: the saved
  * state was loaded). */
 void lost_outcome(struct session *s, struct run *c, bool restored);
-int restore_begin(struct sup *sup, struct session *s, struct run *c, uint64_t *bytes, int *format, int fds[2]);
+/* done: the restore's verdict on the bytes (state.c: restore_answered). */
+int restore_begin(struct sup *sup, struct session *s, struct run *c, uint64_t *bytes, int *format, int fds[2],
+		  prestore_done_fn done);
 
 /* gate.c: the seccomp gate on the ways out of a session's tree.  attach
  * takes fd (the listener from a new process's hello; -1: none); share
@@ -525,9 +559,20 @@ void gate_passed(struct session *p);
 void gate_free(struct sup *sup);
 
 /* fork.c */
+/* The session is a copy of session name, said by its first reply. */
+void fork_of_set(struct session *s, const char *name);
+void fork_of_none(struct session *s);
 void cancel_fork_timer(struct sup *sup, struct session *p);
 void fork_failed(struct sup *sup, struct session *p, const char *why);
-void forked(struct sup *sup, struct session *p, struct wire_msg *m);
+/* W_FORKED, the copy's pidfd, judged (the kernel's word only).  What the
+ * parent does next is its caller's (state.c), in this order: FORKED_NONE,
+ * no copy (fork_failed said why): the parent is frozen again;
+ * FORKED_COPY, the copy is *copy: the parent is frozen again, then
+ * forked_release; FORKED_BROKE: the parent broke its protocol and is
+ * ended (violation). */
+enum forked_next { FORKED_NONE, FORKED_COPY, FORKED_BROKE };
+enum forked_next forked(struct sup *sup, struct session *p, struct wire_msg *m, struct session **copy);
+void forked_release(struct sup *sup, struct session *copy);
 void forks_waiting(struct sup *sup, struct session *p);
 int begin_copy(struct sup *sup, struct session *s, struct run *c);
 

@@ -1,6 +1,6 @@
 /* A session's processes: "which process is this session, and how does it
- * talk?"  Its spawn, its descriptors and pipes, its kill and its death
- * (rolled back to a checkpoint, or gone with its state). */
+ * talk?"  Its spawn, its descriptors and pipes, its kill, and its death
+ * reported and posted (what the death leaves is death.c's). */
 #include "private.h"
 
 static int set_nonblock(int fd)
@@ -23,6 +23,14 @@ struct session *session_by_id(struct sup *sup, int id)
 {
 	for (struct session *s = sup->sessions; s; s = s->next)
 		if (s->alive && s->id == id)
+			return s;
+	return NULL;
+}
+
+struct session *find_session(struct sup *sup, const char *name)
+{
+	for (struct session *s = sup->sessions; s; s = s->next)
+		if (strcmp(s->name, name) == 0)
 			return s;
 	return NULL;
 }
@@ -174,11 +182,9 @@ void session_is_copy(struct session *s)
 	s->kill_pending = s->killed = s->reported = false;
 }
 
-static void session_dead(struct sup *sup, struct session *s, int wstatus, bool status_known);
-
 /* The looks at a live process end (the memory watchdog's, the freeze's):
  * it died. */
-static void looks_stop(struct sup *sup, struct session *s)
+void looks_stop(struct sup *sup, struct session *s)
 {
 	uint64_t *ts[] = { &s->watch_timer, &s->idle_timer };
 	for (size_t i = 0; i < 2; i++)
@@ -226,30 +232,24 @@ void session_gone(struct sup *sup, struct session *s)
 		post_dead(sup, s, false);
 }
 
-/* What the process wrote on its control socket before it died, read before
- * its death is handled (the zygote's report, or its own end, may overtake
- * it): a result, a checkpoint, a copy's pidfd. */
-static void session_last_words(struct session *s)
-{
-	if (s->ctrl >= 0)
-		ctrl_event(s, s->ctrl, POLLIN);
-}
-
-/* The outbox's drain: the death posted (session_reported_dead,
- * session_gone), unless the process went otherwise meanwhile (a reset:
- * session_no_process).  What the process sent before it died is delivered
- * first, by the same handler as on the loop; then its death. */
-void death_handle(struct sup *sup, struct session *s)
+/* For death.c: the death posted, taken once (false: none is due any
+ * more, the process went otherwise meanwhile). */
+bool death_take(struct session *s, int *wstatus, bool *status_known)
 {
 	if (!s->death_due)
-		return;
-	session_last_words(s);
-	if (!s->death_due)
-		return;
+		return false;
 	s->death_due = false;
-	session_dead(sup, s, s->death_status, s->death_known);
+	*wstatus = s->death_status;
+	*status_known = s->death_known;
+	return true;
 }
 
+/* Its death is handled: no spawn waited for, no kill or exit report. */
+void exit_marks_none(struct session *s)
+{
+	s->want_spawn = false;
+	s->kill_pending = s->killed = s->reported = false;
+}
 
 /* A checkpoint accepted (checkpoint.c: accept_checkpoint): the copy to
  * roll back to. */
@@ -337,101 +337,6 @@ void discard_ctrl_input(struct session *s)
 	wire_reader_init(&s->rd, WIRE_MAX_PAYLOAD);
 }
 
-/* The session's process is gone (what it sent before is read: death_handle,
- * the one caller).  Its call, its copy, its timers and its queue. */
-static void session_dead(struct sup *sup, struct session *s, int wstatus, bool status_known)
-{
-	struct run *c = s->cur;
-	/* Gone on its own (a crash): nothing left to measure, and the
-	 * checkpoint that may take its place must not be measured instead. */
-	if (c)
-		usage_end(&c->usage, s->pidfd, s->ckpt_pidfd);
-	/* A result does not end a call: the session must still be seen
-	 * asleep and frozen (verdict.h; P_IDLE once it is).  Dead
-	 * before that, the call crashed: its result no longer stands, and its
-	 * state is the one rolled back to.  (Ended by the server after the
-	 * freeze, as a replayed cell whose status changed is, it stands.)
-	 * Attack: a cell writes an "ok" result frame of its own and goes on
-	 * running; killed then (from outside, or by itself), the reply said
-	 * "ok" beside "rolled_back". */
-	if (c && s->phase != P_IDLE)
-		run_verdict(c, V_DIED_AWAKE, NULL);
-	looks_stop(sup, s);
-	if (s->fork_child)
-		fork_failed(sup, s, "its process ended");
-	if (sup->cfg.policy->limits.checkpoint && roll_back(sup, s, wstatus, status_known))
-		return;
-	quiet_abandon_save(sup, s);
-	save_state_died(s);
-	/* Lost from outside: the zygote died, or the copy to roll back to was
-	 * killed before the session died.  The next call looks for the saved
-	 * state again (restore_begin) and says what was lost (lost_outcome). */
-	const char *outside = sup->zdied[0] ? sup->zdied : NULL;
-	char why[400];
-	if (!outside && s->copy_lost[0]) {
-		snprintf(why, sizeof why, "the copy of the session's state kept to roll back to was killed from outside (%s), "
-			 "and then the session's process ended, so there was no state to go back to", s->copy_lost);
-		outside = why;
-	}
-	int held = s->cells - (c && c->cell == s->cells && c->cell > 0 ? 1 : 0);
-	if (outside && held > 0 && !s->lost[0]) {
-		state_lost(s, outside, held);
-	}
-	copy_lost_none(s);
-	copy_retakes_none(s);
-	session_no_process(sup, s);
-	s->want_spawn = false;
-	s->kill_pending = s->killed = s->reported = false;
-	cancel_timers(sup, s);
-	cancel_due_timer(sup, s); /* its fork timer went with fork_failed */
-	/* Said to the next call that runs, also one that was already waiting
-	 * for the process (sent again to the new one): without this, a call
-	 * waiting for a resumed copy that never took its checkpoint started a
-	 * new interpreter, and its reply said nothing of the state lost. */
-	if (s->broke[0] && !(c && c->started)) {
-		char note[600];
-		snprintf(note, sizeof note,
-			 "after the previous call the session's process broke its protocol with the server (%s), so it was "
-			 "ended as a crash; no copy of an earlier state was left, so this call starts a new interpreter",
-			 s->broke);
-		note_next(s, note);
-	}
-	if (!c && sup->zbroke[0])
-		note_next(s, sup->zbroke);
-	/* The zygote broke its protocol: the call (run again in a new
-	 * process, or ended with the old one) says why. */
-	if (c && sup->zbroke[0])
-		add_note(c, sup->zbroke);
-	broke_none(s);
-	forks_waiting(sup, s);
-	if (!c || requeue_unstarted(sup, s)) {
-		post_start(sup, s); /* queued calls start in a new process */
-		return;
-	}
-	if (c) {
-		/* Without a checkpoint the state died with the process. */
-		decide_on_death(c, wstatus, status_known, false);
-		if (outside) {
-			char note[700];
-			snprintf(note, sizeof note,
-				 "%s; this call's process ended with it, so the session's state (variables, imports) was lost; "
-				 "the next call in session %s brings back its last saved state if there is one, else starts a new interpreter",
-				 outside, s->name);
-			add_note(c, note);
-		} else if (!c->note && s->restore_call != c) {
-			/* The call that carried a saved state: restore_outcome says
-			 * what became of it (the snapshot stays on disk). */
-			char note[300];
-			snprintf(note, sizeof note,
-				 "the session's process ended, so its state (variables, imports) was lost; "
-				 "the next call in session %s starts a new interpreter%s", s->name,
-				 sup->cfg.policy->limits.checkpoint ? "" : " (limits.checkpoint is false)");
-			set_note(c, note); /* it had none */
-		}
-		finish_cur(sup, s);
-	}
-}
-
 /* The control socket and the output pipes of a new session process: the
  * server's ends in mine[3], the process's in theirs[3].  0 or -errno. */
 int session_fds_new(int mine[3], int theirs[3])
@@ -472,7 +377,6 @@ void session_adopt_fds(struct sup *sup, struct session *s, const int mine[3], en
 	s->ctrl = mine[0];
 	s->out_r = mine[1];
 	s->err_r = mine[2];
-	last_none(s);
 	set_nonblock(s->ctrl);
 	set_nonblock(s->out_r);
 	set_nonblock(s->err_r);
@@ -482,7 +386,7 @@ void session_adopt_fds(struct sup *sup, struct session *s, const int mine[3], en
 	s->hpid = s->ckpt_hpid = 0;
 	set_expect(sup, s, ph);
 	struct loop *l = sup->cfg.loop;
-	loop_watch(l, s->ctrl, POLLIN, ctrl_event, s);
+	loop_watch(l, s->ctrl, POLLIN, sup->on_ctrl, s);
 	loop_watch(l, s->out_r, POLLIN, pipe_event, s);
 	loop_watch(l, s->err_r, POLLIN, pipe_event, s);
 }
@@ -515,4 +419,30 @@ int spawn_session(struct sup *sup, struct session *s)
 	cells_none(s);
 	session_adopt_fds(sup, s, mine, P_RUNNING);
 	return 0;
+}
+
+/* The session sent what it must not send now: it is ended like a crash, and
+ * rolled back (its exit report does the rest). */
+void violation(struct sup *sup, struct session *s, const char *what)
+{
+	log_warn("session %s (%s): %s: the session is ended", s->name, phase_name(s->phase), what);
+	struct run *c = s->cur;
+	if (c && !c->note) {
+		char note[300];
+		snprintf(note, sizeof note,
+			 "the session's process broke its protocol with the server (%s), so it was ended as a crash", what);
+		set_note(c, note); /* it had none */
+	}
+	if (c) {
+		run_verdict(c, V_BROKE, NULL);
+		c->broke_protocol = true;
+	} else {
+		session_broke(s, what); /* said by the next reply */
+	}
+	/* Thawed to make a copy, its checkpoint holds the state after its
+	 * last call already: the rollback loses nothing. */
+	s->broke_kept = !c && s->phase == P_FORKING;
+	set_expect(sup, s, P_NONE);
+	loop_unwatch(sup->cfg.loop, s->ctrl);
+	kill_session(s);
 }

@@ -9,7 +9,7 @@ static void fallback_words(const struct session *s, char *buf, size_t n);
 
 /* An idle session whose state is not on disk, with nothing on the way
  * that would save it: a checkpoint taken again starts a save. */
-static bool save_startable(const struct sup *sup, const struct session *s)
+bool save_startable(const struct sup *sup, const struct session *s)
 {
 	return s->dirty && !s->unsaved && !s->save_failed && !s->save_missed && !s->save && s->alive && s->phase == P_IDLE && !s->cur && !s->qhead &&
 	       s->ckpt_due == DUE_NONE && s->ctrl >= 0 && sup->cfg.policy->limits.checkpoint;
@@ -33,44 +33,19 @@ bool sup_saving(struct sup *sup)
 	return false;
 }
 
-/* The session rests with a state not on disk: saved once it has rested for
- * the delay savepace.h prices (at once when the server is exiting), by a
- * checkpoint taken again, with a saver.  Calls that come meanwhile move the
- * save back: a working session is not saved after every call. */
-static void save_idle_fired(void *arg)
+/* At the server's exit, one more try for a state whose saver could not
+ * start: whether a save may start now (sup_shutdown takes the checkpoint
+ * with a saver). */
+bool save_at_exit(struct sup *sup, struct session *s)
 {
-	struct session *s = arg;
-	struct sup *sup = s->sup;
-	save_pace_fired(&s->pace);
-	if (!persist_on(sup->persist) || !save_startable(sup, s))
-		return;
-	log_info("session %s: at rest: saving the state after cell %d", s->name, s->cells);
-	take_owed_checkpoint(sup, s, true);
+	s->save_missed = false;
+	return persist_on(sup->persist) && save_startable(sup, s);
 }
 
-void save_when_idle(struct sup *sup, struct session *s)
-{
-	if (!persist_on(sup->persist) || !save_startable(sup, s))
-		return;
-	if (sup->stopping)
-		save_idle_fired(s);
-	else
-		save_pace_arm(&s->pace, sup->cfg.loop, save_idle_fired, s);
-}
-
-void sup_shutdown(struct sup *sup)
+/* The server is exiting: saves first. */
+void save_stopping(struct sup *sup)
 {
 	sup->stopping = true;
-	for (struct session *s = sup->sessions; s; s = s->next) {
-		/* One more try at exit for a state whose saver could not start. */
-		s->save_missed = false;
-		if (persist_on(sup->persist) && save_startable(sup, s)) {
-			/* Its last save was cut short, or never started (a call
-			 * was waiting): the checkpoint again, with a saver. */
-			log_info("session %s: saving the state after cell %d before exit", s->name, s->cells);
-			take_owed_checkpoint(sup, s, true);
-		}
-	}
 }
 
 void sup_report_unsaved(struct sup *sup)
@@ -619,10 +594,12 @@ void save_superseded(struct sup *sup, struct session *s, struct run *c)
 	quiet_abandon_save(sup, s);
 }
 
-static void restore_done(void *arg, int verdict)
+/* The server's verdict on the saved state's bytes (persist_restore.c,
+ * through state.c's restore_answered, the callback the face gives
+ * restore_begin).  True when the call's deadline moves, to *ms from now:
+ * its caller arms it (call.c's). */
+bool restore_judged(struct session *s, int verdict, double *ms)
 {
-	struct session *s = arg;
-	struct sup *sup = s->sup;
 	s->restore_verdict = verdict == 1 ? RESTORE_OK : verdict == 0 ? RESTORE_BAD : verdict == -EBUSY ? RESTORE_BUSY : -1;
 	if (verdict == 1)
 		log_info("session %s: saved state %s and verified (%llu bytes in %.0f ms)", s->name,
@@ -638,9 +615,11 @@ static void restore_done(void *arg, int verdict)
 	struct run *c = s->cur;
 	if (verdict != 1 && c && c == s->restore_call && s->timeout_timer && s->restore_loading) {
 		double left = c->t_start + c->timeout_ms - loop_now_ms();
-		call_deadline(sup, s, left > 0 ? left : 0);
+		*ms = left > 0 ? left : 0;
 		s->restore_loading = false;
+		return true;
 	}
+	return false;
 }
 
 /* W_RESTORED: the session says the state it was sent is loaded and the
@@ -648,22 +627,25 @@ static void restore_done(void *arg, int verdict)
  * deadline only within the first one (the load's bound plus timeout_s):
  * a session that says it early only shortens its own call, one that never
  * says it is stopped at the load's bound.  Whether the state came back is
- * still the server's verdict (restore_done), never this message. */
-void restore_loaded(struct sup *sup, struct session *s)
+ * still the server's verdict (restore_judged), never this message.  True
+ * when the call's deadline moves, to *ms from now: its caller (state.c)
+ * arms it. */
+bool restore_loaded(struct session *s, double *ms)
 {
 	struct run *c = s->cur;
 	s->restore_said = true;
 	if (!c || c != s->restore_call)
-		return;
+		return false;
 	s->restore_loaded = s->restore_verdict == RESTORE_OK;
 	if (!s->restore_loading || !s->timeout_timer)
-		return;
+		return false;
 	s->restore_loading = false;
 	double now = loop_now_ms();
 	double end = now + c->timeout_ms < s->restore_deadline ? now + c->timeout_ms : s->restore_deadline;
-	call_deadline(sup, s, end > now ? end - now : 0);
+	*ms = end > now ? end - now : 0;
 	log_info("session %s: saved state loaded in %.0f ms; the cell's %.0f ms start now", s->name, now - c->t_start,
 		 end - now);
+	return true;
 }
 
 /* What the call left of the session's state, by what the server knows of
@@ -864,7 +846,8 @@ double restore_bound_ms(const struct sup *sup, uint64_t bytes)
  * cell (prestore_start: 2 when the session reads the file itself), its size in
  * *bytes and its layout in *format, or -1 when there is none (a refused
  * one is said in the call's note). */
-int restore_begin(struct sup *sup, struct session *s, struct run *c, uint64_t *bytes, int *format, int fds[2])
+int restore_begin(struct sup *sup, struct session *s, struct run *c, uint64_t *bytes, int *format, int fds[2],
+		  prestore_done_fn done)
 {
 	if (s->restore_tried || !persist_on(sup->persist) || (s->unsaved && !s->fork_src[0]))
 		return -1;
@@ -892,7 +875,7 @@ int restore_begin(struct sup *sup, struct session *s, struct run *c, uint64_t *b
 	}
 	if (rc == 0)
 		return -1;
-	int nfds = prestore_start(r, sup->cfg.loop, restore_done, s, fds);
+	int nfds = prestore_start(r, sup->cfg.loop, done, s, fds);
 	if (nfds < 0) {
 		prestore_free(r);
 		return -1;

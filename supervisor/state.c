@@ -1,129 +1,95 @@
-/* The state machine: "what may this session send now?"  One row per state
- * (phases[]): its name for the log, the messages it accepts with their
- * sizes.  Every message a session sends is read here, checked against its
- * state, and handed to the room that acts on it. */
+/* The session's messages: every message a session sends is read here,
+ * checked against its phase (phase.c: phases[]), and handed to the room
+ * that acts on it; and the layer above's answer to a collect (collected),
+ * which leads to the same next steps: the images to downscale, then the
+ * freeze.  Near the top of the rooms: it calls them, and none of them
+ * calls it.  The rooms that watch the session's control socket
+ * (process.c at a spawn, checkpoint.c at a resume) are given ctrl_event
+ * through the supervisor (sup->on_ctrl, set by sup_new), and call.c asks
+ * for a collect with sup->on_collected; the outbox's drain and death.c (a
+ * dead process's last words) call ctrl_event. */
 #include "private.h"
 
-/* When a row's message is accepted, besides the phase. */
-/* LOADING: the call carries a saved state, and the session has not said
- * yet that it is loaded (W_RESTORED, once). */
-enum accept_when { ALWAYS, HELLO_DUE, NOT_STARTED, LOADING };
-/* A result's size: bounded by the policy's output limit (result_max). */
-#define RESULT_MAX 0
-
-/* The session's states, one row each (enum phase): its name for the log,
- * what the session may send in it (each message with its largest body and
- * how many descriptors come with it), and, for the reader only, the timer
- * that ends the state when the session says nothing: no code reads that
- * column; set_expect arms no timer, the room that enters the state arms
- * it (call.c, checkpoint.c, fork.c, saved.c).  Anything else a session sends ends it as
- * a crash (violation).  Sizes are tight per type: a result is bounded by
- * the policy's output limit (the bootstrap caps the repr it sends), an
- * image by the 256 KiB a reply may carry.
- * Attack: one 16 MB result frame parsed into a JSON tree grew the server by
- * hundreds of MB for good. */
-static const struct phase_row {
-	const char *name;
-	struct {
-		uint32_t type, max_len;
-		int max_fds;
-		enum accept_when when;
-	} accepts[4];
-	const char *timer;
-} phases[] = {
-	[P_NONE] = { "none", { { 0 } }, "none: there is no process" },
-	[P_IDLE] = { "idle", { { 0 } }, "none: frozen between calls, it sends nothing" },
-	[P_RUNNING] = { "running",
-			/* a new process's hello: its seccomp gate's listener */
-			{ { W_HELLO, 256, 1, HELLO_DUE }, { W_STARTED, 0, 0, NOT_STARTED }, { W_RESTORED, 0, 0, LOADING },
-			  { W_RESULT, RESULT_MAX, 0, ALWAYS } },
-			"the call's timeout (timeout_fired)" },
-	/* its pidfd, and the saver's pipe (saved sessions) */
-	[P_CHECKPOINTING] = { "checkpointing", { { W_CHECKPOINT, 256, 2, ALWAYS } }, "RESUME_MS (due_expired)" },
-	[P_SCANNING] = { "scanning", { { 0 } }, "the call's timeout (timeout_fired)" },
-	[P_THUMB] = { "thumbnail", { { W_THUMB_DATA, 256 * 1024, 0, ALWAYS } }, "THUMBS_MS (timeout_fired)" },
-	[P_FREEZING] = { "freezing", { { 0 } }, "the call's timeout or RESUME_MS; looks by try_freeze, check_quiet" },
-	[P_RESUMING] = { "resuming", { { W_HELLO, 256, 0, ALWAYS } }, "RESUME_MS (due_expired)" },
-	[P_RESUMED] = { "resumed", { { W_CHECKPOINT, 256, 2, ALWAYS } }, "RESUME_MS (due_expired)" },
-	[P_FORKING] = { "forking", { { W_FORKED, 256, 1, ALWAYS } }, "RESUME_MS (fork_expired)" },
-};
-
-const char *phase_name(enum phase ph)
+/* THUMBS_MS, or less for the tests (PSM_TEST_THUMBS_MS). */
+static double thumbs_ms(void)
 {
-	return (size_t)ph < N_ELEMENTS(phases) && phases[ph].name ? phases[ph].name : "?";
+	const char *t = getenv("PSM_TEST_THUMBS_MS");
+	double v = t ? atof(t) : 0;
+	return v > 0 && v < THUMBS_MS ? v : THUMBS_MS;
 }
 
-static uint32_t result_max(const struct sup *sup)
+static void send_thumb_or_finish(struct sup *sup, struct session *s)
 {
-	return result_frame_max(sup->cfg.policy->limits.max_output_chars);
-}
-
-/* Enters phase ph: what the session may send from now on is its row. */
-void set_expect(struct sup *sup, struct session *s, enum phase ph)
-{
-	if (s->phase != ph)
-		log_debug("session %s: %s -> %s", s->name, phase_name(s->phase), phase_name(ph));
-	s->phase = ph;
-	size_t n = 0;
-	for (size_t i = 0; i < N_ELEMENTS(phases[ph].accepts) && phases[ph].accepts[i].type; i++) {
-		const __typeof__(phases[ph].accepts[0]) *a = &phases[ph].accepts[i];
-		if ((a->when == HELLO_DUE && !s->hello_due) || (a->when == NOT_STARTED && !(s->cur && !s->cur->started)) ||
-		    (a->when == LOADING && !(s->cur && s->cur == s->restore_call && !s->restore_said)))
-			continue;
-		s->expect[n++] = (struct wire_expect){ a->type, a->type == W_RESULT ? result_max(sup) : a->max_len, a->max_fds };
-	}
-	s->rd.expect = s->expect;
-	s->rd.n_expect = n;
-}
-
-/* The checkpoint the session owes (enum ckpt_due), entered here only; the
- * room that owes it arms its timer (checkpoint.c: arm_due_timer). */
-void set_due(struct session *s, enum ckpt_due due)
-{
-	s->ckpt_due = due;
-}
-
-/* A new process: its hello is due (set_expect accepts it then). */
-void hello_awaited(struct session *s)
-{
-	s->hello_due = true;
-}
-
-/* The protocol break said by the next reply (broke), set and said here. */
-void session_broke(struct session *s, const char *what)
-{
-	snprintf(s->broke, sizeof s->broke, "%s", what);
-}
-
-void broke_none(struct session *s)
-{
-	s->broke[0] = '\0';
-}
-
-/* The session sent what it must not send now: it is ended like a crash, and
- * rolled back (its exit report does the rest). */
-void violation(struct sup *sup, struct session *s, const char *what)
-{
-	log_warn("session %s (%s): %s: the session is ended", s->name, phase_name(s->phase), what);
 	struct run *c = s->cur;
-	if (c && !c->note) {
-		char note[300];
-		snprintf(note, sizeof note,
-			 "the session's process broke its protocol with the server (%s), so it was ended as a crash", what);
-		set_note(c, note); /* it had none */
+	char rel[4096];
+	if (c->ev->next_thumb(c, rel, sizeof rel)) {
+		char path[4200];
+		snprintf(path, sizeof path, "%s/%s", sup->cfg.ws->abs, rel);
+		char *txt = smsg_thumb_encode(&(struct smsg_thumb){ .path = path, .max_bytes = 256 * 1024 - 1024 });
+		int r = wire_send(s->ctrl, W_THUMB, txt, strlen(txt), NULL, 0);
+		free(txt);
+		if (r == 0) {
+			/* The images are downscaled by the session (sandboxed
+			 * work, never the server's), within what is left of the
+			 * call's timeout, and at least THUMBS_MS.  Before, a
+			 * fixed 15 s: a 3000 x 3000 figure under a sanitizer
+			 * build on a loaded machine took longer, and a call
+			 * with timeout_s 160 ended as "ran longer than its
+			 * timeout (160 s)" after 40 s. */
+			if (s->phase != P_THUMB && s->timeout_timer) {
+				double left = c->t_start + c->timeout_ms - loop_now_ms();
+				double least = thumbs_ms();
+				c->thumb_ms = left > least ? left : least;
+				call_deadline(sup, s, c->thumb_ms);
+			}
+			set_expect(sup, s, P_THUMB);
+			return; /* wait for W_THUMB_DATA */
+		}
+		/* The session cannot be asked: no more images are. */
 	}
-	if (c) {
-		run_verdict(c, V_BROKE, NULL);
-		c->broke_protocol = true;
-	} else {
-		session_broke(s, what); /* said by the next reply */
+	begin_freeze(sup, s);
+}
+
+/* What the current run made is known: its images are downscaled next
+ * (once the checkpoint is in too), unless the run is being finished (its
+ * process died meanwhile). */
+void collected(struct run *c, void *arg)
+{
+	struct session *s = arg;
+	run_collected(c);
+	if (s->cur != c)
+		return;
+	if (c->finish_pending) {
+		finish_cur(s->sup, s);
+	} else if (s->phase == P_SCANNING) {
+		/* The watcher looks every 250 ms or more: the snapshot after
+		 * the call is checked too, with files by their size.
+		 * Attack: one fast write past max_workspace_mb (or a sparse
+		 * file, 4 KiB on disk) in a call that ends before the watcher
+		 * looks, which then ended ok.
+		 * What the walks could not see counts as over the limit.
+		 * Attack: 3 x 100 MB under 70 nested directories ended ok.
+		 * What the server itself wrote meanwhile (a session's
+		 * snapshot, under .sessions) is not the call's growth. */
+		unsigned long long limit = (unsigned long long)s->sup->cfg.policy->limits.max_workspace_mb << 20;
+		uint64_t own = persist_written_all(s->sup->persist) - s->persist_written0;
+		unsigned long long after = c->ws_after > own ? c->ws_after - own : 0;
+		if (c->unseen_after[0] || (after > limit && after > c->ws_before))
+			over_limit_stop(s, c->ws_after, c->scratch_after, c->unseen_after[0] ? c->unseen_after : NULL);
+		else
+			send_thumb_or_finish(s->sup, s);
 	}
-	/* Thawed to make a copy, its checkpoint holds the state after its
-	 * last call already: the rollback loses nothing. */
-	s->broke_kept = !c && s->phase == P_FORKING;
-	set_expect(sup, s, P_NONE);
-	loop_unwatch(sup->cfg.loop, s->ctrl);
-	kill_session(s);
+}
+
+/* The saved state's bytes are judged (persist_restore.c, through the
+ * callback the face gave restore_begin): with nothing to load, the call's
+ * deadline is its own timeout again. */
+void restore_answered(void *arg, int verdict)
+{
+	struct session *s = arg;
+	double ms;
+	if (restore_judged(s, verdict, &ms))
+		call_deadline(s->sup, s, ms);
 }
 
 /* W_CHECKPOINT: the checkpoint's pidfd, checked by accept_checkpoint. */
@@ -216,7 +182,7 @@ static void on_message(struct sup *sup, struct session *s, struct wire_msg *m)
 			else
 				set_expect(sup, s, P_RESUMED);
 		} else {
-			s->hello_due = false;
+			hello_heard(s);
 			/* A new process: its gate (gate.c), or none. */
 			gate_attach(sup, s, m->nfds == 1 ? m->fds[0] : -1);
 			m->nfds = 0; /* kept, or closed */
@@ -224,14 +190,17 @@ static void on_message(struct sup *sup, struct session *s, struct wire_msg *m)
 		}
 		return;
 	case W_STARTED:
-		s->hello_due = false;
+		hello_heard(s);
 		c->started = true;
 		set_expect(sup, s, s->phase);
 		return;
-	case W_RESTORED:
-		restore_loaded(sup, s);
+	case W_RESTORED: {
+		double ms;
+		if (restore_loaded(s, &ms))
+			call_deadline(sup, s, ms); /* the cell's timeout starts now */
 		set_expect(sup, s, s->phase);
 		return;
+	}
 	case W_CHECKPOINT:
 		on_checkpoint(sup, s, m);
 		return;
@@ -283,9 +252,17 @@ static void on_message(struct sup *sup, struct session *s, struct wire_msg *m)
 		c->ev->thumb(c, m->data, m->len);
 		send_thumb_or_finish(sup, s);
 		return;
-	case W_FORKED:
-		forked(sup, s, m);
+	case W_FORKED: {
+		/* The parent rests again (frozen, swept: the copy is known
+		 * now, when one was made). */
+		struct session *copy = NULL;
+		enum forked_next next = forked(sup, s, m, &copy);
+		if (next != FORKED_BROKE)
+			begin_freeze(sup, s);
+		if (next == FORKED_COPY)
+			forked_release(sup, copy);
 		return;
+	}
 	default:
 		violation(sup, s, "an unexpected message");
 	}

@@ -13,6 +13,8 @@ struct sup *sup_new(const struct sup_config *cfg)
 	sup->cfg = *cfg;
 	zygote_none(sup);
 	sup->ob_drain = drain;
+	sup->on_ctrl = ctrl_event;
+	sup->on_collected = collected;
 	const char *t = getenv("PSM_TEST_SAVE_MS");
 	sup->save_test_ms = t ? atof(t) : 0;
 	t = getenv("PSM_TEST_SAVE_WALL_MS");
@@ -22,14 +24,6 @@ struct sup *sup_new(const struct sup_config *cfg)
 	t = getenv("PSM_TEST_KILL_COPY_AT_SEND");
 	sup->copy_kill_test = t ? atoi(t) : 0;
 	return sup;
-}
-
-struct session *find_session(struct sup *sup, const char *name)
-{
-	for (struct session *s = sup->sessions; s; s = s->next)
-		if (strcmp(s->name, name) == 0)
-			return s;
-	return NULL;
 }
 
 int sup_count_sessions(struct sup *sup)
@@ -99,27 +93,6 @@ bool sup_busy(struct sup *sup)
 	return false;
 }
 
-/* The learned warm-up works in the zygote only while no call runs. */
-void warm_busy(struct sup *sup)
-{
-	/* No probe is forked either while a copy is (see forked). */
-	bool busy = fork_in_flight(sup);
-	for (struct session *o = sup->sessions; o && !busy; o = o->next)
-		busy = o->cur || o->qhead;
-	char *txt = sup->z == Z_READY ? warmup_busy(sup->warm, busy) : NULL;
-	if (txt && zlink_send(sup->zl, W_WARM, txt, NULL, 0) == 0)
-		warmup_busy_sent(sup->warm, busy);
-	free(txt);
-	zlink_warm_paused(sup->zl, busy);
-}
-
-double resume_ms(void)
-{
-	const char *t = getenv("PSM_TEST_RESUME_MS");
-	double v = t ? atof(t) : 0;
-	return v > 0 && v < 30000.0 ? v : 30000.0;
-}
-
 /* The layer above has taken what it needs before the cell (a snapshot of
  * the workspace): now it may run.  A run that ended meanwhile (cancelled,
  * its process gone) is finished instead. */
@@ -133,17 +106,6 @@ void prepared(struct run *c, void *arg)
 		finish_cur(s->sup, s);
 	else if (s->alive && s->ckpt_due != DUE_RESUMED && !s->want_spawn && !retake_copy(s->sup, s))
 		send_exec(s->sup, s); /* (the copy, killed while the snapshot was taken, first) */
-}
-
-/* The session is a copy of session name, said by its first reply. */
-void fork_of_set(struct session *s, const char *name)
-{
-	snprintf(s->fork_of, sizeof s->fork_of, "%s", name);
-}
-
-void fork_of_none(struct session *s)
-{
-	s->fork_of[0] = '\0';
 }
 
 static void send_exec(struct sup *sup, struct session *s)
@@ -187,7 +149,7 @@ static void send_exec(struct sup *sup, struct session *s)
 	uint64_t restore_bytes = 0;
 	int restore_format = 1;
 	int restore_fds[2] = { -1, -1 };
-	int restore_nfds = c->new_session ? restore_begin(sup, s, c, &restore_bytes, &restore_format, restore_fds) : -1;
+	int restore_nfds = c->new_session ? restore_begin(sup, s, c, &restore_bytes, &restore_format, restore_fds, restore_answered) : -1;
 	if (restore_nfds <= 0 && !again && c->new_session)
 		lost_outcome(s, c, false); /* nothing saved to bring back */
 	copy_retakes_none(s);
@@ -322,6 +284,7 @@ static void start_next(struct sup *sup, struct session *s)
 				fail_call_now(sup, s, msg);
 				continue;
 			}
+			last_none(s); /* a new process has ended no call yet */
 		}
 		send_exec(sup, s);
 		/* Its copy was found lost as the call went: the call is back
@@ -496,6 +459,22 @@ bool sup_cancel(struct sup *sup, bool (*match)(const struct run *r, const void *
 	 * is answered once, as it ended. */
 	outbox_drain_now(sup, false);
 	return found;
+}
+
+/* The server is exiting: each session's state not on disk is saved first
+ * (by a checkpoint taken again, with a saver); sup_saving says when that
+ * is over. */
+void sup_shutdown(struct sup *sup)
+{
+	save_stopping(sup);
+	for (struct session *s = sup->sessions; s; s = s->next) {
+		if (save_at_exit(sup, s)) {
+			/* Its last save was cut short, or never started (a call
+			 * was waiting): the checkpoint again, with a saver. */
+			log_info("session %s: saving the state after cell %d before exit", s->name, s->cells);
+			take_owed_checkpoint(sup, s, true);
+		}
+	}
 }
 
 void sup_free(struct sup *sup)

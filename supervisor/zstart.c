@@ -516,6 +516,20 @@ static void z_settled(void *arg, pid_t pid)
 		settled(sup, s);
 }
 
+/* The learned warm-up works in the zygote only while no call runs. */
+void warm_busy(struct sup *sup)
+{
+	/* No probe is forked either while a copy is (see forked). */
+	bool busy = fork_in_flight(sup);
+	for (struct session *o = sup->sessions; o && !busy; o = o->next)
+		busy = o->cur || o->qhead;
+	char *txt = sup->z == Z_READY ? warmup_busy(sup->warm, busy) : NULL;
+	if (txt && zlink_send(sup->zl, W_WARM, txt, NULL, 0) == 0)
+		warmup_busy_sent(sup->warm, busy);
+	free(txt);
+	zlink_warm_paused(sup->zl, busy);
+}
+
 static bool z_warmed(void *arg, const struct zmsg_warmed *w)
 {
 	struct sup *sup = arg;

@@ -111,13 +111,46 @@ class Writers(unittest.TestCase):
         self.assertEqual(sorted(got), ['broke', 'cells', 'epoch', 'next', 'pid', 'resends', 'status'])
         self.assertEqual(got['pid'], [3])
 
-    def run_writers(self, lines, *flags):
+    def test_the_struct_written_is_the_declared_one(self):
+        src = '''
+        struct replay { bool lost; };
+        void f(struct session *s, struct run *c, struct replay *rp) {
+            struct smsg_exec ex = { 0 };
+            struct replay_entry *e = 0;
+            s->next = 0;
+            s->cur->next = 0;
+            c->next = 0;
+            rp->lost = 1;
+            e->cell = 2;
+            ex.restore = 0;
+            ++s->qtail->cell;
+            q->next = 0;
+        }'''
+        with tempfile.NamedTemporaryFile('w', suffix='.c', delete=False) as fh:
+            fh.write(src)
+        inner = {('session', 'cur'): 'run', ('session', 'qtail'): 'run', ('session', 'next'): 'session',
+                 ('run', 'next'): 'run'}
+        got = writers.typed_writes(fh.name, {'next', 'lost', 'cell', 'restore'}, inner)
+        os.unlink(fh.name)
+        self.assertEqual(got, {('session', 'next'): [6], ('run', 'next'): [7, 8], ('replay', 'lost'): [9],
+                               ('replay_entry', 'cell'): [10], ('smsg_exec', 'restore'): [11],
+                               ('run', 'cell'): [12], (None, 'next'): [13]})
+
+    def run_writers(self, lines, *flags, sources=None):
+        """writers.py over a table of these lines, in a copy of the tree
+        whose supervisor/ holds the real headers and these sources."""
         d = tempfile.mkdtemp()
+        os.makedirs(os.path.join(d, 'supervisor'))
+        for h in ('private.h', 'supervisor.h'):
+            shutil.copy(os.path.join('supervisor', h), os.path.join(d, 'supervisor', h))
+        for name, text in (sources or {}).items():
+            with open(os.path.join(d, 'supervisor', name), 'w', encoding='utf-8') as fh:
+                fh.write('#include "private.h"\n' + text)
         path = os.path.join(d, 't.txt')
         with open(path, 'w', encoding='utf-8') as fh:
             fh.write('\n'.join(lines) + '\n')
-        p = subprocess.run([sys.executable, 'scripts/writers.py', path, *flags],
-                           capture_output=True, text=True)
+        p = subprocess.run([sys.executable, os.path.join(ROOT, 'scripts/writers.py'), path, *flags],
+                           capture_output=True, text=True, cwd=d if sources else ROOT)
         with open(path, encoding='utf-8') as fh:
             after = fh.read().splitlines()
         shutil.rmtree(d)
@@ -131,23 +164,32 @@ class Writers(unittest.TestCase):
         rc, err, _ = self.run_writers(self.table())
         self.assertEqual((rc, err), (0, ''))
 
+    TWO = {'a.c': 'void f(struct session *s) { s->next = 0; }\n',
+           'b.c': 'void g(struct sup *sup, struct session *s) { s->next = sup->sessions; }\n'}
+
     def test_new_writer_names_the_line(self):
-        t = [x for x in self.table() if not x.startswith('session.next:')] + ['session.next: call']
-        rc, err, _ = self.run_writers(t)
+        rc, err, _ = self.run_writers([], sources=self.TWO)
         self.assertEqual(rc, 1)
-        self.assertIn('session.next gains a writer (supervisor/supervisor.c:', err)
-        self.assertIn('"session.next: call supervisor"', err)
+        self.assertIn('session.next gains a writer (supervisor/a.c:2; supervisor/b.c:2)', err)
+        self.assertIn('"session.next: a b"', err)
+        self.assertEqual(self.run_writers(['session.next: a b'], sources=self.TWO)[:2], (0, ''))
+
+    def test_same_name_in_another_struct_is_another_field(self):
+        src = {'a.c': 'void f(struct session *s) { s->next = 0; }\n',
+               'b.c': 'void g(struct run *c) { c->next = 0; }\n'
+                      'void h(struct session *s) { s->cur->next = 0; }\n',
+               'c.c': 'struct replay { int next; };\nvoid k(struct replay *rp) { rp->next = 0; }\n'}
+        self.assertEqual(self.run_writers([], sources=src)[:2], (0, ''))
 
     def test_stale_writer_fails_and_shrink_drops_it(self):
-        t = [x if not x.startswith('session.next:') else 'session.next: call process supervisor'
-             for x in self.table()]
-        rc, err, _ = self.run_writers(t)
+        t = ['session.next: a b c']
+        rc, err, _ = self.run_writers(t, sources=self.TWO)
         self.assertEqual(rc, 1)
-        self.assertIn('session.next: process', err)
-        rc, err, after = self.run_writers(t, '--shrink')
+        self.assertIn('session.next: c', err)
+        rc, err, after = self.run_writers(t, '--shrink', sources=self.TWO)
         self.assertEqual((rc, err), (0, ''))
-        self.assertIn('session.next: call supervisor', after)
-        self.assertEqual(self.run_writers(after)[:2], (0, ''))
+        self.assertIn('session.next: a b', after)
+        self.assertEqual(self.run_writers(after, sources=self.TWO)[:2], (0, ''))
 
 
 if __name__ == '__main__':
