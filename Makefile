@@ -168,7 +168,7 @@ check: all $(HELPER_BINS)
 # the clients, which keep the CPU busy by themselves, run alone.
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 STAGE_JOBS ?= 4
-## test: set up, then every test (about 18 minutes on 2 cores; the container tests are test-packages)
+## test: set up, then every test (about 15 to 18 minutes on 2 cores; the container tests are test-packages)
 test: setup
 	$(MAKE) -j$(JOBS) all $(HELPER_BINS)
 	$(MAKE) -j$(STAGE_JOBS) -O unit apparmor-check deb-check jail fuzz-replay fuzz-rpc hostile soak-short kill-race kill-state-short
