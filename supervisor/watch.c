@@ -526,13 +526,13 @@ static int footprint_seen(const char *proc, pid_t zygote, pid_t root, pid_t skip
 	return 0;
 }
 
+static void reads_of(pid_t pid, bool *fds, bool *pss);
+
 /* The probe of a server that has CAP_SYS_PTRACE where it runs (root): a
  * child of its own, not dumpable, as a session is.  Or, for a server not
  * run by root without namespaces (dumpable), a child that stays dumpable,
  * as its sessions then do (jail_config.stay_readable): only the kernel's
  * answer decides (an LSM may still refuse). */
-static void reads_of(pid_t pid, bool *fds, bool *pss);
-
 static void sees_own_child(bool dumpable, bool *fds, bool *pss)
 {
 	*fds = *pss = false;

@@ -36,6 +36,10 @@ def _sem_calls():
     return _sem_libc
 
 
+def _sem_raise(e):
+    raise OSError(e, os.strerror(e))
+
+
 class _SharedSemLock:
     """_multiprocessing.SemLock on an unnamed process-shared semaphore."""
 
@@ -55,8 +59,7 @@ class _SharedSemLock:
         self._cell = ctypes.c_char.from_buffer(self._page)
         self.handle = ctypes.addressof(self._cell)
         if libc.sem_init(self.handle, 1, value) < 0:
-            e = ctypes.get_errno()
-            raise OSError(e, os.strerror(e))
+            _sem_raise(ctypes.get_errno())
         self.kind, self.maxvalue, self.name = kind, maxvalue, None
         self._n, self._tid = 0, 0
 
@@ -92,10 +95,9 @@ class _SharedSemLock:
                 if e == errno.ETIMEDOUT:
                     return False
                 if e != errno.EINTR:
-                    raise OSError(e, os.strerror(e))
-                # A signal: its Python handler runs here (KeyboardInterrupt,
-                # the call's cancel), then the wait goes on.
-                time.sleep(0)
+                    _sem_raise(e)
+                # A signal: its Python handler runs before the next wait
+                # (KeyboardInterrupt, the call's cancel), then it goes on.
         self._n += 1
         self._tid = _mp_thread()
         return True
@@ -115,8 +117,7 @@ class _SharedSemLock:
         elif self._get_value() >= self.maxvalue:
             raise ValueError("semaphore or lock released too many times")
         if libc.sem_post(self.handle) < 0:
-            e = ctypes.get_errno()
-            raise OSError(e, os.strerror(e))
+            _sem_raise(ctypes.get_errno())
         self._n -= 1
 
     __enter__ = acquire
