@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <limits.h>
@@ -270,4 +271,33 @@ out:
 	free(t.p);
 	free(marks);
 	return rc;
+}
+
+int procs_signal_below(pid_t parent, const pid_t *keep, size_t nkeep, int sig)
+{
+	if (!proc_is_ours())
+		return -EXDEV;
+	struct table t = { 0 };
+	int rc = scan(&t);
+	int sent = 0;
+	for (size_t i = 0; rc == 0 && i < t.n; i++) {
+		const struct proc *p = &t.p[i];
+		if (p->state == 'Z' || p->state == 'X' || !is_target(&t, p, parent, keep, nkeep, ULLONG_MAX))
+			continue;
+		/* The pid is checked once more through a pidfd opened before the
+		 * check: a process that exited after the scan leaves its pid
+		 * free for another, and this is a signal the server sends
+		 * (root, on a host): the same start time after the open means
+		 * the pidfd is the process the scan saw. */
+		int fd = (int)syscall(SYS_pidfd_open, p->pid, 0);
+		if (fd < 0)
+			continue;
+		struct proc now;
+		if (read_stat("/proc", p->pid, &now) && now.start == p->start &&
+		    syscall(SYS_pidfd_send_signal, fd, sig, NULL, 0) == 0)
+			sent++;
+		close(fd);
+	}
+	free(t.p);
+	return rc < 0 ? rc : sent;
 }

@@ -40,4 +40,12 @@ int procs_end_below_by(pid_t parent, const pid_t *keep, size_t nkeep, bool reap,
  * is malloc'd (caller frees), *n its length.  0 or -errno. */
 int procs_list_below(const char *proc, pid_t parent, const pid_t *keep, size_t nkeep, pid_t **out, size_t *n);
 
+/* Sends sig to the live processes below `parent` (itself excluded) except
+ * the subtrees of the direct children in keep[], as /proc shows them now,
+ * each through a pidfd checked against the process the scan saw (a pid
+ * may be reused in between).  No stop first: what one forks meanwhile is
+ * not found (the zygote's sweep ends it).  Pids are this process's own
+ * namespace's.  How many were signalled, or -errno. */
+int procs_signal_below(pid_t parent, const pid_t *keep, size_t nkeep, int sig);
+
 #endif

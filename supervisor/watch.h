@@ -47,14 +47,19 @@ int watch_quiet(pid_t pid, pid_t keep, pid_t dying, pid_t zygote, const pid_t *k
 /* CPU time (user and system, ms) used so far by pid's threads, or -errno. */
 long watch_cpu_ms(pid_t pid);
 
-/* How often the supervisor measures a running call's processes: at least
- * this often while they are near a limit ... */
+/* How often the supervisor measures a running call's processes: the first
+ * look of a call, and while they run more than half of max_processes ... */
 #define WATCH_INTERVAL_MS 20
+/* ... at least this often while their memory is near its limit (a look of
+ * a session's few processes costs the server tens of microseconds, its
+ * smaps_rollup counts are spaced by their own cost: see limits.c) ... */
+#define WATCH_NEAR_MS 4
 /* ... and at most this far apart while they are far below. */
 #define WATCH_MAX_INTERVAL_MS 250
 /* The fastest a process can grow the memory it holds, per CPU: fallocate
- * into a memfd, measured at 12.5 GB/s on one core of the test machine
- * (touching anonymous memory is 40 times slower there). */
+ * into a memfd, measured at 12.5 GB/s on one core of the test machine;
+ * touching fresh anonymous pages, one byte each from a Python loop, is
+ * 2 GB/s there (160 MB in 77 ms). */
 #define WATCH_FILL_BYTES_PER_S_PER_CPU 16000000000.0
 
 struct footprint {
@@ -73,8 +78,8 @@ struct footprint {
  * limit bytes and max_tasks processes and threads: soon enough that the
  * session, filling memory as fast as the machine allows on every CPU, has
  * not passed the limit by more than the tolerance (a tenth of it, at least
- * 64 MB), and never later than WATCH_MAX_INTERVAL_MS.  WATCH_INTERVAL_MS
- * once past half of max_tasks. */
+ * 64 MB), but not sooner than WATCH_NEAR_MS, and never later than
+ * WATCH_MAX_INTERVAL_MS.  WATCH_INTERVAL_MS once past half of max_tasks. */
 double watch_next_ms(const struct footprint *u, uint64_t limit, long max_tasks);
 
 /* Where the jail's processes are cheapest to read: the procfs of its pid
