@@ -278,9 +278,7 @@ void finish_cur(struct sup *sup, struct session *s)
 	 * carries; a rolled-back call's reply waits for its replay.  The
 	 * reply goes out from the outbox, and after it (the drain) what
 	 * sessions taught the zygote loads while the agent reads it. */
-	if (replay_is_run(c))
-		replay_run_ended(c);
-	else if (!replay_call_done(sup, s, c))
+	if (!sup->on_finished || !sup->on_finished(sup, s, c))
 		post_done(sup, c, true);
 	post_start(sup, s);
 	post_ended(sup);

@@ -17,7 +17,8 @@
 struct post {
 	enum post_kind kind;
 	struct run *run;         /* POST_DONE, POST_DROP: the outbox owns it */
-	struct session *s;       /* POST_START, POST_READ, POST_DEAD */
+	struct session *s;       /* POST_START, POST_READ, POST_DEAD, POST_SETTLED */
+	pid_t pid;               /* POST_SETTLED: the process that was settled */
 	/* POST_DONE: the warm-up may load after this reply; POST_READ: a
 	 * kill that waited for the process's pidfd follows the read;
 	 * POST_DEAD: a sweep follows the death. */
@@ -80,6 +81,12 @@ void post_dead(struct sup *sup, struct session *s, bool sweep)
 	post(sup, POST_DEAD, NULL, s, sweep);
 }
 
+void post_settled(struct sup *sup, struct session *s, pid_t pid)
+{
+	post(sup, POST_SETTLED, NULL, s, false);
+	sup->ob_tail->pid = pid;
+}
+
 void post_ended(struct sup *sup)
 {
 	sup->ob_ended = true;
@@ -93,7 +100,7 @@ bool outbox_holds_runs(const struct sup *sup)
 }
 
 /* For the drain: the oldest post, out of the outbox (false: empty). */
-bool outbox_take(struct sup *sup, enum post_kind *kind, struct run **c, struct session **s, bool *flag)
+bool outbox_take(struct sup *sup, enum post_kind *kind, struct run **c, struct session **s, bool *flag, pid_t *pid)
 {
 	struct post *p = sup->ob_head;
 	if (!p)
@@ -107,6 +114,7 @@ bool outbox_take(struct sup *sup, enum post_kind *kind, struct run **c, struct s
 	*c = p->run;
 	*s = p->s;
 	*flag = p->flag;
+	*pid = p->pid;
 	free(p);
 	return true;
 }

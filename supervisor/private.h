@@ -314,6 +314,11 @@ struct sup {
 	/* The handler of a run's collect answered (state.c: collected), set
 	 * by sup_new: call.c asks the layer above with it. */
 	void (*on_collected)(struct run *c, void *arg);
+	/* Who takes a finished run before it goes to the outbox (replay.c:
+	 * replay_ended), set by sup_new: call.c's finish_cur ends the
+	 * server's own runs and logs the others with it, decided at once
+	 * (what the session runs next depends on it), without calling up. */
+	bool (*on_finished)(struct sup *sup, struct session *s, struct run *c);
 };
 
 /* outbox.c: what a handler owes the layer above or the face, performed by
@@ -324,6 +329,7 @@ enum post_kind {
 	POST_START, /* the session may start its next run */
 	POST_READ,  /* read the session's control socket (what it sent while it could not be judged) */
 	POST_DEAD,  /* the session's process is gone: its death (then a sweep, for an exit report) */
+	POST_SETTLED, /* the zygote ended what the frozen process left: the call is over */
 };
 /* The run is the outbox's from here: the poster must not touch it again.
  * warm: the warm-up may load what sessions taught it after this reply. */
@@ -336,10 +342,13 @@ void post_read(struct sup *sup, struct session *s, bool then_kill);
 /* The session's death (process.c: session_reported_dead, session_gone);
  * sweep: the zygote is told what is left to keep after it. */
 void post_dead(struct sup *sup, struct session *s, bool sweep);
+/* The zygote's W_SETTLED for the session's process pid (zstart.c): settled
+ * (freeze.c) if that process is still the one being frozen. */
+void post_settled(struct sup *sup, struct session *s, pid_t pid);
 /* A run or a save ended: the server may be waiting for that (cfg.ended). */
 void post_ended(struct sup *sup);
 bool outbox_holds_runs(const struct sup *sup);
-bool outbox_take(struct sup *sup, enum post_kind *kind, struct run **c, struct session **s, bool *flag);
+bool outbox_take(struct sup *sup, enum post_kind *kind, struct run **c, struct session **s, bool *flag, pid_t *pid);
 bool outbox_take_ended(struct sup *sup);
 /* Performs what is posted now (teardown: runs are done or dropped, nothing
  * is started).  Only where no handler of the supervisor is on the stack. */
@@ -592,6 +601,10 @@ bool replay_view_own(struct session *s, const struct run *c);
  * output digest); true when the call is a rolled-back one whose reply
  * waits for the replay (replay.c hands it over then). */
 bool replay_call_done(struct sup *sup, struct session *s, struct run *c);
+/* finish_cur's hook (sup->on_finished): a cell run again is ended here
+ * (replay_run_ended), any other run goes through replay_call_done; true
+ * when the run is taken (no reply is posted for it now). */
+bool replay_ended(struct sup *sup, struct session *s, struct run *c);
 /* A checkpoint was accepted: the log starts again from it (not for a
  * resumed copy's own checkpoint, which holds the old base). */
 void replay_checkpoint_taken(struct session *s, bool resumed);

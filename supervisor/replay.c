@@ -705,6 +705,14 @@ void replay_lost(struct sup *sup, struct session *s, struct run *c)
 	(void)sup;
 }
 
+bool replay_ended(struct sup *sup, struct session *s, struct run *c)
+{
+	if (!replay_is_run(c))
+		return replay_call_done(sup, s, c);
+	replay_run_ended(c);
+	return true;
+}
+
 bool replay_is_run(const struct run *c)
 {
 	return c && c->ev == &replay_events;

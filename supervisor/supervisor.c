@@ -15,6 +15,7 @@ struct sup *sup_new(const struct sup_config *cfg)
 	sup->ob_drain = drain;
 	sup->on_ctrl = ctrl_event;
 	sup->on_collected = collected;
+	sup->on_finished = replay_ended;
 	const char *t = getenv("PSM_TEST_SAVE_MS");
 	sup->save_test_ms = t ? atof(t) : 0;
 	t = getenv("PSM_TEST_SAVE_WALL_MS");
@@ -320,7 +321,8 @@ static void drain(struct sup *sup, bool teardown)
 	struct run *c;
 	struct session *s;
 	bool flag;
-	while (outbox_take(sup, &k, &c, &s, &flag)) {
+	pid_t pid;
+	while (outbox_take(sup, &k, &c, &s, &flag, &pid)) {
 		switch (k) {
 		case POST_DONE:
 			c->ev->done(c); /* c is the layer above's now */
@@ -352,6 +354,12 @@ static void drain(struct sup *sup, bool teardown)
 			 * now that its copy (if any) is the session. */
 			if (flag)
 				send_sweep(sup, sup->epoch);
+			break;
+		case POST_SETTLED:
+			/* As z_settled judged it, unless that changed in the turn
+			 * since (the process died, or was frozen no more). */
+			if (!teardown && s->alive && !s->death_due && s->pid == pid && s->phase == P_FREEZING)
+				settled(sup, s);
 			break;
 		}
 	}

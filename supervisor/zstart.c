@@ -508,12 +508,15 @@ static void z_exited(void *arg, pid_t pid, int status, bool status_known, unsign
 		send_sweep(sup, epoch);
 }
 
+/* Posted, not handled here: the call's end (freeze.c: settled) starts the
+ * next steps of the session (its reply, its checkpoint), which run from the
+ * outbox's drain with no handler of the zygote's link on the stack. */
 static void z_settled(void *arg, pid_t pid)
 {
 	struct sup *sup = arg;
 	struct session *s = session_by_pid(sup, pid);
 	if (s && s->phase == P_FREEZING)
-		settled(sup, s);
+		post_settled(sup, s, pid);
 }
 
 /* The learned warm-up works in the zygote only while no call runs. */
