@@ -288,10 +288,11 @@ pid_t kproc_zygote(pid_t zpid)
  * every session (back from disk at the next call); the server, everything.
  * So the saver and then the copy are offered first: theirs is raised
  * (raising needs no privilege; writing another process's does, or the
- * same user and a dumpable process, and the sessions are not dumpable, so
- * this works for a root server only, in either jail mode; a server run by
- * another user cannot open the file, with namespaces too, and this is a
- * no-op, said at debug level).
+ * same user and a dumpable process: so this works for a root server, in
+ * either jail mode, and for a server run by another user without
+ * namespaces, whose sessions stay dumpable (jail_config.stay_readable);
+ * elsewhere the file cannot be opened and this is a no-op, said at debug
+ * level).
  * Lowered only for a copy resumed as the session, back to the session's
  * (OOM_ADJ_SESSION: the server's own, which the sandbox inherits), never
  * raised for the session, the zygote or the server. */
