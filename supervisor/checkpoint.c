@@ -174,14 +174,15 @@ int accept_checkpoint(struct sup *sup, struct session *s, int pidfd, pid_t said,
 	 * system call per call. */
 	loop_watch(sup->cfg.loop, pidfd, POLLIN, copy_died, s);
 	oom_offer(k.host, s->hpid, pidfd, OOM_ADJ_COPY);
-	if (s->copy_lost[0]) {
+	if (s->copy_lost[0] && !s->copy_given_up) {
 		char note[400];
 		snprintf(note, sizeof note,
 			 "the copy of the session's state kept to roll back to was killed from outside (%s); a new one was taken "
 			 "from the session, which held the same state: nothing was lost", s->copy_lost);
 		note_next(s, note);
-		copy_lost_none(s);
 	}
+	/* Given up by the server: the call's reply said so already. */
+	copy_lost_none(s);
 	return 0;
 }
 

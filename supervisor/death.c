@@ -65,8 +65,9 @@ static void session_dead(struct sup *sup, struct session *s, int wstatus, bool s
 	const char *outside = sup->zdied[0] ? sup->zdied : NULL;
 	char why[400];
 	if (!outside && s->copy_lost[0]) {
-		snprintf(why, sizeof why, "the copy of the session's state kept to roll back to was killed from outside (%s), "
-			 "and then the session's process ended, so there was no state to go back to", s->copy_lost);
+		snprintf(why, sizeof why, "the copy of the session's state kept to roll back to was %s (%s), "
+			 "and then the session's process ended, so there was no state to go back to",
+			 s->copy_given_up ? "given up during the call" : "killed from outside", s->copy_lost);
 		outside = why;
 	}
 	int held = s->cells - (c && c->cell == s->cells && c->cell > 0 ? 1 : 0);

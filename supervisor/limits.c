@@ -156,6 +156,40 @@ static const struct footprint *counted(struct sup *sup, struct session *s, const
 	return v;
 }
 
+/* Where the kernel refuses this server the proportional shares (a root
+ * server without CAP_SYS_PTRACE, in a container's default rules, whose
+ * sessions run as nobody), the checkpoint's own pages (the old version of
+ * what the call rewrote) cannot be told from the pages it shares with the
+ * session.  When the session with every page of its copy could be over
+ * memory_mb, the copy is given up for the rest of the call: the limit
+ * holds, and the call runs on without a rollback, said in its reply (and
+ * in the reply of a call that then fails, which has no state to go back
+ * to).  A new copy is taken when the call is over (replay.c: no base).
+ * Attack: a 400 MB array rewritten in place under memory_mb 700 ended ok
+ * while the host held both versions, about 830 MB. */
+static void copy_uncounted(struct sup *sup, struct session *s, const struct footprint *u, uint64_t limit)
+{
+	struct run *c = s->cur;
+	if (!sup->pss_off || s->phase != P_RUNNING || s->ckpt_pidfd < 0 || !c || u->total + u->copy_rss <= limit)
+		return;
+	const char *who = geteuid() == 0 ? "a root server without CAP_SYS_PTRACE" : "a server the kernel refuses its sessions' memory maps";
+	char note[480];
+	snprintf(note, sizeof note,
+		 "rollback was not available for the rest of this call: the server cannot count the memory of the copy kept "
+		 "to roll back to here (%s), and the session (%.0f MB) with that copy (up to %.0f MB) could have been over "
+		 "memory_mb (%ld MB), so the copy was given up; a new one is taken after the call (give the server "
+		 "CAP_SYS_PTRACE, or run it as another user, to keep rollback for large states)",
+		 who, u->total / 1048576.0, u->copy_rss / 1048576.0, sup->cfg.policy->limits.memory_mb);
+	log_info("session %s: its checkpoint's memory cannot be counted and could be over memory_mb: given up for the call",
+		 s->name);
+	add_note(c, note);
+	copy_given_up(s, "the server cannot count its memory here, and with it the session could have been over memory_mb");
+	drop_checkpoint(s);
+	/* Its saver, if one is writing, dies with it (PDEATHSIG). */
+	if (s->save)
+		quiet_abandon_save(sup, s);
+}
+
 /* The verdict of a limit on the current call (status, exit code, note),
  * or for the next reply when no call runs; then the session is ended. */
 static void over_limit_end(struct sup *sup, struct session *s, enum verdict_claim k, const char *note, const char *broke)
@@ -279,6 +313,8 @@ static bool watch_look(struct sup *sup, struct session *s, double *next)
 		const struct footprint *judged = counted(sup, s, &u, limit, &v);
 		if (footprint_over(sup, s, judged, limit, max_tasks))
 			return true;
+		if (judged == &u)
+			copy_uncounted(sup, s, &u, limit);
 		/* Far below the limits, the looks are further apart (each reads
 		 * every process's status and descriptors: 0.4 ms of the server's
 		 * CPU, 21 ms a second at 20 ms apart, a fifth of a 2-core machine

@@ -229,6 +229,7 @@ struct session {
 	 * yet: how, for the notes; "" otherwise.  copy_retakes counts the
 	 * copies taken again since the last call was sent. */
 	char copy_lost[160];
+	bool copy_given_up;  /* ... by the server, for a call (copy_given_up) */
 	int copy_retakes;
 	/* The state died with the process, from outside (the zygote died, or
 	 * the copy and then the session): why, and the last cell whose state
@@ -427,6 +428,7 @@ void session_new_id(struct sup *sup, struct session *s);
 void copy_retake(struct session *s);
 void copy_retakes_none(struct session *s);
 void copy_lost_set(struct session *s, const char *why);
+void copy_given_up(struct session *s, const char *why);
 void copy_lost_none(struct session *s);
 void session_known(struct session *s, pid_t ns, pid_t host, int pidfd);
 void session_is_copy(struct session *s);

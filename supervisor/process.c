@@ -138,11 +138,21 @@ void copy_retake(struct session *s)
 void copy_lost_set(struct session *s, const char *why)
 {
 	snprintf(s->copy_lost, sizeof s->copy_lost, "%s", why);
+	s->copy_given_up = false;
+}
+
+/* The server gave the copy up during a call (limits.c: copy_uncounted),
+ * whose reply says so: why, for a death in that call. */
+void copy_given_up(struct session *s, const char *why)
+{
+	snprintf(s->copy_lost, sizeof s->copy_lost, "%s", why);
+	s->copy_given_up = true;
 }
 
 void copy_lost_none(struct session *s)
 {
 	s->copy_lost[0] = '\0';
+	s->copy_given_up = false;
 }
 
 /* A call is sent: the retakes are counted anew. */

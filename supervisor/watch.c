@@ -764,7 +764,9 @@ void watch_describe_memory(long memory_mb, long max_processes, FILE *out)
 		? "proportional shares near the limit (smaps_rollup: a page the session's processes share counts once, "
 		  "and its checkpoint's copy of the pages the session changed counts too)"
 		: "resident pages (this server cannot read its sessions' smaps_rollup: a page shared by a session's "
-		  "processes counts in each, and its checkpoint's copy is not counted)", why);
+		  "processes counts in each, and the checkpoint, whose own pages it cannot tell, is given up for "
+		  "the rest of a call when the session with all of it could be over memory_mb: that call has no rollback, "
+		  "and its reply says so)", why);
 	/* A session's /proc/PID/fd is a directory of mode 0500 owned, while
 	 * the session is not dumpable, by the root of the namespace its
 	 * memory was made in: the host's root, also in the owner namespace
