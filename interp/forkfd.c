@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "../common/log.h"
+#include "../common/pstat.h"
 
 #ifndef CLONE_PIDFD
 #define CLONE_PIDFD 0x00001000
@@ -107,20 +108,8 @@ static pid_t clone_pidfd(unsigned long extra, int *pidfd)
 
 static int threads(void)
 {
-	char buf[1024];
-	int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	ssize_t n = read(fd, buf, sizeof buf - 1);
-	close(fd);
-	if (n <= 0)
-		return -1;
-	buf[n] = '\0';
-	/* Field 20, counted after the command's closing parenthesis. */
-	char *p = strrchr(buf, ')');
-	for (int f = 2; p && f < 20; f++)
-		p = strchr(p + 1, ' ');
-	return p ? (int)strtol(p + 1, NULL, 10) : -1;
+	struct pstat ps;
+	return pstat_read(-1, "/proc/self/stat", &ps) < 0 ? -1 : (int)ps.num_threads;
 }
 
 static int send_fd(int sock, pid_t pid, int fd)

@@ -12,6 +12,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../common/pstat.h"
+
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
 #endif
@@ -225,21 +227,8 @@ out:
  * change its mappings while it runs. */
 static bool single_threaded(void)
 {
-	char st[1024];
-	int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return false;
-	ssize_t n = read(fd, st, sizeof st - 1);
-	close(fd);
-	if (n <= 0)
-		return false;
-	st[n] = '\0';
-	/* After the command name (which may hold anything, ')' too): state,
-	 * then 17 more fields before num_threads. */
-	char *p = strrchr(st, ')');
-	for (int field = 0; p && field < 18; field++)
-		p = strchr(p + 1, ' ');
-	return p && strtol(p + 1, NULL, 10) == 1;
+	struct pstat ps;
+	return pstat_read(-1, "/proc/self/stat", &ps) == 0 && ps.num_threads == 1;
 }
 
 /* A write to each page of [a, a + len) that leaves its bytes as they are

@@ -14,6 +14,7 @@
 #include <limits.h>
 #include <unistd.h>
 
+#include "../common/pstat.h"
 #include "../common/util.h"
 
 struct proc {
@@ -35,22 +36,12 @@ static int by_pid(const void *a, const void *b)
 
 static bool read_stat(const char *proc, pid_t pid, struct proc *out)
 {
-	char path[256], buf[1024];
+	char path[256];
+	struct pstat ps;
 	snprintf(path, sizeof path, "%s/%d/stat", proc, (int)pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	if (pstat_read(-1, path, &ps) < 0)
 		return false;
-	ssize_t n = read(fd, buf, sizeof buf - 1);
-	close(fd);
-	if (n <= 0)
-		return false;
-	buf[n] = 0;
-	/* The fields after the command name, which may hold spaces and ')'. */
-	const char *p = strrchr(buf, ')');
-	if (!p || sscanf(p + 1, " %c %d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu",
-			 &out->state, &out->ppid, &out->start) != 3)
-		return false;
-	out->pid = pid;
+	*out = (struct proc){ .pid = pid, .ppid = ps.ppid, .state = ps.state, .start = ps.start };
 	return true;
 }
 

@@ -3,6 +3,8 @@
  * call; a crash resumes it in place of the dead process. */
 #include "private.h"
 
+#include "../common/pstat.h"
+
 static void copy_died(void *arg, int fd, short revents);
 static void copy_death(pid_t hpid, char *buf, size_t n);
 
@@ -192,24 +194,11 @@ int accept_checkpoint(struct sup *sup, struct session *s, int pidfd, pid_t said,
  * own user's and dumpable); else only that it died. */
 static void copy_death(pid_t hpid, char *buf, size_t n)
 {
-	char path[64], st[1024];
+	char path[64];
+	struct pstat ps;
 	snprintf(path, sizeof path, "/proc/%d/stat", (int)hpid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	ssize_t len = fd >= 0 ? read(fd, st, sizeof st - 1) : -1;
-	if (fd >= 0)
-		close(fd);
-	int code = -1;
-	const char *p = len > 0 ? (st[len] = '\0', strrchr(st, ')')) : NULL;
-	/* The exit code is the 52nd field; the 3rd (state) is right after
-	 * the name, "Z" for a zombie. */
-	if (p && p[1] == ' ' && p[2] == 'Z') {
-		int field = 2;
-		for (const char *q = p + 1; *q; q++)
-			if (*q == ' ' && ++field == 52) {
-				code = atoi(q + 1);
-				break;
-			}
-	}
+	/* The exit code (field 52) of a zombie ("Z"). */
+	int code = pstat_read(-1, path, &ps) == 0 && ps.state == 'Z' ? ps.exit_code : -1;
 	if (code > 0 && WIFSIGNALED(code))
 		snprintf(buf, n, "%s: by an operator's kill, or the kernel's out-of-memory killer", call_signal_name(WTERMSIG(code)));
 	else if (code > 0 && WIFEXITED(code))

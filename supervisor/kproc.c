@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "../common/log.h"
+#include "../common/pstat.h"
 #include "../common/util.h"
 
 unsigned long long kproc_now_ticks(void)
@@ -85,24 +86,17 @@ int kproc_read(int pidfd, struct kproc *p)
 		return -ESRCH;
 	if (tgid != host)
 		return -EPERM; /* a thread's pidfd (PIDFD_THREAD): not a process */
-	/* The fields after the command name (which may hold spaces and ')'):
-	 * state ppid ... and the start time, field 22. */
+	/* Its parent and its start time (field 22). */
 	snprintf(path, sizeof path, "/proc/%d/stat", (int)host);
-	if (read_small(path, buf, sizeof buf) < 0)
-		return -ESRCH;
-	const char *f = strrchr(buf, ')');
-	int ppid;
-	unsigned long long start;
-	if (!f || f[1] != ' ' ||
-	    sscanf(f + 2, "%*c %d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu", &ppid,
-		   &start) != 2)
+	struct pstat ps;
+	if (pstat_read(-1, path, &ps) < 0)
 		return -ESRCH;
 	/* Still the same process: a pid is not reused while its process
 	 * exists (a zombie included), and the pidfd pins the process. */
 	pid_t h2, n2;
 	if (fdinfo_pids(pidfd, &h2, &n2) < 0 || h2 != host)
 		return -ESRCH;
-	*p = (struct kproc){ .host = host, .ns = ns, .ppid = (pid_t)ppid, .start = start };
+	*p = (struct kproc){ .host = host, .ns = ns, .ppid = ps.ppid, .start = ps.start };
 	return 0;
 }
 
@@ -173,20 +167,19 @@ bool kproc_dying(int pidfd, pid_t host, int *sig)
 {
 	*sig = 0;
 	char path[64], buf[4096];
+	struct pstat ps;
 	snprintf(path, sizeof path, "/proc/%d/stat", (int)host);
-	ssize_t n = host > 0 ? read_small(path, buf, sizeof buf) : -1;
+	int r = host > 0 ? pstat_read(-1, path, &ps) : -ESRCH;
 	/* Looked at after /proc was read: not exited now, the pid was still
 	 * its process's then (a pid is reused only once its process is
 	 * reaped). */
 	if (polls_exited(pidfd))
 		return true;
-	/* After the command name: state, ppid, pgrp, session, tty, tpgid,
-	 * flags (field 9, readable without ptrace rights). */
-	const char *f = n > 0 ? strrchr(buf, ')') : NULL;
-	char state;
-	unsigned long flags;
-	if (!f || f[1] != ' ' || sscanf(f + 2, "%c %*d %*d %*d %*d %*d %lu", &state, &flags) != 2)
+	/* Its state and flags (field 9, readable without ptrace rights). */
+	if (r < 0)
 		return false;
+	char state = ps.state;
+	unsigned long flags = ps.flags;
 	if (flags & KPROC_PF_SIGNALED)
 		*sig = -1;
 	if (state == 'Z' || state == 'X' || state == 'x' || (flags & (KPROC_PF_EXITING | KPROC_PF_SIGNALED)))
@@ -298,7 +291,7 @@ pid_t kproc_zygote(pid_t zpid)
  * raised for the session, the zygote or the server. */
 void oom_offer(pid_t hpid, pid_t parent, int pidfd, int adj)
 {
-	char path[64], st[512];
+	char path[64];
 	static int own = -1001;
 	if (adj == OOM_ADJ_SESSION) {
 		if (own == -1001) {
@@ -323,13 +316,8 @@ void oom_offer(pid_t hpid, pid_t parent, int pidfd, int adj)
 		 * directory, opened first, is checked to be one. */
 		snprintf(path, sizeof path, "/proc/%d", (int)hpid);
 		int dir = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		int sfd = dir >= 0 ? openat(dir, "stat", O_RDONLY | O_CLOEXEC) : -1;
-		ssize_t n = sfd >= 0 ? read(sfd, st, sizeof st - 1) : -1;
-		if (sfd >= 0)
-			close(sfd);
-		const char *p = n > 0 ? (st[n] = '\0', strrchr(st, ')')) : NULL;
-		int ppid = 0;
-		same = p && sscanf(p + 1, " %*c %d", &ppid) == 1 && ppid == parent;
+		struct pstat ps;
+		same = dir >= 0 && pstat_read(dir, "stat", &ps) == 0 && ps.ppid == parent;
 		fd = same ? openat(dir, "oom_score_adj", O_WRONLY | O_CLOEXEC) : -1;
 		if (dir >= 0)
 			close(dir);

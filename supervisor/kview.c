@@ -2,6 +2,8 @@
 #include "private.h"
 #include "kview.h"
 
+#include "../common/pstat.h"
+
 #include <dirent.h>
 #include <stddef.h>
 
@@ -84,11 +86,11 @@ static bool read_fds(int pfd, struct kview *kv)
 static bool faults(int pfd, const char *name, unsigned long long *flt, unsigned long long *maj, unsigned long long *cflt,
 		   unsigned long long *cmaj)
 {
-	char buf[1024];
-	const char *st = proc_read(pfd, name, buf, sizeof buf) ? strrchr(buf, ')') : NULL;
-	/* After the name: state ppid pgrp session tty tpgid flags minflt
-	 * cminflt majflt cmajflt. */
-	return st && sscanf(st + 1, " %*c %*d %*d %*d %*d %*d %*u %llu %llu %llu %llu", flt, cflt, maj, cmaj) == 4;
+	struct pstat ps;
+	if (pstat_read(pfd, name, &ps) < 0)
+		return false;
+	*flt = ps.minflt, *cflt = ps.cminflt, *maj = ps.majflt, *cmaj = ps.cmajflt;
+	return true;
 }
 
 /* The children of every thread, as the kernel lists them (zombies too),

@@ -14,6 +14,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "../common/pstat.h"
 #include "../common/util.h"
 
 /* A session may hold at most max_processes processes; a hostile one must
@@ -53,30 +54,12 @@ int pidfd_signal(int pidfd, int sig)
 /* utime + stime + cutime + cstime of one process, in ms; < 0 if gone. */
 static double proc_cpu_ms(pid_t pid)
 {
-	char path[64], buf[1024];
+	char path[64];
+	struct pstat ps;
 	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-	if (read_small(path, buf, sizeof buf) <= 0)
+	if (pstat_read(-1, path, &ps) < 0)
 		return -1;
-	const char *p = strrchr(buf, ')');
-	if (!p)
-		return -1;
-	/* Fields after the command: the state letter is field 3, then numbers
-	 * (some may be -1); utime is 14, stime 15, cutime 16, cstime 17. */
-	const char *q = p + 1;
-	while (*q == ' ')
-		q++;
-	if (!*q)
-		return -1;
-	q++;
-	long long v[18] = { 0 };
-	for (int field = 4; field <= 17; field++) {
-		char *end;
-		v[field] = strtoll(q, &end, 10);
-		if (end == q)
-			return -1;
-		q = end;
-	}
-	long long ticks = v[14] + v[15] + v[16] + v[17];
+	long long ticks = (long long)(ps.utime + ps.stime) + ps.cutime + ps.cstime;
 	if (ticks < 0)
 		return -1;
 	long hz = sysconf(_SC_CLK_TCK);

@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../common/pstat.h"
 #include "../common/log.h"
 #include "../common/util.h"
 #include "../interp/procs.h"
@@ -52,55 +53,31 @@ int watch_pidfd(int pidfd, pid_t *host, pid_t *ns)
 	return 0;
 }
 
-/* The fields after the command name of /proc/<pid>/stat (the name may hold
- * spaces and ')'). */
-static const char *stat_fields(const char *path, char *buf, size_t cap)
-{
-	if (read_small(path, buf, cap) < 0)
-		return NULL;
-	const char *p = strrchr(buf, ')');
-	return p && p[1] == ' ' ? p + 2 : NULL;
-}
-
 pid_t watch_ppid(pid_t pid)
 {
-	char path[64], buf[1024];
+	char path[64];
+	struct pstat ps;
 	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-	const char *f = stat_fields(path, buf, sizeof buf);
-	int ppid;
-	if (!f || sscanf(f, "%*c %d", &ppid) != 1)
-		return -ESRCH;
-	return (pid_t)ppid;
-}
-
-/* utime + stime (ticks) from the fields after the command name of a stat
- * file; -1 when they do not parse. */
-static long long stat_cpu_ticks(const char *f)
-{
-	unsigned long ut, st;
-	if (!f || sscanf(f, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
-		return -1;
-	return (long long)ut + (long long)st;
+	return pstat_read(-1, path, &ps) < 0 ? -ESRCH : ps.ppid;
 }
 
 /* The CPU time a thread has used: the scheduler's nanoseconds
  * (schedstat, readable by anyone, also for a process that is not
  * dumpable) plus utime and stime in ticks, so that a kernel without
  * schedstat still shows a thread that ran. */
-static uint64_t thread_run(pid_t pid, const char *tid, const char *stat_f)
+static uint64_t thread_run(pid_t pid, const char *tid, const struct pstat *ps)
 {
 	char path[96], buf[128];
 	unsigned long long ns = 0;
 	snprintf(path, sizeof path, "/proc/%d/task/%.16s/schedstat", (int)pid, tid);
 	if (read_small(path, buf, sizeof buf) > 0)
 		sscanf(buf, "%llu", &ns);
-	long long ticks = stat_cpu_ticks(stat_f);
-	return (uint64_t)ns + (uint64_t)(ticks > 0 ? ticks : 0);
+	return (uint64_t)ns + ps->utime + ps->stime;
 }
 
 int watch_idle(pid_t pid, struct watch_look *last)
 {
-	char path[96], buf[1024];
+	char path[96];
 	snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
 	DIR *d = opendir(path);
 	if (!d) {
@@ -114,8 +91,8 @@ int watch_idle(pid_t pid, struct watch_look *last)
 		if (de->d_name[0] < '1' || de->d_name[0] > '9')
 			continue;
 		snprintf(path, sizeof path, "/proc/%d/task/%.16s/stat", (int)pid, de->d_name);
-		const char *f = stat_fields(path, buf, sizeof buf);
-		if (!f)
+		struct pstat ps;
+		if (pstat_read(-1, path, &ps) < 0)
 			continue; /* a thread that ended meanwhile */
 		/* Asleep means S (an interruptible wait, as in recvmsg on the
 		 * control socket) or stopped.  R runs; D counts as busy too.
@@ -124,11 +101,11 @@ int watch_idle(pid_t pid, struct watch_look *last)
 		 * on writeback throttling) often enough to be frozen as if
 		 * idle, after 1.8 s of a 3 s timeout, and its result was
 		 * believed. */
-		if (!(f[0] == 'S' || f[0] == 'T' || f[0] == 't'))
+		if (!(ps.state == 'S' || ps.state == 'T' || ps.state == 't'))
 			asleep = false;
 		now.n++;
 		now.tids += strtoull(de->d_name, NULL, 10) * 2654435761u;
-		now.run += thread_run(pid, de->d_name, f);
+		now.run += thread_run(pid, de->d_name, &ps);
 	}
 	closedir(d);
 	/* And none of its threads ran since the previous look: a busy thread
@@ -165,8 +142,8 @@ static int children_within(pid_t pid, const pid_t *ok, size_t n_ok, bool stopped
 			continue;
 		if (stopped) {
 			snprintf(path, sizeof path, "/proc/%d/task/%.16s/stat", (int)pid, de->d_name);
-			const char *f = stat_fields(path, buf, sizeof buf);
-			if (f && f[0] != 'T' && f[0] != 't') {
+			struct pstat ps;
+			if (pstat_read(-1, path, &ps) == 0 && ps.state != 'T' && ps.state != 't') {
 				*all_stopped = false;
 				r = 0;
 				break;
@@ -188,10 +165,9 @@ static int children_within(pid_t pid, const pid_t *ok, size_t n_ok, bool stopped
 				break;
 			if (listed((pid_t)c, ok, n_ok))
 				continue;
-			char cst[1024];
+			struct pstat ps;
 			snprintf(path, sizeof path, "/proc/%ld/stat", c);
-			const char *f = stat_fields(path, cst, sizeof cst);
-			if (f && (f[0] == 'Z' || f[0] == 'X'))
+			if (pstat_read(-1, path, &ps) == 0 && (ps.state == 'Z' || ps.state == 'X'))
 				continue;
 			r = 0;
 		}
@@ -223,11 +199,12 @@ int watch_quiet(pid_t pid, pid_t keep, pid_t dying, pid_t zygote, const pid_t *k
 
 long watch_cpu_ms(pid_t pid)
 {
-	char path[64], buf[1024];
+	char path[64];
+	struct pstat ps;
 	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-	long long ticks = stat_cpu_ticks(stat_fields(path, buf, sizeof buf));
-	if (ticks < 0)
+	if (pstat_read(-1, path, &ps) < 0)
 		return -ESRCH;
+	long long ticks = (long long)(ps.utime + ps.stime);
 	long hz = sysconf(_SC_CLK_TCK);
 	return (long)(ticks * 1000 / (hz > 0 ? hz : 100));
 }
@@ -443,15 +420,13 @@ int watch_footprint_pss(const char *proc, pid_t zygote, pid_t root, pid_t skip, 
 /* CPU time (ms) of pid and of the children it has waited for. */
 static long cpu_with_children_ms(const char *proc, pid_t pid)
 {
-	char path[256], buf[1024];
+	char path[256];
+	struct pstat ps;
 	snprintf(path, sizeof path, "%s/%d/stat", proc, (int)pid);
-	const char *f = stat_fields(path, buf, sizeof buf);
-	unsigned long ut, st;
-	long cut, cst;
-	if (!f || sscanf(f, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu %ld %ld", &ut, &st, &cut, &cst) != 4)
+	if (pstat_read(-1, path, &ps) < 0)
 		return 0;
 	long hz = sysconf(_SC_CLK_TCK);
-	long long ticks = (long long)ut + (long long)st + (cut > 0 ? cut : 0) + (cst > 0 ? cst : 0);
+	long long ticks = (long long)(ps.utime + ps.stime) + (ps.cutime > 0 ? ps.cutime : 0) + (ps.cstime > 0 ? ps.cstime : 0);
 	return (long)(ticks * 1000 / (hz > 0 ? hz : 100));
 }
 

@@ -1,0 +1,30 @@
+/* /proc/PID/stat, read and parsed in one place.  The command name (field
+ * 2) is the process's to choose (prctl PR_SET_NAME): it may hold spaces,
+ * parentheses and digits, so the fields are taken after the last ')',
+ * never counted from the start of the line. */
+#ifndef PSM_COMMON_PSTAT_H
+#define PSM_COMMON_PSTAT_H
+
+#include <sys/types.h>
+
+struct pstat {
+	char state;                      /* field 3: R, S, D, T, t, Z, X, ... */
+	pid_t ppid;                      /* 4 */
+	unsigned long flags;             /* 9: the kernel's PF_* */
+	unsigned long long minflt, cminflt, majflt, cmajflt; /* 10 to 13: page faults, its own and its reaped children's */
+	unsigned long long utime, stime; /* 14, 15: clock ticks */
+	long long cutime, cstime;        /* 16, 17: of the children it waited for */
+	long num_threads;                /* 20 */
+	unsigned long long start;        /* 22: clock ticks after boot */
+	int exit_code;                   /* 52: the wait status of a zombie; -1 when the line stops before */
+};
+
+/* The text of a stat file, NUL-terminated: 0, or -EINVAL when it does not
+ * parse as far as field 22. */
+int pstat_parse(const char *text, struct pstat *out);
+
+/* Reads path (relative to dirfd when dirfd >= 0) and parses it: 0, -errno
+ * when it cannot be read (-ENOENT: the process is gone), -EINVAL. */
+int pstat_read(int dirfd, const char *path, struct pstat *out);
+
+#endif
