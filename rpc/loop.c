@@ -33,7 +33,15 @@ struct loop {
 	bool stop;
 	struct pollfd *pfd;
 	size_t cappfd;
+	void (*after)(void *arg);
+	void *after_arg;
 };
+
+void loop_after_each(struct loop *l, void (*fn)(void *arg), void *arg)
+{
+	l->after = fn;
+	l->after_arg = arg;
+}
 
 double loop_now_ms(void)
 {
@@ -128,6 +136,8 @@ static void run_timers(struct loop *l)
 		struct timer t = l->t[best];
 		l->t[best] = l->t[--l->nt];
 		t.cb(t.arg);
+		if (l->after)
+			l->after(l->after_arg);
 		if (l->stop)
 			return;
 	}
@@ -171,6 +181,8 @@ void loop_run(struct loop *l)
 				if (l->w[k].fd == l->pfd[i].fd) {
 					struct watch w = l->w[k];
 					w.cb(w.arg, w.fd, l->pfd[i].revents);
+					if (l->after)
+						l->after(l->after_arg);
 					break;
 				}
 		}

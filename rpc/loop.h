@@ -30,4 +30,9 @@ void loop_stop(struct loop *l);
 
 double loop_now_ms(void); /* CLOCK_MONOTONIC */
 
+/* Calls fn after every callback the loop runs (NULL: none): an observer of
+ * the state between two events, for the tests (the supervisor's
+ * state-change log); the server sets none. */
+void loop_after_each(struct loop *l, void (*fn)(void *arg), void *arg);
+
 #endif

@@ -427,6 +427,7 @@ void spawn_given_up(struct session *s);
 void session_new_id(struct sup *sup, struct session *s);
 void copy_retake(struct session *s);
 void copy_retakes_none(struct session *s);
+const char *life_name(const struct session *s);
 void copy_lost_set(struct session *s, const char *why);
 void copy_given_up(struct session *s, const char *why);
 void copy_lost_none(struct session *s);

@@ -19,6 +19,21 @@ struct session *session_by_pid(struct sup *sup, pid_t pid)
 	return NULL;
 }
 
+/* Where the session's process is in its life, by name (the log and the
+ * tests' state-change log). */
+const char *life_name(const struct session *s)
+{
+	if (!s->alive)
+		return s->want_spawn ? "waiting" : "none";
+	if (s->death_due)
+		return "ended";
+	if (!s->spawn_known)
+		return s->kill_pending ? "born-doomed" : "born";
+	if (s->killed && !s->reported)
+		return "killed";
+	return s->reported ? "dying" : "live";
+}
+
 struct session *session_by_id(struct sup *sup, int id)
 {
 	for (struct session *s = sup->sessions; s; s = s->next)

@@ -64,6 +64,16 @@ void sup_session_names(struct sup *sup, char *list, size_t n)
 		k += (size_t)snprintf(list + k, n - k, "%s%s", k ? ", " : "", s->name);
 }
 
+void sup_states(const struct sup *sup, char *buf, size_t n)
+{
+	static const char *const due[] = { [DUE_NONE] = "-", [DUE_AFTER_CALL] = "after-call", [DUE_RESUMED] = "resumed" };
+	size_t k = 0;
+	buf[0] = '\0';
+	for (const struct session *s = sup->sessions; s && k < n; s = s->next)
+		k += (size_t)snprintf(buf + k, n - k, "%s%s %s/%s/%s", k ? "; " : "", s->name, phase_name(s->phase),
+				      life_name(s), due[s->ckpt_due]);
+}
+
 bool sup_session_exists(struct sup *sup, const char *name)
 {
 	return find_session(sup, name) != NULL;

@@ -194,6 +194,9 @@ bool sup_last_exit(struct sup *sup, const char *session, int *exit_code);
 int sup_sessions_ran(struct sup *sup, char *list, size_t n, char *latest, size_t latest_n);
 /* The names of the sessions this server holds, as "a, b, c" (cut to n). */
 void sup_session_names(struct sup *sup, char *list, size_t n);
+/* Each session's name, phase, process life and owed checkpoint, for the
+ * tests' state-change log ("name phase/life/due; ..."). */
+void sup_states(const struct sup *sup, char *buf, size_t n);
 int sup_count_sessions(struct sup *sup);
 /* Whether any run is running or queued. */
 bool sup_busy(struct sup *sup);

@@ -672,6 +672,24 @@ static struct trun *run_ok(const char *code)
 	return t;
 }
 
+/* The state-change log (PSM_TRACE_STATES=1): every session's phase, process
+ * life and owed checkpoint after each event the loop runs, printed when it
+ * changed, between cmocka's own lines.  A refactor of the supervisor's
+ * states runs the tests before and after and compares the two logs. */
+static void trace_states(void *arg)
+{
+	static char last[2048];
+	char now[2048];
+	(void)arg;
+	if (!sup)
+		return;
+	sup_states(sup, now, sizeof now);
+	if (strcmp(now, last) != 0) {
+		printf("  states: %s\n", now);
+		memcpy(last, now, sizeof last);
+	}
+}
+
 static int setup(void **state)
 {
 	struct err e = { 0 };
@@ -684,6 +702,8 @@ static int setup(void **state)
 	assert_int_equal(ws_open(&ws, tmpdir, wsd, &e), 0);
 	snprintf(ws_dir, sizeof ws_dir, "%s", ws.abs); /* read_ws_file, on the test's side */
 	loop = loop_new();
+	if (getenv("PSM_TRACE_STATES"))
+		loop_after_each(loop, trace_states, NULL);
 	/* The canary: a process no server may signal.  Not below the test
 	 * process (a supervisor ends whatever is below it when it is freed,
 	 * as the server does with what the sandbox left): forked twice, it
