@@ -298,7 +298,7 @@ bool checkpoint_again(struct sup *sup, struct session *s)
 bool retake_copy(struct sup *sup, struct session *s)
 {
 	struct run *c = s->cur;
-	if (!s->copy_lost[0] || s->ckpt_pidfd >= 0 || !s->alive || s->killed || s->phase != P_IDLE || s->ckpt_due != DUE_NONE ||
+	if (!s->copy_lost[0] || s->ckpt_pidfd >= 0 || !proc_alive(s) || proc_ending(s) || s->phase != P_IDLE || s->ckpt_due != DUE_NONE ||
 	    s->ctrl < 0 || s->pidfd < 0 || s->fork_child || replay_active(s) || !sup->cfg.policy->limits.checkpoint ||
 	    s->copy_retakes >= COPY_RETAKES_MAX)
 		return false;

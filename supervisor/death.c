@@ -26,7 +26,7 @@ void death_handle(struct sup *sup, struct session *s)
 {
 	int wstatus;
 	bool known;
-	if (!s->death_due)
+	if (s->life != L_ENDED)
 		return;
 	session_last_words(s);
 	if (death_take(s, &wstatus, &known))
@@ -77,7 +77,6 @@ static void session_dead(struct sup *sup, struct session *s, int wstatus, bool s
 	copy_lost_none(s);
 	copy_retakes_none(s);
 	session_no_process(sup, s);
-	exit_marks_none(s);
 	cancel_timers(sup, s);
 	cancel_due_timer(sup, s); /* its fork timer went with fork_failed */
 	/* Said to the next call that runs, also one that was already waiting

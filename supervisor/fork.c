@@ -27,7 +27,7 @@ void cancel_fork_timer(struct sup *sup, struct session *p)
  * a resume, another copy). */
 static bool fork_ready(const struct session *p)
 {
-	return p->alive && p->spawn_known && p->phase == P_IDLE && !p->cur && !p->qhead && p->ckpt_due == DUE_NONE &&
+	return proc_known(p) && p->phase == P_IDLE && !p->cur && !p->qhead && p->ckpt_due == DUE_NONE &&
 	       !p->fork_child && p->pidfd >= 0 && p->ctrl >= 0;
 }
 
@@ -38,7 +38,7 @@ int sup_fork_check(struct sup *sup, const char *parent, const char *session, boo
 		return -1;
 	}
 	struct session *p = find_session(sup, parent);
-	if (!(p && p->alive) && !persist_has(sup->persist, parent)) {
+	if (!(p && proc_alive(p)) && !persist_has(sup->persist, parent)) {
 		snprintf(why, n,
 			 "\"fork_from\": session \"%s\" does not exist (no session of that name runs in this server%s); fork an existing session",
 			 parent, persist_on(sup->persist) ? " and none is saved" : "");
@@ -192,7 +192,7 @@ enum forked_next forked(struct sup *sup, struct session *p, struct wire_msg *m, 
 	}
 	bool ok = wp == 0 && host > 0;
 	for (struct session *o = sup->sessions; ok && o; o = o->next)
-		if (o->alive && (o->hpid == host || o->ckpt_hpid == host))
+		if (proc_alive(o) && (o->hpid == host || o->ckpt_hpid == host))
 			ok = false;
 	if (!ok) {
 		char e[200];
@@ -224,14 +224,14 @@ enum forked_next forked(struct sup *sup, struct session *p, struct wire_msg *m, 
 void forked_release(struct sup *sup, struct session *copy)
 {
 	release_sweep(sup);
-	post_read(sup, copy, false); /* its hello may be in already */
+	post_read(sup, copy); /* its hello may be in already */
 }
 
 /* Calls that wait for this parent to rest before they can copy it: tried
  * again once it rests, or once it is gone (then from its saved state). */
 void forks_waiting(struct sup *sup, struct session *p)
 {
-	for (struct session *s = sup->sessions; s && (fork_ready(p) || !p->alive); s = s->next)
+	for (struct session *s = sup->sessions; s && (fork_ready(p) || !proc_alive(p)); s = s->next)
 		if (s->fork_wait && strcmp(s->fork_wait_for, p->name) == 0) {
 			s->fork_wait = false;
 			post_start(sup, s);
@@ -247,7 +247,7 @@ void forks_waiting(struct sup *sup, struct session *p)
 int begin_copy(struct sup *sup, struct session *s, struct run *c)
 {
 	struct session *p = find_session(sup, c->fork_from);
-	if (p && p->alive) {
+	if (p && proc_alive(p)) {
 		queue_put_back(s, c);
 		if (!fork_ready(p)) {
 			s->fork_wait = true;

@@ -92,9 +92,9 @@ static void check_quiet(void *arg)
 	size_t n = 0;
 	bool doubt = sup->zhpid <= 0 || s->hpid <= 0 || sup->settle_test;
 	for (struct session *o = sup->sessions; o && !doubt; o = o->next) {
-		if (!o->alive)
+		if (!proc_alive(o))
 			continue;
-		if (!o->spawn_known || n + 2 > sizeof known / sizeof known[0])
+		if (!proc_known(o) || n + 2 > sizeof known / sizeof known[0])
 			doubt = true;
 		if (o->hpid > 0)
 			known[n++] = o->hpid;
@@ -209,7 +209,7 @@ void settled(struct sup *sup, struct session *s)
 	if (kept)
 		save_superseded(sup, s, c);
 	finish_cur(sup, s);
-	if (take && s->ckpt_due == DUE_AFTER_CALL && s->alive && s->phase == P_IDLE) {
+	if (take && s->ckpt_due == DUE_AFTER_CALL && proc_alive(s) && s->phase == P_IDLE) {
 		take_checkpoint(sup, s, sup->stopping);
 	} else {
 		forks_waiting(sup, s);

@@ -42,7 +42,7 @@ static struct session *gate_grant(struct sup *sup, const struct seccomp_notif *r
 	if (req->data.nr != __NR_clone && req->data.nr != __NR_prctl)
 		return NULL;
 	for (struct session *s = sup->sessions; s; s = s->next)
-		if (s->alive && s->hpid > 0 && (pid_t)req->pid == s->hpid && s->phase == P_FORKING && s->fork_child &&
+		if (proc_alive(s) && s->hpid > 0 && (pid_t)req->pid == s->hpid && s->phase == P_FORKING && s->fork_child &&
 		    s->gate_open)
 			return s;
 	return NULL;

@@ -271,7 +271,7 @@ static void watch_fired(void *arg)
 	struct session *s = arg;
 	struct sup *sup = s->sup;
 	s->watch_timer = 0;
-	if (!s->alive || s->phase == P_IDLE || s->phase == P_NONE)
+	if (!proc_alive(s) || s->phase == P_IDLE || s->phase == P_NONE)
 		return;
 	/* A new process is measured once the zygote's report of it is in.
 	 * Attack: the first look came before that report (a spawn slower than
@@ -329,7 +329,7 @@ static bool watch_look(struct sup *sup, struct session *s, double *next)
 
 bool watch_final(struct sup *sup, struct session *s)
 {
-	if (!s->alive || s->hpid <= 0 || !s->cur)
+	if (!proc_alive(s) || s->hpid <= 0 || !s->cur)
 		return false;
 	/* The count by proportional shares is due now, whenever the last was:
 	 * between two counts the pages the call rewrote (whose old version

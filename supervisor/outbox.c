@@ -71,9 +71,9 @@ void post_start(struct sup *sup, struct session *s)
 	post(sup, POST_START, NULL, s, false);
 }
 
-void post_read(struct sup *sup, struct session *s, bool then_kill)
+void post_read(struct sup *sup, struct session *s)
 {
-	post(sup, POST_READ, NULL, s, then_kill);
+	post(sup, POST_READ, NULL, s, false);
 }
 
 void post_dead(struct sup *sup, struct session *s, bool sweep)

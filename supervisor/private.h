@@ -88,12 +88,42 @@ enum ckpt_due {
 	DUE_RESUMED,    /* a checkpoint resumed (or a copy forked): its hello, then its own checkpoint */
 };
 
+/* The session's process as the server knows it, whatever the exchange
+ * with it (enum phase): one value, entered in process.c only
+ * (life_enter), along its table (lives[]), which says per row what may
+ * happen next.  Each kind of word about a process comes once: the
+ * kernel's pidfd (L_BORN -> L_LIVE), its end (the zygote's exit report
+ * or its loss -> L_ENDED), the death taken (-> L_DYING). */
+enum life {
+	L_NONE,        /* no process, none wanted */
+	L_WAITING,     /* one wanted: waiting for the zygote (or for a copy in flight) */
+	L_BORN,        /* made (spawned or forked), its descriptors in; its pid and pidfd not yet */
+	L_BORN_DOOMED, /* ... and a kill was asked meanwhile: it is killed once its pidfd is in */
+	L_LIVE,        /* known: its pid and pidfd */
+	L_LIVE_DOOMED, /* ... known from L_BORN_DOOMED: killed once what it sent is read (POST_READ) */
+	L_KILLED,      /* SIGKILL sent: no call is sent to it; its exit report is awaited */
+	L_ENDED,       /* its end is known (the zygote's report, or no report to come) and posted */
+	L_DYING,       /* its death is being handled (death.c): no process or its copy next */
+	L_COUNT
+};
+
 enum zstate { Z_DOWN, Z_WARMING, Z_READY, Z_FAILED };
+
+struct session;
+/* What the other rooms ask of a session's life (they never write it). */
+/* A process exists, or is being made. */
+#define proc_alive(s) ((s)->life >= L_BORN)
+/* ... and the kernel's word on it (pid, pidfd) is in: what it sends is
+ * read (an end posted included: its last words come first). */
+#define proc_known(s) ((s)->life == L_LIVE || (s)->life == L_LIVE_DOOMED || (s)->life == L_KILLED || \
+		       (((s)->life == L_ENDED || (s)->life == L_DYING) && (s)->pidfd >= 0))
+/* Its end is asked (SIGKILL sent) or known: no call is sent to it. */
+#define proc_ending(s) ((s)->life == L_KILLED || (s)->life == L_ENDED || (s)->life == L_DYING)
 
 struct session {
 	char name[SESSION_NAME_MAX + 1];
 	int id;              /* spawn id, unique per process incarnation */
-	bool alive;          /* a process exists or is being spawned */
+	enum life life;      /* its process (enum life): process.c only */
 	pid_t pid;           /* in the zygote's pid namespace; 0 until known */
 	int pidfd, ctrl, out_r, err_r;
 	pid_t ckpt_pid;      /* the frozen copy to roll back to, 0 when none */
@@ -108,7 +138,6 @@ struct session {
 	unsigned long long ckpt_since;
 	enum phase phase;
 	bool hello_due;      /* a new process: its hello may precede the result */
-	bool spawn_known;    /* the zygote's report of the fork (pid, pidfd) is in */
 	enum ckpt_due ckpt_due; /* a checkpoint on its way, and why (enum ckpt_due) */
 	/* The checkpoint it owes (ckpt_due) must be in within RESUME_MS:
 	 * armed and cancelled by checkpoint.c only. */
@@ -133,18 +162,8 @@ struct session {
 	 * restore's bound) and its progress notes: call.c only. */
 	uint64_t timeout_timer, progress_timer;
 	struct wswatch *watch;   /* the workspace's disk use during a call */
-	bool kill_pending;   /* kill as soon as the pidfd arrives */
-	/* SIGKILL sent, its exit not reported yet: no call is sent to it (what
-	 * it sent before it died would be read as the call's). */
-	bool killed;
-	/* The zygote has reported the exit of the process now named by pidfd:
-	 * no other report will come, so a kill of it waits for none. */
-	bool reported;
-	bool want_spawn;     /* waiting for the zygote */
-	/* The zygote's report of its exit is in and its death is posted, not
-	 * yet handled (process.c: session_reported_dead; death.c: death_handle): with
-	 * the status the report said. */
-	bool death_due;
+	/* Its end as posted (L_ENDED), for death_handle: the status the
+	 * report said, if it said one. */
 	bool death_known;
 	int death_status;
 	double progress;
@@ -337,9 +356,9 @@ enum post_kind {
 void post_done(struct sup *sup, struct run *c, bool warm);
 void post_drop(struct sup *sup, struct run *c);
 void post_start(struct sup *sup, struct session *s);
-/* then_kill: a kill asked before the process's pidfd was in (kill_pending)
- * is done after the read, as it was before the read was posted. */
-void post_read(struct sup *sup, struct session *s, bool then_kill);
+/* What the process sent is read; then a kill asked before its pidfd was in
+ * (L_LIVE_DOOMED) is done, as it was asked after what it sent. */
+void post_read(struct sup *sup, struct session *s);
 /* The session's death (process.c: session_reported_dead, session_gone);
  * sweep: the zygote is told what is left to keep after it. */
 void post_dead(struct sup *sup, struct session *s, bool sweep);
@@ -438,7 +457,6 @@ void session_gone(struct sup *sup, struct session *s);
 /* The looks at a live process end (the memory watchdog's, the freeze's). */
 void looks_stop(struct sup *sup, struct session *s);
 bool death_take(struct session *s, int *wstatus, bool *status_known);
-void exit_marks_none(struct session *s);
 void copy_known(struct session *s, int pidfd, pid_t ns, pid_t host);
 void drop_checkpoint(struct session *s);
 void drain_all(struct session *s);

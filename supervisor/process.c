@@ -9,35 +9,116 @@ static int set_nonblock(int fd)
 	return fl < 0 ? -errno : fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 ? -errno : 0;
 }
 
-/* Not one whose death is reported already (session_reported_dead): the
+/* ---- the process's life (enum life): entered here only ---- */
+
+/* What may happen to a session's process, whatever it is doing. */
+enum life_event {
+	E_WANT,     /* a process is wanted, the zygote cannot make one yet (spawn_wait) */
+	E_UNWANT,   /* ... it can now, or the wait is over (spawn_unwait, spawn_given_up) */
+	E_MADE,     /* spawned or forked: its descriptors (session_adopt_fds) */
+	E_KNOWN,    /* the kernel's word: its pid and pidfd (session_known) */
+	E_KILL,     /* the server ends it (kill_session) */
+	E_REPORT,   /* the zygote reaped it (session_reported_dead) */
+	E_GONE,     /* gone with no report to come (session_gone) */
+	E_TAKE,     /* its posted end is handled now (death_take) */
+	E_COPY,     /* its copy to roll back to becomes the process (session_is_copy) */
+	E_CLEAR,    /* the session has no process (session_no_process) */
+	E_COUNT
+};
+
+/* A row's entries: TO(a life), STAY (allowed, nothing changes), or 0
+ * (left out: never happens there; a bug, logged). */
+#define TO(l) ((l) + 1)
+#define STAY TO(L_COUNT)
+
+/* One row per life: its name, and where each event leads.  What entering
+ * a life does (a signal, an awaited report, a posted end) is done by the
+ * one function below that takes that event, and nowhere else.
+ * Attacks it keeps out, each seen before: a kill after the zygote's exit
+ * report waited for a report that could never come, and 60 s later every
+ * session's state was lost (a process whose end is known is never awaited
+ * again: only L_LIVE's kill awaits); a kill asked before the pidfd came
+ * must end that process and no later one (L_BORN_DOOMED, L_LIVE_DOOMED);
+ * a second end for one process (the zygote's report after its loss, or
+ * the reverse) is posted once (L_ENDED takes both and stays). */
+static const struct life_row {
+	const char *name;
+	unsigned char next[E_COUNT];
+} lives[L_COUNT] = {
+	[L_NONE] = { "none", { [E_WANT] = TO(L_WAITING), [E_MADE] = TO(L_BORN), [E_KILL] = STAY, [E_CLEAR] = STAY } },
+	[L_WAITING] = { "waiting",
+			{ [E_WANT] = STAY, [E_UNWANT] = TO(L_NONE), [E_MADE] = TO(L_BORN), [E_KILL] = STAY,
+			  [E_CLEAR] = TO(L_NONE) } },
+	[L_BORN] = { "born",
+		     { [E_KNOWN] = TO(L_LIVE), [E_KILL] = TO(L_BORN_DOOMED), [E_GONE] = TO(L_ENDED),
+		       [E_CLEAR] = TO(L_NONE) } },
+	[L_BORN_DOOMED] = { "born-doomed",
+			    { [E_KNOWN] = TO(L_LIVE_DOOMED), [E_KILL] = STAY, [E_GONE] = TO(L_ENDED),
+			      [E_CLEAR] = TO(L_NONE) } },
+	[L_LIVE] = { "live",
+		     { [E_KILL] = TO(L_KILLED), [E_REPORT] = TO(L_ENDED), [E_GONE] = TO(L_ENDED),
+		       [E_CLEAR] = TO(L_NONE) } },
+	[L_LIVE_DOOMED] = { "live-doomed",
+			    { [E_KILL] = TO(L_KILLED), [E_REPORT] = TO(L_ENDED), [E_GONE] = TO(L_ENDED),
+			      [E_CLEAR] = TO(L_NONE) } },
+	[L_KILLED] = { "killed",
+		       { [E_KILL] = STAY, [E_REPORT] = TO(L_ENDED), [E_GONE] = TO(L_ENDED), [E_CLEAR] = TO(L_NONE) } },
+	[L_ENDED] = { "ended",
+		      { [E_KILL] = STAY, [E_REPORT] = STAY, [E_GONE] = STAY, [E_TAKE] = TO(L_DYING),
+			[E_CLEAR] = TO(L_NONE) } },
+	[L_DYING] = { "dying", { [E_KILL] = STAY, [E_COPY] = TO(L_LIVE), [E_CLEAR] = TO(L_NONE) } },
+};
+
+static const char *const event_names[E_COUNT] = {
+	"want", "unwant", "made", "known", "kill", "report", "gone", "take", "copy", "clear",
+};
+
+const char *life_name(const struct session *s)
+{
+	return (size_t)s->life < L_COUNT ? lives[s->life].name : "?";
+}
+
+/* The one assignment of s->life.  True when ev leads somewhere (or
+ * stays); false, logged, and nothing changed when it cannot happen in
+ * this state. */
+static unsigned refused; /* events no row took (sup_life_refused) */
+
+unsigned sup_life_refused(void)
+{
+	return refused;
+}
+
+static bool life_enter(struct session *s, enum life_event ev)
+{
+	unsigned next = lives[s->life].next[ev];
+	if (next == 0) {
+		refused++;
+		log_error("session %s: its process, %s, cannot take the event %s: ignored", s->name, lives[s->life].name,
+			  event_names[ev]);
+		return false;
+	}
+	if (next != STAY && next - 1 != (unsigned)s->life) {
+		log_debug("session %s: process %s -> %s (%s)", s->name, lives[s->life].name, lives[next - 1].name,
+			  event_names[ev]);
+		s->life = (enum life)(next - 1);
+	}
+	return true;
+}
+
+/* Not one whose end is posted already (session_reported_dead): the
  * zygote's word about that process came too late to count. */
 struct session *session_by_pid(struct sup *sup, pid_t pid)
 {
 	for (struct session *s = sup->sessions; s; s = s->next)
-		if (s->alive && !s->death_due && s->pid == pid)
+		if (proc_alive(s) && s->life != L_ENDED && s->pid == pid)
 			return s;
 	return NULL;
-}
-
-/* Where the session's process is in its life, by name (the log and the
- * tests' state-change log). */
-const char *life_name(const struct session *s)
-{
-	if (!s->alive)
-		return s->want_spawn ? "waiting" : "none";
-	if (s->death_due)
-		return "ended";
-	if (!s->spawn_known)
-		return s->kill_pending ? "born-doomed" : "born";
-	if (s->killed && !s->reported)
-		return "killed";
-	return s->reported ? "dying" : "live";
 }
 
 struct session *session_by_id(struct sup *sup, int id)
 {
 	for (struct session *s = sup->sessions; s; s = s->next)
-		if (s->alive && s->id == id)
+		if (proc_alive(s) && s->id == id)
 			return s;
 	return NULL;
 }
@@ -66,23 +147,22 @@ void kill_session(struct session *s)
 	/* What the call used, read while the process still exists. */
 	if (s->cur)
 		usage_end(&s->cur->usage, s->pidfd, s->ckpt_pidfd);
-	if (s->pidfd >= 0) {
+	/* No pidfd yet (born): killed once it is in and what it sent is
+	 * read (L_LIVE_DOOMED). */
+	if (s->pidfd >= 0)
 		pidfd_signal(s->pidfd, SIGKILL);
-		s->killed = true;
-		/* Its exit report is due from the zygote (under a timer), unless
-		 * it came already.  Attack on the server's own bookkeeping: a
-		 * session that died by itself with nothing else holding its
-		 * socket (no checkpoint) was killed once more after its report
-		 * (its last words, read before its death, end in the end of its
-		 * stream); the report
-		 * that kill waited for could never come, and exit_ms later the
-		 * zygote was taken to have broken its protocol and every
-		 * session's state was lost. */
-		if (!s->reported)
-			zlink_await_exit(s->sup->zl, s->pid, s->pidfd);
-	} else {
-		s->kill_pending = true;
-	}
+	bool live = s->life == L_LIVE || s->life == L_LIVE_DOOMED;
+	life_enter(s, E_KILL);
+	/* Its exit report is due from the zygote (under a timer), once: only
+	 * for a live process.  Attack on the server's own bookkeeping: a
+	 * session that died by itself with nothing else holding its socket
+	 * (no checkpoint) was killed once more after its report (its last
+	 * words, read before its death, end in the end of its stream); the
+	 * report that kill waited for could never come, and exit_ms later the
+	 * zygote was taken to have broken its protocol and every session's
+	 * state was lost. */
+	if (live)
+		zlink_await_exit(s->sup->zl, s->pid, s->pidfd);
 }
 
 void session_close_fds(struct sup *sup, struct session *s)
@@ -109,9 +189,8 @@ void session_close_fds(struct sup *sup, struct session *s)
 void session_no_process(struct sup *sup, struct session *s)
 {
 	session_close_fds(sup, s);
-	s->alive = false;
+	life_enter(s, E_CLEAR); /* an end posted and not yet handled goes with it */
 	s->pid = s->hpid = 0;
-	s->death_due = false; /* a death reported and not yet handled goes with it */
 	set_due(s, DUE_NONE);
 	set_expect(sup, s, P_NONE);
 }
@@ -119,20 +198,19 @@ void session_no_process(struct sup *sup, struct session *s)
 /* A process is wanted once the zygote can make one (spawn_pending). */
 void spawn_wait(struct session *s)
 {
-	s->want_spawn = true;
+	life_enter(s, E_WANT);
 }
 
 /* It is made now (or no longer wanted). */
 void spawn_unwait(struct session *s)
 {
-	s->want_spawn = false;
+	life_enter(s, E_UNWANT);
 }
 
 /* None can be made: the interpreter could not start. */
 void spawn_given_up(struct session *s)
 {
-	s->want_spawn = false;
-	s->alive = false;
+	life_enter(s, E_UNWANT);
 }
 
 /* Each process incarnation of a session has an id of its own. */
@@ -189,8 +267,7 @@ void session_known(struct session *s, pid_t ns, pid_t host, int pidfd)
 	s->pid = ns;
 	s->hpid = host;
 	s->pidfd = pidfd;
-	s->reported = false;
-	s->spawn_known = true;
+	life_enter(s, E_KNOWN);
 }
 
 /* The copy to roll back to becomes the session's process (resumed): the
@@ -204,7 +281,7 @@ void session_is_copy(struct session *s)
 	s->hpid = s->ckpt_hpid;
 	s->ckpt_pidfd = -1;
 	s->ckpt_pid = s->ckpt_hpid = 0;
-	s->kill_pending = s->killed = s->reported = false;
+	life_enter(s, E_COPY);
 }
 
 /* The looks at a live process end (the memory watchdog's, the freeze's):
@@ -231,10 +308,10 @@ void looks_stop(struct sup *sup, struct session *s)
  * the looks at it (looks_stop) end now. */
 void session_reported_dead(struct sup *sup, struct session *s, int wstatus, bool status_known)
 {
-	s->reported = true;
-	if (s->death_due)
+	bool posted = s->life == L_ENDED;
+	life_enter(s, E_REPORT);
+	if (posted)
 		return;
-	s->death_due = true;
 	s->death_status = wstatus;
 	s->death_known = status_known;
 	looks_stop(sup, s);
@@ -248,8 +325,8 @@ void session_reported_dead(struct sup *sup, struct session *s, int wstatus, bool
  * handled, and with no sweep after it. */
 void session_gone(struct sup *sup, struct session *s)
 {
-	bool posted = s->death_due;
-	s->death_due = true;
+	bool posted = s->life == L_ENDED;
+	life_enter(s, E_GONE);
 	s->death_status = 0;
 	s->death_known = false;
 	looks_stop(sup, s);
@@ -261,19 +338,12 @@ void session_gone(struct sup *sup, struct session *s)
  * more, the process went otherwise meanwhile). */
 bool death_take(struct session *s, int *wstatus, bool *status_known)
 {
-	if (!s->death_due)
+	if (s->life != L_ENDED)
 		return false;
-	s->death_due = false;
+	life_enter(s, E_TAKE);
 	*wstatus = s->death_status;
 	*status_known = s->death_known;
 	return true;
-}
-
-/* Its death is handled: no spawn waited for, no kill or exit report. */
-void exit_marks_none(struct session *s)
-{
-	s->want_spawn = false;
-	s->kill_pending = s->killed = s->reported = false;
 }
 
 /* A checkpoint accepted (checkpoint.c: accept_checkpoint): the copy to
@@ -393,8 +463,7 @@ void close3(int fds[3])
  * mine[3]: nothing of it is known yet but the descriptors. */
 void session_adopt_fds(struct sup *sup, struct session *s, const int mine[3], enum phase ph)
 {
-	s->alive = true;
-	s->killed = s->reported = false;
+	life_enter(s, E_MADE);
 	s->pid = 0;
 	s->pidfd = -1;
 	s->ckpt_pid = 0;
@@ -407,7 +476,6 @@ void session_adopt_fds(struct sup *sup, struct session *s, const int mine[3], en
 	set_nonblock(s->err_r);
 	wire_reader_init(&s->rd, WIRE_MAX_PAYLOAD);
 	hello_awaited(s);
-	s->spawn_known = false;
 	s->hpid = s->ckpt_hpid = 0;
 	set_expect(sup, s, ph);
 	struct loop *l = sup->cfg.loop;

@@ -11,7 +11,7 @@ static void fallback_words(const struct session *s, char *buf, size_t n);
  * that would save it: a checkpoint taken again starts a save. */
 bool save_startable(const struct sup *sup, const struct session *s)
 {
-	return s->dirty && !s->unsaved && !s->save_failed && !s->save_missed && !s->save && s->alive && s->phase == P_IDLE && !s->cur && !s->qhead &&
+	return s->dirty && !s->unsaved && !s->save_failed && !s->save_missed && !s->save && proc_alive(s) && s->phase == P_IDLE && !s->cur && !s->qhead &&
 	       s->ckpt_due == DUE_NONE && s->ctrl >= 0 && sup->cfg.policy->limits.checkpoint;
 }
 
@@ -20,7 +20,7 @@ bool save_startable(const struct sup *sup, const struct session *s)
  * that sup_shutdown can still start. */
 static bool session_saving(const struct sup *sup, const struct session *s)
 {
-	if (!persist_on(sup->persist) || !s->alive || s->unsaved)
+	if (!persist_on(sup->persist) || !proc_alive(s) || s->unsaved)
 		return false;
 	return s->save || (s->dirty && !s->save_failed && s->ckpt_due != DUE_NONE) || save_startable(sup, s);
 }
@@ -51,7 +51,7 @@ void save_stopping(struct sup *sup)
 void sup_report_unsaved(struct sup *sup)
 {
 	for (struct session *s = sup->sessions; s; s = s->next) {
-		if (!s->alive || !persist_on(sup->persist) || s->unsaved)
+		if (!proc_alive(s) || !persist_on(sup->persist) || s->unsaved)
 			continue;
 		const char *why = s->save ? "its save was still running"
 				  : s->cur ? "a call was still running"

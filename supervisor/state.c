@@ -284,7 +284,7 @@ void ctrl_event(void *arg, int fd, short revents)
 	 * outbox's drain performs in the same loop turn.  (Before, this
 	 * read the zygote's socket here, and delivered its events, another
 	 * session's death among them, inside this handler.) */
-	if (!s->spawn_known)
+	if (!proc_known(s))
 		return;
 	for (int budget = 0; budget < 64; budget++) {
 		struct wire_msg m;

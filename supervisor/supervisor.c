@@ -115,7 +115,7 @@ void prepared(struct run *c, void *arg)
 		return;
 	if (c->finish_pending)
 		finish_cur(s->sup, s);
-	else if (s->alive && s->ckpt_due != DUE_RESUMED && !s->want_spawn && !retake_copy(s->sup, s))
+	else if (proc_alive(s) && s->ckpt_due != DUE_RESUMED && !retake_copy(s->sup, s))
 		send_exec(s->sup, s); /* (the copy, killed while the snapshot was taken, first) */
 }
 
@@ -237,7 +237,7 @@ static void start_next(struct sup *sup, struct session *s)
 	 * which resumes the checkpoint.  Seen before: a call sent in that
 	 * moment ran on the dying process, read the message it had sent
 	 * before it was ended as the call's, and was rolled back further. */
-	if (s->alive && s->killed && !(s->qhead && s->qhead->reset))
+	if (proc_ending(s) && !(s->qhead && s->qhead->reset))
 		return;
 	/* Its copy was killed from outside: a new one before the call runs,
 	 * so that the call's failure still rolls back (settled calls us
@@ -255,7 +255,7 @@ static void start_next(struct sup *sup, struct session *s)
 			if (r < 0)
 				log_warn("session %s: cannot remove its saved state: %s", s->name, strerror(-r));
 		}
-		if (c->reset && s->alive) {
+		if (c->reset && proc_alive(s)) {
 			/* Discard the state: the old process is ended; its exit
 			 * report no longer matches this session. */
 			kill_session(s);
@@ -264,12 +264,12 @@ static void start_next(struct sup *sup, struct session *s)
 			cancel_fork_timer(sup, s);
 		}
 		c->reset = false; /* done: a copy's call comes back to this queue */
-		if (!s->alive && replay_is_run(c)) {
+		if (!proc_alive(s) && replay_is_run(c)) {
 			cur_none(s);
 			replay_lost(sup, s, c);
 			continue;
 		}
-		if (!s->alive) {
+		if (!proc_alive(s)) {
 			c->new_session = true;
 			if (sup->z == Z_FAILED) {
 				fail_call_now(sup, s, sup->zerror);
@@ -353,7 +353,7 @@ static void drain(struct sup *sup, bool teardown)
 				break;
 			if (s->ctrl >= 0)
 				ctrl_event(s, s->ctrl, POLLIN);
-			if (flag && s->kill_pending && s->pidfd >= 0)
+			if (s->life == L_LIVE_DOOMED)
 				kill_session(s);
 			break;
 		case POST_DEAD:
@@ -368,7 +368,7 @@ static void drain(struct sup *sup, bool teardown)
 		case POST_SETTLED:
 			/* As z_settled judged it, unless that changed in the turn
 			 * since (the process died, or was frozen no more). */
-			if (!teardown && s->alive && !s->death_due && s->pid == pid && s->phase == P_FREEZING)
+			if (!teardown && proc_alive(s) && s->life != L_ENDED && s->pid == pid && s->phase == P_FREEZING)
 				settled(sup, s);
 			break;
 		}
@@ -450,7 +450,7 @@ static bool cancel_one(struct sup *sup, bool (*match)(const struct run *r, const
 		if (s->cur && !replay_is_run(s->cur) && match(s->cur, key)) {
 			s->cur->cancelled = true;
 			run_verdict(s->cur, V_CANCEL, NULL); /* unless decided already */
-			if (s->alive)
+			if (proc_alive(s))
 				kill_session(s);
 			else
 				finish_cur(sup, s);

@@ -197,6 +197,9 @@ void sup_session_names(struct sup *sup, char *list, size_t n);
 /* Each session's name, phase, process life and owed checkpoint, for the
  * tests' state-change log ("name phase/life/due; ..."). */
 void sup_states(const struct sup *sup, char *buf, size_t n);
+/* How many events about a session's process no row of its life table took
+ * (each a bug, logged) in this process's life: the tests want 0. */
+unsigned sup_life_refused(void);
 int sup_count_sessions(struct sup *sup);
 /* Whether any run is running or queued. */
 bool sup_busy(struct sup *sup);

@@ -107,7 +107,7 @@ static void zygote_gone(struct sup *sup, const char *why)
 	 * waiting for a process of its own hears why it runs in a new one.
 	 * zbroke and zdied stay for those deaths, until the next start. */
 	for (struct session *s = sup->sessions; s; s = s->next) {
-		if (s->alive)
+		if (proc_alive(s))
 			session_gone(sup, s);
 		else if (s->cur && sup->zbroke[0])
 			add_note(s->cur, sup->zbroke);
@@ -275,7 +275,7 @@ static void restart_zygote(void *arg)
 static void fail_waiting(struct sup *sup)
 {
 	for (struct session *s = sup->sessions; s; s = s->next)
-		if (s->want_spawn) {
+		if (s->life == L_WAITING) {
 			spawn_given_up(s);
 			if (s->cur)
 				fail_call_now(sup, s, sup->zerror[0] ? sup->zerror : "the interpreter could not be started");
@@ -371,7 +371,7 @@ bool live_pids(const struct sup *sup, pid_t *out, size_t max, size_t *n)
 {
 	size_t k = 0;
 	for (const struct session *s = sup->sessions; s; s = s->next) {
-		if (!s->alive)
+		if (!proc_alive(s))
 			continue;
 		pid_t two[2] = { s->pid, s->ckpt_pid };
 		for (int i = 0; i < 2; i++) {
@@ -465,7 +465,7 @@ static void z_spawned(void *arg, int id, int pidfd, const struct kproc *k, bool 
 	session_known(s, k->ns, k->host, pidfd);
 	/* What it sent meanwhile (ctrl_event left it unread), then the kill
 	 * asked for before its pidfd was in, if one was. */
-	post_read(sup, s, s->kill_pending);
+	post_read(sup, s);
 }
 
 /* The zygote is ready, or no copy is in flight any more: the sessions
@@ -476,7 +476,7 @@ static void z_spawned(void *arg, int id, int pidfd, const struct kproc *k, bool 
 void spawn_pending(struct sup *sup)
 {
 	for (struct session *s = sup->sessions; s; s = s->next)
-		if (s->want_spawn) {
+		if (s->life == L_WAITING) {
 			spawn_unwait(s);
 			/* The call that waited goes back to the head of the queue
 			 * (none: it was cancelled, or failed, meanwhile; then only

@@ -17,7 +17,8 @@
  * so the call ends with an answer.
  *
  * Checks, whatever the script: the call is answered (done or dropped)
- * exactly once and in bounded time; the canary is neither killed nor
+ * exactly once and in bounded time; every event about a session's process
+ * is one its life table takes; the canary is neither killed nor
  * stopped; the canary directory (named in a W_READY's scratch path that
  * climbs out of a psm-scratch directory) is intact; no descriptor leaks. */
 #include <cjson/cJSON.h>
@@ -570,5 +571,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	snprintf(p, sizeof p, "%s/keep", victim);
 	FUZZ_CHECK(access(p, F_OK) == 0, "the directory outside the project was removed");
 	FUZZ_CHECK(count_fds() == fds0, "descriptors leaked: %d before, %d after", fds0, count_fds());
+	/* Whatever the zygote and its sessions said, every event about a
+	 * session's process was one its life table takes. */
+	FUZZ_CHECK(sup_life_refused() == 0, "an event about a session's process that its life table refuses");
 	return 0;
 }

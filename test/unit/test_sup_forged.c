@@ -103,6 +103,8 @@ static int forged_down(void **state)
 {
 	sup_free(sup);
 	sup = NULL;
+	/* Every event about a process was one its life table takes. */
+	assert_int_equal(sup_life_refused(), 0);
 	capture_end();
 	ws_write("forge", "");
 	/* Checked once the server is gone: whatever it removed or signalled

@@ -57,6 +57,8 @@ static int sup_down(void **state)
 {
 	sup_free(sup);
 	sup = NULL;
+	/* Every event about a process was one its life table takes. */
+	assert_int_equal(sup_life_refused(), 0);
 	return 0;
 }
 
