@@ -91,6 +91,18 @@ $(UNIT_RUNS): %.run: % $(HELPER_BINS)
 unit: $(UNIT_RUNS) layers
 	@echo "== test/layers/test_ratchet.py"; test/layers/test_ratchet.py $(BUILD)/obj
 
+## states-log: the supervisor tests' state-change log, STATES_RUNS runs of each into build/states/ (compare two sets with scripts/states_diff.py)
+STATES_RUNS ?= 15
+.PHONY: states-log
+states-log: $(BUILD)/test/test_supervisor $(BUILD)/test/test_sup_forged
+	@mkdir -p $(BUILD)/states
+	@for i in $$(seq 1 $(STATES_RUNS)); do \
+		PSM_TRACE_STATES=1 $(BUILD)/test/test_supervisor >$(BUILD)/states/supervisor-$$i.log 2>&1 || exit 1; \
+		PSM_TRACE_STATES=1 $(BUILD)/test/test_sup_forged >$(BUILD)/states/forged-$$i.log 2>&1 || exit 1; \
+	done
+	@echo "states-log: $(STATES_RUNS) runs of each in $(BUILD)/states/; keep them aside, change the code, run again, then"
+	@echo "  scripts/states_diff.py OLD/supervisor-*.log -- $(BUILD)/states/supervisor-*.log (and forged-*)"
+
 ## layers: fail when an include or a call goes up a layer or forms a cycle, or supervisor/ gains an arrow or a field writer
 layers: $(OBJS)
 	@scripts/layers.py --objs $(BUILD)/obj --files supervisor scripts/supervisor-arrows.txt $(LAYERS)
