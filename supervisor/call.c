@@ -210,12 +210,13 @@ void progress_start(struct sup *sup, struct session *s)
 
 void cancel_timers(struct sup *sup, struct session *s)
 {
-	uint64_t *ts[] = { &s->timeout_timer, &s->progress_timer, &s->watch_timer, &s->idle_timer };
+	uint64_t *ts[] = { &s->timeout_timer, &s->progress_timer };
 	for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
 		if (*ts[i]) {
 			loop_timer_cancel(sup->cfg.loop, *ts[i]);
 			*ts[i] = 0;
 		}
+	looks_stop(sup, s);
 	save_pace_cancel(&s->pace, sup->cfg.loop);
 	ws_watch_stop(s);
 }

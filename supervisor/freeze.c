@@ -37,7 +37,7 @@ static void try_freeze(void *arg)
 {
 	struct session *s = arg;
 	struct sup *sup = s->sup;
-	s->idle_timer = 0;
+	look_fired(s, LOOK_IDLE);
 	if (s->phase != P_FREEZING)
 		return;
 	bool pair = s->look.valid; /* this look completes a pair */
@@ -61,7 +61,7 @@ static void try_freeze(void *arg)
 			s->look.valid = false;
 			s->idle_tries++;
 		}
-		s->idle_timer = loop_timer(sup->cfg.loop, ms < WATCH_MS ? ms : WATCH_MS, try_freeze, s);
+		look_arm(sup, s, LOOK_IDLE, ms < WATCH_MS ? ms : WATCH_MS, try_freeze);
 		return;
 	}
 	if (pidfd_signal(s->pidfd, SIGSTOP) < 0)
@@ -85,7 +85,7 @@ static void check_quiet(void *arg)
 {
 	struct session *s = arg;
 	struct sup *sup = s->sup;
-	s->idle_timer = 0;
+	look_fired(s, LOOK_IDLE);
 	if (s->phase != P_FREEZING)
 		return;
 	pid_t known[2 * 512];
@@ -112,7 +112,7 @@ static void check_quiet(void *arg)
 	}
 	if (q == 0 && s->quiet_tries < 6) {
 		/* Still stopping (it needs a CPU for that): 30 us, doubling. */
-		s->idle_timer = loop_timer(sup->cfg.loop, 0.03 * (double)(1 << s->quiet_tries++), check_quiet, s);
+		look_arm(sup, s, LOOK_IDLE, 0.03 * (double)(1 << s->quiet_tries++), check_quiet);
 		return;
 	}
 	send_settle(sup, s);

@@ -270,7 +270,7 @@ static void watch_fired(void *arg)
 {
 	struct session *s = arg;
 	struct sup *sup = s->sup;
-	s->watch_timer = 0;
+	look_fired(s, LOOK_WATCH);
 	if (!proc_alive(s) || s->phase == P_IDLE || s->phase == P_NONE)
 		return;
 	/* A new process is measured once the zygote's report of it is in.
@@ -278,13 +278,13 @@ static void watch_fired(void *arg)
 	 * 20 ms, on a loaded machine) and the watchdog stopped for the whole
 	 * call: a fresh session filled 2.2 GB of memfds under memory_mb 256. */
 	if (s->hpid <= 0) {
-		s->watch_timer = loop_timer(sup->cfg.loop, WATCH_MS, watch_fired, s);
+		look_arm(sup, s, LOOK_WATCH, WATCH_MS, watch_fired);
 		return;
 	}
 	double next = WATCH_MS;
 	if (watch_look(sup, s, &next))
 		return;
-	s->watch_timer = loop_timer(sup->cfg.loop, next, watch_fired, s);
+	look_arm(sup, s, LOOK_WATCH, next, watch_fired);
 }
 
 /* One look of the watchdog; true when the session was ended for a limit.
@@ -344,9 +344,7 @@ bool watch_final(struct sup *sup, struct session *s)
 
 void stop_watch(struct sup *sup, struct session *s)
 {
-	if (s->watch_timer)
-		loop_timer_cancel(sup->cfg.loop, s->watch_timer);
-	s->watch_timer = 0;
+	look_cancel(sup, s, LOOK_WATCH);
 }
 
 void start_watch(struct sup *sup, struct session *s)
@@ -355,6 +353,6 @@ void start_watch(struct sup *sup, struct session *s)
 	 * in that phase: none stands for the next. */
 	s->pss_next = 0;
 	/* The first look soon: a call may start near the limit. */
-	if (!s->watch_timer)
-		s->watch_timer = loop_timer(sup->cfg.loop, WATCH_NEAR_MS, watch_fired, s);
+	if (!look_armed(s, LOOK_WATCH))
+		look_arm(sup, s, LOOK_WATCH, WATCH_NEAR_MS, watch_fired);
 }

@@ -18,9 +18,15 @@ enum accept_when { ALWAYS, HELLO_DUE, NOT_STARTED, LOADING };
  * what the session may send in it (each message with its largest body and
  * how many descriptors come with it), and, for the reader only, the timer
  * that ends the state when the session says nothing: no code reads that
- * column; set_expect arms no timer, the room that enters the state arms
- * it (call.c, checkpoint.c, fork.c, saved.c).  Anything else a session sends ends it as
- * a crash (violation).  Sizes are tight per type: a result is bounded by
+ * column; set_expect arms no timer.  Each timer has one file that arms
+ * and cancels it, whoever asks: the call's deadline and progress call.c,
+ * the checkpoint owed checkpoint.c (arm_due_timer), the copy's pidfd
+ * fork.c, the looks at a live process process.c (look_arm: the memory
+ * watchdog's and the freeze's), the saver's watchdog saved.c, the
+ * zygote's restart and sweep zstart.c.  These timers outlive a phase (a
+ * call's deadline spans running to freezing), which is why they are not
+ * the phase's to arm.  Anything else a session sends ends it as a crash
+ * (violation).  Sizes are tight per type: a result is bounded by
  * the policy's output limit (the bootstrap caps the repr it sends), an
  * image by the 256 KiB a reply may carry.
  * Attack: one 16 MB result frame parsed into a JSON tree grew the server by

@@ -145,6 +145,7 @@ struct session {
 	/* Thawed to fork a copy (P_FORKING): the copy's pidfd within
 	 * RESUME_MS; fork.c only. */
 	uint64_t fork_timer;
+	/* The looks at its live process (look_arm): process.c only. */
 	uint64_t watch_timer, idle_timer;
 	int idle_tries;
 	struct watch_look look; /* the previous look while freezing */
@@ -425,6 +426,7 @@ void sweep_again(struct sup *sup);
  * the zygote's namespace): false when there are more. */
 bool live_pids(const struct sup *sup, pid_t *out, size_t max, size_t *n);
 /* The sessions that waited for the zygote (or for no copy in flight) start. */
+void zygote_timers_stop(struct sup *sup);
 void spawn_pending(struct sup *sup);
 /* The learned warm-up works in the zygote only while no call runs: tells it. */
 void warm_busy(struct sup *sup);
@@ -455,6 +457,11 @@ void session_is_copy(struct session *s);
 void session_reported_dead(struct sup *sup, struct session *s, int wstatus, bool status_known);
 void session_gone(struct sup *sup, struct session *s);
 /* The looks at a live process end (the memory watchdog's, the freeze's). */
+enum look { LOOK_WATCH, LOOK_IDLE };
+void look_arm(struct sup *sup, struct session *s, enum look which, double ms, void (*cb)(void *arg));
+void look_fired(struct session *s, enum look which);
+bool look_armed(struct session *s, enum look which);
+void look_cancel(struct sup *sup, struct session *s, enum look which);
 void looks_stop(struct sup *sup, struct session *s);
 bool death_take(struct session *s, int *wstatus, bool *status_known);
 void copy_known(struct session *s, int pidfd, pid_t ns, pid_t host);

@@ -284,16 +284,44 @@ void session_is_copy(struct session *s)
 	life_enter(s, E_COPY);
 }
 
-/* The looks at a live process end (the memory watchdog's, the freeze's):
- * it died. */
+/* The looks at a live process: the memory watchdog's (limits.c) and the
+ * freeze's (freeze.c).  Their timers are armed, marked fired and cancelled
+ * here only, one of each kind at a time, so that the end of the process
+ * (looks_stop) reaches every one. */
+static uint64_t *look_timer(struct session *s, enum look which)
+{
+	return which == LOOK_WATCH ? &s->watch_timer : &s->idle_timer;
+}
+
+void look_arm(struct sup *sup, struct session *s, enum look which, double ms, void (*cb)(void *arg))
+{
+	look_cancel(sup, s, which);
+	*look_timer(s, which) = loop_timer(sup->cfg.loop, ms, cb, s);
+}
+
+void look_fired(struct session *s, enum look which)
+{
+	*look_timer(s, which) = 0;
+}
+
+bool look_armed(struct session *s, enum look which)
+{
+	return *look_timer(s, which) != 0;
+}
+
+void look_cancel(struct sup *sup, struct session *s, enum look which)
+{
+	uint64_t *t = look_timer(s, which);
+	if (*t)
+		loop_timer_cancel(sup->cfg.loop, *t);
+	*t = 0;
+}
+
+/* The looks at a live process end: it died, or the call is over. */
 void looks_stop(struct sup *sup, struct session *s)
 {
-	uint64_t *ts[] = { &s->watch_timer, &s->idle_timer };
-	for (size_t i = 0; i < 2; i++)
-		if (*ts[i]) {
-			loop_timer_cancel(sup->cfg.loop, *ts[i]);
-			*ts[i] = 0;
-		}
+	look_cancel(sup, s, LOOK_WATCH);
+	look_cancel(sup, s, LOOK_IDLE);
 }
 
 /* The zygote reported the session's process reaped (its pidfd agreed):

@@ -530,10 +530,7 @@ void sup_free(struct sup *sup)
 	}
 	end_orphans();
 	remove_scratch(sup);
-	if (sup->restart_timer)
-		loop_timer_cancel(sup->cfg.loop, sup->restart_timer);
-	if (sup->sweep_again_timer)
-		loop_timer_cancel(sup->cfg.loop, sup->sweep_again_timer);
+	zygote_timers_stop(sup);
 	struct session *s = sup->sessions;
 	while (s) {
 		struct session *next = s->next;

@@ -468,6 +468,18 @@ static void z_spawned(void *arg, int id, int pidfd, const struct kproc *k, bool 
 	post_read(sup, s);
 }
 
+/* The zygote's own timers (its next start, a sweep again), at the
+ * supervisor's end: armed and cancelled in this file only. */
+void zygote_timers_stop(struct sup *sup)
+{
+	uint64_t *ts[] = { &sup->restart_timer, &sup->sweep_again_timer };
+	for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
+		if (*ts[i]) {
+			loop_timer_cancel(sup->cfg.loop, *ts[i]);
+			*ts[i] = 0;
+		}
+}
+
 /* The zygote is ready, or no copy is in flight any more: the sessions
  * that waited for that start, from the outbox's drain.  start_next decides
  * each one there, in order: one whose call makes a copy puts a copy in
