@@ -166,13 +166,13 @@ static const struct footprint *counted(struct sup *sup, struct session *s, const
  * in the reply of a call that then fails, which has no state to go back
  * to).  A new copy is taken when the call is over (replay.c: no base).
  * Attack: a 400 MB array rewritten in place under memory_mb 700 ended ok
- * while the host held both versions, about 830 MB. */
+ * while the host held both versions, 840 MB (now 463 MB). */
 static void copy_uncounted(struct sup *sup, struct session *s, const struct footprint *u, uint64_t limit)
 {
 	struct run *c = s->cur;
 	if (!sup->pss_off || s->phase != P_RUNNING || s->ckpt_pidfd < 0 || !c || u->total + u->copy_rss <= limit)
 		return;
-	const char *who = geteuid() == 0 ? "a root server without CAP_SYS_PTRACE" : "a server the kernel refuses its sessions' memory maps";
+	const char *who = geteuid() == 0 ? "a root server without CAP_SYS_PTRACE" : "a server to which the kernel refuses its sessions' memory maps";
 	char note[480];
 	snprintf(note, sizeof note,
 		 "rollback was not available for the rest of this call: the server cannot count the memory of the copy kept "

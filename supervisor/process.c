@@ -78,9 +78,6 @@ const char *life_name(const struct session *s)
 	return (size_t)s->life < L_COUNT ? lives[s->life].name : "?";
 }
 
-/* The one assignment of s->life.  True when ev leads somewhere (or
- * stays); false, logged, and nothing changed when it cannot happen in
- * this state. */
 static unsigned refused; /* events no row took (sup_life_refused) */
 
 unsigned sup_life_refused(void)
@@ -88,6 +85,9 @@ unsigned sup_life_refused(void)
 	return refused;
 }
 
+/* The one assignment of s->life.  True when ev leads somewhere (or
+ * stays); false, logged, and nothing changed when it cannot happen in
+ * this state. */
 static bool life_enter(struct session *s, enum life_event ev)
 {
 	unsigned next = lives[s->life].next[ev];

@@ -128,7 +128,7 @@ if (AS_ROOT) {
 		// kernel refuses it: it cannot tell how much of the checkpoint's
 		// memory is the copy's own.  Before, a 400 MB array rewritten in
 		// place under memory_mb 700 ended ok while the host held both
-		// versions (about 830 MB).  Now the copy is given up for the call
+		// versions (840 MB held by the sandbox).  Now the copy is given up for the call
 		// (memory_mb holds) and the replies say rollback was not
 		// available, and why.
 		test(`a ${ARRAY} MB array rewritten in place under memory_mb ${MB} without namespaces: the copy it cannot count is given up, and the reply says so`, { timeout: 240000 }, async () => {
