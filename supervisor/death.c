@@ -52,7 +52,7 @@ static void session_dead(struct sup *sup, struct session *s, int wstatus, bool s
 	 * "ok" beside "rolled_back". */
 	if (c && s->phase != P_IDLE)
 		run_verdict(c, V_DIED_AWAKE, NULL);
-	looks_stop(sup, s);
+	/* (The looks at it ended when its end came: L_ENDED drops them.) */
 	if (s->fork_child)
 		fork_failed(sup, s, "its process ended");
 	if (sup->cfg.policy->limits.checkpoint && roll_back(sup, s, wstatus, status_known))

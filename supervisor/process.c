@@ -41,11 +41,17 @@ enum life_event {
  * must end that process and no later one (L_BORN_DOOMED, L_LIVE_DOOMED);
  * a second end for one process (the zygote's report after its loss, or
  * the reverse) is posted once (L_ENDED takes both and stays). */
+/* Entering a life where no process runs (ended, dying, none) ends the
+ * looks at it (the watchdog's, the freeze's): nothing is left to look at.
+ * That is the rows' "drops" (on entry); every other action of an entry is
+ * the event's function's, below. */
 static const struct life_row {
 	const char *name;
 	unsigned char next[E_COUNT];
+	bool drops_looks;
 } lives[L_COUNT] = {
-	[L_NONE] = { "none", { [E_WANT] = TO(L_WAITING), [E_MADE] = TO(L_BORN), [E_KILL] = STAY, [E_CLEAR] = STAY } },
+	[L_NONE] = { "none", { [E_WANT] = TO(L_WAITING), [E_MADE] = TO(L_BORN), [E_KILL] = STAY, [E_CLEAR] = STAY },
+		     true },
 	[L_WAITING] = { "waiting",
 			{ [E_WANT] = STAY, [E_UNWANT] = TO(L_NONE), [E_MADE] = TO(L_BORN), [E_KILL] = STAY,
 			  [E_CLEAR] = TO(L_NONE) } },
@@ -65,8 +71,9 @@ static const struct life_row {
 		       { [E_KILL] = STAY, [E_REPORT] = TO(L_ENDED), [E_GONE] = TO(L_ENDED), [E_CLEAR] = TO(L_NONE) } },
 	[L_ENDED] = { "ended",
 		      { [E_KILL] = STAY, [E_REPORT] = STAY, [E_GONE] = STAY, [E_TAKE] = TO(L_DYING),
-			[E_CLEAR] = TO(L_NONE) } },
-	[L_DYING] = { "dying", { [E_KILL] = STAY, [E_COPY] = TO(L_LIVE), [E_CLEAR] = TO(L_NONE) } },
+			[E_CLEAR] = TO(L_NONE) },
+		      true },
+	[L_DYING] = { "dying", { [E_KILL] = STAY, [E_COPY] = TO(L_LIVE), [E_CLEAR] = TO(L_NONE) }, true },
 };
 
 static const char *const event_names[E_COUNT] = {
@@ -101,6 +108,8 @@ static bool life_enter(struct session *s, enum life_event ev)
 		log_debug("session %s: process %s -> %s (%s)", s->name, lives[s->life].name, lives[next - 1].name,
 			  event_names[ev]);
 		s->life = (enum life)(next - 1);
+		if (lives[s->life].drops_looks)
+			looks_stop(s->sup, s);
 	}
 	return true;
 }
@@ -333,7 +342,7 @@ void looks_stop(struct sup *sup, struct session *s)
  * ran whatever those messages did (a freeze, a copy, a kill) nested there.
  * Until the drain the session is deaf to the zygote's word about that
  * process (session_by_pid), as it was once the death had been handled;
- * the looks at it (looks_stop) end now. */
+ * the looks at it end now (entering L_ENDED drops them). */
 void session_reported_dead(struct sup *sup, struct session *s, int wstatus, bool status_known)
 {
 	bool posted = s->life == L_ENDED;
@@ -342,7 +351,6 @@ void session_reported_dead(struct sup *sup, struct session *s, int wstatus, bool
 		return;
 	s->death_status = wstatus;
 	s->death_known = status_known;
-	looks_stop(sup, s);
 	post_dead(sup, s, true);
 }
 
@@ -357,7 +365,6 @@ void session_gone(struct sup *sup, struct session *s)
 	life_enter(s, E_GONE);
 	s->death_status = 0;
 	s->death_known = false;
-	looks_stop(sup, s);
 	if (!posted)
 		post_dead(sup, s, false);
 }
