@@ -16,9 +16,10 @@ enum accept_when { ALWAYS, HELLO_DUE, NOT_STARTED, LOADING };
 
 /* The session's states, one row each (enum phase): its name for the log,
  * what the session may send in it (each message with its largest body and
- * how many descriptors come with it), and, for the reader only, the timer
- * that ends the state when the session says nothing: no code reads that
- * column; set_expect arms no timer.  Each timer has one file that arms
+ * how many descriptors come with it), and its deadline: the timer that
+ * ends the state when the session says nothing (phase_deadline_missing
+ * checks it is armed; the tests and the zygote's fuzzer call it after
+ * every event).  set_expect arms no timer.  Each timer has one file that arms
  * and cancels it, whoever asks: the call's deadline and progress call.c,
  * the checkpoint owed checkpoint.c (arm_due_timer), the copy's pidfd
  * fork.c, the looks at a live process process.c (look_arm: the memory
@@ -38,24 +39,53 @@ static const struct phase_row {
 		int max_fds;
 		enum accept_when when;
 	} accepts[4];
-	const char *timer;
+	enum deadline {
+		D_NONE, /* it sends nothing: no wait */
+		D_CALL, /* the call's deadline (call.c: timeout_fired; THUMBS_MS for a thumbnail) */
+		D_DUE,  /* the checkpoint owed, RESUME_MS (checkpoint.c: due_expired) */
+		D_FORK, /* the copy's pidfd, RESUME_MS (fork.c: fork_expired) */
+		D_ANY,  /* one of them: whatever the freeze ends (a call, a checkpoint, a copy) */
+	} deadline;
 } phases[] = {
-	[P_NONE] = { "none", { { 0 } }, "none: there is no process" },
-	[P_IDLE] = { "idle", { { 0 } }, "none: frozen between calls, it sends nothing" },
+	[P_NONE] = { "none", { { 0 } }, D_NONE },
+	[P_IDLE] = { "idle", { { 0 } }, D_NONE },
 	[P_RUNNING] = { "running",
 			/* a new process's hello: its seccomp gate's listener */
 			{ { W_HELLO, 256, 1, HELLO_DUE }, { W_STARTED, 0, 0, NOT_STARTED }, { W_RESTORED, 0, 0, LOADING },
 			  { W_RESULT, RESULT_MAX, 0, ALWAYS } },
-			"the call's timeout (timeout_fired)" },
+			D_CALL },
 	/* its pidfd, and the saver's pipe (saved sessions) */
-	[P_CHECKPOINTING] = { "checkpointing", { { W_CHECKPOINT, 256, 2, ALWAYS } }, "RESUME_MS (due_expired)" },
-	[P_SCANNING] = { "scanning", { { 0 } }, "the call's timeout (timeout_fired)" },
-	[P_THUMB] = { "thumbnail", { { W_THUMB_DATA, 256 * 1024, 0, ALWAYS } }, "THUMBS_MS (timeout_fired)" },
-	[P_FREEZING] = { "freezing", { { 0 } }, "the call's timeout or RESUME_MS; looks by try_freeze, check_quiet" },
-	[P_RESUMING] = { "resuming", { { W_HELLO, 256, 0, ALWAYS } }, "RESUME_MS (due_expired)" },
-	[P_RESUMED] = { "resumed", { { W_CHECKPOINT, 256, 2, ALWAYS } }, "RESUME_MS (due_expired)" },
-	[P_FORKING] = { "forking", { { W_FORKED, 256, 1, ALWAYS } }, "RESUME_MS (fork_expired)" },
+	[P_CHECKPOINTING] = { "checkpointing", { { W_CHECKPOINT, 256, 2, ALWAYS } }, D_DUE },
+	[P_SCANNING] = { "scanning", { { 0 } }, D_CALL },
+	[P_THUMB] = { "thumbnail", { { W_THUMB_DATA, 256 * 1024, 0, ALWAYS } }, D_CALL },
+	[P_FREEZING] = { "freezing", { { 0 } }, D_ANY },
+	[P_RESUMING] = { "resuming", { { W_HELLO, 256, 0, ALWAYS } }, D_DUE },
+	[P_RESUMED] = { "resumed", { { W_CHECKPOINT, 256, 2, ALWAYS } }, D_DUE },
+	[P_FORKING] = { "forking", { { W_FORKED, 256, 1, ALWAYS } }, D_FORK },
 };
+
+/* True when the session waits on its live process in a phase whose
+ * deadline is not armed: a wait with no end, a session (and every call
+ * queued for it) held for good.  A process whose end is asked or known
+ * waits on the zygote's report instead (under zlink's timer). */
+bool phase_deadline_missing(const struct session *s)
+{
+	if (s->life != L_BORN && s->life != L_BORN_DOOMED && s->life != L_LIVE && s->life != L_LIVE_DOOMED)
+		return false;
+	switch (phases[s->phase].deadline) {
+	case D_NONE:
+		return false;
+	case D_CALL:
+		return !s->timeout_timer;
+	case D_DUE:
+		return !s->due_timer;
+	case D_FORK:
+		return !s->fork_timer;
+	case D_ANY:
+		return !s->timeout_timer && !s->due_timer && !s->fork_timer;
+	}
+	return false;
+}
 
 const char *phase_name(enum phase ph)
 {

@@ -481,6 +481,7 @@ void hello_awaited(struct session *s);
 void hello_heard(struct session *s);
 void session_broke(struct session *s, const char *what);
 void broke_none(struct session *s);
+bool phase_deadline_missing(const struct session *s);
 const char *phase_name(enum phase ph);
 
 /* state.c: the session's control socket is readable (or has been left

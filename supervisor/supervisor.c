@@ -74,6 +74,18 @@ void sup_states(const struct sup *sup, char *buf, size_t n)
 				      life_name(s), due[s->ckpt_due]);
 }
 
+unsigned sup_deadlines_missing(const struct sup *sup)
+{
+	unsigned n = 0;
+	for (const struct session *s = sup->sessions; s; s = s->next)
+		if (phase_deadline_missing(s)) {
+			log_error("session %s: %s with its process %s, and no deadline armed", s->name, phase_name(s->phase),
+				  life_name(s));
+			n++;
+		}
+	return n;
+}
+
 bool sup_session_exists(struct sup *sup, const char *name)
 {
 	return find_session(sup, name) != NULL;

@@ -200,6 +200,10 @@ void sup_states(const struct sup *sup, char *buf, size_t n);
 /* How many events about a session's process no row of its life table took
  * (each a bug, logged) in this process's life: the tests want 0. */
 unsigned sup_life_refused(void);
+/* How many sessions wait on their live process with no deadline armed for
+ * the phase they are in (each logged): the tests look after every event
+ * and want 0. */
+unsigned sup_deadlines_missing(const struct sup *sup);
 int sup_count_sessions(struct sup *sup);
 /* Whether any run is running or queued. */
 bool sup_busy(struct sup *sup);

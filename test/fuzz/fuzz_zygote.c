@@ -18,7 +18,8 @@
  *
  * Checks, whatever the script: the call is answered (done or dropped)
  * exactly once and in bounded time; every event about a session's process
- * is one its life table takes; the canary is neither killed nor
+ * is one its life table takes, and after every event no session waits on
+ * its process without its phase's deadline armed; the canary is neither killed nor
  * stopped; the canary directory (named in a W_READY's scratch path that
  * climbs out of a psm-scratch directory) is intact; no descriptor leaks. */
 #include <cjson/cJSON.h>
@@ -516,6 +517,13 @@ static bool canary_untouched(void)
 	return f && (f[2] == 'S' || f[2] == 'R');
 }
 
+static unsigned deadlines_missing;
+
+static void count_deadlines(void *arg)
+{
+	deadlines_missing += sup_deadlines_missing(arg);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	if (!loop)
@@ -531,6 +539,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				  .restart_ms = 1, .fake_zygote = fake_zygote, .warmup = WARMUP_OFF };
 	struct sup *sup = sup_new(&cfg);
 	FUZZ_CHECK(sup != NULL, "sup_new");
+	/* After every event: no session waits on its process with no
+	 * deadline armed (a wait the script could make endless). */
+	deadlines_missing = 0;
+	loop_after_each(loop, count_deadlines, sup);
 	struct err e = { 0 };
 	FUZZ_CHECK(sup_start(sup, &e) == 0, "sup_start: %s", e.msg);
 	/* Two calls in one session: after the first one's reply the server
@@ -553,7 +565,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		loop_timer_cancel(loop, g);
 		FUZZ_CHECK(finished, "call %d was not answered within 5 s", i + 1);
 	}
+	loop_after_each(loop, NULL, NULL);
 	sup_free(sup);
+	FUZZ_CHECK(deadlines_missing == 0, "a session waited on its process with no deadline armed (%u times)",
+		   deadlines_missing);
 	for (int i = 0; i < 2; i++) {
 		struct frun *r = runs[i];
 		FUZZ_CHECK(r->done == 1 && r->dropped == 0, "call %d was answered %d times, dropped %d times", i + 1, r->done,

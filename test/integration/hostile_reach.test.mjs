@@ -322,9 +322,19 @@ if (AS_ROOT) {
 			test(`${MEM + 300} MB written to TMPDIR under memory_mb ${MEM}: stopped with status memory`, { timeout: 120000 }, async () => {
 				assert.equal((await execPy(h, 'kept = 7', {}, { timeout: 100000 })).sc.status, 'ok');
 				const r = await execPy(h, fillTmp(MEM + 300, 16), {}, { timeout: 100000 });
-				assert.deepEqual([r.sc.status, r.sc.exit_code, r.sc.state], ['memory', 137, 'rolled_back'], show(r.sc));
-				assert.match(r.sc.error.message, /files in \/tmp/);
-				assert.equal((await execPy(h, 'kept')).sc.result, '7');
+				if (who === 'root') {
+					// Root under a container's rules cannot count its
+					// checkpoint's own pages, and the interpreter with its
+					// copy could be over memory_mb 128: the copy is given up
+					// for the call, which says so, and never claims a rollback.
+					assert.deepEqual([r.sc.status, r.sc.exit_code], ['memory', 137], show(r.sc));
+					assert.notEqual(r.sc.state, 'rolled_back', show(r.sc));
+					assert.match(r.sc.error.message, /given up during the call/, show(r.sc));
+				} else {
+					assert.deepEqual([r.sc.status, r.sc.exit_code, r.sc.state], ['memory', 137, 'rolled_back'], show(r.sc));
+					assert.match(r.sc.error.message, /files in \/tmp/);
+					assert.equal((await execPy(h, 'kept')).sc.result, '7');
+				}
 				const zyg = below(h, /^python-sandbox-mcp: zygote/);
 				const tmpdir = (await execPy(h, 'import tempfile\ntempfile.gettempdir()', { session: 'x' })).sc.result.slice(1, -1);
 				const du = duMb(`/proc/${zyg}/root${tmpdir}`);

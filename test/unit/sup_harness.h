@@ -676,12 +676,17 @@ static struct trun *run_ok(const char *code)
  * life and owed checkpoint after each event the loop runs, printed when it
  * changed, between cmocka's own lines.  A refactor of the supervisor's
  * states runs the tests before and after and compares the two logs. */
+static unsigned deadlines_missing; /* after any event, in this test */
+
 static void trace_states(void *arg)
 {
 	static char last[2048];
 	char now[2048];
 	(void)arg;
 	if (!sup)
+		return;
+	deadlines_missing += sup_deadlines_missing(sup);
+	if (!getenv("PSM_TRACE_STATES"))
 		return;
 	sup_states(sup, now, sizeof now);
 	if (strcmp(now, last) != 0) {
@@ -702,8 +707,9 @@ static int setup(void **state)
 	assert_int_equal(ws_open(&ws, tmpdir, wsd, &e), 0);
 	snprintf(ws_dir, sizeof ws_dir, "%s", ws.abs); /* read_ws_file, on the test's side */
 	loop = loop_new();
-	if (getenv("PSM_TRACE_STATES"))
-		loop_after_each(loop, trace_states, NULL);
+	/* After every event: no session waits with no deadline; and, with
+	 * PSM_TRACE_STATES, the state-change log. */
+	loop_after_each(loop, trace_states, NULL);
 	/* The canary: a process no server may signal.  Not below the test
 	 * process (a supervisor ends whatever is below it when it is freed,
 	 * as the server does with what the sandbox left): forked twice, it

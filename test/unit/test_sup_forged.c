@@ -105,6 +105,8 @@ static int forged_down(void **state)
 	sup = NULL;
 	/* Every event about a process was one its life table takes. */
 	assert_int_equal(sup_life_refused(), 0);
+	/* After every event, each session waiting on its process had a deadline. */
+	assert_int_equal(deadlines_missing, 0);
 	capture_end();
 	ws_write("forge", "");
 	/* Checked once the server is gone: whatever it removed or signalled

@@ -59,6 +59,8 @@ static int sup_down(void **state)
 	sup = NULL;
 	/* Every event about a process was one its life table takes. */
 	assert_int_equal(sup_life_refused(), 0);
+	/* After every event, each session waiting on its process had a deadline. */
+	assert_int_equal(deadlines_missing, 0);
 	return 0;
 }
 
