@@ -158,6 +158,34 @@ static void fork_expired(void *arg)
 	kill_session(p);
 }
 
+/* The parent's rest after W_FORKED has not come: its own code ran while it
+ * was thawed (at-fork hooks) and keeps it busy.  Ended as a protocol break,
+ * resumed from its checkpoint (which holds its state: it was at rest). */
+static void rest_expired(void *arg)
+{
+	struct session *p = arg;
+	p->fork_timer = 0;
+	if (p->phase != P_FREEZING || !proc_alive(p) || p->cur)
+		return;
+	log_warn("session %s: not at rest within %.0f s after making a copy: ended", p->name, RESUME_MS / 1000);
+	char why[160];
+	snprintf(why, sizeof why, "it did not come to rest within %.0f s after making a copy of itself", RESUME_MS / 1000);
+	violation(p->sup, p, why);
+}
+
+/* The parent is frozen again after W_FORKED, under the copy's deadline:
+ * its code ran while it was thawed and may go on (a thread an at-fork hook
+ * started).  Attack: an at-fork hook that started a native thread spinning
+ * without the interpreter's lock kept the parent from ever being frozen:
+ * with no deadline and no call, it burnt a CPU "at rest" for good.
+ * Cancelled once it rests (settled); a call that takes the parent over
+ * first is bounded by its own deadline (rest_expired then does nothing). */
+void fork_rest_deadline(struct sup *sup, struct session *p)
+{
+	cancel_fork_timer(sup, p);
+	p->fork_timer = loop_timer(sup->cfg.loop, RESUME_MS, rest_expired, p);
+}
+
 /* W_FORKED from the parent: the copy's pidfd, acted on only once the kernel
  * says it names a new child of the zygote, started after the request, that
  * is no process the server knows.  While a copy is being made nothing else

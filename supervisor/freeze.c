@@ -147,6 +147,7 @@ void settled(struct sup *sup, struct session *s)
 {
 	set_expect(sup, s, P_IDLE);
 	stop_watch(sup, s);
+	cancel_fork_timer(sup, s); /* a parent's rest after its copy (fork_rest_deadline) */
 	/* A save that ended while the session was not yet idle left what it
 	 * started below the session: ended now, before the session rests. */
 	if (s->save_ran && !s->save)

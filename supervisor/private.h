@@ -600,6 +600,7 @@ void gate_free(struct sup *sup);
 /* The session is a copy of session name, said by its first reply. */
 void fork_of_set(struct session *s, const char *name);
 void fork_of_none(struct session *s);
+void fork_rest_deadline(struct sup *sup, struct session *p);
 void cancel_fork_timer(struct sup *sup, struct session *p);
 void fork_failed(struct sup *sup, struct session *p, const char *why);
 /* W_FORKED, the copy's pidfd, judged (the kernel's word only).  What the

@@ -567,9 +567,10 @@ void violation(struct sup *sup, struct session *s, const char *what)
 	} else {
 		session_broke(s, what); /* said by the next reply */
 	}
-	/* Thawed to make a copy, its checkpoint holds the state after its
-	 * last call already: the rollback loses nothing. */
-	s->broke_kept = !c && s->phase == P_FORKING;
+	/* Thawed to make a copy (or frozen again after it), its checkpoint
+	 * holds the state after its last call already: the rollback loses
+	 * nothing. */
+	s->broke_kept = !c && s->ckpt_due == DUE_NONE && (s->phase == P_FORKING || s->phase == P_FREEZING);
 	set_expect(sup, s, P_NONE);
 	loop_unwatch(sup->cfg.loop, s->ctrl);
 	kill_session(s);

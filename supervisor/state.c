@@ -257,8 +257,10 @@ static void on_message(struct sup *sup, struct session *s, struct wire_msg *m)
 		 * now, when one was made). */
 		struct session *copy = NULL;
 		enum forked_next next = forked(sup, s, m, &copy);
-		if (next != FORKED_BROKE)
+		if (next != FORKED_BROKE) {
+			fork_rest_deadline(sup, s);
 			begin_freeze(sup, s);
+		}
 		if (next == FORKED_COPY)
 			forked_release(sup, copy);
 		return;

@@ -84,6 +84,60 @@ describe('fork_from', () => {
 		await h.close();
 	});
 
+	// The parent is thawed to fork its copy, and its own code runs there
+	// (at-fork hooks).  Attack: a hook that starts a native thread spinning
+	// without the interpreter's lock (a Python thread would wait for the
+	// lock, asleep) kept the parent from being frozen again: with no
+	// deadline and no call, it burnt a CPU "at rest" for good.  Now its
+	// rest has the copy's deadline (RESUME_MS, 3 s here): over it, the
+	// parent is ended and resumed from its checkpoint, losing nothing.
+	test('a parent kept busy by its at-fork hook after the copy is ended and resumed, not left spinning at rest', { timeout: 120000 }, async () => {
+		const root = newProject('fork-busy-parent');
+		const h = await start(root, stateHome(), { env: { PSM_TEST_RESUME_MS: '3000' } });
+		const flag = path.join(root, 'workspace', 'spin-after-fork');
+		let r = await execPy(h, [
+			'import os, ctypes, mmap',
+			'kept = 5',
+			'code = mmap.mmap(-1, 4096, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)',
+			'code.write(bytes([0xeb, 0xfe]))  # jmp .',
+			'entry = ctypes.c_void_p(ctypes.addressof(ctypes.c_char.from_buffer(code)))',
+			'parent = 0',
+			'def hook():',
+			'    if os.getpid() == parent and os.path.exists("workspace/spin-after-fork"):',
+			'        tid = ctypes.c_ulong()',
+			'        ctypes.CDLL(None).pthread_create(ctypes.byref(tid), None, entry, None)',
+			'os.register_at_fork(after_in_parent=hook)',
+		].join('\n'));
+		assert.equal(r.sc.status, 'ok', show(r.text));
+		// Armed for this process only, once its own checkpoint is taken:
+		// the fork of the copy is the next fork it makes.
+		r = await execPy(h, 'parent = os.getpid()');
+		assert.equal(r.sc.status, 'ok', show(r.text));
+		await sleep(1500);
+		fs.writeFileSync(flag, '');
+		r = await execPy(h, 'kept + 1', { session: 'copy', fork_from: 'default' });
+		assert.equal(r.sc.status, 'ok', show(r.text));
+		assert.equal(r.sc.result, '6');
+		// From outside, with no call: the parent session's process uses
+		// no CPU once the deadline is past (before: one whole CPU, for good).
+		await sleep(5000);
+		fs.rmSync(flag);
+		const cmd = (p) => { try { return fs.readFileSync(`/proc/${p.pid}/cmdline`, 'utf8'); } catch { return ''; } };
+		const cpu = (pid) => { try { const f = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' '); return Number(f[11]) + Number(f[12]); } catch { return -1; } };
+		const sess = descendants(h.pid).find((p) => /python-sandbox-mcp: session default/.test(cmd(p)));
+		assert.ok(sess, 'the parent session has a process');
+		const c0 = cpu(sess.pid);
+		await sleep(1000);
+		const used = cpu(sess.pid) - c0;
+		assert.ok(used >= 0 && used < 30, `the parent session used ${used} ticks of CPU in 1 s at rest`);
+		// Its next call runs on the state it had, and says what happened.
+		r = await execPy(h, 'kept');
+		assert.equal(r.sc.status, 'ok', show(r.text));
+		assert.equal(r.sc.result, '5', show(r.text));
+		assert.match(r.text, /did not come to rest within 3 s after making a copy of itself.*nothing was lost/s, show(r.text));
+		await h.close();
+	});
+
 	test('errors: an unknown parent, an existing session, the session itself', { timeout: 120000 }, async () => {
 		const root = newProject('fork-errors');
 		const h = await start(root, stateHome());
