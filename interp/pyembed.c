@@ -1,4 +1,5 @@
 #include "pyembed.h"
+#include "native.h"
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -28,6 +29,8 @@ int py_start(struct err *e)
 
 	/* Isolated: no environment variables, no user site, no cwd in sys.path:
 	 * nothing in the project directory can hijack an import. */
+	if (native_register() < 0)
+		return err_set(e, -ENOMEM, "python: cannot register the _psm_native module");
 	PyConfig cfg;
 	PyConfig_InitIsolatedConfig(&cfg);
 	cfg.write_bytecode = 0;      /* the stdlib is read-only anyway */

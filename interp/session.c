@@ -92,6 +92,11 @@ static void reap_ended(void)
 
 static void make_checkpoint(bool save);
 
+/* The labels of the pieces the server holds of the last save (hex; the
+ * last W_TAKE_CHECKPOINT that asked for a save): the saver names those
+ * instead of sending them (bootstrap save_state). */
+static char *save_known = "";
+
 
 /* Runs in a fresh fork of the checkpoint, right after a reply: pickles the
  * state into the pipe to the server (bootstrap save_state), then exits.
@@ -114,8 +119,12 @@ static __attribute__((noreturn)) void run_saver(int wfd, pid_t parent)
 	}
 	/* Nothing for the saver to say to the server but the state. */
 	close(SESSION_CTRL_FD);
-	char arg[96];
-	snprintf(arg, sizeof arg, "{\"fd\": %d, \"cap\": %llu}", wfd, persist_cap);
+	/* The labels are hex digits only (smsg_take_checkpoint_decode). */
+	size_t n = 96 + strlen(save_known);
+	char *arg = malloc(n);
+	if (!arg)
+		_exit(0);
+	snprintf(arg, n, "{\"fd\": %d, \"cap\": %llu, \"known\": \"%s\"}", wfd, persist_cap, save_known);
 	char *out;
 	size_t len;
 	int is_bytes;
@@ -619,6 +628,14 @@ void zygote_session_main(const struct zmsg_spawn *sp, int fds[3])
 			if (smsg_take_checkpoint_decode(m.data, m.len, &tc, &te) < 0)
 				log_error("%s", te.msg); /* taken without a saver */
 			bool save = tc.save;
+			if (save) {
+				if (*save_known)
+					free(save_known);
+				save_known = *tc.known ? strdup(tc.known) : NULL;
+				if (!save_known)
+					save_known = "";
+			}
+			smsg_take_checkpoint_free(&tc);
 			wire_msg_free(&m);
 			/* The zombies of what the sweep ended first: they still
 			 * count against RLIMIT_NPROC, and a cell that filled it

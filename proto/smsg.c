@@ -146,17 +146,33 @@ char *smsg_take_checkpoint_encode(const struct smsg_take_checkpoint *m)
 	cJSON *j = cJSON_CreateObject();
 	if (m->save)
 		cJSON_AddBoolToObject(j, "save", 1);
+	if (m->save && m->known && *m->known)
+		cJSON_AddStringToObject(j, "known", m->known);
 	return penc_print(j);
 }
 
 int smsg_take_checkpoint_decode(const void *data, size_t len, struct smsg_take_checkpoint *m, struct err *e)
 {
 	struct pdec d;
-	m->save = false;
+	*m = (struct smsg_take_checkpoint){ .known = "" };
 	if (pdec_begin(&d, "W_TAKE_CHECKPOINT", data, len, e) < 0)
 		return d.rc;
 	pdec_bool(&d, "save", PF_OPT, &m->save);
-	return pdec_end(&d, NULL);
+	pdec_str(&d, "known", PF_OPT, SMSG_KNOWN_MAX, &m->known);
+	int r = pdec_end(&d, &m->decoded);
+	if (r == 0 && strspn(m->known, "0123456789abcdef") != strlen(m->known))
+		r = err_set(e, -EPROTO, "W_TAKE_CHECKPOINT: known is not hexadecimal");
+	if (r == 0 && strlen(m->known) % 32 != 0)
+		r = err_set(e, -EPROTO, "W_TAKE_CHECKPOINT: known is not whole labels of 32 hex digits");
+	if (r < 0)
+		smsg_take_checkpoint_free(m);
+	return r;
+}
+
+void smsg_take_checkpoint_free(struct smsg_take_checkpoint *m)
+{
+	cJSON_Delete(m->decoded);
+	*m = (struct smsg_take_checkpoint){ .known = "" };
 }
 
 /* ------------------------------------------------------------ W_THUMB */

@@ -83,12 +83,20 @@ int smsg_exec_decode(const void *data, size_t len, struct smsg_exec *m, struct e
 void smsg_exec_free(struct smsg_exec *m);
 
 /* W_TAKE_CHECKPOINT, server -> session: fork the checkpoint of the state
- * now (after the reply), with a saver (save) when the session is saved. */
+ * now (after the reply), with a saver (save) when the session is saved.
+ * known: the labels of the pieces of the last save the server holds (hex,
+ * 32 characters each; supervisor/persist.h), which the saver may name
+ * instead of sending them again; NULL or "" for none. */
+#define SMSG_KNOWN_MAX (SMSG_KNOWN_LABELS_MAX * 32)
+#define SMSG_KNOWN_LABELS_MAX 65536
 struct smsg_take_checkpoint {
 	bool save;
+	const char *known;
+	void *decoded;
 };
 char *smsg_take_checkpoint_encode(const struct smsg_take_checkpoint *m);
 int smsg_take_checkpoint_decode(const void *data, size_t len, struct smsg_take_checkpoint *m, struct err *e);
+void smsg_take_checkpoint_free(struct smsg_take_checkpoint *m);
 
 /* W_THUMB, server -> session: make a thumbnail of the image at path (a
  * file the call made in the workspace), at most max_bytes; the session

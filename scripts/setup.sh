@@ -18,7 +18,7 @@ for a in "$@"; do
 done
 
 PKGS="gcc make pkg-config libc6-dev libcjson-dev libseccomp-dev libbsd-dev libmd-dev
-libexpat1-dev libyaml-dev libssl-dev libpython3-dev python3 python3-numpy python3-pandas python3-matplotlib
+libexpat1-dev libyaml-dev libssl-dev libpython3-dev libxxhash-dev python3 python3-numpy python3-pandas python3-matplotlib
 python3-pil python3-joblib libcmocka-dev apparmor dpkg-dev lintian
 python3-nbformat python3-nbclient python3-ipykernel"
 # python3-joblib: the tests check joblib's default backend in the sandbox.

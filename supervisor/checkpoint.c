@@ -288,7 +288,7 @@ bool checkpoint_again(struct sup *sup, struct session *s)
 	copy_lost_set(s, "it ended before the server could take it in");
 	log_warn("session %s: its new checkpoint copy died before the server took it in: asked again", s->name);
 	s->ckpt_since = kproc_now_ticks();
-	char *body = smsg_take_checkpoint_encode(&(struct smsg_take_checkpoint){ .save = s->save_asked });
+	char *body = save_take_message(s);
 	int r = wire_send(s->ctrl, W_TAKE_CHECKPOINT, body, strlen(body), NULL, 0);
 	free(body);
 	(void)sup;
@@ -345,7 +345,8 @@ void take_checkpoint(struct sup *sup, struct session *s, bool save)
 	start_watch(sup, s);
 	arm_due_timer(sup, s);
 	s->ckpt_since = kproc_now_ticks();
-	char *body = smsg_take_checkpoint_encode(&(struct smsg_take_checkpoint){ .save = save_ask(sup, s, save) });
+	save_ask(sup, s, save);
+	char *body = save_take_message(s);
 	int r = wire_send(s->ctrl, W_TAKE_CHECKPOINT, body, strlen(body), NULL, 0);
 	free(body);
 	if (r < 0)

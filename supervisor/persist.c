@@ -221,6 +221,7 @@ int persist_discard(struct persist *p, const char *name)
 		return d == -ENOENT ? 0 : d;
 	int r = unlinkat(d, SNAP_NAME, 0) < 0 && errno != ENOENT ? -errno : 0;
 	unlinkat(d, TMP_NAME, 0);
+	pieces_drop(d, 0);
 	close(d);
 	return r;
 }

@@ -31,6 +31,40 @@
 #define PERSIST_SAVE_MAGIC "PSMSAVE1"
 #define PERSIST_SAVE_HEADER 16
 
+/* A large state comes in pieces instead, so that a save costs what changed
+ * since the last one, not the whole state: "PSMSAVE2", the length of the
+ * state, then for each piece in order either
+ *   'N', its length (4 bytes, 1 to PIECE_MAX), its label (16 bytes), its bytes
+ *   'S', its length, its label: a piece of the last save, not sent again.
+ * The label is the saver's name for the bytes (a digest it computes); the
+ * server never trusts it as one: it takes an 'S' piece only from the
+ * pieces it wrote for that session and tagged itself, so a saver that
+ * lies about a label gets its own earlier bytes back, nothing else.  The
+ * server tells the saver which labels it holds (ptable_known_hex) when it
+ * asks for the save.  The pieces concatenated are the same body as a
+ * PSMSAVE1 stream's, and a restore streams exactly that.
+ *
+ * On disk: the pieces in workspace/.sessions/NAME/pieces.GEN, appended
+ * save after save, each with its own tag, and state.snap a manifest of
+ * them (where each piece is, its length, label, nonce and tag) under the
+ * same kind of trailer as a whole snapshot.  A save that would leave more
+ * dead bytes in the pieces file than live ones writes a new one whole
+ * (the saver is offered no label) and removes the old. */
+#define PERSIST_PIECES_MAGIC "PSMSAVE2"
+#define PIECE_MAX (1u << 20)
+/* Pieces smaller than this are always sent: not worth a label. */
+#define PIECE_KNOWN_MIN (64u << 10)
+
+/* The pieces of a session's last save, as the server wrote them: kept by
+ * the supervisor between saves, to take the 'S' pieces of the next one. */
+struct ptable;
+void ptable_free(struct ptable *t);
+/* The labels a saver may name instead of sending (32 hex digits each, the
+ * pieces of at least PIECE_KNOWN_MIN bytes), allocated; NULL when the next
+ * save should be whole (no table, or the pieces file holds more dead bytes
+ * than live ones). */
+char *ptable_known_hex(const struct ptable *t);
+
 struct persist;
 
 /* Reads (or creates) the key.  Always returns an object (NULL only when out
@@ -53,6 +87,14 @@ struct psave_result {
 	/* The saver's summary record (JSON, untrusted, NUL-terminated), valid
 	 * during the callback only; NULL when it sent none or a long one. */
 	const char *summary;
+	/* A save in pieces that succeeded: its pieces, for the next save.
+	 * The callback owns it (ptable_free).  NULL otherwise. */
+	struct ptable *table;
+	/* The save failed because of the table it was given (a piece it
+	 * named is not there, the pieces file was changed): the next save
+	 * should be whole. */
+	bool drop_table;
+	uint64_t written; /* bytes written to disk (pieces: only the new ones) */
 };
 
 typedef void (*psave_done_fn)(void *arg, const struct psave_result *r);
@@ -60,13 +102,15 @@ typedef void (*psave_done_fn)(void *arg, const struct psave_result *r);
 struct psave;
 
 /* Starts pumping the saver's stream from fd (owned: closed when done) into
- * .sessions/NAME/.state.tmp; renamed to state.snap once whole.  cells is
+ * .sessions/NAME/.state.tmp; renamed to state.snap once whole.  base: the
+ * table of the session's last save in pieces (copied; may be NULL), from
+ * which a save in pieces takes the pieces the saver names.  cells is
  * the execution count the state belongs to (kept in the authenticated
  * trailer).  done is called once, unless the save is abandoned first.
  * NULL when the save cannot even start (then done is not called, and e
  * says why). */
 struct psave *psave_start(struct persist *p, struct loop *l, const char *name, uint32_t cells, int fd,
-			  psave_done_fn done, void *arg, struct err *e);
+			  const struct ptable *base, psave_done_fn done, void *arg, struct err *e);
 /* Bytes of the state written so far (the workspace grows by as much while
  * the save runs).  0 for NULL. */
 uint64_t psave_written(const struct psave *s);
@@ -125,5 +169,8 @@ bool prestore_direct(const struct prestore *r);
 void persist_stream_only(struct persist *p);
 /* Stops the stream (done is not called) and frees r.  NULL-safe. */
 void prestore_free(struct prestore *r);
+/* After a good verdict on a snapshot in pieces, its table (owned by the
+ * caller), so that the next save sends only what changed; else NULL. */
+struct ptable *prestore_table(struct prestore *r);
 
 #endif

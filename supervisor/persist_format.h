@@ -8,6 +8,7 @@
 #include <limits.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include <time.h>
 
 #include "../common/err.h"
@@ -25,6 +26,18 @@
 #define KEYID_LEN 8
 #define NONCE_LEN 16
 #define TRAILER_LEN (8 + 8 + 8 + 8 + KEYID_LEN + NONCE_LEN + POLY1305_LEN)
+/* v3: the same trailer after a manifest of pieces (persist.h) instead of
+ * the body itself; the tag covers the manifest (tag version 3). */
+#define TRAILER3_MAGIC "PSMSNAP3"
+/* The manifest: the body's length, the pieces file's generation, the
+ * number of pieces, then per piece its offset in the file (8), length (4),
+ * label (16), nonce (16) and tag (16). */
+#define MANIFEST_HEAD 24
+#define MANIFEST_ENTRY 60
+/* A piece's tag: version 4 of persist_tag_begin, under a one-time key of
+ * its own nonce (the save's nonce with its index mixed in). */
+#define TAG_PIECE 4
+#define TAG_MANIFEST 3
 /* The saver's first record, a short JSON summary (what could not be
  * pickled), read by the server for the next reply; a longer one is only
  * saved. */
@@ -35,6 +48,50 @@
 /* Work done per wake-up of the event loop, so that a gigabyte-sized save
  * never keeps the server from answering other requests for long. */
 #define BUDGET (8u << 20)
+
+struct pentry {
+	uint64_t off;
+	uint32_t len;
+	unsigned char label[16], nonce[NONCE_LEN], tag[POLY1305_LEN];
+};
+
+struct ptable {
+	uint64_t gen;       /* pieces.GEN */
+	dev_t dev;          /* that file, as the server wrote it */
+	ino_t ino;
+	uint64_t end;       /* its length after the save */
+	uint64_t live;      /* bytes of it the table names */
+	uint64_t body;      /* the state's length: the pieces' sum */
+	size_t n;
+	struct pentry *v;
+	struct pentry **sorted; /* by label then length (ptable_find), or NULL */
+};
+
+/* The most pieces a state of body bytes may come in: a saver cuts each
+ * record of at least PIECE_KNOWN_MIN bytes into pieces of PIECE_MAX and
+ * packs the others together, so two per PIECE_KNOWN_MIN.  Attack: a saver
+ * that sends a state of 1 GiB in one-byte pieces, to grow the server's
+ * table and the manifest past any bound. */
+static inline uint64_t pieces_max(uint64_t body)
+{
+	return 4 + 2 * (body / PIECE_KNOWN_MIN);
+}
+
+struct ptable *ptable_dup(const struct ptable *t);
+/* The piece of t with that label and length, or NULL. */
+const struct pentry *ptable_find(struct ptable *t, const unsigned char label[16], uint32_t len);
+/* The manifest of t (MANIFEST_HEAD + n * MANIFEST_ENTRY bytes), allocated. */
+unsigned char *ptable_encode(const struct ptable *t, size_t *len);
+/* Reads a manifest already authenticated: NULL with e set when it does not
+ * hold together (lengths, counts, bounds). */
+struct ptable *ptable_decode(const unsigned char *b, size_t len, uint64_t cap, struct err *e);
+/* pieces.GEN's name. */
+void pieces_name(uint64_t gen, char *buf, size_t n);
+/* Removes the pieces files of dir but pieces.keep (keep 0: all). */
+void pieces_drop(int dir, uint64_t keep);
+/* A generation above `above` and above every pieces file of dir: a new
+ * file never overwrites one that the snapshot on disk may still name. */
+uint64_t pieces_next_gen(int dir, uint64_t above);
 
 struct persist {
 	const struct workspace *ws;

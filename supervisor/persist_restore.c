@@ -66,6 +66,12 @@ struct prestore {
 	unsigned waits;    /* wake-ups that found the pipe full */
 	prestore_done_fn done;
 	void *arg;
+	/* v3, in pieces: the manifest (authenticated), the pieces file, the
+	 * next piece to read.  Each piece is checked against its own tag as
+	 * it is read, before a byte of it goes into the pipe. */
+	struct ptable *pt;
+	int pfd;
+	size_t pk;
 };
 
 /* Refuses the snapshot: says why and, unless keep, removes it, so the next
@@ -94,27 +100,29 @@ static int read_trailer(struct prestore *r, off_t size, struct err *e)
 	size_t tl = TRAILER_LEN;
 	if (size < TRAILER1_LEN)
 		return refuse(r, e, -EBADMSG, false, "the snapshot is too short to be one the server wrote");
-	if (size < TRAILER_LEN || pread(r->in, t, TRAILER_LEN, size - TRAILER_LEN) != TRAILER_LEN ||
-	    memcmp(t, TRAILER_MAGIC, 8) != 0) {
+	bool v3 = false;
+	if (size >= TRAILER_LEN && pread(r->in, t, TRAILER_LEN, size - TRAILER_LEN) == TRAILER_LEN)
+		v3 = memcmp(t, TRAILER3_MAGIC, 8) == 0;
+	if (!v3 && (size < TRAILER_LEN || memcmp(t, TRAILER_MAGIC, 8) != 0)) {
 		tl = TRAILER1_LEN;
 		if (pread(r->in, t, TRAILER1_LEN, size - TRAILER1_LEN) != TRAILER1_LEN)
 			return refuse(r, e, -EIO, false, "the snapshot cannot be read");
 		if (memcmp(t, TRAILER1_MAGIC, 8) != 0)
 			return refuse(r, e, -EBADMSG, false, "the snapshot was not written by the server (no valid trailer)");
 	}
-	r->version = tl == TRAILER_LEN ? 2 : 1;
+	r->version = v3 ? 3 : tl == TRAILER_LEN ? 2 : 1;
 	r->total = get64(t + 8);
 	r->created = get64(t + 16);
 	r->cells = get64(t + 24);
-	r->tag_len = r->version == 2 ? POLY1305_LEN : HMAC_LEN;
+	r->tag_len = r->version >= 2 ? POLY1305_LEN : HMAC_LEN;
 	memcpy(r->tag, t + tl - r->tag_len, r->tag_len);
-	if (r->version == 2)
+	if (r->version >= 2)
 		memcpy(r->nonce, t + 32 + KEYID_LEN, NONCE_LEN);
 	if (r->total != (uint64_t)size - tl || r->cells > 1000000000u)
 		return refuse(r, e, -EBADMSG, false, "the snapshot was not written by the server (no valid trailer)");
 	/* Another key made it: not an attack, and nothing this server can
 	 * check.  It stays (the next save of the session replaces it). */
-	if (r->version == 2 && memcmp(t + 32, r->p->keyid, KEYID_LEN) != 0)
+	if (r->version >= 2 && memcmp(t + 32, r->p->keyid, KEYID_LEN) != 0)
 		return refuse(r, e, -EKEYREJECTED, true, "saved with another key: not restored");
 	return 0;
 }
@@ -178,6 +186,73 @@ static bool lease_held(int fd)
 	return fcntl(fd, F_GETLEASE) == F_RDLCK;
 }
 
+static ssize_t pread_full(int fd, unsigned char *b, size_t want, uint64_t off);
+
+/* A snapshot in pieces (v3): its manifest read whole and checked against
+ * the trailer's tag before anything of it is believed, then its pieces
+ * file opened.  Streamed, never read directly: the session would read
+ * pieces the server had not checked yet. */
+static int open_pieces(struct prestore *r, struct prestore **out, struct err *e)
+{
+	struct persist *p = r->p;
+	if (r->lease) {
+		fcntl(r->in, F_SETLEASE, F_UNLCK);
+		r->lease = false;
+	}
+	/* Attack: a planted manifest that claims to be huge, to have the
+	 * server read and hash it: bounded by what the cap allows first. */
+	if (r->total > MANIFEST_HEAD + MANIFEST_ENTRY * pieces_max(p->cap))
+		return refuse(r, e, -EBADMSG, false, "the snapshot was not written by the server (its manifest is too long)");
+	unsigned char *m = xmalloc(r->total ? r->total : 1);
+	unsigned char tag[HMAC_LEN];
+	struct hmac *h = persist_tag_begin(p, TAG_MANIFEST, r->name, r->total, r->created, r->cells, r->nonce);
+	bool good = h && pread_full(r->in, m, r->total, 0) == (ssize_t)r->total;
+	if (good)
+		hmac_update(h, m, r->total);
+	good = good && hmac_final(h, tag) == 0 && mac_equal(tag, r->tag, POLY1305_LEN);
+	hmac_free(h);
+	if (!good) {
+		free(m);
+		return refuse(r, e, -EBADMSG, false, "its manifest does not match its tag (it was changed since the server wrote it)");
+	}
+	struct err de = { 0 };
+	r->pt = ptable_decode(m, r->total, UINT64_MAX, &de);
+	free(m);
+	if (!r->pt)
+		return refuse(r, e, -EBADMSG, false, "%s", de.msg);
+	uint64_t body = r->pt->body;
+	if (body > p->cap)
+		return refuse(r, e, -EFBIG, true,
+			      "it is %.0f MB, over limits.persist_mb (%.0f MB): not restored (raise persist_mb to restore it; the next save replaces it)",
+			      (double)body / 1048576.0, (double)p->cap / 1048576.0);
+	if (body > p->mem_cap)
+		return refuse(r, e, -EFBIG, true,
+			      "it is %.0f MB, more than limits.memory_mb (%.0f MB) lets the session hold: not restored (raise memory_mb to restore it; the next save replaces it)",
+			      (double)body / 1048576.0, (double)p->mem_cap / 1048576.0);
+	char nm[40];
+	pieces_name(r->pt->gen, nm, sizeof nm);
+	r->pfd = openat(r->dir, nm, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	struct stat st;
+	if (r->pfd < 0) {
+		int err = errno;
+		return refuse(r, e, -err, false, "its pieces file (%s) %s", nm,
+			      err == ENOENT ? "is missing" : err == ELOOP ? "is a symlink, which the server never writes" : strerror(err));
+	}
+	/* Attack: a FIFO in its place would hang the server's reads. */
+	if (fstat(r->pfd, &st) < 0 || !S_ISREG(st.st_mode))
+		return refuse(r, e, -EINVAL, false, "its pieces file (%s) is not a regular file", nm);
+	fcntl(r->pfd, F_SETFL, O_RDONLY);
+	if ((uint64_t)st.st_size < r->pt->end)
+		return refuse(r, e, -EBADMSG, false, "its pieces file (%s) was cut short", nm);
+	r->pt->dev = st.st_dev;
+	r->pt->ino = st.st_ino;
+	r->pt->end = (uint64_t)st.st_size;
+	r->total = body;
+	posix_fadvise(r->pfd, 0, 0, POSIX_FADV_SEQUENTIAL);
+	*out = r;
+	return 1;
+}
+
 int prestore_open(struct persist *p, const char *name, struct prestore **out, struct err *e)
 {
 	*out = NULL;
@@ -185,7 +260,7 @@ int prestore_open(struct persist *p, const char *name, struct prestore **out, st
 		return 0;
 	struct prestore *r = xcalloc(1, sizeof *r);
 	r->p = p;
-	r->in = r->out = -1;
+	r->in = r->out = r->pfd = -1;
 	snprintf(r->name, sizeof r->name, "%s", name);
 	struct err de = { 0 };
 	r->dir = persist_session_dir(p, name, false, &de);
@@ -244,6 +319,8 @@ int prestore_open(struct persist *p, const char *name, struct prestore **out, st
 	int rc = read_trailer(r, st.st_size, e);
 	if (rc < 0)
 		return rc;
+	if (r->version == 3)
+		return open_pieces(r, out, e);
 	r->h = persist_tag_begin(p, r->version, name, r->total, r->created, r->cells, r->nonce);
 	if (!r->h)
 		return refuse(r, e, -ENOMEM, true, "out of memory");
@@ -265,7 +342,7 @@ uint32_t prestore_cells(const struct prestore *r)
 
 int prestore_format(const struct prestore *r)
 {
-	return r->version;
+	return r->version >= 2 ? 2 : 1; /* v3's pieces make a v2 body */
 }
 
 double prestore_age_s(const struct prestore *r)
@@ -370,11 +447,30 @@ static int fill(struct prestore *r)
 	if (r->filled == r->nring || !chunk_free(r, i))
 		return 2;
 	unsigned char *b = r->ring + (size_t)i * CHUNK;
-	uint64_t want = r->total - r->sent;
-	ssize_t n = read_chunk(r, b, want < CHUNK ? (size_t)want : CHUNK);
-	if (n <= 0)
-		return -1;
-	hmac_update(r->h, b, (size_t)n);
+	ssize_t n;
+	if (r->pt) {
+		/* The next piece, checked against its own tag before it goes
+		 * into the pipe.  Attack: pieces swapped, changed or cut in
+		 * the file (a cell may write .sessions). */
+		const struct pentry *pe = &r->pt->v[r->pk];
+		n = pread_full(r->pfd, b, pe->len, pe->off);
+		unsigned char tag[HMAC_LEN];
+		struct hmac *h = persist_tag_begin(r->p, TAG_PIECE, r->name, pe->len, 0, 0, pe->nonce);
+		bool good = h && n == (ssize_t)pe->len;
+		if (good)
+			hmac_update(h, b, pe->len);
+		good = good && hmac_final(h, tag) == 0 && mac_equal(tag, pe->tag, POLY1305_LEN);
+		hmac_free(h);
+		if (!good)
+			return -1;
+		r->pk++;
+	} else {
+		uint64_t want = r->total - r->sent;
+		n = read_chunk(r, b, want < CHUNK ? (size_t)want : CHUNK);
+		if (n <= 0)
+			return -1;
+		hmac_update(r->h, b, (size_t)n);
+	}
 	r->len[i] = (size_t)n;
 	r->sent += (uint64_t)n;
 	r->filled++;
@@ -439,8 +535,9 @@ static void prestore_event(void *arg, int fd, short revents)
 				 * snapshot planted by a cell, cut to a whole number
 				 * of MiB, did every time. */
 				if (!r->verdict) {
+					/* In pieces: each was checked as it was read. */
 					unsigned char tag[HMAC_LEN];
-					bool good = hmac_final(r->h, tag) == 0 && mac_equal(tag, r->tag, r->tag_len);
+					bool good = r->pt || (hmac_final(r->h, tag) == 0 && mac_equal(tag, r->tag, r->tag_len));
 					r->verdict = good ? 'Y' : 'N';
 				}
 				bool ok = r->verdict == 'Y';
@@ -725,6 +822,9 @@ void prestore_free(struct prestore *r)
 	}
 	if (r->in >= 0)
 		close(r->in);
+	if (r->pfd >= 0)
+		close(r->pfd);
+	ptable_free(r->pt);
 	if (r->dir >= 0)
 		close(r->dir);
 	hmac_free(r->h);
@@ -732,4 +832,13 @@ void prestore_free(struct prestore *r)
 		munmap(r->ring, (size_t)r->nring * CHUNK);
 	free(r->resident);
 	free(r);
+}
+
+struct ptable *prestore_table(struct prestore *r)
+{
+	if (!r || !r->pt || r->verdict != 'Y')
+		return NULL;
+	struct ptable *t = r->pt;
+	r->pt = NULL;
+	return t;
 }

@@ -170,6 +170,7 @@ struct session {
 	double progress;
 	/* Saved sessions (persist.c) */
 	struct psave *save;        /* the state being written, or NULL */
+	struct ptable *pieces;     /* the pieces of its last save on disk (persist.h), or NULL */
 	struct prestore *restore;  /* the saved state being streamed in */
 	struct run *restore_call; /* the call it was sent with */
 	int restore_verdict;       /* RESTORE_* */
@@ -569,6 +570,7 @@ void save_forget(struct sup *sup, struct session *s);
 bool save_ask(struct sup *sup, struct session *s, bool save);
 void save_unasked(struct session *s);
 void save_answered(struct session *s, bool had_pipe);
+char *save_take_message(struct session *s);
 void save_begin(struct sup *sup, struct session *s, int fd);
 void save_cut(struct sup *sup, struct session *s);
 void save_superseded(struct sup *sup, struct session *s, struct run *c);

@@ -206,12 +206,22 @@ void save_state_died(struct session *s)
 	s->dirty = s->save_asked = false;
 }
 
+/* The pieces of the session's last save are no longer what is on disk
+ * (a whole save replaced them, a reset or an over-large state removed
+ * them): the next save is whole. */
+static void pieces_forget(struct session *s)
+{
+	ptable_free(s->pieces);
+	s->pieces = NULL;
+}
+
 /* A reset forgets the saved state: the save under way is abandoned and
  * nothing is owed or known on disk any more (the caller removes it). */
 void save_forget(struct sup *sup, struct session *s)
 {
 	psave_abandon(s->save);
 	s->save = NULL;
+	pieces_forget(s);
 	save_watch_stop(sup, s);
 	s->dirty = s->save_failed = false;
 	s->saved_cells = 0;
@@ -305,6 +315,17 @@ bool save_ask(struct sup *sup, struct session *s, bool save)
 	return s->save_asked;
 }
 
+/* The W_TAKE_CHECKPOINT that asks for a checkpoint, with a saver when
+ * save_asked: then the labels of the pieces of its last save too, which the
+ * saver names instead of sending again (persist.h).  Allocated. */
+char *save_take_message(struct session *s)
+{
+	char *known = s->save_asked ? ptable_known_hex(s->pieces) : NULL;
+	char *body = smsg_take_checkpoint_encode(&(struct smsg_take_checkpoint){ .save = s->save_asked, .known = known });
+	free(known);
+	return body;
+}
+
 /* A checkpoint resumed: its own checkpoint comes unasked. */
 void save_unasked(struct session *s)
 {
@@ -375,7 +396,14 @@ static void save_done(void *arg, const struct psave_result *r)
 	save_watch_stop(sup, s);
 	end_save_tree(sup, s);
 	if (r->status == 0) {
-		log_info("session %s: state saved (%llu bytes in %.0f ms)", s->name, (unsigned long long)r->bytes, r->ms);
+		pieces_forget(s);
+		s->pieces = r->table; /* NULL for a whole one */
+	} else if (r->drop_table) {
+		pieces_forget(s);
+	}
+	if (r->status == 0) {
+		log_info("session %s: state saved (%llu bytes in %.0f ms, %llu written)", s->name, (unsigned long long)r->bytes, r->ms,
+			 (unsigned long long)r->written);
 		s->cap_noted = s->save_failed = s->abandon_noted = false;
 		s->fail_said[0] = '\0';
 		s->dirty = false;
@@ -386,6 +414,7 @@ static void save_done(void *arg, const struct psave_result *r)
 		/* A restart must not bring back an older state as if it were
 		 * the last one: the previous snapshot goes too. */
 		persist_discard(sup->persist, s->name);
+		pieces_forget(s);
 		s->saved_cells = 0;
 		s->save_failed = true;
 		if (!s->cap_noted) {
@@ -527,7 +556,7 @@ void save_begin(struct sup *sup, struct session *s, int fd)
 	save_watch_stop(sup, s);
 	s->save_cells = (uint32_t)s->cells;
 	s->save_stop[0] = '\0';
-	s->save = psave_start(sup->persist, sup->cfg.loop, s->name, (uint32_t)s->cells, fd, save_done, s, &e);
+	s->save = psave_start(sup->persist, sup->cfg.loop, s->name, (uint32_t)s->cells, fd, s->pieces, save_done, s, &e);
 	if (!s->save) {
 		save_failure(sup, s, e.msg);
 		return;
@@ -601,6 +630,12 @@ void save_superseded(struct sup *sup, struct session *s, struct run *c)
 bool restore_judged(struct session *s, int verdict, double *ms)
 {
 	s->restore_verdict = verdict == 1 ? RESTORE_OK : verdict == 0 ? RESTORE_BAD : verdict == -EBUSY ? RESTORE_BUSY : -1;
+	/* Its own snapshot in pieces: the next save sends what changed since.
+	 * (A fork_from one's pieces are in its parent's directory.) */
+	if (verdict == 1 && !s->fork_src[0]) {
+		pieces_forget(s);
+		s->pieces = prestore_table(s->restore);
+	}
 	if (verdict == 1)
 		log_info("session %s: saved state %s and verified (%llu bytes in %.0f ms)", s->name,
 			 prestore_direct(s->restore) ? "read directly" : "streamed", (unsigned long long)prestore_bytes(s->restore),

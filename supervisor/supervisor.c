@@ -563,6 +563,7 @@ void sup_free(struct sup *sup)
 		outbuf_free(&s->out);
 		outbuf_free(&s->err);
 		psave_abandon(s->save);
+		ptable_free(s->pieces);
 		save_watch_stop(sup, s);
 		prestore_free(s->restore);
 		free(s->next_note);

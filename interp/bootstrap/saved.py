@@ -18,6 +18,15 @@ _restore_fd = [-1, -1]
 # not be read (supervisor/saved.c says so as a restore that did not happen).
 _SNAPSHOT_FAILED = "(the snapshot)"
 _SAVE_MAGIC = b"PSMSAVE1"
+# A state this large or larger is sent in pieces (supervisor/persist.h):
+# each record cut into pieces of at most _PIECE bytes, and a piece of at
+# least _KNOWN_MIN bytes that the server already holds (its label is among
+# the "known" ones) named by its label instead of sent again.  So a save
+# after a change to one column of a large frame sends about that column.
+_PIECES_MAGIC = b"PSMSAVE2"
+_PIECES_MIN = 16 << 20
+_PIECE = 1 << 20
+_KNOWN_MIN = 64 << 10
 _MAX_LISTED = 30
 
 
@@ -150,6 +159,7 @@ def save_state(arg_json):
     fd, cap = int(arg["fd"]), int(arg["cap"])
     ns = _session["ns"] or {}
     imports, defs, unsaved, names, chunks = [], [], [], [], []
+    rows = []  # per chunk: the length of its rows (_row_bytes), or 0
     for name, value in list(ns.items()):
         if name.startswith("__") or name == "_":
             continue
@@ -172,7 +182,9 @@ def save_state(arg_json):
         try:
             data = pickle.dumps(value, protocol=5, buffer_callback=bufs.append)
             raws = [b.raw() for b in bufs]
+            rows.extend([0] + [_row_bytes(b) for b in bufs])
         except BaseException as e:  # whatever a __reduce__ raises
+            del rows[len(chunks):]
             unsaved.append([name, _reason(e)])
             continue
         names.append([name, [len(data)] + [r.nbytes for r in raws]])
@@ -188,13 +200,81 @@ def save_state(arg_json):
     listed, more = _wire_list(unsaved, True)
     summary = json.dumps({"unsaved": listed, "unsaved_more": more}).encode("utf-8")
     total = 16 + len(summary) + len(meta) + sum(memoryview(c).nbytes for c in chunks)
+    head = _le64(len(summary)) + summary + _le64(len(meta)) + meta
+    if total >= _PIECES_MIN and total <= cap:
+        _write_pieces(fd, total, [(head, 0)] + list(zip(chunks, rows)), arg.get("known") or "")
+        return ""
     _write_all(fd, _SAVE_MAGIC + _le64(total))
     if total > cap:
         return ""  # the server reads the length and says why
-    _write_all(fd, _le64(len(summary)) + summary + _le64(len(meta)) + meta)
+    _write_all(fd, head)
     for c in chunks:
         _write_all(fd, c)
     return ""
+
+
+def _row_bytes(pb):
+    """The length of a row of a C-contiguous array of two or more
+    dimensions (pandas keeps the columns of one type as the rows of one
+    such block), when a row is large enough to be a piece of its own; else
+    0.  Pieces that start at rows stay the same when a column is added,
+    dropped or replaced, which moves the others within the block."""
+    try:
+        m = memoryview(pb)
+        if m.ndim >= 2 and m.c_contiguous and m.strides[0] >= _KNOWN_MIN:
+            return m.strides[0]
+    except Exception:
+        pass
+    return 0
+
+
+def _cuts(view, row):
+    """The pieces of a record: its rows (row bytes each, or the whole of
+    it), each cut every _PIECE bytes."""
+    step = row or len(view) or 1
+    for start in range(0, len(view), step):
+        end = min(start + step, len(view))
+        for off in range(start, end, _PIECE):
+            yield view[off:min(off + _PIECE, end)]
+
+
+def _write_pieces(fd, total, records, known_hex):
+    """The state in pieces: PSMSAVE2, the length, then per piece "N",
+    its length, its label and its bytes, or "S", its length and the label
+    of a piece the server holds.  The first piece (the summary's) is always
+    sent."""
+    from _psm_native import label
+
+    known = {bytes.fromhex(known_hex[i:i + 32]) for i in range(0, len(known_hex), 32)}
+    _write_all(fd, _PIECES_MAGIC + _le64(total))
+    small = bytearray()  # small pieces, sent together (the server bounds the count)
+
+    def send(piece, tag):
+        _write_all(fd, b"N" + len(piece).to_bytes(4, "little") + tag)
+        _write_all(fd, piece)
+
+    first = True
+    for rec, row in records:
+        for piece in _cuts(memoryview(rec).cast("B"), row):
+            n = len(piece)
+            if n < _KNOWN_MIN:
+                if len(small) + n > _PIECE:
+                    send(small, bytes(16))
+                    small.clear()
+                small += piece
+                continue
+            if small:
+                send(small, bytes(16))
+                small.clear()
+                first = False
+            tag = label(piece)
+            if not first and tag in known:
+                _write_all(fd, b"S" + n.to_bytes(4, "little") + tag)
+                continue
+            first = False
+            send(piece, tag)
+    if small:
+        send(small, bytes(16))
 
 
 _PREFAULT_MIN = 8 << 20

@@ -49,7 +49,7 @@ fi
 # package's own (python3-numpy, -pandas, -matplotlib, -pil).
 pkgs="linux-image-amd64 initramfs-tools kmod apparmor apparmor-utils libcap2-bin util-linux mount iproute2
 passwd procps python3 python3-numpy python3-pandas python3-matplotlib python3-pil
-gcc make pkg-config libc6-dev libcjson-dev libseccomp-dev libbsd-dev libmd-dev libexpat1-dev libyaml-dev
+gcc make pkg-config libc6-dev libcjson-dev libseccomp-dev libbsd-dev libmd-dev libexpat1-dev libyaml-dev libxxhash-dev
 libssl-dev libpython3-dev dpkg-dev"
 want="$suite $(echo $pkgs)"
 

@@ -82,7 +82,7 @@ static void save_one(void)
 	assert_int_equal(write(pp[1], h, sizeof h), (ssize_t)sizeof h);
 	assert_int_equal(write(pp[1], b, n), (ssize_t)n);
 	struct err e = { 0 };
-	struct psave *s = psave_start(p, loop, "default", 3, pp[0], save_done, NULL, &e);
+	struct psave *s = psave_start(p, loop, "default", 3, pp[0], NULL, save_done, NULL, &e);
 	assert_non_null(s);
 	loop_run(loop);
 	close(pp[1]);
@@ -353,7 +353,7 @@ static void save_big(void)
 	}
 	close(pp[1]);
 	struct err e = { 0 };
-	assert_non_null(psave_start(p, loop, "default", 3, pp[0], save_done, NULL, &e));
+	assert_non_null(psave_start(p, loop, "default", 3, pp[0], NULL, save_done, NULL, &e));
 	loop_run(loop);
 	int st;
 	assert_int_equal(waitpid(w, &st, 0), w);
