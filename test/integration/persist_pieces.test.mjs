@@ -1,0 +1,156 @@
+// Saved sessions in pieces: a state of 16 MiB or more is saved as pieces,
+// and a save at rest sends and writes only the pieces that changed since
+// the last one.  Through the real server and client: a frame of 12 columns
+// (48 MB) whose one column is replaced, then one changed in place, writes
+// less than a tenth of the state per save (measured from outside: the
+// pieces file's growth, and the server's own count), and comes back after
+// a restart exactly.  A piece changed on disk is refused at the restore; a
+// saver (the session's own code) that names a piece the server never wrote
+// fails its save, the last snapshot stays, and the next save is whole.
+import { test, describe } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+
+import { execPy, newProject, show } from './lib.mjs';
+import { stateHome, start, snapPath, waitSaved, end } from './persist_lib.mjs';
+
+const BUILD = [
+	'import numpy as np, pandas as pd',
+	'rng = np.random.default_rng(7)',
+	'df = pd.DataFrame({f"c{i}": rng.random(500_000) for i in range(12)})',
+	'df.shape',
+].join('\n');
+// An exact digest of the frame's values, its columns and their order.
+const DIGEST = 'import hashlib\nhashlib.sha256(df.to_numpy().tobytes() + ",".join(df.columns).encode()).hexdigest()';
+
+function piecesFile(root) {
+	const dir = path.dirname(snapPath(root));
+	const names = fs.readdirSync(dir).filter((n) => /^pieces\.\d+$/.test(n));
+	assert.equal(names.length, 1, `one pieces file: ${names}`);
+	return path.join(dir, names[0]);
+}
+
+/** The n-th "state saved (B bytes in T ms, W written)" line: [B, W]. */
+function savedLine(h, n) {
+	const all = [...h.stderr().matchAll(/state saved \((\d+) bytes in \d+ ms, (\d+) written\)/g)];
+	assert.ok(all.length >= n, `${n} saves logged: ${h.stderr().slice(-1500)}`);
+	return [Number(all[n - 1][1]), Number(all[n - 1][2])];
+}
+
+describe('a large state saved in pieces', () => {
+	test('one column changed between rests: each save writes less than a tenth of the state, and the state comes back exactly', { timeout: 240000 }, async () => {
+		const root = newProject('pieces');
+		const xdg = stateHome();
+		let h = await start(root, xdg);
+		let r = await execPy(h, BUILD);
+		assert.equal(r.sc.result, '(500000, 12)', show(r.text));
+		await waitSaved(h, 1);
+		const [state, first] = savedLine(h, 1);
+		assert.ok(state > 48e6 && first >= state, `the first save is whole: ${state} bytes, ${first} written`);
+		const file = piecesFile(root);
+		assert.ok(fs.statSync(snapPath(root)).size < 64 * 1024, 'state.snap is only the manifest');
+		let size = fs.statSync(file).size;
+
+		// A column replaced: pandas moves the other eleven into a new block.
+		r = await execPy(h, 'df["c3"] = df["c3"] * 2\nfloat(df["c3"].sum())');
+		assert.equal(r.sc.status, 'ok', show(r.text));
+		await waitSaved(h, 2);
+		let [, wrote] = savedLine(h, 2);
+		let grew = fs.statSync(file).size - size;
+		assert.ok(wrote < state / 10, `replaced column: ${wrote} bytes written of ${state}`);
+		assert.ok(grew < state / 10, `replaced column: the pieces file grew by ${grew}`);
+		size += grew;
+
+		// A column changed in place.
+		r = await execPy(h, 'df["c5"] *= 3\nfloat(df["c5"].sum())');
+		assert.equal(r.sc.status, 'ok', show(r.text));
+		await waitSaved(h, 3);
+		[, wrote] = savedLine(h, 3);
+		grew = fs.statSync(file).size - size;
+		assert.ok(wrote < state / 10, `changed in place: ${wrote} bytes written of ${state}`);
+		assert.ok(grew < state / 10, `changed in place: the pieces file grew by ${grew}`);
+		r = await execPy(h, DIGEST);
+		const digest = r.sc.result;
+		await end(h, 'SIGTERM');
+
+		h = await start(root, xdg);
+		r = await execPy(h, DIGEST);
+		assert.equal(r.sc.state, 'restored', show(r.text));
+		assert.equal(r.sc.result, digest, 'the same values, columns and order');
+		assert.match(h.stderr(), /saved state streamed and verified/);
+		// After the restart the restore's pieces serve the next save.
+		r = await execPy(h, 'df["c7"] = -df["c7"]\n1');
+		await waitSaved(h, 1);
+		[, wrote] = savedLine(h, 1);
+		assert.ok(wrote < state / 10, `after a restart: ${wrote} bytes written of ${state}`);
+		await end(h, 'SIGTERM');
+	});
+
+	test('a piece changed on disk: the restore refuses the snapshot and says why', { timeout: 180000 }, async () => {
+		const root = newProject('pieces-bad');
+		const xdg = stateHome();
+		let h = await start(root, xdg);
+		let r = await execPy(h, BUILD);
+		await waitSaved(h, 1);
+		await end(h, 'SIGTERM');
+		// From outside: one byte in the middle of the pieces file.
+		const file = piecesFile(root);
+		const fd = fs.openSync(file, 'r+');
+		const at = Math.floor(fs.fstatSync(fd).size / 2);
+		const b = Buffer.alloc(1);
+		fs.readSync(fd, b, 0, 1, at);
+		b[0] ^= 0xff;
+		fs.writeSync(fd, b, 0, 1, at);
+		fs.closeSync(fd);
+		h = await start(root, xdg);
+		r = await execPy(h, '"df" in globals()');
+		assert.equal(r.sc.result, 'False', show(r.text));
+		assert.notEqual(r.sc.state, 'restored', show(r.text));
+		assert.match(h.stderr(), /the saved state does not match its tag: refused/);
+		assert.equal(fs.existsSync(snapPath(root)), false, 'the refused snapshot is removed');
+		await end(h, 'SIGTERM');
+	});
+
+	test('a saver that names a piece the server never wrote: its save fails, the last one stays, the next one is whole', { timeout: 240000 }, async () => {
+		const root = newProject('pieces-lie');
+		const xdg = stateHome();
+		let h = await start(root, xdg);
+		let r = await execPy(h, BUILD);
+		await waitSaved(h, 1);
+		const [state] = savedLine(h, 1);
+		// The session's own code replaces its saver (it runs in a fork
+		// of the session's checkpoint): a piece of 1 MiB named by a
+		// label the server never gave.
+		r = await execPy(h, [
+			'import _psm',
+			'orig = _psm._write_pieces',
+			'def lie(fd, total, records, known):',
+			'    import os',
+			'    os.write(fd, b"PSMSAVE2" + total.to_bytes(8, "little"))',
+			'    os.write(fd, b"S" + (1 << 20).to_bytes(4, "little") + b"\\x42" * 16)',
+			'_psm._write_pieces = lie',
+			'df["c1"] = 0.0',
+		].join('\n'));
+		assert.equal(r.sc.status, 'ok', show(r.text));
+		await waitSaved(h, 1); // the log of the first
+		const t0 = Date.now();
+		while (!/the saver named a piece of the last save that the server does not hold/.test(h.stderr())) {
+			assert.ok(Date.now() - t0 < 60000, `no refused save: ${h.stderr().slice(-1500)}`);
+			await new Promise((res) => setTimeout(res, 200));
+		}
+		r = await execPy(h, '_psm._write_pieces = orig\ndf["c2"] = 1.0\n1');
+		assert.equal(r.sc.status, 'ok', show(r.text));
+		await waitSaved(h, 2);
+		const [, wrote] = savedLine(h, 2);
+		assert.ok(wrote >= state, `the save after the refused one is whole: ${wrote} of ${state}`);
+		r = await execPy(h, DIGEST);
+		const digest = r.sc.result;
+		await end(h, 'SIGTERM');
+		h = await start(root, xdg);
+		r = await execPy(h, DIGEST);
+		assert.equal(r.sc.state, 'restored', show(r.text));
+		assert.equal(r.sc.result, digest);
+		await end(h, 'SIGTERM');
+	});
+});
