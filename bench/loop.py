@@ -176,7 +176,7 @@ def find_session(root, name):
 VERDICT = re.compile(r"session loop: cell (\d+) \((\d+) ms\): (log|fork: [^(]*?) \(")
 SAVES = (("saves", "at rest: saving the state"), ("saved", "state saved ("),
          ("abandoned", "save of the state after cell"))
-SAVED = re.compile(r"session loop: state saved \((\d+) bytes in (\d+) ms\)")
+SAVED = re.compile(r"session loop: state saved \((\d+) bytes in (\d+) ms(?:, (\d+) written)?\)")
 
 
 def read_log(path, off):
@@ -191,8 +191,10 @@ def read_log(path, off):
         return [], {}, off
     verdicts = [m.group(3).strip() for m in VERDICT.finditer(text)]
     saves = {k: text.count(needle) for k, needle in SAVES}
-    got = [(int(m.group(1)), int(m.group(2))) for m in SAVED.finditer(text)]
-    saves["bytes"], saves["ms"] = sum(b for b, _ in got), sum(t for _, t in got)
+    got = [(int(m.group(1)), int(m.group(2)), int(m.group(3) or m.group(1))) for m in SAVED.finditer(text)]
+    saves["bytes"], saves["ms"] = sum(g[0] for g in got), sum(g[1] for g in got)
+    # Written: a save in pieces writes only the pieces that changed.
+    saves["written"] = sum(g[2] for g in got)
     return verdicts, saves, off
 
 
@@ -605,7 +607,7 @@ def main():
                         r = v[len("fork: "):] if v.startswith("fork: ") else v
                         why[r] = why.get(r, 0) + 1
                 forks = sum(why.values())
-                saves = {k: sum(g[3].get(k, 0) for g in got) for k in [k for k, _ in SAVES] + ["bytes", "ms"]}
+                saves = {k: sum(g[3].get(k, 0) for g in got) for k in [k for k, _ in SAVES] + ["bytes", "ms", "written"]}
                 kinds = {}
                 for g in got:
                     if len(g[2]) != len(cells):
@@ -625,7 +627,8 @@ def main():
                          "| %.0f, %.0f |" % (
                              "{:,}".format(n), "think %.1f s" % think if think else "back to back", SIDES[s],
                              forked, saves["saves"], saves["saved"],
-                             ", %.0f MB in %.0f ms" % (saves["bytes"] / 1e6, saves["ms"]) if saves["saved"] else "",
+                             ", %.0f MB in %.0f ms, %.0f MB written" % (saves["bytes"] / 1e6, saves["ms"], saves.get("written", 0) / 1e6)
+                             if saves["saved"] else "",
                              " | ".join(fmt(per[k]) for k, _ in PARTS), fmt(per["all"]),
                              fmt(per["tail"]["all"]), fmt(per["tail"]["below"]), fmt(per["tail"]["server"]),
                              faults[0], faults[1]))

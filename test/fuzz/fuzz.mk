@@ -3,7 +3,7 @@
 #
 #   make fuzz              libFuzzer (clang 14, ASan+UBSan), FUZZ_TIME seconds
 #                          per target, FUZZ_PAR targets at once, then fuzz-rpc
-#   make fuzz-run-TARGET   one target (policy, validate, wire, jsonrpc, dispatch, zygote, result)
+#   make fuzz-run-TARGET   one target (policy, validate, wire, jsonrpc, dispatch, zygote, result, save)
 #   make fuzz-replay       gcc replay of every corpus and regression file
 #                          (add SANITIZE=address,undefined for the sanitizers)
 #   make fuzz-rpc          mutated JSON-RPC lines to the real binary
@@ -14,7 +14,7 @@
 # read) and crashes to build/libfuzzer/crashes/TARGET/.  A crash worth
 # keeping goes to fixtures/fuzz/TARGET/regressions/, which fuzz-replay runs.
 
-FUZZ_TARGETS := policy validate wire jsonrpc dispatch zygote result
+FUZZ_TARGETS := policy validate wire jsonrpc dispatch zygote result save
 FUZZ_CC ?= clang-14
 FUZZ_TIME ?= 60
 FUZZ_RUNS ?= -1
@@ -41,6 +41,7 @@ FUZZ_MAXLEN_jsonrpc := 16384
 FUZZ_MAXLEN_dispatch := 16384
 FUZZ_MAXLEN_zygote := 4096
 FUZZ_MAXLEN_result := 65536
+FUZZ_MAXLEN_save := 300000
 # Memory limits per target (MB): a validator whose memory grew with what
 # the bytes expand to is a finding (libFuzzer reports it as a crash).
 FUZZ_RSS_validate := 512

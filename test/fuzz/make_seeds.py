@@ -181,4 +181,25 @@ for name, body in RESULTS.items():
 put("result", "summary", b"\1" + json.dumps({"unsaved": [["gen", "cannot pickle 'generator' object"]],
                                               "unsaved_more": 40}).encode())
 put("result", "summary-bad", b"\1" + json.dumps({"unsaved": "all"}).encode())
+# ---- save: the saver's stream, against a base save of 4 pieces of 64 KiB
+# (labels 1 to 4; fuzz_save.c) ---------------------------------------------
+KMIN = 64 << 10
+
+
+def piece(kind, n, label, data=b""):
+    return kind + struct.pack("<I", n) + bytes([label]) + bytes(15) + data
+
+
+summary = json.dumps({"unsaved": [], "unsaved_more": 0}).encode()
+head = struct.pack("<Q", len(summary)) + summary + struct.pack("<Q", 2) + b"{}"
+put("save", "whole", b"PSMSAVE1" + struct.pack("<Q", len(head) + 5) + head + b"state")
+put("save", "pieces-new", b"PSMSAVE2" + struct.pack("<Q", len(head) + 5) + piece(b"N", len(head) + 5, 0, head + b"state"))
+named = piece(b"N", len(head), 0, head) + piece(b"S", KMIN, 2) + piece(b"S", KMIN, 4)
+put("save", "pieces-named", b"PSMSAVE2" + struct.pack("<Q", len(head) + 2 * KMIN) + named)
+put("save", "pieces-unheld", b"PSMSAVE2" + struct.pack("<Q", len(head) + KMIN) + piece(b"N", len(head), 0, head)
+    + piece(b"S", KMIN, 9))
+put("save", "pieces-short", b"PSMSAVE2" + struct.pack("<Q", 100) + piece(b"N", 60, 0, bytes(60)))
+put("save", "pieces-many", b"PSMSAVE2" + struct.pack("<Q", 10) + b"".join(piece(b"N", 1, 0, b"x") for _ in range(10)))
+put("save", "pieces-long", b"PSMSAVE2" + struct.pack("<Q", 10) + piece(b"N", 11, 0, bytes(11)))
+put("save", "pieces-kind", b"PSMSAVE2" + struct.pack("<Q", 10) + piece(b"Q", 10, 0, bytes(10)))
 print("seeds written under", OUT)
