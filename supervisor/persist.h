@@ -117,6 +117,9 @@ uint64_t psave_written(const struct psave *s);
 /* Every byte of snapshot the server has written since it started, all
  * sessions together: what it adds to .sessions is not a call's growth. */
 uint64_t persist_written_all(const struct persist *p);
+/* Bytes of the state taken in so far, written or (in pieces) named as
+ * kept from the last save.  0 for NULL. */
+uint64_t psave_received(const struct psave *s);
 /* The size the saver announced (0 until its header is in, or for NULL). */
 uint64_t psave_total(const struct psave *s);
 /* Stops reading, removes the temporary file; state.snap keeps the last

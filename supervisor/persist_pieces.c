@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "../common/util.h"
+#include "../proto/smsg.h"
 
 void ptable_free(struct ptable *t)
 {
@@ -41,9 +42,13 @@ char *ptable_known_hex(const struct ptable *t)
 	if (!t || t->end - t->live > t->live + (64u << 20))
 		return NULL;
 	char *hex = xmalloc(t->n * 32 + 1), *p = hex;
-	for (size_t i = 0; i < t->n; i++) {
+	/* At most what the session's decoder takes: past it, pieces are
+	 * sent again (a state of over 64 GiB in pieces of 1 MiB). */
+	size_t offered = 0;
+	for (size_t i = 0; i < t->n && offered < SMSG_KNOWN_LABELS_MAX; i++) {
 		if (t->v[i].len < PIECE_KNOWN_MIN)
 			continue;
+		offered++;
 		for (int k = 0; k < 16; k++)
 			p += sprintf(p, "%02x", t->v[i].label[k]);
 	}

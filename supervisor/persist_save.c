@@ -571,6 +571,11 @@ uint64_t psave_written(const struct psave *s)
 	return s ? s->wrote : 0;
 }
 
+uint64_t psave_received(const struct psave *s)
+{
+	return s ? s->got : 0;
+}
+
 uint64_t psave_total(const struct psave *s)
 {
 	return s ? s->total : 0;

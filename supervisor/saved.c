@@ -611,9 +611,9 @@ void save_superseded(struct sup *sup, struct session *s, struct run *c)
 		fallback_words(s, fb, sizeof fb);
 		snprintf(m, sizeof m,
 			 "the session's saves keep being cut short: each call so far ended before the save of the state before it was done "
-			 "(the last one had written %.0f of %.0f MB after %.1f s), so nothing has been saved for %.0f s; the state after this call is "
+			 "(the last one had taken in %.0f of %.0f MB after %.1f s), so nothing has been saved for %.0f s; the state after this call is "
 			 "saved next, and a pause between calls lets it finish; %s",
-			 (double)psave_written(s->save) / 1048576.0, (double)psave_total(s->save) / 1048576.0,
+			 (double)psave_received(s->save) / 1048576.0, (double)psave_total(s->save) / 1048576.0,
 			 (loop_now_ms() - s->save_t0) / 1000.0, behind / 1000.0, fb);
 		add_note(c, m);
 		s->abandon_noted = true;

@@ -28,6 +28,7 @@
 #include "fuzz.h"
 
 static struct persist *p;
+static struct policy *pol; /* kept for the process's life */
 static struct loop *loop;
 static struct workspace ws;
 static char dir[600], scratch[64];
@@ -112,7 +113,6 @@ static void init(void)
 	setenv("XDG_STATE_HOME", xdg, 1);
 	struct err e = { 0 };
 	FUZZ_CHECK(ws_open(&ws, root, "workspace", &e) == 0, "ws_open: %s", e.msg);
-	struct policy *pol;
 	FUZZ_CHECK(policy_builtin(&pol, &e) == 0, "policy");
 	pol->limits.persist = true;
 	pol->limits.persist_mb = 2;
@@ -121,8 +121,6 @@ static void init(void)
 	persist_stream_only(p);
 	loop = loop_new();
 	snprintf(dir, sizeof dir, "%s/.sessions/default", ws.abs);
-	/* The policy stays: persist_new keeps no pointer into it past here,
-	 * but freeing it at exit is not worth a destructor. */
 }
 
 static off_t size_of(const char *name)
