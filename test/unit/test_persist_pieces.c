@@ -27,6 +27,7 @@
 #include "../../policy/policy.h"
 #include "../../rpc/loop.h"
 #include "../../supervisor/persist.h"
+#include "../../supervisor/persist_format.h"
 #include "ws_fixture.h"
 
 static struct fx *f;
@@ -48,12 +49,6 @@ static unsigned char body_byte(size_t i, int v)
 	uint32_t x = (uint32_t)i * 2654435761u;
 	unsigned char b = (unsigned char)(x >> 24 ^ x >> 13 ^ i);
 	return v == 1 && i / PIECE_MAX == 2 ? (unsigned char)~b : b;
-}
-
-static void put64(unsigned char *b, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		b[i] = (unsigned char)(v >> (8 * i));
 }
 
 static void put32(unsigned char *b, uint32_t v)
@@ -394,6 +389,25 @@ static void test_a_pieces_file_swapped_since_makes_the_save_whole(void **state)
 	assert_int_equal(restore(1, &e, NULL), 0);
 }
 
+/* A pieces file mostly dead (more dead bytes than live ones, and 64 MiB):
+ * the next save is offered no label, so it writes a new file whole. */
+static void test_a_mostly_dead_file_offers_no_label(void **state)
+{
+	struct pentry e[2] = { { .off = 0, .len = PIECE_MAX }, { .off = PIECE_MAX, .len = PIECE_MAX } };
+	struct ptable t = { .gen = 1, .end = 2 * PIECE_MAX, .live = 2 * PIECE_MAX, .body = 2 * PIECE_MAX, .n = 2, .v = e };
+	char *hex = ptable_known_hex(&t);
+	assert_non_null(hex);
+	assert_int_equal(strlen(hex), 64);
+	free(hex);
+	t.end = t.live + t.live + (64u << 20);
+	hex = ptable_known_hex(&t);
+	assert_non_null(hex);
+	free(hex);
+	t.end++;
+	assert_null(ptable_known_hex(&t));
+	assert_null(ptable_known_hex(NULL));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -404,6 +418,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_a_changed_piece_gets_a_bad_verdict, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_a_changed_manifest_or_pieces_file_is_refused_at_open, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_a_pieces_file_swapped_since_makes_the_save_whole, setup, teardown),
+		cmocka_unit_test(test_a_mostly_dead_file_offers_no_label),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
