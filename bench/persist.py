@@ -7,7 +7,8 @@ array, and 10,000 small objects) it measures, on the real server:
   re-runs without saved sessions);
 - save: from the reply to the snapshot renamed into place, done in the
   background by a fork of the checkpoint (the server's log line);
-- on disk: workspace/.sessions/default/state.snap;
+- on disk: workspace/.sessions/default/state.snap (and, for a state in
+  pieces, the pieces file it names);
 - read: the time `cat` takes to read that file, from the page cache (warm)
   and from the disk (cold: the file's pages dropped with
   posix_fadvise(DONTNEED), nothing else's);
@@ -83,19 +84,27 @@ def logged(path, pattern, n=1, timeout=900.0):
     raise RuntimeError("%r not logged within %.0f s" % (pattern, timeout))
 
 
-def drop(path):
-    """Evicts this one file from the page cache (its pages are clean)."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
+def snap_files(snap):
+    """The snapshot's files: state.snap, and the pieces it names when the
+    state was saved in pieces (docs/PERSISTENCE.md)."""
+    d = os.path.dirname(snap)
+    return [snap] + sorted(os.path.join(d, n) for n in os.listdir(d) if re.fullmatch(r"pieces\.\d+", n))
 
 
-def cat_s(path):
+def drop(snap):
+    """Evicts the snapshot's files from the page cache (their pages are clean)."""
+    for path in snap_files(snap):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
+def cat_s(snap):
     t0 = now()
-    subprocess.run(["cat", path], stdout=subprocess.DEVNULL, check=True)
+    subprocess.run(["cat"] + snap_files(snap), stdout=subprocess.DEVNULL, check=True)
     return now() - t0
 
 
@@ -182,7 +191,7 @@ def main():
                 print("%-22s one column of ten changed: save %.3f s, %.1f MB written of %.1f MB (%.3f)" % (
                     name, float(ms2) / 1000.0, int(w2) / 1e6, int(b2) / 1e6, int(w2) / int(b2)), flush=True)
             s.close()
-            disk = os.path.getsize(snap)
+            disk = sum(os.path.getsize(f) for f in snap_files(snap))
             # Medians of a.reps runs each: the disk's speed moves a lot on
             # a shared machine, so each cold restore is paired with a cold
             # read just before it, and the ratio is the median of the
