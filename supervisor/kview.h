@@ -50,10 +50,11 @@ struct kview {
 	unsigned long long wchar, cminflt, cmajflt;
 	/* Its children (host pids: the checkpoint is one, and the one it
 	 * replaced until the session reaps it), with the page faults each
-	 * adds to cminflt and cmajflt when it is reaped. */
+	 * adds to cminflt and cmajflt when it is reaped, and its wchar. */
 	int nkids;
 	pid_t kid[KV_KIDS];
 	unsigned long long kid_flt[KV_KIDS], kid_maj[KV_KIDS];
+	unsigned long long kid_wchar[KV_KIDS]; /* what each had written, added when it is reaped */
 	int n;
 	struct kfd fd[KV_FDS];
 };

@@ -12,7 +12,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 
-import { execPy, newProject, show } from './lib.mjs';
+import { execPy, newProject, show, descendants, sleep } from './lib.mjs';
 import { stateHome, start, snapPath, waitSaved, end } from './persist_lib.mjs';
 
 const BUILD = [
@@ -36,6 +36,18 @@ function savedLine(h, n) {
 	const all = [...h.stderr().matchAll(/state saved \((\d+) bytes in \d+ ms, (\d+) written\)/g)];
 	assert.ok(all.length >= n, `${n} saves logged: ${h.stderr().slice(-1500)}`);
 	return [Number(all[n - 1][1]), Number(all[n - 1][2])];
+}
+
+/** The cells the session's checkpoints hold (their process titles). */
+function checkpointCells(pid, session) {
+	const out = [];
+	const want = `python-sandbox-mcp: checkpoint ${session} cell `;
+	for (const p of descendants(pid)) {
+		let t;
+		try { t = fs.readFileSync(`/proc/${p.pid}/cmdline`, 'utf8').replace(/\0+$/, '').replace(/\0/g, ' '); } catch { continue; }
+		if (t.startsWith(want)) out.push(Number(t.slice(want.length)));
+	}
+	return out.sort((a, b) => a - b);
 }
 
 describe('a large state saved in pieces', () => {
@@ -84,6 +96,32 @@ describe('a large state saved in pieces', () => {
 		await waitSaved(h, 1);
 		[, wrote] = savedLine(h, 1);
 		assert.ok(wrote < state / 10, `after a restart: ${wrote} bytes written of ${state}`);
+		await end(h, 'SIGTERM');
+	});
+
+	// The saver of a checkpoint that a newer one replaced is reparented to
+	// the session, which reaps it in its next cell: the kernel then adds
+	// what the saver wrote (the state, to the server's pipe) to the
+	// session's count of bytes written.  That is no effect of the cell's:
+	// a cheap cell after it is still only logged, not checkpointed (it was
+	// checkpointed for "it wrote 24000000 bytes besides its output").
+	test('the bytes a save wrote are not the next cell\'s: a cheap cell after it is logged', { timeout: 120000 }, async () => {
+		const root = newProject('pieces-reap');
+		const xdg = stateHome();
+		const h = await start(root, xdg);
+		let r = await execPy(h, 'import numpy as np\na = np.random.default_rng(1).random(3_000_000)\na.nbytes');
+		assert.equal(r.sc.result, '24000000', show(r.text));
+		await waitSaved(h, 1);
+		r = await execPy(h, "with open('workspace/w.txt', 'w') as f:\n    f.write('x')");
+		assert.equal(r.sc.status, 'ok', show(r.text));
+		const t0 = Date.now();
+		while (checkpointCells(h.pid, 'default').join() !== '2' && Date.now() - t0 < 5000) await sleep(50);
+		assert.deepEqual(checkpointCells(h.pid, 'default'), [2], 'a workspace write forces a checkpoint');
+		await sleep(500); // the replaced checkpoint ends, its saver goes to the session
+		r = await execPy(h, 'y = 2');
+		assert.equal(r.sc.status, 'ok', show(r.text));
+		await sleep(1000);
+		assert.deepEqual(checkpointCells(h.pid, 'default'), [2], 'the cheap cell was logged, not checkpointed');
 		await end(h, 'SIGTERM');
 	});
 
