@@ -200,8 +200,11 @@ static int open_pieces(struct prestore *r, struct prestore **out, struct err *e)
 		r->lease = false;
 	}
 	/* Attack: a planted manifest that claims to be huge, to have the
-	 * server read and hash it: bounded by what the cap allows first. */
-	if (r->total > MANIFEST_HEAD + MANIFEST_ENTRY * pieces_max(p->cap))
+	 * server read it into memory and hash it: bounded first by the most
+	 * pieces of a state it would restore (under persist_mb and under
+	 * memory_mb: 3.9 MB at the defaults). */
+	uint64_t most = p->cap < p->mem_cap ? p->cap : p->mem_cap;
+	if (r->total > MANIFEST_HEAD + MANIFEST_ENTRY * pieces_max(most))
 		return refuse(r, e, -EBADMSG, false, "the snapshot was not written by the server (its manifest is too long)");
 	unsigned char *m = xmalloc(r->total ? r->total : 1);
 	unsigned char tag[HMAC_LEN];

@@ -389,6 +389,28 @@ static void test_a_pieces_file_swapped_since_makes_the_save_whole(void **state)
 	assert_int_equal(restore(1, &e, NULL), 0);
 }
 
+/* A manifest planted longer than any state the server would restore
+ * could need (a real trailer, its length changed to match a sparse file):
+ * refused by its length before it is read or hashed. */
+static void test_a_planted_long_manifest_is_refused_unread(void **state)
+{
+	assert_int_equal(save(0, ALL_NEW), 0);
+	unsigned char t[TRAILER_LEN];
+	int fd = open(snap, O_RDWR);
+	assert_true(fd >= 0);
+	assert_int_equal(pread(fd, t, sizeof t, size_of(snap) - TRAILER_LEN), (ssize_t)sizeof t);
+	uint64_t big = 1u << 20; /* the bound here: 24 + 60 * 516 bytes */
+	put64(t + 8, big);
+	assert_int_equal(ftruncate(fd, 0), 0);
+	assert_int_equal(ftruncate(fd, (off_t)big), 0);
+	assert_int_equal(pwrite(fd, t, sizeof t, (off_t)big), (ssize_t)sizeof t);
+	close(fd);
+	struct prestore *r = NULL;
+	struct err e = { 0 };
+	assert_int_equal(prestore_open(p, "default", &r, &e), -EBADMSG);
+	assert_non_null(strstr(e.msg, "manifest is too long"));
+}
+
 /* A pieces file mostly dead (more dead bytes than live ones, and 64 MiB):
  * the next save is offered no label, so it writes a new file whole. */
 static void test_a_mostly_dead_file_offers_no_label(void **state)
@@ -418,6 +440,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_a_changed_piece_gets_a_bad_verdict, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_a_changed_manifest_or_pieces_file_is_refused_at_open, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_a_pieces_file_swapped_since_makes_the_save_whole, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_a_planted_long_manifest_is_refused_unread, setup, teardown),
 		cmocka_unit_test(test_a_mostly_dead_file_offers_no_label),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
