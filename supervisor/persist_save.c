@@ -391,6 +391,24 @@ static bool piece_begin(struct psave *s)
 	return true;
 }
 
+/* Reads up to want bytes of a save in pieces into b: > 0 the count; 0
+ * nothing yet (the budget of this wake-up ends); -1 the save ended (the
+ * stream stopped short, whatever was announced). */
+static ssize_t pieces_read(struct psave *s, int fd, void *b, size_t want, size_t *budget)
+{
+	ssize_t n = read(fd, b, want);
+	if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+		*budget = 0;
+		return 0;
+	}
+	if (n <= 0) {
+		psave_end(s, n < 0 ? -errno : -EPIPE, "the saver stopped after %llu of %llu bytes", (unsigned long long)s->got,
+			  (unsigned long long)s->total);
+		return -1;
+	}
+	return n;
+}
+
 /* The body of a save in pieces; false when the save ended. */
 static bool pieces_step(struct psave *s, int fd, size_t *budget)
 {
@@ -399,29 +417,15 @@ static bool pieces_step(struct psave *s, int fd, size_t *budget)
 			pieces_finish(s);
 			return false;
 		}
-		ssize_t n = read(fd, s->ph + s->ph_got, sizeof s->ph - s->ph_got);
-		if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
-			*budget = 0;
-			return true;
-		}
-		if (n <= 0) {
-			psave_end(s, n < 0 ? -errno : -EPIPE, "the saver stopped after %llu of %llu bytes",
-				  (unsigned long long)s->got, (unsigned long long)s->total);
-			return false;
-		}
+		ssize_t n = pieces_read(s, fd, s->ph + s->ph_got, sizeof s->ph - s->ph_got, budget);
+		if (n <= 0)
+			return n == 0;
 		s->ph_got += (size_t)n;
 		return s->ph_got < sizeof s->ph || piece_begin(s);
 	}
-	ssize_t n = read(fd, s->buf, s->pleft < CHUNK ? s->pleft : CHUNK);
-	if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
-		*budget = 0;
-		return true;
-	}
-	if (n <= 0) {
-		psave_end(s, n < 0 ? -errno : -EPIPE, "the saver stopped after %llu of %llu bytes",
-			  (unsigned long long)s->got, (unsigned long long)s->total);
-		return false;
-	}
+	ssize_t n = pieces_read(s, fd, s->buf, s->pleft < CHUNK ? s->pleft : CHUNK, budget);
+	if (n <= 0)
+		return n == 0;
 	if (s->got < 8 + SUMMARY_MAX && !s->sum_lost)
 		psave_peek(s, s->buf, (size_t)n);
 	hmac_update(s->pmac, s->buf, (size_t)n);

@@ -417,6 +417,18 @@ export function descendants(pid) {
 	return out;
 }
 
+/** The cells whose state the session's checkpoints hold (their titles). */
+export function checkpointCells(pid, session) {
+	const out = [];
+	const want = `python-sandbox-mcp: checkpoint ${session} cell `;
+	for (const p of descendants(pid)) {
+		let t;
+		try { t = fs.readFileSync(`/proc/${p.pid}/cmdline`, 'utf8').replace(/\0+$/, '').replace(/\0/g, ' '); } catch { continue; }
+		if (t.startsWith(want)) out.push(Number(t.slice(want.length)));
+	}
+	return out.sort((a, b) => a - b);
+}
+
 /** Host memory (MB) that the sandbox's processes hold, checkpoints included:
  *  Pss_Anon + Pss_Shmem, so a page that several of them share (a checkpoint's
  *  or a forked child's copy-on-write pages) counts once, split between them.

@@ -12,7 +12,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 
-import { execPy, newProject, show, descendants, sleep } from './lib.mjs';
+import { execPy, newProject, show, checkpointCells, sleep } from './lib.mjs';
 import { stateHome, start, snapPath, waitSaved, end } from './persist_lib.mjs';
 
 const BUILD = [
@@ -38,26 +38,21 @@ function savedLine(h, n) {
 	return [Number(all[n - 1][1]), Number(all[n - 1][2])];
 }
 
-/** The cells the session's checkpoints hold (their process titles). */
-function checkpointCells(pid, session) {
-	const out = [];
-	const want = `python-sandbox-mcp: checkpoint ${session} cell `;
-	for (const p of descendants(pid)) {
-		let t;
-		try { t = fs.readFileSync(`/proc/${p.pid}/cmdline`, 'utf8').replace(/\0+$/, '').replace(/\0/g, ' '); } catch { continue; }
-		if (t.startsWith(want)) out.push(Number(t.slice(want.length)));
-	}
-	return out.sort((a, b) => a - b);
+/** A new project whose session holds the frame, saved once: [root, xdg, h]. */
+async function savedFrame(tag) {
+	const root = newProject(tag);
+	const xdg = stateHome();
+	const h = await start(root, xdg);
+	const r = await execPy(h, BUILD);
+	assert.equal(r.sc.result, '(500000, 12)', show(r.text));
+	await waitSaved(h, 1);
+	return [root, xdg, h];
 }
 
 describe('a large state saved in pieces', () => {
 	test('one column changed between rests: each save writes less than a tenth of the state, and the state comes back exactly', { timeout: 240000 }, async () => {
-		const root = newProject('pieces');
-		const xdg = stateHome();
-		let h = await start(root, xdg);
-		let r = await execPy(h, BUILD);
-		assert.equal(r.sc.result, '(500000, 12)', show(r.text));
-		await waitSaved(h, 1);
+		let [root, xdg, h] = await savedFrame('pieces');
+		let r;
 		const [state, first] = savedLine(h, 1);
 		assert.ok(state > 48e6 && first >= state, `the first save is whole: ${state} bytes, ${first} written`);
 		const file = piecesFile(root);
@@ -126,11 +121,7 @@ describe('a large state saved in pieces', () => {
 	});
 
 	test('a piece changed on disk: the restore refuses the snapshot and says why', { timeout: 180000 }, async () => {
-		const root = newProject('pieces-bad');
-		const xdg = stateHome();
-		let h = await start(root, xdg);
-		let r = await execPy(h, BUILD);
-		await waitSaved(h, 1);
+		let [root, xdg, h] = await savedFrame('pieces-bad');
 		await end(h, 'SIGTERM');
 		// From outside: one byte in the middle of the pieces file.
 		const file = piecesFile(root);
@@ -142,7 +133,7 @@ describe('a large state saved in pieces', () => {
 		fs.writeSync(fd, b, 0, 1, at);
 		fs.closeSync(fd);
 		h = await start(root, xdg);
-		r = await execPy(h, '"df" in globals()');
+		let r = await execPy(h, '"df" in globals()');
 		assert.equal(r.sc.result, 'False', show(r.text));
 		assert.notEqual(r.sc.state, 'restored', show(r.text));
 		assert.match(h.stderr(), /the saved state does not match its tag: refused/);
@@ -151,12 +142,9 @@ describe('a large state saved in pieces', () => {
 	});
 
 	test('a saver that names a piece the server never wrote: its save fails, the last one stays, the next one is whole', { timeout: 240000 }, async () => {
-		const root = newProject('pieces-lie');
-		const xdg = stateHome();
-		let h = await start(root, xdg);
-		let r = await execPy(h, BUILD);
-		await waitSaved(h, 1);
+		let [root, xdg, h] = await savedFrame('pieces-lie');
 		const [state] = savedLine(h, 1);
+		let r;
 		// The session's own code replaces its saver (it runs in a fork
 		// of the session's checkpoint): a piece of 1 MiB named by a
 		// label the server never gave.

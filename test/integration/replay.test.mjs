@@ -9,20 +9,8 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 
-import { startClient, newProject, execPy, descendants, writeFile, sleep, show } from './lib.mjs';
+import { startClient, newProject, execPy, checkpointCells, writeFile, sleep, show } from './lib.mjs';
 import { ok, timeout } from './reply_lib.mjs';
-
-/** The cells whose state the session's checkpoints hold (their titles). */
-function checkpointCells(pid, session) {
-	const out = [];
-	const want = `python-sandbox-mcp: checkpoint ${session} cell `;
-	for (const p of descendants(pid)) {
-		let t;
-		try { t = fs.readFileSync(`/proc/${p.pid}/cmdline`, 'utf8').replace(/\0+$/, '').replace(/\0/g, ' '); } catch { continue; }
-		if (t.startsWith(want)) out.push(Number(t.slice(want.length)));
-	}
-	return out.sort((a, b) => a - b);
-}
 
 /** Waits until the session's checkpoint holds the given cell (it is taken
  *  right after the reply).  Not longer than 3 s: a session at rest for 5 s
