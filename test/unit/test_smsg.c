@@ -148,13 +148,34 @@ static void test_take_checkpoint(void **state)
 	assert_string_equal(a, "{}");
 	assert_int_equal(smsg_take_checkpoint_decode(a, strlen(a), &out, &e), 0);
 	assert_false(out.save);
+	smsg_take_checkpoint_free(&out);
 	assert_int_equal(smsg_take_checkpoint_decode(b, strlen(b), &out, &e), 0);
 	assert_true(out.save);
+	assert_string_equal(out.known, "");
+	smsg_take_checkpoint_free(&out);
 	free(a);
 	free(b);
 	assert_int_not_equal(smsg_take_checkpoint_decode("{\"save\":1}", 10, &out, &e), 0);
 	assert_non_null(strstr(e.msg, "W_TAKE_CHECKPOINT whose \"save\""));
 	assert_false(out.save);
+
+	/* The labels of the last save's pieces: 32 hex digits each. */
+	static const char known[] = "000102030405060708090a0b0c0d0e0f" "ffeeddccbbaa99887766554433221100";
+	char *c = smsg_take_checkpoint_encode(&(struct smsg_take_checkpoint){ .save = true, .known = known });
+	assert_int_equal(smsg_take_checkpoint_decode(c, strlen(c), &out, &e), 0);
+	assert_true(out.save);
+	assert_string_equal(out.known, known);
+	smsg_take_checkpoint_free(&out);
+	free(c);
+	const char *bad[] = { "{\"save\":true,\"known\":\"0g0102030405060708090a0b0c0d0e0f\"}",
+			      "{\"save\":true,\"known\":\"0001\"}", "{\"save\":true,\"known\":7}" };
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		e = (struct err){ 0 };
+		assert_int_not_equal(smsg_take_checkpoint_decode(bad[i], strlen(bad[i]), &out, &e), 0);
+		assert_non_null(strstr(e.msg, "known"));
+		assert_false(out.save);
+		assert_string_equal(out.known, "");
+	}
 }
 
 static void test_thumb_round_trip_and_refusals(void **state)
