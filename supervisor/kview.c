@@ -137,12 +137,7 @@ static bool read_children(int pfd, struct kview *kv)
 		 * ptrace access), 0: then its bytes count as the cell's. */
 		char io[64], buf[1024];
 		snprintf(io, sizeof io, "/proc/%d/io", (int)kv->kid[i]);
-		int fd = open(io, O_RDONLY | O_CLOEXEC);
-		ssize_t k = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
-		if (fd >= 0)
-			close(fd);
-		buf[k > 0 ? k : 0] = '\0';
-		if (k > 0 && !field_ull(buf, "wchar: ", &kv->kid_wchar[i]))
+		if (!proc_read(AT_FDCWD, io, buf, sizeof buf) || !field_ull(buf, "wchar: ", &kv->kid_wchar[i]))
 			kv->kid_wchar[i] = 0;
 	}
 	return ok;

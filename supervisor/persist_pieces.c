@@ -156,51 +156,50 @@ void pieces_name(uint64_t gen, char *buf, size_t n)
 	snprintf(buf, n, "pieces.%" PRIu64, gen);
 }
 
-void pieces_drop(int dir, uint64_t keep)
+/* The generation a pieces file's name gives ("pieces.GEN"), or 0 for any
+ * other name. */
+static uint64_t gen_of(const char *nm)
 {
+	if (strncmp(nm, "pieces.", 7) != 0 || !nm[7] || strspn(nm + 7, "0123456789") != strlen(nm + 7) || strlen(nm + 7) > 18)
+		return 0;
+	return strtoull(nm + 7, NULL, 10);
+}
+
+/* The pieces files of dir: the highest generation among them; with drop,
+ * each but pieces.keep is removed. */
+static uint64_t pieces_walk(int dir, uint64_t keep, bool drop)
+{
+	uint64_t top = 0;
 	int d = openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	DIR *dh = d >= 0 ? fdopendir(d) : NULL;
 	if (!dh) {
 		if (d >= 0)
 			close(d);
-		return;
+		return 0;
 	}
-	char keepname[40];
-	pieces_name(keep, keepname, sizeof keepname);
 	struct dirent *de;
 	/* The directory holds the server's few files, and whatever a cell
 	 * planted: at most this many names looked at. */
 	for (int seen = 0; seen < 4096 && (de = readdir(dh)); seen++) {
-		const char *nm = de->d_name;
-		if (strncmp(nm, "pieces.", 7) != 0 || !nm[7] || strspn(nm + 7, "0123456789") != strlen(nm + 7))
+		uint64_t g = gen_of(de->d_name);
+		if (!g)
 			continue;
-		if (keep && strcmp(nm, keepname) == 0)
-			continue;
-		unlinkat(dir, nm, 0);
+		if (g > top)
+			top = g;
+		if (drop && g != keep)
+			unlinkat(dir, de->d_name, 0);
 	}
 	closedir(dh);
+	return top;
+}
+
+void pieces_drop(int dir, uint64_t keep)
+{
+	pieces_walk(dir, keep, true);
 }
 
 uint64_t pieces_next_gen(int dir, uint64_t above)
 {
-	uint64_t top = above;
-	int d = openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	DIR *dh = d >= 0 ? fdopendir(d) : NULL;
-	if (!dh) {
-		if (d >= 0)
-			close(d);
-		return top + 1;
-	}
-	struct dirent *de;
-	for (int seen = 0; seen < 4096 && (de = readdir(dh)); seen++) {
-		const char *nm = de->d_name;
-		if (strncmp(nm, "pieces.", 7) != 0 || !nm[7] || strspn(nm + 7, "0123456789") != strlen(nm + 7) ||
-		    strlen(nm + 7) > 18)
-			continue;
-		uint64_t g = strtoull(nm + 7, NULL, 10);
-		if (g > top)
-			top = g;
-	}
-	closedir(dh);
-	return top + 1;
+	uint64_t top = pieces_walk(dir, 0, false);
+	return (top > above ? top : above) + 1;
 }

@@ -395,13 +395,11 @@ static void save_done(void *arg, const struct psave_result *r)
 	s->save = NULL;
 	save_watch_stop(sup, s);
 	end_save_tree(sup, s);
+	if (r->drop_table)
+		pieces_forget(s);
 	if (r->status == 0) {
 		pieces_forget(s);
 		s->pieces = r->table; /* NULL for a whole one */
-	} else if (r->drop_table) {
-		pieces_forget(s);
-	}
-	if (r->status == 0) {
 		log_info("session %s: state saved (%llu bytes in %.0f ms, %llu written)", s->name, (unsigned long long)r->bytes, r->ms,
 			 (unsigned long long)r->written);
 		s->cap_noted = s->save_failed = s->abandon_noted = false;

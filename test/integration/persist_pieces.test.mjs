@@ -49,6 +49,19 @@ async function savedFrame(tag) {
 	return [root, xdg, h];
 }
 
+/** Ends the server after taking the frame's digest, starts another on the
+ *  same project and checks that its first call restores the same frame;
+ *  the new server. */
+async function restartSame(h, root, xdg) {
+	const digest = (await execPy(h, DIGEST)).sc.result;
+	await end(h, 'SIGTERM');
+	const h2 = await start(root, xdg);
+	const r = await execPy(h2, DIGEST);
+	assert.equal(r.sc.state, 'restored', show(r.text));
+	assert.equal(r.sc.result, digest, 'the same values, columns and order');
+	return h2;
+}
+
 describe('a large state saved in pieces', () => {
 	test('one column changed between rests: each save writes less than a tenth of the state, and the state comes back exactly', { timeout: 240000 }, async () => {
 		let [root, xdg, h] = await savedFrame('pieces');
@@ -77,14 +90,7 @@ describe('a large state saved in pieces', () => {
 		grew = fs.statSync(file).size - size;
 		assert.ok(wrote < state / 10, `changed in place: ${wrote} bytes written of ${state}`);
 		assert.ok(grew < state / 10, `changed in place: the pieces file grew by ${grew}`);
-		r = await execPy(h, DIGEST);
-		const digest = r.sc.result;
-		await end(h, 'SIGTERM');
-
-		h = await start(root, xdg);
-		r = await execPy(h, DIGEST);
-		assert.equal(r.sc.state, 'restored', show(r.text));
-		assert.equal(r.sc.result, digest, 'the same values, columns and order');
+		h = await restartSame(h, root, xdg);
 		assert.match(h.stderr(), /saved state streamed and verified/);
 		// After the restart the restore's pieces serve the next save.
 		r = await execPy(h, 'df["c7"] = -df["c7"]\n1');
@@ -170,13 +176,7 @@ describe('a large state saved in pieces', () => {
 		await waitSaved(h, 2);
 		const [, wrote] = savedLine(h, 2);
 		assert.ok(wrote >= state, `the save after the refused one is whole: ${wrote} of ${state}`);
-		r = await execPy(h, DIGEST);
-		const digest = r.sc.result;
-		await end(h, 'SIGTERM');
-		h = await start(root, xdg);
-		r = await execPy(h, DIGEST);
-		assert.equal(r.sc.state, 'restored', show(r.text));
-		assert.equal(r.sc.result, digest);
+		h = await restartSame(h, root, xdg);
 		await end(h, 'SIGTERM');
 	});
 });
