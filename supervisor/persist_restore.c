@@ -216,7 +216,7 @@ static int open_pieces(struct prestore *r, struct prestore **out, struct err *e)
 	hmac_free(h);
 	if (!good) {
 		free(m);
-		return refuse(r, e, -EBADMSG, false, "its manifest does not match its tag (it was changed since the server wrote it)");
+		return refuse(r, e, -EBADMSG, false, "its manifest does not match the tag the server wrote with it (changed or planted by something other than the server)");
 	}
 	struct err de = { 0 };
 	r->pt = ptable_decode(m, r->total, UINT64_MAX, &de);

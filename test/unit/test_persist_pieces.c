@@ -347,7 +347,7 @@ static void test_a_changed_manifest_or_pieces_file_is_refused_at_open(void **sta
 	assert_int_equal(save(0, ALL_NEW), 0);
 	flip(snap, 30);
 	assert_int_equal(restore(0, &e, NULL), -EBADMSG);
-	assert_non_null(strstr(e.msg, "manifest does not match its tag"));
+	assert_non_null(strstr(e.msg, "manifest does not match the tag the server wrote with it (changed or planted"));
 
 	/* Each save below with no table: a new file each time. */
 	e = (struct err){ 0 };
