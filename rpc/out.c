@@ -8,7 +8,8 @@
  * terminal shares it with the shell and with our own stdin); a Node client's
  * stdout is a socket, a Python client's a pipe: a thread writes the same
  * blocking way to every kind of stream and changes no flag anyone else
- * sees. */
+ * sees.  A line with nothing queued before it is first offered to the
+ * stream by the loop itself, in a write that never waits (out_line). */
 #include "out.h"
 
 #include <errno.h>
@@ -18,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -53,6 +55,7 @@ static struct {
 	/* The loop thread's own. */
 	enum out_mode mode;
 	bool gone_told;
+	bool no_nowait;        /* the stream refused RWF_NOWAIT: the writer writes all */
 	struct out_config cfg;
 	uint64_t timer;        /* the stall check, armed while lines wait */
 	char why[256];
@@ -188,7 +191,7 @@ bool out_start(const struct out_config *c)
 	O.cfg = *c;
 	O.head = O.tail = NULL;
 	O.waiting = 0;
-	O.busy = O.drop_head = O.quit = O.cut = O.gone_told = false;
+	O.busy = O.drop_head = O.quit = O.cut = O.gone_told = O.no_nowait = false;
 	O.failed = 0;
 	O.timer = 0;
 	if (!O.cfg.cap)
@@ -290,9 +293,31 @@ void out_line(const char *s, size_t len)
 		loop_timer(O.cfg.loop, 0, fire_cut, NULL);
 		return;
 	}
+	/* Nothing waits before it: the stream is offered the line at once,
+	 * from this thread, without waiting for room (RWF_NOWAIT: a flag of
+	 * this one write, not of the shared description).  A warm call's
+	 * reply then reaches the client without waking the writer (measured:
+	 * 10 to 30 us back to back, more after a pause).  What the stream
+	 * does not take at once (a client that reads slowly, or not at all)
+	 * goes to the writer from where this write stopped, so the loop
+	 * never waits for the client either way. */
+	if (!O.head && !O.busy && !O.no_nowait) {
+		struct iovec v = { .iov_base = m->data, .iov_len = m->len };
+		ssize_t w = pwritev2(O.cfg.fd, &v, 1, -1, RWF_NOWAIT);
+		if (w == (ssize_t)m->len) {
+			O.progress = loop_now_ms();
+			pthread_mutex_unlock(&O.mu);
+			free_msg(m);
+			return;
+		}
+		if (w > 0)
+			m->off = (size_t)w;
+		else if (w < 0 && (errno == EOPNOTSUPP || errno == EINVAL || errno == ENOSYS))
+			O.no_nowait = true; /* a terminal, an older kernel's pipe: the writer's way only */
+	}
 	if (!O.waiting)
 		O.progress = loop_now_ms();
-	O.waiting += m->len;
+	O.waiting += m->len - m->off;
 	if (O.tail)
 		O.tail->next = m;
 	else

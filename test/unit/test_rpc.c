@@ -464,6 +464,47 @@ static void test_out_unread_then_read(void **state)
 	close(p[1]);
 }
 
+/* A line with nothing queued before it is written by out_line itself, as
+ * far as the stream takes it without waiting: the rest waits for the
+ * writer, and comes after, whole and in order. */
+static void test_out_at_once(void **state)
+{
+	(void)state;
+	int p[2];
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	int room = fcntl(p[1], F_GETPIPE_SZ);
+	assert_true(room > 0);
+	struct loop *l = out_begin(p[1], 0, 60000);
+	/* Fits: in the pipe when out_line returns, nothing waits. */
+	out_line("{\"a\":1}", 7);
+	assert_int_equal(out_waiting(), 0);
+	char got[16];
+	assert_int_equal(read(p[0], got, sizeof got), 8);
+	assert_memory_equal(got, "{\"a\":1}\n", 8);
+	/* Longer than the pipe: what it took at once is written, the rest
+	 * waits (the writer can add nothing while the pipe is full). */
+	char *line = malloc(300000);
+	size_t n = make_line(line, 37); /* 93,003 bytes of padding: more than a pipe holds */
+	assert_true(n + 1 > (size_t)room);
+	out_line(line, n);
+	assert_int_equal(out_waiting(), n + 1 - (size_t)room);
+	out_line("{\"b\":2}", 7); /* after it, never before */
+	struct reader r = { .fd = p[0], .want = n + 9, .chunk = 1 << 16 };
+	pthread_t th;
+	assert_int_equal(pthread_create(&th, NULL, read_all, &r), 0);
+	assert_true(out_drain(30000));
+	pthread_join(th, NULL);
+	assert_int_equal(r.len, n + 9);
+	assert_memory_equal(r.got, line, n);
+	assert_memory_equal(r.got + n, "\n{\"b\":2}\n", 9);
+	out_stop();
+	loop_free(l);
+	free(r.got);
+	free(line);
+	close(p[0]);
+	close(p[1]);
+}
+
 /* More than cap bytes unread: cut off, from the loop (never inside
  * out_line), what waits dropped, later lines dropped. */
 static void test_out_cap(void **state)
@@ -608,6 +649,7 @@ int main(void)
 		cmocka_unit_test(test_verify_and_resources),
 		cmocka_unit_test(test_modern),
 		cmocka_unit_test(test_out_unread_then_read),
+		cmocka_unit_test(test_out_at_once),
 		cmocka_unit_test(test_out_cap),
 		cmocka_unit_test(test_out_stall),
 		cmocka_unit_test(test_out_slow_reader),
