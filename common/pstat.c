@@ -9,7 +9,7 @@
 
 int pstat_parse(const char *text, struct pstat *out)
 {
-	*out = (struct pstat){ .exit_code = -1 };
+	*out = (struct pstat){ .exit_code = -1, .processor = -1 };
 	/* The last ')' ends the name: every field after it is a number or
 	 * the state's one letter, which hold none. */
 	const char *p = strrchr(text, ')');
@@ -40,6 +40,7 @@ int pstat_parse(const char *text, struct pstat *out)
 		case 17: out->cstime = (long long)v; break;
 		case 20: out->num_threads = (long)v; break;
 		case 22: out->start = v; break;
+		case 39: out->processor = (int)v; break;
 		case 52: out->exit_code = (int)(long long)v; break;
 		default: break;
 		}

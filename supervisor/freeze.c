@@ -16,9 +16,15 @@
  *            pre-copy short (W_HURRY, supervisor.c: sup_submit). */
 #include "private.h"
 
+#include <sched.h>
+
 static void try_freeze(void *arg);
 static void check_quiet(void *arg);
 static void send_settle(struct sup *sup, struct session *s);
+
+/* How many times one freeze gives its CPU to a session found runnable
+ * there (try_freeze). */
+#define FREEZE_YIELDS 3
 
 /* All the session had to say is in: freeze it, then have the zygote end
  * what the call left running below it.  Only then is the call over (the
@@ -30,6 +36,7 @@ void begin_freeze(struct sup *sup, struct session *s)
 {
 	set_expect(sup, s, P_FREEZING);
 	s->idle_tries = 0;
+	s->yield_tries = 0;
 	try_freeze(s);
 }
 
@@ -56,6 +63,20 @@ static void try_freeze(void *arg)
 		 * for the interpreter's lock, it wakes every 5 ms; so does a
 		 * signal timer). */
 		bool first = s->look.valid && !pair;
+		if (!first && s->look.here && s->yield_tries < FREEZE_YIELDS) {
+			/* Runnable on this very CPU: the server's own wake-up
+			 * (the reply it read) put it there, between its reply
+			 * and its next read.  Giving it the CPU lets it get to
+			 * that read at once; waiting 0.1 ms for it cost every
+			 * such call that much, and the CPU's sleep besides.
+			 * Only when to look changes, never what a pair must
+			 * see: at most FREEZE_YIELDS per freeze, then the
+			 * waits below. */
+			s->yield_tries++;
+			sched_yield();
+			look_arm(sup, s, LOOK_IDLE, 0, try_freeze);
+			return;
+		}
 		double ms = first ? 0 : 0.1 * (double)(1 << (s->idle_tries < 8 ? s->idle_tries : 8));
 		if (!first) {
 			s->look.valid = false;

@@ -148,6 +148,7 @@ struct session {
 	/* The looks at its live process (look_arm): process.c only. */
 	uint64_t watch_timer, idle_timer;
 	int idle_tries;
+	int yield_tries;    /* the freeze's CPU given to it (freeze.c: FREEZE_YIELDS) */
 	struct watch_look look; /* the previous look while freezing */
 	long thaw_cpu0;         /* its CPU time when thawed for a checkpoint */
 	int quiet_tries;        /* looks for its threads stopped (check_quiet) */

@@ -86,6 +86,8 @@ int watch_idle(pid_t pid, struct watch_look *last)
 	}
 	bool asleep = true;
 	struct watch_look now = { .valid = true };
+	int cpu = sched_getcpu();
+	bool here = false;
 	struct dirent *de;
 	while (asleep && (de = readdir(d))) {
 		if (de->d_name[0] < '1' || de->d_name[0] > '9')
@@ -103,6 +105,8 @@ int watch_idle(pid_t pid, struct watch_look *last)
 		 * believed. */
 		if (!(ps.state == 'S' || ps.state == 'T' || ps.state == 't'))
 			asleep = false;
+		if (ps.state == 'R' && ps.processor == cpu)
+			here = true;
 		now.n++;
 		now.tids += strtoull(de->d_name, NULL, 10) * 2654435761u;
 		now.run += thread_run(pid, de->d_name, &ps);
@@ -112,7 +116,7 @@ int watch_idle(pid_t pid, struct watch_look *last)
 	 * caught between two steps of its work in S has used CPU time by the
 	 * next look; one blocked for the whole interval has not. */
 	bool same = last->valid && asleep && now.n == last->n && now.tids == last->tids && now.run == last->run;
-	*last = asleep ? now : (struct watch_look){ 0 };
+	*last = asleep ? now : (struct watch_look){ .here = here };
 	return same;
 }
 

@@ -24,6 +24,7 @@ struct watch_look {
 	bool valid;          /* false: no earlier look (or it saw one busy) */
 	long n;              /* threads */
 	uint64_t tids, run;  /* their ids and their CPU time, summed */
+	bool here;           /* a thread was runnable on the CPU of the caller (preempted by it) */
 };
 
 /* 1 when every thread of pid sleeps (S) or is stopped, now and at the

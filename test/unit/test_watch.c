@@ -9,6 +9,9 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <sched.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "../../supervisor/watch.h"
@@ -74,6 +77,111 @@ static void test_the_bound_holds(void **state)
 	}
 }
 
+/* The idle looks of the freeze (watch_idle), against real processes: one
+ * blocked in a read is idle at the second look; one that computes never
+ * is, and the look says whether it waits for the CPU of the caller (the
+ * freeze then gives it that CPU instead of waiting). */
+static pid_t child(int cpu, bool spin, int *wfd)
+{
+	int p[2];
+	assert_int_equal(pipe(p), 0);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		if (cpu >= 0) {
+			cpu_set_t set;
+			CPU_ZERO(&set);
+			CPU_SET(cpu, &set);
+			sched_setaffinity(0, sizeof set, &set);
+		}
+		char c;
+		if (spin)
+			for (volatile unsigned long i = 0;; i++)
+				;
+		_exit(read(p[0], &c, 1) == 1 ? 0 : 1);
+	}
+	close(p[0]);
+	*wfd = p[1];
+	return pid;
+}
+
+static void end_child(pid_t pid, int wfd)
+{
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	close(wfd);
+}
+
+static void pin_self(int cpu)
+{
+	cpu_set_t set;
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	assert_int_equal(sched_setaffinity(0, sizeof set, &set), 0);
+}
+
+static void test_idle_blocked(void **state)
+{
+	(void)state;
+	int wfd;
+	pid_t pid = child(-1, false, &wfd);
+	struct watch_look look = { 0 };
+	int r = 0;
+	/* Asleep in its read once it got there: two looks in a row agree. */
+	for (int i = 0; i < 2000 && r != 1; i++) {
+		r = watch_idle(pid, &look);
+		if (r != 1)
+			usleep(1000);
+	}
+	assert_int_equal(r, 1);
+	assert_false(look.here);
+	end_child(pid, wfd);
+}
+
+static void test_idle_preempted_here(void **state)
+{
+	(void)state;
+	/* The CPUs this test may use (a container may allow only some). */
+	cpu_set_t allowed;
+	assert_int_equal(sched_getaffinity(0, sizeof allowed, &allowed), 0);
+	int first = -1, second = -1;
+	for (int c = 0; c < CPU_SETSIZE && second < 0; c++)
+		if (CPU_ISSET(c, &allowed)) {
+			if (first < 0)
+				first = c;
+			else
+				second = c;
+		}
+	assert_true(first >= 0);
+	int wfd;
+	/* Both on one CPU: while this thread runs, the child waits for it. */
+	pin_self(first);
+	pid_t pid = child(first, true, &wfd);
+	struct watch_look look = { 0 };
+	bool here = false;
+	for (int i = 0; i < 200 && !here; i++) {
+		assert_int_equal(watch_idle(pid, &look), 0);
+		assert_false(look.valid); /* busy: no pair starts */
+		here = look.here;
+		if (!here)
+			sched_yield(); /* let it start its loop */
+	}
+	assert_true(here);
+	end_child(pid, wfd);
+	if (second >= 0) {
+		/* Computing on another CPU: busy, but nothing to give it. */
+		pid = child(second, true, &wfd);
+		usleep(20000);
+		for (int i = 0; i < 20; i++) {
+			assert_int_equal(watch_idle(pid, &look), 0);
+			assert_false(look.valid);
+			assert_false(look.here);
+		}
+		end_child(pid, wfd);
+	}
+	sched_setaffinity(0, sizeof allowed, &allowed);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -81,6 +189,8 @@ int main(void)
 		cmocka_unit_test(test_at_the_limit),
 		cmocka_unit_test(test_many_tasks),
 		cmocka_unit_test(test_the_bound_holds),
+		cmocka_unit_test(test_idle_blocked),
+		cmocka_unit_test(test_idle_preempted_here),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
