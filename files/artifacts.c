@@ -45,6 +45,64 @@ static void join_where(char *out, size_t n, const char *a, const char *b)
 	mark_unseen(&none, out, n, 1, tmp);
 }
 
+/* The calling thread's budget (art_budget_begin). */
+static __thread struct {
+	bool on, bounded, spent;
+	size_t left, visited;
+	struct timespec until;
+} budget;
+
+void art_budget_begin(size_t n, double ms)
+{
+	budget.on = true;
+	budget.bounded = n > 0;
+	budget.spent = false;
+	budget.left = n;
+	budget.visited = 0;
+	clock_gettime(CLOCK_MONOTONIC, &budget.until);
+	long long ns = budget.until.tv_nsec + (long long)(ms * 1e6);
+	budget.until.tv_sec += (time_t)(ns / 1000000000);
+	budget.until.tv_nsec = (long)(ns % 1000000000);
+}
+
+bool art_budget_refuse(void)
+{
+	if (!budget.on || !budget.bounded)
+		return false;
+	budget.spent = true;
+	return true;
+}
+
+bool art_budget_end(size_t *visited)
+{
+	if (visited)
+		*visited = budget.visited;
+	bool spent = budget.spent;
+	budget.on = false;
+	return spent;
+}
+
+/* One entry read from a directory: false once the budget is spent (the
+ * walk stops there). */
+static bool budget_take(void)
+{
+	if (!budget.on)
+		return true;
+	budget.visited++;
+	if (!budget.bounded)
+		return true;
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	bool late = now.tv_sec > budget.until.tv_sec ||
+		    (now.tv_sec == budget.until.tv_sec && now.tv_nsec > budget.until.tv_nsec);
+	if (budget.left == 0 || budget.spent || late) {
+		budget.spent = true;
+		return false;
+	}
+	budget.left--;
+	return true;
+}
+
 struct walk {
 	const struct art_scan_opts *o;
 	struct art_list *out;
@@ -137,6 +195,11 @@ static int walk_dir(struct walk *w, int dfd, size_t plen, int depth)
 		const char *name = de->d_name;
 		if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
 			continue;
+		if (!budget_take()) {
+			w->out->truncated = true;
+			w->stop = true;
+			break;
+		}
 		if (!w->o->include_hidden && name[0] == '.')
 			continue;
 		size_t nl = strlen(name), sep = plen ? 1 : 0;
@@ -422,6 +485,10 @@ static void usage_dir(struct usage *w, int dfd, size_t plen, int depth)
 		struct stat st;
 		if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
 			continue;
+		if (!budget_take()) {
+			w->stop = true;
+			break;
+		}
 		size_t nl = strlen(name), sep = plen ? 1 : 0, clen = plen;
 		if (plen + sep + nl < sizeof w->path) {
 			if (sep)

@@ -48,6 +48,24 @@ struct art_scan_opts {
 	                             * server's snapshot passes ".logs"); may be NULL */
 };
 
+/* A bound on every walk of the calling thread together, for a walk done
+ * where waiting is costly: the event loop's own snapshot of a small
+ * workspace (mcp/exec.c).  Between art_budget_begin(n, ms) and
+ * art_budget_end, the walks of this thread (art_scan and the usage walks)
+ * visit at most n entries between them, counted as they are read from
+ * their directories, and stop at the first entry read after ms
+ * milliseconds; a caller about to read a file's bytes asks
+ * art_budget_refuse() first.
+ * Once the budget is spent every walk stops where it is, and
+ * art_budget_end() returns true: what they returned is then partial and
+ * must be thrown away.  n == 0 bounds nothing and only counts.  *visited
+ * (may be NULL) gets the entries the walks visited. */
+void art_budget_begin(size_t n, double ms);
+/* Inside a bounded budget: true, and the budget counts as spent (the
+ * caller reads nothing).  Otherwise false. */
+bool art_budget_refuse(void);
+bool art_budget_end(size_t *visited);
+
 /* Whether rel (workspace-relative) is one of dirs (NULL-terminated) or lies
  * beneath one. */
 bool art_path_under(const char *rel, const char *const *dirs);

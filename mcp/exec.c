@@ -157,7 +157,24 @@ void exec_call(struct server *s, const struct req *q, const cJSON *args, const c
  * whole workspace, and the images among its artifacts are read to be
  * returned: both run on a worker (work.h), so a workspace the code filled
  * with entries never holds up the loop.  A scan job owns everything it
- * touches; the call gets the results on the loop, in done(). */
+ * touches; the call gets the results on the loop, in done().
+ *
+ * Except a small one: when the last snapshot visited at most
+ * SCAN_LOOP_ENTRIES entries within SCAN_LOOP_MS, the next is taken on the
+ * loop itself, under a budget of that many entries and that long
+ * (art_budget_begin) and reading no file's bytes.  A warm call then makes
+ * no round trip to a worker, which cost two wake-ups each way: measured on
+ * `1+1`, 100 to 170 us back to back and 250 to 560 us after a pause of the
+ * agent's.  A snapshot that outgrows the budget (the code made files, or
+ * one must be read: an image, a file's hash) is thrown away where it
+ * stopped and taken again whole on a worker; the next ones stay there until
+ * one is small again.  So the loop's own share is bounded whatever the
+ * sandbox wrote: at most SCAN_LOOP_ENTRIES entries read and
+ * SCAN_LOOP_MS (one stat that the file system holds up longer is the one
+ * case it cannot cut short; the last snapshot's time keeps such a
+ * workspace on the workers). */
+#define SCAN_LOOP_ENTRIES 256
+#define SCAN_LOOP_MS 1.0
 struct scan_job {
 	struct job j;
 	struct call *c;              /* loop only; the job is abandoned when c goes */
@@ -191,6 +208,10 @@ struct scan_job {
 	 * created or modified with its SHA-256, within a budget of reading. */
 	cJSON *files;
 	off_t hash_left;
+	/* What the walks took: the next snapshot's place (scan_submit). */
+	size_t visited;
+	double took_ms;
+	bool spent;                  /* on the loop: the budget ran out */
 };
 
 static void on_change(const struct art_entry *en, enum art_change ch, void *arg)
@@ -204,7 +225,10 @@ static void on_change(const struct art_entry *en, enum art_change ch, void *arg)
 	if (ws_display_path(sj->ws, en->rel, disp, sizeof disp) < 0)
 		return;
 	/* Read while the session is stopped (the scan runs between its reply
-	 * and its thaw): the bytes are the call's. */
+	 * and its thaw): the bytes are the call's.  Never on the loop: a
+	 * worker takes the snapshot again (art_budget_refuse). */
+	if (sj->files && art_budget_refuse())
+		return;
 	if (sj->files)
 		history_hash_file(sj->ws, en->rel, disp, (double)en->bytes, ch == ART_CREATED, sj->files, &sj->hash_left);
 	if (cJSON_GetArraySize(sj->artifacts) >= 1000)
@@ -220,6 +244,8 @@ static void on_change(const struct art_entry *en, enum art_change ch, void *arg)
 	if ((k != VK_PNG && k != VK_JPEG) || sj->n_images + sj->n_thumbs >= MAX_IMAGES || sj->images_link)
 		return;
 	if (en->bytes <= IMAGE_MAX_BYTES) {
+		if (art_budget_refuse())
+			return;
 		/* At most MAX_IMAGES reads of at most IMAGE_MAX_BYTES each. */
 		unsigned char *buf;
 		size_t len;
@@ -278,9 +304,8 @@ static unsigned long long scan_extra(struct scan_job *sj, bool *whole)
 	return u.charged;
 }
 
-static void scan_run(struct job *j)
+static void scan_walk(struct scan_job *sj)
 {
-	struct scan_job *sj = (struct scan_job *)j;
 	struct art_scan_opts o = { .subdir = "", .include_hidden = true, .exclude = art_server_dirs };
 	struct err e = { 0 };
 	if (art_scan(sj->ws, &o, &sj->list, &e) < 0) {
@@ -303,6 +328,21 @@ static void scan_run(struct job *j)
 		sj->ws_before = art_list_bytes(&sj->before);
 		sj->ws_after = (whole ? 0 : art_list_bytes(&sj->list)) + sj->extra;
 	}
+}
+
+/* Walks within a budget (art_budget_begin: 0 entries bounds nothing). */
+static void scan_timed(struct scan_job *sj, size_t entries, double ms)
+{
+	double t0 = loop_now_ms();
+	art_budget_begin(entries, ms);
+	scan_walk(sj);
+	sj->spent = art_budget_end(&sj->visited);
+	sj->took_ms = loop_now_ms() - t0;
+}
+
+static void scan_run(struct job *j)
+{
+	scan_timed((struct scan_job *)j, 0, 0);
 }
 
 static void scan_free(struct scan_job *sj)
@@ -329,6 +369,8 @@ static void scan_done(struct job *j, bool abandoned)
 		return;
 	}
 	c->scan_job = NULL;
+	/* Where the next snapshot is taken (scan_submit). */
+	c->srv->scan_on_loop = sj->visited <= SCAN_LOOP_ENTRIES / 2 && sj->took_ms <= SCAN_LOOP_MS / 2;
 	if (sj->after) {
 		c->artifacts_truncated = sj->before.truncated || sj->list.truncated;
 		c->run.ws_before = sj->ws_before + c->extra_before;
@@ -366,7 +408,7 @@ static void scan_done(struct job *j, bool abandoned)
 	then(&c->run, arg);
 }
 
-static void scan_submit(struct call *c, bool after, void (*then)(struct run *r, void *arg), void *arg)
+static struct scan_job *scan_new(struct call *c, bool after, void (*then)(struct run *r, void *arg), void *arg)
 {
 	struct scan_job *sj = xcalloc(1, sizeof *sj);
 	sj->j.run = scan_run;
@@ -391,6 +433,28 @@ static void scan_submit(struct call *c, bool after, void (*then)(struct run *r, 
 			sj->files = cJSON_CreateArray();
 			sj->hash_left = (off_t)HISTORY_HASH_BUDGET;
 		}
+	}
+	return sj;
+}
+
+static void scan_submit(struct call *c, bool after, void (*then)(struct run *r, void *arg), void *arg)
+{
+	struct scan_job *sj = scan_new(c, after, then, arg);
+	if (c->srv->scan_on_loop && c->srv->work) {
+		scan_timed(sj, SCAN_LOOP_ENTRIES, SCAN_LOOP_MS);
+		if (!sj->spent) {
+			scan_done(&sj->j, false);
+			return;
+		}
+		/* Larger than the loop's share: thrown away, and taken again
+		 * whole on a worker (the snapshot before the call goes back
+		 * to the call first). */
+		if (after) {
+			c->before = sj->before;
+			memset(&sj->before, 0, sizeof sj->before);
+		}
+		scan_free(sj);
+		sj = scan_new(c, after, then, arg);
 	}
 	c->scan_job = &sj->j;
 	work_submit(c->srv->work, &sj->j);

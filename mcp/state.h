@@ -75,6 +75,7 @@ struct server {
 	struct sup *sup;
 	struct work *work;     /* worker threads for reads of the workspace */
 	int jobs;              /* tool replies a worker is still preparing */
+	bool scan_on_loop;     /* the last snapshot was small: the next on the loop (exec.c) */
 	bool initialized;
 	/* The legacy era's version, once initialize chose it (reply.h:
 	 * reply_legacy_version); a modern request names its own. */

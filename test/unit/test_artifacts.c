@@ -221,6 +221,67 @@ static void test_scan_limits(void **state)
 	art_list_free(&l);
 }
 
+/* The loop's budget (art_budget_begin): every walk of the thread stops
+ * once it has read n entries between them, and says so; under it, what
+ * would read a file's bytes is refused; without one nothing is. */
+static void test_budget(void **state)
+{
+	struct fx *f = *state;
+	struct art_list l;
+	struct err e = { 0 };
+	struct art_scan_opts o = { .include_hidden = true };
+	size_t seen = 0;
+
+	/* Unbounded: only counts (the fixture's 12 names, the FIFO too). */
+	art_budget_begin(0, 0);
+	assert_int_equal(art_scan(&f->ws, &o, &l, &e), 0);
+	assert_false(art_budget_refuse());
+	assert_false(art_budget_end(&seen));
+	size_t all = l.n;
+	assert_true(seen >= all);
+	art_list_free(&l);
+
+	/* Room for them all: the same list, nothing spent. */
+	art_budget_begin(seen, 1000);
+	assert_int_equal(art_scan(&f->ws, &o, &l, &e), 0);
+	assert_false(art_budget_end(NULL));
+	assert_int_equal(l.n, all);
+	art_list_free(&l);
+
+	/* One entry short: stopped, and said. */
+	art_budget_begin(seen - 1, 1000);
+	assert_int_equal(art_scan(&f->ws, &o, &l, &e), 0);
+	assert_true(art_budget_end(NULL));
+	assert_true(l.truncated);
+	art_list_free(&l);
+
+	/* Shared by the walks: a usage walk after the scan finds it spent. */
+	art_budget_begin(seen, 1000);
+	assert_int_equal(art_scan(&f->ws, &o, &l, &e), 0);
+	struct art_usage u = { 0 };
+	art_ws_dir_usage(&f->ws, "outputs", 0, &u);
+	assert_true(art_budget_end(NULL));
+	art_list_free(&l);
+
+	/* Past its time: stopped at the first entry read after it. */
+	art_budget_begin(100000, 0);
+	usleep(1000);
+	assert_int_equal(art_scan(&f->ws, &o, &l, &e), 0);
+	assert_true(art_budget_end(&seen));
+	assert_int_equal(l.n, 0);
+	art_list_free(&l);
+
+	/* A read of a file's bytes under a budget: refused, and spent. */
+	art_budget_begin(100000, 1000);
+	assert_true(art_budget_refuse());
+	assert_true(art_budget_end(NULL));
+	/* Ended: nothing bounds the thread's walks any more. */
+	assert_false(art_budget_refuse());
+	assert_int_equal(art_scan(&f->ws, &o, &l, &e), 0);
+	assert_int_equal(l.n, all);
+	art_list_free(&l);
+}
+
 struct changes {
 	char created[8][64], modified[8][64];
 	int nc, nm;
@@ -454,6 +515,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_scan_hidden_exclude, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_scan_pattern_subdir, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_scan_limits, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_budget, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_diff, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sha256, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_disk_usage, setup, teardown),
