@@ -66,12 +66,15 @@ int wire_send(int sock, uint32_t type, const void *data, size_t len, const int *
 	put32(hdr + 4, type);
 	put32(hdr + 8, (uint32_t)len);
 
-	struct iovec iov = { .iov_base = hdr, .iov_len = sizeof hdr };
+	/* The header and the body in one sendmsg: the reader finds the whole
+	 * message at its first wake-up, rather than waking for the header and
+	 * again for the body (the descriptors ride with the first byte). */
+	struct iovec iov[2] = { { .iov_base = hdr, .iov_len = sizeof hdr }, { .iov_base = (void *)(uintptr_t)data, .iov_len = len } };
 	union {
 		char buf[CMSG_SPACE(sizeof(int) * WIRE_MAX_FDS)];
 		struct cmsghdr align;
 	} ctl;
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+	struct msghdr mh = { .msg_iov = iov, .msg_iovlen = len ? 2 : 1 };
 	if (nfds > 0) {
 		memset(&ctl, 0, sizeof ctl);
 		mh.msg_control = ctl.buf;
@@ -95,12 +98,16 @@ int wire_send(int sock, uint32_t type, const void *data, size_t len, const int *
 		if (r < 0)
 			return r;
 	}
+	/* What the first sendmsg left (a full buffer, a signal). */
 	if ((size_t)n < sizeof hdr) {
 		int r = send_all(sock, hdr + n, sizeof hdr - (size_t)n);
 		if (r < 0)
 			return r;
+		n = 0;
+	} else {
+		n -= (ssize_t)sizeof hdr;
 	}
-	return send_all(sock, data, len);
+	return send_all(sock, (const unsigned char *)data + n, len - (size_t)n);
 }
 
 /* Takes the descriptors of an SCM_RIGHTS message: at most WIRE_MAX_FDS are

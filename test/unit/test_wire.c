@@ -148,6 +148,39 @@ static void test_one_descriptor_with_a_checkpoint(void **state)
 	wire_reader_free(&r);
 }
 
+/* A message is one send: its reader finds the header, the body and the
+ * descriptors in one read, never the header alone (one wake-up, not two). */
+static void test_one_send_per_message(void **state)
+{
+	(void)state;
+	int p[2];
+	assert_int_equal(pipe(p), 0);
+	char body[100];
+	memset(body, 'b', sizeof body);
+	assert_int_equal(wire_send(sv[1], W_CHECKPOINT, body, sizeof body, p, 1), 0);
+	close(p[0]);
+	close(p[1]);
+	unsigned char buf[1024];
+	union {
+		char b[CMSG_SPACE(sizeof(int) * 4)];
+		struct cmsghdr align;
+	} ctl;
+	struct iovec iov = { .iov_base = buf, .iov_len = sizeof buf };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.b, .msg_controllen = sizeof ctl.b };
+	ssize_t n = recvmsg(sv[0], &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+	assert_int_equal(n, 12 + (ssize_t)sizeof body);
+	assert_memory_equal(buf + 12, body, sizeof body);
+	struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+	if (!c)
+		fail_msg("no descriptor came with the header");
+	else {
+		assert_int_equal(c->cmsg_type, SCM_RIGHTS);
+		int fd;
+		memcpy(&fd, CMSG_DATA(c), sizeof fd);
+		close(fd);
+	}
+}
+
 /* Nothing expected (a frozen session): any byte is refused. */
 static void test_nothing_expected(void **state)
 {
@@ -166,6 +199,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_expected_message_passes, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_one_send_per_message, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unexpected_type_is_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_oversized_body_is_refused_from_the_header, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bad_magic_is_refused, setup, teardown),
