@@ -3,6 +3,19 @@
  * rest of it lives in the files private.h lists, one question each. */
 #include "private.h"
 
+/* The largest cell sent to a frozen session before it is thawed
+ * (send_exec), and at most a quarter of the socket's send buffer (a sysctl
+ * may make it small), so that the send never waits for the frozen reader. */
+#define EXEC_SEND_FROZEN_MAX ((size_t)16 << 10)
+
+static bool fits_frozen(int sock, size_t len)
+{
+	int buf = 0;
+	socklen_t bl = sizeof buf;
+	return len <= EXEC_SEND_FROZEN_MAX && getsockopt(sock, SOL_SOCKET, SO_SNDBUF, &buf, &bl) == 0 && buf > 0 &&
+	       len + 12 <= (size_t)buf / 4;
+}
+
 static void send_exec(struct sup *sup, struct session *s);
 static void start_next(struct sup *sup, struct session *s);
 static void drain(struct sup *sup, bool teardown);
@@ -215,8 +228,15 @@ static void send_exec(struct sup *sup, struct session *s)
 	 * view of ours, its own). */
 	ex.no_self_view = !again && (!ckpt || replay_view_own(s, c));
 	char *txt = smsg_exec_encode(&ex);
-	/* Frozen since its last call: it runs again only now. */
-	if (s->phase == P_IDLE && s->pidfd >= 0)
+	size_t txt_len = strlen(txt);
+	/* Frozen since its last call: it runs again only now.  A cell that
+	 * fits in the socket's buffer is sent first, so the session finds it
+	 * as it wakes instead of waking again for it (one wake-up less on a
+	 * warm call's path); a larger one after, as the frozen session could
+	 * never make room for it. */
+	bool thaw = s->phase == P_IDLE && s->pidfd >= 0;
+	bool send_first = thaw && fits_frozen(s->ctrl, txt_len);
+	if (thaw && !send_first)
 		pidfd_signal(s->pidfd, SIGCONT);
 	set_expect(sup, s, P_RUNNING);
 	start_watch(sup, s);
@@ -227,8 +247,10 @@ static void send_exec(struct sup *sup, struct session *s)
 	s->persist_written0 = persist_written_all(sup->persist);
 	if (c->wants_progress)
 		progress_start(sup, s);
-	int r = wire_send(s->ctrl, W_EXEC, txt, strlen(txt), restore_nfds > 0 ? restore_fds : NULL, restore_nfds > 0 ? restore_nfds : 0);
+	int r = wire_send(s->ctrl, W_EXEC, txt, txt_len, restore_nfds > 0 ? restore_fds : NULL, restore_nfds > 0 ? restore_nfds : 0);
 	free(txt);
+	if (send_first)
+		pidfd_signal(s->pidfd, SIGCONT);
 	for (int i = 0; i < restore_nfds; i++)
 		close(restore_fds[i]);
 	if (r < 0) {
