@@ -93,9 +93,10 @@ static bool faults(int pfd, const char *name, unsigned long long *flt, unsigned 
 	return true;
 }
 
-/* The children of every thread, as the kernel lists them (zombies too),
- * each with its faults; false when they cannot all be read. */
-static bool read_children(int pfd, struct kview *kv)
+/* Adds to kv the children of every thread of the process whose /proc
+ * directory is pfd, as the kernel lists them (zombies too); false when they
+ * cannot all be read or do not fit. */
+static bool list_kids(int pfd, struct kview *kv)
 {
 	DIR *dir = open_dir_at(pfd, "task");
 	if (!dir)
@@ -122,6 +123,34 @@ static bool read_children(int pfd, struct kview *kv)
 		}
 	}
 	closedir(dir);
+	return ok;
+}
+
+/* The children of every thread, each with its faults; and the children of
+ * the checkpoint the last one replaced (dying, host pid, 0 for none) while
+ * it is one of them: killed, it reaps nothing, so they can only come to the
+ * session (its subreaper) and be reaped there, adding what they wrote and
+ * faulted to its counters (its saver, the last save's bytes).  Listed
+ * before the cell and at its freeze alike, they count as the session's
+ * children from the start.  False when they cannot all be read. */
+static bool read_children(int pfd, pid_t dying, struct kview *kv)
+{
+	bool ok = list_kids(pfd, kv);
+	for (int i = 0; ok && dying > 0 && i < kv->nkids; i++) {
+		if (kv->kid[i] != dying)
+			continue;
+		char path[64];
+		snprintf(path, sizeof path, "/proc/%d", (int)dying);
+		int dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		/* Gone since the list: its children are the session's now,
+		 * or were reaped with what they wrote counted (the next view
+		 * lists them, or the cell's counters hold them). */
+		if (dfd >= 0) {
+			ok = list_kids(dfd, kv);
+			close(dfd);
+		}
+		break;
+	}
 	for (int i = 0; ok && i < kv->nkids; i++) {
 		char stat[64];
 		unsigned long long f, m, cf, cm;
@@ -148,6 +177,8 @@ static bool read_children(int pfd, struct kview *kv)
  * names (its pid was taken by another). */
 void kview_read(const struct session *s, struct kview *kv)
 {
+	pid_t dying, dying_ns;
+	dying_pids(s, &dying, &dying_ns);
 	memset(kv, 0, offsetof(struct kview, fd));
 	char path[64], buf[1024];
 	snprintf(path, sizeof path, "/proc/%d", (int)s->hpid);
@@ -159,7 +190,7 @@ void kview_read(const struct session *s, struct kview *kv)
 	 * server without CAP_SYS_PTRACE lacks (the session is undumpable):
 	 * then the session's own word stands in for them (kview_effect). */
 	kv->own = proc_read(pfd, "io", buf, sizeof buf) && field_ull(buf, "wchar: ", &kv->wchar) && read_fds(pfd, kv);
-	bool ok = faults(pfd, "stat", &flt, &maj, &kv->cminflt, &kv->cmajflt) && read_children(pfd, kv);
+	bool ok = faults(pfd, "stat", &flt, &maj, &kv->cminflt, &kv->cmajflt) && read_children(pfd, dying, kv);
 	close(pfd);
 	kv->valid = ok && s->pidfd >= 0 && pidfd_signal(s->pidfd, 0) == 0;
 }

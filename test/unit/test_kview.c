@@ -1,0 +1,178 @@
+/* The kernel's view of a session (supervisor/kview.c) against real
+ * processes: a stand-in session (a subreaper), the checkpoint it replaced
+ * (killed) and that checkpoint's saver, which wrote the last save and
+ * ended before its parent could reap it.  The saver comes to the session
+ * only once the checkpoint has died, and the session reaps it during the
+ * next cell, adding what it wrote to its own counters: the view taken
+ * before the cell must already count it as the session's. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+
+#include "../../supervisor/private.h"
+#include "../../supervisor/kview.h"
+#include "../../proto/result.h"
+
+#define SAVED (1u << 20)
+
+/* Two processes say their news on one pipe, each tagged with who. */
+struct news {
+	char who;
+	pid_t pid;
+};
+
+static void put_pid(int fd, char who, pid_t p)
+{
+	struct news n = { who, p };
+	if (write(fd, &n, sizeof n) != sizeof n)
+		_exit(90);
+}
+
+static void get_pids(int fd, pid_t *ck, pid_t *saver)
+{
+	for (int i = 0; i < 2; i++) {
+		struct news n = { 0, 0 };
+		assert_int_equal(read(fd, &n, sizeof n), sizeof n);
+		*(n.who == 'c' ? ck : saver) = n.pid;
+	}
+}
+
+/* The checkpoint: forks its saver, which writes SAVED bytes and ends;
+ * waits until it has ended without reaping it, says so, then stops. */
+static void checkpoint(int up)
+{
+	pid_t saver = fork();
+	if (saver == 0) {
+		int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+		static char buf[64 << 10];
+		for (unsigned n = 0; n < SAVED; n += sizeof buf)
+			if (write(null, buf, sizeof buf) != sizeof buf)
+				_exit(91);
+		_exit(0);
+	}
+	siginfo_t si;
+	if (saver < 0 || waitid(P_PID, (id_t)saver, &si, WEXITED | WNOWAIT) < 0)
+		_exit(92);
+	put_pid(up, 's', saver);
+	for (;;)
+		pause();
+}
+
+/* The session: a subreaper that starts the checkpoint, then, when told,
+ * reaps everything that comes to it and says so. */
+static void session(int up, int down)
+{
+	setpgid(0, 0); /* its group: what the teardown ends, the test failed or not */
+	if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
+		_exit(93);
+	pid_t ck = fork();
+	if (ck == 0)
+		checkpoint(up);
+	put_pid(up, 'c', ck);
+	char c;
+	if (read(down, &c, 1) != 1)
+		_exit(94);
+	while (waitpid(-1, NULL, 0) > 0)
+		;
+	if (write(up, "r", 1) != 1)
+		_exit(95);
+	for (;;)
+		pause();
+}
+
+static pid_t group;
+
+static int end_group(void **state)
+{
+	(void)state;
+	if (group > 0) {
+		kill(-group, SIGKILL);
+		waitpid(group, NULL, 0);
+	}
+	group = 0;
+	return 0;
+}
+
+static int pidfd_of(pid_t p)
+{
+	return (int)syscall(SYS_pidfd_open, p, 0);
+}
+
+static void test_saver_of_a_dying_checkpoint(void **state)
+{
+	(void)state;
+	int up[2], down[2];
+	assert_int_equal(pipe2(up, O_CLOEXEC), 0);
+	assert_int_equal(pipe2(down, O_CLOEXEC), 0);
+	pid_t sess = fork();
+	assert_true(sess >= 0);
+	if (sess == 0)
+		session(up[1], down[0]);
+	setpgid(sess, sess);
+	group = sess;
+	pid_t saver = 0, ck = 0;
+	get_pids(up[0], &ck, &saver);
+	assert_true(saver > 0 && ck > 0);
+
+	struct session *s = xcalloc(1, sizeof *s);
+	s->hpid = sess;
+	s->pidfd = pidfd_of(sess);
+	s->dropped_pidfd = pidfd_of(ck);
+	assert_true(s->pidfd >= 0 && s->dropped_pidfd >= 0);
+	/* The checkpoint replaced: killed, as the server does, and still
+	 * the session's child with its saver below it when the cell goes. */
+	struct kview *a = xmalloc(sizeof *a), *b = xmalloc(sizeof *b);
+	assert_int_equal(kill(ck, SIGSTOP), 0);
+	kview_read(s, a);
+	assert_true(a->valid && a->own);
+	bool listed = false;
+	for (int i = 0; i < a->nkids; i++)
+		if (a->kid[i] == saver) {
+			listed = true;
+			assert_true(a->kid_wchar[i] >= SAVED);
+		}
+	assert_true(listed);
+
+	/* The cell: the checkpoint dies, its saver comes to the session,
+	 * which reaps both (its wchar grows by the saver's). */
+	assert_int_equal(kill(ck, SIGKILL), 0);
+	assert_int_equal(write(down[1], "c", 1), 1);
+	char c;
+	assert_int_equal(read(up[0], &c, 1), 1);
+	kview_read(s, b);
+	assert_true(b->valid && b->own);
+	assert_true(b->wchar - a->wchar >= SAVED);
+
+	/* The one byte it wrote to say it was done is its output here. */
+	struct cell_result r = { .status = RESULT_OK };
+	char why[160];
+	const char *eff = kview_effect(a, b, 1, &r, why, sizeof why);
+	if (eff)
+		fail_msg("the saver's bytes were taken for the cell's: %s", eff);
+
+	close(s->dropped_pidfd);
+	end_group(NULL);
+	close(s->pidfd);
+	free(a);
+	free(b);
+	free(s);
+	for (int i = 0; i < 2; i++) {
+		close(up[i]);
+		close(down[i]);
+	}
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_teardown(test_saver_of_a_dying_checkpoint, end_group),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
