@@ -127,15 +127,19 @@ static bool list_kids(int pfd, struct kview *kv)
 }
 
 /* The children of every thread, each with its faults; and the children of
- * the checkpoint the last one replaced (dying, host pid, 0 for none) while
- * it is one of them: killed, it reaps nothing, so they can only come to the
+ * the checkpoint the last one replaced, while
+ * it is one of them (dying_pids): killed, it reaps nothing, so they can only come to the
  * session (its subreaper) and be reaped there, adding what they wrote and
  * faulted to its counters (its saver, the last save's bytes).  Listed
  * before the cell and at its freeze alike, they count as the session's
  * children from the start.  False when they cannot all be read. */
-static bool read_children(int pfd, pid_t dying, struct kview *kv)
+static bool read_children(int pfd, const struct session *s, struct kview *kv)
 {
 	bool ok = list_kids(pfd, kv);
+	/* Most calls: one child, its current checkpoint, and no pidfd read. */
+	pid_t dying = 0, dying_ns;
+	if (ok && kv->nkids > 1)
+		dying_pids(s, &dying, &dying_ns);
 	for (int i = 0; ok && dying > 0 && i < kv->nkids; i++) {
 		if (kv->kid[i] != dying)
 			continue;
@@ -177,8 +181,6 @@ static bool read_children(int pfd, pid_t dying, struct kview *kv)
  * names (its pid was taken by another). */
 void kview_read(const struct session *s, struct kview *kv)
 {
-	pid_t dying, dying_ns;
-	dying_pids(s, &dying, &dying_ns);
 	memset(kv, 0, offsetof(struct kview, fd));
 	char path[64], buf[1024];
 	snprintf(path, sizeof path, "/proc/%d", (int)s->hpid);
@@ -190,7 +192,7 @@ void kview_read(const struct session *s, struct kview *kv)
 	 * server without CAP_SYS_PTRACE lacks (the session is undumpable):
 	 * then the session's own word stands in for them (kview_effect). */
 	kv->own = proc_read(pfd, "io", buf, sizeof buf) && field_ull(buf, "wchar: ", &kv->wchar) && read_fds(pfd, kv);
-	bool ok = faults(pfd, "stat", &flt, &maj, &kv->cminflt, &kv->cmajflt) && read_children(pfd, dying, kv);
+	bool ok = faults(pfd, "stat", &flt, &maj, &kv->cminflt, &kv->cmajflt) && read_children(pfd, s, kv);
 	close(pfd);
 	kv->valid = ok && s->pidfd >= 0 && pidfd_signal(s->pidfd, 0) == 0;
 }

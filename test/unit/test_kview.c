@@ -1,7 +1,8 @@
 /* The kernel's view of a session (supervisor/kview.c) against real
  * processes: a stand-in session (a subreaper), the checkpoint it replaced
  * (killed) and that checkpoint's saver, which wrote the last save and
- * ended before its parent could reap it.  The saver comes to the session
+ * ended before its parent could reap it, beside the checkpoint that
+ * replaced it.  The saver comes to the session
  * only once the checkpoint has died, and the session reaps it during the
  * next cell, adding what it wrote to its own counters: the view taken
  * before the cell must already count it as the session's. */
@@ -76,11 +77,20 @@ static void session(int up, int down)
 	if (ck == 0)
 		checkpoint(up);
 	put_pid(up, 'c', ck);
+	/* The checkpoint that replaced it: frozen, its only other child. */
+	pid_t cur = fork();
+	if (cur == 0)
+		for (;;)
+			pause();
+	if (cur < 0)
+		_exit(96);
 	char c;
 	if (read(down, &c, 1) != 1)
 		_exit(94);
-	while (waitpid(-1, NULL, 0) > 0)
-		;
+	/* The old checkpoint, then its saver (the current one lives on). */
+	int reaped = 0;
+	while (reaped < 2 && waitpid(-1, NULL, 0) > 0)
+		reaped++;
 	if (write(up, "r", 1) != 1)
 		_exit(95);
 	for (;;)
@@ -93,8 +103,11 @@ static int end_group(void **state)
 {
 	(void)state;
 	if (group > 0) {
+		/* The group's orphans come here (the test is their subreaper)
+		 * and are reaped with it. */
 		kill(-group, SIGKILL);
-		waitpid(group, NULL, 0);
+		while (waitpid(-1, NULL, 0) > 0)
+			;
 	}
 	group = 0;
 	return 0;
@@ -109,6 +122,7 @@ static void test_saver_of_a_dying_checkpoint(void **state)
 {
 	(void)state;
 	int up[2], down[2];
+	assert_int_equal(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
 	assert_int_equal(pipe2(up, O_CLOEXEC), 0);
 	assert_int_equal(pipe2(down, O_CLOEXEC), 0);
 	pid_t sess = fork();
