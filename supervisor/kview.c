@@ -127,33 +127,33 @@ static bool list_kids(int pfd, struct kview *kv)
 }
 
 /* The children of every thread, each with its faults; and the children of
- * the checkpoint the last one replaced, while
- * it is one of them (dying_pids): killed, it reaps nothing, so they can only come to the
+ * each of them but the session's current checkpoint (s->ckpt_hpid), which
+ * are the checkpoint it replaced and what the last call left: all of them
+ * were ended with SIGKILL (the server, through the replaced one's pidfd;
+ * the zygote's sweep, before the session rested), so none of them runs
+ * again to reap a child of its own.  Their children can only come to the
  * session (its subreaper) and be reaped there, adding what they wrote and
- * faulted to its counters (its saver, the last save's bytes).  Listed
- * before the cell and at its freeze alike, they count as the session's
- * children from the start.  False when they cannot all be read. */
+ * faulted to its counters: the replaced checkpoint's saver, with the last
+ * save's bytes.  Listed before the cell and at its freeze alike, they count
+ * as the session's children from the start.  (The current checkpoint is
+ * frozen and may yet reap its own saver: its children are never listed, so
+ * their bytes are never taken off.)  False when they cannot all be read. */
 static bool read_children(int pfd, const struct session *s, struct kview *kv)
 {
 	bool ok = list_kids(pfd, kv);
-	/* Most calls: one child, its current checkpoint, and no pidfd read. */
-	pid_t dying = 0, dying_ns;
-	if (ok && kv->nkids > 1)
-		dying_pids(s, &dying, &dying_ns);
-	for (int i = 0; ok && dying > 0 && i < kv->nkids; i++) {
-		if (kv->kid[i] != dying)
+	for (int i = 0, n = kv->nkids; ok && i < n; i++) {
+		if (kv->kid[i] == s->ckpt_hpid)
 			continue;
 		char path[64];
-		snprintf(path, sizeof path, "/proc/%d", (int)dying);
+		snprintf(path, sizeof path, "/proc/%d", (int)kv->kid[i]);
 		int dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		/* Gone since the list: its children are the session's now,
-		 * or were reaped with what they wrote counted (the next view
-		 * lists them, or the cell's counters hold them). */
+		/* Gone since the list (reaped): its children went to the
+		 * session after its list was read, and what they bring
+		 * counts as the cell's (a checkpoint, never less). */
 		if (dfd >= 0) {
 			ok = list_kids(dfd, kv);
 			close(dfd);
 		}
-		break;
 	}
 	for (int i = 0; ok && i < kv->nkids; i++) {
 		char stat[64];

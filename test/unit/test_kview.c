@@ -36,12 +36,12 @@ static void put_pid(int fd, char who, pid_t p)
 		_exit(90);
 }
 
-static void get_pids(int fd, pid_t *ck, pid_t *saver)
+static void get_pids(int fd, pid_t *ck, pid_t *cur, pid_t *saver)
 {
-	for (int i = 0; i < 2; i++) {
+	for (int i = 0; i < 3; i++) {
 		struct news n = { 0, 0 };
 		assert_int_equal(read(fd, &n, sizeof n), sizeof n);
-		*(n.who == 'c' ? ck : saver) = n.pid;
+		*(n.who == 'c' ? ck : n.who == 'k' ? cur : saver) = n.pid;
 	}
 }
 
@@ -84,6 +84,7 @@ static void session(int up, int down)
 			pause();
 	if (cur < 0)
 		_exit(96);
+	put_pid(up, 'k', cur);
 	char c;
 	if (read(down, &c, 1) != 1)
 		_exit(94);
@@ -131,15 +132,15 @@ static void test_saver_of_a_dying_checkpoint(void **state)
 		session(up[1], down[0]);
 	setpgid(sess, sess);
 	group = sess;
-	pid_t saver = 0, ck = 0;
-	get_pids(up[0], &ck, &saver);
-	assert_true(saver > 0 && ck > 0);
+	pid_t saver = 0, ck = 0, cur = 0;
+	get_pids(up[0], &ck, &cur, &saver);
+	assert_true(saver > 0 && ck > 0 && cur > 0);
 
 	struct session *s = xcalloc(1, sizeof *s);
 	s->hpid = sess;
 	s->pidfd = pidfd_of(sess);
-	s->dropped_pidfd = pidfd_of(ck);
-	assert_true(s->pidfd >= 0 && s->dropped_pidfd >= 0);
+	s->ckpt_hpid = cur;
+	assert_true(s->pidfd >= 0);
 	/* The checkpoint replaced: killed, as the server does, and still
 	 * the session's child with its saver below it when the cell goes. */
 	struct kview *a = xmalloc(sizeof *a), *b = xmalloc(sizeof *b);
@@ -171,7 +172,6 @@ static void test_saver_of_a_dying_checkpoint(void **state)
 	if (eff)
 		fail_msg("the saver's bytes were taken for the cell's: %s", eff);
 
-	close(s->dropped_pidfd);
 	end_group(NULL);
 	close(s->pidfd);
 	free(a);
