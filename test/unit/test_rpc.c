@@ -464,6 +464,17 @@ static void test_out_unread_then_read(void **state)
 	close(p[1]);
 }
 
+/* Stops the writer and frees what a test of the queue used. */
+static void out_end(struct loop *l, int p[2], char *got, char *line)
+{
+	out_stop();
+	loop_free(l);
+	free(got);
+	free(line);
+	close(p[0]);
+	close(p[1]);
+}
+
 /* A line with nothing queued before it is written by out_line itself, as
  * far as the stream takes it without waiting: the rest waits for the
  * writer, and comes after, whole and in order. */
@@ -497,12 +508,7 @@ static void test_out_at_once(void **state)
 	assert_int_equal(r.len, n + 9);
 	assert_memory_equal(r.got, line, n);
 	assert_memory_equal(r.got + n, "\n{\"b\":2}\n", 9);
-	out_stop();
-	loop_free(l);
-	free(r.got);
-	free(line);
-	close(p[0]);
-	close(p[1]);
+	out_end(l, p, r.got, line);
 }
 
 /* More than cap bytes unread: cut off, from the loop (never inside
@@ -609,12 +615,7 @@ static void test_out_slow_reader(void **state)
 	assert_true(loop_now_ms() - t0 > 2000); /* longer than the stall bound */
 	assert_int_equal(cutrec.n, 0);
 	assert_int_equal(r.len, total);
-	out_stop();
-	loop_free(l);
-	free(r.got);
-	free(line);
-	close(p[0]);
-	close(p[1]);
+	out_end(l, p, r.got, line);
 }
 
 /* A client whose stdout is closed: lines are dropped, nothing is cut off
