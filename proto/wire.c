@@ -107,6 +107,8 @@ int wire_send(int sock, uint32_t type, const void *data, size_t len, const int *
 	} else {
 		n -= (ssize_t)sizeof hdr;
 	}
+	if ((size_t)n >= len)
+		return 0; /* all of it (and no arithmetic on an empty body's NULL) */
 	return send_all(sock, (const unsigned char *)data + n, len - (size_t)n);
 }
 
