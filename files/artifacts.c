@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "../common/util.h"
+#include "../rpc/loop.h"
 
 /* The first place a walk could not see, and why (ART_UNSEEN_*). */
 static void mark_unseen(unsigned *unseen, char *where, size_t wn, unsigned why, const char *path)
@@ -49,7 +50,7 @@ static void join_where(char *out, size_t n, const char *a, const char *b)
 static __thread struct {
 	bool on, bounded, spent;
 	size_t left, visited;
-	struct timespec until;
+	double until_ms;     /* loop_now_ms's clock */
 } budget;
 
 void art_budget_begin(size_t n, double ms)
@@ -59,10 +60,7 @@ void art_budget_begin(size_t n, double ms)
 	budget.spent = false;
 	budget.left = n;
 	budget.visited = 0;
-	clock_gettime(CLOCK_MONOTONIC, &budget.until);
-	long long ns = budget.until.tv_nsec + (long long)(ms * 1e6);
-	budget.until.tv_sec += (time_t)(ns / 1000000000);
-	budget.until.tv_nsec = (long)(ns % 1000000000);
+	budget.until_ms = loop_now_ms() + ms;
 }
 
 bool art_budget_refuse(void)
@@ -91,11 +89,7 @@ static bool budget_take(void)
 	budget.visited++;
 	if (!budget.bounded)
 		return true;
-	struct timespec now;
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	bool late = now.tv_sec > budget.until.tv_sec ||
-		    (now.tv_sec == budget.until.tv_sec && now.tv_nsec > budget.until.tv_nsec);
-	if (budget.left == 0 || budget.spent || late) {
+	if (budget.left == 0 || budget.spent || loop_now_ms() > budget.until_ms) {
 		budget.spent = true;
 		return false;
 	}

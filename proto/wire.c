@@ -61,7 +61,7 @@ int wire_send(int sock, uint32_t type, const void *data, size_t len, const int *
 {
 	if (len > WIRE_MAX_PAYLOAD || nfds < 0 || nfds > WIRE_MAX_FDS)
 		return -EMSGSIZE;
-	unsigned char hdr[12];
+	unsigned char hdr[WIRE_HDR_BYTES];
 	put32(hdr, WIRE_MAGIC);
 	put32(hdr + 4, type);
 	put32(hdr + 8, (uint32_t)len);
@@ -165,7 +165,7 @@ static int check_header(const unsigned char *hdr, uint32_t max_len, struct wire_
 int wire_recv(int sock, struct wire_msg *m, uint32_t max_len)
 {
 	memset(m, 0, sizeof *m);
-	unsigned char hdr[12];
+	unsigned char hdr[WIRE_HDR_BYTES];
 	union {
 		char buf[CMSG_SPACE(sizeof(int) * WIRE_MAX_FDS)];
 		struct cmsghdr align;

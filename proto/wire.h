@@ -12,6 +12,9 @@
 #ifndef PROTO_WIRE_H
 #define PROTO_WIRE_H
 
+/* The header every message starts with: magic, type, length (u32 each). */
+#define WIRE_HDR_BYTES 12
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -103,7 +106,7 @@ void wire_msg_free(struct wire_msg *m);
 struct wire_reader {
 	const struct wire_expect *expect; /* NULL: any type up to max_len */
 	size_t n_expect;
-	unsigned char hdr[12];
+	unsigned char hdr[WIRE_HDR_BYTES];
 	int fds[WIRE_MAX_FDS];
 	int nfds;
 	size_t hdr_got;

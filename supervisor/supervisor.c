@@ -13,7 +13,7 @@ static bool fits_frozen(int sock, size_t len)
 	int buf = 0;
 	socklen_t bl = sizeof buf;
 	return len <= EXEC_SEND_FROZEN_MAX && getsockopt(sock, SOL_SOCKET, SO_SNDBUF, &buf, &bl) == 0 && buf > 0 &&
-	       len + 12 <= (size_t)buf / 4;
+	       len + WIRE_HDR_BYTES <= (size_t)buf / 4;
 }
 
 static void send_exec(struct sup *sup, struct session *s);
