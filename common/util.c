@@ -131,7 +131,12 @@ int exec_self(const char *path, char *const argv[], char *const envp[])
 
 ssize_t read_small(const char *path, char *buf, size_t cap)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	return read_small_at(AT_FDCWD, path, buf, cap);
+}
+
+ssize_t read_small_at(int dirfd, const char *path, char *buf, size_t cap)
+{
+	int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
 	ssize_t n = read(fd, buf, cap - 1);

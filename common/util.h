@@ -68,6 +68,8 @@ static inline int steal_fd(int *fd)
 /* Reads a small file (a /proc entry) whole with one read, NUL-terminated:
  * its length, or -errno.  cap counts the NUL. */
 ssize_t read_small(const char *path, char *buf, size_t cap);
+/* The same, path relative to dirfd (or AT_FDCWD). */
+ssize_t read_small_at(int dirfd, const char *path, char *buf, size_t cap);
 
 /* mkdir -p: creates the missing directories of path with mode (existing
  * ones are left as they are).  0 or a negative errno, the message in e. */

@@ -1,7 +1,6 @@
 /* Ending the processes that user code left behind: see procs.h. */
 #include "procs.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -14,6 +13,7 @@
 #include <limits.h>
 #include <unistd.h>
 
+#include "../common/pdir.h"
 #include "../common/pstat.h"
 #include "../common/util.h"
 
@@ -34,12 +34,16 @@ static int by_pid(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-static bool read_stat(const char *proc, pid_t pid, struct proc *out)
+/* pid's stat under proc, or under the directory procfd when it is >= 0. */
+static bool read_stat(int procfd, const char *proc, pid_t pid, struct proc *out)
 {
 	char path[256];
 	struct pstat ps;
-	snprintf(path, sizeof path, "%s/%d/stat", proc, (int)pid);
-	if (pstat_read(-1, path, &ps) < 0)
+	if (procfd >= 0)
+		snprintf(path, sizeof path, "%d/stat", (int)pid);
+	else
+		snprintf(path, sizeof path, "%s/%d/stat", proc, (int)pid);
+	if (pstat_read(procfd, path, &ps) < 0)
 		return false;
 	*out = (struct proc){ .pid = pid, .ppid = ps.ppid, .state = ps.state, .start = ps.start };
 	return true;
@@ -48,17 +52,17 @@ static bool read_stat(const char *proc, pid_t pid, struct proc *out)
 static int scan_at(const char *proc, struct table *t)
 {
 	t->n = 0;
-	DIR *d = opendir(proc);
-	if (!d)
-		return -errno;
-	struct dirent *de;
-	while ((de = readdir(d))) {
-		if (de->d_name[0] < '1' || de->d_name[0] > '9')
+	struct pdir d;
+	int rc = pdir_open(&d, AT_FDCWD, proc);
+	if (rc < 0)
+		return rc;
+	for (const char *name; (name = pdir_next(&d));) {
+		if (name[0] < '1' || name[0] > '9')
 			continue;
 		struct proc pr;
 		const char *bad = NULL;
-		pid_t pid = (pid_t)strtonum(de->d_name, 1, INT_MAX, &bad);
-		if (bad || !read_stat(proc, pid, &pr))
+		pid_t pid = (pid_t)strtonum(name, 1, INT_MAX, &bad);
+		if (bad || !read_stat(d.fd, proc, pid, &pr))
 			continue; /* gone meanwhile */
 		if (t->n == t->cap) {
 			size_t cap = t->cap ? t->cap * 2 : 64;
@@ -67,7 +71,7 @@ static int scan_at(const char *proc, struct table *t)
 		}
 		t->p[t->n++] = pr;
 	}
-	closedir(d);
+	pdir_close(&d);
 	/* An empty table has no array (the procfs of a pid namespace whose
 	 * processes all ended): qsort and bsearch must not see it. */
 	if (t->n > 1)
@@ -284,7 +288,7 @@ int procs_signal_below(pid_t parent, const pid_t *keep, size_t nkeep, int sig)
 		if (fd < 0)
 			continue;
 		struct proc now;
-		if (read_stat("/proc", p->pid, &now) && now.start == p->start &&
+		if (read_stat(-1, "/proc", p->pid, &now) && now.start == p->start &&
 		    syscall(SYS_pidfd_send_signal, fd, sig, NULL, 0) == 0)
 			sent++;
 		close(fd);

@@ -248,7 +248,7 @@ void finish_cur(struct sup *sup, struct session *s)
 	struct run *c = s->cur;
 	if (!c)
 		return;
-	usage_end(&c->usage, s->pidfd, s->ckpt_pidfd);
+	usage_end(&c->usage, s->hpid, s->pidfd, s->ckpt_hpid);
 	/* Once: a finish that waited for the scan (finish_pending) comes
 	 * back after the session moved on (a rolled-back session's resumed
 	 * copy being frozen), and the timers running then are that phase's.

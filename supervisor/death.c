@@ -41,7 +41,7 @@ static void session_dead(struct sup *sup, struct session *s, int wstatus, bool s
 	/* Gone on its own (a crash): nothing left to measure, and the
 	 * checkpoint that may take its place must not be measured instead. */
 	if (c)
-		usage_end(&c->usage, s->pidfd, s->ckpt_pidfd);
+		usage_end(&c->usage, s->hpid, s->pidfd, s->ckpt_hpid);
 	/* A result does not end a call: the session must still be seen
 	 * asleep and frozen (verdict.h; P_IDLE once it is).  Dead
 	 * before that, the call crashed: its result no longer stands, and its

@@ -2,9 +2,9 @@
 #include "private.h"
 #include "kview.h"
 
+#include "../common/pdir.h"
 #include "../common/pstat.h"
 
-#include <dirent.h>
 #include <stddef.h>
 
 /* Reads a small /proc file of the process into buf (NUL-terminated). */
@@ -32,16 +32,6 @@ static bool field_ull(const char *text, const char *key, unsigned long long *v)
 	return errno == 0 && end != p + strlen(key);
 }
 
-/* A directory of the process's /proc entry (pfd), to read its entries. */
-static DIR *open_dir_at(int pfd, const char *name)
-{
-	int d = openat(pfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	DIR *dir = d >= 0 ? fdopendir(d) : NULL;
-	if (!dir && d >= 0)
-		close(d);
-	return dir;
-}
-
 static int kfd_cmp(const void *a, const void *b)
 {
 	int x = ((const struct kfd *)a)->fd, y = ((const struct kfd *)b)->fd;
@@ -50,12 +40,12 @@ static int kfd_cmp(const void *a, const void *b)
 
 static bool read_fds(int pfd, struct kview *kv)
 {
-	DIR *dir = open_dir_at(pfd, "fdinfo");
-	if (!dir)
+	struct pdir dir;
+	if (pdir_open(&dir, pfd, "fdinfo") < 0)
 		return false;
 	bool ok = true;
-	for (struct dirent *de; ok && (de = readdir(dir));) {
-		if (de->d_name[0] < '0' || de->d_name[0] > '9')
+	for (const char *name; ok && (name = pdir_next(&dir));) {
+		if (name[0] < '0' || name[0] > '9')
 			continue;
 		/* More than the view holds (the session's count, hostile):
 		 * not seen, so an effect, never a write past the array. */
@@ -67,17 +57,18 @@ static bool read_fds(int pfd, struct kview *kv)
 		struct kfd *k = &kv->fd[kv->n];
 		unsigned long long flags = 0, mnt = 0;
 		const char *fl = NULL;
-		ok = proc_read(dirfd(dir), de->d_name, buf, sizeof buf) && field_ull(buf, "pos:\t", &k->pos) &&
+		ok = proc_read(dir.fd, name, buf, sizeof buf) && field_ull(buf, "pos:\t", &k->pos) &&
 		     field_ull(buf, "mnt_id:\t", &mnt) && field_ull(buf, "ino:\t", &k->ino) && (fl = strstr(buf, "flags:\t")) &&
 		     sscanf(fl + 7, "%llo", &flags) == 1;
 		if (!ok)
 			break;
-		k->fd = atoi(de->d_name);
+		k->fd = atoi(name);
 		k->flags = (unsigned)flags;
 		k->mnt = (int)mnt;
 		kv->n++;
 	}
-	closedir(dir);
+	ok = ok && dir.err == 0;
+	pdir_close(&dir);
 	qsort(kv->fd, (size_t)kv->n, sizeof kv->fd[0], kfd_cmp);
 	return ok;
 }
@@ -94,20 +85,19 @@ static bool faults(int pfd, const char *name, unsigned long long *flt, unsigned 
 }
 
 /* Adds to kv the children of every thread of the process whose /proc
- * directory is pfd, as the kernel lists them (zombies too); false when they
- * cannot all be read or do not fit. */
-static bool list_kids(int pfd, struct kview *kv)
+ * directory is pfd, as the kernel lists them (zombies too), and with own
+ * (the session) counts its threads; false when they cannot all be read or
+ * do not fit. */
+static bool list_kids(int pfd, struct kview *kv, bool own)
 {
-	DIR *dir = open_dir_at(pfd, "task");
-	if (!dir)
+	struct pdir dir;
+	if (pdir_open(&dir, pfd, "task") < 0)
 		return false;
 	bool ok = true;
-	for (struct dirent *de; ok && (de = readdir(dir));) {
-		if (de->d_name[0] == '.')
-			continue;
+	for (const char *tid; ok && (tid = pdir_next(&dir));) {
 		char path[300], buf[400];
-		snprintf(path, sizeof path, "%s/children", de->d_name);
-		int fd = openat(dirfd(dir), path, O_RDONLY | O_CLOEXEC);
+		snprintf(path, sizeof path, "%.20s/children", tid);
+		int fd = openat(dir.fd, path, O_RDONLY | O_CLOEXEC);
 		ssize_t k = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
 		if (fd >= 0)
 			close(fd);
@@ -121,8 +111,11 @@ static bool list_kids(int pfd, struct kview *kv)
 			if (ok)
 				kv->kid[kv->nkids++] = (pid_t)pid;
 		}
+		if (own)
+			kv->threads++;
 	}
-	closedir(dir);
+	ok = ok && dir.err == 0;
+	pdir_close(&dir);
 	return ok;
 }
 
@@ -140,7 +133,7 @@ static bool list_kids(int pfd, struct kview *kv)
  * their bytes are never taken off.)  False when they cannot all be read. */
 static bool read_children(int pfd, const struct session *s, struct kview *kv)
 {
-	bool ok = list_kids(pfd, kv);
+	bool ok = list_kids(pfd, kv, true);
 	for (int i = 0, n = kv->nkids; ok && i < n; i++) {
 		if (kv->kid[i] == s->ckpt_hpid)
 			continue;
@@ -151,7 +144,7 @@ static bool read_children(int pfd, const struct session *s, struct kview *kv)
 		 * session after its list was read, and what they bring
 		 * counts as the cell's (a checkpoint, never less). */
 		if (dfd >= 0) {
-			ok = list_kids(dfd, kv);
+			ok = list_kids(dfd, kv, false);
 			close(dfd);
 		}
 	}

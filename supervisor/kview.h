@@ -47,6 +47,7 @@ struct kfd {
 struct kview {
 	bool valid;          /* its stat and its children */
 	bool own;            /* its io and fdinfo: only with ptrace's read access */
+	int threads;         /* its threads (with valid) */
 	unsigned long long wchar, cminflt, cmajflt;
 	/* Its children (host pids: the checkpoint is one, and the one it
 	 * replaced until the session reaps it), with the page faults each

@@ -129,6 +129,7 @@ struct session {
 	pid_t ckpt_pid;      /* the frozen copy to roll back to, 0 when none */
 	int ckpt_pidfd;
 	int dropped_pidfd;   /* the checkpoint it replaced (SIGKILLed), or -1 */
+	pid_t dropped_hpid, dropped_pid; /* its pids, here and in the zygote's namespace */
 	/* Host pids (this server's pid namespace), from the pidfds: the kernel's
 	 * word, never the session's. */
 	pid_t hpid, ckpt_hpid;
@@ -523,14 +524,20 @@ void arm_due_timer(struct sup *sup, struct session *s);
 void cancel_due_timer(struct sup *sup, struct session *s);
 bool roll_back(struct sup *sup, struct session *s, int wstatus, bool status_known);
 /* The checkpoint the last one replaced (killed, maybe still exiting): its
- * pids here and in the zygote's namespace, as its pidfd says, or 0 when it
- * is gone or there is none.  A reading of checkpoint.c's field, inline so
- * that the freeze, the watchdog and the saver ask the kernel (watch.c)
- * directly, not checkpoint.c. */
+ * pids here and in the zygote's namespace, as they were when it was
+ * dropped, while its pidfd says it is not yet reaped (its pid cannot have
+ * gone to another process before that), or 0 when it is gone or there is
+ * none.  A reading of checkpoint.c's fields, inline so that the freeze, the
+ * watchdog and the saver need not call checkpoint.c; one system call, read
+ * up to three times per call (the pids from the pidfd's fdinfo were three
+ * each). */
 static inline void dying_pids(const struct session *s, pid_t *host, pid_t *ns)
 {
-	if (s->dropped_pidfd < 0 || watch_pidfd(s->dropped_pidfd, host, ns) < 0)
-		*host = *ns = 0;
+	*host = *ns = 0;
+	if (s->dropped_pidfd >= 0 && s->dropped_hpid > 0 && pidfd_signal(s->dropped_pidfd, 0) == 0) {
+		*host = s->dropped_hpid;
+		*ns = s->dropped_pid;
+	}
 }
 int accept_checkpoint(struct sup *sup, struct session *s, int pidfd, pid_t said, char *why, size_t n);
 /* The session rests (or waits to run its next call) without a copy of its

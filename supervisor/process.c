@@ -155,7 +155,7 @@ void kill_session(struct session *s)
 {
 	/* What the call used, read while the process still exists. */
 	if (s->cur)
-		usage_end(&s->cur->usage, s->pidfd, s->ckpt_pidfd);
+		usage_end(&s->cur->usage, s->hpid, s->pidfd, s->ckpt_hpid);
 	/* No pidfd yet (born): killed once it is in and what it sent is
 	 * read (L_LIVE_DOOMED). */
 	if (s->pidfd >= 0)
@@ -267,6 +267,7 @@ void copy_retakes_none(struct session *s)
 void session_fds_none(struct session *s)
 {
 	s->pidfd = s->ctrl = s->out_r = s->err_r = s->ckpt_pidfd = s->dropped_pidfd = -1;
+	s->dropped_hpid = s->dropped_pid = 0;
 }
 
 /* The kernel confirmed the session's new process (spawned or forked): its
@@ -403,6 +404,8 @@ void drop_checkpoint(struct session *s)
 		if (s->dropped_pidfd >= 0)
 			close(s->dropped_pidfd);
 		s->dropped_pidfd = s->ckpt_pidfd;
+		s->dropped_hpid = s->ckpt_hpid;
+		s->dropped_pid = s->ckpt_pid;
 	}
 	s->ckpt_pidfd = -1;
 	s->ckpt_pid = s->ckpt_hpid = 0;

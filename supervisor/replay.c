@@ -21,9 +21,9 @@
 #include "kview.h"
 
 #include "../common/hmac.h"
+#include "../common/pdir.h"
 #include "../files/artifacts.h"
 
-#include <dirent.h>
 #include <limits.h>
 #include <stddef.h>
 
@@ -395,14 +395,14 @@ static int thread_count(pid_t hpid)
 {
 	char path[64];
 	snprintf(path, sizeof path, "/proc/%d/task", (int)hpid);
-	DIR *d = hpid > 0 ? opendir(path) : NULL;
-	if (!d)
+	struct pdir d;
+	if (hpid <= 0 || pdir_open(&d, AT_FDCWD, path) < 0)
 		return 0;
 	int n = 0;
-	for (struct dirent *de; (de = readdir(d));)
-		if (de->d_name[0] != '.')
-			n++;
-	closedir(d);
+	while (pdir_next(&d))
+		n++;
+	n = d.err ? 0 : n;
+	pdir_close(&d);
 	return n;
 }
 
@@ -432,7 +432,6 @@ bool replay_log_instead(struct sup *sup, struct session *s, struct run *c)
 		 * Not the workspace's whole size, which counts .logs and .sessions,
 		 * where the server's own writes land (a long output's log). */
 		.wrote = c->ws_changed,
-		.threads = thread_count(s->hpid),
 		.code = c->code,
 		/* Unknown without a result: as if it read. */
 		.import_read = !c->result || c->result->import_read,
@@ -464,7 +463,12 @@ bool replay_log_instead(struct sup *sup, struct session *s, struct run *c)
 		if (rp->kv0.own && !now->own)
 			now->valid = false;
 		f.effect = kview_effect(&rp->kv0, now, s->out.total_bytes + s->err.total_bytes, c->result, effect, sizeof effect);
+		/* The view listed the frozen session's threads (no second
+		 * listing); an unreadable view is an effect already. */
+		f.threads = now->valid ? now->threads : thread_count(s->hpid);
 		free(now);
+	} else {
+		f.threads = thread_count(s->hpid);
 	}
 	char why[128] = "";
 	enum replay_verdict v = replay_decide(&f, why, sizeof why);

@@ -212,7 +212,7 @@ static void on_message(struct sup *sup, struct session *s, struct wire_msg *m)
 			watch_idle(s->hpid, &s->look);
 		/* Measured now: thumbnails made after the cell are the server's
 		 * work, not the call's. */
-		usage_end(&c->usage, s->pidfd, s->ckpt_pidfd);
+		usage_end(&c->usage, s->hpid, s->pidfd, s->ckpt_hpid);
 		/* Decoded once, every field held to its bound (proto/result.h):
 		 * the first field that is wrong is named in the call's error.
 		 * Attack: a cell writes its own result frame (it owns the

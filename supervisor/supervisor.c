@@ -214,7 +214,7 @@ static void send_exec(struct sup *sup, struct session *s)
 		restore_load_begin(s, loop_now_ms() + bound + timeout_ms);
 		timeout_ms = bound;
 	}
-	usage_begin(&c->usage, s->pidfd);
+	usage_begin(&c->usage, s->hpid, s->pidfd, s->ckpt_hpid);
 	run_clock_start(c);
 	progress_none(s);
 	/* The kernel's view of the session, for the replay log's choice at

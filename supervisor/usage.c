@@ -4,7 +4,6 @@
  * with ')' and spaces in it), so stat is parsed from the last ')'. */
 #include "usage.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -14,6 +13,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "../common/pdir.h"
 #include "../common/pstat.h"
 #include "../common/util.h"
 
@@ -78,8 +78,9 @@ static long proc_hwm_kb(pid_t pid)
 }
 
 /* The descendants of pid (children of each of its threads, recursively),
- * at most max; returns how many were stored. */
-static size_t descendants(pid_t pid, pid_t *out, size_t max)
+ * at most max, leaving out skip and everything below it; returns how many
+ * were stored. */
+static size_t descendants(pid_t pid, pid_t skip, pid_t *out, size_t max)
 {
 	size_t n = 0;
 	pid_t queue[USAGE_MAX_PROCS];
@@ -89,43 +90,51 @@ static size_t descendants(pid_t pid, pid_t *out, size_t max)
 		pid_t cur = queue[qi++];
 		char path[64];
 		snprintf(path, sizeof path, "/proc/%d/task", (int)cur);
-		DIR *d = opendir(path);
-		if (!d)
+		struct pdir d;
+		if (pdir_open(&d, AT_FDCWD, path) < 0)
 			continue;
-		struct dirent *de;
-		while ((de = readdir(d)) && n < max) {
-			if (de->d_name[0] == '.')
+		for (const char *tid; n < max && (tid = pdir_next(&d));) {
+			char cpath[96], buf[4096];
+			snprintf(cpath, sizeof cpath, "%.20s/children", tid);
+			int fd = openat(d.fd, cpath, O_RDONLY | O_CLOEXEC);
+			ssize_t k = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+			if (fd >= 0)
+				close(fd);
+			if (k <= 0)
 				continue;
-			char cpath[300], buf[4096];
-			snprintf(cpath, sizeof cpath, "/proc/%d/task/%.20s/children", (int)cur, de->d_name);
-			if (read_small(cpath, buf, sizeof buf) <= 0)
-				continue;
+			buf[k] = '\0';
 			char *s = buf, *end;
 			for (long c; n < max && (c = strtol(s, &end, 10)) > 0; s = end) {
+				if (c == skip)
+					continue;
 				out[n++] = (pid_t)c;
 				if (qn < USAGE_MAX_PROCS)
 					queue[qn++] = (pid_t)c;
 			}
 		}
-		closedir(d);
+		pdir_close(&d);
 	}
 	return n;
 }
 
 /* The CPU time (ms) of pid and its descendants, and with hwm_kb their
- * summed high-water marks (kB), in one walk of the tree; exclude (the
- * frozen checkpoint) is left out.  -1 when pid itself is gone. */
-static double tree_usage(pid_t pid, pid_t exclude, long *hwm_kb)
+ * summed high-water marks (kB), in one walk of the tree; the frozen
+ * checkpoint (skip) and what is below it (its saver) are left out, at the
+ * start of a call as at its end: a saver's pickling is neither the call's
+ * work nor, counted at one end only, a part of it taken away.  -1 when pid
+ * itself cannot be read, or is no longer the process behind pidfd (read,
+ * then asked: alive after the read, its pid was never another's). */
+static double tree_usage(pid_t pid, int pidfd, pid_t skip, long *hwm_kb)
 {
+	if (pid <= 0)
+		return -1;
 	double cpu = proc_cpu_ms(pid);
 	long hwm = hwm_kb ? proc_hwm_kb(pid) : 0;
 	if (cpu < 0 || hwm < 0)
 		return -1;
 	pid_t kids[USAGE_MAX_PROCS];
-	size_t n = descendants(pid, kids, USAGE_MAX_PROCS);
+	size_t n = descendants(pid, skip, kids, USAGE_MAX_PROCS);
 	for (size_t i = 0; i < n; i++) {
-		if (kids[i] == exclude)
-			continue;
 		double c = proc_cpu_ms(kids[i]);
 		if (c > 0)
 			cpu += c;
@@ -133,26 +142,26 @@ static double tree_usage(pid_t pid, pid_t exclude, long *hwm_kb)
 		if (k > 0)
 			hwm += k;
 	}
+	if (pidfd_signal(pidfd, 0) < 0)
+		return -1;
 	if (hwm_kb)
 		*hwm_kb = hwm;
 	return cpu;
 }
 
-void usage_begin(struct usage *u, int session_pidfd)
+void usage_begin(struct usage *u, pid_t hpid, int pidfd, pid_t ckpt_hpid)
 {
 	/* No pidfd yet: the session process is being forked for this call.
 	 * Its CPU time counts from the fork and its high-water mark is its
 	 * own, so zero is the right start. */
 	*u = (struct usage){ .begun = true, .cpu_start_ms = 0 };
-	if (session_pidfd < 0)
+	if (pidfd < 0)
 		return;
-	pid_t pid = pidfd_pid(session_pidfd);
-	u->cpu_start_ms = -1;
-	if (pid <= 0)
+	u->cpu_start_ms = tree_usage(hpid, pidfd, ckpt_hpid, NULL);
+	if (u->cpu_start_ms < 0)
 		return;
-	u->cpu_start_ms = tree_usage(pid, -1, NULL);
 	char path[64];
-	snprintf(path, sizeof path, "/proc/%d/clear_refs", (int)pid);
+	snprintf(path, sizeof path, "/proc/%d/clear_refs", (int)hpid);
 	int fd = open(path, O_WRONLY | O_CLOEXEC);
 	if (fd >= 0) {
 		u->peak_reset = write(fd, "5", 1) == 1;
@@ -160,17 +169,15 @@ void usage_begin(struct usage *u, int session_pidfd)
 	}
 }
 
-void usage_end(struct usage *u, int session_pidfd, int exclude_pidfd)
+void usage_end(struct usage *u, pid_t hpid, int pidfd, pid_t ckpt_hpid)
 {
 	if (!u->begun || u->ended)
 		return;
 	u->ended = true;
-	pid_t pid = pidfd_pid(session_pidfd);
-	if (pid <= 0 || u->cpu_start_ms < 0)
+	if (u->cpu_start_ms < 0 || pidfd < 0)
 		return;
-	pid_t exclude = pidfd_pid(exclude_pidfd);
 	long hwm = 0;
-	double cpu = tree_usage(pid, exclude, &hwm);
+	double cpu = tree_usage(hpid, pidfd, ckpt_hpid, &hwm);
 	if (cpu < 0)
 		return;
 	u->cpu_ms = cpu > u->cpu_start_ms ? cpu - u->cpu_start_ms : 0;

@@ -24,17 +24,18 @@ pid_t pidfd_pid(int pidfd);
  * can redirect it.  0, or -1 with errno. */
 int pidfd_signal(int pidfd, int sig);
 
-/* At the start of a call: the CPU time so far of the session process and
- * its descendants, and its memory high-water mark reset (clear_refs 5; when
- * that is refused, the peak is the session's lifetime peak).  A pidfd of -1
- * means a process forked for this call, measured from its start. */
-void usage_begin(struct usage *u, int session_pidfd);
+/* At the start of a call: the CPU time so far of the session process hpid
+ * (behind pidfd) and its descendants but the checkpoint ckpt_hpid and what
+ * is below it, and its memory high-water mark reset (clear_refs 5; when
+ * that is refused, the peak is the session's lifetime peak).  A pidfd of
+ * -1 means a process forked for this call, measured from its start. */
+void usage_begin(struct usage *u, pid_t hpid, int pidfd, pid_t ckpt_hpid);
 
 /* At the end of a call, or just before the session is killed: the CPU time
- * used since usage_begin and the peak resident memory of the session and
- * the descendants still alive, leaving out the frozen checkpoint
- * (exclude_pidfd, -1 for none).  Only the first call after usage_begin
- * measures; a process already gone leaves the usage unknown. */
-void usage_end(struct usage *u, int session_pidfd, int exclude_pidfd);
+ * used since usage_begin and the peak resident memory of the same tree,
+ * the descendants still alive (the frozen checkpoint ckpt_hpid and its
+ * own still left out).  Only the first call after usage_begin measures; a
+ * process already gone leaves the usage unknown. */
+void usage_end(struct usage *u, pid_t hpid, int pidfd, pid_t ckpt_hpid);
 
 #endif

@@ -18,8 +18,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../common/pstat.h"
 #include "../common/log.h"
+#include "../common/pdir.h"
+#include "../common/pstat.h"
 #include "../common/util.h"
 #include "../interp/procs.h"
 #include "../jail/layer.h"
@@ -65,12 +66,12 @@ pid_t watch_ppid(pid_t pid)
  * (schedstat, readable by anyone, also for a process that is not
  * dumpable) plus utime and stime in ticks, so that a kernel without
  * schedstat still shows a thread that ran. */
-static uint64_t thread_run(pid_t pid, const char *tid, const struct pstat *ps)
+static uint64_t thread_run(int taskfd, const char *tid, const struct pstat *ps)
 {
-	char path[96], buf[128];
+	char path[32], buf[128];
 	unsigned long long ns = 0;
-	snprintf(path, sizeof path, "/proc/%d/task/%.16s/schedstat", (int)pid, tid);
-	if (read_small(path, buf, sizeof buf) > 0)
+	snprintf(path, sizeof path, "%.16s/schedstat", tid);
+	if (read_small_at(taskfd, path, buf, sizeof buf) > 0)
 		sscanf(buf, "%llu", &ns);
 	return (uint64_t)ns + ps->utime + ps->stime;
 }
@@ -79,22 +80,22 @@ int watch_idle(pid_t pid, struct watch_look *last)
 {
 	char path[96];
 	snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
-	DIR *d = opendir(path);
-	if (!d) {
+	struct pdir d;
+	int rc = pdir_open(&d, AT_FDCWD, path);
+	if (rc < 0) {
 		last->valid = false;
-		return -errno;
+		return rc;
 	}
 	bool asleep = true;
 	struct watch_look now = { .valid = true };
 	int cpu = sched_getcpu();
 	bool here = false;
-	struct dirent *de;
-	while (asleep && (de = readdir(d))) {
-		if (de->d_name[0] < '1' || de->d_name[0] > '9')
+	for (const char *tid; asleep && (tid = pdir_next(&d));) {
+		if (tid[0] < '1' || tid[0] > '9')
 			continue;
-		snprintf(path, sizeof path, "/proc/%d/task/%.16s/stat", (int)pid, de->d_name);
+		snprintf(path, sizeof path, "%.16s/stat", tid);
 		struct pstat ps;
-		if (pstat_read(-1, path, &ps) < 0)
+		if (pstat_read(d.fd, path, &ps) < 0)
 			continue; /* a thread that ended meanwhile */
 		/* Asleep means S (an interruptible wait, as in recvmsg on the
 		 * control socket) or stopped.  R runs; D counts as busy too.
@@ -108,10 +109,13 @@ int watch_idle(pid_t pid, struct watch_look *last)
 		if (ps.state == 'R' && ps.processor == cpu)
 			here = true;
 		now.n++;
-		now.tids += strtoull(de->d_name, NULL, 10) * 2654435761u;
-		now.run += thread_run(pid, de->d_name, &ps);
+		now.tids += strtoull(tid, NULL, 10) * 2654435761u;
+		now.run += thread_run(d.fd, tid, &ps);
 	}
-	closedir(d);
+	/* A listing cut short saw only some threads: not a look. */
+	if (d.err)
+		asleep = false;
+	pdir_close(&d);
 	/* And none of its threads ran since the previous look: a busy thread
 	 * caught between two steps of its work in S has used CPU time by the
 	 * next look; one blocked for the whole interval has not. */
@@ -136,25 +140,25 @@ static int children_within(pid_t pid, const pid_t *ok, size_t n_ok, bool stopped
 {
 	char path[96], buf[4096];
 	snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
-	DIR *d = opendir(path);
-	if (!d)
-		return -errno;
-	int r = 1;
-	struct dirent *de;
-	while (r == 1 && (de = readdir(d))) {
-		if (de->d_name[0] < '1' || de->d_name[0] > '9')
+	struct pdir d;
+	int r = pdir_open(&d, AT_FDCWD, path);
+	if (r < 0)
+		return r;
+	r = 1;
+	for (const char *tid; r == 1 && (tid = pdir_next(&d));) {
+		if (tid[0] < '1' || tid[0] > '9')
 			continue;
 		if (stopped) {
-			snprintf(path, sizeof path, "/proc/%d/task/%.16s/stat", (int)pid, de->d_name);
+			snprintf(path, sizeof path, "%.16s/stat", tid);
 			struct pstat ps;
-			if (pstat_read(-1, path, &ps) == 0 && ps.state != 'T' && ps.state != 't') {
+			if (pstat_read(d.fd, path, &ps) == 0 && ps.state != 'T' && ps.state != 't') {
 				*all_stopped = false;
 				r = 0;
 				break;
 			}
 		}
-		snprintf(path, sizeof path, "/proc/%d/task/%.16s/children", (int)pid, de->d_name);
-		ssize_t len = read_small(path, buf, sizeof buf);
+		snprintf(path, sizeof path, "%.16s/children", tid);
+		ssize_t len = read_small_at(d.fd, path, buf, sizeof buf);
 		if (len < 0) {
 			r = (int)len;
 			break;
@@ -176,7 +180,9 @@ static int children_within(pid_t pid, const pid_t *ok, size_t n_ok, bool stopped
 			r = 0;
 		}
 	}
-	closedir(d);
+	if (r == 1 && d.err)
+		r = 0; /* a listing cut short: not judged here */
+	pdir_close(&d);
 	return r;
 }
 
@@ -240,28 +246,22 @@ static uint64_t memfd_bytes(const char *proc, pid_t pid, struct inos *seen)
 {
 	char path[256];
 	snprintf(path, sizeof path, "%s/%d/fd", proc, (int)pid);
-	int dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dfd < 0)
+	struct pdir d;
+	if (pdir_open(&d, AT_FDCWD, path) < 0)
 		return 0;
-	DIR *d = fdopendir(dfd);
-	if (!d) {
-		close(dfd);
-		return 0;
-	}
 	uint64_t sum = 0;
-	struct dirent *de;
 	int budget = 4096; /* a process may hold up to RLIMIT_NOFILE fds */
-	while ((de = readdir(d)) && budget-- > 0) {
+	for (const char *name; budget-- > 0 && (name = pdir_next(&d));) {
 		char link[64];
-		ssize_t n = readlinkat(dfd, de->d_name, link, sizeof link - 1);
+		ssize_t n = readlinkat(d.fd, name, link, sizeof link - 1);
 		if (n < 7)
 			continue;
 		link[n] = 0;
 		struct stat st;
-		if (strncmp(link, "/memfd:", 7) == 0 && fstatat(dfd, de->d_name, &st, 0) == 0 && !seen_ino(seen, st.st_ino))
+		if (strncmp(link, "/memfd:", 7) == 0 && fstatat(d.fd, name, &st, 0) == 0 && !seen_ino(seen, st.st_ino))
 			sum += (uint64_t)st.st_blocks * 512;
 	}
-	closedir(d);
+	pdir_close(&d);
 	return sum;
 }
 

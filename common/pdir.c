@@ -1,0 +1,53 @@
+/* Directory entries through getdents64 (pdir.h). */
+#include "pdir.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <unistd.h>
+
+int pdir_open(struct pdir *d, int dirfd, const char *path)
+{
+	d->len = d->off = 0;
+	d->err = 0;
+	d->fd = openat(dirfd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	return d->fd < 0 ? -errno : 0;
+}
+
+const char *pdir_next(struct pdir *d)
+{
+	for (;;) {
+		if (d->off >= d->len) {
+			if (d->fd < 0 || d->err)
+				return NULL;
+			ssize_t n = getdents64(d->fd, d->buf, sizeof d->buf);
+			if (n <= 0) {
+				d->err = n < 0 ? errno : 0;
+				return NULL;
+			}
+			d->len = n;
+			d->off = 0;
+		}
+		struct dirent64 *de = (struct dirent64 *)(void *)(d->buf + d->off);
+		/* A record that does not fit what the kernel said it wrote
+		 * would be read past the buffer: the listing stops there. */
+		if (de->d_reclen == 0 || d->off + de->d_reclen > d->len) {
+			d->err = EIO;
+			d->off = d->len = 0;
+			return NULL;
+		}
+		d->off += de->d_reclen;
+		const char *name = de->d_name;
+		if (name[0] == '.' && (name[1] == '\0' || (name[1] == '.' && name[2] == '\0')))
+			continue;
+		return name;
+	}
+}
+
+void pdir_close(struct pdir *d)
+{
+	if (d->fd >= 0)
+		close(d->fd);
+	d->fd = -1;
+}

@@ -1,0 +1,27 @@
+/* The entries of a small directory (a /proc listing, mostly) read with
+ * getdents64 into a buffer of the caller's: no stdio DIR.  opendir adds an
+ * fstat and fdopendir two fcntl calls to every listing, and the server
+ * lists a session's tasks and descriptors several times per call: about
+ * thirty system calls of a warm call's two hundred and fifty. */
+#ifndef PSM_COMMON_PDIR_H
+#define PSM_COMMON_PDIR_H
+
+#include <stdbool.h>
+
+struct pdir {
+	int fd;     /* the directory, for *at() calls on its entries */
+	int err;    /* 0, or the errno of a failed read (the listing stopped) */
+	long len, off;
+	char buf[2048] __attribute__((aligned(8)));
+};
+
+/* Opens path (relative to dirfd, or AT_FDCWD): 0, or -errno. */
+int pdir_open(struct pdir *d, int dirfd, const char *path);
+
+/* The next entry's name, "." and ".." left out; NULL at the end or on an
+ * error (then d->err says which). */
+const char *pdir_next(struct pdir *d);
+
+void pdir_close(struct pdir *d);
+
+#endif
