@@ -15,6 +15,13 @@ int pdir_open(struct pdir *d, int dirfd, const char *path)
 	return d->fd < 0 ? -errno : 0;
 }
 
+void pdir_adopt(struct pdir *d, int fd)
+{
+	d->len = d->off = 0;
+	d->err = 0;
+	d->fd = fd;
+}
+
 const char *pdir_next(struct pdir *d)
 {
 	for (;;) {

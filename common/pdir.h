@@ -18,6 +18,9 @@ struct pdir {
 /* Opens path (relative to dirfd, or AT_FDCWD): 0, or -errno. */
 int pdir_open(struct pdir *d, int dirfd, const char *path);
 
+/* The same for a directory already open (fd, owned from now on). */
+void pdir_adopt(struct pdir *d, int fd);
+
 /* The next entry's name, "." and ".." left out; NULL at the end or on an
  * error (then d->err says which). */
 const char *pdir_next(struct pdir *d);

@@ -7,7 +7,6 @@
  * and the open makes the open fail instead of leading outside. */
 #include "artifacts.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <fnmatch.h>
@@ -17,6 +16,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "../common/pdir.h"
 #include "../common/util.h"
 #include "../rpc/loop.h"
 
@@ -170,25 +170,17 @@ static bool excluded(const struct art_scan_opts *o, const char *rel)
  * w->path[0..plen). */
 static int walk_dir(struct walk *w, int dfd, size_t plen, int depth)
 {
-	DIR *d = fdopendir(dfd);
-	struct dirent *de;
+	/* On the heap: one per level, ART_MAX_DEPTH of them at most. */
+	struct pdir *d = xmalloc(sizeof *d);
 	int rc = 0;
 
-	if (!d) {
-		rc = -errno;
-		close(dfd);
-		return rc;
-	}
+	pdir_adopt(d, dfd);
 	for (;;) {
-		errno = 0;
-		de = readdir(d);
-		if (!de) {
-			rc = errno ? -errno : 0;
+		const char *name = pdir_next(d);
+		if (!name) {
+			rc = -d->err;
 			break;
 		}
-		const char *name = de->d_name;
-		if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
-			continue;
 		if (!budget_take()) {
 			w->out->truncated = true;
 			w->stop = true;
@@ -210,7 +202,7 @@ static int walk_dir(struct walk *w, int dfd, size_t plen, int depth)
 			continue;
 
 		struct stat st;
-		if (fstatat(dirfd(d), name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+		if (fstatat(d->fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
 			/* Removed meanwhile: gone.  Anything else: not seen. */
 			if (errno != ENOENT)
 				mark_unseen(&w->out->unseen, w->out->where, sizeof w->out->where, ART_UNSEEN_UNREADABLE, w->path);
@@ -231,7 +223,7 @@ static int walk_dir(struct walk *w, int dfd, size_t plen, int depth)
 			/* O_NONBLOCK: harmless on a directory, and should the name
 			 * have become a FIFO since the stat, O_DIRECTORY fails
 			 * without opening it. */
-			int cfd = openat(dirfd(d), name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+			int cfd = openat(d->fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
 			if (cfd < 0) {
 				/* Swapped for a symlink or removed: nothing to see.
 				 * Unreadable (mode 0): not seen, and said. */
@@ -262,7 +254,8 @@ static int walk_dir(struct walk *w, int dfd, size_t plen, int depth)
 		/* FIFOs, sockets, devices: not artifacts. */
 	}
 	w->path[plen] = '\0';
-	closedir(d);
+	pdir_close(d);
+	free(d);
 	return rc;
 }
 
@@ -460,25 +453,17 @@ static void usage_mark(struct usage *w, unsigned why)
  * tree is w->path[0..plen) (for messages only: the walk goes by fds). */
 static void usage_dir(struct usage *w, int dfd, size_t plen, int depth)
 {
-	DIR *d = fdopendir(dfd);
-	struct dirent *de;
+	struct pdir *d = xmalloc(sizeof *d); /* one per level, as walk_dir */
 
-	if (!d) {
-		close(dfd);
-		usage_mark(w, ART_UNSEEN_UNREADABLE);
-		return;
-	}
+	pdir_adopt(d, dfd);
 	while (!w->stop) {
-		errno = 0;
-		if (!(de = readdir(d))) {
-			if (errno)
+		const char *name = pdir_next(d);
+		if (!name) {
+			if (d->err)
 				usage_mark(w, ART_UNSEEN_UNREADABLE);
 			break;
 		}
-		const char *name = de->d_name;
 		struct stat st;
-		if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
-			continue;
 		if (!budget_take()) {
 			w->stop = true;
 			break;
@@ -495,7 +480,7 @@ static void usage_dir(struct usage *w, int dfd, size_t plen, int depth)
 			w->stop = true;
 			break;
 		}
-		if (fstatat(dirfd(d), name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+		if (fstatat(d->fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
 			if (errno != ENOENT) /* removed meanwhile: gone */
 				usage_mark(w, ART_UNSEEN_UNREADABLE);
 			w->path[plen] = '\0';
@@ -509,7 +494,7 @@ static void usage_dir(struct usage *w, int dfd, size_t plen, int depth)
 			if (depth + 1 >= ART_MAX_DEPTH) {
 				usage_mark(w, ART_UNSEEN_DEPTH);
 			} else {
-				int cfd = openat(dirfd(d), name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+				int cfd = openat(d->fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
 				if (cfd >= 0)
 					usage_dir(w, cfd, clen, depth + 1);
 				else if (errno != ENOENT && errno != ELOOP && errno != ENOTDIR)
@@ -518,7 +503,8 @@ static void usage_dir(struct usage *w, int dfd, size_t plen, int depth)
 		}
 		w->path[plen] = '\0';
 	}
-	closedir(d);
+	pdir_close(d);
+	free(d);
 }
 
 static void usage_walk(struct art_usage *u, int fd, size_t max_entries, const struct stat *skip)
