@@ -10,15 +10,7 @@
 /* Reads a small /proc file of the process into buf (NUL-terminated). */
 static bool proc_read(int pfd, const char *name, char *buf, size_t size)
 {
-	int fd = openat(pfd, name, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return false;
-	ssize_t k = read(fd, buf, size - 1);
-	close(fd);
-	if (k <= 0)
-		return false;
-	buf[k] = '\0';
-	return true;
+	return read_small_at(pfd, name, buf, size) > 0;
 }
 
 static bool field_ull(const char *text, const char *key, unsigned long long *v)
@@ -97,12 +89,10 @@ static bool list_kids(int pfd, struct kview *kv, bool own)
 	for (const char *tid; ok && (tid = pdir_next(&dir));) {
 		char path[300], buf[400];
 		snprintf(path, sizeof path, "%.20s/children", tid);
-		int fd = openat(dir.fd, path, O_RDONLY | O_CLOEXEC);
-		ssize_t k = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
-		if (fd >= 0)
-			close(fd);
+		ssize_t k = read_small_at(dir.fd, path, buf, sizeof buf);
 		ok = k >= 0 && (size_t)k < sizeof buf - 1;
-		buf[ok ? k : 0] = '\0';
+		if (!ok)
+			buf[0] = '\0';
 		for (char *p = buf, *end; ok && *p; p = end) {
 			long pid = strtol(p, &end, 10);
 			if (end == p)

@@ -96,13 +96,8 @@ static size_t descendants(pid_t pid, pid_t skip, pid_t *out, size_t max)
 		for (const char *tid; n < max && (tid = pdir_next(&d));) {
 			char cpath[96], buf[4096];
 			snprintf(cpath, sizeof cpath, "%.20s/children", tid);
-			int fd = openat(d.fd, cpath, O_RDONLY | O_CLOEXEC);
-			ssize_t k = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
-			if (fd >= 0)
-				close(fd);
-			if (k <= 0)
+			if (read_small_at(d.fd, cpath, buf, sizeof buf) <= 0)
 				continue;
-			buf[k] = '\0';
 			char *s = buf, *end;
 			for (long c; n < max && (c = strtol(s, &end, 10)) > 0; s = end) {
 				if (c == skip)

@@ -20,6 +20,7 @@
 #include "../../supervisor/private.h"
 #include "../../supervisor/kview.h"
 #include "../../proto/result.h"
+#include "family.h"
 
 #define SAVED (1u << 20)
 
@@ -70,7 +71,6 @@ static void checkpoint(int up)
  * reaps everything that comes to it and says so. */
 static void session(int up, int down)
 {
-	setpgid(0, 0); /* its group: what the teardown ends, the test failed or not */
 	if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
 		_exit(93);
 	pid_t ck = fork();
@@ -98,22 +98,6 @@ static void session(int up, int down)
 		pause();
 }
 
-static pid_t group;
-
-static int end_group(void **state)
-{
-	(void)state;
-	if (group > 0) {
-		/* The group's orphans come here (the test is their subreaper)
-		 * and are reaped with it. */
-		kill(-group, SIGKILL);
-		while (waitpid(-1, NULL, 0) > 0)
-			;
-	}
-	group = 0;
-	return 0;
-}
-
 static int pidfd_of(pid_t p)
 {
 	return (int)syscall(SYS_pidfd_open, p, 0);
@@ -123,15 +107,7 @@ static void test_saver_of_a_dying_checkpoint(void **state)
 {
 	(void)state;
 	int up[2], down[2];
-	assert_int_equal(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
-	assert_int_equal(pipe2(up, O_CLOEXEC), 0);
-	assert_int_equal(pipe2(down, O_CLOEXEC), 0);
-	pid_t sess = fork();
-	assert_true(sess >= 0);
-	if (sess == 0)
-		session(up[1], down[0]);
-	setpgid(sess, sess);
-	group = sess;
+	pid_t sess = family_start(session, up, down);
 	pid_t saver = 0, ck = 0, cur = 0;
 	get_pids(up[0], &ck, &cur, &saver);
 	assert_true(saver > 0 && ck > 0 && cur > 0);
@@ -172,7 +148,7 @@ static void test_saver_of_a_dying_checkpoint(void **state)
 	if (eff)
 		fail_msg("the saver's bytes were taken for the cell's: %s", eff);
 
-	end_group(NULL);
+	family_end(NULL);
 	close(s->pidfd);
 	free(a);
 	free(b);
@@ -186,7 +162,7 @@ static void test_saver_of_a_dying_checkpoint(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_teardown(test_saver_of_a_dying_checkpoint, end_group),
+		cmocka_unit_test_teardown(test_saver_of_a_dying_checkpoint, family_end),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

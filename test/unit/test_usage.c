@@ -19,6 +19,7 @@
 
 #include "../../supervisor/private.h"
 #include "../../supervisor/usage.h"
+#include "family.h"
 
 static double cpu_now_ms(void)
 {
@@ -62,7 +63,6 @@ static void checkpoint(int up)
  * 300 ms of CPU and says so. */
 static void session(int up, int down)
 {
-	setpgid(0, 0); /* its group: what the teardown ends */
 	pid_t ck = fork();
 	if (ck == 0)
 		checkpoint(up);
@@ -75,33 +75,11 @@ static void session(int up, int down)
 	_exit(0);
 }
 
-static pid_t group;
-
-static int end_group(void **state)
-{
-	(void)state;
-	if (group > 0) {
-		kill(-group, SIGKILL);
-		while (waitpid(-1, NULL, 0) > 0)
-			;
-	}
-	group = 0;
-	return 0;
-}
-
 static void test_checkpoint_and_saver_left_out(void **state)
 {
 	(void)state;
 	int up[2], down[2];
-	assert_int_equal(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
-	assert_int_equal(pipe2(up, O_CLOEXEC), 0);
-	assert_int_equal(pipe2(down, O_CLOEXEC), 0);
-	pid_t sess = fork();
-	assert_true(sess >= 0);
-	if (sess == 0)
-		session(up[1], down[0]);
-	setpgid(sess, sess);
-	group = sess;
+	pid_t sess = family_start(session, up, down);
 	pid_t ck = 0;
 	assert_int_equal(read(up[0], &ck, sizeof ck), sizeof ck);
 	int pidfd = (int)syscall(SYS_pidfd_open, sess, 0);
@@ -128,10 +106,7 @@ static void test_checkpoint_and_saver_left_out(void **state)
 	 * under it stands. */
 	struct usage u;
 	usage_begin(&u, sess, pidfd, ck);
-	kill(-group, SIGKILL);
-	while (waitpid(-1, NULL, 0) > 0)
-		;
-	group = 0;
+	family_end(NULL);
 	usage_end(&u, sess, pidfd, ck);
 	assert_false(u.known);
 	usage_begin(&u, sess, pidfd, ck);
@@ -146,7 +121,7 @@ static void test_checkpoint_and_saver_left_out(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_teardown(test_checkpoint_and_saver_left_out, end_group),
+		cmocka_unit_test_teardown(test_checkpoint_and_saver_left_out, family_end),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
