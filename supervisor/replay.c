@@ -956,7 +956,7 @@ bool replay_begin(struct sup *sup, struct session *s, struct run *c)
 	rp->t0 = loop_now_ms();
 	/* The whole replay is bounded too, not only each cell: twice what
 	 * the cells took the first time, and two seconds.
-	 * Attack: 64 logged cells that each sleep on their second run,
+	 * Attack: a full log of cells that each sleep on their second run,
 	 * holding the rolled-back call's reply a second each. */
 	rp->deadline = rp->t0 + 2.0 * rp->ms + 2000.0;
 	free(rp->final_note);

@@ -11,8 +11,11 @@
 #include <stddef.h>
 
 /* The log's bounds: at most this many cells and this much code since the
- * last checkpoint. */
-#define REPLAY_MAX_CELLS 64
+ * last checkpoint.  The budget below is what bounds a replay's time; the
+ * count bounds the log's memory only (a cheap cell is about a millisecond
+ * of the budget: 64 cells forked every 64 such calls, and each fork cost
+ * the calls after it their copy-on-write faults). */
+#define REPLAY_MAX_CELLS 256
 #define REPLAY_MAX_CODE ((size_t)1 << 20)
 /* What the logged cells may take to run again before a checkpoint is
  * taken anyway (the sum of their first durations). */
