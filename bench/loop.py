@@ -173,7 +173,7 @@ def find_session(root, name):
 # The server's debug line for each call that keeps its state
 # (supervisor/replay.c): "session loop: cell 5 (312 ms): fork: ... (2 logged,
 # 410 ms)" or "...: log (...)"; and its saves (supervisor/saved.c).
-VERDICT = re.compile(r"session loop: cell (\d+) \((\d+) ms\): (log|fork: [^(]*?) \(")
+VERDICT = re.compile(r"session loop: cell (\d+) \((\d+) ms(?:, \d+ ms to run again)?\): (log|fork: [^(]*?) \(")
 SAVES = (("saves", "at rest: saving the state"), ("saved", "state saved ("),
          ("abandoned", "save of the state after cell"))
 SAVED = re.compile(r"session loop: state saved \((\d+) bytes in (\d+) ms(?:, (\d+) written)?\)")

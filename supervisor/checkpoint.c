@@ -60,6 +60,7 @@ bool roll_back(struct sup *sup, struct session *s, int wstatus, bool status_know
 	/* The copy is frozen (SIGSTOP since it was accepted): the resume
 	 * signal first, then SIGCONT, so it wakes with the signal pending. */
 	s->ckpt_since = kproc_now_ticks();
+	s->ckpt_asked_ms = loop_now_ms();
 	if (pidfd_signal(s->ckpt_pidfd, SIGUSR1) < 0 || pidfd_signal(s->ckpt_pidfd, SIGCONT) < 0) {
 		log_warn("session %s: the checkpoint is gone (%s)", s->name, strerror(errno));
 		return false;
@@ -169,6 +170,8 @@ int accept_checkpoint(struct sup *sup, struct session *s, int pidfd, pid_t said,
 		return -EPROTO;
 	}
 	drop_checkpoint(s); /* the previous one */
+	if (s->ckpt_asked_ms > 0)
+		s->ckpt_cost_ms = loop_now_ms() - s->ckpt_asked_ms;
 	replay_checkpoint_taken(s, s->phase == P_RESUMED);
 	copy_known(s, pidfd, k.ns, k.host);
 	/* Its death is seen at once (the pidfd polls readable), not by the
@@ -288,6 +291,7 @@ bool checkpoint_again(struct sup *sup, struct session *s)
 	copy_lost_set(s, "it ended before the server could take it in");
 	log_warn("session %s: its new checkpoint copy died before the server took it in: asked again", s->name);
 	s->ckpt_since = kproc_now_ticks();
+	s->ckpt_asked_ms = loop_now_ms();
 	char *body = save_take_message(s);
 	int r = wire_send(s->ctrl, W_TAKE_CHECKPOINT, body, strlen(body), NULL, 0);
 	free(body);
@@ -345,6 +349,7 @@ void take_checkpoint(struct sup *sup, struct session *s, bool save)
 	start_watch(sup, s);
 	arm_due_timer(sup, s);
 	s->ckpt_since = kproc_now_ticks();
+	s->ckpt_asked_ms = loop_now_ms();
 	save_ask(sup, s, save);
 	char *body = save_take_message(s);
 	int r = wire_send(s->ctrl, W_TAKE_CHECKPOINT, body, strlen(body), NULL, 0);

@@ -137,6 +137,11 @@ struct session {
 	 * resume signal, after which the copy takes its own): a checkpoint
 	 * must be born at this clock tick or later (kproc_now_ticks). */
 	unsigned long long ckpt_since;
+	/* When the last checkpoint was asked for (loop_now_ms), and what the
+	 * last one accepted took from the asking: what a cell run again after
+	 * a rollback costs beside the cell itself, since each is followed by
+	 * one (replay.c prices the log's budget with it). */
+	double ckpt_asked_ms, ckpt_cost_ms;
 	enum phase phase;
 	bool hello_due;      /* a new process: its hello may precede the result */
 	enum ckpt_due ckpt_due; /* a checkpoint on its way, and why (enum ckpt_due) */

@@ -44,23 +44,23 @@ describe('replay log', () => {
 		assert.equal(k.sc.state, 'kept');
 	});
 
-	test('a hundred cheap cells in a row are all logged: none forks for a full log, and a rollback runs them all again', { timeout: 180000 }, async () => {
-		// Each fork of a checkpoint costs the next calls its copy-on-write
-		// faults; a log of 64 cells forked every 64 cheap calls (measured:
-		// the session's CPU per `1+1` back to back 393 µs against 184).
-		// A server of its own, to read its verdicts.
+	test('a hundred cheap cells in a row: a rollback runs again every one logged since the last checkpoint, none lost to the replay\'s deadline', { timeout: 180000 }, async () => {
+		// Each cell run again is followed by a checkpoint, which costs far
+		// more than a cheap cell's call: the log's budget prices each cell
+		// with it.  Priced by the call alone (a millisecond), a hundred
+		// `a += i` cells were all logged and took 1.6 s to run again on a
+		// quiet machine; beside two CPU hogs the replay ran into its
+		// deadline at cell 19, and the cells after it were lost.  A
+		// server of its own, to read its verdicts.
 		const d = await startClient(newProject('replay-many'), { structured: true, args: ['--log-level', 'debug'] });
 		try {
 			const s = 'many';
 			await ok(d, s, 'a = 0');
 			for (let i = 1; i <= 100; i++) await ok(d, s, `a += ${i}`);
-			const verdicts = d.stderr().split('\n').filter((l) => /session many: cell \d+ \(\d+ ms\): /.test(l));
+			const verdicts = d.stderr().split('\n').filter((l) => /session many: cell \d+ \(\d+ ms, \d+ ms to run again\): /.test(l));
 			assert.ok(verdicts.length >= 101, `verdicts: ${verdicts.length}`);
-			const full = verdicts.filter((l) => /the log is full/.test(l));
-			assert.deepEqual(full, [], 'no cell forked for a full log');
-			// Logged but for what a slow machine's budget (1 s of their
-			// first durations) forked: the copy holds cell 1 or one of
-			// those, and the cells after it run again.
+			const logged = verdicts.filter((l) => /: log \(/.test(l)).length;
+			assert.ok(logged >= 1, `logged: ${logged}\n${verdicts.slice(-5).join('\n')}`);
 			const r = await timeout(d, s);
 			assert.match(r.text, /was resumed and cells \d+ to 101 run again \([0-9.]+ s\), with the same output as the first time/, r.text);
 			const k = await ok(d, s, 'a');
