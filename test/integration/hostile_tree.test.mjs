@@ -51,9 +51,10 @@ function bigBelow(pid, mb) {
 // The child of a raw clone: 200 MB touched, then it waits (30 s), unless it
 // was refused.  The parent waits with its children alive, then reports.
 const HOLD = [
-	'def hold():',
+	'def hold(filled=None):',
 	'    b = bytearray(200 << 20)',
 	'    for j in range(0, len(b), 4096): b[j] = 1',
+	'    if filled is not None: os.write(filled, b"x")',
 	'    time.sleep(30)',
 	'    os._exit(0)',
 ];
@@ -77,13 +78,18 @@ const SUBREAPER = [
 	...HOLD,
 	'r = libc.prctl(36, 0, 0, 0, 0)',
 	'print("prctl", r, ctypes.get_errno(), flush=True)',
+	// The cell ends only once every grandchild holds its memory: a 2 s
+	// sleep instead was too short beside two CPU hogs under the
+	// sanitizers, and the call ended "ok" before they had filled it.
+	'filled_r, filled_w = os.pipe()',
 	'for i in range(4):',
 	'    c = os.fork()',
 	'    if c == 0:',
-	'        if os.fork() == 0: hold()',
+	'        if os.fork() == 0: hold(filled_w)',
 	'        os._exit(0)',
 	'    os.waitpid(c, 0)',
-	'time.sleep(2)',
+	'for i in range(4): os.read(filled_r, 1)',
+	'time.sleep(0.5)',
 	'print("done")',
 ].join('\n');
 
