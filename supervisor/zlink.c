@@ -31,6 +31,7 @@ const struct zlink_limits zlink_defaults = {
 	.warm_ms = 180000.0,
 	.out_msgs = 2048,
 	.out_bytes = 4u << 20,
+	.linger_ms = 5000.0,
 };
 /* Messages read per wake-up, so that a zygote writing without end cannot
  * hold the loop. */
@@ -82,6 +83,7 @@ struct zlink {
 	struct out *oq, *oq_tail;
 	size_t oq_bytes, oq_msgs;
 	uint64_t timer, lost_timer;
+	int exit_pidfd;      /* the zygote's pidfd, watched from the end of its link to its exit */
 	double timer_at;
 	bool lost_broken;
 	char lost_why[256];
@@ -97,7 +99,7 @@ struct zlink *zlink_new(struct loop *l, const struct zlink_events *ev, void *arg
 	z->lim = lim ? lim : &zlink_defaults;
 	z->ev = ev;
 	z->arg = arg;
-	z->fd = z->zpidfd = -1;
+	z->fd = z->zpidfd = z->exit_pidfd = -1;
 	return z;
 }
 
@@ -145,14 +147,25 @@ static void shut(struct zlink *z)
 	z->timer = 0;
 }
 
+/* The wait for the zygote's exit after its link ended (lose) is over. */
+static void unlinger(struct zlink *z)
+{
+	if (z->exit_pidfd >= 0) {
+		loop_unwatch(z->loop, z->exit_pidfd);
+		close(z->exit_pidfd);
+	}
+	z->exit_pidfd = -1;
+	if (z->lost_timer)
+		loop_timer_cancel(z->loop, z->lost_timer);
+	z->lost_timer = 0;
+}
+
 void zlink_close(struct zlink *z)
 {
 	if (!z)
 		return;
 	shut(z);
-	if (z->lost_timer)
-		loop_timer_cancel(z->loop, z->lost_timer);
-	z->lost_timer = 0;
+	unlinger(z);
 	z->phase = ZL_DOWN;
 }
 
@@ -168,14 +181,30 @@ static void deliver_lost(void *arg)
 {
 	struct zlink *z = arg;
 	z->lost_timer = 0;
+	unlinger(z);
 	z->phase = ZL_DOWN;
 	char why[sizeof z->lost_why];
 	memcpy(why, z->lost_why, sizeof why);
 	z->ev->lost(z->arg, z->lost_broken, why);
 }
 
-/* The link ends: closed now, the event on the next turn of the loop, so
- * that it never runs inside a zlink_* call or another event. */
+/* The zygote whose link ended has exited: its loss is told on the next
+ * turn of the loop. */
+static void exit_seen(void *arg, int fd, short revents)
+{
+	struct zlink *z = arg;
+	(void)revents;
+	if (fd != z->exit_pidfd)
+		return;
+	loop_unwatch(z->loop, fd);
+	if (z->lost_timer)
+		loop_timer_cancel(z->loop, z->lost_timer);
+	z->lost_timer = loop_timer(z->loop, 0, deliver_lost, z);
+}
+
+/* The link ends: closed now, the event on the next turn of the loop (or
+ * once the zygote has exited), so that it never runs inside a zlink_*
+ * call or another event. */
 static void lose(struct zlink *z, bool broken, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void lose(struct zlink *z, bool broken, const char *fmt, ...)
 {
@@ -186,9 +215,29 @@ static void lose(struct zlink *z, bool broken, const char *fmt, ...)
 	vsnprintf(z->lost_why, sizeof z->lost_why, fmt, ap);
 	va_end(ap);
 	z->lost_broken = broken;
+	/* The zygote closed its end (or its socket failed): it is exiting,
+	 * and the event waits until it has, so that the server can say how
+	 * it died.  Its socket closes early in its exit; as pid 1 of its pid
+	 * namespace it then kills and waits for every session and copy
+	 * below it before it can be reaped, which took longer than the
+	 * 200 ms zygote_gone waits under a sanitizer build on a loaded
+	 * machine: a zygote killed from outside was then reported as one
+	 * that "ended its link" and was ended by the server.  Bounded
+	 * (linger_ms): one that closes its socket and lives on is ended
+	 * after it, as before.  A link the server breaks waits for nothing
+	 * (zygote_gone ends the process). */
+	int pfd = -1;
+	if (!broken && z->zpidfd >= 0 && !kproc_exited(z->zpidfd)) {
+		pfd = z->zpidfd;
+		z->zpidfd = -1;
+	}
 	shut(z);
 	z->phase = ZL_BROKEN;
-	z->lost_timer = loop_timer(z->loop, 0, deliver_lost, z);
+	if (pfd >= 0) {
+		z->exit_pidfd = pfd;
+		loop_watch(z->loop, pfd, POLLIN, exit_seen, z);
+	}
+	z->lost_timer = loop_timer(z->loop, pfd >= 0 ? z->lim->linger_ms : 0, deliver_lost, z);
 }
 
 void zlink_attach(struct zlink *z, int fd, pid_t zpid)

@@ -42,6 +42,7 @@ struct zlink_limits {
 	double warm_ms;    /* between two W_WARMED while names wait and no call runs (180 s) */
 	size_t out_msgs;   /* messages queued unread (2048) */
 	size_t out_bytes;  /* bytes queued unread (4 MiB) */
+	double linger_ms;  /* the end of its link to its exit, waited for before the loss is told (5 s) */
 };
 extern const struct zlink_limits zlink_defaults;
 

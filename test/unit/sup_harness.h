@@ -21,7 +21,11 @@
  * own checkpoint, and while HOLD_BUSY exists it runs after taking it);
  * while the file HOLD_RESUME exists in the workspace it waits
  * before that hello, and a new session waits before its first hello while
- * HOLD_HELLO exists.  Nothing here is a mock of the supervisor's side: the
+ * HOLD_HELLO exists.  The fake zygote, once the file ZYGOTE_LINGER
+ * exists, removes it, closes its socket, and is killed (SIGKILL) 600 ms
+ * later, as a real one killed as pid 1 of its pid namespace ends its
+ * sessions before it can be reaped; with ZYGOTE_DEAF it closes its socket
+ * and lives on.  Nothing here is a mock of the supervisor's side: the
  * test drives the real supervisor through its public functions and reads
  * what each run's events report.  Included by those two files only; each
  * test file's main() starts with sup_fake_main(). */
@@ -62,6 +66,8 @@
 #define HOLD_HELLO "hold-hello"
 #define HOLD_RECKPT "hold-reckpt"
 #define HOLD_BUSY "hold-busy"
+#define ZYGOTE_LINGER "zygote-linger"
+#define ZYGOTE_DEAF "zygote-deaf"
 
 /* ------------------------------------------------------------ the fake processes */
 
@@ -479,6 +485,19 @@ static __attribute__((noreturn)) void zygote_main(int zfd)
 			cJSON_AddNumberToObject(j, "status", 0);
 			cJSON_AddNumberToObject(j, "epoch", 99);
 			send_json(zfd, W_EXITED, j, NULL, 0);
+		}
+		if (held(ZYGOTE_LINGER) || held(ZYGOTE_DEAF)) {
+			bool dies = held(ZYGOTE_LINGER);
+			char p[4200];
+			snprintf(p, sizeof p, "%s/%s", ws_dir, dies ? ZYGOTE_LINGER : ZYGOTE_DEAF);
+			unlink(p); /* once: the next zygote serves */
+			close(zfd);
+			if (dies) {
+				usleep(600 * 1000);
+				raise(SIGKILL);
+			}
+			for (;;)
+				pause();
 		}
 		struct pollfd p = { .fd = zfd, .events = POLLIN };
 		if (poll(&p, 1, 10) <= 0)

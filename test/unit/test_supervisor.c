@@ -47,6 +47,8 @@ static int sup_up(void **state)
 	hold(HOLD_HELLO, false);
 	hold(HOLD_RECKPT, false);
 	hold(HOLD_BUSY, false);
+	hold(ZYGOTE_LINGER, false);
+	hold(ZYGOTE_DEAF, false);
 	sup = sup_new(&cfg);
 	assert_non_null(sup);
 	assert_int_equal(sup_start(sup, &e), 0);
@@ -616,6 +618,42 @@ static void test_free_with_done_posted(void **state)
 	trun_free(c);
 }
 
+/* The zygote's socket closes a moment before it can be reaped: as pid 1
+ * of its pid namespace it first ends every session below it, which took
+ * longer than 200 ms under a sanitizer build on a loaded machine.  The
+ * reply must still say it was killed (from outside), not that it ended
+ * its link and was ended by the server. */
+static void test_zygote_lingers_dying(void **state)
+{
+	trun_free(run_ok("inc"));
+	hold(ZYGOTE_LINGER, true);
+	spin(1500); /* its socket closed, then its death, then the restart */
+	struct trun *b = submit("inc", 30000.0);
+	wait_done(b);
+	assert_int_equal(b->run.status, CALL_OK);
+	assert_int_equal(b->x, 1); /* a new process: the state was lost */
+	if (!b->run.note || !strstr(b->run.note, "zygote") || !strstr(b->run.note, "was killed (SIGKILL") ||
+	    strstr(b->run.note, "ended its link"))
+		fail_msg("the reply does not say the zygote was killed: %s", b->run.note ? b->run.note : "(no note)");
+	trun_free(b);
+}
+
+/* A zygote that closes its socket and lives on is ended after the bound
+ * (linger_ms, 5 s): the server does not wait for it for good, and says
+ * what happened. */
+static void test_zygote_closes_and_lives(void **state)
+{
+	trun_free(run_ok("inc"));
+	hold(ZYGOTE_DEAF, true);
+	spin(zlink_defaults.linger_ms + 1500);
+	struct trun *b = submit("inc", 30000.0);
+	wait_done(b);
+	assert_int_equal(b->run.status, CALL_OK);
+	assert_int_equal(b->x, 1); /* a new process: the old zygote was ended */
+	if (!b->run.note || !strstr(b->run.note, "ended its link to the server (end of stream)"))
+		fail_msg("the reply does not say the zygote ended its link: %s", b->run.note ? b->run.note : "(no note)");
+	trun_free(b);
+}
 
 int main(int argc, char **argv)
 {
@@ -641,6 +679,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_replay_rollback, sup_up, sup_down),
 		cmocka_unit_test_setup_teardown(test_replay_fails, sup_up, sup_down),
 		cmocka_unit_test_setup_teardown(test_replay_off, sup_up, sup_down),
+		cmocka_unit_test_setup_teardown(test_zygote_lingers_dying, sup_up, sup_down),
+		cmocka_unit_test_setup_teardown(test_zygote_closes_and_lives, sup_up, sup_down),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
