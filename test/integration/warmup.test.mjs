@@ -160,8 +160,13 @@ describe('learned warm-up', () => {
 			const h = await start(root, xdg);
 			await ok(h, '1', { session: 'b' });
 			await ok(h, names.map((n) => `import ${n}`).join('\n'), { session: 'a' });
-			// The reply is out; the zygote starts its first probe.
-			await sleep(50);
+			// The reply is out; the zygote starts its first probe once the
+			// session's checkpoint is forked (no probe is forked beside a
+			// copy), which under the sanitizers on a loaded machine took
+			// longer than the 50 ms this test used to wait: the call then
+			// came first, and every probe ran after it.  Waited for.
+			for (let i = 0; i < 2000 && !probes(h.pid).length; i++)
+				await sleep(10);
 			const call = execPy(h, 'import time\ntime.sleep(2.5)\n"slept"', { session: 'b' });
 			await sleep(100);
 			const during = probes(h.pid).map((p) => ({ pid: p.pid, a: cpu(p.pid) }));
