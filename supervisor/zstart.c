@@ -65,8 +65,10 @@ static void zygote_gone(struct sup *sup, const char *why)
 	/* Dead already (not ended here): how it died, for the sessions it
 	 * carried (session_dead, lost_outcome). */
 	bool died = false;
-	/* Its socket closes as it exits, a moment before it can be reaped:
-	 * waited for, at most 200 ms (it is ended after that anyway). */
+	/* The link waited for the zygote's own exit (zlink.c: lose); the
+	 * process the server forked (itself, or the intermediate that waits
+	 * for it in its pid namespace) exits a moment after: waited for, at
+	 * most 200 ms (it is ended after that anyway). */
 	for (int i = 0; sup->zpid > 0 && !sup->zbroke[0] && !died && i < 200; i++)
 		if (!(died = waitpid(sup->zpid, &st, WNOHANG) == sup->zpid))
 			usleep(1000);
