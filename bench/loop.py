@@ -44,6 +44,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The longest a saved session's save waits for the session to rest
 # (supervisor/savepace.h: SAVE_IDLE_MAX_MS), and a second more.
 SAVE_REST_S = 11.0
+# The least a session rests before its state is saved (SAVE_IDLE_MIN_MS).
+SAVE_IDLE_MIN_S = 5.0
 
 # The frame: a timestamp, an integer key, three string (object) columns and
 # two float columns; 7 columns, about 60 bytes a row before the cells add
@@ -319,16 +321,26 @@ def settle(pid, most=60.0):
         last = cur
 
 
-def interleaved(actors, order, cells, think):
+def interleaved(actors, order, cells, think, idle=None):
     """With think time: call by call, each side in turn (rotating) sleeps
     `think` s and runs the cell, so every side sees the same load at each
-    cell; a side is idle at least `think` s before each of its calls."""
+    cell; a side is idle at least `think` s before each of its calls.  The
+    rotation makes a side's rest between two of its calls n-2 turns of the
+    others (a turn: a think and a call) and its own think, or 2n-2 turns
+    and its think once in n cells: with three sides and 1 s think, about
+    2 s twice, then 5 s and four calls, past the 5 s after which a resting
+    session is saved.  idle (a dict) gets each side's rests, in s."""
     out = {s: [] for s in order}
+    last = {}
     for i, (_, code) in enumerate(cells):
         k = i % len(order)
         for s in order[k:] + order[:k]:
             time.sleep(think)
+            t0 = run.now()
+            if idle is not None and s in last:
+                idle.setdefault(s, []).append(t0 - last[s])
             out[s].append(actors[s].call(code))
+            last[s] = run.now()
     return out
 
 
@@ -428,6 +440,7 @@ def main():
     # res[size][mode][side] = list over rounds of lists over cells (s)
     res = {n: {m: {s: [] for s in sides} for m, _ in modes} for n in sizes}
     setup_s = {n: {} for n in sizes}
+    idle = {n: {} for n in sizes}  # each side's rest between two calls with think time, s
     cpu = {n: {m: {s: [] for s in sides} for m, _ in modes} for n in sizes}
     # expl[size][mode][side] = list over rounds of Ours.end()'s tuples
     expl = {n: {m: {s: [] for s in sides} for m, _ in modes} for n in sizes}
@@ -479,7 +492,7 @@ def main():
                     for s in order:
                         actors[s].begin()
                     if think:
-                        res_r = interleaved(actors, order, cells, think)
+                        res_r = interleaved(actors, order, cells, think, idle[n])
                         for s in order:
                             res[n][mode][s].append(res_r[s])
                     else:
@@ -527,6 +540,20 @@ def main():
                  "%.1f to %.1f" % (min(loads), max(loads)) if loads else "-",
                  " ".join("%.2f" % x for x in load1), a.rounds, "" if a.rounds == 1 else "s",
                  a.think, run.now() - t_start, " (--quick)" if a.quick else ""))
+    rests = []
+    for n in sizes:
+        for s in sides:
+            g = idle[n].get(s)
+            if g and s != "jupyter":
+                rests.append("%s, %s rows: median %.1f s, longest %.1f s, %d of %d over %.0f s" % (
+                    SIDES[s], "{:,}".format(n), run.med(g), max(g), sum(1 for x in g if x > SAVE_IDLE_MIN_S),
+                    len(g), SAVE_IDLE_MIN_S))
+    if rests:
+        L.append("With think time a side rests between two of its calls while the others take their turns: "
+                 "%s. A saved session's state is saved once it has rested %.0f s (supervisor/savepace.h), so "
+                 "the saves counted below with think time come from those longer rests (and one after each "
+                 "sequence), not from the think time itself." % ("; ".join(rests), SAVE_IDLE_MIN_S))
+        L.append("")
     L.append("Sum: the sum of the %d call latencies of a sequence (median over rounds); median: the median "
              "call over every call of every round. Ratios are Jupyter's time over ours: above 1, ours is "
              "faster." % len(cells))
