@@ -50,7 +50,13 @@ describe('downscaling the reply\'s images is bounded by the call\'s timeout', ()
 		const root = newProject('thumb-stuck');
 		const h = await startClient(root, { structured: true, env: { PSM_TEST_THUMBS_MS: '500' } });
 		handles.push(h);
-		const r = await execPy(h, slowThumbCell(3600), { timeout_s: 2 }, { timeout: 40000 });
+		// The imports first, and a timeout the cell itself fits in with
+		// room to spare: with timeout_s 2, the first call's interpreter
+		// start, imports and figure under the sanitizers on a loaded
+		// machine took 2.1 s, and the cell itself ran past its timeout.
+		const w = await execPy(h, 'import numpy, matplotlib.pyplot', {}, { timeout: 40000 });
+		assert.equal(w.sc.status, 'ok', show(w.sc));
+		const r = await execPy(h, slowThumbCell(3600), { timeout_s: 10 }, { timeout: 40000 });
 		assert.equal(r.sc.status, 'timeout', show(r.sc));
 		assert.match(r.sc.error.message, /the cell finished, but downscaling its images/, show(r.sc));
 		assert.doesNotMatch(r.sc.error.message, /ran longer than its timeout/);
