@@ -1,9 +1,11 @@
 /* Directory entries through getdents64 (pdir.h). */
 #include "pdir.h"
+#include "pcache.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -11,8 +13,20 @@ int pdir_open(struct pdir *d, int dirfd, const char *path)
 {
 	d->len = d->off = 0;
 	d->err = 0;
+	size_t n = strlen(path);
+	bool abs = path[0] == '/' && n < sizeof d->path;
+	memcpy(d->path, abs ? path : "", abs ? n + 1 : 1);
 	d->fd = openat(dirfd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	return d->fd < 0 ? -errno : 0;
+}
+
+int pdir_open_in(struct pdir *d, int dirfd, const char *dir, const char *path)
+{
+	int rc = pdir_open(d, dirfd, path);
+	int n = snprintf(d->path, sizeof d->path, "%s/%s", dir, path);
+	if (dir[0] != '/' || n < 0 || (size_t)n >= sizeof d->path)
+		d->path[0] = '\0';
+	return rc;
 }
 
 void pdir_adopt(struct pdir *d, int fd)
@@ -20,6 +34,12 @@ void pdir_adopt(struct pdir *d, int fd)
 	d->len = d->off = 0;
 	d->err = 0;
 	d->fd = fd;
+	d->path[0] = '\0';
+}
+
+ssize_t pdir_read(const struct pdir *d, const char *rel, char *buf, size_t cap)
+{
+	return pcache_read(d->fd, d->path, rel, buf, cap);
 }
 
 const char *pdir_next(struct pdir *d)

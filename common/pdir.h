@@ -7,19 +7,30 @@
 #define PSM_COMMON_PDIR_H
 
 #include <stdbool.h>
+#include <sys/types.h>
 
 struct pdir {
 	int fd;     /* the directory, for *at() calls on its entries */
 	int err;    /* 0, or the errno of a failed read (the listing stopped) */
 	long len, off;
+	char path[64]; /* the absolute path it was opened at, or "" (pdir_read) */
 	char buf[2048] __attribute__((aligned(8)));
 };
 
 /* Opens path (relative to dirfd, or AT_FDCWD): 0, or -errno. */
 int pdir_open(struct pdir *d, int dirfd, const char *path);
 
+/* The same relative to dirfd, which was opened at the absolute path dir:
+ * the listing's path (for pdir_read) is dir/path. */
+int pdir_open_in(struct pdir *d, int dirfd, const char *dir, const char *path);
+
 /* The same for a directory already open (fd, owned from now on). */
 void pdir_adopt(struct pdir *d, int fd);
+
+/* Reads the small file rel below the directory (read_small_at), through a
+ * descriptor kept from the last read of the same path when the directory
+ * was opened by an absolute path (pcache.h). */
+ssize_t pdir_read(const struct pdir *d, const char *rel, char *buf, size_t cap);
 
 /* The next entry's name, "." and ".." left out; NULL at the end or on an
  * error (then d->err says which). */

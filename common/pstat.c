@@ -1,5 +1,6 @@
 /* /proc/PID/stat: see pstat.h. */
 #include "pstat.h"
+#include "pcache.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -63,5 +64,14 @@ int pstat_read(int dirfd, const char *path, struct pstat *out)
 	if (n <= 0)
 		return n < 0 ? -err : -ESRCH;
 	buf[n] = '\0';
+	return pstat_parse(buf, out);
+}
+
+int pstat_read_kept(int dirfd, const char *dir, const char *rel, struct pstat *out)
+{
+	char buf[1024];
+	ssize_t n = pcache_read(dirfd, dir, rel, buf, sizeof buf);
+	if (n <= 0)
+		return n < 0 ? (int)n : -ESRCH;
 	return pstat_parse(buf, out);
 }

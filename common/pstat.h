@@ -28,4 +28,9 @@ int pstat_parse(const char *text, struct pstat *out);
  * when it cannot be read (-ENOENT: the process is gone), -EINVAL. */
 int pstat_read(int dirfd, const char *path, struct pstat *out);
 
+/* The same through a descriptor kept from the last read of the same path
+ * (pcache.h): rel relative to dirfd, opened at the absolute path dir (or
+ * AT_FDCWD, NULL and an absolute rel). */
+int pstat_read_kept(int dirfd, const char *dir, const char *rel, struct pstat *out);
+
 #endif

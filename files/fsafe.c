@@ -431,7 +431,10 @@ int ws_openat(const struct workspace *ws, const char *rel, int flags, mode_t mod
 		rc = -EMLINK;
 		goto fail;
 	}
-	if (!want_nonblock && fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) < 0) {
+	/* A directory is only listed and opened beneath: O_NONBLOCK changes
+	 * neither, so it stays (two system calls per directory of every
+	 * workspace walk). */
+	if (!want_nonblock && !S_ISDIR(st.st_mode) && fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) < 0) {
 		rc = -errno;
 		goto fail;
 	}

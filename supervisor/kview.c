@@ -2,15 +2,23 @@
 #include "private.h"
 #include "kview.h"
 
+#include "../common/pcache.h"
 #include "../common/pdir.h"
 #include "../common/pstat.h"
 
 #include <stddef.h>
 
+/* A process's /proc directory: open, and its path (the key of the
+ * descriptors pcache.h keeps). */
+struct pdirfd {
+	int fd;
+	char path[32];
+};
+
 /* Reads a small /proc file of the process into buf (NUL-terminated). */
-static bool proc_read(int pfd, const char *name, char *buf, size_t size)
+static bool proc_read(const struct pdirfd *p, const char *name, char *buf, size_t size)
 {
-	return read_small_at(pfd, name, buf, size) > 0;
+	return pcache_read(p->fd, p->path, name, buf, size) > 0;
 }
 
 static bool field_ull(const char *text, const char *key, unsigned long long *v)
@@ -30,10 +38,10 @@ static int kfd_cmp(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-static bool read_fds(int pfd, struct kview *kv)
+static bool read_fds(const struct pdirfd *p, struct kview *kv)
 {
 	struct pdir dir;
-	if (pdir_open(&dir, pfd, "fdinfo") < 0)
+	if (pdir_open_in(&dir, p->fd, p->path, "fdinfo") < 0)
 		return false;
 	bool ok = true;
 	for (const char *name; ok && (name = pdir_next(&dir));) {
@@ -49,7 +57,7 @@ static bool read_fds(int pfd, struct kview *kv)
 		struct kfd *k = &kv->fd[kv->n];
 		unsigned long long flags = 0, mnt = 0;
 		const char *fl = NULL;
-		ok = proc_read(dir.fd, name, buf, sizeof buf) && field_ull(buf, "pos:\t", &k->pos) &&
+		ok = pdir_read(&dir, name, buf, sizeof buf) > 0 && field_ull(buf, "pos:\t", &k->pos) &&
 		     field_ull(buf, "mnt_id:\t", &mnt) && field_ull(buf, "ino:\t", &k->ino) && (fl = strstr(buf, "flags:\t")) &&
 		     sscanf(fl + 7, "%llo", &flags) == 1;
 		if (!ok)
@@ -66,11 +74,11 @@ static bool read_fds(int pfd, struct kview *kv)
 }
 
 /* A process's page faults and its reaped children's, from its stat. */
-static bool faults(int pfd, const char *name, unsigned long long *flt, unsigned long long *maj, unsigned long long *cflt,
+static bool faults(const struct pdirfd *p, const char *name, unsigned long long *flt, unsigned long long *maj, unsigned long long *cflt,
 		   unsigned long long *cmaj)
 {
 	struct pstat ps;
-	if (pstat_read(pfd, name, &ps) < 0)
+	if (pstat_read_kept(p->fd, p->path, name, &ps) < 0)
 		return false;
 	*flt = ps.minflt, *cflt = ps.cminflt, *maj = ps.majflt, *cmaj = ps.cmajflt;
 	return true;
@@ -80,16 +88,16 @@ static bool faults(int pfd, const char *name, unsigned long long *flt, unsigned 
  * directory is pfd, as the kernel lists them (zombies too), and with own
  * (the session) counts its threads; false when they cannot all be read or
  * do not fit. */
-static bool list_kids(int pfd, struct kview *kv, bool own)
+static bool list_kids(const struct pdirfd *proc, struct kview *kv, bool own)
 {
 	struct pdir dir;
-	if (pdir_open(&dir, pfd, "task") < 0)
+	if (pdir_open_in(&dir, proc->fd, proc->path, "task") < 0)
 		return false;
 	bool ok = true;
 	for (const char *tid; ok && (tid = pdir_next(&dir));) {
 		char path[300], buf[400];
 		snprintf(path, sizeof path, "%.20s/children", tid);
-		ssize_t k = read_small_at(dir.fd, path, buf, sizeof buf);
+		ssize_t k = pdir_read(&dir, path, buf, sizeof buf);
 		ok = k >= 0 && (size_t)k < sizeof buf - 1;
 		if (!ok)
 			buf[0] = '\0';
@@ -121,30 +129,34 @@ static bool list_kids(int pfd, struct kview *kv, bool own)
  * as the session's children from the start.  (The current checkpoint is
  * frozen and may yet reap its own saver: its children are never listed, so
  * their bytes are never taken off.)  False when they cannot all be read. */
-static bool read_children(int pfd, const struct session *s, struct kview *kv)
+static bool read_children(const struct pdirfd *p, const struct session *s, struct kview *kv)
 {
-	bool ok = list_kids(pfd, kv, true);
+	bool ok = list_kids(p, kv, true);
 	for (int i = 0, n = kv->nkids; ok && i < n; i++) {
 		if (kv->kid[i] == s->ckpt_hpid)
 			continue;
-		char path[64];
-		snprintf(path, sizeof path, "/proc/%d", (int)kv->kid[i]);
-		int dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		struct pdirfd kid;
+		snprintf(kid.path, sizeof kid.path, "/proc/%d", (int)kv->kid[i]);
+		kid.fd = open(kid.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 		/* Gone since the list (reaped): its children went to the
 		 * session after its list was read, and what they bring
 		 * counts as the cell's (a checkpoint, never less). */
-		if (dfd >= 0) {
-			ok = list_kids(dfd, kv, false);
-			close(dfd);
+		if (kid.fd >= 0) {
+			ok = list_kids(&kid, kv, false);
+			close(kid.fd);
 		}
 	}
 	for (int i = 0; ok && i < kv->nkids; i++) {
+		/* Read by path, not through a directory of its own: the kid
+		 * may be gone (reaped) and its pid another's by now, which
+		 * the stat and io read as well as a directory would. */
+		const struct pdirfd by_path = { .fd = AT_FDCWD, .path = "" };
 		char stat[64];
 		unsigned long long f, m, cf, cm;
 		snprintf(stat, sizeof stat, "/proc/%d/stat", (int)kv->kid[i]);
 		/* Gone since the list (reaped): it counts in the parent's. */
 		kv->kid_flt[i] = kv->kid_maj[i] = kv->kid_wchar[i] = 0;
-		if (faults(AT_FDCWD, stat, &f, &m, &cf, &cm)) {
+		if (faults(&by_path, stat, &f, &m, &cf, &cm)) {
 			kv->kid_flt[i] = f + cf;
 			kv->kid_maj[i] = m + cm;
 		}
@@ -153,7 +165,7 @@ static bool read_children(int pfd, const struct session *s, struct kview *kv)
 		 * ptrace access), 0: then its bytes count as the cell's. */
 		char io[64], buf[1024];
 		snprintf(io, sizeof io, "/proc/%d/io", (int)kv->kid[i]);
-		if (!proc_read(AT_FDCWD, io, buf, sizeof buf) || !field_ull(buf, "wchar: ", &kv->kid_wchar[i]))
+		if (!proc_read(&by_path, io, buf, sizeof buf) || !field_ull(buf, "wchar: ", &kv->kid_wchar[i]))
 			kv->kid_wchar[i] = 0;
 	}
 	return ok;
@@ -165,18 +177,19 @@ static bool read_children(int pfd, const struct session *s, struct kview *kv)
 void kview_read(const struct session *s, struct kview *kv)
 {
 	memset(kv, 0, offsetof(struct kview, fd));
-	char path[64], buf[1024];
-	snprintf(path, sizeof path, "/proc/%d", (int)s->hpid);
-	int pfd = s->hpid > 0 ? open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
-	if (pfd < 0)
+	char buf[1024];
+	struct pdirfd p;
+	snprintf(p.path, sizeof p.path, "/proc/%d", (int)s->hpid);
+	p.fd = s->hpid > 0 ? open(p.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+	if (p.fd < 0)
 		return;
 	unsigned long long flt, maj;
 	/* io and fdinfo need ptrace's read access to the process, which a
 	 * server without CAP_SYS_PTRACE lacks (the session is undumpable):
 	 * then the session's own word stands in for them (kview_effect). */
-	kv->own = proc_read(pfd, "io", buf, sizeof buf) && field_ull(buf, "wchar: ", &kv->wchar) && read_fds(pfd, kv);
-	bool ok = faults(pfd, "stat", &flt, &maj, &kv->cminflt, &kv->cmajflt) && read_children(pfd, s, kv);
-	close(pfd);
+	kv->own = proc_read(&p, "io", buf, sizeof buf) && field_ull(buf, "wchar: ", &kv->wchar) && read_fds(&p, kv);
+	bool ok = faults(&p, "stat", &flt, &maj, &kv->cminflt, &kv->cmajflt) && read_children(&p, s, kv);
+	close(p.fd);
 	kv->valid = ok && s->pidfd >= 0 && pidfd_signal(s->pidfd, 0) == 0;
 }
 

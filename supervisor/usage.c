@@ -13,6 +13,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "../common/pcache.h"
 #include "../common/pdir.h"
 #include "../common/pstat.h"
 #include "../common/util.h"
@@ -57,7 +58,7 @@ static double proc_cpu_ms(pid_t pid)
 	char path[64];
 	struct pstat ps;
 	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-	if (pstat_read(-1, path, &ps) < 0)
+	if (pstat_read_kept(AT_FDCWD, NULL, path, &ps) < 0)
 		return -1;
 	long long ticks = (long long)(ps.utime + ps.stime) + ps.cutime + ps.cstime;
 	if (ticks < 0)
@@ -71,7 +72,7 @@ static long proc_hwm_kb(pid_t pid)
 {
 	char path[64], buf[4096];
 	snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
-	if (read_small(path, buf, sizeof buf) <= 0)
+	if (pcache_read(AT_FDCWD, NULL, path, buf, sizeof buf) <= 0)
 		return -1;
 	const char *p = strstr(buf, "\nVmHWM:");
 	return p ? strtol(p + 7, NULL, 10) : -1;
@@ -96,7 +97,7 @@ static size_t descendants(pid_t pid, pid_t skip, pid_t *out, size_t max)
 		for (const char *tid; n < max && (tid = pdir_next(&d));) {
 			char cpath[96], buf[4096];
 			snprintf(cpath, sizeof cpath, "%.20s/children", tid);
-			if (read_small_at(d.fd, cpath, buf, sizeof buf) <= 0)
+			if (pdir_read(&d, cpath, buf, sizeof buf) <= 0)
 				continue;
 			char *s = buf, *end;
 			for (long c; n < max && (c = strtol(s, &end, 10)) > 0; s = end) {

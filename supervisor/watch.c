@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "../common/log.h"
+#include "../common/pcache.h"
 #include "../common/pdir.h"
 #include "../common/pstat.h"
 #include "../common/util.h"
@@ -66,12 +67,12 @@ pid_t watch_ppid(pid_t pid)
  * (schedstat, readable by anyone, also for a process that is not
  * dumpable) plus utime and stime in ticks, so that a kernel without
  * schedstat still shows a thread that ran. */
-static uint64_t thread_run(int taskfd, const char *tid, const struct pstat *ps)
+static uint64_t thread_run(const struct pdir *task, const char *tid, const struct pstat *ps)
 {
 	char path[32], buf[128];
 	unsigned long long ns = 0;
 	snprintf(path, sizeof path, "%.16s/schedstat", tid);
-	if (read_small_at(taskfd, path, buf, sizeof buf) > 0)
+	if (pdir_read(task, path, buf, sizeof buf) > 0)
 		sscanf(buf, "%llu", &ns);
 	return (uint64_t)ns + ps->utime + ps->stime;
 }
@@ -95,7 +96,7 @@ int watch_idle(pid_t pid, struct watch_look *last)
 			continue;
 		snprintf(path, sizeof path, "%.16s/stat", tid);
 		struct pstat ps;
-		if (pstat_read(d.fd, path, &ps) < 0)
+		if (pstat_read_kept(d.fd, d.path, path, &ps) < 0)
 			continue; /* a thread that ended meanwhile */
 		/* Asleep means S (an interruptible wait, as in recvmsg on the
 		 * control socket) or stopped.  R runs; D counts as busy too.
@@ -110,7 +111,7 @@ int watch_idle(pid_t pid, struct watch_look *last)
 			here = true;
 		now.n++;
 		now.tids += strtoull(tid, NULL, 10) * 2654435761u;
-		now.run += thread_run(d.fd, tid, &ps);
+		now.run += thread_run(&d, tid, &ps);
 	}
 	/* A listing cut short saw only some threads: not a look. */
 	if (d.err)
@@ -151,14 +152,14 @@ static int children_within(pid_t pid, const pid_t *ok, size_t n_ok, bool stopped
 		if (stopped) {
 			snprintf(path, sizeof path, "%.16s/stat", tid);
 			struct pstat ps;
-			if (pstat_read(d.fd, path, &ps) == 0 && ps.state != 'T' && ps.state != 't') {
+			if (pstat_read_kept(d.fd, d.path, path, &ps) == 0 && ps.state != 'T' && ps.state != 't') {
 				*all_stopped = false;
 				r = 0;
 				break;
 			}
 		}
 		snprintf(path, sizeof path, "%.16s/children", tid);
-		ssize_t len = read_small_at(d.fd, path, buf, sizeof buf);
+		ssize_t len = pdir_read(&d, path, buf, sizeof buf);
 		if (len < 0) {
 			r = (int)len;
 			break;
@@ -175,7 +176,7 @@ static int children_within(pid_t pid, const pid_t *ok, size_t n_ok, bool stopped
 				continue;
 			struct pstat ps;
 			snprintf(path, sizeof path, "/proc/%ld/stat", c);
-			if (pstat_read(-1, path, &ps) == 0 && (ps.state == 'Z' || ps.state == 'X'))
+			if (pstat_read_kept(AT_FDCWD, NULL, path, &ps) == 0 && (ps.state == 'Z' || ps.state == 'X'))
 				continue;
 			r = 0;
 		}
@@ -212,7 +213,7 @@ long watch_cpu_ms(pid_t pid)
 	char path[64];
 	struct pstat ps;
 	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-	if (pstat_read(-1, path, &ps) < 0)
+	if (pstat_read_kept(AT_FDCWD, NULL, path, &ps) < 0)
 		return -ESRCH;
 	long long ticks = (long long)(ps.utime + ps.stime);
 	long hz = sysconf(_SC_CLK_TCK);
@@ -285,7 +286,7 @@ static void add_proc(const char *proc, pid_t pid, struct footprint *u, struct in
 {
 	char path[256], buf[4096];
 	snprintf(path, sizeof path, "%s/%d/status", proc, (int)pid);
-	if (read_small(path, buf, sizeof buf) < 0)
+	if (pcache_read(AT_FDCWD, NULL, path, buf, sizeof buf) < 0)
 		return; /* gone meanwhile */
 	uint64_t threads = status_kb(buf, "\nThreads:");
 	u->tasks += threads ? (long)threads : 1;
@@ -495,7 +496,7 @@ static int footprint_seen(const char *proc, pid_t zygote, pid_t root, pid_t skip
 	 * session: what its copy could cost at most (not in the total). */
 	char path[256], buf[4096];
 	snprintf(path, sizeof path, "%s/%d/status", proc, (int)skip);
-	if (skip > 0 && read_small(path, buf, sizeof buf) >= 0)
+	if (skip > 0 && pcache_read(AT_FDCWD, NULL, path, buf, sizeof buf) >= 0)
 		u->copy_rss = (status_kb(buf, "\nRssAnon:") + status_kb(buf, "\nRssShmem:")) * 1024;
 	u->tmpfs = tmpfs_bytes(zygote, "/tmp") + tmpfs_bytes(zygote, "/dev/shm");
 	/* Counted as the sum: pages of a memfd or tmpfs file that are also
