@@ -73,7 +73,10 @@ ssize_t pcache_read(int dirfd, const char *dir, const char *rel, char *buf, size
 		return -EINVAL;
 	char key[PCACHE_KEY];
 	int k = snprintf(key, sizeof key, "%s%s%s", dir ? dir : "", dir && dir[0] ? "/" : "", rel);
-	bool keyed = k > 0 && (size_t)k < sizeof key && key[0] == '/';
+	/* Only /proc: what a kept descriptor reads is argued for procfs files
+	 * (pcache.h); a regular file replaced by a rename would be read stale
+	 * through the old inode. */
+	bool keyed = k > 0 && (size_t)k < sizeof key && strncmp(key, "/proc/", 6) == 0;
 	if (keyed) {
 		pthread_mutex_lock(&lock);
 		init();

@@ -34,8 +34,11 @@ static int by_pid(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* pid's stat under proc, or under the directory procfd when it is >= 0. */
-static bool read_stat(int procfd, const char *proc, pid_t pid, struct proc *out)
+/* pid's stat under proc, or under the directory procfd when it is >= 0;
+ * with kept, through a descriptor kept from the last read (pcache.h: the
+ * server's scan of a zygote's pid namespace on every call; never in the
+ * zygote, whose descriptors its sessions would inherit). */
+static bool read_stat(int procfd, const char *proc, pid_t pid, struct proc *out, bool kept)
 {
 	char path[256];
 	struct pstat ps;
@@ -43,13 +46,13 @@ static bool read_stat(int procfd, const char *proc, pid_t pid, struct proc *out)
 		snprintf(path, sizeof path, "%d/stat", (int)pid);
 	else
 		snprintf(path, sizeof path, "%s/%d/stat", proc, (int)pid);
-	if (pstat_read(procfd, path, &ps) < 0)
+	if ((kept && procfd >= 0 ? pstat_read_kept(procfd, proc, path, &ps) : pstat_read(procfd, path, &ps)) < 0)
 		return false;
 	*out = (struct proc){ .pid = pid, .ppid = ps.ppid, .state = ps.state, .start = ps.start };
 	return true;
 }
 
-static int scan_at(const char *proc, struct table *t)
+static int scan_at(const char *proc, struct table *t, bool kept)
 {
 	t->n = 0;
 	struct pdir d;
@@ -62,7 +65,7 @@ static int scan_at(const char *proc, struct table *t)
 		struct proc pr;
 		const char *bad = NULL;
 		pid_t pid = (pid_t)strtonum(name, 1, INT_MAX, &bad);
-		if (bad || !read_stat(d.fd, proc, pid, &pr))
+		if (bad || !read_stat(d.fd, proc, pid, &pr, kept))
 			continue; /* gone meanwhile */
 		if (t->n == t->cap) {
 			size_t cap = t->cap ? t->cap * 2 : 64;
@@ -81,7 +84,7 @@ static int scan_at(const char *proc, struct table *t)
 
 static int scan(struct table *t)
 {
-	return scan_at("/proc", t);
+	return scan_at("/proc", t, false);
 }
 
 static const struct proc *find(const struct table *t, pid_t pid)
@@ -149,7 +152,7 @@ int procs_list_below(const char *proc, pid_t parent, const pid_t *keep, size_t n
 	struct table t = { 0 };
 	*out = NULL;
 	*n = 0;
-	int rc = scan_at(proc, &t);
+	int rc = scan_at(proc, &t, true);
 	if (rc == 0 && t.n)
 		*out = xcalloc(t.n, sizeof **out);
 	for (size_t i = 0; rc == 0 && i < t.n; i++) {
@@ -288,7 +291,7 @@ int procs_signal_below(pid_t parent, const pid_t *keep, size_t nkeep, int sig)
 		if (fd < 0)
 			continue;
 		struct proc now;
-		if (read_stat(-1, "/proc", p->pid, &now) && now.start == p->start &&
+		if (read_stat(-1, "/proc", p->pid, &now, false) && now.start == p->start &&
 		    syscall(SYS_pidfd_send_signal, fd, sig, NULL, 0) == 0)
 			sent++;
 		close(fd);

@@ -84,6 +84,7 @@ struct zlink {
 	size_t oq_bytes, oq_msgs;
 	uint64_t timer, lost_timer;
 	int exit_pidfd;      /* the zygote's pidfd, watched from the end of its link to its exit */
+	double closed_at;    /* when its link ended (the wait to its exit, logged) */
 	double timer_at;
 	bool lost_broken;
 	char lost_why[256];
@@ -197,6 +198,9 @@ static void exit_seen(void *arg, int fd, short revents)
 	if (fd != z->exit_pidfd)
 		return;
 	loop_unwatch(z->loop, fd);
+	/* For operators: how long a zygote's teardown takes (its sessions
+	 * and copies killed and waited for), against linger_ms. */
+	log_info("the zygote exited %.0f ms after its link to the server closed", loop_now_ms() - z->closed_at);
 	if (z->lost_timer)
 		loop_timer_cancel(z->loop, z->lost_timer);
 	z->lost_timer = loop_timer(z->loop, 0, deliver_lost, z);
@@ -235,6 +239,7 @@ static void lose(struct zlink *z, bool broken, const char *fmt, ...)
 	z->phase = ZL_BROKEN;
 	if (pfd >= 0) {
 		z->exit_pidfd = pfd;
+		z->closed_at = loop_now_ms();
 		loop_watch(z->loop, pfd, POLLIN, exit_seen, z);
 	}
 	z->lost_timer = loop_timer(z->loop, pfd >= 0 ? z->lim->linger_ms : 0, deliver_lost, z);

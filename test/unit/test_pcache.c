@@ -189,6 +189,15 @@ static void test_unkeyed(void **state)
 	assert_true(pcache_read(dfd, lng, "stat", buf, sizeof buf) > 0);
 	assert_int_equal(pcache_count(), 0);
 	close(dfd);
+	/* Not /proc: a file replaced by a rename would be read stale. */
+	char tmp[] = "/tmp/psm-pcache-XXXXXX";
+	int fd = mkstemp(tmp);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "one", 3), 3);
+	close(fd);
+	assert_int_equal(pcache_read(AT_FDCWD, NULL, tmp, buf, sizeof buf), 3);
+	assert_int_equal(pcache_count(), 0);
+	unlink(tmp);
 }
 
 int main(void)
