@@ -62,7 +62,10 @@ describe('replay log', () => {
 			const logged = verdicts.filter((l) => /: log \(/.test(l)).length;
 			assert.ok(logged >= 1, `logged: ${logged}\n${verdicts.slice(-5).join('\n')}`);
 			const r = await timeout(d, s);
-			assert.match(r.text, /was resumed and cells \d+ to 101 run again \([0-9.]+ s\), with the same output as the first time/, r.text);
+			// How many cells the budget logs after the last checkpoint
+			// depends on what that checkpoint cost: under the sanitizers
+			// on a slow VM it was one ("cell 101 run again").
+			assert.match(r.text, /was resumed and (?:cell 101|cells \d+ to 101) run again \([0-9.]+ s\), with the same output as the first time/, r.text);
 			const k = await ok(d, s, 'a');
 			assert.equal(k.sc.result, String(100 * 101 / 2), show(k.sc));
 		} finally {
