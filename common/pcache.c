@@ -1,5 +1,6 @@
 /* /proc files read through kept descriptors (pcache.h). */
 #include "pcache.h"
+#include "util.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -77,30 +78,30 @@ ssize_t pcache_read(int dirfd, const char *dir, const char *rel, char *buf, size
 	 * (pcache.h); a regular file replaced by a rename would be read stale
 	 * through the old inode. */
 	bool keyed = k > 0 && (size_t)k < sizeof key && strncmp(key, "/proc/", 6) == 0;
-	if (keyed) {
-		pthread_mutex_lock(&lock);
-		init();
-		struct pentry *e = find(key);
-		if (e) {
-			ssize_t n = read_once(e->fd, buf, cap, true);
-			if (n > 0) {
-				e->used = ++clock_;
-				pthread_mutex_unlock(&lock);
-				buf[n] = '\0';
-				return n;
-			}
-			/* Its task is gone (or the file reads empty now): the
-			 * path again, as if never kept. */
-			close(e->fd);
-			e->fd = -1;
+	if (!keyed)
+		return read_small_at(dirfd, rel, buf, cap);
+	pthread_mutex_lock(&lock);
+	init();
+	struct pentry *e = find(key);
+	if (e) {
+		ssize_t n = read_once(e->fd, buf, cap, true);
+		if (n > 0) {
+			e->used = ++clock_;
+			pthread_mutex_unlock(&lock);
+			buf[n] = '\0';
+			return n;
 		}
-		pthread_mutex_unlock(&lock);
+		/* Its task is gone (or the file reads empty now): the
+		 * path again, as if never kept. */
+		close(e->fd);
+		e->fd = -1;
 	}
+	pthread_mutex_unlock(&lock);
 	int fd = openat(dirfd, rel, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
 	ssize_t n = read_once(fd, buf, cap, false);
-	if (n <= 0 || !keyed) {
+	if (n <= 0) {
 		close(fd);
 		if (n >= 0)
 			buf[n] = '\0';
@@ -113,7 +114,7 @@ ssize_t pcache_read(int dirfd, const char *dir, const char *rel, char *buf, size
 		/* Kept meanwhile by another thread. */
 		close(fd);
 	} else {
-		struct pentry *e = slot();
+		e = slot();
 		e->fd = fd;
 		e->used = ++clock_;
 		memcpy(e->key, key, (size_t)k + 1);
