@@ -221,8 +221,9 @@ void settled(struct sup *sup, struct session *s)
 		kill_session(s);
 		return;
 	}
-	bool logged = kept && !replay_is_run(c) && replay_log_instead(sup, s, c);
-	bool take = kept && !logged;
+	bool again = replay_is_run(c);
+	bool logged = kept && !again && replay_log_instead(sup, s, c);
+	bool take = kept && !logged && (!again || replay_run_checkpoint(c));
 	if (take)
 		set_due(s, DUE_AFTER_CALL);
 	if (kept && persist_on(sup->persist)) {

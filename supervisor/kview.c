@@ -183,12 +183,13 @@ void kview_read(const struct session *s, struct kview *kv)
 	p.fd = s->hpid > 0 ? open(p.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
 	if (p.fd < 0)
 		return;
-	unsigned long long flt, maj;
+	unsigned long long flt = 0, maj = 0;
 	/* io and fdinfo need ptrace's read access to the process, which a
 	 * server without CAP_SYS_PTRACE lacks (the session is undumpable):
 	 * then the session's own word stands in for them (kview_effect). */
 	kv->own = proc_read(&p, "io", buf, sizeof buf) && field_ull(buf, "wchar: ", &kv->wchar) && read_fds(&p, kv);
 	bool ok = faults(&p, "stat", &flt, &maj, &kv->cminflt, &kv->cmajflt) && read_children(&p, s, kv);
+	kv->minflt = flt;
 	close(p.fd);
 	kv->valid = ok && s->pidfd >= 0 && pidfd_signal(s->pidfd, 0) == 0;
 }

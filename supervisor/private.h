@@ -658,6 +658,9 @@ void replay_checkpoint_taken(struct session *s, bool resumed);
  * log is empty. */
 bool replay_begin(struct sup *sup, struct session *s, struct run *c);
 bool replay_is_run(const struct run *c);
+/* In settled, after cell c run again kept its state: whether the
+ * checkpoint is taken now (after the last cell of the replay only). */
+bool replay_run_checkpoint(const struct run *c);
 /* A cell run again is over (finish_cur): its output compared with the
  * first run's; the replay stops or ends here. */
 void replay_run_ended(struct run *c);

@@ -33,7 +33,8 @@
 struct replay_entry {
 	int cell;
 	char *code;
-	double ms;
+	double ms;            /* its call's duration: what bounds its run again */
+	double price;         /* what it counts against the budget (replay_log_instead) */
 	enum call_status first_status; /* how it ended the first time */
 	unsigned char digest[HMAC_LEN];
 	bool whole;          /* the digest covers the whole output */
@@ -54,9 +55,20 @@ struct replay {
 	struct replay_entry log[REPLAY_MAX_CELLS];
 	int n;
 	size_t code_bytes;
-	double ms;
+	double ms;               /* the log's prices, against the budget */
+	double ms_full;          /* its calls' durations, for the replay's deadline */
 	struct run *pending;     /* logged in settled: its entry at finish_cur */
-	double pending_ms;
+	double pending_ms, pending_price;
+	/* The least a copy-on-write fault has been seen to cost the session
+	 * at most (us; 0: none seen yet): see replay_log_instead. */
+	double fault_us;
+	/* The cells of the replay under way, kept until it ends: a rollback
+	 * during it resumes the copy it started from, and the cells run
+	 * since are run once more (at most once: second). */
+	struct replay_entry again[REPLAY_MAX_CELLS];
+	int n_again;
+	int stop_cell;           /* the last cell this pass runs; a checkpoint after it */
+	bool second;
 	/* A replay under way (after a rollback). */
 	bool active;
 	struct run *to_hold;     /* the rolled-back call, until finish_cur hands it over */
@@ -66,11 +78,13 @@ struct replay {
 	 * checkpoint holds (0: the fresh interpreter's). */
 	int state_cell, base_cell;
 	int from_cell;           /* the base the replay started from */
-	int first, last, total, done, last_ok;
+	int first, last, last_ok;
 	int failed;              /* the cell that failed when run again, or 0 */
 	bool lost;               /* ... and no copy of the state was left */
 	double deadline;         /* loop_now_ms() by which the whole replay is over */
 	char failed_why[240];
+	int failed2;             /* the cell that failed when run once more, or 0 */
+	char failed2_why[240];
 	char differed[900];
 	int n_differed;
 	double t0;
@@ -377,17 +391,26 @@ static void replay_clear(struct session *s)
 		entry_free(&rp->log[i]);
 	rp->n = 0;
 	rp->code_bytes = 0;
-	rp->ms = 0;
+	rp->ms = rp->ms_full = 0;
 	rp->pending = NULL;
+}
+
+static void again_clear(struct replay *rp)
+{
+	for (int i = 0; i < rp->n_again; i++)
+		entry_free(&rp->again[i]);
+	rp->n_again = 0;
 }
 
 void replay_checkpoint_taken(struct session *s, bool resumed)
 {
+	struct replay *rp = rp_of(s);
+	log_debug("session %s: a checkpoint holds the state after cell %d%s", s->name, resumed ? rp->base_cell : rp->state_cell,
+		  resumed ? " (the resumed copy's own)" : "");
 	if (resumed)
 		return; /* a resumed copy's own checkpoint holds the base again */
-	rp_of(s);
 	replay_clear(s);
-	s->rp->base_cell = s->rp->state_cell;
+	rp->base_cell = rp->state_cell;
 }
 
 /* The session's threads, as the kernel lists them; 0 when unknown. */
@@ -419,20 +442,54 @@ bool replay_view_own(struct session *s, const struct run *c)
 	return rp->kv_cell == c->cell && rp->kv0.valid && rp->kv0.own;
 }
 
+/* What of the first call after a checkpoint went, at most, to copying the
+ * pages that checkpoint shared with the session (ms): its minor faults
+ * (the session's own, counted by the kernel) at the least cost per fault
+ * seen in such a call of this session, and never more than
+ * COPY_FAULT_US_MAX. */
+static double copy_paid(struct replay *rp, const struct kview *now, double call_ms)
+{
+	if (rp->n != 0 || !rp->kv0.valid || !now->valid || now->minflt <= rp->kv0.minflt || call_ms <= 0)
+		return 0;
+	double faults = (double)(now->minflt - rp->kv0.minflt);
+	/* A call of many faults bounds what one costs: all its time at most. */
+	double per = call_ms * 1000.0 / faults;
+	if (faults >= COPY_LEARN_FAULTS && (rp->fault_us == 0 || per < rp->fault_us))
+		rp->fault_us = per;
+	double us = rp->fault_us > 0 && rp->fault_us < COPY_FAULT_US_MAX ? rp->fault_us : COPY_FAULT_US_MAX;
+	double ms = faults * us / 1000.0;
+	return ms < call_ms ? ms : call_ms;
+}
+
 bool replay_log_instead(struct sup *sup, struct session *s, struct run *c)
 {
 	struct replay *rp = rp_of(s);
-	/* What running it again costs: the call's time, and the checkpoint
-	 * that follows each cell run again (so that one failing leaves the
-	 * state after the cell before it), priced by the last one taken.  A
-	 * cheap cell's call is a millisecond; the checkpoint after it, ten
-	 * to a hundred and fifty on a loaded machine.  Priced by the call
-	 * alone, a hundred logged `a += i` cells took 1.6 s to run again on
-	 * a quiet machine and ran into the replay's deadline (twice the
-	 * budget's sum and 2 s) at cell 19 beside two CPU hogs: the cells
-	 * after it were lost. */
+	/* What running it again costs: the call's time (a replay takes no
+	 * checkpoint between the cells it runs, one after the last), and the
+	 * first cell after a checkpoint also carries that checkpoint's cost
+	 * (from the asking to its acceptance), for the one the replay ends
+	 * with.  Each cell run again once took a checkpoint after it, priced
+	 * into every cell: a hundred cheap cells then took 1.6 s to run
+	 * again, and a copy-bound cell made the next one copy as much again.
+	 *
+	 * Not priced: what the first call after a checkpoint spent copying
+	 * the pages that checkpoint shared (copy_paid).  A checkpoint makes
+	 * the next call that rewrites a large array copy all of it (`a += 1`
+	 * on 1 GiB: 4.1 s on a VM whose copy-on-write fault costs 17 us,
+	 * against 51 ms), so priced with it such a call was always over the
+	 * budget: a checkpoint, and the next call copied the GiB again, call
+	 * after call (98 times the time without checkpoints).  A rollback
+	 * pays that copy once (the resumed copy takes its own checkpoint
+	 * before the cells run again); a checkpoint makes every such call
+	 * pay it.  So a replay is bounded by the budget plus one call's
+	 * copying, and each cell run again still has its own deadline
+	 * (twice its whole first duration and a second).
+	 * Attack: a session that faults pages on purpose makes its first call
+	 * after a checkpoint look like copying: that call is logged, and its
+	 * own rollback runs it again within that deadline; no other session
+	 * shares the estimate. */
 	double call_ms = loop_now_ms() - c->t_start;
-	double ms = call_ms + (s->ckpt_cost_ms > 0 ? s->ckpt_cost_ms : 0);
+	double copy_ms = 0;
 	struct replay_facts f = {
 		.has_base = s->ckpt_pidfd >= 0,
 		.plain = c->state == STATE_KEPT && !sup->stopping && !c->new_session,
@@ -445,7 +502,7 @@ bool replay_log_instead(struct sup *sup, struct session *s, struct run *c)
 		.code = c->code,
 		/* Unknown without a result: as if it read. */
 		.import_read = !c->result || c->result->import_read,
-		.ms = ms,
+		.ms = call_ms,
 		.log_n = rp->n,
 		.log_code = rp->code_bytes,
 		.log_ms = rp->ms,
@@ -473,6 +530,7 @@ bool replay_log_instead(struct sup *sup, struct session *s, struct run *c)
 		if (rp->kv0.own && !now->own)
 			now->valid = false;
 		f.effect = kview_effect(&rp->kv0, now, s->out.total_bytes + s->err.total_bytes, c->result, effect, sizeof effect);
+		copy_ms = copy_paid(rp, now, call_ms);
 		/* The view listed the frozen session's threads (no second
 		 * listing); an unreadable view is an effect already. */
 		f.threads = now->valid ? now->threads : thread_count(s->hpid);
@@ -480,14 +538,17 @@ bool replay_log_instead(struct sup *sup, struct session *s, struct run *c)
 	} else {
 		f.threads = thread_count(s->hpid);
 	}
+	f.ms = call_ms - copy_ms + (rp->n == 0 && s->ckpt_cost_ms > 0 ? s->ckpt_cost_ms : 0);
 	char why[128] = "";
 	enum replay_verdict v = replay_decide(&f, why, sizeof why);
-	log_debug("session %s: cell %d (%.0f ms, %.0f ms to run again): %s%s%s (%d logged, %.0f ms; the kernel's view read in %.0f us)",
-		  s->name, c->cell, call_ms, ms, replay_verdict_name(v), *why ? ": " : "", why, rp->n, rp->ms, kview_us);
+	log_debug("session %s: cell %d (%.0f ms, %.0f ms to run again): %s%s%s (%d logged, %.0f ms; the kernel's view read in %.0f us; "
+		  "%.0f ms left out as copying for the checkpoint)",
+		  s->name, c->cell, call_ms, f.ms, replay_verdict_name(v), *why ? ": " : "", why, rp->n, rp->ms, kview_us, copy_ms);
 	if (v != REPLAY_LOG)
 		return false;
 	rp->pending = c;
-	rp->pending_ms = ms;
+	rp->pending_ms = call_ms;
+	rp->pending_price = f.ms;
 	return true;
 }
 
@@ -786,6 +847,7 @@ static void append(char *buf, size_t n, const char *fmt, ...)
 }
 
 static void replay_end(struct sup *sup, struct session *s);
+static bool run_once_more(struct session *s, int upto);
 
 /* The cells queued to run again are not run after all. */
 static void drop_queued(struct session *s)
@@ -808,7 +870,6 @@ void replay_run_ended(struct run *r)
 	struct replay_run *rr = (struct replay_run *)r;
 	struct session *s = rr->s;
 	struct replay *rp = s->rp;
-	rp->done++;
 	if (r->state == STATE_KEPT)
 		rp->state_cell = rr->e.cell;
 	char *shown = NULL;
@@ -816,33 +877,38 @@ void replay_run_ended(struct run *r)
 	bool whole = digest_of(s, r, d, &shown) && rr->e.whole;
 	if (r->status != rr->e.first_status || r->state == STATE_ROLLED_BACK || r->state == STATE_NEW) {
 		/* Its status changed (it fails now, or ran out of time or
-		 * memory): the replay stops, and the state is the one after
-		 * the cell before it (the checkpoint taken after that one, which
-		 * the session was rolled back to). */
-		rp->failed = rr->e.cell;
+		 * memory): the session was rolled back to the copy the replay
+		 * started from.  The cells before it run once more from there
+		 * (run_once_more), so that the state is the one after the cell
+		 * before it; the cells after it are not run again. */
+		int *failed = rp->failed ? &rp->failed2 : &rp->failed;
+		char *why = rp->failed ? rp->failed2_why : rp->failed_why;
+		size_t wn = sizeof rp->failed_why;
+		*failed = rr->e.cell;
 		rp->lost = r->state == STATE_NEW; /* no checkpoint was left to go back to */
 		const struct result_error *er = r->result && r->result->has_error ? &r->result->error : NULL;
 		char et[80], em[120];
 		plain(et, sizeof et, er && er->type ? er->type : "");
 		plain(em, sizeof em, er && er->message ? er->message : "");
 		if (r->status == CALL_ERROR && et[0])
-			snprintf(rp->failed_why, sizeof rp->failed_why, "%s: %s", et, em);
+			snprintf(why, wn, "%s: %s", et, em);
 		else if (r->status == CALL_LIMITS && r->ws_bytes == ULLONG_MAX)
-			snprintf(rp->failed_why, sizeof rp->failed_why,
-				 "the workspace could not be walked whole after it, which counts as past limits.max_workspace_mb");
+			snprintf(why, wn, "the workspace could not be walked whole after it, which counts as past limits.max_workspace_mb");
 		else if (r->status == CALL_LIMITS && r->ws_bytes)
-			snprintf(rp->failed_why, sizeof rp->failed_why,
-				 "it grew the workspace to %llu MB, past limits.max_workspace_mb of %ld MB; its files stay",
+			snprintf(why, wn, "it grew the workspace to %llu MB, past limits.max_workspace_mb of %ld MB; its files stay",
 				 r->ws_bytes >> 20, s->sup->cfg.policy->limits.max_workspace_mb);
 		else if (r->status == CALL_TIMEOUT)
-			snprintf(rp->failed_why, sizeof rp->failed_why, "it ran past %.1f s, twice its first duration and a second",
-				 r->timeout_ms / 1000.0);
+			snprintf(why, wn, "it ran past %.1f s, twice its first duration and a second", r->timeout_ms / 1000.0);
 		else
-			snprintf(rp->failed_why, sizeof rp->failed_why, "%s; the first time it ended %s", call_status_name(r->status),
+			snprintf(why, wn, "%s; the first time it ended %s", call_status_name(r->status),
 				 call_status_name(rr->e.first_status));
-		drop_queued(s); /* the cells after it are not run again */
+		int upto = rr->e.cell - 1;
 		free(shown);
 		rr_free(rr);
+		if (run_once_more(s, upto))
+			return;
+		drop_queued(s); /* the cells after it are not run again */
+		rp->last_ok = rp->base_cell; /* the copy's state, resumed */
 		replay_end(s->sup, s);
 		return;
 	}
@@ -865,10 +931,19 @@ void replay_run_ended(struct run *r)
 	}
 	free(shown);
 	rp->last_ok = rr->e.cell;
-	bool last = rp->done == rp->total;
+	bool last = rr->e.cell >= rp->stop_cell;
 	rr_free(rr);
 	if (last)
 		replay_end(s->sup, s);
+}
+
+/* "cell 3" or "cells 3 to 5". */
+static void cells(char *buf, size_t n, int from, int to)
+{
+	if (from == to)
+		snprintf(buf, n, "cell %d", from);
+	else
+		snprintf(buf, n, "cells %d to %d", from, to);
 }
 
 /* The replay is over: the note for the call that rolled back (or the next
@@ -877,13 +952,11 @@ static void replay_end(struct sup *sup, struct session *s)
 {
 	struct replay *rp = s->rp;
 	rp->active = false;
+	again_clear(rp);
 	char note[2000];
 	double secs = (loop_now_ms() - rp->t0) / 1000.0;
 	char range[64];
-	if (rp->first == rp->last)
-		snprintf(range, sizeof range, "cell %d", rp->first);
-	else
-		snprintf(range, sizeof range, "cells %d to %d", rp->first, rp->last);
+	cells(range, sizeof range, rp->first, rp->last);
 	if (rp->failed && rp->lost) {
 		snprintf(note, sizeof note,
 			 "the session was rolled back: nothing this call did to variables was kept (files it wrote stay); to rebuild the "
@@ -891,16 +964,22 @@ static void replay_end(struct sup *sup, struct session *s)
 			 "ended while cell %d ran again (%s) and no copy of the state was left: the next call starts a new interpreter",
 			 rp->from_cell, range, rp->failed, rp->failed_why);
 	} else if (rp->failed) {
-		char gone[64];
-		if (rp->failed == rp->last)
-			snprintf(gone, sizeof gone, "cell %d", rp->failed);
-		else
-			snprintf(gone, sizeof gone, "cells %d to %d", rp->failed, rp->last);
+		char gone[64], then[400] = "";
+		cells(gone, sizeof gone, rp->last_ok + 1, rp->last);
+		if (rp->failed2)
+			snprintf(then, sizeof then, ", and cell %d failed when run once more to rebuild the state before it (%s)", rp->failed2,
+				 rp->failed2_why);
 		snprintf(note, sizeof note,
 			 "the session was rolled back: nothing this call did to variables was kept (files it wrote stay); to rebuild the "
 			 "state before it, the copy taken after cell %d was resumed and %s were to be run again, but cell %d failed when run "
-			 "again (%s), so the state is as after cell %d: what %s did to variables is gone",
-			 rp->from_cell, range, rp->failed, rp->failed_why, rp->last_ok, gone);
+			 "again (%s)%s, so the state is as after cell %d: what %s did to variables is gone",
+			 rp->from_cell, range, rp->failed, rp->failed_why, then, rp->last_ok, gone);
+		if (rp->second && !rp->failed2 && rp->last_ok > rp->from_cell) {
+			char redo[64];
+			cells(redo, sizeof redo, rp->from_cell + 1, rp->last_ok);
+			append(note, sizeof note, "; the failure took the process back to that copy, so %s ran once more to rebuild the state "
+			       "before cell %d", redo, rp->failed);
+		}
 		if (rp->n_differed)
 			append(note, sizeof note, "; before it, %s", rp->differed);
 	} else {
@@ -909,6 +988,9 @@ static void replay_end(struct sup *sup, struct session *s)
 			 "this call did to variables was kept (files it wrote stay); to rebuild that state, the copy taken after cell %d "
 			 "was resumed and %s run again (%.2f s)",
 			 rp->from_cell, range, secs);
+		if (rp->second)
+			append(note, sizeof note, " (the session's process ended during the replay, so it went back to that copy and ran "
+						  "them once more)");
 		if (rp->n_differed)
 			append(note, sizeof note, ", but %s: what %s computed may differ from before", rp->differed,
 			       rp->n_differed > 1 ? "they" : "it");
@@ -931,20 +1013,105 @@ static void replay_end(struct sup *sup, struct session *s)
 	}
 }
 
+/* Queues, ahead of every call and in order, the kept cells after the
+ * checkpoint (base_cell) up to cell upto, each in a run of the server's
+ * own; the whole pass gets a deadline of its own.  False when none. */
+static bool queue_again(struct session *s, int upto)
+{
+	struct replay *rp = s->rp;
+	struct run *head = NULL, **tail = &head, *last = NULL;
+	double ms = 0;
+	for (int i = 0; i < rp->n_again; i++) {
+		const struct replay_entry *a = &rp->again[i];
+		if (a->cell <= rp->base_cell || a->cell > upto)
+			continue;
+		struct replay_run *rr = xcalloc(1, sizeof *rr);
+		rr->s = s;
+		rr->e = *a;
+		rr->e.code = xstrdup(a->code);
+		rr->e.shown = a->shown ? xstrdup(a->shown) : NULL;
+		struct run *r = &rr->run;
+		snprintf(r->session, sizeof r->session, "%s", s->name);
+		r->code = rr->e.code;
+		/* Bounded: a cell that notices its second run and sleeps
+		 * cannot hold the rolled-back call's reply for long.  By its
+		 * whole first duration, copying included (copy_paid). */
+		r->timeout_ms = 2.0 * rr->e.ms + 1000.0;
+		r->ev = &replay_events; /* its verdict pending (0), as xcalloc left it */
+		/* Never sent again to another process: a replay that did not
+		 * start failed (it must not run in a new interpreter). */
+		run_no_resend(r);
+		*tail = last = r;
+		tail = &r->next;
+		ms += a->ms;
+	}
+	if (!head)
+		return false;
+	/* The whole pass is bounded too, not only each cell: twice what the
+	 * cells took the first time, and two seconds.
+	 * Attack: a full log of cells that each sleep on their second run,
+	 * holding the rolled-back call's reply a second each. */
+	rp->deadline = loop_now_ms() + 2.0 * ms + 2000.0;
+	rp->stop_cell = upto;
+	queue_put_ahead(s, head, tail, last);
+	return true;
+}
+
+/* The process was rolled back to the copy the replay started from while
+ * cells ran again (one failed, or the process died between two): the
+ * cells kept since then went with it, so those up to upto run once more,
+ * and the checkpoint after the last of them keeps the state.  Once only:
+ * false when this was the second pass, or when none is to run. */
+static bool run_once_more(struct session *s, int upto)
+{
+	struct replay *rp = s->rp;
+	if (rp->second || rp->lost || upto <= rp->base_cell)
+		return false;
+	drop_queued(s);
+	rp->second = true;
+	/* What differs from the first run is now what the second pass
+	 * gives: the state comes from it. */
+	rp->differed[0] = '\0';
+	rp->n_differed = 0;
+	rp->last_ok = rp->base_cell;
+	return queue_again(s, upto);
+}
+
+/* The checkpoint after cell c run again: only after the last cell of the
+ * pass.  Between two, a checkpoint would make the next cell copy every
+ * page it writes (a replayed rewrite of a large array copies all of it
+ * each time); a failure resumes the copy the replay started from and runs
+ * the cells before it once more instead (run_once_more). */
+bool replay_run_checkpoint(const struct run *c)
+{
+	const struct replay_run *rr = (const struct replay_run *)c;
+	return !rr->s->rp || rr->e.cell >= rr->s->rp->stop_cell;
+}
+
 bool replay_begin(struct sup *sup, struct session *s, struct run *c)
 {
 	struct replay *rp = s->rp;
 	if (!rp)
 		return false;
+	int had = rp->state_cell;
 	rp->state_cell = rp->base_cell;
 	rp->pending = NULL;
 	if (rp->active && !replay_is_run(c)) {
-		/* Rolled back between two cells run again (a checkpoint after
-		 * one of them failed): the state is the last checkpoint's, and
-		 * the cells after it are not run on top of a gap. */
+		/* Rolled back between two cells run again (the process died
+		 * while idle, or the checkpoint after the last one failed): the
+		 * state is the copy's the replay started from; the cells kept
+		 * since then run once more, or, a second time, the replay stops
+		 * there. */
+		if (run_once_more(s, rp->stop_cell))
+			return true;
 		drop_queued(s);
-		rp->failed = rp->base_cell + 1 > rp->first ? rp->base_cell + 1 : rp->first;
-		snprintf(rp->failed_why, sizeof rp->failed_why, "the copy of the state after it could not be taken");
+		if (!rp->failed) {
+			rp->failed = had + 1 > rp->first ? had + 1 : rp->first;
+			snprintf(rp->failed_why, sizeof rp->failed_why, "the session's process ended before the state after it was kept");
+		} else if (!rp->failed2) {
+			rp->failed2 = had + 1 > rp->first ? had + 1 : rp->first;
+			snprintf(rp->failed2_why, sizeof rp->failed2_why, "the session's process ended before the state after it was kept");
+		}
 		rp->last_ok = rp->base_cell;
 		replay_end(sup, s);
 	}
@@ -954,48 +1121,29 @@ bool replay_begin(struct sup *sup, struct session *s, struct run *c)
 	rp->ws_known = false;
 	rp->to_hold = c;
 	rp->held = NULL;
-	rp->failed = 0;
+	rp->failed = rp->failed2 = 0;
 	rp->lost = false;
-	rp->failed_why[0] = rp->differed[0] = '\0';
+	rp->second = false;
+	rp->failed_why[0] = rp->failed2_why[0] = rp->differed[0] = '\0';
 	rp->n_differed = 0;
-	rp->total = rp->n;
-	rp->done = 0;
 	rp->first = rp->log[0].cell;
 	rp->last = rp->log[rp->n - 1].cell;
 	rp->last_ok = rp->from_cell = rp->base_cell;
 	rp->t0 = loop_now_ms();
-	/* The whole replay is bounded too, not only each cell: twice what
-	 * the cells took the first time, and two seconds.
-	 * Attack: a full log of cells that each sleep on their second run,
-	 * holding the rolled-back call's reply a second each. */
-	rp->deadline = rp->t0 + 2.0 * rp->ms + 2000.0;
 	free(rp->final_note);
 	rp->final_note = NULL;
-	/* In order, ahead of every call queued: the cells after the
-	 * checkpoint, each in a run of the server's own. */
-	struct run *head = NULL, **tail = &head, *last = NULL;
+	/* The log becomes the replay's: kept until it ends, for a second
+	 * pass (run_once_more). */
+	again_clear(rp);
 	for (int i = 0; i < rp->n; i++) {
-		struct replay_run *rr = xcalloc(1, sizeof *rr);
-		rr->s = s;
-		rr->e = rp->log[i];
+		rp->again[i] = rp->log[i];
 		rp->log[i] = (struct replay_entry){ 0 };
-		struct run *r = &rr->run;
-		snprintf(r->session, sizeof r->session, "%s", s->name);
-		r->code = rr->e.code;
-		/* Bounded: a cell that notices its second run and sleeps
-		 * cannot hold the rolled-back call's reply for long. */
-		r->timeout_ms = 2.0 * rr->e.ms + 1000.0;
-		r->ev = &replay_events; /* its verdict pending (0), as xcalloc left it */
-		/* Never sent again to another process: a replay that did not
-		 * start failed (it must not run in a new interpreter). */
-		run_no_resend(r);
-		*tail = last = r;
-		tail = &r->next;
 	}
-	queue_put_ahead(s, head, tail, last);
+	rp->n_again = rp->n;
 	rp->n = 0;
 	rp->code_bytes = 0;
-	rp->ms = 0;
+	rp->ms = rp->ms_full = 0;
+	queue_again(s, rp->last);
 	(void)sup;
 	return true;
 }
@@ -1012,10 +1160,12 @@ bool replay_call_done(struct sup *sup, struct session *s, struct run *c)
 		e->cell = c->cell;
 		e->code = xstrdup(c->code);
 		e->ms = rp->pending_ms;
+		e->price = rp->pending_price;
 		e->first_status = c->status;
 		e->whole = digest_of(s, c, e->digest, &e->shown);
 		rp->code_bytes += strlen(c->code);
-		rp->ms += e->ms;
+		rp->ms += e->price;
+		rp->ms_full += e->ms;
 		rp->n++;
 		return false;
 	}
@@ -1052,6 +1202,7 @@ void replay_free(struct session *s)
 	if (!rp)
 		return;
 	replay_clear(s);
+	again_clear(rp);
 	if (rp->held)
 		post_drop(s->sup, rp->held);
 	rp->held = NULL;

@@ -20,6 +20,12 @@
 /* What the logged cells may take to run again before a checkpoint is
  * taken anyway (the sum of their first durations). */
 #define REPLAY_BUDGET_MS 1000.0
+/* The most a copy-on-write fault is taken to cost when the first call
+ * after a checkpoint is priced (the dearest measured: 17 to 33 us on VMs
+ * whose hypervisor shadows page tables, under 1 us on bare metal), and the
+ * faults from which such a call teaches what one costs the session. */
+#define COPY_FAULT_US_MAX 40.0
+#define COPY_LEARN_FAULTS 4096
 
 /* Why a checkpoint is taken, or REPLAY_LOG when the cell is only logged. */
 enum replay_verdict {
@@ -45,7 +51,7 @@ struct replay_facts {
 	 * output, a process started, a descriptor opened, closed or moved. */
 	const char *effect;
 	bool import_read;     /* the session's word: an import read beyond the installed Python */
-	double ms;            /* the call's duration */
+	double ms;            /* what running it again costs (replay_log_instead's price) */
 	int log_n;            /* cells logged already */
 	size_t log_code;      /* their code's bytes */
 	double log_ms;        /* their durations' sum */

@@ -124,6 +124,10 @@ describe('replay log', () => {
 		fs.rmSync(path.join(h.root, 'workspace', 'data.txt')); // from outside: no call sees it go
 		const r = await timeout(h, s);
 		assert.match(r.text, /cell 3 failed when run again \(FileNotFoundError: [^)]*\), so the state is as after cell 2: what cells 3 to 4 did to variables is gone/, r.text);
+		// No checkpoint is taken between two cells run again: the failure
+		// took the process back to the copy after cell 1, and cell 2 ran
+		// once more from there.
+		assert.match(r.text, /so cell 2 ran once more to rebuild the state before cell 3/, r.text);
 		const k = await ok(h, s, "x, y, 'data' in globals(), 'z' in globals()");
 		assert.equal(k.sc.result, '(1, 2, False, False)', show(k.sc));
 	});
@@ -216,5 +220,47 @@ describe('replay log: outputs kept in log files', () => {
 		const r = await timeout(h, s);
 		assert.match(r.text, /the copy taken after cell 1 was resumed and cells 2 to 3 run again \([0-9.]+ s\), with the same output as the first time/, r.text);
 		assert.doesNotMatch(r.text, /another output/, r.text);
+	});
+});
+
+// A checkpoint shares every page with the session, so the next call that
+// rewrites a large array copies all of it (the kernel's copy-on-write): on a
+// VM whose fault costs 17 us, `a += 1` on 1 GiB took 4.1 s after a
+// checkpoint against 51 ms without.  Priced with that copy, such a call was
+// always over the replay budget, so it was checkpointed, and the next call
+// copied the GiB again: every call, 98 times the time without checkpoints.
+// Its own server, to read its verdicts (debug log).
+describe('replay log: a call that copies what the checkpoint shared', () => {
+	let h;
+	before(async () => { h = await startClient(newProject('replaycopy'), { structured: true, args: ['--log-level', 'debug'] }); });
+	after(async () => { await h?.close(); });
+
+	test('is logged, not checkpointed: its copying is left out of its price, and a rollback runs it again with the cells after it, with no checkpoint between them', { timeout: 180000 }, async () => {
+		const s = 'copy';
+		// 256 MB; a[::512] += 1 writes one float in every 4 kB page: 65,536
+		// copies after a checkpoint, next to nothing without one.
+		await ok(h, s, 'import numpy as np\na = np.zeros(2**25)');
+		assert.deepEqual(await checkpointAt(h, s, 1), [1]);
+		await ok(h, s, 'a[::512] += 1');
+		await ok(h, s, 'a[::512] += 1');
+		await sleep(300);
+		const verdict = (cell) => h.stderr().split('\n').find((l) => new RegExp(`session copy: cell ${cell} \\(`).test(l)) || '';
+		const v2 = verdict(2);
+		const m = /cell 2 \((\d+) ms, (\d+) ms to run again\): log \(.*; (\d+) ms left out as copying for the checkpoint\)/.exec(v2);
+		assert.ok(m, `cell 2's verdict: ${v2}`);
+		assert.ok(Number(m[3]) > 0 && Number(m[2]) <= Number(m[1]) - Number(m[3]) + 1000, v2);
+		assert.match(verdict(3), /: log \(/, verdict(3));
+		assert.deepEqual(checkpointCells(h.pid, s), [1], 'no checkpoint after the copying call');
+		const before = h.stderr().length;
+		const r = await timeout(h, s);
+		assert.match(r.text, /the copy taken after cell 1 was resumed and cells 2 to 3 run again \([0-9.]+ s\), with the same output as the first time/, r.text);
+		const k = await ok(h, s, 'float(a[0]), float(a[512]), float(a[1])');
+		assert.equal(k.sc.result, '(2.0, 2.0, 0.0)', show(k.sc));
+		// The replay's checkpoints: the resumed copy's own (cell 1) and
+		// the one after its last cell (3), none after cell 2 (the next
+		// cell would have copied every page again).
+		const taken = h.stderr().slice(before).split('\n').filter((l) => /session copy: a checkpoint holds the state after cell/.test(l));
+		assert.ok(taken.some((l) => /after cell 3$/.test(l)), taken.join('\n'));
+		assert.ok(!taken.some((l) => /after cell 2\b/.test(l)), taken.join('\n'));
 	});
 });
