@@ -257,6 +257,8 @@ def _run_cell(code, cell, self_view=True):
         _cell_effect = None
         if effect:
             out["effect"] = str(effect[0])[:120]
+        elif _file_mapped[0]:
+            out["effect"] = "shared memory or a file mapped for writing by a cell"
         if view0 is not None:
             _self_effect(view0, _self_view(), out)
     return out

@@ -31,6 +31,15 @@ _EFFECT_EVENTS = {"sqlite3.connect", "os.fork", "os.forkpty", "os.kill", "os.kil
 # (the server checkpoints the cell rather than logging it for replay:
 # supervisor/replay.c).  None outside a cell and while _self_view reads.
 _cell_effect = None
+# Set for good once a cell maps memory that may be shared (mmap.mmap but
+# with ACCESS_READ (1) or ACCESS_COPY (3); numpy.memmap in r+ or w+ mode):
+# from then on any cell may store into a file with no system call, which
+# neither the kernel's counters nor the server's view see, or into memory
+# the checkpoint shares (mmap.mmap(-1, n)), which a rollback does not put
+# back; a cell run again would store a second time.  So every later cell
+# reports it as an effect (a checkpoint, never a line in the replay log).
+# Only during a cell: the bootstrap's own private mappings do not count.
+_file_mapped = [False]
 
 
 def _audit(event, args):
@@ -39,6 +48,9 @@ def _audit(event, args):
             event in _EFFECT_EVENTS or event in _FS_WRITE_EVENTS or event in _SHELL_EVENTS
             or event in _NET_EVENTS):
         _cell_effect.append(event)
+    if event == "mmap.__new__" and _cell_effect is not None and (
+            len(args) < 3 or args[2] not in (1, 3)):
+        _file_mapped[0] = True
     perm = None
     if event == "open":
         mode = args[1] if len(args) > 1 else None
