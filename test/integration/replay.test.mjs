@@ -45,13 +45,12 @@ describe('replay log', () => {
 	});
 
 	test('a hundred cheap cells in a row: a rollback runs again every one logged since the last checkpoint, none lost to the replay\'s deadline', { timeout: 180000 }, async () => {
-		// Each cell run again is followed by a checkpoint, which costs far
-		// more than a cheap cell's call: the log's budget prices each cell
-		// with it.  Priced by the call alone (a millisecond), a hundred
-		// `a += i` cells were all logged and took 1.6 s to run again on a
-		// quiet machine; beside two CPU hogs the replay ran into its
-		// deadline at cell 19, and the cells after it were lost.  A
-		// server of its own, to read its verdicts.
+		// When each cell run again was followed by a checkpoint, a hundred
+		// `a += i` cells priced by their calls alone took 1.6 s to run
+		// again on a quiet machine, and beside two CPU hogs the replay ran
+		// into its deadline at cell 19: the cells after it were lost.  A
+		// replay now takes one checkpoint, after its last cell.  A server
+		// of its own, to read its verdicts.
 		const d = await startClient(newProject('replay-many'), { structured: true, args: ['--log-level', 'debug'] });
 		try {
 			const s = 'many';
@@ -262,5 +261,33 @@ describe('replay log: a call that copies what the checkpoint shared', () => {
 		const taken = h.stderr().slice(before).split('\n').filter((l) => /session copy: a checkpoint holds the state after cell/.test(l));
 		assert.ok(taken.some((l) => /after cell 3$/.test(l)), taken.join('\n'));
 		assert.ok(!taken.some((l) => /after cell 2\b/.test(l)), taken.join('\n'));
+	});
+});
+
+describe('replay log: a cell that fails when run again, twice', () => {
+	let h;
+	before(async () => { h = await startClient(newProject('replaytwice'), { structured: true }); });
+	after(async () => { await h?.close(); });
+
+	// The failure takes the process back to the copy the replay started
+	// from, and the cells before the failed one run once more; a cell that
+	// fails in that second pass too leaves the copy's state, and the note
+	// names both.
+	test('a cell of the second pass that fails too: the state is the copy\'s, and the note says so', { timeout: 120000 }, async () => {
+		const s = 'twice';
+		writeFile(h.root, 'workspace/data.txt', 'payload');
+		await ok(h, s, "import os\nx = 1\ndef g():\n    if os.path.exists('workspace/flag'):\n        raise RuntimeError('second pass')\n    return 1\n"
+			+ "def get():\n    try:\n        return open('workspace/data.txt').read()\n    except FileNotFoundError:\n"
+			+ "        open('workspace/flag', 'w').close()\n        raise");
+		await ok(h, s, 'y = g()');
+		await ok(h, s, 'data = get()');
+		await ok(h, s, 'z = 3');
+		await sleep(300);
+		assert.deepEqual(checkpointCells(h.pid, s), [1]);
+		fs.rmSync(path.join(h.root, 'workspace', 'data.txt'));
+		const r = await timeout(h, s);
+		assert.match(r.text, /but cell 3 failed when run again \(FileNotFoundError: [^)]*\), and cell 2 failed when run once more to rebuild the state before it \(RuntimeError: second pass\), so the state is as after cell 1: what cells 2 to 4 did to variables is gone/, r.text);
+		const k = await ok(h, s, "x, 'y' in globals(), 'data' in globals(), 'z' in globals()");
+		assert.equal(k.sc.result, '(1, False, False, False)', show(k.sc));
 	});
 });
