@@ -41,6 +41,7 @@ int pstat_parse(const char *text, struct pstat *out)
 		case 17: out->cstime = (long long)v; break;
 		case 20: out->num_threads = (long)v; break;
 		case 22: out->start = v; break;
+		case 24: out->rss = (long long)v; break;
 		case 39: out->processor = (int)v; break;
 		case 52: out->exit_code = (int)(long long)v; break;
 		default: break;

@@ -16,6 +16,7 @@ struct pstat {
 	long long cutime, cstime;        /* 16, 17: of the children it waited for */
 	long num_threads;                /* 20 */
 	unsigned long long start;        /* 22: clock ticks after boot */
+	long long rss;                   /* 24: resident pages; 0 when the line stops before */
 	int processor;                   /* 39: the CPU it last ran on; -1 when the line stops before */
 	int exit_code;                   /* 52: the wait status of a zombie; -1 when the line stops before */
 };

@@ -75,12 +75,14 @@ static bool read_fds(const struct pdirfd *p, struct kview *kv)
 
 /* A process's page faults and its reaped children's, from its stat. */
 static bool faults(const struct pdirfd *p, const char *name, unsigned long long *flt, unsigned long long *maj, unsigned long long *cflt,
-		   unsigned long long *cmaj)
+		   unsigned long long *cmaj, long long *rss)
 {
 	struct pstat ps;
 	if (pstat_read_kept(p->fd, p->path, name, &ps) < 0)
 		return false;
 	*flt = ps.minflt, *cflt = ps.cminflt, *maj = ps.majflt, *cmaj = ps.cmajflt;
+	if (rss)
+		*rss = ps.rss;
 	return true;
 }
 
@@ -156,7 +158,7 @@ static bool read_children(const struct pdirfd *p, const struct session *s, struc
 		snprintf(stat, sizeof stat, "/proc/%d/stat", (int)kv->kid[i]);
 		/* Gone since the list (reaped): it counts in the parent's. */
 		kv->kid_flt[i] = kv->kid_maj[i] = kv->kid_wchar[i] = 0;
-		if (faults(&by_path, stat, &f, &m, &cf, &cm)) {
+		if (faults(&by_path, stat, &f, &m, &cf, &cm, NULL)) {
 			kv->kid_flt[i] = f + cf;
 			kv->kid_maj[i] = m + cm;
 		}
@@ -188,7 +190,7 @@ void kview_read(const struct session *s, struct kview *kv)
 	 * server without CAP_SYS_PTRACE lacks (the session is undumpable):
 	 * then the session's own word stands in for them (kview_effect). */
 	kv->own = proc_read(&p, "io", buf, sizeof buf) && field_ull(buf, "wchar: ", &kv->wchar) && read_fds(&p, kv);
-	bool ok = faults(&p, "stat", &flt, &maj, &kv->cminflt, &kv->cmajflt) && read_children(&p, s, kv);
+	bool ok = faults(&p, "stat", &flt, &maj, &kv->cminflt, &kv->cmajflt, &kv->rss) && read_children(&p, s, kv);
 	kv->minflt = flt;
 	close(p.fd);
 	kv->valid = ok && s->pidfd >= 0 && pidfd_signal(s->pidfd, 0) == 0;

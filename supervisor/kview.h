@@ -50,6 +50,7 @@ struct kview {
 	int threads;         /* its threads (with valid) */
 	unsigned long long wchar, cminflt, cmajflt;
 	unsigned long long minflt; /* its own minor faults (with valid): what the replay log prices */
+	long long rss;             /* its resident pages (with valid) */
 	/* Its children (host pids: the checkpoint is one, and the one it
 	 * replaced until the session reaps it), with the page faults each
 	 * adds to cminflt and cmajflt when it is reaped, and its wchar. */

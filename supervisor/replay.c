@@ -58,7 +58,10 @@ struct replay {
 	double ms;               /* the log's prices, against the budget */
 	double ms_full;          /* its calls' durations, for the replay's deadline */
 	struct run *pending;     /* logged in settled: its entry at finish_cur */
-	double pending_ms, pending_price;
+	double pending_ms, pending_price, pending_copied;
+	/* The pages the last checkpoint shared with the session, and the
+	 * faults the log's prices left out as their copying (copy_paid). */
+	double shared_pages, copied;
 	/* The least a copy-on-write fault has been seen to cost the session
 	 * at most (us; 0: none seen yet): see replay_log_instead. */
 	double fault_us;
@@ -442,22 +445,33 @@ bool replay_view_own(struct session *s, const struct run *c)
 	return rp->kv_cell == c->cell && rp->kv0.valid && rp->kv0.own;
 }
 
-/* What of the first call after a checkpoint went, at most, to copying the
- * pages that checkpoint shared with the session (ms): its minor faults
- * (the session's own, counted by the kernel) at the least cost per fault
- * seen in such a call of this session, and never more than
- * COPY_FAULT_US_MAX. */
+/* What a call spent, at most, copying pages the last checkpoint shared
+ * with the session (ms): its minor faults (the session's own, counted by
+ * the kernel) at the least cost per fault seen in a call of this session,
+ * never more than COPY_FAULT_US_MAX, and in all the log no more faults
+ * than the pages the session held when that checkpoint was taken: each is
+ * copied once, the next write finds it the session's own.  Sets
+ * rp->pending_copied, the faults it counted. */
 static double copy_paid(struct replay *rp, const struct kview *now, double call_ms)
 {
-	if (rp->n != 0 || !rp->kv0.valid || !now->valid || now->minflt <= rp->kv0.minflt || call_ms <= 0)
+	rp->pending_copied = 0;
+	if (!rp->kv0.valid || !now->valid || now->minflt <= rp->kv0.minflt || call_ms <= 0)
 		return 0;
+	if (rp->n == 0) {
+		/* The first cell after the checkpoint: the process held then
+		 * what the checkpoint holds. */
+		rp->shared_pages = rp->kv0.rss > 0 ? (double)rp->kv0.rss : 0;
+		rp->copied = 0;
+	}
 	double faults = (double)(now->minflt - rp->kv0.minflt);
 	/* A call of many faults bounds what one costs: all its time at most. */
 	double per = call_ms * 1000.0 / faults;
 	if (faults >= COPY_LEARN_FAULTS && (rp->fault_us == 0 || per < rp->fault_us))
 		rp->fault_us = per;
 	double us = rp->fault_us > 0 && rp->fault_us < COPY_FAULT_US_MAX ? rp->fault_us : COPY_FAULT_US_MAX;
-	double ms = faults * us / 1000.0;
+	double left = rp->shared_pages - rp->copied;
+	rp->pending_copied = faults < left ? faults : left > 0 ? left : 0;
+	double ms = rp->pending_copied * us / 1000.0;
 	return ms < call_ms ? ms : call_ms;
 }
 
@@ -472,22 +486,22 @@ bool replay_log_instead(struct sup *sup, struct session *s, struct run *c)
 	 * into every cell: a hundred cheap cells then took 1.6 s to run
 	 * again, and a copy-bound cell made the next one copy as much again.
 	 *
-	 * Not priced: what the first call after a checkpoint spent copying
-	 * the pages that checkpoint shared (copy_paid).  A checkpoint makes
-	 * the next call that rewrites a large array copy all of it (`a += 1`
-	 * on 1 GiB: 4.1 s on a VM whose copy-on-write fault costs 17 us,
-	 * against 51 ms), so priced with it such a call was always over the
-	 * budget: a checkpoint, and the next call copied the GiB again, call
-	 * after call (98 times the time without checkpoints).  A rollback
-	 * pays that copy once (the resumed copy takes its own checkpoint
-	 * before the cells run again); a checkpoint makes every such call
-	 * pay it.  So a replay is bounded by the budget plus one call's
-	 * copying, and each cell run again still has its own deadline
-	 * (twice its whole first duration and a second).
-	 * Attack: a session that faults pages on purpose makes its first call
-	 * after a checkpoint look like copying: that call is logged, and its
-	 * own rollback runs it again within that deadline; no other session
-	 * shares the estimate. */
+	 * Not priced: what a call spent copying the pages the checkpoint
+	 * before it shared (copy_paid).  A checkpoint makes the next call
+	 * that rewrites a large array copy all of it (`a += 1` on 1 GiB: 4.1
+	 * s on a VM whose copy-on-write fault costs 17 us, against 51 ms),
+	 * so priced with it such a call was always over the budget: a
+	 * checkpoint, and the next call copied the GiB again, call after call
+	 * (98 times the time without checkpoints).  A rollback pays those
+	 * copies once (the resumed copy takes its own checkpoint before the
+	 * cells run again, which copy the same pages again); a checkpoint
+	 * makes the calls after it pay them every time.  Each page is copied
+	 * once, so a replay is bounded by the budget plus one copy of the
+	 * state the checkpoint holds, and each cell run again still has its
+	 * own deadline (twice its whole first duration and a second).
+	 * Attack: a session that faults pages on purpose makes its calls look
+	 * like copying: they are logged, and its own rollback runs them again
+	 * within those bounds; no other session shares the estimate. */
 	double call_ms = loop_now_ms() - c->t_start;
 	double copy_ms = 0;
 	struct replay_facts f = {
@@ -1166,6 +1180,7 @@ bool replay_call_done(struct sup *sup, struct session *s, struct run *c)
 		rp->code_bytes += strlen(c->code);
 		rp->ms += e->price;
 		rp->ms_full += e->ms;
+		rp->copied += rp->pending_copied;
 		rp->n++;
 		return false;
 	}

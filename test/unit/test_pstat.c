@@ -45,6 +45,7 @@ static void test_fields(void **state)
 	assert_int_equal(ps.cstime, 170);
 	assert_int_equal(ps.num_threads, 200);
 	assert_int_equal(ps.start, 220);
+	assert_int_equal(ps.rss, 240);
 	assert_int_equal(ps.exit_code, 520);
 }
 
