@@ -976,7 +976,7 @@ static void replay_end(struct sup *sup, struct session *s)
 			 "the session was rolled back: nothing this call did to variables was kept (files it wrote stay); to rebuild the "
 			 "state before it, the copy taken after cell %d was resumed and %s were to be run again, but the session's process "
 			 "ended while cell %d ran again (%s) and no copy of the state was left: the next call starts a new interpreter",
-			 rp->from_cell, range, rp->failed, rp->failed_why);
+			 rp->from_cell, range, rp->failed2 ? rp->failed2 : rp->failed, rp->failed2 ? rp->failed2_why : rp->failed_why);
 	} else if (rp->failed) {
 		char gone[64], then[400] = "";
 		cells(gone, sizeof gone, rp->last_ok + 1, rp->last);
