@@ -75,14 +75,17 @@ static bool read_fds(const struct pdirfd *p, struct kview *kv)
 
 /* A process's page faults and its reaped children's, from its stat. */
 static bool faults(const struct pdirfd *p, const char *name, unsigned long long *flt, unsigned long long *maj, unsigned long long *cflt,
-		   unsigned long long *cmaj, long long *rss)
+		   unsigned long long *cmaj, struct kview *kv)
 {
 	struct pstat ps;
 	if (pstat_read_kept(p->fd, p->path, name, &ps) < 0)
 		return false;
 	*flt = ps.minflt, *cflt = ps.cminflt, *maj = ps.majflt, *cmaj = ps.cmajflt;
-	if (rss)
-		*rss = ps.rss;
+	if (kv) {
+		kv->minflt = ps.minflt;
+		kv->rss = ps.rss;
+		kv->cpu_ticks = ps.utime + ps.stime;
+	}
 	return true;
 }
 
@@ -190,8 +193,7 @@ void kview_read(const struct session *s, struct kview *kv)
 	 * server without CAP_SYS_PTRACE lacks (the session is undumpable):
 	 * then the session's own word stands in for them (kview_effect). */
 	kv->own = proc_read(&p, "io", buf, sizeof buf) && field_ull(buf, "wchar: ", &kv->wchar) && read_fds(&p, kv);
-	bool ok = faults(&p, "stat", &flt, &maj, &kv->cminflt, &kv->cmajflt, &kv->rss) && read_children(&p, s, kv);
-	kv->minflt = flt;
+	bool ok = faults(&p, "stat", &flt, &maj, &kv->cminflt, &kv->cmajflt, kv) && read_children(&p, s, kv);
 	close(p.fd);
 	kv->valid = ok && s->pidfd >= 0 && pidfd_signal(s->pidfd, 0) == 0;
 }

@@ -51,6 +51,7 @@ struct kview {
 	unsigned long long wchar, cminflt, cmajflt;
 	unsigned long long minflt; /* its own minor faults (with valid): what the replay log prices */
 	long long rss;             /* its resident pages (with valid) */
+	unsigned long long cpu_ticks; /* its user and system time, clock ticks (with valid) */
 	/* Its children (host pids: the checkpoint is one, and the one it
 	 * replaced until the session reaps it), with the page faults each
 	 * adds to cminflt and cmajflt when it is reaped, and its wchar. */

@@ -26,6 +26,7 @@
 
 #include <limits.h>
 #include <stddef.h>
+#include <unistd.h>
 
 /* What of each output is kept to show where two runs part. */
 #define SHOWN_MAX 400
@@ -56,7 +57,6 @@ struct replay {
 	int n;
 	size_t code_bytes;
 	double ms;               /* the log's prices, against the budget */
-	double ms_full;          /* its calls' durations, for the replay's deadline */
 	struct run *pending;     /* logged in settled: its entry at finish_cur */
 	double pending_ms, pending_price, pending_copied;
 	/* The pages the last checkpoint shared with the session, and the
@@ -394,7 +394,7 @@ static void replay_clear(struct session *s)
 		entry_free(&rp->log[i]);
 	rp->n = 0;
 	rp->code_bytes = 0;
-	rp->ms = rp->ms_full = 0;
+	rp->ms = 0;
 	rp->pending = NULL;
 }
 
@@ -447,11 +447,16 @@ bool replay_view_own(struct session *s, const struct run *c)
 
 /* What a call spent, at most, copying pages the last checkpoint shared
  * with the session (ms): its minor faults (the session's own, counted by
- * the kernel) at the least cost per fault seen in a call of this session,
- * never more than COPY_FAULT_US_MAX, and in all the log no more faults
- * than the pages the session held when that checkpoint was taken: each is
- * copied once, the next write finds it the session's own.  Sets
- * rp->pending_copied, the faults it counted. */
+ * the kernel) at the least CPU time per fault seen in a call of this
+ * session, never more than COPY_FAULT_US_MAX, as a share of the CPU time
+ * the call took, that share of its duration (on a loaded machine a call
+ * waits for a CPU too: with three CPU hogs on two CPUs, 195 us of the
+ * call's time a fault); and in all the log no more faults than the pages
+ * the session held when that checkpoint was taken: each is copied once,
+ * the next write finds it the session's own.  A call of less than
+ * COPY_CPU_MIN_MS of CPU (the clock ticks are too coarse) counts its
+ * faults against its duration.  Sets rp->pending_copied, the faults it
+ * counted. */
 static double copy_paid(struct replay *rp, const struct kview *now, double call_ms)
 {
 	rp->pending_copied = 0;
@@ -463,16 +468,24 @@ static double copy_paid(struct replay *rp, const struct kview *now, double call_
 		rp->shared_pages = rp->kv0.rss > 0 ? (double)rp->kv0.rss : 0;
 		rp->copied = 0;
 	}
+	static double tick_ms;
+	if (tick_ms == 0) {
+		long hz = sysconf(_SC_CLK_TCK);
+		tick_ms = hz > 0 ? 1000.0 / (double)hz : 10.0;
+	}
+	double cpu_ms = now->cpu_ticks > rp->kv0.cpu_ticks ? (double)(now->cpu_ticks - rp->kv0.cpu_ticks) * tick_ms : 0;
+	bool by_cpu = cpu_ms >= COPY_CPU_MIN_MS;
+	double base = by_cpu ? cpu_ms : call_ms;
 	double faults = (double)(now->minflt - rp->kv0.minflt);
 	/* A call of many faults bounds what one costs: all its time at most. */
-	double per = call_ms * 1000.0 / faults;
+	double per = base * 1000.0 / faults;
 	if (faults >= COPY_LEARN_FAULTS && (rp->fault_us == 0 || per < rp->fault_us))
 		rp->fault_us = per;
 	double us = rp->fault_us > 0 && rp->fault_us < COPY_FAULT_US_MAX ? rp->fault_us : COPY_FAULT_US_MAX;
 	double left = rp->shared_pages - rp->copied;
 	rp->pending_copied = faults < left ? faults : left > 0 ? left : 0;
-	double ms = rp->pending_copied * us / 1000.0;
-	return ms < call_ms ? ms : call_ms;
+	double share = rp->pending_copied * us / 1000.0 / base;
+	return call_ms * (share < 1 ? share : 1);
 }
 
 bool replay_log_instead(struct sup *sup, struct session *s, struct run *c)
@@ -1156,7 +1169,7 @@ bool replay_begin(struct sup *sup, struct session *s, struct run *c)
 	rp->n_again = rp->n;
 	rp->n = 0;
 	rp->code_bytes = 0;
-	rp->ms = rp->ms_full = 0;
+	rp->ms = 0;
 	queue_again(s, rp->last);
 	(void)sup;
 	return true;
@@ -1179,7 +1192,6 @@ bool replay_call_done(struct sup *sup, struct session *s, struct run *c)
 		e->whole = digest_of(s, c, e->digest, &e->shown);
 		rp->code_bytes += strlen(c->code);
 		rp->ms += e->price;
-		rp->ms_full += e->ms;
 		rp->copied += rp->pending_copied;
 		rp->n++;
 		return false;

@@ -26,6 +26,9 @@
  * faults from which such a call teaches what one costs the session. */
 #define COPY_FAULT_US_MAX 40.0
 #define COPY_LEARN_FAULTS 4096
+/* The CPU time (ms) from which a call's copying is judged as a share of
+ * its CPU time rather than of its duration. */
+#define COPY_CPU_MIN_MS 50.0
 
 /* Why a checkpoint is taken, or REPLAY_LOG when the cell is only logged. */
 enum replay_verdict {
