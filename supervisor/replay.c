@@ -35,7 +35,6 @@ struct replay_entry {
 	int cell;
 	char *code;
 	double ms;            /* its call's duration: what bounds its run again */
-	double price;         /* what it counts against the budget (replay_log_instead) */
 	enum call_status first_status; /* how it ended the first time */
 	unsigned char digest[HMAC_LEN];
 	bool whole;          /* the digest covers the whole output */
@@ -1132,12 +1131,11 @@ bool replay_begin(struct sup *sup, struct session *s, struct run *c)
 		if (run_once_more(s, rp->stop_cell))
 			return true;
 		drop_queued(s);
-		if (!rp->failed) {
-			rp->failed = had + 1 > rp->first ? had + 1 : rp->first;
-			snprintf(rp->failed_why, sizeof rp->failed_why, "the session's process ended before the state after it was kept");
-		} else if (!rp->failed2) {
-			rp->failed2 = had + 1 > rp->first ? had + 1 : rp->first;
-			snprintf(rp->failed2_why, sizeof rp->failed2_why, "the session's process ended before the state after it was kept");
+		if (!rp->failed2) {
+			int *failed = rp->failed ? &rp->failed2 : &rp->failed;
+			char *why = rp->failed ? rp->failed2_why : rp->failed_why;
+			*failed = had + 1 > rp->first ? had + 1 : rp->first;
+			snprintf(why, sizeof rp->failed_why, "the session's process ended before the state after it was kept");
 		}
 		rp->last_ok = rp->base_cell;
 		replay_end(sup, s);
@@ -1187,11 +1185,10 @@ bool replay_call_done(struct sup *sup, struct session *s, struct run *c)
 		e->cell = c->cell;
 		e->code = xstrdup(c->code);
 		e->ms = rp->pending_ms;
-		e->price = rp->pending_price;
 		e->first_status = c->status;
 		e->whole = digest_of(s, c, e->digest, &e->shown);
 		rp->code_bytes += strlen(c->code);
-		rp->ms += e->price;
+		rp->ms += rp->pending_price;
 		rp->copied += rp->pending_copied;
 		rp->n++;
 		return false;
