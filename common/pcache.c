@@ -78,6 +78,16 @@ ssize_t pcache_read(int dirfd, const char *dir, const char *rel, char *buf, size
 	 * (pcache.h); a regular file replaced by a rename would be read stale
 	 * through the old inode. */
 	bool keyed = k > 0 && (size_t)k < sizeof key && strncmp(key, "/proc/", 6) == 0;
+	/* No directory open (-1), only its absolute path: read by the whole
+	 * path (pdir_open_tasks' one thread). */
+	char whole[512];
+	if (dirfd == -1 && dir && dir[0] == '/') {
+		int w = snprintf(whole, sizeof whole, "%s/%s", dir, rel);
+		if (w < 0 || (size_t)w >= sizeof whole)
+			return -ENAMETOOLONG;
+		dirfd = AT_FDCWD;
+		rel = whole;
+	}
 	if (!keyed)
 		return read_small_at(dirfd, rel, buf, cap);
 	pthread_mutex_lock(&lock);

@@ -22,7 +22,8 @@
 /* Reads rel, relative to the directory dirfd, into buf (at most cap - 1
  * bytes, NUL-terminated), in one read as read_small_at does.  dir is the
  * absolute path dirfd was opened at (AT_FDCWD with rel absolute: NULL or
- * ""), the key under which the descriptor is kept; a read that fails or
+ * ""; dirfd -1: no directory open, dir/rel read by path), the key under
+ * which the descriptor is kept; a read that fails or
  * is empty keeps none, and so does a path not under /proc/.  The bytes
  * read, or -errno. */
 ssize_t pcache_read(int dirfd, const char *dir, const char *rel, char *buf, size_t cap);

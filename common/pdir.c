@@ -1,6 +1,7 @@
 /* Directory entries through getdents64 (pdir.h). */
 #include "pdir.h"
 #include "pcache.h"
+#include "pstat.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -13,6 +14,7 @@ int pdir_open(struct pdir *d, int dirfd, const char *path)
 {
 	d->len = d->off = 0;
 	d->err = 0;
+	d->one[0] = '\0';
 	size_t n = strlen(path);
 	bool abs = path[0] == '/' && n < sizeof d->path;
 	memcpy(d->path, abs ? path : "", abs ? n + 1 : 1);
@@ -29,10 +31,32 @@ int pdir_open_in(struct pdir *d, int dirfd, const char *dir, const char *path)
 	return rc;
 }
 
+int pdir_open_tasks(struct pdir *d, int procfd, const char *procdir)
+{
+	char stat[sizeof d->path];
+	const char *name = strrchr(procdir, '/');
+	int n = snprintf(stat, sizeof stat, "%s/stat", procdir);
+	struct pstat ps;
+	if (procdir[0] == '/' && name && name[1] && strlen(name + 1) < sizeof d->one && n > 0 && (size_t)n < sizeof stat &&
+	    snprintf(d->path, sizeof d->path, "%s/task", procdir) < (int)sizeof d->path &&
+	    pstat_read_kept(AT_FDCWD, NULL, stat, &ps) == 0 && ps.num_threads == 1 && ps.state != 'Z' && ps.state != 'X') {
+		d->len = d->off = 0;
+		d->err = 0;
+		d->fd = -1;
+		snprintf(d->one, sizeof d->one, "%s", name + 1);
+		return 0;
+	}
+	if (procfd >= 0)
+		return pdir_open_in(d, procfd, procdir, "task");
+	snprintf(stat, sizeof stat, "%s/task", procdir);
+	return pdir_open(d, AT_FDCWD, stat);
+}
+
 void pdir_adopt(struct pdir *d, int fd)
 {
 	d->len = d->off = 0;
 	d->err = 0;
+	d->one[0] = '\0';
 	d->fd = fd;
 	d->path[0] = '\0';
 }
@@ -44,6 +68,12 @@ ssize_t pdir_read(const struct pdir *d, const char *rel, char *buf, size_t cap)
 
 const char *pdir_next(struct pdir *d)
 {
+	if (d->fd < 0 && d->one[0]) {
+		/* Returned once: the name stays in place for the caller. */
+		memcpy(d->buf, d->one, sizeof d->one);
+		d->one[0] = '\0';
+		return d->buf;
+	}
 	for (;;) {
 		if (d->off >= d->len) {
 			if (d->fd < 0 || d->err)

@@ -10,9 +10,12 @@
 #include <sys/types.h>
 
 struct pdir {
-	int fd;     /* the directory, for *at() calls on its entries */
+	int fd;     /* the directory, for *at() calls on its entries; -1 for
+		     * the one thread of pdir_open_tasks (no directory opened:
+		     * its entries are read by path) */
 	int err;    /* 0, or the errno of a failed read (the listing stopped) */
 	long len, off;
+	char one[24]; /* pdir_open_tasks: the one entry not yet returned */
 	char path[64]; /* the absolute path it was opened at, or "" (pdir_read) */
 	char buf[2048] __attribute__((aligned(8)));
 };
@@ -24,12 +27,27 @@ int pdir_open(struct pdir *d, int dirfd, const char *path);
  * the listing's path (for pdir_read) is dir/path. */
 int pdir_open_in(struct pdir *d, int dirfd, const char *dir, const char *path);
 
+/* The threads of the process whose /proc directory is procdir (an
+ * absolute path; procfd open at it, or -1): its task directory, the same
+ * as pdir_open_in(d, procfd, procdir, "task"), except when the process's
+ * stat (read through a kept descriptor, pcache.h) says it has one thread
+ * and has not exited.  Then the listing is that thread, the process
+ * itself, and no directory is opened: a listing costs an open, two
+ * getdents and a close (four of the ~190 system calls of a warm call, done
+ * nine times a call), the stat one pread.  One thread is the leader: a
+ * leader that exits before its other threads stays counted in
+ * num_threads, and listed, until the last of them has exited too.  A
+ * thread made after the stat is missed, as one made after a getdents is;
+ * callers that judge a stopped process see none made.  0, or -errno. */
+int pdir_open_tasks(struct pdir *d, int procfd, const char *procdir);
+
 /* The same for a directory already open (fd, owned from now on). */
 void pdir_adopt(struct pdir *d, int fd);
 
 /* Reads the small file rel below the directory (read_small_at), through a
  * descriptor kept from the last read of the same path when the directory
- * was opened by an absolute path (pcache.h). */
+ * was opened by an absolute path (pcache.h); by that path when no
+ * directory was opened (pdir_open_tasks). */
 ssize_t pdir_read(const struct pdir *d, const char *rel, char *buf, size_t cap);
 
 /* The next entry's name, "." and ".." left out; NULL at the end or on an

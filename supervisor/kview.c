@@ -96,7 +96,7 @@ static bool faults(const struct pdirfd *p, const char *name, unsigned long long 
 static bool list_kids(const struct pdirfd *proc, struct kview *kv, bool own)
 {
 	struct pdir dir;
-	if (pdir_open_in(&dir, proc->fd, proc->path, "task") < 0)
+	if (pdir_open_tasks(&dir, proc->fd, proc->path) < 0)
 		return false;
 	bool ok = true;
 	for (const char *tid; ok && (tid = pdir_next(&dir));) {

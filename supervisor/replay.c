@@ -21,7 +21,7 @@
 #include "kview.h"
 
 #include "../common/hmac.h"
-#include "../common/pdir.h"
+#include "../common/pstat.h"
 #include "../files/artifacts.h"
 
 #include <limits.h>
@@ -415,20 +415,16 @@ void replay_checkpoint_taken(struct session *s, bool resumed)
 	rp->base_cell = rp->state_cell;
 }
 
-/* The session's threads, as the kernel lists them; 0 when unknown. */
+/* The session's threads, as the kernel counts them (one pread of a kept
+ * stat, not a listing); 0 when unknown. */
 static int thread_count(pid_t hpid)
 {
 	char path[64];
-	snprintf(path, sizeof path, "/proc/%d/task", (int)hpid);
-	struct pdir d;
-	if (hpid <= 0 || pdir_open(&d, AT_FDCWD, path) < 0)
+	struct pstat ps;
+	snprintf(path, sizeof path, "/proc/%d/stat", (int)hpid);
+	if (hpid <= 0 || pstat_read_kept(AT_FDCWD, NULL, path, &ps) < 0 || ps.num_threads < 0 || ps.num_threads > INT_MAX)
 		return 0;
-	int n = 0;
-	while (pdir_next(&d))
-		n++;
-	n = d.err ? 0 : n;
-	pdir_close(&d);
-	return n;
+	return (int)ps.num_threads;
 }
 
 void replay_cell_sent(struct session *s, const struct run *c)

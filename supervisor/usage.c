@@ -90,9 +90,9 @@ static size_t descendants(pid_t pid, pid_t skip, pid_t *out, size_t max)
 	while (qi < qn && n < max) {
 		pid_t cur = queue[qi++];
 		char path[64];
-		snprintf(path, sizeof path, "/proc/%d/task", (int)cur);
+		snprintf(path, sizeof path, "/proc/%d", (int)cur);
 		struct pdir d;
-		if (pdir_open(&d, AT_FDCWD, path) < 0)
+		if (pdir_open_tasks(&d, -1, path) < 0)
 			continue;
 		for (const char *tid; n < max && (tid = pdir_next(&d));) {
 			char cpath[96], buf[4096];

@@ -80,9 +80,9 @@ static uint64_t thread_run(const struct pdir *task, const char *tid, const struc
 int watch_idle(pid_t pid, struct watch_look *last)
 {
 	char path[96];
-	snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+	snprintf(path, sizeof path, "/proc/%d", (int)pid);
 	struct pdir d;
-	int rc = pdir_open(&d, AT_FDCWD, path);
+	int rc = pdir_open_tasks(&d, -1, path);
 	if (rc < 0) {
 		last->valid = false;
 		return rc;
@@ -140,9 +140,9 @@ static bool listed(pid_t p, const pid_t *set, size_t n)
 static int children_within(pid_t pid, const pid_t *ok, size_t n_ok, bool stopped, bool *all_stopped)
 {
 	char path[96], buf[4096];
-	snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+	snprintf(path, sizeof path, "/proc/%d", (int)pid);
 	struct pdir d;
-	int r = pdir_open(&d, AT_FDCWD, path);
+	int r = pdir_open_tasks(&d, -1, path);
 	if (r < 0)
 		return r;
 	r = 1;

@@ -14,6 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -200,12 +202,119 @@ static void test_unkeyed(void **state)
 	unlink(tmp);
 }
 
+/* The listing of a process's threads (pdir_open_tasks), read as a caller
+ * reads it: each name, and its stat and children through pdir_read. */
+static int tasks_of(pid_t pid, bool *opened, char names[][24], int max)
+{
+	char dir[64];
+	snprintf(dir, sizeof dir, "/proc/%d", (int)pid);
+	struct pdir d;
+	assert_int_equal(pdir_open_tasks(&d, -1, dir), 0);
+	*opened = d.fd >= 0;
+	int n = 0;
+	for (const char *t; (t = pdir_next(&d));) {
+		assert_true(n < max);
+		snprintf(names[n++], 24, "%s", t);
+		char rel[64], buf[1024];
+		snprintf(rel, sizeof rel, "%s/stat", t);
+		assert_true(pdir_read(&d, rel, buf, sizeof buf) > 0);
+		snprintf(rel, sizeof rel, "%s/children", t);
+		assert_true(pdir_read(&d, rel, buf, sizeof buf) >= 0);
+	}
+	assert_int_equal(d.err, 0);
+	pdir_close(&d);
+	return n;
+}
+
+/* One thread: the process itself, and no directory opened; its files are
+ * read by path (none kept yet) and then through kept descriptors. */
+static void test_tasks_one(void **state)
+{
+	(void)state;
+	pid_t pid = sleeper();
+	char names[4][24], want[24];
+	bool opened;
+	snprintf(want, sizeof want, "%d", (int)pid);
+	assert_int_equal(tasks_of(pid, &opened, names, 4), 1);
+	assert_false(opened);
+	assert_string_equal(names[0], want);
+	assert_int_equal(tasks_of(pid, &opened, names, 4), 1);
+	assert_false(opened);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+}
+
+static void *park(void *arg)
+{
+	(void)arg;
+	for (;;)
+		pause();
+	return NULL;
+}
+
+/* A child with a second thread; with leader_exits, its first thread then
+ * exits alone (the leader a zombie while the other runs). */
+static pid_t threaded(bool leader_exits)
+{
+	int p[2];
+	assert_int_equal(pipe(p), 0);
+	pid_t pid = fork();
+	if (pid == 0) {
+		pthread_t t;
+		if (pthread_create(&t, NULL, park, NULL) != 0)
+			_exit(1);
+		if (write(p[1], "x", 1) != 1)
+			_exit(1);
+		if (leader_exits)
+			syscall(SYS_exit, 0);
+		park(NULL);
+	}
+	char c;
+	assert_int_equal(read(p[0], &c, 1), 1);
+	close(p[0]);
+	close(p[1]);
+	return pid;
+}
+
+/* Two threads: the directory is listed, both are in it. */
+static void test_tasks_two(void **state)
+{
+	(void)state;
+	pid_t pid = threaded(false);
+	char names[4][24];
+	bool opened;
+	assert_int_equal(tasks_of(pid, &opened, names, 4), 2);
+	assert_true(opened);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+}
+
+/* A leader that exited while another thread runs still counts in
+ * num_threads: listed, never taken for "one thread, the leader" (whose
+ * children file would not be the live thread's). */
+static void test_tasks_leader_gone(void **state)
+{
+	(void)state;
+	pid_t pid = threaded(true);
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+	assert_int_equal(state_of(path, 'Z'), 'Z');
+	char names[4][24];
+	bool opened;
+	assert_int_equal(tasks_of(pid, &opened, names, 4), 2);
+	assert_true(opened);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup(test_reads_now, setup),     cmocka_unit_test_setup(test_gone_fails, setup),
 		cmocka_unit_test_setup(test_children_not_stale, setup), cmocka_unit_test_setup(test_fdinfo_follows, setup),
 		cmocka_unit_test_setup(test_bounded, setup),       cmocka_unit_test_setup(test_unkeyed, setup),
+		cmocka_unit_test_setup(test_tasks_one, setup),     cmocka_unit_test_setup(test_tasks_two, setup),
+		cmocka_unit_test_setup(test_tasks_leader_gone, setup),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
