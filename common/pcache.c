@@ -133,6 +133,50 @@ ssize_t pcache_read(int dirfd, const char *dir, const char *rel, char *buf, size
 	return n;
 }
 
+ssize_t pcache_write(const char *path, const char *data, size_t len)
+{
+	char key[PCACHE_KEY];
+	int k = snprintf(key, sizeof key, "%s (w)", path);
+	if (k <= 0 || (size_t)k >= sizeof key || strncmp(key, "/proc/", 6) != 0)
+		return -EINVAL;
+	pthread_mutex_lock(&lock);
+	init();
+	struct pentry *e = find(key);
+	if (e) {
+		ssize_t n = pwrite(e->fd, data, len, 0);
+		if (n >= 0) {
+			e->used = ++clock_;
+			pthread_mutex_unlock(&lock);
+			return n;
+		}
+		/* Its task is gone: the path again, as if never kept. */
+		close(e->fd);
+		e->fd = -1;
+	}
+	pthread_mutex_unlock(&lock);
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	ssize_t n = pwrite(fd, data, len, 0);
+	if (n < 0) {
+		int err = errno;
+		close(fd);
+		return -err;
+	}
+	pthread_mutex_lock(&lock);
+	init();
+	if (find(key)) {
+		close(fd);
+	} else {
+		e = slot();
+		e->fd = fd;
+		e->used = ++clock_;
+		memcpy(e->key, key, (size_t)k + 1);
+	}
+	pthread_mutex_unlock(&lock);
+	return n;
+}
+
 void pcache_clear(void)
 {
 	pthread_mutex_lock(&lock);

@@ -28,6 +28,13 @@
  * read, or -errno. */
 ssize_t pcache_read(int dirfd, const char *dir, const char *rel, char *buf, size_t cap);
 
+/* Writes data to the /proc file path (clear_refs) at offset 0, through a
+ * descriptor kept open for writing since the first write of the same path,
+ * under the same argument as reads: a kept descriptor names its task, and
+ * fails once that task is gone (then the path is opened again).  The bytes
+ * written, or -errno. */
+ssize_t pcache_write(const char *path, const char *data, size_t len);
+
 /* Closes every kept descriptor (a test's clean state; the server keeps
  * them for its life, at most PCACHE_MAX). */
 void pcache_clear(void);

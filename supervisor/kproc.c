@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "../common/log.h"
+#include "../common/pcache.h"
 #include "../common/pstat.h"
 #include "../common/util.h"
 
@@ -169,7 +170,7 @@ bool kproc_dying(int pidfd, pid_t host, int *sig)
 	char path[64], buf[4096];
 	struct pstat ps;
 	snprintf(path, sizeof path, "/proc/%d/stat", (int)host);
-	int r = host > 0 ? pstat_read(-1, path, &ps) : -ESRCH;
+	int r = host > 0 ? pstat_read_kept(AT_FDCWD, NULL, path, &ps) : -ESRCH;
 	/* Looked at after /proc was read: not exited now, the pid was still
 	 * its process's then (a pid is reused only once its process is
 	 * reaped). */
@@ -190,7 +191,7 @@ bool kproc_dying(int pidfd, pid_t host, int *sig)
 		return false;
 	snprintf(path, sizeof path, "/proc/%d/status", (int)host);
 	unsigned long long own = 0, shared = 0, kill_bit = 1ULL << (SIGKILL - 1);
-	bool killed = read_small(path, buf, sizeof buf) > 0 && pending_mask(buf, "SigPnd", &own) &&
+	bool killed = pcache_read(AT_FDCWD, NULL, path, buf, sizeof buf) > 0 && pending_mask(buf, "SigPnd", &own) &&
 		      pending_mask(buf, "ShdPnd", &shared) && ((own | shared) & kill_bit);
 	if (polls_exited(pidfd))
 		return true;

@@ -158,11 +158,7 @@ void usage_begin(struct usage *u, pid_t hpid, int pidfd, pid_t ckpt_hpid)
 		return;
 	char path[64];
 	snprintf(path, sizeof path, "/proc/%d/clear_refs", (int)hpid);
-	int fd = open(path, O_WRONLY | O_CLOEXEC);
-	if (fd >= 0) {
-		u->peak_reset = write(fd, "5", 1) == 1;
-		close(fd);
-	}
+	u->peak_reset = pcache_write(path, "5", 1) == 1;
 }
 
 void usage_end(struct usage *u, pid_t hpid, int pidfd, pid_t ckpt_hpid)

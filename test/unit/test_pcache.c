@@ -307,6 +307,25 @@ static void test_tasks_leader_gone(void **state)
 	waitpid(pid, NULL, 0);
 }
 
+/* clear_refs written through a kept descriptor: once opened, and never
+ * into a task that is gone. */
+static void test_write_kept(void **state)
+{
+	(void)state;
+	pid_t pid = sleeper();
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%d/clear_refs", (int)pid);
+	assert_int_equal(pcache_write(path, "5", 1), 1);
+	assert_int_equal(pcache_count(), 1);
+	assert_int_equal(pcache_write(path, "5", 1), 1);
+	assert_int_equal(pcache_count(), 1);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	assert_true(pcache_write(path, "5", 1) < 0);
+	assert_int_equal(pcache_count(), 0);
+	assert_int_equal(pcache_write("/tmp/x", "5", 1), -EINVAL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -314,7 +333,7 @@ int main(void)
 		cmocka_unit_test_setup(test_children_not_stale, setup), cmocka_unit_test_setup(test_fdinfo_follows, setup),
 		cmocka_unit_test_setup(test_bounded, setup),       cmocka_unit_test_setup(test_unkeyed, setup),
 		cmocka_unit_test_setup(test_tasks_one, setup),     cmocka_unit_test_setup(test_tasks_two, setup),
-		cmocka_unit_test_setup(test_tasks_leader_gone, setup),
+		cmocka_unit_test_setup(test_tasks_leader_gone, setup), cmocka_unit_test_setup(test_write_kept, setup),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
