@@ -6,6 +6,7 @@
  * never entered, and a directory swapped for a symlink between the stat
  * and the open makes the open fail instead of leading outside. */
 #include "artifacts.h"
+#include "wsnote.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -167,13 +168,14 @@ static bool excluded(const struct art_scan_opts *o, const char *rel)
 }
 
 /* Walks the directory dfd (owned), whose path relative to the workspace is
- * w->path[0..plen). */
-static int walk_dir(struct walk *w, int dfd, size_t plen, int depth)
+ * w->path[0..plen); dst its stat, when known. */
+static int walk_dir(struct walk *w, int dfd, const struct stat *dst, size_t plen, int depth)
 {
 	/* On the heap: one per level, ART_MAX_DEPTH of them at most. */
 	struct pdir *d = xmalloc(sizeof *d);
 	int rc = 0;
 
+	wsnote_dir(dfd, dst); /* watched before it is listed (wsnote.h) */
 	pdir_adopt(d, dfd);
 	for (;;) {
 		const char *name = pdir_next(d);
@@ -234,7 +236,7 @@ static int walk_dir(struct walk *w, int dfd, size_t plen, int depth)
 				}
 				continue;
 			}
-			rc = walk_dir(w, cfd, clen, depth + 1);
+			rc = walk_dir(w, cfd, &st, clen, depth + 1);
 			w->path[plen] = '\0';
 			if (rc < 0 || w->stop)
 				break;
@@ -303,7 +305,7 @@ int art_scan(const struct workspace *ws, const struct art_scan_opts *o, struct a
 		free(w);
 		return rc;
 	}
-	rc = walk_dir(w, fd, n, 0);
+	rc = walk_dir(w, fd, NULL, n, 0);
 	free(w);
 	if (rc < 0) {
 		art_list_free(out);
@@ -449,12 +451,14 @@ static void usage_mark(struct usage *w, unsigned why)
 	mark_unseen(&w->u->unseen, w->u->where, sizeof w->u->where, why, w->path);
 }
 
-/* Sums what is beneath the directory dfd (owned), whose path under the
- * tree is w->path[0..plen) (for messages only: the walk goes by fds). */
-static void usage_dir(struct usage *w, int dfd, size_t plen, int depth)
+/* Sums what is beneath the directory dfd (owned, dst its stat when known),
+ * whose path under the tree is w->path[0..plen) (for messages only: the
+ * walk goes by fds). */
+static void usage_dir(struct usage *w, int dfd, const struct stat *dst, size_t plen, int depth)
 {
 	struct pdir *d = xmalloc(sizeof *d); /* one per level, as walk_dir */
 
+	wsnote_dir(dfd, dst);
 	pdir_adopt(d, dfd);
 	while (!w->stop) {
 		const char *name = pdir_next(d);
@@ -496,7 +500,7 @@ static void usage_dir(struct usage *w, int dfd, size_t plen, int depth)
 			} else {
 				int cfd = openat(d->fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
 				if (cfd >= 0)
-					usage_dir(w, cfd, clen, depth + 1);
+					usage_dir(w, cfd, &st, clen, depth + 1);
 				else if (errno != ENOENT && errno != ELOOP && errno != ENOTDIR)
 					usage_mark(w, ART_UNSEEN_UNREADABLE); /* mode 0, or out of descriptors */
 			}
@@ -513,7 +517,7 @@ static void usage_walk(struct art_usage *u, int fd, size_t max_entries, const st
 	w->u = u;
 	w->max = max_entries ? max_entries : 1000000;
 	w->skip = skip;
-	usage_dir(w, fd, 0, 0);
+	usage_dir(w, fd, NULL, 0, 0);
 	free(w);
 }
 

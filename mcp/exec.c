@@ -212,6 +212,11 @@ struct scan_job {
 	size_t visited;
 	double took_ms;
 	bool spent;                  /* on the loop: the budget ran out */
+	/* The after scan: its list may stand for the next snapshot while
+	 * inotify reports nothing (wsnote.h), from `events` on. */
+	struct wsnote *note;
+	bool stands;
+	unsigned long long events;
 };
 
 static void on_change(const struct art_entry *en, enum art_change ch, void *arg)
@@ -304,7 +309,7 @@ static unsigned long long scan_extra(struct scan_job *sj, bool *whole)
 	return u.charged;
 }
 
-static void scan_walk(struct scan_job *sj)
+static void scan_walk_all(struct scan_job *sj)
 {
 	struct art_scan_opts o = { .subdir = "", .include_hidden = true, .exclude = art_server_dirs };
 	struct err e = { 0 };
@@ -328,6 +333,24 @@ static void scan_walk(struct scan_job *sj)
 		sj->ws_before = art_list_bytes(&sj->before);
 		sj->ws_after = (whole ? 0 : art_list_bytes(&sj->list)) + sj->extra;
 	}
+}
+
+/* The after scan, watched (wsnote.h): its list stands for the next
+ * snapshot when every directory it listed was watched before, no event
+ * came while it walked, and it saw everything. */
+static void scan_walk(struct scan_job *sj)
+{
+	if (!sj->after || !sj->note) {
+		scan_walk_all(sj);
+		return;
+	}
+	unsigned long long e0 = wsnote_events(sj->note);
+	wsnote_walk_begin(sj->note);
+	scan_walk_all(sj);
+	bool watched = wsnote_walk_end();
+	sj->events = wsnote_events(sj->note);
+	sj->stands = watched && sj->events == e0 && !sj->list.truncated && !sj->list.unseen && !sj->unseen[0] &&
+		     sj->effect != ULLONG_MAX;
 }
 
 /* Walks within a budget (art_budget_begin: 0 entries bounds nothing). */
@@ -392,6 +415,16 @@ static void scan_done(struct job *j, bool abandoned)
 		c->n_thumbs = sj->n_thumbs;
 		sj->thumb_rel = NULL;
 		sj->n_thumbs = 0;
+		struct server *srv = c->srv;
+		art_list_free(&srv->snap.list);
+		srv->snap.valid = sj->stands && !sj->spent;
+		if (srv->snap.valid) {
+			srv->snap.list = sj->list;
+			memset(&sj->list, 0, sizeof sj->list);
+			srv->snap.extra = sj->extra;
+			srv->snap.effect = sj->effect;
+			srv->snap.events = sj->events;
+		}
 	} else {
 		art_list_free(&c->before);
 		c->before = sj->list;
@@ -424,6 +457,7 @@ static struct scan_job *scan_new(struct call *c, bool after, void (*then)(struct
 				       p->fs_write == FS_WRITE_LIST ? p->n_fs_write_paths : 0);
 	sj->then = then;
 	sj->arg = arg;
+	sj->note = c->srv->note;
 	if (after) {
 		/* The job reads the snapshot on its thread: it takes it. */
 		sj->before = c->before;
@@ -437,8 +471,36 @@ static struct scan_job *scan_new(struct call *c, bool after, void (*then)(struct
 	return sj;
 }
 
+/* The snapshot before a call from the walk after the last one, taken
+ * (moved: the next walk after makes the next), when inotify reported
+ * nothing since that walk began (wsnote.h); false when it must walk. */
+static bool snapshot_stands(struct call *c)
+{
+	struct server *srv = c->srv;
+	if (!srv->snap.valid || !srv->note || wsnote_events(srv->note) != srv->snap.events) {
+		art_list_free(&srv->snap.list);
+		srv->snap.valid = false;
+		return false;
+	}
+	art_list_free(&c->before);
+	c->before = srv->snap.list;
+	memset(&srv->snap.list, 0, sizeof srv->snap.list);
+	srv->snap.valid = false;
+	c->before_taken = true;
+	c->extra_before = srv->snap.extra;
+	c->effect_before = srv->snap.effect;
+	log_debug("workspace: the snapshot before a call of session %s is the walk after the last call (nothing changed "
+		  "since; %zu files)",
+		  c->run.session, c->before.n);
+	return true;
+}
+
 static void scan_submit(struct call *c, bool after, void (*then)(struct run *r, void *arg), void *arg)
 {
+	if (!after && snapshot_stands(c)) {
+		then(&c->run, arg);
+		return;
+	}
 	struct scan_job *sj = scan_new(c, after, then, arg);
 	if (c->srv->scan_on_loop && c->srv->work) {
 		scan_timed(sj, SCAN_LOOP_ENTRIES, SCAN_LOOP_MS);

@@ -722,6 +722,8 @@ int server_run(struct server *s)
 	 * (budgeted) walk does not queue every other session's behind it. */
 	s->work = work_new(s->loop, 2);
 	sup_set_work(s->sup, s->work);
+	/* After the zygote's fork too: no process below holds it. */
+	s->note = wsnote_new();
 	out_start(&(struct out_config){ .loop = s->loop, .fd = STDOUT_FILENO, .stall_ms = stall_ms(), .cut = client_cut, .arg = s });
 	if (s->opts.resume_version) {
 		/* Started again on the client's root: initialize was answered
@@ -748,6 +750,8 @@ int server_run(struct server *s)
 	s->sup = NULL;
 	reproduce_stop(); /* a run again on a worker would hold its join */
 	work_free(s->work);
+	art_list_free(&s->snap.list);
+	wsnote_free(s->note);
 	s->work = NULL;
 	/* The last replies reach a client that reads them; one that does not
 	 * holds the exit up for a few seconds at most. */

@@ -14,7 +14,9 @@
 #include "../rpc/loop.h"
 #include "../rpc/rpc.h"
 #include "../supervisor/warmup.h"
+#include "../files/artifacts.h"
 #include "../files/fsafe.h"
+#include "../files/wsnote.h"
 #include "protocol.h"
 
 #define MCP_MAX_LINE (8u << 20)   /* one JSON-RPC message */
@@ -76,6 +78,16 @@ struct server {
 	struct work *work;     /* worker threads for reads of the workspace */
 	int jobs;              /* tool replies a worker is still preparing */
 	bool scan_on_loop;     /* the last snapshot was small: the next on the loop (exec.c) */
+	/* The workspace's changes as inotify reports them (wsnote.h), and
+	 * the walk after the last call while nothing changed since: the
+	 * next call's snapshot (exec.c: scan_submit). */
+	struct wsnote *note;
+	struct {
+		bool valid;
+		struct art_list list;
+		unsigned long long extra, effect; /* scan_job's, then */
+		unsigned long long events;        /* wsnote_events after the walk */
+	} snap;
 	bool initialized;
 	/* The legacy era's version, once initialize chose it (reply.h:
 	 * reply_legacy_version); a modern request names its own. */

@@ -299,3 +299,64 @@ describe('list_artifacts', () => {
 
 	test('no SDK transport or protocol error happened', () => { assert.deepEqual(h.errors.map(String), []); });
 });
+
+// The snapshot before a call is the walk after the last one while inotify
+// reports no change in between (files/wsnote.h): a file changed from
+// outside between two calls is then never taken for the call's.  Its own
+// server, to read the debug lines that say when the walk was saved.
+describe('the snapshot before a call, when nothing changed since the last one', () => {
+	let h, root;
+	const ws = (rel) => path.join(root, 'workspace', rel);
+	const saved = () => h.stderr().split('\n').filter((l) => /workspace: the snapshot before a call of session \S+ is the walk after the last call/.test(l)).length;
+	const paths = (r) => (r.sc.artifacts || []).map((a) => `${a.change} ${a.path}`);
+	before(async () => { root = newProject('wsnote'); h = await startClient(root, { structured: true, args: ['--log-level', 'debug'] }); });
+	after(async () => { await h?.close(); });
+
+	test('is not walked again while nothing changes, and a change made outside between two calls is never the next call\'s', { timeout: 120000 }, async () => {
+		for (let i = 0; i < 3; i++) assert.equal((await execPy(h, '1+1')).sc.status, 'ok');
+		const quiet = saved();
+		assert.ok(quiet >= 2, `the walk after a call stood for the next snapshot: ${quiet}\n${h.stderr().slice(-2000)}`);
+
+		// A file created outside, between two calls.
+		writeFile(root, 'workspace/outside.txt', 'a');
+		let r = await execPy(h, '1+1');
+		assert.deepEqual(paths(r), [], 'a file created outside is not the call\'s');
+		assert.equal(saved(), quiet, 'a change since the last walk: walked again');
+
+		// Rewritten in place (same size) and its times set back.
+		const st = fs.statSync(ws('outside.txt'));
+		await execPy(h, '1+1');
+		fs.writeFileSync(ws('outside.txt'), 'b');
+		fs.utimesSync(ws('outside.txt'), st.atime, st.mtime);
+		r = await execPy(h, '1+1');
+		assert.deepEqual(paths(r), [], 'an in-place write outside is not the call\'s');
+
+		// Times alone.
+		await execPy(h, '1+1');
+		fs.utimesSync(ws('outside.txt'), new Date(2001, 1, 1), new Date(2001, 1, 1));
+		r = await execPy(h, '1+1');
+		assert.deepEqual(paths(r), [], 'times set outside are not the call\'s');
+
+		// A directory the call made (watched only from the walk after
+		// it), changed from outside before the next call.
+		r = await execPy(h, 'import os\nos.makedirs("workspace/deep/a/b", exist_ok=True)\nopen("workspace/deep/a/b/f.txt", "w").write("x")');
+		assert.deepEqual(paths(r), ['created workspace/deep/a/b/f.txt']);
+		await execPy(h, '1+1');
+		fs.appendFileSync(ws('deep/a/b/f.txt'), 'y');
+		r = await execPy(h, '1+1');
+		assert.deepEqual(paths(r), [], 'a write outside in a directory the call made is not the call\'s');
+		await execPy(h, '1+1');
+		fs.rmSync(ws('deep'), { recursive: true });
+		fs.mkdirSync(ws('deep/a/b'), { recursive: true });
+		fs.writeFileSync(ws('deep/a/b/g.txt'), 'z');
+		r = await execPy(h, '1+1');
+		assert.deepEqual(paths(r), [], 'a tree replaced outside is not the call\'s');
+
+		// The call's own writes are still its own, after a saved walk.
+		await execPy(h, '1+1');
+		const before = saved();
+		r = await execPy(h, 'open("workspace/outside.txt", "a").write("c")\nopen("workspace/deep/a/b/g.txt", "w").write("zz")');
+		assert.ok(saved() > before, 'this call started from the saved walk');
+		assert.deepEqual(paths(r).sort(), ['modified workspace/deep/a/b/g.txt', 'modified workspace/outside.txt']);
+	});
+});

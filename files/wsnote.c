@@ -1,0 +1,206 @@
+/* The workspace's changes through inotify (wsnote.h). */
+#include "wsnote.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/magic.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/inotify.h>
+#include <sys/vfs.h>
+#include <unistd.h>
+
+#include "../common/util.h"
+
+/* Every change that a walk's listing would show: a file written,
+ * truncated or allocated (MODIFY), its mode or times set (ATTRIB),
+ * entries created, deleted or renamed, and the directory's own removal
+ * or rename.  Never ACCESS or OPEN: the walks themselves read. */
+#define WSNOTE_MASK                                                                                           \
+	(IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF | \
+	 IN_MOVE_SELF | IN_ONLYDIR)
+
+#ifndef ZFS_SUPER_MAGIC
+#define ZFS_SUPER_MAGIC 0x2fc12fc1
+#endif
+#ifndef F2FS_SUPER_MAGIC
+#define F2FS_SUPER_MAGIC 0xF2F52010
+#endif
+
+struct watched {
+	int wd;
+	dev_t dev;
+	ino_t ino;
+};
+
+struct wsnote {
+	int fd;
+	pthread_mutex_t lock;
+	unsigned long long events;
+	struct watched *w;
+	size_t n;
+	bool off; /* a directory on a file system it cannot follow: never again */
+};
+
+struct wsnote *wsnote_new(void)
+{
+	int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	struct wsnote *n = xcalloc(1, sizeof *n);
+	n->fd = fd;
+	pthread_mutex_init(&n->lock, NULL);
+	n->w = xcalloc(WSNOTE_MAX, sizeof *n->w);
+	return n;
+}
+
+void wsnote_free(struct wsnote *n)
+{
+	if (!n)
+		return;
+	close(n->fd);
+	pthread_mutex_destroy(&n->lock);
+	free(n->w);
+	free(n);
+}
+
+static void forget_wd(struct wsnote *n, int wd)
+{
+	for (size_t i = 0; i < n->n; i++)
+		if (n->w[i].wd == wd) {
+			n->w[i] = n->w[--n->n];
+			return;
+		}
+}
+
+/* Under the lock.  The queue holds at most the kernel's
+ * max_queued_events (then one overflow event): bounded whatever the
+ * sandbox writes. */
+static void drain(struct wsnote *n)
+{
+	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+	for (;;) {
+		ssize_t len = read(n->fd, buf, sizeof buf);
+		if (len < 0 && errno == EINTR)
+			continue;
+		if (len <= 0)
+			return; /* EAGAIN: all read */
+		for (ssize_t off = 0; off + (ssize_t)sizeof(struct inotify_event) <= len;) {
+			const struct inotify_event *ev = (const struct inotify_event *)(void *)(buf + off);
+			/* A watch the kernel dropped (its directory deleted,
+			 * which its parent's watch reported as a change). */
+			if (ev->mask & IN_IGNORED)
+				forget_wd(n, ev->wd);
+			else
+				n->events++;
+			off += (ssize_t)sizeof *ev + ev->len;
+		}
+	}
+}
+
+unsigned long long wsnote_events(struct wsnote *n)
+{
+	pthread_mutex_lock(&n->lock);
+	drain(n);
+	unsigned long long e = n->events;
+	pthread_mutex_unlock(&n->lock);
+	return e;
+}
+
+size_t wsnote_watched(struct wsnote *n)
+{
+	pthread_mutex_lock(&n->lock);
+	drain(n);
+	size_t k = n->n;
+	pthread_mutex_unlock(&n->lock);
+	return k;
+}
+
+/* The calling thread's walk (wsnote_walk_begin). */
+static __thread struct wsnote *cur;
+static __thread bool cur_ok;
+
+void wsnote_walk_begin(struct wsnote *n)
+{
+	cur = n;
+	cur_ok = n != NULL;
+}
+
+bool wsnote_walk_end(void)
+{
+	bool ok = cur && cur_ok;
+	cur = NULL;
+	return ok;
+}
+
+/* Local file systems, whose every change is made through this kernel's
+ * VFS and so reported: not NFS, SMB, FUSE or 9p, where another machine or
+ * a user-space server changes files that no event names. */
+static bool local_fs(int fd)
+{
+	struct statfs fs;
+	if (fstatfs(fd, &fs) < 0)
+		return false;
+	switch ((unsigned long)fs.f_type) {
+	case EXT4_SUPER_MAGIC: /* ext2 and ext3 too */
+	case XFS_SUPER_MAGIC:
+	case BTRFS_SUPER_MAGIC:
+	case TMPFS_MAGIC:
+	case OVERLAYFS_SUPER_MAGIC:
+	case F2FS_SUPER_MAGIC:
+	case ZFS_SUPER_MAGIC:
+		return true;
+	default:
+		return false;
+	}
+}
+
+void wsnote_dir(int fd, const struct stat *st)
+{
+	struct wsnote *n = cur;
+	if (!n || !cur_ok)
+		return;
+	pthread_mutex_lock(&n->lock);
+	if (n->off)
+		goto fail;
+	if (st)
+		for (size_t i = 0; i < n->n; i++)
+			if (n->w[i].dev == st->st_dev && n->w[i].ino == st->st_ino)
+				goto done;
+	char path[64];
+	snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+	/* The same inode watched twice gives its first watch's number. */
+	int wd = inotify_add_watch(n->fd, path, WSNOTE_MASK);
+	if (wd < 0)
+		goto fail;
+	for (size_t i = 0; i < n->n; i++)
+		if (n->w[i].wd == wd)
+			goto done;
+	struct stat own;
+	if (n->n >= WSNOTE_MAX) {
+		inotify_rm_watch(n->fd, wd);
+		goto fail;
+	}
+	if (!local_fs(fd)) {
+		n->off = true;
+		inotify_rm_watch(n->fd, wd);
+		goto fail;
+	}
+	if (!st) {
+		if (fstat(fd, &own) < 0) {
+			inotify_rm_watch(n->fd, wd);
+			goto fail;
+		}
+		st = &own;
+	}
+	n->w[n->n++] = (struct watched){ wd, st->st_dev, st->st_ino };
+done:
+	pthread_mutex_unlock(&n->lock);
+	return;
+fail:
+	cur_ok = false;
+	pthread_mutex_unlock(&n->lock);
+}
