@@ -10,6 +10,7 @@ time: this is for looking, in a minute, at what one warm call costs.
 
   make bench-warm                       about 20 s
   make bench-warm WARM_ARGS="--rounds 10 --think-calls 20"
+  make bench-warm WARM_ARGS="--files 2000"   a workspace of 2,000 files of a byte
 """
 import argparse
 import os
@@ -101,6 +102,8 @@ def main():
     ap.add_argument("--think-calls", type=int, default=10, help="calls after think per round and side")
     ap.add_argument("--think", type=float, default=0.1, help="think time in s (default 0.1)")
     ap.add_argument("--base", help="another build of the server (before a change): its sides run in the same rounds")
+    ap.add_argument("--files", type=int, default=0,
+                    help="files of one byte in each server's workspace, 100 a directory (default 0)")
     ap.add_argument("--keep", action="store_true", help="keep the scratch directory")
     a = ap.parse_args()
     server_bin = os.path.abspath(a.server)
@@ -115,6 +118,11 @@ def main():
         os.makedirs(root)
         subprocess.run([binary, "--trust", "--yes", "--root", root, "--skill", skill],
                        check=True, stdout=subprocess.DEVNULL)
+        for i in range(a.files):
+            d = os.path.join(root, "workspace", "data", "d%d" % (i // 100))
+            os.makedirs(d, exist_ok=True)
+            with open(os.path.join(d, "f%d.csv" % i), "w") as f:
+                f.write("x")
         s = run.Server(binary, root, skill, stderr_path=os.path.join(work, name + ".err"))
         servers.append(s)
         return s
