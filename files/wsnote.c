@@ -86,6 +86,8 @@ static void drain(struct wsnote *n)
 		ssize_t len = read(n->fd, buf, sizeof buf);
 		if (len < 0 && errno == EINTR)
 			continue;
+		if (len < 0 && errno != EAGAIN)
+			n->events++; /* a queue it cannot read: a change, for all it knows */
 		if (len <= 0)
 			return; /* EAGAIN: all read */
 		for (ssize_t off = 0; off + (ssize_t)sizeof(struct inotify_event) <= len;) {
