@@ -31,3 +31,28 @@ describe('the server environment stays outside', () => {
 		assert.equal(sc.stdout.trim(), 'False False True', `the server's variable leaked: ${sc.stdout}`);
 	});
 });
+
+// The one variable the zygote gets from the server is the server's own
+// value (malloc's heap in huge pages): a GLIBC_TUNABLES of the server's
+// environment (glibc's allocator knobs, a client's or an attacker's
+// choice) never reaches the sandbox.
+describe('GLIBC_TUNABLES is the server\'s own value', () => {
+	const mark = `${process.pid}${Date.now()}`;
+	let h;
+	before(async () => { h = await startClient(newProject('tunables'), { structured: true, env: { GLIBC_TUNABLES: `glibc.malloc.check=0:glibc.psm.canary=${mark}` } }); });
+	after(async () => { await h?.close(); });
+
+	test('the session inherits glibc.malloc.hugetlb=1, never the server\'s GLIBC_TUNABLES', { timeout: 120000 }, async () => {
+		const code = [
+			'import ctypes',
+			`want = ${JSON.stringify([...mark].reverse().join(''))}[::-1].encode()`,
+			'f = open("/proc/self/stat").read().rsplit(")", 1)[1].split()',
+			'arg_start, env_end = int(f[45]), int(f[48])',
+			'area = ctypes.string_at(arg_start, env_end - arg_start)',
+			'print(want in area, b"GLIBC_TUNABLES=glibc.malloc.hugetlb=1" in area)',
+		].join('\n');
+		const { sc } = await execPy(h, code);
+		assert.equal(sc.status, 'ok', JSON.stringify(sc));
+		assert.equal(sc.stdout.trim(), 'False True', sc.stdout);
+	});
+});
