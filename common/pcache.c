@@ -68,6 +68,23 @@ static ssize_t read_once(int fd, char *buf, size_t cap, bool at_start)
 	return n < 0 ? -errno : n;
 }
 
+/* Keeps fd, just opened and read (or written), under key (of length k). */
+static void keep(int fd, const char *key, size_t k)
+{
+	pthread_mutex_lock(&lock);
+	init();
+	if (find(key)) {
+		/* Kept meanwhile by another thread. */
+		close(fd);
+	} else {
+		struct pentry *e = slot();
+		e->fd = fd;
+		e->used = ++clock_;
+		memcpy(e->key, key, k + 1);
+	}
+	pthread_mutex_unlock(&lock);
+}
+
 ssize_t pcache_read(int dirfd, const char *dir, const char *rel, char *buf, size_t cap)
 {
 	if (cap < 2)
@@ -118,18 +135,7 @@ ssize_t pcache_read(int dirfd, const char *dir, const char *rel, char *buf, size
 		return n;
 	}
 	buf[n] = '\0';
-	pthread_mutex_lock(&lock);
-	init();
-	if (find(key)) {
-		/* Kept meanwhile by another thread. */
-		close(fd);
-	} else {
-		e = slot();
-		e->fd = fd;
-		e->used = ++clock_;
-		memcpy(e->key, key, (size_t)k + 1);
-	}
-	pthread_mutex_unlock(&lock);
+	keep(fd, key, (size_t)k);
 	return n;
 }
 
@@ -163,17 +169,7 @@ ssize_t pcache_write(const char *path, const char *data, size_t len)
 		close(fd);
 		return -err;
 	}
-	pthread_mutex_lock(&lock);
-	init();
-	if (find(key)) {
-		close(fd);
-	} else {
-		e = slot();
-		e->fd = fd;
-		e->used = ++clock_;
-		memcpy(e->key, key, (size_t)k + 1);
-	}
-	pthread_mutex_unlock(&lock);
+	keep(fd, key, (size_t)k);
 	return n;
 }
 
