@@ -31,19 +31,77 @@
 #endif
 
 struct watched {
+	bool used;
 	int wd;
 	dev_t dev;
 	ino_t ino;
 };
 
+/* The watched directories, in two tables of the same entries: one found
+ * by (dev, ino), for the walks' "watched already?" once per directory
+ * listed, one by the watch's number, for the kernel's IN_IGNORED.  Open
+ * addressing with linear probing, at most half the slots used: a look is
+ * a probe or two.  (A scan of the watched list made a walk of a tree near
+ * the cap about 16 million comparisons, after every call, in a tree the
+ * sandbox shapes.) */
+#define SLOTS (2 * WSNOTE_MAX)
+_Static_assert((SLOTS & (SLOTS - 1)) == 0, "SLOTS is a power of two");
+
 struct wsnote {
 	int fd;
 	pthread_mutex_t lock;
 	unsigned long long events;
-	struct watched *w;
+	struct watched *by_ino; /* SLOTS */
+	struct watched *by_wd;  /* SLOTS */
 	size_t n;
 	bool off; /* a directory on a file system it cannot follow: never again */
 };
+
+static size_t mix(uint64_t x)
+{
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdULL;
+	x ^= x >> 33;
+	x *= 0xc4ceb9fe1a85ec53ULL;
+	x ^= x >> 33;
+	return (size_t)(x & (SLOTS - 1));
+}
+
+static size_t home(const struct watched *e, bool by_wd)
+{
+	return by_wd ? mix((uint64_t)(unsigned)e->wd) : mix((uint64_t)e->ino * 31 + (uint64_t)e->dev);
+}
+
+static bool same(const struct watched *a, const struct watched *b, bool by_wd)
+{
+	return by_wd ? a->wd == b->wd : a->dev == b->dev && a->ino == b->ino;
+}
+
+/* The slot holding k's key, or the empty slot where it would go: one is
+ * always found, the table being at most half full. */
+static size_t slot_of(const struct watched *t, const struct watched *k, bool by_wd)
+{
+	size_t i = home(k, by_wd);
+	while (t[i].used && !same(&t[i], k, by_wd))
+		i = (i + 1) & (SLOTS - 1);
+	return i;
+}
+
+/* Slot i emptied, and the entries after it moved back to where a look
+ * finds them (no tombstones, so a table never fills with them). */
+static void erase(struct watched *t, size_t i, bool by_wd)
+{
+	t[i].used = false;
+	for (size_t j = (i + 1) & (SLOTS - 1); t[j].used; j = (j + 1) & (SLOTS - 1)) {
+		size_t h = home(&t[j], by_wd);
+		/* j stays when its home lies cyclically in (i, j]. */
+		if (i <= j ? (i < h && h <= j) : (i < h || h <= j))
+			continue;
+		t[i] = t[j];
+		t[j].used = false;
+		i = j;
+	}
+}
 
 struct wsnote *wsnote_new(void)
 {
@@ -53,7 +111,8 @@ struct wsnote *wsnote_new(void)
 	struct wsnote *n = xcalloc(1, sizeof *n);
 	n->fd = fd;
 	pthread_mutex_init(&n->lock, NULL);
-	n->w = xcalloc(WSNOTE_MAX, sizeof *n->w);
+	n->by_ino = xcalloc(SLOTS, sizeof *n->by_ino);
+	n->by_wd = xcalloc(SLOTS, sizeof *n->by_wd);
 	return n;
 }
 
@@ -63,17 +122,22 @@ void wsnote_free(struct wsnote *n)
 		return;
 	close(n->fd);
 	pthread_mutex_destroy(&n->lock);
-	free(n->w);
+	free(n->by_ino);
+	free(n->by_wd);
 	free(n);
 }
 
 static void forget_wd(struct wsnote *n, int wd)
 {
-	for (size_t i = 0; i < n->n; i++)
-		if (n->w[i].wd == wd) {
-			n->w[i] = n->w[--n->n];
-			return;
-		}
+	struct watched k = { .wd = wd };
+	size_t i = slot_of(n->by_wd, &k, true);
+	if (!n->by_wd[i].used)
+		return;
+	size_t j = slot_of(n->by_ino, &n->by_wd[i], false);
+	if (n->by_ino[j].used && n->by_ino[j].wd == wd)
+		erase(n->by_ino, j, false);
+	erase(n->by_wd, i, true);
+	n->n--;
 }
 
 /* Under the lock.  The queue holds at most the kernel's
@@ -168,19 +232,16 @@ void wsnote_dir(int fd, const struct stat *st)
 	pthread_mutex_lock(&n->lock);
 	if (n->off)
 		goto fail;
-	if (st)
-		for (size_t i = 0; i < n->n; i++)
-			if (n->w[i].dev == st->st_dev && n->w[i].ino == st->st_ino)
-				goto done;
+	if (st && n->by_ino[slot_of(n->by_ino, &(struct watched){ .dev = st->st_dev, .ino = st->st_ino }, false)].used)
+		goto done;
 	char path[64];
 	snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
 	/* The same inode watched twice gives its first watch's number. */
 	int wd = inotify_add_watch(n->fd, path, WSNOTE_MASK);
 	if (wd < 0)
 		goto fail;
-	for (size_t i = 0; i < n->n; i++)
-		if (n->w[i].wd == wd)
-			goto done;
+	if (n->by_wd[slot_of(n->by_wd, &(struct watched){ .wd = wd }, true)].used)
+		goto done;
 	struct stat own;
 	if (n->n >= WSNOTE_MAX) {
 		inotify_rm_watch(n->fd, wd);
@@ -198,7 +259,21 @@ void wsnote_dir(int fd, const struct stat *st)
 		}
 		st = &own;
 	}
-	n->w[n->n++] = (struct watched){ wd, st->st_dev, st->st_ino };
+	struct watched e = { true, wd, st->st_dev, st->st_ino };
+	size_t i = slot_of(n->by_ino, &e, false);
+	if (n->by_ino[i].used) {
+		/* An inode watched under another number: the kernel dropped
+		 * the old watch (its IN_IGNORED not read yet) and the inode's
+		 * number came back; the old entry goes. */
+		struct watched old = n->by_ino[i];
+		erase(n->by_ino, i, false);
+		erase(n->by_wd, slot_of(n->by_wd, &old, true), true);
+		n->n--;
+		i = slot_of(n->by_ino, &e, false);
+	}
+	n->by_ino[i] = e;
+	n->by_wd[slot_of(n->by_wd, &e, true)] = e;
+	n->n++;
 done:
 	pthread_mutex_unlock(&n->lock);
 	return;

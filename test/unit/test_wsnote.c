@@ -172,6 +172,46 @@ static void test_bounded(void **state)
 	wsnote_free(n);
 }
 
+/* Many directories watched, half of them deleted, new ones made: the
+ * tables of watches (found by inode and by watch number) keep exactly
+ * the directories there are, through the kernel's dropped watches. */
+static void test_churn(void **state)
+{
+	(void)state;
+	enum { N = 3000 };
+	for (int i = 0; i < N; i++) {
+		char rel[32];
+		snprintf(rel, sizeof rel, "d%d", i);
+		dir(rel);
+	}
+	struct wsnote *n = wsnote_new();
+	assert_true(walk(n, root));
+	assert_int_equal(wsnote_watched(n), N + 1);
+	for (int i = 0; i < N; i += 2) {
+		char p[256];
+		snprintf(p, sizeof p, "%s/d%d", root, i);
+		assert_int_equal(rmdir(p), 0);
+	}
+	assert_int_equal(wsnote_watched(n), N / 2 + 1);
+	assert_true(walk(n, root));
+	assert_int_equal(wsnote_watched(n), N / 2 + 1);
+	/* New directories, some of them on the inode numbers just freed. */
+	for (int i = 0; i < N; i += 2) {
+		char rel[32];
+		snprintf(rel, sizeof rel, "e%d", i);
+		dir(rel);
+	}
+	assert_true(walk(n, root));
+	assert_int_equal(wsnote_watched(n), N + 1);
+	unsigned long long e = wsnote_events(n);
+	put("e0/f", "x");
+	assert_true(wsnote_events(n) > e);
+	e = wsnote_events(n);
+	put("d1/f", "x");
+	assert_true(wsnote_events(n) > e);
+	wsnote_free(n);
+}
+
 /* Walks outside wsnote_walk_begin watch nothing. */
 static void test_unwatched(void **state)
 {
@@ -194,6 +234,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_not_local, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bounded, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unwatched, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_churn, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
