@@ -72,11 +72,17 @@ static int measure(struct sup *sup, struct session *s, struct footprint *u, bool
 				: look("/proc", sup->zhpid, s->hpid, s->ckpt_hpid, dying_h, u);
 	/* Without namespaces the private temp directory is no tmpfs of the
 	 * jail's that watch_footprint could count: where it lies on the
-	 * host's tmpfs, its size at the workspace watch's last walk is memory
-	 * too (as /tmp is with namespaces).
+	 * host's tmpfs, its size is memory too (as /tmp is with namespaces):
+	 * while the call runs, at the workspace watch's last walk; once the
+	 * walk after the call is in, by that walk, so that the final count
+	 * (watch_final, after it) judges what the call leaves there.
 	 * Attack: 400 MB written there under memory_mb 128 took host Shmem
-	 * from 9 to 419 MB until the server ended. */
-	if (s->watch)
+	 * from 9 to 419 MB until the server ended.  And: 144 MB left there by
+	 * a call the watchdog stopped; the next call, shorter than the
+	 * watch's first walk, ended ok while the host held it. */
+	if (s->cur && s->cur->collected)
+		sup->scratch_bytes = s->cur->scratch_after;
+	else if (s->watch)
 		sup->scratch_bytes = wswatch_scratch_bytes(s->watch);
 	if (wr == 0 && sup->scratch_tmpfs) {
 		u->tmpfs += sup->scratch_bytes;
@@ -235,10 +241,17 @@ static bool footprint_over(struct sup *sup, struct session *s, const struct foot
 			 s->name, u->total / 1048576.0, u->anon / 1048576.0, u->shmem / 1048576.0, u->memfd / 1048576.0,
 			 u->tmpfs / 1048576.0, u->copy / 1048576.0, u->pss ? "proportional shares" : "resident pages",
 			 L->memory_mb);
-		char copy[120] = "";
+		char copy[240] = "";
 		if (u->pss && u->copy >= 1048576)
 			snprintf(copy, sizeof copy, " (%.0f MB of it the checkpoint's copy of what the session changed since it was taken)",
 				 u->copy / 1048576.0);
+		else if (u->tmpfs >= 1048576)
+			/* A rollback leaves files: without this the next call is
+			 * stopped the same way, and nothing says why. */
+			snprintf(copy, sizeof copy,
+				 " (%.0f MB of it files in /tmp, /dev/shm or TMPDIR, which a rollback does not remove: delete "
+				 "those you do not need in the next cell)",
+				 u->tmpfs / 1048576.0);
 		snprintf(note, sizeof note,
 			 "the session's processes used %.0f MB together%s, over memory_mb (%ld MB): "
 			 "shared memory, memfds, files in /tmp and /dev/shm, child processes and the copy kept for a rollback all count",
