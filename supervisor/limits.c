@@ -234,24 +234,26 @@ static void over_limit_end(struct sup *sup, struct session *s, enum verdict_clai
 static bool footprint_over(struct sup *sup, struct session *s, const struct footprint *u, uint64_t limit, long max_tasks)
 {
 	const struct policy_limits *L = &sup->cfg.policy->limits;
-	char note[480], broke[200];
+	char note[640], broke[200];
 	if (u->total > limit) {
 		log_info("session %s: %.0f MB in use (anon %.0f, shared %.0f, memfd %.0f, tmpfs %.0f, checkpoint %.0f, %s) "
 			 "over memory_mb %ld: ended",
 			 s->name, u->total / 1048576.0, u->anon / 1048576.0, u->shmem / 1048576.0, u->memfd / 1048576.0,
 			 u->tmpfs / 1048576.0, u->copy / 1048576.0, u->pss ? "proportional shares" : "resident pages",
 			 L->memory_mb);
-		char copy[240] = "";
+		char ckpt[120] = "", files[200] = "", copy[340] = "";
 		if (u->pss && u->copy >= 1048576)
-			snprintf(copy, sizeof copy, " (%.0f MB of it the checkpoint's copy of what the session changed since it was taken)",
+			snprintf(ckpt, sizeof ckpt, "%.0f MB of it the checkpoint's copy of what the session changed since it was taken",
 				 u->copy / 1048576.0);
-		else if (u->tmpfs >= 1048576)
-			/* A rollback leaves files: without this the next call is
-			 * stopped the same way, and nothing says why. */
-			snprintf(copy, sizeof copy,
-				 " (%.0f MB of it files in /tmp, /dev/shm or TMPDIR, which a rollback does not remove: delete "
-				 "those you do not need in the next cell)",
-				 u->tmpfs / 1048576.0);
+		/* A rollback leaves files: without this the next call is
+		 * stopped the same way, and nothing says why. */
+		if (u->tmpfs >= 1048576)
+			snprintf(files, sizeof files,
+				 "%.0f MB %sfiles in /tmp, /dev/shm or TMPDIR, which a rollback does not remove: delete those "
+				 "you do not need in the next cell",
+				 u->tmpfs / 1048576.0, ckpt[0] ? "" : "of it ");
+		if (ckpt[0] || files[0])
+			snprintf(copy, sizeof copy, " (%s%s%s)", ckpt, ckpt[0] && files[0] ? "; " : "", files);
 		snprintf(note, sizeof note,
 			 "the session's processes used %.0f MB together%s, over memory_mb (%ld MB): "
 			 "shared memory, memfds, files in /tmp and /dev/shm, child processes and the copy kept for a rollback all count",
