@@ -35,8 +35,20 @@
 static struct mapping {
 	uintptr_t at; /* 0: free */
 	size_t len;
+	unsigned gen; /* the fork count when it was mapped */
 } maps[SLOTS];
 static size_t n_maps;
+/* Forks of this process so far (bigmem_before_fork): a block mapped in
+ * the current generation is the process's alone; an older one is shared
+ * with the copy that fork made, until written. */
+static unsigned gen;
+/* Blocks of the current generation freed, kept for the next large array:
+ * private and resident, reused at no cost (as glibc reuses a freed block);
+ * dropped before each fork, so no copy holds them. */
+#define CACHE_MAX 16
+#define CACHE_BYTES ((size_t)512 << 20)
+static struct { uintptr_t at; size_t len; } cache[CACHE_MAX];
+static size_t n_cache, cache_bytes;
 /* NumPy may allocate without the GIL (its threads release it). */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -67,28 +79,62 @@ static size_t slot_of(uintptr_t at)
 	return i;
 }
 
+/* Under the lock. */
+static bool remember_locked(uintptr_t at, size_t len)
+{
+	if (n_maps >= SLOTS / 2)
+		return false;
+	maps[slot_of(at)] = (struct mapping){ at, len, gen };
+	n_maps++;
+	return true;
+}
+
 static bool remember(uintptr_t at, size_t len)
 {
 	pthread_mutex_lock(&lock);
-	bool ok = n_maps < SLOTS / 2;
-	if (ok) {
-		size_t i = slot_of(at);
-		maps[i] = (struct mapping){ at, len };
-		n_maps++;
-	}
+	bool ok = remember_locked(at, len);
 	pthread_mutex_unlock(&lock);
 	return ok;
 }
 
+/* A cached block for n bytes (the smallest that holds n without wasting
+ * more than an eighth, or 2 MiB), taken out of the cache and registered;
+ * NULL when none. */
+static void *from_cache(size_t n)
+{
+	pthread_mutex_lock(&lock);
+	size_t best = CACHE_MAX, slack = n / 8 > HUGE_SZ ? n / 8 : HUGE_SZ;
+	for (size_t i = 0; i < n_cache; i++)
+		if (cache[i].len >= n && cache[i].len - n <= slack && (best == CACHE_MAX || cache[i].len < cache[best].len))
+			best = i;
+	void *p = NULL;
+	if (best < CACHE_MAX && remember_locked(cache[best].at, cache[best].len)) {
+		p = (void *)cache[best].at;
+		cache_bytes -= cache[best].len;
+		cache[best] = cache[--n_cache];
+	}
+	pthread_mutex_unlock(&lock);
+	return p;
+}
+
 /* The length of the mapping at `at` (0: not one of ours), forgotten when
- * `forget`. */
-static size_t mapped_len(uintptr_t at, bool forget)
+ * `forget`: then kept in the cache when it is of the current generation
+ * and the cache has room (*cached says so). */
+static size_t mapped_len(uintptr_t at, bool forget, bool *cached)
 {
 	pthread_mutex_lock(&lock);
 	size_t i = slot_of(at), len = maps[i].len;
+	if (cached)
+		*cached = false;
 	if (!maps[i].at)
 		len = 0;
 	else if (forget) {
+		if (cached && maps[i].gen == gen && n_cache < CACHE_MAX && cache_bytes + len <= CACHE_BYTES) {
+			cache[n_cache].at = at;
+			cache[n_cache++].len = len;
+			cache_bytes += len;
+			*cached = true;
+		}
 		maps[i].at = 0;
 		n_maps--;
 		for (size_t j = (i + 1) & (SLOTS - 1); maps[j].at; j = (j + 1) & (SLOTS - 1)) {
@@ -134,7 +180,9 @@ static void *map_big(size_t n)
 static void *big_malloc(void *ctx, size_t n)
 {
 	(void)ctx;
-	void *p = n >= BIGMEM_MIN ? map_big(n) : NULL;
+	void *p = n >= BIGMEM_MIN ? from_cache(n) : NULL;
+	if (!p && n >= BIGMEM_MIN)
+		p = map_big(n);
 	return p ? p : malloc(n);
 }
 
@@ -155,10 +203,11 @@ static void big_free(void *ctx, void *p, size_t size)
 	(void)size; /* the table's length is the one mapped */
 	if (!p)
 		return;
-	size_t len = mapped_len((uintptr_t)p, true);
-	if (len)
+	bool cached;
+	size_t len = mapped_len((uintptr_t)p, true, &cached);
+	if (len && !cached)
 		munmap(p, len);
-	else
+	else if (!len)
 		free(p);
 }
 
@@ -166,7 +215,7 @@ static void *big_realloc(void *ctx, void *p, size_t n)
 {
 	if (!p)
 		return big_malloc(ctx, n);
-	size_t old = mapped_len((uintptr_t)p, false);
+	size_t old = mapped_len((uintptr_t)p, false, NULL);
 	if (!old && n < BIGMEM_MIN)
 		return realloc(p, n);
 	void *q = big_malloc(ctx, n ? n : 1);
@@ -183,6 +232,17 @@ static PyDataMem_Handler handler = {
 	1,
 	{ NULL, big_malloc, big_calloc, big_realloc, big_free },
 };
+
+void bigmem_before_fork(void)
+{
+	pthread_mutex_lock(&lock);
+	for (size_t i = 0; i < n_cache; i++)
+		munmap((void *)cache[i].at, cache[i].len);
+	n_cache = 0;
+	cache_bytes = 0;
+	gen++;
+	pthread_mutex_unlock(&lock);
+}
 
 int bigmem_install(void)
 {

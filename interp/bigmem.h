@@ -40,6 +40,12 @@
  * or is older than 1.22.  A Python error is never left set. */
 int bigmem_install(void);
 
+/* Before each fork of the session (a checkpoint, a copy): the blocks kept
+ * for reuse are unmapped (the copy never holds them) and a new generation
+ * begins: a block mapped before it is shared with the copy, and is
+ * unmapped, not kept, when freed. */
+void bigmem_before_fork(void);
+
 /* The name NumPy reports for it (numpy.core.multiarray.get_handler_name). */
 #define BIGMEM_NAME "python-sandbox-mcp: large arrays mapped alone"
 
