@@ -10,6 +10,7 @@
  * Here: the zygote's start, its loop, the spawns, and the sweeps and
  * settles that end what ended sessions left behind. */
 #include "zygote.h"
+#include "bigmem.h"
 #include "forkfd.h"
 #include "procs.h"
 #include "session.h"
@@ -548,6 +549,12 @@ void zygote_main(const struct zygote_config *zc)
 		fatal(ctrl, e.msg);
 	test_hook_run(ctrl);
 	zygote_session_precopy(zc->policy->limits.memory_mb);
+	if (zc->policy->limits.checkpoint) {
+		int b = bigmem_install();
+		if (b < 0)
+			log_debug("large arrays: NumPy's default allocator (%s)",
+			     b == -ENOENT ? "NumPy is not imported" : "its C API is not the one this build knows");
+	}
 	/* Objects that exist now stay shared copy-on-write with every session:
 	 * the collector must not touch (and so copy) their pages. */
 	PyRun_SimpleString("import gc; gc.collect(); gc.freeze()");

@@ -1,0 +1,276 @@
+/* Large NumPy arrays in mappings of their own (bigmem.h). */
+#include "bigmem.h"
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+/* NumPy's headers are not written for this project's warnings. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wcast-qual"
+#pragma GCC diagnostic ignored "-Wstrict-prototypes"
+#pragma GCC diagnostic ignored "-Wundef"
+#pragma GCC diagnostic ignored "-Wshadow"
+#pragma GCC diagnostic ignored "-Wmissing-prototypes"
+#pragma GCC diagnostic ignored "-Wpedantic"
+#define NPY_NO_DEPRECATED_API NPY_1_22_API_VERSION
+#include <numpy/arrayobject.h>
+#pragma GCC diagnostic pop
+
+#include <errno.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#define HUGE_SZ ((size_t)2 << 20)
+
+/* The live mappings, by address (realloc is not told the old size):
+ * open addressing with linear probing, at most half the slots used, and
+ * deletion by moving the entries after a freed slot back (no tombstones).
+ * Past half, a block goes to malloc: 32,768 arrays of 2 MiB or more are
+ * 64 GiB, past any memory_mb. */
+#define SLOTS 65536
+static struct mapping {
+	uintptr_t at; /* 0: free */
+	size_t len;
+	unsigned gen; /* the fork count when it was mapped */
+} maps[SLOTS];
+static size_t n_maps;
+/* Forks of this process so far (bigmem_before_fork): a block mapped in
+ * the current generation is the process's alone; an older one is shared
+ * with the copy that fork made, until written. */
+static unsigned gen;
+/* Blocks of the current generation freed, kept for the next large array:
+ * private and resident, reused at no cost (as glibc reuses a freed block);
+ * dropped before each fork, so no copy holds them. */
+#define CACHE_MAX 16
+#define CACHE_BYTES ((size_t)512 << 20)
+static struct { uintptr_t at; size_t len; } cache[CACHE_MAX];
+static size_t n_cache, cache_bytes;
+/* NumPy may allocate without the GIL (its threads release it). */
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* A fork while another thread holds the lock would leave it held in the
+ * child for good (a checkpoint resumed after a rollback would hang at its
+ * first large array): taken around fork(), as malloc's own are.  With one
+ * thread the session forks by a raw clone, and nothing else can hold it. */
+static void fork_prepare(void)
+{
+	pthread_mutex_lock(&lock);
+}
+
+static void fork_release(void)
+{
+	pthread_mutex_unlock(&lock);
+}
+
+static size_t home(uintptr_t at)
+{
+	return (size_t)(((uint64_t)at >> 21) * 0x9E3779B97F4A7C15ULL >> 48) & (SLOTS - 1);
+}
+
+static size_t slot_of(uintptr_t at)
+{
+	size_t i = home(at);
+	while (maps[i].at && maps[i].at != at)
+		i = (i + 1) & (SLOTS - 1);
+	return i;
+}
+
+/* Under the lock. */
+static bool remember_locked(uintptr_t at, size_t len)
+{
+	if (n_maps >= SLOTS / 2)
+		return false;
+	maps[slot_of(at)] = (struct mapping){ at, len, gen };
+	n_maps++;
+	return true;
+}
+
+static bool remember(uintptr_t at, size_t len)
+{
+	pthread_mutex_lock(&lock);
+	bool ok = remember_locked(at, len);
+	pthread_mutex_unlock(&lock);
+	return ok;
+}
+
+/* A cached block for n bytes (the smallest that holds n without wasting
+ * more than an eighth, or 2 MiB), taken out of the cache and registered;
+ * NULL when none. */
+static void *from_cache(size_t n)
+{
+	pthread_mutex_lock(&lock);
+	size_t best = CACHE_MAX, slack = n / 8 > HUGE_SZ ? n / 8 : HUGE_SZ;
+	for (size_t i = 0; i < n_cache; i++)
+		if (cache[i].len >= n && cache[i].len - n <= slack && (best == CACHE_MAX || cache[i].len < cache[best].len))
+			best = i;
+	void *p = NULL;
+	if (best < CACHE_MAX && remember_locked(cache[best].at, cache[best].len)) {
+		p = (void *)cache[best].at;
+		cache_bytes -= cache[best].len;
+		cache[best] = cache[--n_cache];
+	}
+	pthread_mutex_unlock(&lock);
+	return p;
+}
+
+/* The length of the mapping at `at` (0: not one of ours), forgotten when
+ * `forget`: then kept in the cache when it is of the current generation
+ * and the cache has room (*cached says so). */
+static size_t mapped_len(uintptr_t at, bool forget, bool *cached)
+{
+	pthread_mutex_lock(&lock);
+	size_t i = slot_of(at), len = maps[i].len;
+	if (cached)
+		*cached = false;
+	if (!maps[i].at)
+		len = 0;
+	else if (forget) {
+		if (cached && maps[i].gen == gen && n_cache < CACHE_MAX && cache_bytes + len <= CACHE_BYTES) {
+			cache[n_cache].at = at;
+			cache[n_cache++].len = len;
+			cache_bytes += len;
+			*cached = true;
+		}
+		maps[i].at = 0;
+		n_maps--;
+		for (size_t j = (i + 1) & (SLOTS - 1); maps[j].at; j = (j + 1) & (SLOTS - 1)) {
+			size_t h = home(maps[j].at);
+			/* j stays when its home lies cyclically in (i, j]. */
+			if (i <= j ? (i < h && h <= j) : (i < h || h <= j))
+				continue;
+			maps[i] = maps[j];
+			maps[j].at = 0;
+			i = j;
+		}
+	}
+	pthread_mutex_unlock(&lock);
+	return len;
+}
+
+/* A fresh mapping of n bytes (n >= BIGMEM_MIN) starting on a 2 MiB
+ * boundary, its whole 2 MiB pieces advised for huge pages (the tail is
+ * left to small pages: a huge page there would be mostly unused); NULL
+ * when the kernel refuses (the caller falls back to malloc). */
+static void *map_big(size_t n)
+{
+	size_t len = (n + 4095) & ~(size_t)4095;
+	if (len < n)
+		return NULL;
+	char *p = mmap(NULL, len + HUGE_SZ, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return NULL;
+	char *a = (char *)(((uintptr_t)p + HUGE_SZ - 1) & ~(uintptr_t)(HUGE_SZ - 1));
+	if (a > p)
+		munmap(p, (size_t)(a - p));
+	if (p + len + HUGE_SZ > a + len)
+		munmap(a + len, (size_t)(p + len + HUGE_SZ - (a + len)));
+	if (len >= HUGE_SZ)
+		madvise(a, len & ~(HUGE_SZ - 1), MADV_HUGEPAGE);
+	if (!remember((uintptr_t)a, len)) {
+		munmap(a, len);
+		return NULL;
+	}
+	return a;
+}
+
+static void *big_malloc(void *ctx, size_t n)
+{
+	(void)ctx;
+	void *p = n >= BIGMEM_MIN ? from_cache(n) : NULL;
+	if (!p && n >= BIGMEM_MIN)
+		p = map_big(n);
+	return p ? p : malloc(n);
+}
+
+static void *big_calloc(void *ctx, size_t count, size_t size)
+{
+	(void)ctx;
+	size_t n;
+	if (__builtin_mul_overflow(count, size, &n))
+		return NULL;
+	/* A fresh mapping reads as zeros. */
+	void *p = n >= BIGMEM_MIN ? map_big(n) : NULL;
+	return p ? p : calloc(count, size);
+}
+
+static void big_free(void *ctx, void *p, size_t size)
+{
+	(void)ctx;
+	(void)size; /* the table's length is the one mapped */
+	if (!p)
+		return;
+	bool cached;
+	size_t len = mapped_len((uintptr_t)p, true, &cached);
+	if (len && !cached)
+		munmap(p, len);
+	else if (!len)
+		free(p);
+}
+
+static void *big_realloc(void *ctx, void *p, size_t n)
+{
+	if (!p)
+		return big_malloc(ctx, n);
+	size_t old = mapped_len((uintptr_t)p, false, NULL);
+	if (!old && n < BIGMEM_MIN)
+		return realloc(p, n);
+	void *q = big_malloc(ctx, n ? n : 1);
+	if (!q)
+		return NULL; /* p is left as it was, as realloc does */
+	size_t have = old ? old : malloc_usable_size(p);
+	memcpy(q, p, have < n ? have : n);
+	big_free(ctx, p, 0);
+	return q;
+}
+
+static PyDataMem_Handler handler = {
+	BIGMEM_NAME,
+	1,
+	{ NULL, big_malloc, big_calloc, big_realloc, big_free },
+};
+
+void bigmem_before_fork(void)
+{
+	pthread_mutex_lock(&lock);
+	for (size_t i = 0; i < n_cache; i++)
+		munmap((void *)cache[i].at, cache[i].len);
+	n_cache = 0;
+	cache_bytes = 0;
+	gen++;
+	pthread_mutex_unlock(&lock);
+}
+
+int bigmem_install(void)
+{
+	PyObject *mods = PyImport_GetModuleDict();
+	if (!mods || !PyDict_GetItemString(mods, "numpy"))
+		return -ENOENT;
+	/* A NumPy of another ABI than the headers' is refused here (and
+	 * says so in the error cleared below). */
+	if (_import_array() < 0) {
+		PyErr_Clear();
+		return -ENOTSUP;
+	}
+	if (PyArray_GetNDArrayCFeatureVersion() < NPY_1_22_API_VERSION)
+		return -ENOTSUP;
+	PyObject *cap = PyCapsule_New(&handler, "mem_handler", NULL);
+	if (!cap) {
+		PyErr_Clear();
+		return -ENOMEM;
+	}
+	PyObject *old = PyDataMem_SetHandler(cap);
+	Py_DECREF(cap);
+	if (!old) {
+		PyErr_Clear();
+		return -ENOTSUP;
+	}
+	Py_DECREF(old);
+	static bool hooked;
+	if (!hooked && pthread_atfork(fork_prepare, fork_release, fork_release) == 0)
+		hooked = true;
+	return 0;
+}
