@@ -49,6 +49,11 @@ static unsigned gen;
 #define CACHE_BYTES ((size_t)512 << 20)
 static struct { uintptr_t at; size_t len; } cache[CACHE_MAX];
 static size_t n_cache, cache_bytes;
+/* At most an eighth of memory_mb kept (bigmem_install), and all of it
+ * given back before a block is mapped afresh: kept blocks never add to a
+ * peak the session would not have had with glibc, which unmaps such
+ * blocks when they are freed. */
+static size_t cache_cap = CACHE_BYTES;
 /* NumPy may allocate without the GIL (its threads release it). */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -129,7 +134,7 @@ static size_t mapped_len(uintptr_t at, bool forget, bool *cached)
 	if (!maps[i].at)
 		len = 0;
 	else if (forget) {
-		if (cached && maps[i].gen == gen && n_cache < CACHE_MAX && cache_bytes + len <= CACHE_BYTES) {
+		if (cached && maps[i].gen == gen && n_cache < CACHE_MAX && cache_bytes + len <= cache_cap) {
 			cache[n_cache].at = at;
 			cache[n_cache++].len = len;
 			cache_bytes += len;
@@ -177,12 +182,25 @@ static void *map_big(size_t n)
 	return a;
 }
 
+/* The kept blocks given back (a miss, a fork). */
+static void drop_cache(void)
+{
+	pthread_mutex_lock(&lock);
+	for (size_t i = 0; i < n_cache; i++)
+		munmap((void *)cache[i].at, cache[i].len);
+	n_cache = 0;
+	cache_bytes = 0;
+	pthread_mutex_unlock(&lock);
+}
+
 static void *big_malloc(void *ctx, size_t n)
 {
 	(void)ctx;
 	void *p = n >= BIGMEM_MIN ? from_cache(n) : NULL;
-	if (!p && n >= BIGMEM_MIN)
+	if (!p && n >= BIGMEM_MIN) {
+		drop_cache();
 		p = map_big(n);
+	}
 	return p ? p : malloc(n);
 }
 
@@ -235,17 +253,16 @@ static PyDataMem_Handler handler = {
 
 void bigmem_before_fork(void)
 {
+	drop_cache();
 	pthread_mutex_lock(&lock);
-	for (size_t i = 0; i < n_cache; i++)
-		munmap((void *)cache[i].at, cache[i].len);
-	n_cache = 0;
-	cache_bytes = 0;
 	gen++;
 	pthread_mutex_unlock(&lock);
 }
 
-int bigmem_install(void)
+int bigmem_install(long memory_mb)
 {
+	if (memory_mb > 0 && ((size_t)memory_mb << 20) / 8 < CACHE_BYTES)
+		cache_cap = ((size_t)memory_mb << 20) / 8;
 	PyObject *mods = PyImport_GetModuleDict();
 	if (!mods || !PyDict_GetItemString(mods, "numpy"))
 		return -ENOENT;

@@ -35,10 +35,11 @@
 /* Blocks this large or larger get a mapping of their own. */
 #define BIGMEM_MIN ((size_t)2 << 20)
 
-/* With the GIL held.  0 when installed; -ENOENT when NumPy is not
+/* With the GIL held; memory_mb bounds the freed blocks kept for reuse
+ * (an eighth of it, at most 512 MiB).  0 when installed; -ENOENT when NumPy is not
  * imported; -ENOTSUP when its C API is not the one this was built against
  * or is older than 1.22.  A Python error is never left set. */
-int bigmem_install(void);
+int bigmem_install(long memory_mb);
 
 /* Before each fork of the session (a checkpoint, a copy): the blocks kept
  * for reuse are unmapped (the copy never holds them) and a new generation

@@ -550,7 +550,7 @@ void zygote_main(const struct zygote_config *zc)
 	test_hook_run(ctrl);
 	zygote_session_precopy(zc->policy->limits.memory_mb);
 	if (zc->policy->limits.checkpoint) {
-		int b = bigmem_install();
+		int b = bigmem_install(zc->policy->limits.memory_mb);
 		if (b < 0)
 			log_debug("large arrays: NumPy's default allocator (%s)",
 			     b == -ENOENT ? "NumPy is not imported" : "its C API is not the one this build knows");
