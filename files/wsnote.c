@@ -13,6 +13,7 @@
 #include <sys/vfs.h>
 #include <unistd.h>
 
+#include "../common/oatab.h"
 #include "../common/util.h"
 
 /* Every change that a walk's listing would show: a file written,
@@ -87,20 +88,39 @@ static size_t slot_of(const struct watched *t, const struct watched *k, bool by_
 	return i;
 }
 
-/* Slot i emptied, and the entries after it moved back to where a look
- * finds them (no tombstones, so a table never fills with them). */
+static bool w_used(const void *t, size_t i)
+{
+	return ((const struct watched *)t)[i].used;
+}
+
+static size_t ino_home(const void *t, size_t i)
+{
+	return home(&((const struct watched *)t)[i], false);
+}
+
+static size_t wd_home(const void *t, size_t i)
+{
+	return home(&((const struct watched *)t)[i], true);
+}
+
+static void w_move(void *t, size_t to, size_t from)
+{
+	((struct watched *)t)[to] = ((struct watched *)t)[from];
+}
+
+static void w_clear(void *t, size_t i)
+{
+	((struct watched *)t)[i].used = false;
+}
+
+static const struct oatab_ops ino_ops = { w_used, ino_home, w_move, w_clear };
+static const struct oatab_ops wd_ops = { w_used, wd_home, w_move, w_clear };
+
+/* Slot i emptied, the entries after it moved back where a look finds
+ * them (common/oatab.h). */
 static void erase(struct watched *t, size_t i, bool by_wd)
 {
-	t[i].used = false;
-	for (size_t j = (i + 1) & (SLOTS - 1); t[j].used; j = (j + 1) & (SLOTS - 1)) {
-		size_t h = home(&t[j], by_wd);
-		/* j stays when its home lies cyclically in (i, j]. */
-		if (i <= j ? (i < h && h <= j) : (i < h || h <= j))
-			continue;
-		t[i] = t[j];
-		t[j].used = false;
-		i = j;
-	}
+	oatab_erase(t, SLOTS, i, by_wd ? &wd_ops : &ino_ops);
 }
 
 struct wsnote *wsnote_new(void)

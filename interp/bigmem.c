@@ -24,11 +24,13 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "../common/oatab.h"
+
 #define HUGE_SZ ((size_t)2 << 20)
 
 /* The live mappings, by address (realloc is not told the old size):
  * open addressing with linear probing, at most half the slots used, and
- * deletion by moving the entries after a freed slot back (no tombstones).
+ * deletion by moving the entries after a freed slot back (common/oatab.h).
  * Past half, a block goes to malloc: 32,768 arrays of 2 MiB or more are
  * 64 GiB, past any memory_mb. */
 #define SLOTS 65536
@@ -83,6 +85,29 @@ static size_t slot_of(uintptr_t at)
 		i = (i + 1) & (SLOTS - 1);
 	return i;
 }
+
+static bool m_used(const void *t, size_t i)
+{
+	return ((const struct mapping *)t)[i].at != 0;
+}
+
+static size_t m_home(const void *t, size_t i)
+{
+	return home(((const struct mapping *)t)[i].at);
+}
+
+static void m_move(void *t, size_t to, size_t from)
+{
+	((struct mapping *)t)[to] = ((struct mapping *)t)[from];
+}
+
+static void m_clear(void *t, size_t i)
+{
+	((struct mapping *)t)[i].at = 0;
+}
+
+/* Deletion moves the entries after a freed slot back (common/oatab.h). */
+static const struct oatab_ops maps_ops = { m_used, m_home, m_move, m_clear };
 
 /* Under the lock. */
 static bool remember_locked(uintptr_t at, size_t len)
@@ -140,17 +165,8 @@ static size_t mapped_len(uintptr_t at, bool forget, bool *cached)
 			cache_bytes += len;
 			*cached = true;
 		}
-		maps[i].at = 0;
+		oatab_erase(maps, SLOTS, i, &maps_ops);
 		n_maps--;
-		for (size_t j = (i + 1) & (SLOTS - 1); maps[j].at; j = (j + 1) & (SLOTS - 1)) {
-			size_t h = home(maps[j].at);
-			/* j stays when its home lies cyclically in (i, j]. */
-			if (i <= j ? (i < h && h <= j) : (i < h || h <= j))
-				continue;
-			maps[i] = maps[j];
-			maps[j].at = 0;
-			i = j;
-		}
 	}
 	pthread_mutex_unlock(&lock);
 	return len;
