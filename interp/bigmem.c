@@ -40,13 +40,19 @@ static struct mapping {
 	unsigned gen; /* the fork count when it was mapped */
 } maps[SLOTS];
 static size_t n_maps;
-/* Forks of this process so far (bigmem_before_fork): a block mapped in
+/* Forks of this process so far (bigmem_after_fork): a block mapped in
  * the current generation is the process's alone; an older one is shared
  * with the copy that fork made, until written. */
 static unsigned gen;
+/* Between bigmem_before_fork and bigmem_after_fork: nothing is kept or
+ * reused.  (Another thread of the cell's may free or allocate meanwhile:
+ * a block it kept would be shared with the copy, and a kept block it took
+ * would be a live array left out of it.) */
+static bool forking;
 /* Blocks of the current generation freed, kept for the next large array:
  * private and resident, reused at no cost (as glibc reuses a freed block);
- * dropped before each fork, so no copy holds them. */
+ * left out of every copy a fork makes (MADV_DONTFORK, bigmem_before_fork),
+ * so that they stay private across it and no copy holds them. */
 #define CACHE_MAX 16
 #define CACHE_BYTES ((size_t)512 << 20)
 static struct { uintptr_t at; size_t len; } cache[CACHE_MAX];
@@ -127,21 +133,33 @@ static bool remember(uintptr_t at, size_t len)
 	return ok;
 }
 
-/* A cached block for n bytes (the smallest that holds n without wasting
- * more than an eighth, or 2 MiB), taken out of the cache and registered;
- * NULL when none. */
+/* A cached block for n bytes, taken out of the cache and registered;
+ * NULL when none holds n.  The smallest that does, cut to n rounded up to
+ * whole 2 MiB pieces: the rest is given back at once.  (Taking only a
+ * block within an eighth of n left most calls of a DataFrame's work
+ * without one: its arrays come in a few sizes, a column of 8-byte values
+ * and its masks of one byte, and each miss gave the whole cache back.) */
 static void *from_cache(size_t n)
 {
 	pthread_mutex_lock(&lock);
-	size_t best = CACHE_MAX, slack = n / 8 > HUGE_SZ ? n / 8 : HUGE_SZ;
+	size_t best = CACHE_MAX;
 	for (size_t i = 0; i < n_cache; i++)
-		if (cache[i].len >= n && cache[i].len - n <= slack && (best == CACHE_MAX || cache[i].len < cache[best].len))
+		if (cache[i].len >= n && (best == CACHE_MAX || cache[i].len < cache[best].len))
 			best = i;
 	void *p = NULL;
-	if (best < CACHE_MAX && remember_locked(cache[best].at, cache[best].len)) {
-		p = (void *)cache[best].at;
-		cache_bytes -= cache[best].len;
-		cache[best] = cache[--n_cache];
+	if (best < CACHE_MAX && !forking) {
+		uintptr_t at = cache[best].at;
+		size_t len = cache[best].len, keep = (n + HUGE_SZ - 1) & ~(HUGE_SZ - 1);
+		if (keep < len && keep >= n) {
+			munmap((void *)(at + keep), len - keep);
+			cache_bytes -= len - keep;
+			cache[best].len = len = keep;
+		}
+		if (remember_locked(at, len)) {
+			p = (void *)at;
+			cache_bytes -= len;
+			cache[best] = cache[--n_cache];
+		}
 	}
 	pthread_mutex_unlock(&lock);
 	return p;
@@ -159,7 +177,7 @@ static size_t mapped_len(uintptr_t at, bool forget, bool *cached)
 	if (!maps[i].at)
 		len = 0;
 	else if (forget) {
-		if (cached && maps[i].gen == gen && n_cache < CACHE_MAX && cache_bytes + len <= cache_cap) {
+		if (cached && !forking && maps[i].gen == gen && n_cache < CACHE_MAX && cache_bytes + len <= cache_cap) {
 			cache[n_cache].at = at;
 			cache[n_cache++].len = len;
 			cache_bytes += len;
@@ -198,7 +216,7 @@ static void *map_big(size_t n)
 	return a;
 }
 
-/* The kept blocks given back (a miss, a fork). */
+/* The kept blocks given back (a miss: none holds the block asked for). */
 static void drop_cache(void)
 {
 	pthread_mutex_lock(&lock);
@@ -269,9 +287,54 @@ static PyDataMem_Handler handler = {
 
 void bigmem_before_fork(void)
 {
-	drop_cache();
 	pthread_mutex_lock(&lock);
+	forking = true;
+	/* The kept blocks stay the session's: left out of the copy
+	 * (MADV_DONTFORK), they are neither shared with it, so that their
+	 * reuse after the fork would copy them 4 kB at a time, nor held by a
+	 * checkpoint that has no use for freed memory.  One the kernel will
+	 * not mark is given back instead. */
+	for (size_t i = 0; i < n_cache;) {
+		if (madvise((void *)cache[i].at, cache[i].len, MADV_DONTFORK) == 0) {
+			i++;
+			continue;
+		}
+		munmap((void *)cache[i].at, cache[i].len);
+		cache_bytes -= cache[i].len;
+		cache[i] = cache[--n_cache];
+	}
+	pthread_mutex_unlock(&lock);
+}
+
+void bigmem_after_fork(bool child)
+{
+	pthread_mutex_lock(&lock);
+	if (child) {
+		/* Not in this process's memory (MADV_DONTFORK): each range is
+		 * free, and unmapping it again is a no-op.  A session's start
+		 * finds the zygote's kept blocks mapped and shared with it:
+		 * given back the same way. */
+		for (size_t i = 0; i < n_cache; i++)
+			munmap((void *)cache[i].at, cache[i].len);
+		n_cache = 0;
+		cache_bytes = 0;
+	}
+	for (size_t i = 0; i < n_cache;) {
+		if (madvise((void *)cache[i].at, cache[i].len, MADV_DOFORK) == 0) {
+			i++;
+			continue;
+		}
+		/* Reused, it would be an array the next fork leaves out of
+		 * its copy: a rollback to that copy would find it unmapped.
+		 * Given back instead. */
+		munmap((void *)cache[i].at, cache[i].len);
+		cache_bytes -= cache[i].len;
+		cache[i] = cache[--n_cache];
+	}
+	/* Every block mapped before now is shared with the copy (or, in the
+	 * child, with its parent). */
 	gen++;
+	forking = false;
 	pthread_mutex_unlock(&lock);
 }
 

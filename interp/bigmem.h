@@ -15,10 +15,11 @@
  * NumPy (1.22 and later) lets a program choose the allocator of array data
  * (PyDataMem_SetHandler).  This one gives each block of BIGMEM_MIN bytes
  * or more a fresh anonymous mapping aligned to 2 MiB, advised for huge
- * pages over its whole 2 MiB pieces, and unmaps it when the array is
- * freed: a large array never reuses memory a checkpoint shares, and its
- * first touch costs a fault per 2 MiB instead of a copy per 4 kB.
- * Smaller blocks go to malloc as before.
+ * pages over its whole 2 MiB pieces: a large array never reuses memory a
+ * checkpoint shares, and its first touch costs a fault per 2 MiB instead
+ * of a copy per 4 kB.  A freed block the session alone holds is kept for
+ * the next large array that fits, across forks too (left out of the
+ * copy); any other is unmapped.  Smaller blocks go to malloc as before.
  *
  * Installed in the zygote once NumPy is imported, when the policy takes
  * checkpoints (without them a freed block is reused at no cost, and a
@@ -30,6 +31,7 @@
 #ifndef PSM_INTERP_BIGMEM_H
 #define PSM_INTERP_BIGMEM_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 /* Blocks this large or larger get a mapping of their own. */
@@ -41,11 +43,14 @@
  * or is older than 1.22.  A Python error is never left set. */
 int bigmem_install(long memory_mb);
 
-/* Before each fork of the session (a checkpoint, a copy): the blocks kept
- * for reuse are unmapped (the copy never holds them) and a new generation
- * begins: a block mapped before it is shared with the copy, and is
- * unmapped, not kept, when freed. */
+/* Around each fork of the session (a checkpoint, a copy): before it, the
+ * blocks kept for reuse are marked to be left out of the copy; after it,
+ * in the parent (child false) they are kept on, private, and in the child
+ * (and in a session just forked from the zygote) forgotten.  Either way a
+ * new generation begins: a block mapped before it is shared with the
+ * other process, and is unmapped, not kept, when freed. */
 void bigmem_before_fork(void);
+void bigmem_after_fork(bool child);
 
 /* The name NumPy reports for it (numpy.core.multiarray.get_handler_name). */
 #define BIGMEM_NAME "python-sandbox-mcp: large arrays mapped alone"

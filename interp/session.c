@@ -313,6 +313,7 @@ static void make_checkpoint(bool save)
 	setproctitle("-python-sandbox-mcp: checkpoint %s cell %ld", session_name, last_cell);
 	int pidfd = -1;
 	pid_t pid = fork_pidfd(&pidfd);
+	bigmem_after_fork(pid == 0);
 	if (pid != 0)
 		title_session();
 	if (pid == 0) {
@@ -442,6 +443,7 @@ static bool fork_copy(struct wire_msg *m, bool checkpoints)
 	PyOS_BeforeFork();
 	int pidfd = -1;
 	pid_t copy = fork_pidfd_sibling(&pidfd);
+	bigmem_after_fork(copy == 0);
 	if (copy == 0) {
 		int fds[3] = { m->fds[0], m->fds[1], m->fds[2] };
 		m->nfds = 0;
@@ -564,6 +566,9 @@ void zygote_session_main(const struct zmsg_spawn *sp, int fds[3])
 	 * end_left_behind finds it by its parent chain. */
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
 	zygote_pid = getppid();
+	/* Its large arrays' allocator: anything the zygote kept or mapped is
+	 * shared with it (bigmem.h). */
+	bigmem_after_fork(true);
 
 	/* Before the session makes itself non-dumpable, which makes its
 	 * pagemap unreadable to itself (precopy.h).  Without it, the pages

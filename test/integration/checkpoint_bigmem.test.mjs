@@ -8,7 +8,7 @@ import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
-import { newProject, startClient, execPy, writeFile, SKILL, show } from './lib.mjs';
+import { newProject, startClient, execPy, writeFile, SKILL, show, checkpointCells, sleep, descendants } from './lib.mjs';
 
 const NAME = 'python-sandbox-mcp: large arrays mapped alone';
 
@@ -79,6 +79,76 @@ describe('large arrays with checkpoints', () => {
 		assert.equal(r.sc.status, 'ok', show(r.sc));
 		const faults = Number(r.sc.result);
 		assert.ok(faults < 1500, `writing a fresh 30 MB array took ${faults} minor faults (7,300 would be a copy per 4 kB)`);
+	});
+
+	test('a large array freed is kept for the next that fits, up to an eighth of memory_mb, and across a checkpoint, which never holds it', { timeout: 120000 }, async () => {
+		// memory_mb is 2048 in this policy: at most 256 MB kept.
+		const rss = 'def rss(): return int(open("/proc/self/statm").read().split()[1]) * 4096 >> 20';
+		const r = await execPy(h, [
+			'import numpy as np, resource',
+			rss,
+			'a = np.ones(3_800_000); at = a.ctypes.data; r0 = rss(); del a; r1 = rss()',
+			'b = np.empty(3_800_000); same = b.ctypes.data == at',
+			'big = np.ones(40_000_000); r2 = rss(); del big; r3 = rss()',
+			'del b; r4 = rss(); s4 = np.ones(500_000); r5 = rss()',
+			'(r0 - r1, same, r2 - r3, s4.ctypes.data == at, r4 - r5)',
+		].join('\n'));
+		assert.equal(r.sc.status, 'ok', show(r.sc));
+		const [kept, same, over, small, cut] = JSON.parse(r.sc.result.replace('(', '[').replace(')', ']').replaceAll('True', 'true').replaceAll('False', 'false'));
+		assert.ok(kept < 8, `freeing a 30 MB array gave back ${kept} MB: it was not kept`);
+		assert.equal(same, true, 'the next array of its size did not reuse the kept block');
+		assert.ok(over > 280, `freeing a 320 MB array (over 256 MB) gave back only ${over} MB`);
+		// A 4 MB array takes the kept 30 MB block, and its rest is given back.
+		assert.equal(small, true, 'a smaller array did not reuse the kept block');
+		assert.ok(cut > 20, `the kept block's rest was not given back (${cut} MB)`);
+		// Freed, kept, and a checkpoint follows the call: the block is left
+		// out of the checkpoint's copy, and stays the session's, so the
+		// next array of its size after the fork reuses it, resident, with
+		// neither a copy nor a fresh page.
+		const k = await execPy(h, [
+			'c = np.ones(3_800_000); at_c = c.ctypes.data; del c',
+			'open("workspace/forces-a-checkpoint-2.txt", "w").write("a file written: the call is followed by a checkpoint")',
+			'at_c',
+		].join('\n'));
+		assert.equal(k.sc.status, 'ok', show(k.sc));
+		const at = BigInt(k.sc.result);
+		const t0 = Date.now();
+		while (!checkpointCells(h.pid, 'default').includes(k.sc.execution_count) && Date.now() - t0 < 10000) await sleep(50);
+		assert.ok(checkpointCells(h.pid, 'default').includes(k.sc.execution_count), 'a workspace write forces a checkpoint');
+		const holds = (pid) => fs.readFileSync(`/proc/${pid}/maps`, 'utf8').split('\n').some((l) => {
+			const [a, b] = l.split(' ')[0].split('-');
+			return a && BigInt('0x' + a) <= at && at < BigInt('0x' + b);
+		});
+		const title = (pid) => { try { return fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8'); } catch { return ''; } };
+		const kin = descendants(h.pid).map((p) => p.pid);
+		const ckpt = kin.filter((p) => title(p).startsWith(`python-sandbox-mcp: checkpoint default cell ${k.sc.execution_count}`));
+		const sess = kin.filter((p) => title(p).startsWith('python-sandbox-mcp: session default'));
+		assert.equal(ckpt.length, 1, 'the checkpoint, found from outside');
+		assert.equal(sess.length, 1, 'the session, found from outside');
+		assert.equal(holds(ckpt[0]), false, 'the checkpoint holds the kept block');
+		assert.equal(holds(sess[0]), true, 'the session no longer holds the kept block after the fork');
+		const g = await execPy(h, [
+			'r6 = rss(); d = np.empty(3_800_000); d[:] = 1',
+			'(d.ctypes.data == at_c, rss() - r6)',
+		].join('\n'));
+		assert.equal(g.sc.status, 'ok', show(g.sc));
+		const [same2, grew] = JSON.parse(g.sc.result.replace('(', '[').replace(')', ']').replaceAll('True', 'true').replaceAll('False', 'false'));
+		assert.equal(same2, true, 'the array after the fork did not reuse the kept block');
+		assert.ok(grew < 8, `writing the reused block after the fork made the session ${grew} MB larger: it was mapped afresh`);
+		// A checkpoint taken while a block is kept, then a rollback to it:
+		// the copy never had the block, and its own large arrays are
+		// mapped afresh, never at the kept one's address (unmapped there:
+		// the first write would end it with SIGSEGV).
+		const k2 = await execPy(h, 'del d\nopen("workspace/forces-a-checkpoint-3.txt", "w").write("a checkpoint follows")');
+		assert.equal(k2.sc.status, 'ok', show(k2.sc));
+		const t1 = Date.now();
+		while (!checkpointCells(h.pid, 'default').includes(k2.sc.execution_count) && Date.now() - t1 < 10000) await sleep(50);
+		assert.ok(checkpointCells(h.pid, 'default').includes(k2.sc.execution_count), 'a workspace write forces a checkpoint');
+		const t = await execPy(h, 'import time\ntime.sleep(30)', { timeout_s: 1 });
+		assert.equal(t.sc.state, 'rolled_back', show(t.sc));
+		const e = await execPy(h, 'e = np.ones(3_800_000); e2 = np.ones(3_800_000); float(e.sum() + e2.sum())');
+		assert.equal(e.sc.status, 'ok', show(e.sc));
+		assert.equal(e.sc.result, '7600000.0');
 	});
 });
 
