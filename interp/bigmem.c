@@ -285,6 +285,21 @@ static PyDataMem_Handler handler = {
 	{ NULL, big_malloc, big_calloc, big_realloc, big_free },
 };
 
+/* Under the lock: each kept block advised (MADV_DONTFORK or
+ * MADV_DOFORK), or given back when the kernel refuses. */
+static void advise_kept_locked(int advice)
+{
+	for (size_t i = 0; i < n_cache;) {
+		if (madvise((void *)cache[i].at, cache[i].len, advice) == 0) {
+			i++;
+			continue;
+		}
+		munmap((void *)cache[i].at, cache[i].len);
+		cache_bytes -= cache[i].len;
+		cache[i] = cache[--n_cache];
+	}
+}
+
 void bigmem_before_fork(void)
 {
 	pthread_mutex_lock(&lock);
@@ -294,15 +309,7 @@ void bigmem_before_fork(void)
 	 * reuse after the fork would copy them 4 kB at a time, nor held by a
 	 * checkpoint that has no use for freed memory.  One the kernel will
 	 * not mark is given back instead. */
-	for (size_t i = 0; i < n_cache;) {
-		if (madvise((void *)cache[i].at, cache[i].len, MADV_DONTFORK) == 0) {
-			i++;
-			continue;
-		}
-		munmap((void *)cache[i].at, cache[i].len);
-		cache_bytes -= cache[i].len;
-		cache[i] = cache[--n_cache];
-	}
+	advise_kept_locked(MADV_DONTFORK);
 	pthread_mutex_unlock(&lock);
 }
 
@@ -319,18 +326,10 @@ void bigmem_after_fork(bool child)
 		n_cache = 0;
 		cache_bytes = 0;
 	}
-	for (size_t i = 0; i < n_cache;) {
-		if (madvise((void *)cache[i].at, cache[i].len, MADV_DOFORK) == 0) {
-			i++;
-			continue;
-		}
-		/* Reused, it would be an array the next fork leaves out of
-		 * its copy: a rollback to that copy would find it unmapped.
-		 * Given back instead. */
-		munmap((void *)cache[i].at, cache[i].len);
-		cache_bytes -= cache[i].len;
-		cache[i] = cache[--n_cache];
-	}
+	/* Marked still, a block reused would be an array the next fork
+	 * leaves out of its copy: a rollback to that copy would find it
+	 * unmapped.  One the kernel will not unmark is given back. */
+	advise_kept_locked(MADV_DOFORK);
 	/* Every block mapped before now is shared with the copy (or, in the
 	 * child, with its parent). */
 	gen++;

@@ -12,6 +12,14 @@ import { newProject, startClient, execPy, writeFile, SKILL, show, checkpointCell
 
 const NAME = 'python-sandbox-mcp: large arrays mapped alone';
 
+/** Waits for the session's checkpoint of cell `cell` (a cell that wrote a
+ * workspace file is always followed by one). */
+async function checkpointAfter(h, cell) {
+	const t0 = Date.now();
+	while (!checkpointCells(h.pid, 'default').includes(cell) && Date.now() - t0 < 10000) await sleep(50);
+	assert.ok(checkpointCells(h.pid, 'default').includes(cell), 'a workspace write forces a checkpoint');
+}
+
 describe('large arrays with checkpoints', () => {
 	let h;
 	before(async () => { h = await startClient(newProject('bigmem'), { structured: true }); });
@@ -112,9 +120,7 @@ describe('large arrays with checkpoints', () => {
 		].join('\n'));
 		assert.equal(k.sc.status, 'ok', show(k.sc));
 		const at = BigInt(k.sc.result);
-		const t0 = Date.now();
-		while (!checkpointCells(h.pid, 'default').includes(k.sc.execution_count) && Date.now() - t0 < 10000) await sleep(50);
-		assert.ok(checkpointCells(h.pid, 'default').includes(k.sc.execution_count), 'a workspace write forces a checkpoint');
+		await checkpointAfter(h, k.sc.execution_count);
 		const holds = (pid) => fs.readFileSync(`/proc/${pid}/maps`, 'utf8').split('\n').some((l) => {
 			const [a, b] = l.split(' ')[0].split('-');
 			return a && BigInt('0x' + a) <= at && at < BigInt('0x' + b);
@@ -141,9 +147,7 @@ describe('large arrays with checkpoints', () => {
 		// the first write would end it with SIGSEGV).
 		const k2 = await execPy(h, 'del d\nopen("workspace/forces-a-checkpoint-3.txt", "w").write("a checkpoint follows")');
 		assert.equal(k2.sc.status, 'ok', show(k2.sc));
-		const t1 = Date.now();
-		while (!checkpointCells(h.pid, 'default').includes(k2.sc.execution_count) && Date.now() - t1 < 10000) await sleep(50);
-		assert.ok(checkpointCells(h.pid, 'default').includes(k2.sc.execution_count), 'a workspace write forces a checkpoint');
+		await checkpointAfter(h, k2.sc.execution_count);
 		const t = await execPy(h, 'import time\ntime.sleep(30)', { timeout_s: 1 });
 		assert.equal(t.sc.state, 'rolled_back', show(t.sc));
 		const e = await execPy(h, 'e = np.ones(3_800_000); e2 = np.ones(3_800_000); float(e.sum() + e2.sum())');
