@@ -150,8 +150,9 @@ static void *from_cache(size_t n)
 	if (best < CACHE_MAX && !forking) {
 		uintptr_t at = cache[best].at;
 		size_t len = cache[best].len, keep = (n + HUGE_SZ - 1) & ~(HUGE_SZ - 1);
-		if (keep < len && keep >= n) {
-			munmap((void *)(at + keep), len - keep);
+		/* A tail the kernel would not unmap (no mapping left to
+		 * split it off) stays part of the block. */
+		if (keep < len && munmap((void *)(at + keep), len - keep) == 0) {
 			cache_bytes -= len - keep;
 			cache[best].len = len = keep;
 		}
