@@ -217,7 +217,8 @@ static void *map_big(size_t n)
 	return a;
 }
 
-/* The kept blocks given back (a miss: none holds the block asked for). */
+/* The kept blocks given back before a fresh mapping (a miss: none holds
+ * the block asked for, or zeros are asked for). */
 static void drop_cache(void)
 {
 	pthread_mutex_lock(&lock);
@@ -245,7 +246,12 @@ static void *big_calloc(void *ctx, size_t count, size_t size)
 	size_t n;
 	if (__builtin_mul_overflow(count, size, &n))
 		return NULL;
-	/* A fresh mapping reads as zeros. */
+	/* A fresh mapping reads as zeros.  The kept blocks are given back
+	 * first, as before any fresh mapping (they were kept through a
+	 * calloc, and a 300 MB np.zeros with 200 MB kept made the session
+	 * 478 MB larger). */
+	if (n >= BIGMEM_MIN)
+		drop_cache();
 	void *p = n >= BIGMEM_MIN ? map_big(n) : NULL;
 	return p ? p : calloc(count, size);
 }

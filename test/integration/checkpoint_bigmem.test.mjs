@@ -156,6 +156,32 @@ describe('large arrays with checkpoints', () => {
 	});
 });
 
+describe('large arrays kept, in a fresh session', () => {
+	let h;
+	before(async () => { h = await startClient(newProject('bigmem-peak'), { structured: true }); });
+	after(async () => { await h?.close(); });
+
+	test('kept blocks are given back before a zeroed array is mapped afresh, as before any fresh mapping', { timeout: 120000 }, async () => {
+		// 200 MB kept (under the 256 MB cap), then 300 MB of zeros, which no
+		// kept block serves: the session grows by the 300 MB, not by 500.
+		const rss = 'def rss(): return int(open("/proc/self/statm").read().split()[1]) * 4096 >> 20';
+		const r = await execPy(h, [
+			'import numpy as np',
+			rss,
+			'import gc; gc.collect()',
+			'r0 = rss()',
+			'a = np.ones(12_500_000); b = np.ones(12_500_000); del a, b',
+			'kept = rss() - r0',
+			'z = np.zeros(37_500_000); z[:] = 1; grew_z = rss() - r0; del z',
+			'(kept, grew_z)',
+		].join('\n'));
+		assert.equal(r.sc.status, 'ok', show(r.sc));
+		const [kept, grewZ] = JSON.parse(r.sc.result.replace('(', '[').replace(')', ']'));
+		assert.ok(kept > 150, `the two freed 100 MB arrays were not kept (${kept} MB)`);
+		assert.ok(grewZ < 380, `a 300 MB zeroed array with 200 MB kept made the session ${grewZ} MB larger: the kept blocks stayed`);
+	});
+});
+
 describe('large arrays without checkpoints', () => {
 	let h;
 	before(async () => {
