@@ -11,6 +11,8 @@ import path from 'node:path';
 import { newProject, startClient, execPy, writeFile, SKILL, show, checkpointCells, sleep, descendants } from './lib.mjs';
 
 const NAME = 'python-sandbox-mcp: large arrays mapped alone';
+/** A cell line defining rss(): the session's resident memory, MB. */
+const RSS = 'def rss(): return int(open("/proc/self/statm").read().split()[1]) * 4096 >> 20';
 
 /** Waits for the session's checkpoint of cell `cell` (a cell that wrote a
  * workspace file is always followed by one). */
@@ -91,10 +93,9 @@ describe('large arrays with checkpoints', () => {
 
 	test('a large array freed is kept for the next that fits, up to an eighth of memory_mb, and across a checkpoint, which never holds it', { timeout: 120000 }, async () => {
 		// memory_mb is 2048 in this policy: at most 256 MB kept.
-		const rss = 'def rss(): return int(open("/proc/self/statm").read().split()[1]) * 4096 >> 20';
 		const r = await execPy(h, [
 			'import numpy as np, resource',
-			rss,
+			RSS,
 			'a = np.ones(3_800_000); at = a.ctypes.data; r0 = rss(); del a; r1 = rss()',
 			'b = np.empty(3_800_000); same = b.ctypes.data == at',
 			'big = np.ones(40_000_000); r2 = rss(); del big; r3 = rss()',
@@ -164,10 +165,9 @@ describe('large arrays kept, in a fresh session', () => {
 	test('kept blocks are given back before a zeroed array is mapped afresh, as before any fresh mapping', { timeout: 120000 }, async () => {
 		// 200 MB kept (under the 256 MB cap), then 300 MB of zeros, which no
 		// kept block serves: the session grows by the 300 MB, not by 500.
-		const rss = 'def rss(): return int(open("/proc/self/statm").read().split()[1]) * 4096 >> 20';
 		const r = await execPy(h, [
 			'import numpy as np',
-			rss,
+			RSS,
 			'import gc; gc.collect()',
 			'r0 = rss()',
 			'a = np.ones(12_500_000); b = np.ones(12_500_000); del a, b',
