@@ -4,17 +4,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
-/* NumPy's headers are not written for this project's warnings. */
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wcast-qual"
-#pragma GCC diagnostic ignored "-Wstrict-prototypes"
-#pragma GCC diagnostic ignored "-Wundef"
-#pragma GCC diagnostic ignored "-Wshadow"
-#pragma GCC diagnostic ignored "-Wmissing-prototypes"
-#pragma GCC diagnostic ignored "-Wpedantic"
-#define NPY_NO_DEPRECATED_API NPY_1_22_API_VERSION
-#include <numpy/arrayobject.h>
-#pragma GCC diagnostic pop
+#include "npyapi.h"
 
 #include <errno.h>
 #include <malloc.h>

@@ -4,6 +4,8 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include "strcodes.h"
+
 /* The system's xxhash.h, compiled in: no library to load inside the jail. */
 #define XXH_INLINE_ALL
 #include <xxhash.h>
@@ -33,6 +35,7 @@ static PyObject *native_label(PyObject *self, PyObject *arg)
 
 static PyMethodDef native_methods[] = {
 	{ "label", native_label, METH_O, "XXH3-128 digest of a contiguous buffer (16 bytes)" },
+	{ "str_codes", strcodes_encode, METH_VARARGS, "an object array of str as codes into its distinct strings, or None" },
 	{ NULL, NULL, 0, NULL },
 };
 

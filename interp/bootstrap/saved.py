@@ -160,6 +160,7 @@ def save_state(arg_json):
     ns = _session["ns"] or {}
     imports, defs, unsaved, names, chunks = [], [], [], [], []
     rows = []  # per chunk: the length of its rows (_row_bytes), or 0
+    pickler = _pickler_class()
     for name, value in list(ns.items()):
         if name.startswith("__") or name == "_":
             continue
@@ -180,7 +181,7 @@ def save_state(arg_json):
             continue
         bufs = []
         try:
-            data = pickle.dumps(value, protocol=5, buffer_callback=bufs.append)
+            data = _dumps(value, bufs.append, pickler)
             raws = [b.raw() for b in bufs]
             rows.extend([0] + [_row_bytes(b) for b in bufs])
         except BaseException as e:  # whatever a __reduce__ raises
@@ -211,6 +212,70 @@ def save_state(arg_json):
     for c in chunks:
         _write_all(fd, c)
     return ""
+
+
+# An object array of at least this many elements, each an exact str, is
+# saved as codes into its distinct strings (_pickler_class).
+_STR_CODES_MIN = 1 << 16
+
+
+def _pickler_class():
+    """A Pickler that saves large object arrays of strings as codes, out
+    of band; None without numpy.  Pickle writes an object array one
+    element at a time, in band: at 4M rows a frame's three string columns
+    took most of each save's CPU, at every save, changed or not.  As codes
+    they are one pass in C (interp/strcodes.c), and a column unchanged
+    since the last save gives the same codes, whose pieces the server
+    holds already."""
+    import pickle
+
+    np = sys.modules.get("numpy")
+    if np is None:
+        return None
+    from _psm_native import str_codes
+
+    ndarray = np.ndarray
+
+    class Pickler(pickle.Pickler):
+        def reducer_override(self, obj):
+            if type(obj) is not ndarray or obj.size < _STR_CODES_MIN or obj.dtype.kind != "O":
+                return NotImplemented
+            c = obj.flags.c_contiguous
+            # A pandas block's columns are its rows: one run each.
+            rows = obj.shape[0] if c and obj.ndim >= 2 and obj.size // obj.shape[0] >= _STR_CODES_MIN else 1
+            runs = str_codes(obj, rows)
+            if runs is None:
+                return NotImplemented
+            return _strs_decode, (obj.shape, "C" if c else "F",
+                                  [(d, pickle.PickleBuffer(b), w) for d, b, w in runs])
+
+    return Pickler
+
+
+def _dumps(value, buffer_callback, pickler):
+    import io
+    import pickle
+
+    if pickler is None:
+        return pickle.dumps(value, protocol=5, buffer_callback=buffer_callback)
+    f = io.BytesIO()
+    pickler(f, protocol=5, buffer_callback=buffer_callback).dump(value)
+    return f.getvalue()
+
+
+def _strs_decode(shape, order, runs):
+    """An object array saved by _pickler_class, made again."""
+    import numpy as np
+
+    out = np.empty(shape, dtype=object, order=order)
+    flat = (out.T if order == "F" else out).reshape(-1)  # a view, in memory order
+    step = flat.size // max(len(runs), 1)
+    kinds = {1: np.uint8, 2: np.uint16, 4: np.uint32}
+    for i, (distinct, codes, width) in enumerate(runs):
+        table = np.empty(len(distinct), dtype=object)
+        table[:] = distinct
+        flat[i * step:(i + 1) * step] = table[np.frombuffer(codes, dtype=kinds[width])]
+    return out
 
 
 def _row_bytes(pb):

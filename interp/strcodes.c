@@ -1,0 +1,201 @@
+/* Object arrays of strings as codes for a saver (strcodes.h). */
+#include "strcodes.h"
+
+#include "npyapi.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+/* The distinct strings of a run, by value: open addressing over their
+ * codes (0: free, else code + 1) beside 32 bits of each one's hash; at
+ * most half the slots used.  8 bytes a slot, and at most a quarter as
+ * many distinct strings as elements (then pickle is as good): the table
+ * stays within 8 bytes an element. */
+struct table {
+	uint32_t *code;
+	uint32_t *hash;
+	size_t mask;
+};
+
+static bool same_str(PyObject *a, PyObject *b)
+{
+	/* Ready strings are canonical (PEP 393): equal ones have one kind. */
+	Py_ssize_t n = PyUnicode_GET_LENGTH(a);
+	if (n != PyUnicode_GET_LENGTH(b) || PyUnicode_KIND(a) != PyUnicode_KIND(b))
+		return false;
+	return memcmp(PyUnicode_DATA(a), PyUnicode_DATA(b), (size_t)n * PyUnicode_KIND(a)) == 0;
+}
+
+static int table_grow(struct table *t)
+{
+	size_t slots = t->mask ? (t->mask + 1) * 2 : 64;
+	uint32_t *code = PyMem_Calloc(slots, sizeof *code), *hash = PyMem_Calloc(slots, sizeof *hash);
+	if (!code || !hash) {
+		PyMem_Free(code);
+		PyMem_Free(hash);
+		PyErr_NoMemory();
+		return -1;
+	}
+	for (size_t i = 0; t->mask && i <= t->mask; i++) {
+		if (!t->code[i])
+			continue;
+		size_t j = t->hash[i] & (slots - 1);
+		while (code[j])
+			j = (j + 1) & (slots - 1);
+		code[j] = t->code[i];
+		hash[j] = t->hash[i];
+	}
+	PyMem_Free(t->code);
+	PyMem_Free(t->hash);
+	t->code = code;
+	t->hash = hash;
+	t->mask = slots - 1;
+	return 0;
+}
+
+/* codes (n elements of *width bytes) widened to `to` bytes each, the
+ * first `done` of them converted. */
+static PyObject *widen(PyObject *codes, Py_ssize_t n, Py_ssize_t done, int from, int to)
+{
+	PyObject *w = PyBytes_FromStringAndSize(NULL, n * to);
+	if (!w)
+		return NULL;
+	const unsigned char *s = (const unsigned char *)PyBytes_AS_STRING(codes);
+	unsigned char *d = (unsigned char *)PyBytes_AS_STRING(w);
+	for (Py_ssize_t i = 0; i < done; i++) {
+		uint32_t v = from == 1 ? s[i] : ((const uint16_t *)(const void *)s)[i];
+		if (to == 2)
+			((uint16_t *)(void *)d)[i] = (uint16_t)v;
+		else
+			((uint32_t *)(void *)d)[i] = v;
+	}
+	return w;
+}
+
+static void put(PyObject *codes, int width, Py_ssize_t i, uint32_t v)
+{
+	unsigned char *d = (unsigned char *)PyBytes_AS_STRING(codes);
+	if (width == 1)
+		d[i] = (unsigned char)v;
+	else if (width == 2)
+		((uint16_t *)(void *)d)[i] = (uint16_t)v;
+	else
+		((uint32_t *)(void *)d)[i] = v;
+}
+
+/* One run: (distinct, codes, width), None when it does not qualify, NULL
+ * with an exception. */
+static PyObject *encode_run(PyObject *const *el, Py_ssize_t n)
+{
+	PyObject *distinct = PyList_New(0), *codes = PyBytes_FromStringAndSize(NULL, n), *out = NULL;
+	struct table t = { 0 };
+	int width = 1;
+	if (!distinct || !codes || table_grow(&t) < 0)
+		goto done;
+	PyObject *prev = NULL;
+	uint32_t prev_code = 0;
+	for (Py_ssize_t i = 0; i < n; i++) {
+		PyObject *o = el[i];
+		if (o && o == prev) {
+			put(codes, width, i, prev_code);
+			continue;
+		}
+		if (!o || !PyUnicode_CheckExact(o)) {
+			out = Py_NewRef(Py_None);
+			goto done;
+		}
+#if PY_VERSION_HEX < 0x030C0000
+		/* A string made by the old API may not be in its compact form. */
+		if (PyUnicode_READY(o) < 0)
+			goto done;
+#endif
+		Py_hash_t h = PyObject_Hash(o); /* cached in the str after once */
+		if (h == -1)
+			goto done;
+		size_t j = (size_t)h & t.mask;
+		uint32_t c = 0;
+		while (t.code[j]) {
+			PyObject *d = PyList_GET_ITEM(distinct, t.code[j] - 1);
+			if (t.hash[j] == (uint32_t)h && (d == o || same_str(d, o))) {
+				c = t.code[j];
+				break;
+			}
+			j = (j + 1) & t.mask;
+		}
+		if (!c) {
+			Py_ssize_t k = PyList_GET_SIZE(distinct);
+			if (k >= n / 4 + 1) {
+				out = Py_NewRef(Py_None);
+				goto done;
+			}
+			if (PyList_Append(distinct, o) < 0)
+				goto done;
+			c = (uint32_t)k + 1;
+			t.code[j] = c;
+			t.hash[j] = (uint32_t)h;
+			int need = k < 256 ? 1 : k < 65536 ? 2 : 4;
+			if (need > width) {
+				PyObject *w = widen(codes, n, i, width, need);
+				if (!w)
+					goto done;
+				Py_SETREF(codes, w);
+				width = need;
+			}
+			if ((size_t)(k + 1) * 2 > t.mask + 1 && table_grow(&t) < 0)
+				goto done;
+		}
+		prev = o;
+		prev_code = c - 1;
+		put(codes, width, i, prev_code);
+	}
+	if (width > 1 && _PyBytes_Resize(&codes, n * width) < 0)
+		goto done;
+	out = Py_BuildValue("(OOi)", distinct, codes, width);
+done:
+	PyMem_Free(t.code);
+	PyMem_Free(t.hash);
+	Py_XDECREF(distinct);
+	Py_XDECREF(codes);
+	return out;
+}
+
+PyObject *strcodes_encode(PyObject *self, PyObject *args)
+{
+	(void)self;
+	PyObject *arr;
+	Py_ssize_t segments;
+	if (!PyArg_ParseTuple(args, "On", &arr, &segments))
+		return NULL;
+	/* NumPy's table of functions, fetched once (a failed import is a
+	 * NumPy this interpreter cannot use: pickle's own form then). */
+	static bool ready;
+	if (!ready) {
+		if (_import_array() < 0) {
+			PyErr_Clear();
+			Py_RETURN_NONE;
+		}
+		ready = true;
+	}
+	if (!PyArray_CheckExact(arr))
+		Py_RETURN_NONE;
+	PyArrayObject *a = (PyArrayObject *)arr;
+	Py_ssize_t n = PyArray_SIZE(a);
+	if (PyArray_TYPE(a) != NPY_OBJECT || !(PyArray_FLAGS(a) & (NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_F_CONTIGUOUS)) ||
+	    segments < 1 || n < segments || n % segments)
+		Py_RETURN_NONE;
+	PyObject *const *el = (PyObject *const *)PyArray_DATA(a);
+	Py_ssize_t run = n / segments;
+	PyObject *list = PyList_New(segments);
+	if (!list)
+		return NULL;
+	for (Py_ssize_t s = 0; s < segments; s++) {
+		PyObject *r = encode_run(el + s * run, run);
+		if (!r || r == Py_None) {
+			Py_DECREF(list);
+			return r;
+		}
+		PyList_SET_ITEM(list, s, r);
+	}
+	return list;
+}
