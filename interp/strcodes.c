@@ -149,8 +149,6 @@ static PyObject *encode_run(PyObject *const *el, Py_ssize_t n)
 		prev_code = c - 1;
 		put(codes, width, i, prev_code);
 	}
-	if (width > 1 && _PyBytes_Resize(&codes, n * width) < 0)
-		goto done;
 	out = Py_BuildValue("(OOi)", distinct, codes, width);
 done:
 	PyMem_Free(t.code);
