@@ -17,7 +17,8 @@
  * that a change to one column leaves the others' codes as they were).
  * None when the array is not an exact ndarray of dtype object, contiguous,
  * whose every element is an exact str, or when a run has more distinct
- * strings than half its length (pickle's own form is as small then). */
+ * strings than a quarter of its length (then pickle's own form is about
+ * as small, and the table of distinct strings would cost more memory). */
 PyObject *strcodes_encode(PyObject *self, PyObject *args);
 
 #endif
