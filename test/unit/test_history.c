@@ -274,6 +274,53 @@ static void test_cap(void **state)
 	assert_int_equal(st2.st_size, st.st_size);
 }
 
+/* The server keeps each session's file open for its next records; a file
+ * deleted, replaced or turned into a symlink since is never written
+ * through the old descriptor: the record goes where the name points now,
+ * as an open by name would put it, and a symlink is refused. */
+static void test_kept_file_follows_name(void **state)
+{
+	struct t *t = *state;
+	char s[200], p[256], q[256];
+	snprintf(p, sizeof p, "%s/default.jsonl", history_dir(t->h));
+	rec(t, "default", 1, "a = 1", "ok", "new", NULL, NULL, NULL);
+	rec(t, "default", 2, "b = 2", "ok", "kept", NULL, NULL, NULL);
+	/* Deleted: the next record starts a new file. */
+	assert_int_equal(unlink(p), 0);
+	rec(t, "default", 3, "c = 3", "ok", "kept", NULL, NULL, NULL);
+	lineage(t, "default", s, sizeof s);
+	assert_string_equal(s, "c3"); /* a new file, its start record first */
+	/* Replaced by a rename (another file's inode under the name): the
+	 * record lands in the new file, not in the one renamed over. */
+	snprintf(q, sizeof q, "%s/other.jsonl", history_dir(t->h));
+	rec(t, "other", 1, "x = 1", "ok", "new", NULL, NULL, NULL);
+	assert_int_equal(rename(q, p), 0);
+	rec(t, "default", 2, "d = 4", "ok", "kept", NULL, NULL, NULL);
+	lineage(t, "default", s, sizeof s);
+	assert_string_equal(s, "c1 c2");
+	/* A symlink where the file was: refused, nothing written through it. */
+	assert_int_equal(unlink(p), 0);
+	assert_int_equal(symlink(q, p), 0);
+	rec(t, "default", 3, "e = 5", "ok", "kept", NULL, NULL, NULL);
+	struct stat st;
+	assert_int_equal(lstat(q, &st), -1);
+	assert_int_equal(errno, ENOENT);
+	assert_int_equal(unlink(p), 0);
+	/* More sessions than files kept: every one recorded. */
+	for (int i = 0; i < 12; i++) {
+		char name[16];
+		snprintf(name, sizeof name, "s%d", i);
+		rec(t, name, 1, "y = 1", "ok", "new", NULL, NULL, NULL);
+		rec(t, name, 2, "y = 2", "ok", "kept", NULL, NULL, NULL);
+	}
+	for (int i = 0; i < 12; i++) {
+		char name[16];
+		snprintf(name, sizeof name, "s%d", i);
+		lineage(t, name, s, sizeof s);
+		assert_string_equal(s, "c1 c2");
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -284,6 +331,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_provenance_across_sessions, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bad_lines_and_export, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_cap, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_kept_file_follows_name, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
