@@ -126,6 +126,7 @@ struct session {
 	enum life life;      /* its process (enum life): process.c only */
 	pid_t pid;           /* in the zygote's pid namespace; 0 until known */
 	int pidfd, ctrl, out_r, err_r;
+	int ctrl_sndbuf;     /* ctrl's send buffer (SO_SNDBUF) in bytes, read once; 0: unknown */
 	pid_t ckpt_pid;      /* the frozen copy to roll back to, 0 when none */
 	int ckpt_pidfd;
 	int dropped_pidfd;   /* the checkpoint it replaced (SIGKILLed), or -1 */

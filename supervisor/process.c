@@ -509,6 +509,11 @@ void session_adopt_fds(struct sup *sup, struct session *s, const int mine[3], en
 	s->ctrl = mine[0];
 	s->out_r = mine[1];
 	s->err_r = mine[2];
+	/* Read once: only this process sets options on its end of the socket,
+	 * so the size stays what it is now (send_exec judges by it). */
+	socklen_t bl = sizeof s->ctrl_sndbuf;
+	if (getsockopt(s->ctrl, SOL_SOCKET, SO_SNDBUF, &s->ctrl_sndbuf, &bl) < 0)
+		s->ctrl_sndbuf = 0;
 	set_nonblock(s->ctrl);
 	set_nonblock(s->out_r);
 	set_nonblock(s->err_r);

@@ -8,12 +8,9 @@
  * may make it small), so that the send never waits for the frozen reader. */
 #define EXEC_SEND_FROZEN_MAX ((size_t)16 << 10)
 
-static bool fits_frozen(int sock, size_t len)
+static bool fits_frozen(const struct session *s, size_t len)
 {
-	int buf = 0;
-	socklen_t bl = sizeof buf;
-	return len <= EXEC_SEND_FROZEN_MAX && getsockopt(sock, SOL_SOCKET, SO_SNDBUF, &buf, &bl) == 0 && buf > 0 &&
-	       len + WIRE_HDR_BYTES <= (size_t)buf / 4;
+	return len <= EXEC_SEND_FROZEN_MAX && s->ctrl_sndbuf > 0 && len + WIRE_HDR_BYTES <= (size_t)s->ctrl_sndbuf / 4;
 }
 
 static void send_exec(struct sup *sup, struct session *s);
@@ -235,7 +232,7 @@ static void send_exec(struct sup *sup, struct session *s)
 	 * warm call's path); a larger one after, as the frozen session could
 	 * never make room for it. */
 	bool thaw = s->phase == P_IDLE && s->pidfd >= 0;
-	bool send_first = thaw && fits_frozen(s->ctrl, txt_len);
+	bool send_first = thaw && fits_frozen(s, txt_len);
 	if (thaw && !send_first)
 		pidfd_signal(s->pidfd, SIGCONT);
 	set_expect(sup, s, P_RUNNING);
