@@ -299,13 +299,14 @@ int art_scan(const struct workspace *ws, const struct art_scan_opts *o, struct a
 	}
 	w->path[n] = '\0';
 
-	fd = ws_openat(ws, w->path, O_RDONLY | O_DIRECTORY, 0);
+	struct stat st0;
+	fd = ws_openat_st(ws, w->path, O_RDONLY | O_DIRECTORY, 0, &st0);
 	if (fd < 0) {
 		rc = ws_openat_err(e, fd, *sub ? sub : "");
 		free(w);
 		return rc;
 	}
-	rc = walk_dir(w, fd, NULL, n, 0);
+	rc = walk_dir(w, fd, &st0, n, 0);
 	free(w);
 	if (rc < 0) {
 		art_list_free(out);
@@ -511,13 +512,14 @@ static void usage_dir(struct usage *w, int dfd, const struct stat *dst, size_t p
 	free(d);
 }
 
-static void usage_walk(struct art_usage *u, int fd, size_t max_entries, const struct stat *skip)
+/* fd's stat in st when known, else NULL. */
+static void usage_walk(struct art_usage *u, int fd, const struct stat *st, size_t max_entries, const struct stat *skip)
 {
 	struct usage *w = xcalloc(1, sizeof *w);
 	w->u = u;
 	w->max = max_entries ? max_entries : 1000000;
 	w->skip = skip;
-	usage_dir(w, fd, NULL, 0, 0);
+	usage_dir(w, fd, st, 0, 0);
 	free(w);
 }
 
@@ -533,32 +535,34 @@ int art_dir_usage(const char *dir, const struct workspace *skip_ws, size_t max_e
 			mark_unseen(&u->unseen, u->where, sizeof u->where, ART_UNSEEN_UNREADABLE, "");
 		return rc;
 	}
-	usage_walk(u, fd, max_entries, skip ? &ws_st : NULL);
+	usage_walk(u, fd, NULL, max_entries, skip ? &ws_st : NULL);
 	return 0;
 }
 
 int art_ws_dir_usage(const struct workspace *ws, const char *rel, size_t max_entries, struct art_usage *u)
 {
-	int fd = ws_openat(ws, rel, O_RDONLY | O_DIRECTORY, 0);
+	struct stat st;
+	int fd = ws_openat_st(ws, rel, O_RDONLY | O_DIRECTORY, 0, &st);
 	memset(u, 0, sizeof *u);
 	if (fd < 0) {
 		if (fd != -ENOENT)
 			mark_unseen(&u->unseen, u->where, sizeof u->where, ART_UNSEEN_UNREADABLE, "");
 		return fd;
 	}
-	usage_walk(u, fd, max_entries, NULL);
+	usage_walk(u, fd, &st, max_entries, NULL);
 	return 0;
 }
 
 int art_disk_usage(const struct workspace *ws, size_t max_entries, struct art_usage *u, struct err *e)
 {
-	int fd = ws_openat(ws, "", O_RDONLY | O_DIRECTORY, 0);
+	struct stat st;
+	int fd = ws_openat_st(ws, "", O_RDONLY | O_DIRECTORY, 0, &st);
 	memset(u, 0, sizeof *u);
 	if (fd < 0) {
 		mark_unseen(&u->unseen, u->where, sizeof u->where, ART_UNSEEN_UNREADABLE, "");
 		return ws_openat_err(e, fd, "");
 	}
-	usage_walk(u, fd, max_entries, NULL);
+	usage_walk(u, fd, &st, max_entries, NULL);
 	return 0;
 }
 

@@ -366,6 +366,11 @@ static int open_beneath(int dirfd, const char *path, int flags, mode_t mode)
 
 int ws_openat(const struct workspace *ws, const char *rel, int flags, mode_t mode)
 {
+	return ws_openat_st(ws, rel, flags, mode, NULL);
+}
+
+int ws_openat_st(const struct workspace *ws, const char *rel, int flags, mode_t mode, struct stat *out)
+{
 	int rc = check_rel(rel);
 	bool want_nonblock = flags & O_NONBLOCK;
 	bool want_trunc = (flags & O_TRUNC) && !(flags & O_EXCL);
@@ -442,6 +447,8 @@ int ws_openat(const struct workspace *ws, const char *rel, int flags, mode_t mod
 		rc = -errno;
 		goto fail;
 	}
+	if (out)
+		*out = st; /* (a truncation since changed only its size and times) */
 	return fd;
 fail:
 	close(fd);

@@ -10,6 +10,7 @@
 #ifndef FILES_FSAFE_H
 #define FILES_FSAFE_H
 
+#include <sys/stat.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
@@ -73,6 +74,9 @@ const char *path_next(const char **cursor, size_t *len);
  * -EINVAL for a FIFO, socket or device, -EISDIR for an unexpected
  * directory, -EMLINK for a regular file with more than one hard link. */
 int ws_openat(const struct workspace *ws, const char *rel, int flags, mode_t mode);
+/* The same, and the opened file's stat in *out (the one the checks above
+ * judged: no second fstat for a caller that needs it). */
+int ws_openat_st(const struct workspace *ws, const char *rel, int flags, mode_t mode, struct stat *out);
 
 /* Fills e with a sentence for an error returned by ws_openat on rel (what
  * was found and what to do) and returns code. */
