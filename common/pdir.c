@@ -33,13 +33,19 @@ int pdir_open_in(struct pdir *d, int dirfd, const char *dir, const char *path)
 
 int pdir_open_tasks(struct pdir *d, int procfd, const char *procdir)
 {
+	return pdir_open_tasks_seen(d, procfd, procdir, NULL);
+}
+
+int pdir_open_tasks_seen(struct pdir *d, int procfd, const char *procdir, const struct pstat *seen)
+{
 	char stat[sizeof d->path];
 	const char *name = strrchr(procdir, '/');
 	int n = snprintf(stat, sizeof stat, "%s/stat", procdir);
 	struct pstat ps;
 	if (procdir[0] == '/' && name && name[1] && strlen(name + 1) < sizeof d->one && n > 0 && (size_t)n < sizeof stat &&
 	    snprintf(d->path, sizeof d->path, "%s/task", procdir) < (int)sizeof d->path &&
-	    pstat_read_kept(AT_FDCWD, NULL, stat, &ps) == 0 && ps.num_threads == 1 && ps.state != 'Z' && ps.state != 'X') {
+	    (seen ? (ps = *seen, 0) : pstat_read_kept(AT_FDCWD, NULL, stat, &ps)) == 0 && ps.num_threads == 1 &&
+	    ps.state != 'Z' && ps.state != 'X') {
 		d->len = d->off = 0;
 		d->err = 0;
 		d->fd = -1;

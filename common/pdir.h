@@ -41,6 +41,13 @@ int pdir_open_in(struct pdir *d, int dirfd, const char *dir, const char *path);
  * callers that judge a stopped process see none made.  0, or -errno. */
 int pdir_open_tasks(struct pdir *d, int procfd, const char *procdir);
 
+/* The same, with seen the process's stat as the caller has just read it
+ * (procdir/stat, through pstat_read_kept): the caller's read stands for
+ * the one above instead of a second one microseconds later.  NULL: read
+ * it here. */
+struct pstat;
+int pdir_open_tasks_seen(struct pdir *d, int procfd, const char *procdir, const struct pstat *seen);
+
 /* The same for a directory already open (fd, owned from now on). */
 void pdir_adopt(struct pdir *d, int fd);
 

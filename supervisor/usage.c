@@ -52,14 +52,18 @@ int pidfd_signal(int pidfd, int sig)
 	return kill(pid, sig);
 }
 
-/* utime + stime + cutime + cstime of one process, in ms; < 0 if gone. */
-static double proc_cpu_ms(pid_t pid)
+/* utime + stime + cutime + cstime of one process, in ms; < 0 if gone.
+ * ps: its stat as read (for the caller's listing of its threads), or
+ * NULL. */
+static double proc_cpu_ms(pid_t pid, struct pstat *out)
 {
 	char path[64];
 	struct pstat ps;
 	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
 	if (pstat_read_kept(AT_FDCWD, NULL, path, &ps) < 0)
 		return -1;
+	if (out)
+		*out = ps;
 	long long ticks = (long long)(ps.utime + ps.stime) + ps.cutime + ps.cstime;
 	if (ticks < 0)
 		return -1;
@@ -81,7 +85,7 @@ static long proc_hwm_kb(pid_t pid)
 /* The descendants of pid (children of each of its threads, recursively),
  * at most max, leaving out skip and everything below it; returns how many
  * were stored. */
-static size_t descendants(pid_t pid, pid_t skip, pid_t *out, size_t max)
+static size_t descendants(pid_t pid, const struct pstat *pid_ps, pid_t skip, pid_t *out, size_t max)
 {
 	size_t n = 0;
 	pid_t queue[USAGE_MAX_PROCS];
@@ -92,7 +96,7 @@ static size_t descendants(pid_t pid, pid_t skip, pid_t *out, size_t max)
 		char path[64];
 		snprintf(path, sizeof path, "/proc/%d", (int)cur);
 		struct pdir d;
-		if (pdir_open_tasks(&d, -1, path) < 0)
+		if (pdir_open_tasks_seen(&d, -1, path, cur == pid ? pid_ps : NULL) < 0)
 			continue;
 		for (const char *tid; n < max && (tid = pdir_next(&d));) {
 			char cpath[96], buf[4096];
@@ -124,14 +128,15 @@ static double tree_usage(pid_t pid, int pidfd, pid_t skip, long *hwm_kb)
 {
 	if (pid <= 0)
 		return -1;
-	double cpu = proc_cpu_ms(pid);
+	struct pstat ps;
+	double cpu = proc_cpu_ms(pid, &ps);
 	long hwm = hwm_kb ? proc_hwm_kb(pid) : 0;
 	if (cpu < 0 || hwm < 0)
 		return -1;
 	pid_t kids[USAGE_MAX_PROCS];
-	size_t n = descendants(pid, skip, kids, USAGE_MAX_PROCS);
+	size_t n = descendants(pid, &ps, skip, kids, USAGE_MAX_PROCS);
 	for (size_t i = 0; i < n; i++) {
-		double c = proc_cpu_ms(kids[i]);
+		double c = proc_cpu_ms(kids[i], NULL);
 		if (c > 0)
 			cpu += c;
 		long k = hwm_kb ? proc_hwm_kb(kids[i]) : -1;
