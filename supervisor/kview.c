@@ -75,11 +75,13 @@ static bool read_fds(const struct pdirfd *p, struct kview *kv)
 
 /* A process's page faults and its reaped children's, from its stat. */
 static bool faults(const struct pdirfd *p, const char *name, unsigned long long *flt, unsigned long long *maj, unsigned long long *cflt,
-		   unsigned long long *cmaj, struct kview *kv)
+		   unsigned long long *cmaj, struct kview *kv, struct pstat *out)
 {
 	struct pstat ps;
 	if (pstat_read_kept(p->fd, p->path, name, &ps) < 0)
 		return false;
+	if (out)
+		*out = ps;
 	*flt = ps.minflt, *cflt = ps.cminflt, *maj = ps.majflt, *cmaj = ps.cmajflt;
 	if (kv) {
 		kv->minflt = ps.minflt;
@@ -92,11 +94,12 @@ static bool faults(const struct pdirfd *p, const char *name, unsigned long long 
 /* Adds to kv the children of every thread of the process whose /proc
  * directory is pfd, as the kernel lists them (zombies too), and with own
  * (the session) counts its threads; false when they cannot all be read or
- * do not fit. */
-static bool list_kids(const struct pdirfd *proc, struct kview *kv, bool own)
+ * do not fit.  seen: the process's stat just read (pdir_open_tasks_seen),
+ * or NULL. */
+static bool list_kids(const struct pdirfd *proc, struct kview *kv, bool own, const struct pstat *seen)
 {
 	struct pdir dir;
-	if (pdir_open_tasks(&dir, proc->fd, proc->path) < 0)
+	if (pdir_open_tasks_seen(&dir, proc->fd, proc->path, seen) < 0)
 		return false;
 	bool ok = true;
 	for (const char *tid; ok && (tid = pdir_next(&dir));) {
@@ -134,9 +137,9 @@ static bool list_kids(const struct pdirfd *proc, struct kview *kv, bool own)
  * as the session's children from the start.  (The current checkpoint is
  * frozen and may yet reap its own saver: its children are never listed, so
  * their bytes are never taken off.)  False when they cannot all be read. */
-static bool read_children(const struct pdirfd *p, const struct session *s, struct kview *kv)
+static bool read_children(const struct pdirfd *p, const struct session *s, struct kview *kv, const struct pstat *seen)
 {
-	bool ok = list_kids(p, kv, true);
+	bool ok = list_kids(p, kv, true, seen);
 	for (int i = 0, n = kv->nkids; ok && i < n; i++) {
 		if (kv->kid[i] == s->ckpt_hpid)
 			continue;
@@ -147,7 +150,7 @@ static bool read_children(const struct pdirfd *p, const struct session *s, struc
 		 * session after its list was read, and what they bring
 		 * counts as the cell's (a checkpoint, never less). */
 		if (kid.fd >= 0) {
-			ok = list_kids(&kid, kv, false);
+			ok = list_kids(&kid, kv, false, NULL);
 			close(kid.fd);
 		}
 	}
@@ -161,7 +164,7 @@ static bool read_children(const struct pdirfd *p, const struct session *s, struc
 		snprintf(stat, sizeof stat, "/proc/%d/stat", (int)kv->kid[i]);
 		/* Gone since the list (reaped): it counts in the parent's. */
 		kv->kid_flt[i] = kv->kid_maj[i] = kv->kid_wchar[i] = 0;
-		if (faults(&by_path, stat, &f, &m, &cf, &cm, NULL)) {
+		if (faults(&by_path, stat, &f, &m, &cf, &cm, NULL, NULL)) {
 			kv->kid_flt[i] = f + cf;
 			kv->kid_maj[i] = m + cm;
 		}
@@ -193,7 +196,9 @@ void kview_read(const struct session *s, struct kview *kv)
 	 * server without CAP_SYS_PTRACE lacks (the session is undumpable):
 	 * then the session's own word stands in for them (kview_effect). */
 	kv->own = proc_read(&p, "io", buf, sizeof buf) && field_ull(buf, "wchar: ", &kv->wchar) && read_fds(&p, kv);
-	bool ok = faults(&p, "stat", &flt, &maj, &kv->cminflt, &kv->cmajflt, kv) && read_children(&p, s, kv);
+	/* Stopped: the stat read for its faults also says its threads. */
+	struct pstat ps;
+	bool ok = faults(&p, "stat", &flt, &maj, &kv->cminflt, &kv->cmajflt, kv, &ps) && read_children(&p, s, kv, &ps);
 	close(p.fd);
 	kv->valid = ok && s->pidfd >= 0 && pidfd_signal(s->pidfd, 0) == 0;
 }
