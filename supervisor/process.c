@@ -430,8 +430,17 @@ void drain_all(struct session *s)
 	unsigned char buf[65536];
 	int fds[2] = { s->out_r, s->err_r };
 	struct outbuf *obs[2] = { &s->out, &s->err };
+	/* One look at both first: after most calls both are empty, and a
+	 * read of each that says so costs a system call more (each about
+	 * 4 us on the test VM, done once or twice a call).  Whatever was
+	 * written before this look is readable in it; a look that fails
+	 * reads both, as before. */
+	struct pollfd pf[2] = { { .fd = fds[0], .events = POLLIN }, { .fd = fds[1], .events = POLLIN } };
+	int ready = poll(pf, 2, 0); /* a negative fd is skipped, its revents 0 */
+	if (ready == 0)
+		return;
 	for (int k = 0; k < 2; k++) {
-		if (fds[k] < 0)
+		if (fds[k] < 0 || (ready > 0 && !pf[k].revents))
 			continue;
 		/* Bounded: a process that keeps writing cannot hold us here. */
 		for (int i = 0; i < 4096; i++) {
