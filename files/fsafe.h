@@ -10,9 +10,9 @@
 #ifndef FILES_FSAFE_H
 #define FILES_FSAFE_H
 
-#include <sys/stat.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include "../common/err.h"
