@@ -8,8 +8,8 @@
 
 #include <stddef.h>
 
-/* A process's /proc directory: open, and its path (the key of the
- * descriptors pcache.h keeps). */
+/* A process's /proc directory: open, or -1 (its files read by path), and
+ * its path (the key of the descriptors pcache.h keeps). */
 struct pdirfd {
 	int fd;
 	char path[32];
@@ -41,7 +41,9 @@ static int kfd_cmp(const void *a, const void *b)
 static bool read_fds(const struct pdirfd *p, struct kview *kv)
 {
 	struct pdir dir;
-	if (pdir_open_in(&dir, p->fd, p->path, "fdinfo") < 0)
+	char at[sizeof p->path + 8];
+	snprintf(at, sizeof at, "%s/fdinfo", p->path);
+	if ((p->fd >= 0 ? pdir_open_in(&dir, p->fd, p->path, "fdinfo") : pdir_open(&dir, AT_FDCWD, at)) < 0)
 		return false;
 	bool ok = true;
 	for (const char *name; ok && (name = pdir_next(&dir));) {
@@ -181,16 +183,22 @@ static bool read_children(const struct pdirfd *p, const struct session *s, struc
 
 /* The kernel's view of the stopped session; kv->valid false when any part
  * could not be read, or the process is no longer the one the pidfd
- * names (its pid was taken by another). */
+ * names (its pid was taken by another).
+ *
+ * Its files are read by path (most through descriptors kept since their
+ * first read, pcache.h), with no directory of its own opened and closed
+ * around them (two system calls a view, two views a call): the pidfd's
+ * look after the last read is what says they were all this process's.
+ * While the process is not reaped its pid names no other, so every read
+ * before that look read it; once it is, the view is not valid. */
 void kview_read(const struct session *s, struct kview *kv)
 {
 	memset(kv, 0, offsetof(struct kview, fd));
 	char buf[1024];
-	struct pdirfd p;
-	snprintf(p.path, sizeof p.path, "/proc/%d", (int)s->hpid);
-	p.fd = s->hpid > 0 ? open(p.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
-	if (p.fd < 0)
+	struct pdirfd p = { .fd = -1 };
+	if (s->hpid <= 0 || s->pidfd < 0)
 		return;
+	snprintf(p.path, sizeof p.path, "/proc/%d", (int)s->hpid);
 	unsigned long long flt = 0, maj = 0;
 	/* io and fdinfo need ptrace's read access to the process, which a
 	 * server without CAP_SYS_PTRACE lacks (the session is undumpable):
@@ -199,7 +207,6 @@ void kview_read(const struct session *s, struct kview *kv)
 	/* Stopped: the stat read for its faults also says its threads. */
 	struct pstat ps;
 	bool ok = faults(&p, "stat", &flt, &maj, &kv->cminflt, &kv->cmajflt, kv, &ps) && read_children(&p, s, kv, &ps);
-	close(p.fd);
 	kv->valid = ok && s->pidfd >= 0 && pidfd_signal(s->pidfd, 0) == 0;
 }
 
