@@ -42,8 +42,8 @@ static bool read_fds(const struct pdirfd *p, struct kview *kv)
 {
 	struct pdir dir;
 	char at[sizeof p->path + 8];
-	snprintf(at, sizeof at, "%s/fdinfo", p->path);
-	if ((p->fd >= 0 ? pdir_open_in(&dir, p->fd, p->path, "fdinfo") : pdir_open(&dir, AT_FDCWD, at)) < 0)
+	snprintf(at, sizeof at, "%s/fdinfo", p->path); /* by path, as kview_read says */
+	if (pdir_open(&dir, AT_FDCWD, at) < 0)
 		return false;
 	bool ok = true;
 	for (const char *name; ok && (name = pdir_next(&dir));) {
@@ -207,7 +207,7 @@ void kview_read(const struct session *s, struct kview *kv)
 	/* Stopped: the stat read for its faults also says its threads. */
 	struct pstat ps;
 	bool ok = faults(&p, "stat", &flt, &maj, &kv->cminflt, &kv->cmajflt, kv, &ps) && read_children(&p, s, kv, &ps);
-	kv->valid = ok && s->pidfd >= 0 && pidfd_signal(s->pidfd, 0) == 0;
+	kv->valid = ok && pidfd_signal(s->pidfd, 0) == 0;
 }
 
 static bool has_kid(const struct kview *kv, pid_t pid)
