@@ -520,6 +520,10 @@ void zygote_main(const struct zygote_config *zc)
 	if (jail_enter(&jc, &rep, &e) < 0)
 		fatal(ctrl, e.msg);
 	test_kill_point("jail");
+	/* Each session stacks the gate on its way out of the tree: compiled
+	 * here once, loaded there with one call. */
+	if (!jail_session_gate_prepare())
+		log_debug("the sessions' gate: compiled by each session");
 	send_jail_report(ctrl, &rep, self_pidfd);
 	if (chdir(zc->root) < 0)
 		fatal(ctrl, "cannot enter the project directory inside the jail");

@@ -738,6 +738,11 @@ int jail_session_gate(int *listener, struct err *e)
 	return seccomp_session_gate(listener, e);
 }
 
+bool jail_session_gate_prepare(void)
+{
+	return seccomp_session_gate_prepare();
+}
+
 /* ---- --check ---- */
 
 struct probe_result {

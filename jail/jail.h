@@ -44,6 +44,11 @@ int jail_session_enter(struct err *e);
  * or -1 where the kernel has none (both ways refused outright). */
 int jail_session_gate(int *listener, struct err *e);
 
+/* Once, in the zygote: that gate compiled for every session it forks
+ * (seccomp.h: seccomp_session_gate_prepare); false when each session
+ * compiles its own. */
+bool jail_session_gate_prepare(void);
+
 
 const char *jail_layer_name(enum jail_layer_id id);
 const char *jail_state_name(enum jail_state s);

@@ -22,4 +22,10 @@ int seccomp_apply(const struct jail_config *c, struct jail_report *r, struct err
  * -errno. */
 int seccomp_session_gate(int *listener, struct err *e);
 
+/* Compiles both forms of that filter once, in the zygote, so that each
+ * session process it forks loads one with a single system call instead of
+ * compiling it (seccomp_session_gate falls back to compiling when this was
+ * not called or failed).  True when both are ready. */
+bool seccomp_session_gate_prepare(void);
+
 #endif

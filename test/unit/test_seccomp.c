@@ -461,9 +461,11 @@ static int gate_second_listener(void)
 	return res(syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER, &prog));
 }
 
+/* state: whether the gate is compiled first, as the zygote does
+ * (seccomp_session_gate_prepare), or by the session itself. */
 static void test_gate(void **state)
 {
-	(void)state;
+	bool prepared = *(bool *)*state;
 	int sv[2], res_pipe[2];
 	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
 	assert_int_equal(pipe2(res_pipe, O_CLOEXEC), 0);
@@ -474,7 +476,12 @@ static void test_gate(void **state)
 		struct jail_report r;
 		struct err e = { 0 };
 		int fd = -1;
-		if (apply_mode(TREE, &r) < 0 || seccomp_session_gate(&fd, &e) < 0 || fd < 0)
+		if (apply_mode(TREE, &r) < 0)
+			_exit(3);
+		/* Compiled under the jail's own filter, as in the zygote. */
+		if (prepared && !seccomp_session_gate_prepare())
+			_exit(7);
+		if (seccomp_session_gate(&fd, &e) < 0 || fd < 0)
 			_exit(3);
 		char c = 'g', cbuf[CMSG_SPACE(sizeof(int))] = { 0 };
 		struct iovec iov = { &c, 1 };
@@ -555,6 +562,7 @@ static void test_gate(void **state)
 int main(void)
 {
 	static enum mode modes[N_MODES] = { TREE, TREE_OPEN, NSFREE, NSFREE_OPEN, NSFREE_ABI2 };
+	static bool gate_modes[2] = { false, true };
 	const struct CMUnitTest tests[] = {
 		{ "the mount tree", test_mode, NULL, NULL, (void *)&modes[TREE] },
 		{ "the mount tree, an open policy", test_mode, NULL, NULL, (void *)&modes[TREE_OPEN] },
@@ -563,7 +571,8 @@ int main(void)
 		{ "no mount tree, Landlock ABI 2", test_mode, NULL, NULL, (void *)&modes[NSFREE_ABI2] },
 		cmocka_unit_test(test_x32_kills),
 		cmocka_unit_test(test_disabled),
-		cmocka_unit_test(test_gate),
+		{ "the gate, compiled by the session", test_gate, NULL, NULL, (void *)&gate_modes[0] },
+		{ "the gate, compiled first (as the zygote does)", test_gate, NULL, NULL, (void *)&gate_modes[1] },
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
