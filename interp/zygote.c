@@ -523,7 +523,7 @@ void zygote_main(const struct zygote_config *zc)
 	/* Each session stacks the gate on its way out of the tree: compiled
 	 * here once, loaded there with one call. */
 	if (!jail_session_gate_prepare())
-		log_debug("the sessions' gate: compiled by each session");
+		log_debug("the sessions' gate is not compiled here: each session compiles its own (none where seccomp is disabled)");
 	send_jail_report(ctrl, &rep, self_pidfd);
 	if (chdir(zc->root) < 0)
 		fatal(ctrl, "cannot enter the project directory inside the jail");
