@@ -704,33 +704,36 @@ static int gate_load_prepared(struct gate_prog *p, bool listener)
 	return (int)r;
 }
 
+/* The gate in its listener's form (notify) or its refusing one: the
+ * zygote's program where it prepared one, else compiled here.  With a
+ * listener, *listener is set.  0 or -errno. */
+static int gate_apply(bool notify, int *listener)
+{
+	if (!gate_ready)
+		return gate_load(notify ? SCMP_ACT_NOTIFY : SCMP_ACT_ERRNO(EPERM), notify ? listener : NULL);
+	int r = gate_load_prepared(&gate_progs[notify ? 0 : 1], notify);
+	if (r < 0)
+		return r;
+	if (notify)
+		*listener = r;
+	return 0;
+}
+
 int seccomp_session_gate(int *listener, struct err *e)
 {
 	*listener = -1;
 	if (jail_disabled("seccomp"))
 		return 0;
-	if (gate_ready) {
-		int fd = gate_load_prepared(&gate_progs[0], true);
-		if (fd > 0) {
-			*listener = fd;
-			return 0;
-		}
-		/* As below: no user notification here, refused outright. */
-		int rc = gate_load_prepared(&gate_progs[1], false);
-		if (rc < 0)
-			return err_sys(e, rc, "jail: the session's seccomp filter");
-		return 0;
-	}
 	/* A task may have one listener in its chain of filters (the kernel
 	 * refuses a second with EBUSY): the cell cannot stack a listener of
 	 * its own over this one to answer its own requests. */
-	int rc = gate_load(SCMP_ACT_NOTIFY, listener);
+	int rc = gate_apply(true, listener);
 	if (rc == 0)
 		return 0;
 	*listener = -1;
 	/* No user notification here: refused outright (fork_from then fails
 	 * with EPERM, and says so). */
-	rc = gate_load(SCMP_ACT_ERRNO(EPERM), NULL);
+	rc = gate_apply(false, NULL);
 	if (rc < 0)
 		return err_sys(e, rc, "jail: the session's seccomp filter");
 	return 0;
