@@ -19,7 +19,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 
-import { BIN, SANITIZED, startClient, newProject, writeFile, execPy, descendants, sleep, show, SKILL, reachableArgv } from './lib.mjs';
+import { BIN, SANITIZED, startClient, newProject, writeFile, execPy, descendants, sessionProcs, sleep, show, SKILL, reachableArgv } from './lib.mjs';
 
 const AS_ROOT = process.getuid() === 0;
 const NOBODY = 65534;
@@ -216,7 +216,6 @@ for (const [mode, pre] of [['namespaces', []], ['no namespaces', [DOCKERRUN]]]) 
 			// session; Landlock's file rules and seccomp keep it out).
 			test('a cell reads nothing of its own session\'s checkpoint copy', { timeout: 60000 }, async () => {
 				assert.equal((await execPy(h, 'x = 1', { session: 'a' })).sc.status, 'ok');
-				const cellOf = (pid) => Number(/cell (\d+)$/.exec(cmdline(pid))?.[1] ?? -1);
 				// The copy may be replaced by the one taken after a call (a
 				// slow build takes it late): a try whose copy is gone by the
 				// end of the cell is made again with the newest copy.
@@ -224,8 +223,7 @@ for (const [mode, pre] of [['namespaces', []], ['no namespaces', [DOCKERRUN]]]) 
 				for (let attempt = 0; attempt < 5; attempt++) {
 					copy = undefined;
 					for (let i = 0; i < 100 && !copy; i++, await sleep(50))
-						copy = descendants(h.pid).map((p) => p.pid).filter((p) => /: checkpoint a cell \d+$/.test(cmdline(p)))
-							.sort((x, y) => cellOf(y) - cellOf(x))[0];
+						copy = sessionProcs(h.pid, 'a').checkpoints.sort((x, y) => y.cell - x.cell)[0]?.pid;
 					assert.ok(copy, `a checkpoint of session a among ${JSON.stringify(descendants(h.pid))}`);
 					const ns = /^NSpid:\s*(.*)$/m.exec(fs.readFileSync(`/proc/${copy}/status`, 'utf8'))[1].trim().split(/\s+/);
 					r = await execPy(h, [

@@ -417,16 +417,42 @@ export function descendants(pid) {
 	return out;
 }
 
-/** The cells whose state the session's checkpoints hold (their titles). */
-export function checkpointCells(pid, session) {
-	const out = [];
-	const want = `python-sandbox-mcp: checkpoint ${session} cell `;
+/** A process's title ('' once it is gone or a zombie). */
+function titleOf(pid) {
+	try { return fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0+$/, '').replace(/\0/g, ' '); } catch { return ''; }
+}
+
+/** The processes of session `session` below the server `pid`, told apart
+ * by where they sit as well as by their titles: { sessions: [pid],
+ * checkpoints: [{ pid, cell }] }.  The tree is always zygote -> session ->
+ * checkpoint -> saver (the zygote is every session's subreaper, so a
+ * rolled-back or forked session is its child too).  Titles alone mislead
+ * for a few milliseconds: a session takes its checkpoint's title before it
+ * forks (so that the copy is born with it) and takes its own back after,
+ * and a saver keeps its checkpoint's title until it sets its own. */
+export function sessionProcs(pid, session) {
+	const t = procTable();
+	const title = new Map();
+	const titled = (q) => { if (!title.has(q)) title.set(q, titleOf(q)); return title.get(q); };
+	const ZYGOTE = 'python-sandbox-mcp: zygote';
+	const copy = `python-sandbox-mcp: checkpoint ${session} cell `;
+	const out = { sessions: [], checkpoints: [] };
 	for (const p of descendants(pid)) {
-		let t;
-		try { t = fs.readFileSync(`/proc/${p.pid}/cmdline`, 'utf8').replace(/\0+$/, '').replace(/\0/g, ' '); } catch { continue; }
-		if (t.startsWith(want)) out.push(Number(t.slice(want.length)));
+		const tt = titled(p.pid);
+		const parent = t.get(p.ppid);
+		if (!parent) continue;
+		if (titled(parent.pid) === ZYGOTE) {
+			if (tt === `python-sandbox-mcp: session ${session}` || tt.startsWith(copy)) out.sessions.push(p.pid);
+		} else if (tt.startsWith(copy) && t.has(parent.ppid) && titled(parent.ppid) === ZYGOTE) {
+			out.checkpoints.push({ pid: p.pid, cell: Number(tt.slice(copy.length)) });
+		}
 	}
-	return out.sort((a, b) => a - b);
+	return out;
+}
+
+/** The cells whose state the session's checkpoints hold. */
+export function checkpointCells(pid, session) {
+	return sessionProcs(pid, session).checkpoints.map((c) => c.cell).sort((a, b) => a - b);
 }
 
 /** Host memory (MB) that the sandbox's processes hold, checkpoints included:
