@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 
-import { execPy, newProject, writeFile, procTable, descendants, sleep, show } from './lib.mjs';
+import { execPy, newProject, writeFile, procTable, descendants, sessionProcs, sleep, show } from './lib.mjs';
 import { stateHome, start, snapPath, waitSaved } from './persist_lib.mjs';
 
 const PARENT = `
@@ -122,13 +122,14 @@ describe('fork_from', () => {
 		// no CPU once the deadline is past (before: one whole CPU, for good).
 		await sleep(5000);
 		fs.rmSync(flag);
-		const cmd = (p) => { try { return fs.readFileSync(`/proc/${p.pid}/cmdline`, 'utf8'); } catch { return ''; } };
 		const cpu = (pid) => { try { const f = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' '); return Number(f[11]) + Number(f[12]); } catch { return -1; } };
-		const sess = descendants(h.pid).find((p) => /python-sandbox-mcp: session default/.test(cmd(p)));
+		// Found where it sits (a save at rest may be forking its checkpoint,
+		// whose title it wears meanwhile).
+		const [sess] = sessionProcs(h.pid, 'default').sessions;
 		assert.ok(sess, 'the parent session has a process');
-		const c0 = cpu(sess.pid);
+		const c0 = cpu(sess);
 		await sleep(1000);
-		const used = cpu(sess.pid) - c0;
+		const used = cpu(sess) - c0;
 		assert.ok(used >= 0 && used < 30, `the parent session used ${used} ticks of CPU in 1 s at rest`);
 		// Its next call runs on the state it had, and says what happened.
 		r = await execPy(h, 'kept');
