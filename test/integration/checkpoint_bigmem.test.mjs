@@ -169,7 +169,7 @@ describe('large arrays kept, in a fresh session', () => {
 	before(async () => { h = await startClient(newProject('bigmem-peak'), { structured: true }); });
 	after(async () => { await h?.close(); });
 
-	test('kept blocks are given back before a zeroed array is mapped afresh, as before any fresh mapping', { timeout: 120000 }, async () => {
+	test('kept blocks over 32 MiB are given back before a zeroed array is mapped afresh, as before any fresh mapping', { timeout: 120000 }, async () => {
 		// 200 MB kept (under the 256 MB cap), then 300 MB of zeros, which no
 		// kept block serves: the session grows by the 300 MB, not by 500.
 		const r = await execPy(h, [
@@ -186,6 +186,28 @@ describe('large arrays kept, in a fresh session', () => {
 		const [kept, grewZ] = JSON.parse(r.sc.result.replace('(', '[').replace(')', ']'));
 		assert.ok(kept > 150, `the two freed 100 MB arrays were not kept (${kept} MB)`);
 		assert.ok(grewZ < 380, `a 300 MB zeroed array with 200 MB kept made the session ${grewZ} MB larger: the kept blocks stayed`);
+	});
+
+	test('a kept block of a column\'s size stays through a larger fresh mapping, as glibc\'s heap keeps it; a larger one is given back', { timeout: 120000 }, async () => {
+		// 30 MB (a column of 4M rows) kept, then 100 MB mapped afresh: the
+		// 30 MB stay for the next column-sized array.  Then 100 MB kept
+		// too, and 300 MB of zeros mapped afresh: the 100 MB go, the 30 stay.
+		const r = await execPy(h, [
+			'import numpy as np',
+			RSS,
+			'a = np.ones(3_800_000); at = a.ctypes.data; del a',
+			'r0 = rss(); big = np.ones(12_500_000); grew = rss() - r0',
+			'b = np.empty(3_800_000); same = b.ctypes.data == at; del b, big',
+			'r1 = rss(); z = np.zeros(37_500_000); z[:] = 1; grew_z = rss() - r1; del z',
+			'e = np.empty(3_800_000); same_e = e.ctypes.data == at; del e',
+			'(grew, same, grew_z, same_e)',
+		].join('\n'));
+		assert.equal(r.sc.status, 'ok', show(r.sc));
+		const [grew, same, grewZ, sameE] = JSON.parse(r.sc.result.replace('(', '[').replace(')', ']').replaceAll('True', 'true').replaceAll('False', 'false'));
+		assert.ok(grew > 88, `a 100 MB array mapped afresh with 30 MB kept made the session only ${grew} MB larger: the 30 MB were given back`);
+		assert.equal(same, true, 'the next 30 MB array did not reuse the block kept through the fresh mapping');
+		assert.ok(grewZ < 240, `300 MB of zeros with 100 MB kept made the session ${grewZ} MB larger: the 100 MB block stayed`);
+		assert.equal(sameE, true, 'the 30 MB block was given back with the 100 MB one');
 	});
 });
 
