@@ -195,20 +195,24 @@ static size_t mapped_len(uintptr_t at, bool forget, bool *cached)
 	return len;
 }
 
-/* The kept blocks larger than glibc's heap keeps given back (map_big). */
-static void drop_cache(void)
+/* The kept blocks larger than `keep` given back (map_big); whether any
+ * was. */
+static bool drop_cache(size_t keep)
 {
+	bool dropped = false;
 	pthread_mutex_lock(&lock);
 	for (size_t i = 0; i < n_cache;) {
-		if (cache[i].len <= HEAP_KEEPS) {
+		if (cache[i].len <= keep) {
 			i++;
 			continue;
 		}
 		munmap((void *)cache[i].at, cache[i].len);
 		cache_bytes -= cache[i].len;
 		cache[i] = cache[--n_cache];
+		dropped = true;
 	}
 	pthread_mutex_unlock(&lock);
+	return dropped;
 }
 
 /* A fresh mapping of n bytes (n >= BIGMEM_MIN) starting on a 2 MiB
@@ -227,8 +231,13 @@ static void *map_big(size_t n)
 	 * stay for the next temporary, as glibc's heap keeps them: giving
 	 * them back too made pivot and merge at 4M rows take 2,960 and 5,150
 	 * faults a call instead of 1,130 and 2,980. */
-	drop_cache();
+	drop_cache(HEAP_KEEPS);
 	char *p = mmap(NULL, len + HUGE_SZ, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	/* The kept blocks count against RLIMIT_DATA (memory_mb): an array
+	 * refused while they are held is asked for again without them, so
+	 * that freed memory never fails an allocation. */
+	if (p == MAP_FAILED && drop_cache(0))
+		p = mmap(NULL, len + HUGE_SZ, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (p == MAP_FAILED)
 		return NULL;
 	char *a = (char *)(((uintptr_t)p + HUGE_SZ - 1) & ~(uintptr_t)(HUGE_SZ - 1));

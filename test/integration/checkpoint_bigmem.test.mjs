@@ -209,6 +209,32 @@ describe('large arrays kept, in a fresh session', () => {
 		assert.ok(grewZ < 240, `300 MB of zeros with 100 MB kept made the session ${grewZ} MB larger: the 100 MB block stayed`);
 		assert.equal(sameE, true, 'the 30 MB block was given back with the 100 MB one');
 	});
+
+	test('an array refused while blocks are kept (they count against memory_mb) is mapped once they are given back', { timeout: 120000 }, async () => {
+		// memory_mb is RLIMIT_DATA, which counts the kept blocks.  8 x 30 MB
+		// kept, then a 1 GiB array under a data limit it fits only without
+		// them (the cell lowers its own soft limit to that: a sanitizer
+		// build sets no data limit, and a release build's 2048 MB is more).
+		const r = await execPy(h, [
+			'import numpy as np, resource',
+			'def vmdata(): return int([l for l in open("/proc/self/status") if l.startswith("VmData:")][0].split()[1]) << 10',
+			'soft, hard = resource.getrlimit(resource.RLIMIT_DATA)',
+			'v0 = vmdata(); kept = [np.ones(3_800_000) for _ in range(8)]; del kept',
+			'kept_mb = (vmdata() - v0) >> 20',
+			'cap = vmdata() + (1 << 30) - (120 << 20)',
+			'resource.setrlimit(resource.RLIMIT_DATA, (cap, hard))',
+			'try:',
+			'    big = np.empty((1 << 30) // 8); got = big.nbytes >> 20; del big',
+			'finally:',
+			'    resource.setrlimit(resource.RLIMIT_DATA, (soft, hard))',
+			'(soft == resource.RLIM_INFINITY or cap < soft, kept_mb, got)',
+		].join('\n'));
+		assert.equal(r.sc.status, 'ok', show(r.sc));
+		const [lowered, keptMb, got] = JSON.parse(r.sc.result.replace('(', '[').replace(')', ']').replaceAll('True', 'true').replaceAll('False', 'false'));
+		assert.equal(lowered, true, 'the cell could not set a data limit below the session\'s own');
+		assert.ok(keptMb > 200, `the freed arrays were not kept (${keptMb} MB held)`);
+		assert.equal(got, 1024, 'the 1 GiB array');
+	});
 });
 
 describe('large arrays without checkpoints', () => {
