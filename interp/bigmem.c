@@ -7,12 +7,16 @@
 #include "npyapi.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <malloc.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "../common/oatab.h"
 
@@ -62,6 +66,12 @@ static unsigned long kept_count;
  * which unmaps such blocks when they are freed and keeps smaller ones in
  * its heap, where a larger block mapped afresh leaves them. */
 static size_t cache_cap = CACHE_BYTES;
+/* memory_mb in bytes (0: none given).  The server ends a session over it,
+ * counting what the session holds resident, kept blocks too: a fresh
+ * mapping that brings this process past three quarters of it gives every
+ * kept block back first, as all fresh mappings once did, so that near the
+ * limit they never end a call that would have fit without them. */
+static size_t mem_limit;
 /* NumPy may allocate without the GIL (its threads release it). */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -215,6 +225,27 @@ static bool drop_cache(size_t keep)
 	return dropped;
 }
 
+/* This process's resident bytes, from /proc/self/statm (opened each
+ * time: a descriptor the zygote opened would name the zygote); SIZE_MAX
+ * when unread, so that the caller gives every kept block back. */
+static size_t resident_bytes(void)
+{
+	int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return SIZE_MAX;
+	char buf[128];
+	ssize_t n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (n <= 0)
+		return SIZE_MAX;
+	buf[n] = '\0';
+	unsigned long size, rss;
+	if (sscanf(buf, "%lu %lu", &size, &rss) != 2)
+		return SIZE_MAX;
+	long page = sysconf(_SC_PAGESIZE);
+	return page > 0 ? (size_t)rss * (size_t)page : SIZE_MAX;
+}
+
 /* A fresh mapping of n bytes (n >= BIGMEM_MIN) starting on a 2 MiB
  * boundary, its whole 2 MiB pieces advised for huge pages (the tail is
  * left to small pages: a huge page there would be mostly unused); NULL
@@ -231,7 +262,16 @@ static void *map_big(size_t n)
 	 * stay for the next temporary, as glibc's heap keeps them: giving
 	 * them back too made pivot and merge at 4M rows take 2,960 and 5,150
 	 * faults a call instead of 1,130 and 2,980. */
-	drop_cache(HEAP_KEEPS);
+	size_t keep = HEAP_KEEPS;
+	pthread_mutex_lock(&lock);
+	bool any = n_cache > 0;
+	pthread_mutex_unlock(&lock);
+	if (mem_limit && any) {
+		size_t r = resident_bytes();
+		if (r == SIZE_MAX || r + len > mem_limit - mem_limit / 4)
+			keep = 0;
+	}
+	drop_cache(keep);
 	char *p = mmap(NULL, len + HUGE_SZ, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	/* The kept blocks count against RLIMIT_DATA (memory_mb): an array
 	 * refused while they are held is asked for again without them, so
@@ -366,6 +406,8 @@ int bigmem_install(long memory_mb)
 {
 	if (memory_mb > 0 && ((size_t)memory_mb << 20) / 8 < CACHE_BYTES)
 		cache_cap = ((size_t)memory_mb << 20) / 8;
+	if (memory_mb > 0)
+		mem_limit = (size_t)memory_mb << 20;
 	PyObject *mods = PyImport_GetModuleDict();
 	if (!mods || !PyDict_GetItemString(mods, "numpy"))
 		return -ENOENT;

@@ -8,7 +8,7 @@ import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
-import { newProject, startClient, execPy, writeFile, SKILL, show, checkpointCells, sleep, sessionProcs } from './lib.mjs';
+import { SANITIZED, newProject, startClient, execPy, writeFile, SKILL, show, checkpointCells, sleep, sessionProcs } from './lib.mjs';
 
 const NAME = 'python-sandbox-mcp: large arrays mapped alone';
 /** A cell line defining rss(): the session's resident memory, MB. */
@@ -234,6 +234,33 @@ describe('large arrays kept, in a fresh session', () => {
 		assert.equal(lowered, true, 'the cell could not set a data limit below the session\'s own');
 		assert.ok(keptMb > 200, `the freed arrays were not kept (${keptMb} MB held)`);
 		assert.equal(got, 1024, 'the 1 GiB array');
+	});
+});
+
+describe('large arrays kept, near memory_mb', () => {
+	// A sanitizer build's session holds its shadow memory too.
+	const MB = SANITIZED ? 1536 : 512;
+	let h;
+	before(async () => { h = await startClient(newProject('bigmem-near'), { structured: true, args: ['--memory', String(MB)] }); });
+	after(async () => { await h?.close(); });
+
+	test('a fresh mapping past three quarters of memory_mb gives every kept block back first, small ones too', { timeout: 120000 }, async () => {
+		// The server counts what the session holds resident, kept blocks
+		// too: near the limit they would end a call that fits without them.
+		const r = await execPy(h, [
+			'import numpy as np',
+			'def res(): return int(open("/proc/self/statm").read().split()[1]) * 4096',
+			'a = np.ones(3_800_000); b = np.ones(3_800_000); r0 = res(); del a, b; held = (r0 - res()) >> 20',
+			`r1 = res(); size = ${MB} * 3 // 4 * 2**20 - r1 + (50 << 20)`,
+			'x = np.ones(size // 8); grew = (res() - r1) >> 20; del x',
+			'(held, size >> 20, grew)',
+		].join('\n'));
+		assert.equal(r.sc.status, 'ok', show(r.sc));
+		const [held, size, grew] = JSON.parse(r.sc.result.replace('(', '[').replace(')', ']'));
+		assert.ok(held < 10, `the two freed 30 MB arrays were not kept (${held} MB given back at once)`);
+		// The session then holds three quarters of memory_mb and 50 MB.
+		assert.ok(size > 100, `the session already held most of memory_mb: a ${size} MB array does not test the rule`);
+		assert.ok(grew < size - 40, `a ${size} MB array past three quarters of memory_mb made the session ${grew} MB larger: the 60 MB kept stayed`);
 	});
 });
 
