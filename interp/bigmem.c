@@ -7,10 +7,8 @@
 #include "npyapi.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <malloc.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -19,6 +17,7 @@
 #include <unistd.h>
 
 #include "../common/oatab.h"
+#include "../common/util.h"
 
 #define HUGE_SZ ((size_t)2 << 20)
 /* The largest free block glibc keeps in its heap once NumPy has freed
@@ -230,15 +229,9 @@ static bool drop_cache(size_t keep)
  * when unread, so that the caller gives every kept block back. */
 static size_t resident_bytes(void)
 {
-	int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return SIZE_MAX;
 	char buf[128];
-	ssize_t n = read(fd, buf, sizeof buf - 1);
-	close(fd);
-	if (n <= 0)
+	if (read_small("/proc/self/statm", buf, sizeof buf) <= 0)
 		return SIZE_MAX;
-	buf[n] = '\0';
 	unsigned long size, rss;
 	if (sscanf(buf, "%lu %lu", &size, &rss) != 2)
 		return SIZE_MAX;

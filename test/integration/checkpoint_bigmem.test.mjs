@@ -14,6 +14,9 @@ const NAME = 'python-sandbox-mcp: large arrays mapped alone';
 /** A cell line defining rss(): the session's resident memory, MB. */
 const RSS = 'def rss(): return int(open("/proc/self/statm").read().split()[1]) * 4096 >> 20';
 
+/** A cell's result, a tuple of numbers and booleans, as an array. */
+const tuple = (result) => JSON.parse(result.replace('(', '[').replace(')', ']').replaceAll('True', 'true').replaceAll('False', 'false'));
+
 /** Waits for the session's checkpoint of cell `cell` (a cell that wrote a
  * workspace file is always followed by one). */
 async function checkpointAfter(h, cell) {
@@ -103,7 +106,7 @@ describe('large arrays with checkpoints', () => {
 			'(r0 - r1, same, r2 - r3, s4.ctypes.data == at, r4 - r5)',
 		].join('\n'));
 		assert.equal(r.sc.status, 'ok', show(r.sc));
-		const [kept, same, over, small, cut] = JSON.parse(r.sc.result.replace('(', '[').replace(')', ']').replaceAll('True', 'true').replaceAll('False', 'false'));
+		const [kept, same, over, small, cut] = tuple(r.sc.result);
 		assert.ok(kept < 8, `freeing a 30 MB array gave back ${kept} MB: it was not kept`);
 		assert.equal(same, true, 'the next array of its size did not reuse the kept block');
 		assert.ok(over > 280, `freeing a 320 MB array (over 256 MB) gave back only ${over} MB`);
@@ -146,7 +149,7 @@ describe('large arrays with checkpoints', () => {
 			'(d.ctypes.data == at_c, rss() - r6)',
 		].join('\n'));
 		assert.equal(g.sc.status, 'ok', show(g.sc));
-		const [same2, grew] = JSON.parse(g.sc.result.replace('(', '[').replace(')', ']').replaceAll('True', 'true').replaceAll('False', 'false'));
+		const [same2, grew] = tuple(g.sc.result);
 		assert.equal(same2, true, 'the array after the fork did not reuse the kept block');
 		assert.ok(grew < 8, `writing the reused block after the fork made the session ${grew} MB larger: it was mapped afresh`);
 		// A checkpoint taken while a block is kept, then a rollback to it:
@@ -183,7 +186,7 @@ describe('large arrays kept, in a fresh session', () => {
 			'(kept, grew_z)',
 		].join('\n'));
 		assert.equal(r.sc.status, 'ok', show(r.sc));
-		const [kept, grewZ] = JSON.parse(r.sc.result.replace('(', '[').replace(')', ']'));
+		const [kept, grewZ] = tuple(r.sc.result);
 		assert.ok(kept > 150, `the two freed 100 MB arrays were not kept (${kept} MB)`);
 		assert.ok(grewZ < 380, `a 300 MB zeroed array with 200 MB kept made the session ${grewZ} MB larger: the kept blocks stayed`);
 	});
@@ -203,7 +206,7 @@ describe('large arrays kept, in a fresh session', () => {
 			'(grew, same, grew_z, same_e)',
 		].join('\n'));
 		assert.equal(r.sc.status, 'ok', show(r.sc));
-		const [grew, same, grewZ, sameE] = JSON.parse(r.sc.result.replace('(', '[').replace(')', ']').replaceAll('True', 'true').replaceAll('False', 'false'));
+		const [grew, same, grewZ, sameE] = tuple(r.sc.result);
 		assert.ok(grew > 88, `a 100 MB array mapped afresh with 30 MB kept made the session only ${grew} MB larger: the 30 MB were given back`);
 		assert.equal(same, true, 'the next 30 MB array did not reuse the block kept through the fresh mapping');
 		assert.ok(grewZ < 240, `300 MB of zeros with 100 MB kept made the session ${grewZ} MB larger: the 100 MB block stayed`);
@@ -230,7 +233,7 @@ describe('large arrays kept, in a fresh session', () => {
 			'(soft == resource.RLIM_INFINITY or cap < soft, kept_mb, got)',
 		].join('\n'));
 		assert.equal(r.sc.status, 'ok', show(r.sc));
-		const [lowered, keptMb, got] = JSON.parse(r.sc.result.replace('(', '[').replace(')', ']').replaceAll('True', 'true').replaceAll('False', 'false'));
+		const [lowered, keptMb, got] = tuple(r.sc.result);
 		assert.equal(lowered, true, 'the cell could not set a data limit below the session\'s own');
 		assert.ok(keptMb > 200, `the freed arrays were not kept (${keptMb} MB held)`);
 		assert.equal(got, 1024, 'the 1 GiB array');
@@ -256,7 +259,7 @@ describe('large arrays kept, near memory_mb', () => {
 			'(held, size >> 20, grew)',
 		].join('\n'));
 		assert.equal(r.sc.status, 'ok', show(r.sc));
-		const [held, size, grew] = JSON.parse(r.sc.result.replace('(', '[').replace(')', ']'));
+		const [held, size, grew] = tuple(r.sc.result);
 		assert.ok(held < 10, `the two freed 30 MB arrays were not kept (${held} MB given back at once)`);
 		// The session then holds three quarters of memory_mb and 50 MB.
 		assert.ok(size > 100, `the session already held most of memory_mb: a ${size} MB array does not test the rule`);
