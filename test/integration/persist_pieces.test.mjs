@@ -150,6 +150,69 @@ describe('a large state saved in pieces', () => {
 		await end(h, 'SIGTERM');
 	});
 
+	// NumPy pickles a datetime64 or timedelta64 array in band whatever the
+	// protocol (it will not export their memory as a buffer): a frame's
+	// timestamp column was copied into the pickle at every save, changed or
+	// not (at 4M rows 32 MB, with the fresh memory the pickle grew into:
+	// most of the saver's CPU).  Now its integers are exported out of band,
+	// like a numeric column's.  Seen from outside, in the state on disk
+	// (the pieces are authenticated, not encrypted): each variable's pickle
+	// and buffer lengths, from the state's own table of them.  Naive,
+	// time-zone-aware, Fortran-ordered and big-endian dates and durations
+	// are out of band, and all come back exactly after a restart, byte
+	// order included (NumPy's own pickle turns a big-endian one native),
+	// and can be written to.
+	test('date and duration arrays are saved out of band, and come back exactly', { timeout: 240000 }, async () => {
+		const root = newProject('pieces-dates');
+		const xdg = stateHome();
+		let h = await start(root, xdg);
+		let r = await execPy(h, [
+			'import numpy as np, pandas as pd',
+			'n = 2_000_000',
+			'tf = pd.DataFrame({"ts": pd.date_range("2025-01-01", periods=n, freq="s"),',
+			'                   "td": pd.to_timedelta(np.arange(n), unit="ms"),',
+			'                   "tz": pd.date_range("2025-03-30", periods=n, freq="min", tz="Europe/Paris"),',
+			'                   "v": np.arange(n, dtype=float)})',
+			'fd = np.asfortranarray(np.arange(400_000, dtype="i8").reshape(2, 200_000)).view("M8[s]")',
+			'be = np.arange(100_000, dtype=">i8").view(">M8[ms]")',
+			'tf.shape, fd.flags.f_contiguous, str(be.dtype)',
+		].join('\n'));
+		assert.equal(r.sc.result, "((2000000, 4), True, '>M8[ms]')", show(r.text));
+		const DIG = [
+			'import hashlib',
+			'hashlib.sha256(b"".join(tf[c].to_numpy().view("i8").tobytes() for c in ("ts", "td", "v"))',
+			'  + tf["tz"].array.asi8.tobytes() + fd.view("i8").tobytes() + be.view(">i8").tobytes()',
+			'  + repr((list(tf.columns), str(tf.dtypes.tolist()), str(tf["tz"].dt.tz), fd.dtype, fd.shape,',
+			'          fd.flags.f_contiguous, be.dtype)).encode()).hexdigest()',
+		].join('\n');
+		await waitSaved(h, 1);
+		const [state] = savedLine(h, 1);
+		assert.ok(state > 64e6 && state < 72e6, `the state: ${state} bytes`);
+		// The state's table: [name, [pickle length, buffer lengths...]].
+		const text = fs.readFileSync(piecesFile(root)).toString('latin1');
+		const tables = [...text.matchAll(/"vars": (\[(?:\["\w+", \[[\d, ]*\]\](?:, )?)*\])/g)];
+		assert.ok(tables.length >= 1, 'the table of variables is in the state');
+		const vars = Object.fromEntries(JSON.parse(tables[tables.length - 1][1]));
+		assert.ok(vars.tf[0] < 64 * 1024, `the frame's pickle holds no dates: ${vars.tf}`);
+		assert.deepEqual(vars.tf.slice(1).filter((n) => n === 16e6).length, 4, `its four columns are buffers: ${vars.tf}`);
+		assert.ok(vars.fd[0] < 64 * 1024 && vars.fd.includes(3.2e6), `the Fortran-ordered dates are a buffer: ${vars.fd}`);
+		assert.ok(vars.be[0] < 64 * 1024 && vars.be.includes(8e5), `the big-endian dates are a buffer: ${vars.be}`);
+		const digest = (await execPy(h, DIG)).sc.result;
+		assert.match(String(digest), /^'[0-9a-f]{64}'$/);
+		await end(h, 'SIGTERM');
+		h = await start(root, xdg);
+		r = await execPy(h, DIG);
+		assert.equal(r.sc.state, 'restored', show(r.text));
+		assert.equal(r.sc.result, digest, 'the same dates, durations, zones, layouts and byte orders');
+		r = await execPy(h, [
+			'tf.loc[0, "ts"] = pd.Timestamp("2000-01-01")',
+			'fd[0, 0] = np.datetime64("2001-01-01")',
+			'str(tf["ts"][0]), str(fd[0, 0]), str(tf["tz"][1]), str(tf["td"][5])',
+		].join('\n'));
+		assert.equal(r.sc.result, "('2000-01-01 00:00:00', '2001-01-01T00:00:00', '2025-03-30 00:01:00+01:00', '0 days 00:00:00.005000')", show(r.text));
+		await end(h, 'SIGTERM');
+	});
+
 	// The saver of a checkpoint that a newer one replaced is reparented to
 	// the session, which reaps it in its next cell: the kernel then adds
 	// what the saver wrote (the state, to the server's pipe) to the
