@@ -7,7 +7,8 @@
 #include <stdint.h>
 #include <string.h>
 
-/* The distinct strings of a run, by value: open addressing over their
+/* The distinct values of a run (strings, and the missing values among
+ * them: None and floats such as NaN), by value: open addressing over their
  * codes (0: free, else code + 1) beside 32 bits of each one's hash; at
  * most half the slots used.  8 bytes a slot, and at most a quarter as
  * many distinct strings as elements (then pickle is as good): the table
@@ -18,13 +19,56 @@ struct table {
 	size_t mask;
 };
 
-static bool same_str(PyObject *a, PyObject *b)
+/* Whether two elements are the same value: strings by their characters,
+ * floats by their bits (every NaN and -0.0 stay as they were), None by
+ * itself. */
+static bool same_value(PyObject *a, PyObject *b)
 {
+	if (a == b)
+		return true;
+	if (Py_TYPE(a) != Py_TYPE(b))
+		return false;
+	if (PyFloat_CheckExact(a)) {
+		double x = PyFloat_AS_DOUBLE(a), y = PyFloat_AS_DOUBLE(b);
+		return memcmp(&x, &y, sizeof x) == 0;
+	}
+	if (!PyUnicode_CheckExact(a))
+		return false;
 	/* Ready strings are canonical (PEP 393): equal ones have one kind. */
 	Py_ssize_t n = PyUnicode_GET_LENGTH(a);
 	if (n != PyUnicode_GET_LENGTH(b) || PyUnicode_KIND(a) != PyUnicode_KIND(b))
 		return false;
 	return memcmp(PyUnicode_DATA(a), PyUnicode_DATA(b), (size_t)n * PyUnicode_KIND(a)) == 0;
+}
+
+/* An element's hash in *h: a string's own (cached in it), a float's from
+ * its bits (Python hashes each NaN object apart), None's a constant.  1
+ * for an element of any other kind, -1 with an exception. */
+static int value_hash(PyObject *o, Py_hash_t *h)
+{
+	if (PyUnicode_CheckExact(o)) {
+#if PY_VERSION_HEX < 0x030C0000
+		/* A string made by the old API may not be in its compact form. */
+		if (PyUnicode_READY(o) < 0)
+			return -1;
+#endif
+		*h = PyObject_Hash(o);
+		return *h == -1 ? -1 : 0;
+	}
+	if (PyFloat_CheckExact(o)) {
+		double x = PyFloat_AS_DOUBLE(o);
+		uint64_t v;
+		memcpy(&v, &x, sizeof v);
+		v ^= v >> 31;
+		v *= 0x9e3779b97f4a7c15u;
+		*h = (Py_hash_t)(v ^ (v >> 29));
+		return 0;
+	}
+	if (o == Py_None) {
+		*h = 0x5bd1e995;
+		return 0;
+	}
+	return 1;
 }
 
 static int table_grow(struct table *t)
@@ -101,23 +145,19 @@ static PyObject *encode_run(PyObject *const *el, Py_ssize_t n)
 			put(codes, width, i, prev_code);
 			continue;
 		}
-		if (!o || !PyUnicode_CheckExact(o)) {
+		Py_hash_t h = 0;
+		int kind = o ? value_hash(o, &h) : 1;
+		if (kind > 0) {
 			out = Py_NewRef(Py_None);
 			goto done;
 		}
-#if PY_VERSION_HEX < 0x030C0000
-		/* A string made by the old API may not be in its compact form. */
-		if (PyUnicode_READY(o) < 0)
-			goto done;
-#endif
-		Py_hash_t h = PyObject_Hash(o); /* cached in the str after once */
-		if (h == -1)
+		if (kind < 0)
 			goto done;
 		size_t j = (size_t)h & t.mask;
 		uint32_t c = 0;
 		while (t.code[j]) {
 			PyObject *d = PyList_GET_ITEM(distinct, t.code[j] - 1);
-			if (t.hash[j] == (uint32_t)h && (d == o || same_str(d, o))) {
+			if (t.hash[j] == (uint32_t)h && same_value(d, o)) {
 				c = t.code[j];
 				break;
 			}

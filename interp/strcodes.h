@@ -16,9 +16,13 @@
  * block's columns are the rows of a C-ordered array: each its own run, so
  * that a change to one column leaves the others' codes as they were).
  * None when the array is not an exact ndarray of dtype object, contiguous,
- * whose every element is an exact str, or when a run has more distinct
- * strings than a quarter of its length (then pickle's own form is about
- * as small, and the table of distinct strings would cost more memory). */
+ * whose every element is an exact str, an exact float or None (pandas
+ * marks a missing string with NaN or None: such a column is as common as
+ * a full one), or when a run has more distinct values than a quarter of
+ * its length (then pickle's own form is about as small, and the table of
+ * distinct values would cost more memory).  Floats are told apart by
+ * their bits: each NaN, and -0.0, comes back as it was (as one object per
+ * distinct value of a run, as the strings do). */
 PyObject *strcodes_encode(PyObject *self, PyObject *args);
 
 #endif

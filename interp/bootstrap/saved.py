@@ -214,8 +214,9 @@ def save_state(arg_json):
     return ""
 
 
-# An object array of at least this many elements, each an exact str, is
-# saved as codes into its distinct strings (_pickler_class).
+# An object array of at least this many elements, each an exact str, an
+# exact float or None, is saved as codes into its distinct values
+# (_pickler_class).
 _STR_CODES_MIN = 1 << 16
 
 
@@ -226,7 +227,10 @@ def _pickler_class():
     took most of each save's CPU, at every save, changed or not.  As codes
     they are one pass in C (interp/strcodes.c), and a column unchanged
     since the last save gives the same codes, whose pieces the server
-    holds already."""
+    holds already.  Missing values among the strings (NaN, None) are
+    values of the table too: a column read from a CSV file with gaps is
+    as common as a full one.  Dates and durations go out of band as their
+    integers (_times_reduce)."""
     import pickle
 
     np = sys.modules.get("numpy")

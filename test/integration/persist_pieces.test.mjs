@@ -31,6 +31,16 @@ function piecesFile(root) {
 	return path.join(dir, names[0]);
 }
 
+/** The last saved state's table of variables, read from outside in the
+ *  pieces file (authenticated, not encrypted): name -> [pickle length,
+ *  out-of-band buffer lengths...]. */
+function varsTable(root) {
+	const text = fs.readFileSync(piecesFile(root)).toString('latin1');
+	const tables = [...text.matchAll(/"vars": (\[(?:\["\w+", \[[\d, ]*\]\](?:, )?)*\])/g)];
+	assert.ok(tables.length >= 1, 'the table of variables is in the state');
+	return Object.fromEntries(JSON.parse(tables[tables.length - 1][1]));
+}
+
 /** The n-th "state saved (B bytes in T ms, W written)" line: [B, W]. */
 function savedLine(h, n) {
 	const all = [...h.stderr().matchAll(/state saved \((\d+) bytes in \d+ ms, (\d+) written\)/g)];
@@ -123,18 +133,28 @@ describe('a large state saved in pieces', () => {
 			'sf["n"], sf["m"] = rng.random(2_000_000), rng.random(2_000_000)',
 			'mixed = np.array(["a", 1, None, 2.5] * 50_000, dtype=object)',
 			'fa = np.asfortranarray(words[rng.integers(0, 1000, (2, 100_000))])',
+			// Strings with missing values (NaN, None), -0.0 and a NaN with a payload:
+			// 1,004 distinct values, codes of 2 bytes.
+			'import struct',
+			'gaps = words[rng.integers(0, 1000, 300_000)]',
+			'gaps[::7], gaps[3::11], gaps[5::13] = np.nan, None, -0.0',
+			'gaps[9::17] = struct.unpack("<d", struct.pack("<Q", 0x7ff8000000000bad))[0]',
 			'sf.shape, fa.flags.f_contiguous',
 		].join('\n'));
 		assert.equal(r.sc.result, '((2000000, 8), True)', show(r.text));
 		const DIG = [
-			'import hashlib',
+			'import hashlib, struct',
 			'hashlib.sha256("\\x00".join(sf[[f"s{i}" for i in range(6)]].to_numpy().ravel().tolist()).encode()',
 			'  + sf[["n", "m"]].to_numpy().tobytes() + repr((mixed.tolist(), fa.tolist(), fa.flags.f_contiguous,',
-			'  str(sf.dtypes.tolist()), mixed.dtype, fa.dtype)).encode()).hexdigest()',
+			'  str(sf.dtypes.tolist()), mixed.dtype, fa.dtype, [(type(x).__name__, struct.pack("<d", x).hex()',
+			'  if isinstance(x, float) else x) for x in gaps.tolist()])).encode()).hexdigest()',
 		].join('\n');
 		await waitSaved(h, 1);
 		const [state] = savedLine(h, 1);
 		assert.ok(state > 56e6 && state < 64e6, `the state is its codes: ${state} bytes`);
+		const vars = varsTable(root);
+		assert.ok(vars.gaps[0] < 64 * 1024 && vars.gaps.includes(6e5), `strings with missing values are codes: ${vars.gaps}`);
+		assert.ok(vars.mixed[0] > 2e5, `an array with an int among its strings is pickled as before: ${vars.mixed}`);
 		r = await execPy(h, 'sf.loc[:1000, "s1"] = "changed"\nint((sf["s1"] == "changed").sum())');
 		assert.equal(r.sc.result, '1001', show(r.text));
 		await waitSaved(h, 2);
@@ -156,8 +176,7 @@ describe('a large state saved in pieces', () => {
 	// not (at 4M rows 32 MB, with the fresh memory the pickle grew into:
 	// most of the saver's CPU).  Now its integers are exported out of band,
 	// like a numeric column's.  Seen from outside, in the state on disk
-	// (the pieces are authenticated, not encrypted): each variable's pickle
-	// and buffer lengths, from the state's own table of them.  Naive,
+	// (varsTable): each variable's pickle and buffer lengths.  Naive,
 	// time-zone-aware, Fortran-ordered and big-endian dates and durations
 	// are out of band, and all come back exactly after a restart, byte
 	// order included (NumPy's own pickle turns a big-endian one native),
@@ -188,11 +207,7 @@ describe('a large state saved in pieces', () => {
 		await waitSaved(h, 1);
 		const [state] = savedLine(h, 1);
 		assert.ok(state > 64e6 && state < 72e6, `the state: ${state} bytes`);
-		// The state's table: [name, [pickle length, buffer lengths...]].
-		const text = fs.readFileSync(piecesFile(root)).toString('latin1');
-		const tables = [...text.matchAll(/"vars": (\[(?:\["\w+", \[[\d, ]*\]\](?:, )?)*\])/g)];
-		assert.ok(tables.length >= 1, 'the table of variables is in the state');
-		const vars = Object.fromEntries(JSON.parse(tables[tables.length - 1][1]));
+		const vars = varsTable(root);
 		assert.ok(vars.tf[0] < 64 * 1024, `the frame's pickle holds no dates: ${vars.tf}`);
 		assert.deepEqual(vars.tf.slice(1).filter((n) => n === 16e6).length, 4, `its four columns are buffers: ${vars.tf}`);
 		assert.ok(vars.fd[0] < 64 * 1024 && vars.fd.includes(3.2e6), `the Fortran-ordered dates are a buffer: ${vars.fd}`);
