@@ -5,6 +5,7 @@
 #ifndef PSM_COMMON_PSTAT_H
 #define PSM_COMMON_PSTAT_H
 
+#include <stdbool.h>
 #include <sys/types.h>
 
 struct pstat {
@@ -20,6 +21,19 @@ struct pstat {
 	int processor;                   /* 39: the CPU it last ran on; -1 when the line stops before */
 	int exit_code;                   /* 52: the wait status of a zombie; -1 when the line stops before */
 };
+
+/* Whether the process is gone (a zombie, or being reaped): state Z or X
+ * with no other thread running on.  A process whose first thread exited
+ * while others run on shows Z too (the kernel shows the leader's state),
+ * its num_threads counting the leader and the threads still running, and
+ * it runs code.  Attack: a cell's child that ends its first thread with
+ * the raw exit system call and works on in another was taken for a
+ * zombie: the server's sweeps left it running between calls and its
+ * memory was never counted. */
+static inline bool pstat_gone(const struct pstat *ps)
+{
+	return (ps->state == 'Z' || ps->state == 'X') && ps->num_threads <= 1;
+}
 
 /* The text of a stat file, NUL-terminated: 0, or -EINVAL when it does not
  * parse as far as field 22. */

@@ -21,7 +21,10 @@ struct proc {
 	pid_t pid, ppid;
 	unsigned long long start; /* clock ticks after boot: tells a reused pid */
 	char state;
+	bool exiting; /* PF_EXITING: in its exit, it runs no code of anyone's */
 };
+
+#define PF_EXITING_FLAG 0x00000004UL /* the kernel's PF_EXITING (include/linux/sched.h) */
 
 struct table {
 	struct proc *p;
@@ -32,6 +35,42 @@ static int by_pid(const void *a, const void *b)
 {
 	pid_t x = ((const struct proc *)a)->pid, y = ((const struct proc *)b)->pid;
 	return (x > y) - (x < y);
+}
+
+bool procs_live_task(const char *proc, pid_t pid, char *out, size_t n, char *state)
+{
+	char path[256];
+	struct pdir d;
+	snprintf(path, sizeof path, "%s/%d/task", proc, (int)pid);
+	if (pdir_open(&d, AT_FDCWD, path) < 0)
+		return false;
+	bool found = false;
+	char stopped[24] = "";
+	for (const char *tid; !found && (tid = pdir_next(&d));) {
+		struct pstat ps;
+		if (tid[0] < '1' || tid[0] > '9' || strlen(tid) >= sizeof stopped)
+			continue;
+		snprintf(path, sizeof path, "%s/%d/task/%s/stat", proc, (int)pid, tid);
+		if (pstat_read(-1, path, &ps) < 0 || ps.state == 'Z' || ps.state == 'X')
+			continue;
+		/* A thread that runs (not stopped) stands for the process, so
+		 * that it counts as stopped only when all are. */
+		if (ps.state == 'T' || ps.state == 't') {
+			if (!stopped[0])
+				snprintf(stopped, sizeof stopped, "%s", tid);
+			continue;
+		}
+		snprintf(out, n, "%s/%d/task/%s", proc, (int)pid, tid);
+		*state = ps.state;
+		found = true;
+	}
+	pdir_close(&d);
+	if (!found && stopped[0]) {
+		snprintf(out, n, "%s/%d/task/%s", proc, (int)pid, stopped);
+		*state = 'T';
+		found = true;
+	}
+	return found;
 }
 
 /* pid's stat under proc, or under the directory procfd when it is >= 0;
@@ -48,7 +87,15 @@ static bool read_stat(int procfd, const char *proc, pid_t pid, struct proc *out,
 		snprintf(path, sizeof path, "%s/%d/stat", proc, (int)pid);
 	if ((kept && procfd >= 0 ? pstat_read_kept(procfd, proc, path, &ps) : pstat_read(procfd, path, &ps)) < 0)
 		return false;
-	*out = (struct proc){ .pid = pid, .ppid = ps.ppid, .state = ps.state, .start = ps.start };
+	*out = (struct proc){ .pid = pid, .ppid = ps.ppid, .state = ps.state, .start = ps.start,
+			      .exiting = (ps.flags & PF_EXITING_FLAG) != 0 };
+	/* Its first thread exited while others run on (pstat_gone): the
+	 * others' state is the process's, and it is not in its exit. */
+	if ((ps.state == 'Z' || ps.state == 'X') && !pstat_gone(&ps)) {
+		char dir[256], st;
+		out->state = procs_live_task(proc, pid, dir, sizeof dir, &st) ? st : 'Z';
+		out->exiting = out->state == 'Z';
+	}
 	return true;
 }
 
@@ -173,7 +220,7 @@ int procs_end_below_by(pid_t parent, const pid_t *keep, size_t nkeep, bool reap,
 {
 	struct table t = { 0 };
 	struct mark *marks = NULL;
-	size_t nmarks = 0, cap = 0;
+	size_t nmarks = 0, cap = 0, counted = 0;
 	int rc = 0;
 
 	if (!proc_is_ours())
@@ -214,6 +261,13 @@ int procs_end_below_by(pid_t parent, const pid_t *keep, size_t nkeep, bool reap,
 				cap = ncap;
 			}
 			marks[nmarks++] = (struct mark){ p->pid, p->start };
+			/* One already in its exit is waited for like the others but
+			 * not counted: nobody left it running.  A saver that has
+			 * closed its pipe to the server is one for a few
+			 * milliseconds, while the kernel frees its memory; counted,
+			 * every save at rest was logged as leaving a process. */
+			if (!p->exiting)
+				counted++;
 			if (!dead)
 				kill(p->pid, SIGSTOP);
 			fresh++;
@@ -264,7 +318,7 @@ kill_all:
 		}
 	}
 	if (rc == 0)
-		rc = (int)nmarks;
+		rc = (int)counted;
 out:
 	free(t.p);
 	free(marks);

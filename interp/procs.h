@@ -20,7 +20,8 @@
  * also waits for them (parent must be the caller: every one of them ends
  * as a child of the caller, which is a subreaper), zombies included.
  * Returns how many processes were ended (0 on the usual path, one scan of
- * /proc), or -errno when /proc cannot be read. */
+ * /proc), not counting one found already in its exit (it is waited for
+ * all the same), or -errno when /proc cannot be read. */
 int procs_end_below(pid_t parent, const pid_t *keep, size_t nkeep, bool reap);
 
 /* The same, for a keep[] made elsewhere at clock tick born_by (after boot,
@@ -47,5 +48,13 @@ int procs_list_below(const char *proc, pid_t parent, const pid_t *keep, size_t n
  * not found (the zygote's sweep ends it).  Pids are this process's own
  * namespace's.  How many were signalled, or -errno. */
 int procs_signal_below(pid_t parent, const pid_t *keep, size_t nkeep, int sig);
+
+/* For a process whose first thread exited while others run on (its stat
+ * shows Z, pstat_gone says it is not gone): the task directory
+ * proc/PID/task/TID of a thread of it still running in out, and that
+ * thread's state in *state ('T' only when every one left is stopped):
+ * true; false when none is left.  The leader's own files show no memory
+ * and no descriptors any more: the process's are its threads'. */
+bool procs_live_task(const char *proc, pid_t pid, char *out, size_t n, char *state);
 
 #endif

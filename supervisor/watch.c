@@ -176,7 +176,7 @@ static int children_within(pid_t pid, const pid_t *ok, size_t n_ok, bool stopped
 				continue;
 			struct pstat ps;
 			snprintf(path, sizeof path, "/proc/%ld/stat", c);
-			if (pstat_read_kept(AT_FDCWD, NULL, path, &ps) == 0 && (ps.state == 'Z' || ps.state == 'X'))
+			if (pstat_read_kept(AT_FDCWD, NULL, path, &ps) == 0 && pstat_gone(&ps))
 				continue;
 			r = 0;
 		}
@@ -243,10 +243,10 @@ static bool seen_ino(struct inos *s, ino_t ino)
 
 /* memfds are memory that no RSS shows until mapped: count each open one by
  * its size (once, however many processes hold it). */
-static uint64_t memfd_bytes(const char *proc, pid_t pid, struct inos *seen)
+static uint64_t memfd_bytes(const char *dir, struct inos *seen)
 {
-	char path[256];
-	snprintf(path, sizeof path, "%s/%d/fd", proc, (int)pid);
+	char path[300];
+	snprintf(path, sizeof path, "%s/fd", dir);
 	struct pdir d;
 	if (pdir_open(&d, AT_FDCWD, path) < 0)
 		return 0;
@@ -282,17 +282,42 @@ static uint64_t tmpfs_bytes(pid_t pid, const char *rel)
 	return (uint64_t)(fs.f_blocks - fs.f_bfree) * (uint64_t)fs.f_bsize;
 }
 
+/* pid's status (proc/PID/status) in buf, and in dir the directory its own
+ * files are read from: proc/PID, or for a process whose first thread
+ * exited while others run on, a running thread's task directory, whose
+ * status is then read instead (the leader's shows no memory, its fd/ no
+ * descriptor: pstat_gone says why that matters).  false when it is gone. */
+static bool own_files(const char *proc, pid_t pid, char *dir, size_t n, char *buf, size_t cap, bool cached)
+{
+	char path[300];
+	snprintf(dir, n, "%s/%d", proc, (int)pid);
+	snprintf(path, sizeof path, "%s/status", dir);
+	if ((cached ? pcache_read(AT_FDCWD, NULL, path, buf, cap) : read_small(path, buf, cap)) < 0)
+		return false;
+	const char *st = strstr(buf, "\nState:");
+	if (!st || status_kb(buf, "\nThreads:") <= 1)
+		return true;
+	st += 7;
+	st += strspn(st, " \t");
+	if (*st != 'Z' && *st != 'X')
+		return true;
+	char state;
+	if (!procs_live_task(proc, pid, dir, n, &state))
+		return false;
+	snprintf(path, sizeof path, "%s/status", dir);
+	return read_small(path, buf, cap) >= 0;
+}
+
 static void add_proc(const char *proc, pid_t pid, struct footprint *u, struct inos *seen)
 {
-	char path[256], buf[4096];
-	snprintf(path, sizeof path, "%s/%d/status", proc, (int)pid);
-	if (pcache_read(AT_FDCWD, NULL, path, buf, sizeof buf) < 0)
+	char dir[256], buf[4096];
+	if (!own_files(proc, pid, dir, sizeof dir, buf, sizeof buf, true))
 		return; /* gone meanwhile */
 	uint64_t threads = status_kb(buf, "\nThreads:");
 	u->tasks += threads ? (long)threads : 1;
 	u->anon += status_kb(buf, "\nRssAnon:") * 1024;
 	u->shmem += status_kb(buf, "\nRssShmem:") * 1024;
-	u->memfd += memfd_bytes(proc, pid, seen);
+	u->memfd += memfd_bytes(dir, seen);
 }
 
 bool watch_proc_root(pid_t zygote, char *buf, size_t n)
@@ -324,10 +349,10 @@ int watch_footprint(const char *proc, pid_t zygote, pid_t root, pid_t skip, pid_
  * of smaps_rollup, Linux 5.9+; Pss before that), in bytes; -errno when it
  * cannot be read (the process is not dumpable and this server has no
  * CAP_SYS_PTRACE over it). */
-static int64_t pss_anon(const char *proc, pid_t pid)
+static int64_t pss_anon(const char *dir)
 {
-	char path[256], buf[4096];
-	snprintf(path, sizeof path, "%s/%d/smaps_rollup", proc, (int)pid);
+	char path[300], buf[4096];
+	snprintf(path, sizeof path, "%s/smaps_rollup", dir);
 	ssize_t n = read_small(path, buf, sizeof buf);
 	if (n <= 0)
 		return n < 0 ? n : -EIO;
@@ -345,10 +370,10 @@ static int64_t pss_anon(const char *proc, pid_t pid)
  * this server may not read it (a session is not dumpable: only a caller
  * with CAP_SYS_PTRACE over it may), -ENOTSUP when the kernel does not split
  * Pss so. */
-static int pss_shares(const char *proc, pid_t pid, uint64_t *anon, uint64_t *shmem)
+static int pss_shares(const char *dir, uint64_t *anon, uint64_t *shmem)
 {
-	char path[256], buf[4096];
-	snprintf(path, sizeof path, "%s/%d/smaps_rollup", proc, (int)pid);
+	char path[300], buf[4096];
+	snprintf(path, sizeof path, "%s/smaps_rollup", dir);
 	ssize_t n = read_small(path, buf, sizeof buf);
 	if (n < 0)
 		return n == -ENOENT ? -ESRCH : n == -EPERM ? -EACCES : (int)n;
@@ -390,12 +415,11 @@ int watch_footprint_pss(const char *proc, pid_t zygote, pid_t root, pid_t skip, 
 		pid_t p = i == 0 ? root : i <= n ? below[i - 1] : skip;
 		if (p <= 0)
 			continue;
-		char path[256], buf[4096];
-		snprintf(path, sizeof path, "%s/%d/status", proc, (int)p);
-		if (read_small(path, buf, sizeof buf) < 0)
+		char dir[256], buf[4096];
+		if (!own_files(proc, p, dir, sizeof dir, buf, sizeof buf, false))
 			continue; /* gone meanwhile */
 		uint64_t a = 0, m = 0;
-		int r = pss_shares(proc, p, &a, &m);
+		int r = pss_shares(dir, &a, &m);
 		if (r == -ESRCH)
 			continue;
 		if (r < 0) {
@@ -410,7 +434,7 @@ int watch_footprint_pss(const char *proc, pid_t zygote, pid_t root, pid_t skip, 
 		u->tasks += threads ? (long)threads : 1;
 		u->anon += a;
 		u->shmem += m;
-		u->memfd += memfd_bytes(proc, p, seen);
+		u->memfd += memfd_bytes(dir, seen);
 	}
 	free(seen);
 	free(below);
@@ -447,16 +471,15 @@ int watch_save_footprint(const char *proc, pid_t zygote, pid_t session, pid_t ck
 		rc = procs_list_below(proc, ckpt, NULL, 0, &below, &n);
 	v->pss = true;
 	for (size_t i = 0; rc == 0 && i < n; i++) {
-		char path[256], buf[4096];
-		snprintf(path, sizeof path, "%s/%d/status", proc, (int)below[i]);
-		if (read_small(path, buf, sizeof buf) < 0)
+		char dir[256], buf[4096];
+		if (!own_files(proc, below[i], dir, sizeof dir, buf, sizeof buf, false))
 			continue; /* gone meanwhile */
 		uint64_t threads = status_kb(buf, "\nThreads:");
 		v->tasks += threads ? (long)threads : 1;
 		v->shmem += status_kb(buf, "\nRssShmem:") * 1024;
-		v->memfd += memfd_bytes(proc, below[i], seen);
+		v->memfd += memfd_bytes(dir, seen);
 		v->cpu_ms += cpu_with_children_ms(proc, below[i]);
-		int64_t pa = v->pss ? pss_anon(proc, below[i]) : -1;
+		int64_t pa = v->pss ? pss_anon(dir) : -1;
 		if (pa < 0) {
 			/* One unreadable: all by RssAnon (the caller compares
 			 * like with like). */
@@ -464,9 +487,8 @@ int watch_save_footprint(const char *proc, pid_t zygote, pid_t session, pid_t ck
 				v->pss = false;
 				v->anon = 0;
 				for (size_t k = 0; k < i; k++) {
-					snprintf(path, sizeof path, "%s/%d/status", proc, (int)below[k]);
-					char b2[4096];
-					if (read_small(path, b2, sizeof b2) >= 0)
+					char d2[256], b2[4096];
+					if (own_files(proc, below[k], d2, sizeof d2, b2, sizeof b2, false))
 						v->anon += status_kb(b2, "\nRssAnon:") * 1024;
 				}
 			}

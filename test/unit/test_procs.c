@@ -15,7 +15,9 @@
 #include <stdlib.h>
 #include <signal.h>
 #include <stdbool.h>
+#include <pthread.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -229,6 +231,74 @@ static void test_without_reaping(void **state)
 	assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
 }
 
+static void *spin_forever(void *arg)
+{
+	(void)arg;
+	for (;;)
+		pause();
+	return NULL;
+}
+
+/* A child whose first thread ends with the raw exit system call (that
+ * thread alone) while another runs on: /proc shows the process as a zombie
+ * (the first thread's state).  It is listed as alive, stopped, killed and
+ * counted, both ways; a true zombie beside it is neither listed nor
+ * counted without reaping.  Before, both sweeps passed it over and it
+ * ran on. */
+static pid_t headless_child(void)
+{
+	pid_t c = fork();
+	if (c == 0) {
+		pthread_t t;
+		if (pthread_create(&t, NULL, spin_forever, NULL) != 0)
+			_exit(3);
+		syscall(SYS_exit, 0);
+	}
+	assert_true(c > 0);
+	/* Until the kernel shows its first thread as exited. */
+	char path[64], buf[512];
+	snprintf(path, sizeof path, "/proc/%d/stat", (int)c);
+	for (int i = 0; i < 2000; i++) {
+		FILE *f = fopen(path, "r");
+		size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+		if (f)
+			fclose(f);
+		buf[n] = '\0';
+		const char *close = strrchr(buf, ')');
+		if (close && close[1] == ' ' && close[2] == 'Z')
+			break;
+		sleep_ms(1);
+	}
+	return c;
+}
+
+static void test_a_process_whose_first_thread_exited(void **state)
+{
+	(void)state;
+	pid_t zombie = fork();
+	if (zombie == 0)
+		_exit(0);
+	assert_true(zombie > 0);
+	pid_t c = headless_child();
+	sleep_ms(20);
+	pid_t *below = NULL;
+	size_t n = 0;
+	assert_int_equal(procs_list_below("/proc", getpid(), NULL, 0, &below, &n), 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(below[0], c);
+	free(below);
+	assert_int_equal(procs_end_below(getpid(), NULL, 0, false), 1);
+	int st = 0;
+	assert_int_equal(waitpid(c, &st, 0), c);
+	assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+	assert_int_equal(waitpid(zombie, &st, 0), zombie);
+
+	c = headless_child();
+	assert_int_equal(procs_end_below(getpid(), NULL, 0, true), 1);
+	assert_false(alive(c));
+	assert_true(no_children_left());
+}
+
 /* The procfs of a pid namespace whose processes have all ended (the
  * zygote died): it lists no process, which is an answer (nothing below),
  * never a fault.  Sorting or searching the empty table crashed the server
@@ -258,6 +328,7 @@ int main(void)
 		cmocka_unit_test(test_born_after_the_list_is_not_judged_by_it),
 		cmocka_unit_test(test_fork_loop_cannot_outrun),
 		cmocka_unit_test(test_without_reaping),
+		cmocka_unit_test(test_a_process_whose_first_thread_exited),
 		cmocka_unit_test(test_an_empty_procfs),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
