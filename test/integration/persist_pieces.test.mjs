@@ -59,16 +59,17 @@ async function savedFrame(tag) {
 	return [root, xdg, h];
 }
 
-/** Ends the server after taking the frame's digest, starts another on the
- *  same project and checks that its first call restores the same frame;
- *  the new server. */
-async function restartSame(h, root, xdg) {
-	const digest = (await execPy(h, DIGEST)).sc.result;
+/** Ends the server after taking a digest of the state (the code `dig`,
+ *  the frame's by default), starts another on the same project and checks
+ *  that its first call restores the same state; the new server. */
+async function restartSame(h, root, xdg, dig = DIGEST, what = 'the same values, columns and order') {
+	const digest = (await execPy(h, dig)).sc.result;
+	assert.match(String(digest), /^'[0-9a-f]{64}'$/);
 	await end(h, 'SIGTERM');
 	const h2 = await start(root, xdg);
-	const r = await execPy(h2, DIGEST);
+	const r = await execPy(h2, dig);
 	assert.equal(r.sc.state, 'restored', show(r.text));
-	assert.equal(r.sc.result, digest, 'the same values, columns and order');
+	assert.equal(r.sc.result, digest, what);
 	return h2;
 }
 
@@ -160,13 +161,7 @@ describe('a large state saved in pieces', () => {
 		await waitSaved(h, 2);
 		const [, wrote] = savedLine(h, 2);
 		assert.ok(wrote < state / 10, `one string column changed in place: ${wrote} bytes written of ${state}`);
-		const digest = (await execPy(h, DIG)).sc.result;
-		assert.match(String(digest), /^'[0-9a-f]{64}'$/);
-		await end(h, 'SIGTERM');
-		h = await start(root, xdg);
-		r = await execPy(h, DIG);
-		assert.equal(r.sc.state, 'restored', show(r.text));
-		assert.equal(r.sc.result, digest, 'the same strings, objects and order');
+		h = await restartSame(h, root, xdg, DIG, 'the same strings, objects and order');
 		await end(h, 'SIGTERM');
 	});
 
@@ -212,13 +207,7 @@ describe('a large state saved in pieces', () => {
 		assert.deepEqual(vars.tf.slice(1).filter((n) => n === 16e6).length, 4, `its four columns are buffers: ${vars.tf}`);
 		assert.ok(vars.fd[0] < 64 * 1024 && vars.fd.includes(3.2e6), `the Fortran-ordered dates are a buffer: ${vars.fd}`);
 		assert.ok(vars.be[0] < 64 * 1024 && vars.be.includes(8e5), `the big-endian dates are a buffer: ${vars.be}`);
-		const digest = (await execPy(h, DIG)).sc.result;
-		assert.match(String(digest), /^'[0-9a-f]{64}'$/);
-		await end(h, 'SIGTERM');
-		h = await start(root, xdg);
-		r = await execPy(h, DIG);
-		assert.equal(r.sc.state, 'restored', show(r.text));
-		assert.equal(r.sc.result, digest, 'the same dates, durations, zones, layouts and byte orders');
+		h = await restartSame(h, root, xdg, DIG, 'the same dates, durations, zones, layouts and byte orders');
 		r = await execPy(h, [
 			'tf.loc[0, "ts"] = pd.Timestamp("2000-01-01")',
 			'fd[0, 0] = np.datetime64("2001-01-01")',
