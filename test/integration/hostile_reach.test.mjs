@@ -325,7 +325,12 @@ if (AS_ROOT) {
 				// workspace has walked it, so a call made after it may be
 				// stopped too (it was, under the full suite's load).
 				const tmpdir = (await execPy(h, 'import tempfile\ntempfile.gettempdir()', { session: 'x' })).sc.result.slice(1, -1);
-				const r = await execPy(h, fillTmp(MEM + 300, 16), {}, { timeout: 100000 });
+				// A cell timeout of its own past the default 30 s: under the
+				// sanitizers and the full suite's load the fill ran slower
+				// than that (5.5 s of CPU in 30 s, its files not yet past
+				// the limit beside the session's 531 MB) and ended as a
+				// timeout before it had written enough to be stopped.
+				const r = await execPy(h, fillTmp(MEM + 300, 16), { timeout_s: 90 }, { timeout: 100000 });
 				if (who === 'root') {
 					// Root under a container's rules cannot count its
 					// checkpoint's own pages, and the interpreter with its
