@@ -35,6 +35,14 @@ static inline bool pstat_gone(const struct pstat *ps)
 	return (ps->state == 'Z' || ps->state == 'X') && ps->num_threads <= 1;
 }
 
+/* Whether the process is such a one: its first thread exited, others run
+ * on.  Its own /proc files show no memory and no descriptors then; a
+ * running thread's task directory shows them (procs_live_task). */
+static inline bool pstat_headless(const struct pstat *ps)
+{
+	return (ps->state == 'Z' || ps->state == 'X') && !pstat_gone(ps);
+}
+
 /* The text of a stat file, NUL-terminated: 0, or -EINVAL when it does not
  * parse as far as field 22. */
 int pstat_parse(const char *text, struct pstat *out);

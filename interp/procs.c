@@ -91,7 +91,7 @@ static bool read_stat(int procfd, const char *proc, pid_t pid, struct proc *out,
 			      .exiting = (ps.flags & PF_EXITING_FLAG) != 0 };
 	/* Its first thread exited while others run on (pstat_gone): the
 	 * others' state is the process's, and it is not in its exit. */
-	if ((ps.state == 'Z' || ps.state == 'X') && !pstat_gone(&ps)) {
+	if (pstat_headless(&ps)) {
 		char dir[256], st;
 		out->state = procs_live_task(proc, pid, dir, sizeof dir, &st) ? st : 'Z';
 		out->exiting = out->state == 'Z';

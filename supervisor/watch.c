@@ -295,11 +295,12 @@ static bool own_files(const char *proc, pid_t pid, char *dir, size_t n, char *bu
 	if ((cached ? pcache_read(AT_FDCWD, NULL, path, buf, cap) : read_small(path, buf, cap)) < 0)
 		return false;
 	const char *st = strstr(buf, "\nState:");
-	if (!st || status_kb(buf, "\nThreads:") <= 1)
+	if (!st)
 		return true;
 	st += 7;
 	st += strspn(st, " \t");
-	if (*st != 'Z' && *st != 'X')
+	struct pstat ps = { .state = *st, .num_threads = (long)status_kb(buf, "\nThreads:") };
+	if (!pstat_headless(&ps))
 		return true;
 	char state;
 	if (!procs_live_task(proc, pid, dir, n, &state))
