@@ -191,6 +191,31 @@ describe('large arrays kept, in a fresh session', () => {
 		assert.ok(grewZ < 380, `a 300 MB zeroed array with 200 MB kept made the session ${grewZ} MB larger: the kept blocks stayed`);
 	});
 
+	test('a zeroed array of a column\'s size reuses a kept block, zeroed: no fault a page, and no value of the freed array left', { timeout: 120000 }, async () => {
+		// np.zeros is NumPy's calloc.  Mapped afresh, a 400k-row column
+		// (3.2 MB: one huge page and 1.2 MB of small ones) costs a fault for
+		// each 4 kB of its tail at its first write; a kept block is resident.
+		// The block held sevens: every byte must read zero (z.any(), which
+		// makes no temporary array to fault on).  A 300 MB
+		// np.zeros (past 32 MiB) stays a fresh mapping: the test above.
+		const r = await execPy(h, [
+			'import numpy as np, resource',
+			'def flt(): return resource.getrusage(resource.RUSAGE_SELF).ru_minflt',
+			'a = np.full(400_000, 7.0); at = a.ctypes.data; del a',
+			'f0 = flt(); z = np.zeros(400_000); zero = not z.any(); z[:] = 1.0; faults = flt() - f0',
+			'b = np.full((300, 1000), 7, dtype=np.int64); at_b = b.ctypes.data; del b',
+			'z2 = np.zeros((300, 1000), dtype=np.int64)',
+			'(z.ctypes.data == at, zero, faults, z2.ctypes.data == at_b, int(np.count_nonzero(z2)))',
+		].join('\n'));
+		assert.equal(r.sc.status, 'ok', show(r.sc));
+		const [same, zero, faults, same2, nonzero] = tuple(r.sc.result);
+		assert.equal(same, true, 'np.zeros did not reuse the kept block of its size');
+		assert.equal(zero, true, 'np.zeros on a reused block read a value of the freed array');
+		assert.ok(faults < 100, `a zeroed 3.2 MB array took ${faults} minor faults to write (a fresh mapping takes about 300)`);
+		assert.equal(same2, true, 'a 2-D np.zeros did not reuse the kept block of its size');
+		assert.equal(nonzero, 0, 'a 2-D np.zeros on a reused block kept values of the freed array');
+	});
+
 	test('a kept block of a column\'s size stays through a larger fresh mapping, as glibc\'s heap keeps it; a larger one is given back', { timeout: 120000 }, async () => {
 		// 30 MB (a column of 4M rows) kept, then 100 MB mapped afresh: the
 		// 30 MB stay for the next column-sized array.  Then 100 MB kept
