@@ -66,6 +66,12 @@ void precopy_run(double max_ms, int stop_fd);
 /* Forgets the notes without copying (the forked child). */
 void precopy_forget(void);
 
+/* Says that this process forked without a scan and run around it (a
+ * checkpoint taken while a call waits, a copy for fork_from): what the
+ * last run copied is shared again, so the next scan reads those pages'
+ * bits as it reads any other's. */
+void precopy_unknown(void);
+
 /* What the last scan and run did. */
 void precopy_last(struct precopy_stats *out);
 

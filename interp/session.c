@@ -296,6 +296,8 @@ static void make_checkpoint(bool save)
 	 * already (W_HURRY). */
 	if (checkpoint_pid > 0 && precopy_cap && !waited && poll(&hurry, 1, 0) == 0)
 		precopy_scan(precopy_cap, precopy_max_map, PRECOPY_SCAN_MS);
+	else
+		precopy_unknown();
 	/* Memory the cells freed and malloc keeps for later is given back
 	 * first: forked, it would be shared with the checkpoint, so that each
 	 * page the next cells reuse costs a fault and a copy (glibc keeps
@@ -444,6 +446,7 @@ static bool fork_copy(struct wire_msg *m, bool checkpoints)
 	int pidfd = -1;
 	pid_t copy = fork_pidfd_sibling(&pidfd);
 	bigmem_after_fork(copy == 0);
+	precopy_unknown();
 	if (copy == 0) {
 		int fds[3] = { m->fds[0], m->fds[1], m->fds[2] };
 		m->nfds = 0;
