@@ -211,7 +211,11 @@ describe('large arrays kept, in a fresh session', () => {
 		const [same, zero, faults, same2, nonzero] = tuple(r.sc.result);
 		assert.equal(same, true, 'np.zeros did not reuse the kept block of its size');
 		assert.equal(zero, true, 'np.zeros on a reused block read a value of the freed array');
-		assert.ok(faults < 100, `a zeroed 3.2 MB array took ${faults} minor faults to write (a fresh mapping takes about 300)`);
+		// Under AddressSanitizer the allocator's memset of the block reads its
+		// shadow first (an eighth of it, 100 pages never touched: a fault
+		// each, once); NumPy's own writes are not instrumented.
+		const most = SANITIZED ? 200 : 100;
+		assert.ok(faults < most, `a zeroed 3.2 MB array took ${faults} minor faults to write (a fresh mapping takes about 300)`);
 		assert.equal(same2, true, 'a 2-D np.zeros did not reuse the kept block of its size');
 		assert.equal(nonzero, 0, 'a 2-D np.zeros on a reused block kept values of the freed array');
 	});
