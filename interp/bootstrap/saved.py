@@ -160,6 +160,7 @@ def save_state(arg_json):
     ns = _session["ns"] or {}
     imports, defs, unsaved, names, chunks = [], [], [], [], []
     rows = []  # per chunk: the length of its rows (_row_bytes), or 0
+    families = {}  # _family(name, value): [(name, value)], in the namespace's order
     pickler = _pickler_class()
     for name, value in list(ns.items()):
         if name.startswith("__") or name == "_":
@@ -179,6 +180,15 @@ def save_state(arg_json):
         if isinstance(value, (types.FunctionType, type)) and getattr(value, "__module__", "") == "__main__":
             unsaved.append([name, "its source was not found in the cell history"])
             continue
+        key = _family(name, value)
+        if key in families:
+            families[key].append((name, value))
+        else:
+            families[key] = [(name, value)]
+
+    def record(value, label, together=None):
+        """One record: value pickled, with its out-of-band buffers; its
+        reason when it cannot be."""
         bufs = []
         try:
             data = _dumps(value, bufs.append, pickler)
@@ -186,11 +196,21 @@ def save_state(arg_json):
             rows.extend([0] + [_row_bytes(b) for b in bufs])
         except BaseException as e:  # whatever a __reduce__ raises
             del rows[len(chunks):]
-            unsaved.append([name, _reason(e)])
-            continue
-        names.append([name, [len(data)] + [r.nbytes for r in raws]])
+            return _reason(e)
+        names.append([label, [len(data)] + [r.nbytes for r in raws]] + ([together] if together else []))
         chunks.append(data)
         chunks.extend(raws)
+        return None
+
+    for members in families.values():
+        if len(members) > 1 and record(tuple(v for _, v in members), members[0][0], [n for n, _ in members]) is None:
+            continue
+        # Alone, or a family that cannot be pickled whole: name by name,
+        # so that one member that cannot be saved costs only itself.
+        for name, value in members:
+            why = record(value, name)
+            if why is not None:
+                unsaved.append([name, why])
     meta = json.dumps({
         "version": 1, "history": _history, "imports": imports, "defs": defs,
         "unsaved": unsaved, "vars": names, "figures": _session["figures"],
@@ -212,6 +232,40 @@ def save_state(arg_json):
     for c in chunks:
         _write_all(fd, c)
     return ""
+
+
+# Values whose identity means nothing (the interpreter shares small ints,
+# short strings, None, True among unrelated names): each in its own record.
+_ATOMS = (int, float, complex, str, bytes, bool, type(None))
+
+
+def _family(name, value):
+    """The record a variable's value is pickled in, as a key: the figure
+    of a matplotlib artist (or of the first of a list, tuple or object
+    array of them), else the value itself (its name for an atom).  The
+    names of one family are pickled together, as one tuple, so that what
+    they share comes back shared.  Pickled name by name, `fig, ax =
+    plt.subplots()` came back as two figures, ax drawing in one that was
+    no longer fig (a title set after a restart never reached
+    fig.savefig), and each save pickled the figure twice; `b = a` came
+    back as two copies, twice the memory."""
+    if type(value) in _ATOMS:
+        return name
+    try:
+        figure = sys.modules.get("matplotlib.figure")
+        if figure is not None:
+            probe = value
+            if type(value) in (list, tuple) and value:
+                probe = value[0]
+            elif type(value).__name__ == "ndarray" and value.dtype.kind == "O" and value.size:
+                probe = value.flat[0]
+            if isinstance(probe, sys.modules["matplotlib.artist"].Artist):
+                fig = probe if isinstance(probe, figure.Figure) else getattr(probe, "figure", None)
+                if isinstance(fig, figure.Figure):
+                    return id(fig)
+    except Exception:
+        pass
+    return id(value)
 
 
 # An object array of at least this many elements, each an exact str, an
@@ -596,8 +650,11 @@ def _restore(fd, total, layout=1, sock=-1):
         if layout >= 2:
             stream.read(int.from_bytes(stream.read(8), "little"))
         meta = json.loads(bytes(stream.read(int.from_bytes(stream.read(8), "little"))))
-        for name, lengths in meta["vars"]:
-            blobs.append((str(name), [stream.read(int(n)) for n in lengths]))
+        for rec in meta["vars"]:
+            # [name, lengths], or [first name, lengths, names] for a
+            # family pickled together (save_state).
+            together = [str(n) for n in rec[2]] if len(rec) > 2 else None
+            blobs.append((str(rec[0]), [stream.read(int(n)) for n in rec[1]], together))
     except Exception as e:
         problem = _reason(e)
     try:
@@ -641,12 +698,20 @@ def _restore(fd, total, layout=1, sock=-1):
             restored.append(d[0])
         except BaseException:
             later.append(d)  # may need a variable restored below
-    for name, parts in blobs:
+    for name, parts, together in blobs:
         try:
-            ns[name] = pickle.loads(parts[0], buffers=parts[1:])
-            restored.append(name)
+            value = pickle.loads(parts[0], buffers=parts[1:])
+            if together is None:
+                ns[name] = value
+                restored.append(name)
+                continue
+            if type(value) is not tuple or len(value) != len(together):
+                raise ValueError("a record of %d names holds no tuple of as many values" % len(together))
+            for n, v in zip(together, value):
+                ns[n] = v
+            restored.extend(together)
         except BaseException as e:
-            failed.append([name, _reason(e)])
+            failed.extend([n, _reason(e)] for n in (together or [name]))
     for d in later:
         try:
             define(d)
