@@ -180,11 +180,7 @@ def save_state(arg_json):
         if isinstance(value, (types.FunctionType, type)) and getattr(value, "__module__", "") == "__main__":
             unsaved.append([name, "its source was not found in the cell history"])
             continue
-        key = _family(name, value)
-        if key in families:
-            families[key].append((name, value))
-        else:
-            families[key] = [(name, value)]
+        families.setdefault(_family(name, value), []).append((name, value))
 
     def record(value, label, together=None):
         """One record: value pickled, with its out-of-band buffers; its
