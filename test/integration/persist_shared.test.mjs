@@ -19,12 +19,22 @@ import matplotlib.pyplot as plt
 import numpy as np
 `;
 
+/** A project whose session ran `cell` (after PLOT), saved it and ended:
+ *  { root, restart } where restart() starts a new server on it. */
+async function savedAfter(name, cell) {
+	const root = newProject(name);
+	const xdg = stateHome();
+	const h = await start(root, xdg);
+	const r = await execPy(h, `${PLOT}${cell}\n'ok'`);
+	assert.equal(r.sc.status, 'ok', show(r.text));
+	await waitSaved(h, 1);
+	await end(h, 'eof');
+	return { root, restart: () => start(root, xdg) };
+}
+
 describe('saved sessions keep what names share', () => {
 	test('a figure and its axes, and two names for one object, come back shared and are saved once', { timeout: 180000 }, async () => {
-		const root = newProject('persist-shared');
-		const xdg = stateHome();
-		let h = await start(root, xdg);
-		let r = await execPy(h, `${PLOT}
+		const { root, restart } = await savedAfter('persist-shared', `
 fig, ax = plt.subplots()
 ax.plot([1, 2, 3])
 fig2, axs = plt.subplots(1, 2)
@@ -34,18 +44,14 @@ b = a
 big = np.arange(1_000_000)
 alias = big
 n1 = 7
-n2 = 7
-'ok'`);
-		assert.equal(r.sc.status, 'ok', show(r.text));
-		await waitSaved(h, 1);
-		await end(h, 'eof');
+n2 = 7`);
 
 		// The 8 MB array is in the snapshot once, not once for each name.
 		const size = fs.statSync(snapPath(root)).size;
 		assert.ok(size > 8e6 && size < 12e6, `the snapshot holds big once: ${size} bytes`);
 
-		h = await start(root, xdg);
-		r = await execPy(h, `ax.set_title('after')
+		const h = await restart();
+		let r = await execPy(h, `ax.set_title('after')
 print(ax.figure is fig, fig.axes[0] is ax, fig.axes[0].get_title(), len(ax.lines))
 print(all(x.figure is fig2 for x in axs.flat), len(fig2.axes), a is b, alias is big, n1 == n2 == 7)`);
 		assert.equal(r.sc.status, 'ok', show(r.text));
@@ -61,22 +67,15 @@ print(all(x.figure is fig2 for x in axs.flat), len(fig2.axes), a is b, alias is 
 	});
 
 	test('a family that cannot be pickled whole is saved name by name; only what cannot be saved is lost', { timeout: 180000 }, async () => {
-		const root = newProject('persist-shared-fallback');
-		const xdg = stateHome();
-		let h = await start(root, xdg);
-		let r = await execPy(h, `${PLOT}
+		const { restart } = await savedAfter('persist-shared-fallback', `
 import threading
 fig, ax = plt.subplots()
 ax.plot([1, 2])
 held = [ax, threading.Lock()]
-plt.close('all')
-'ok'`);
-		assert.equal(r.sc.status, 'ok', show(r.text));
-		await waitSaved(h, 1);
-		await end(h, 'eof');
+plt.close('all')`);
 
-		h = await start(root, xdg);
-		r = await execPy(h, `print(len(ax.lines), len(fig.axes), 'held' in globals())`);
+		const h = await restart();
+		const r = await execPy(h, `print(len(ax.lines), len(fig.axes), 'held' in globals())`);
 		assert.equal(r.sc.status, 'ok', show(r.text));
 		assert.equal(r.sc.state, 'restored', show(r.text));
 		assert.equal(r.sc.stdout, '1 1 False\n', show(r.text));
