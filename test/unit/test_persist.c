@@ -658,9 +658,66 @@ static void test_a_session_that_hangs_up_ends_the_restore(void **state)
 	assert_int_equal(access(snap, F_OK), 0);
 }
 
+/* The MACs against published vectors (RFC 4231 case 2 for HMAC-SHA256,
+ * RFC 8439 section 2.5.2 for Poly1305), each key used more often than
+ * hmac.c keeps keyed contexts for, and each keyed context copied several
+ * times: a copy (the kept keyed state) gives what a fresh context gives. */
+static void test_macs_match_the_published_vectors_fresh_and_kept(void **state)
+{
+	(void)state;
+	static const unsigned char want[HMAC_LEN] = {
+		0x5b, 0xdc, 0xc1, 0x46, 0xbf, 0x60, 0x75, 0x4e, 0x6a, 0x04, 0x24, 0x26, 0x08, 0x95, 0x75, 0xc7,
+		0x5a, 0x00, 0x3f, 0x08, 0x9d, 0x27, 0x39, 0x83, 0x9d, 0xec, 0x58, 0xb9, 0x64, 0xec, 0x38, 0x43,
+	};
+	static const char msg[] = "what do ya want for nothing?";
+	unsigned char out[HMAC_LEN], first[6][HMAC_LEN];
+	for (int round = 0; round < 3; round++) {
+		struct hmac *h = hmac_new((const unsigned char *)"Jefe", 4);
+		assert_non_null(h);
+		hmac_update(h, msg, 10);
+		hmac_update(h, msg + 10, sizeof msg - 1 - 10);
+		assert_int_equal(hmac_final(h, out), 0);
+		hmac_free(h);
+		assert_memory_equal(out, want, HMAC_LEN);
+		/* Six more keys, past what is kept: each the same every time. */
+		for (int k = 0; k < 6; k++) {
+			unsigned char key[40];
+			memset(key, 'a' + k, sizeof key);
+			h = hmac_new(key, (size_t)(8 + 4 * k));
+			assert_non_null(h);
+			hmac_update(h, msg, sizeof msg - 1);
+			assert_int_equal(hmac_final(h, out), 0);
+			hmac_free(h);
+			if (round == 0)
+				memcpy(first[k], out, HMAC_LEN);
+			assert_memory_equal(out, first[k], HMAC_LEN);
+			if (k > 0)
+				assert_memory_not_equal(first[k], first[k - 1], HMAC_LEN);
+		}
+	}
+	static const unsigned char pkey[POLY1305_KEY_LEN] = {
+		0x85, 0xd6, 0xbe, 0x78, 0x57, 0x55, 0x6d, 0x33, 0x7f, 0x44, 0x52, 0xfe, 0x42, 0xd5, 0x06, 0xa8,
+		0x01, 0x03, 0x80, 0x8a, 0xfb, 0x0d, 0xb2, 0xfd, 0x4a, 0xbf, 0xf6, 0xaf, 0x41, 0x49, 0xf5, 0x1b,
+	};
+	static const unsigned char ptag[POLY1305_LEN] = {
+		0xa8, 0x06, 0x1d, 0xc1, 0x30, 0x51, 0x36, 0xc6, 0xc2, 0x2b, 0x8b, 0xaf, 0x0c, 0x01, 0x27, 0xa9,
+	};
+	static const char pmsg[] = "Cryptographic Forum Research Group";
+	for (int round = 0; round < 2; round++) {
+		struct hmac *h = poly1305_new(pkey);
+		assert_non_null(h);
+		assert_int_equal(hmac_len(h), POLY1305_LEN);
+		hmac_update(h, pmsg, sizeof pmsg - 1);
+		assert_int_equal(hmac_final(h, out), 0);
+		hmac_free(h);
+		assert_memory_equal(out, ptag, POLY1305_LEN);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_macs_match_the_published_vectors_fresh_and_kept),
 		cmocka_unit_test_setup_teardown(test_a_save_restores_with_a_good_verdict, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_another_key_is_refused_as_such_and_kept, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_a_changed_byte_gets_a_bad_verdict_and_goes, setup, teardown),
