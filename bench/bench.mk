@@ -33,6 +33,7 @@ bench: setup bench-setup $(BIN) $(BENCH_FLOORS) $(BUILD)/helpers/dockerrun
 	$(BENCH_PY) bench/targets.py --targets $(BENCH_TARGETS) --results bench/RESULTS.md
 
 #   make bench-warm WARM_ARGS="--rounds 10 --think-calls 20"
+#   make bench-warm WARM_ARGS=--phases     and the server main thread's phases (perf)
 WARM_ARGS ?=
 ## bench-warm: only the warm `1+1` rows (back to back and after 100 ms think, checkpoints on and off, the client floor), interleaved, with each process's CPU per call (about 20 s)
 .PHONY: bench-warm

@@ -11,6 +11,8 @@ time: this is for looking, in a minute, at what one warm call costs.
   make bench-warm                       about 20 s
   make bench-warm WARM_ARGS="--rounds 10 --think-calls 20"
   make bench-warm WARM_ARGS="--files 2000"   a workspace of 2,000 files of a byte
+  make bench-warm WARM_ARGS=--phases   and where the server's main thread spends
+                                       a call, back to back and after think (perf)
 """
 import argparse
 import os
@@ -90,6 +92,79 @@ def who(srv, pid, tid):
         return "pid %d" % pid
 
 
+# The phases of a warm call in the server's main thread, each by a function
+# its samples' stacks go through (the first phase that matches takes the
+# sample): what --phases prints, in the order a call meets them.
+PHASES = (
+    ("reading the request", ("lines_feed",), ("send_exec",)),
+    ("before the send: the replay log's view of the session", ("kview_read",), ("replay_log_instead",)),
+    ("before the send: the call's CPU and peak counters", ("usage_begin",), ()),
+    ("before the send: the output streams' reset", ("outbuf_reset",), ()),
+    ("before the send: is the session's copy still there", ("copy_lost_before_call",), ()),
+    ("before the send: the rest (the message, SIGCONT)", ("send_exec",), ()),
+    ("the result: the call's CPU and peak counters", ("usage_end",), ()),
+    ("the freeze: two looks at the session asleep", ("watch_idle",), ()),
+    ("the workspace walk", ("scan_submit", "scan_run"), ()),
+    ("the freeze: the footprint once stopped", ("watch_final",), ()),
+    ("the freeze: nothing left below the session", ("watch_quiet",), ()),
+    ("after the freeze: the replay log's view and decision", ("replay_log_instead",), ()),
+    ("the reply", ("exec_reply",), ()),
+    ("waiting (ppoll)", ("ppoll", "__ppoll"), ()),
+)
+
+
+def perf_samples(path):
+    """The stacks (function names, leaf first) of `perf script` on path."""
+    out = subprocess.run(["perf", "script", "-i", path, "-F", "comm,tid,ip,sym"],
+                         capture_output=True, text=True).stdout
+    stacks, cur = [], []
+    for line in out.splitlines():
+        if line[:1] in ("\t", " "):
+            f = line.split()
+            if len(f) >= 2:
+                cur.append(f[1])
+        else:
+            if cur:
+                stacks.append(cur)
+            cur = []
+    if cur:
+        stacks.append(cur)
+    return stacks
+
+
+def phase_of(stack):
+    names = set(stack)
+    for label, any_of, none_of in PHASES:
+        if names.intersection(any_of) and not names.intersection(none_of):
+            return label
+    return "the rest"
+
+
+def phases(s, work, calls, think_calls, think):
+    """{(label, think): share} of the server's main thread's samples (perf)
+    over `calls` calls back to back and `think_calls` after think; None
+    when perf recorded none (no permission to trace it, for one)."""
+    res = {}
+    for t, n in ((0.0, calls), (think, think_calls)):
+        path = os.path.join(work, "perf-%g.data" % t)
+        p = subprocess.Popen(["perf", "record", "-q", "--call-graph", "dwarf,16384", "-F", "5000",
+                              "-t", str(s.pid), "-o", path], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(1.0)
+        for _ in range(n):
+            if t:
+                time.sleep(t)
+            s.execute("1+1")
+        p.send_signal(2)
+        p.wait()
+        stacks = perf_samples(path)
+        if not stacks:
+            return None
+        for st in stacks:
+            k = (phase_of(st), t)
+            res[k] = res.get(k, 0.0) + 1.0 / len(stacks)
+    return res
+
+
 SPLIT = ("client", "server main", "server threads", "session", "zygote, copies")
 
 
@@ -105,6 +180,8 @@ def main():
     ap.add_argument("--files", type=int, default=0,
                     help="files of one byte in each server's workspace, 100 a directory (default 0)")
     ap.add_argument("--keep", action="store_true", help="keep the scratch directory")
+    ap.add_argument("--phases", action="store_true",
+                    help="then where the server's main thread spends a call with checkpoints on (needs perf)")
     a = ap.parse_args()
     server_bin = os.path.abspath(a.server)
     work = tempfile.mkdtemp(prefix="psm-warm-")
@@ -226,6 +303,27 @@ def main():
             print("%s: the server's threads and processes were put on a CPU %d times in %d think times of %g ms "
                   "(most in one: %d)%s" % (k, sum(w), len(w), a.think * 1000, max(w),
                                           "".join("; %s %d" % kv for kv in sorted(woke.get(k, {}).items()))))
+        if a.phases:
+            print()
+            ph = phases(sides["on"], work, a.calls, a.calls, a.think) if shutil.which("perf") else None
+            if not shutil.which("perf"):
+                print("--phases: perf is not installed (Debian: linux-perf), so no table of phases")
+            elif ph is None:
+                print("--phases: perf recorded no samples of the server's main thread (see "
+                      "/proc/sys/kernel/perf_event_paranoid), so no table of phases")
+            else:
+                # Shares of the CPU per call the rounds measured without perf
+                # (perf's own sampling slows the thread it samples).
+                main_us = {t: run.med(cpu[("on", t)]["server main"]) / 1000.0 for t in (0.0, a.think)}
+                print("Where the server's main thread spends a call, checkpoints on: each phase's share of "
+                      "perf's samples of the thread, times its CPU per call in the rounds above")
+                print()
+                print("| phase | back to back | after %g ms think |" % (a.think * 1000))
+                print("|---|---:|---:|")
+                for label in [x[0] for x in PHASES] + ["the rest"]:
+                    print("| %s | %.0f µs | %.0f µs |" % (label, ph.get((label, 0.0), 0.0) * main_us[0.0],
+                                                         ph.get((label, a.think), 0.0) * main_us[a.think]))
+                print("| all | %.0f µs | %.0f µs |" % (main_us[0.0], main_us[a.think]))
     finally:
         for s in servers:
             s.close()
