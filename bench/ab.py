@@ -29,6 +29,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import run  # noqa: E402
+from warm import SPLIT, cpu_split  # noqa: E402  (each process's CPU, schedstat)
 
 # The targets: checkpoints on within 3 % of off (sum of latencies and CPU
 # per call); a warm `1+1` within 3x of the client floor.
@@ -64,14 +65,19 @@ def verdict(s, limit):
 
 # ------------------------------------------------------------ warm `1+1`
 
-def timed(execute, n, think):
+def timed(execute, n, think, client_ns=None):
+    """n calls of `1+1` (after think s of sleep each); with client_ns, a
+    list, appends the CPU this thread spent in each call."""
     xs = []
     for _ in range(n):
         if think:
             time.sleep(think)
+        c0 = time.thread_time_ns()
         t0 = run.now()
         execute("1+1")
         xs.append(run.now() - t0)
+        if client_ns is not None:
+            client_ns.append(time.thread_time_ns() - c0)
     return xs
 
 
@@ -80,7 +86,9 @@ def warm(floor_bin, servers, rounds=7, b2b=200, thought=15, think=0.1):
     Each round times the floor, then every server (order flipped every
     other round), back to back (b2b calls) and after `think` s of sleep
     (thought calls); returns {mode: {label: [median of each round, s]}}
-    with the floor under "floor"."""
+    with the floor under "floor", and under "cpu" {mode: {label: [{part:
+    µs per call}, one per round]}}: each process's CPU (warm.py's split;
+    the floor's, the client's alone)."""
     with tempfile.TemporaryDirectory(prefix="psm-bench-floor-") as d:
         e = run.Server(floor_bin, d)
         e.initialize()
@@ -88,19 +96,38 @@ def warm(floor_bin, servers, rounds=7, b2b=200, thought=15, think=0.1):
         for x in actors.values():  # warm-up
             timed(x, 50, 0.0)
         out = {m: {k: [] for k in actors} for m in ("b2b", "think")}
+        out["cpu"] = {m: {k: [] for k in actors} for m in ("b2b", "think")}
         names = list(actors)
+
+        def one(k, mode, n, t):
+            client = []
+            c0 = cpu_split(servers[k]) if k in servers else None
+            out[mode][k].append(run.med(timed(actors[k], n, t, client)))
+            per = {"client": sum(client) / n / 1000.0}
+            if c0 is not None:
+                c1 = cpu_split(servers[k])
+                per.update({p: (c1[p] - c0[p]) / n / 1000.0 for p in SPLIT if p != "client"})
+            out["cpu"][mode][k].append(per)
+
         for r in range(rounds):
             order = names if r % 2 == 0 else names[::-1]
             for k in order:
-                out["b2b"][k].append(run.med(timed(actors[k], b2b, 0.0)))
+                one(k, "b2b", b2b, 0.0)
             for k in order:
-                out["think"][k].append(run.med(timed(actors[k], thought, think)))
+                one(k, "think", thought, think)
         e.close()
     return out
 
 
+def cpu_medians(rounds):
+    """{part: median µs per call} of warm()'s per-round CPU split."""
+    parts = rounds[0].keys() if rounds else ()
+    return {p: run.med([r[p] for r in rounds]) for p in parts}
+
+
 def warm_lines(out, think=0.1):
-    """Markdown lines and {target: (measured text, ok)} for warm()'s result."""
+    """Markdown lines and {target: (spread, measured text, CPU split, the
+    floor's CPU split)} for warm()'s result (the splits: cpu_medians)."""
     L = ["| `1+1` | " + " | ".join(k for k in out["b2b"]) + " | " +
          " | ".join("%s / floor: median [spread]" % k for k in out["b2b"] if k != "floor") + " |",
          "|---|" + "---:|" * (2 * len(out["b2b"]) - 1)]
@@ -114,8 +141,20 @@ def warm_lines(out, think=0.1):
             s = spread(pairs(o[k], o["floor"]))
             cells.append(fmt_spread(s))
             rows["%s/%s" % (k, mode)] = (s, "%.0f us against the floor's %.0f us" % (
-                run.med(o[k]) * 1e6, run.med(o["floor"]) * 1e6))
+                run.med(o[k]) * 1e6, run.med(o["floor"]) * 1e6),
+                cpu_medians(out.get("cpu", {}).get(mode, {}).get(k, [])),
+                cpu_medians(out.get("cpu", {}).get(mode, {}).get("floor", [])))
         L.append("| %s | %s |" % (label, " | ".join(cells)))
+    cpu = out.get("cpu")
+    if cpu:
+        L += ["", "CPU per call of each process (schedstat, median of the rounds; the floor's is its client's; "
+              "after think, what ran in the think time, the checkpoint after a call, counts in the call's):", "",
+              "| `1+1` | " + " | ".join(SPLIT) + " |", "|---|" + "---:|" * len(SPLIT)]
+        for mode, label in (("b2b", "back to back"), ("think", "after %g ms think" % (think * 1000))):
+            for k, rounds in cpu[mode].items():
+                m = cpu_medians(rounds)
+                L.append("| %s, %s | %s |" % (k, label, " | ".join(
+                    "%.0f us" % m[p] if p in m else "-" for p in SPLIT)))
     return L, rows
 
 
@@ -252,7 +291,7 @@ def main():
         L, rows = warm_lines(out)
         print("load %s" % " ".join("%.2f" % x for x in os.getloadavg()))
         print("\n".join(L))
-        for k, (s, txt) in rows.items():
+        for k, (s, txt, _, _) in rows.items():
             ok = verdict(s, WARM_MAX)
             print("%s: %s, %s -> %s" % (k, fmt_spread(s), txt, "PASS" if ok else "MISS"))
     finally:

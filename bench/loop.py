@@ -354,7 +354,8 @@ def ab_report(res, cpu, expl, cells, sizes, modes, warm, measured):
         L += ["", "Warm `1+1` (a small session of each server, before the frame is built) against this "
               "client's floor (bench/floor_echo.c), %d interleaved rounds, the median call of each round; "
               "the ratio of each round's pair, its median and [spread]:" % len(warm["b2b"]["floor"]), ""] + lines
-        got["warm"] = {k: {"ratio": list(v[0]), "text": v[1]} for k, v in rows.items() if v[0]}
+        got["warm"] = {k: {"ratio": list(v[0]), "text": v[1], "cpu": v[2], "floor_cpu": v[3]}
+                       for k, v in rows.items() if v[0]}
     loop = ab.loop_pairs(res, cpu, len(cells), sizes, modes)
     if loop:
         labels = dict(PARTS)

@@ -220,10 +220,15 @@ def ab_explained(data):
         v, o = w.get("ours/%s" % mode), w.get("off/%s" % mode)
         if not v or v["ratio"][0] <= 3.0:
             continue
+        cpu = v.get("cpu") or {}
+        split = ", ".join("%s %.0f µs" % (p, x) for p, x in cpu.items() if x >= 1)
         out.append("- MISS, warm `1+1` %s: %s; with checkpoints off %s, so %s of the excess over 3× the floor "
-                   "is the call path itself (server, its threads, the session's round trip), not the checkpoint." % (
+                   "is the call path itself (server, its threads, the session's round trip), not the checkpoint.%s" % (
                        wl, v["text"], o["text"] if o else "not measured",
-                       "all" if o and o["ratio"][0] > 3.0 else "not all"))
+                       "all" if o and o["ratio"][0] > 3.0 else "not all",
+                       (" CPU per call: %s; the floor's client %.0f µs (`make bench-warm WARM_ARGS=--phases` "
+                        "splits the server's by phase)." % (split, (v.get("floor_cpu") or {}).get("client", 0)))
+                       if split else ""))
     return [""] + out if out else []
 
 
