@@ -58,30 +58,30 @@ static struct keyed {
 static size_t n_keyed;
 static pthread_mutex_t keyed_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* The kept entry for key, or NULL (keyed_lock held). */
+static struct keyed *keyed_find(const unsigned char *key, size_t len)
+{
+	for (size_t i = 0; i < n_keyed; i++)
+		if (keyed[i].len == len && CRYPTO_memcmp(keyed[i].key, key, len) == 0)
+			return &keyed[i];
+	return NULL;
+}
+
 static EVP_MAC_CTX *keyed_copy(const unsigned char *key, size_t len)
 {
-	EVP_MAC_CTX *c = NULL;
 	pthread_mutex_lock(&keyed_lock);
-	for (size_t i = 0; i < n_keyed; i++)
-		if (keyed[i].len == len && CRYPTO_memcmp(keyed[i].key, key, len) == 0) {
-			c = EVP_MAC_CTX_dup(keyed[i].ctx);
-			break;
-		}
+	struct keyed *k = keyed_find(key, len);
+	EVP_MAC_CTX *c = k ? EVP_MAC_CTX_dup(k->ctx) : NULL;
 	pthread_mutex_unlock(&keyed_lock);
 	return c;
 }
 
 static void keyed_keep(const unsigned char *key, size_t len, const EVP_MAC_CTX *ctx)
 {
-	if (len > KEYED_KEY_MAX)
-		return;
 	EVP_MAC_CTX *c = EVP_MAC_CTX_dup(ctx);
 	pthread_mutex_lock(&keyed_lock);
-	bool kept = false;
-	for (size_t i = 0; i < n_keyed; i++)
-		if (keyed[i].len == len && CRYPTO_memcmp(keyed[i].key, key, len) == 0)
-			kept = true; /* another thread kept it meanwhile */
-	if (c && !kept && n_keyed < KEYED_MAX) {
+	/* Not when another thread kept it meanwhile. */
+	if (c && n_keyed < KEYED_MAX && !keyed_find(key, len)) {
 		keyed[n_keyed].len = len;
 		memcpy(keyed[n_keyed].key, key, len);
 		keyed[n_keyed++].ctx = c;
@@ -93,7 +93,9 @@ static void keyed_keep(const unsigned char *key, size_t len, const EVP_MAC_CTX *
 
 struct hmac *hmac_new(const unsigned char *key, size_t len)
 {
-	EVP_MAC_CTX *c = len <= KEYED_KEY_MAX ? keyed_copy(key, len) : NULL;
+	/* Keys longer than an entry holds are keyed the long way each time. */
+	bool keep = len <= KEYED_KEY_MAX;
+	EVP_MAC_CTX *c = keep ? keyed_copy(key, len) : NULL;
 	if (c) {
 		struct hmac *h = xcalloc(1, sizeof *h);
 		h->len = HMAC_LEN;
@@ -107,7 +109,7 @@ struct hmac *hmac_new(const unsigned char *key, size_t len)
 		OSSL_PARAM_construct_end(),
 	};
 	struct hmac *h = mac_new(mac_hmac, key, len, params, HMAC_LEN);
-	if (h)
+	if (h && keep)
 		keyed_keep(key, len, h->ctx);
 	return h;
 }
