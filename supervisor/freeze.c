@@ -88,8 +88,10 @@ static void try_freeze(void *arg)
 	if (pidfd_signal(s->pidfd, SIGSTOP) < 0)
 		return;
 	/* What it holds now is what the call leaves: counted once more,
-	 * exactly, before the reply can say it was kept. */
-	if (watch_final(sup, s))
+	 * exactly, before the reply can say it was kept; or, a full look
+	 * being recent, bounded once nothing is below it (check_quiet). */
+	s->final_owed = final_may_wait(sup, s);
+	if (!s->final_owed && watch_final(sup, s))
 		return;
 	s->quiet_tries = 0;
 	check_quiet(s);
@@ -128,7 +130,8 @@ static void check_quiet(void *arg)
 	dying_pids(s, &dying, &ns);
 	int q = doubt ? -EEXIST : watch_quiet(s->hpid, s->ckpt_hpid, dying, sup->zhpid, known, n);
 	if (q == 1) {
-		settled(sup, s);
+		if (!final_owed_look(sup, s, true))
+			settled(sup, s);
 		return;
 	}
 	if (q == 0 && s->quiet_tries < 6) {
@@ -136,7 +139,8 @@ static void check_quiet(void *arg)
 		look_arm(sup, s, LOOK_IDLE, 0.03 * (double)(1 << s->quiet_tries++), check_quiet);
 		return;
 	}
-	send_settle(sup, s);
+	if (!final_owed_look(sup, s, false))
+		send_settle(sup, s);
 }
 
 /* Asks the zygote to end what is below the frozen session (W_SETTLED

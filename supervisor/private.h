@@ -236,6 +236,13 @@ struct session {
 	double pss_next;
 	long pss_tasks;
 	uint64_t pss_total, pss_copy, pss_base;
+	/* The watchdog's last full look at this process (limits.c:
+	 * final_bounded): when (0: none yet), and what its memfds and the
+	 * jail's tmpfs held then; and whether the count after the call that
+	 * is freezing waits for the freeze's check that nothing is below. */
+	double look_at;
+	uint64_t look_files;
+	bool final_owed;
 	unsigned long long fork_asked; /* when the copy was asked for (kproc_now_ticks) */
 	double fork_t0;            /* and in loop_now_ms(), for the log */
 	char fork_of[SESSION_NAME_MAX + 1]; /* the first call of a copy names its parent */
@@ -519,6 +526,14 @@ void stop_watch(struct sup *sup, struct session *s);
  * count by proportional shares taken whenever it was last): true when the
  * session was ended for a limit. */
 bool watch_final(struct sup *sup, struct session *s);
+/* Whether that look may wait for the freeze's check that nothing is below
+ * the session (a full look less than WATCH_INTERVAL_MS ago, as far as the
+ * clock alone can tell): then it is owed (final_owed). */
+bool final_may_wait(struct sup *sup, struct session *s);
+/* The owed look, when the freeze's check is in: quiet (nothing below the
+ * session, nothing orphaned) lets a bound from the last full look stand
+ * for it; else the full look.  True when the session was ended. */
+bool final_owed_look(struct sup *sup, struct session *s, bool quiet);
 
 /* freeze.c */
 void begin_freeze(struct sup *sup, struct session *s);

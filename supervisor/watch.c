@@ -309,16 +309,47 @@ static bool own_files(const char *proc, pid_t pid, char *dir, size_t n, char *bu
 	return read_small(path, buf, cap) >= 0;
 }
 
-static void add_proc(const char *proc, pid_t pid, struct footprint *u, struct inos *seen)
+/* pid's threads and resident pages added to *u, from its status; dir as
+ * own_files sets it.  false when it is gone. */
+static bool add_status(const char *proc, pid_t pid, struct footprint *u, char *dir, size_t n)
 {
-	char dir[256], buf[4096];
-	if (!own_files(proc, pid, dir, sizeof dir, buf, sizeof buf, true))
-		return; /* gone meanwhile */
+	char buf[4096];
+	if (!own_files(proc, pid, dir, n, buf, sizeof buf, true))
+		return false;
 	uint64_t threads = status_kb(buf, "\nThreads:");
 	u->tasks += threads ? (long)threads : 1;
 	u->anon += status_kb(buf, "\nRssAnon:") * 1024;
 	u->shmem += status_kb(buf, "\nRssShmem:") * 1024;
-	u->memfd += memfd_bytes(dir, seen);
+	return true;
+}
+
+static void add_proc(const char *proc, pid_t pid, struct footprint *u, struct inos *seen)
+{
+	char dir[256];
+	if (add_status(proc, pid, u, dir, sizeof dir))
+		u->memfd += memfd_bytes(dir, seen);
+}
+
+/* The checkpoint's resident pages, most of them shared with the session:
+ * what its copy could cost at most (not in the total). */
+static uint64_t copy_rss(const char *proc, pid_t ckpt)
+{
+	char path[256], buf[4096];
+	snprintf(path, sizeof path, "%s/%d/status", proc, (int)ckpt);
+	if (ckpt > 0 && pcache_read(AT_FDCWD, NULL, path, buf, sizeof buf) >= 0)
+		return (status_kb(buf, "\nRssAnon:") + status_kb(buf, "\nRssShmem:")) * 1024;
+	return 0;
+}
+
+int watch_session_rss(const char *proc, pid_t root, pid_t skip, struct footprint *u)
+{
+	memset(u, 0, sizeof *u);
+	char dir[256];
+	if (!add_status(proc, root, u, dir, sizeof dir))
+		return -ESRCH;
+	u->copy_rss = copy_rss(proc, skip);
+	u->total = u->anon + u->shmem;
+	return 0;
 }
 
 bool watch_proc_root(pid_t zygote, char *buf, size_t n)
@@ -515,12 +546,7 @@ static int footprint_seen(const char *proc, pid_t zygote, pid_t root, pid_t skip
 	add_proc(proc, root, u, seen);
 	for (size_t i = 0; i < n; i++)
 		add_proc(proc, below[i], u, seen);
-	/* The checkpoint's resident pages, most of them shared with the
-	 * session: what its copy could cost at most (not in the total). */
-	char path[256], buf[4096];
-	snprintf(path, sizeof path, "%s/%d/status", proc, (int)skip);
-	if (skip > 0 && pcache_read(AT_FDCWD, NULL, path, buf, sizeof buf) >= 0)
-		u->copy_rss = (status_kb(buf, "\nRssAnon:") + status_kb(buf, "\nRssShmem:")) * 1024;
+	u->copy_rss = copy_rss(proc, skip);
 	u->tmpfs = tmpfs_bytes(zygote, "/tmp") + tmpfs_bytes(zygote, "/dev/shm");
 	/* Counted as the sum: pages of a memfd or tmpfs file that are also
 	 * mapped count twice, which errs on the side of the limit. */
@@ -783,16 +809,21 @@ void watch_describe_memory(long memory_mb, long max_processes, FILE *out)
 		"RLIMIT_NPROC for all sessions together\n", max_processes);
 }
 
+double watch_fill_bytes(double ms)
+{
+	static long cpus;
+	if (!cpus && (cpus = sysconf(_SC_NPROCESSORS_ONLN)) < 1)
+		cpus = 1;
+	return WATCH_FILL_BYTES_PER_S_PER_CPU * (double)cpus * ms / 1000.0;
+}
+
 double watch_next_ms(const struct footprint *u, uint64_t limit, long max_tasks)
 {
 	if (u->tasks * 2 > max_tasks)
 		return WATCH_INTERVAL_MS;
-	static long cpus;
-	if (!cpus && (cpus = sysconf(_SC_NPROCESSORS_ONLN)) < 1)
-		cpus = 1;
 	uint64_t tol = limit / 10 > (64ull << 20) ? limit / 10 : 64ull << 20;
 	double room = limit + tol > u->total ? (double)(limit + tol - u->total) : 0.0;
-	double ms = room / (WATCH_FILL_BYTES_PER_S_PER_CPU * (double)cpus) * 1000.0;
+	double ms = room / watch_fill_bytes(1.0);
 	/* Attack: with 20 ms as the floor, six forked children touching
 	 * 160 MB each (2 GB/s a CPU) were seen at 335 MB under memory_mb 256,
 	 * past its 64 MB of tolerance. */

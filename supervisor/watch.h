@@ -75,6 +75,10 @@ struct footprint {
 	bool pss;          /* anon, shmem and copy are proportional shares */
 };
 
+/* The most memory the machine's processes can fill in ms milliseconds,
+ * all CPUs at WATCH_FILL_BYTES_PER_S_PER_CPU. */
+double watch_fill_bytes(double ms);
+
 /* When to look next (ms) after a look that found u, under a memory limit of
  * limit bytes and max_tasks processes and threads: soon enough that the
  * session, filling memory as fast as the machine allows on every CPU, has
@@ -95,6 +99,13 @@ bool watch_proc_root(pid_t zygote, char *buf, size_t n);
  * shows them.  The jail's /tmp and /dev/shm are found below the zygote's
  * root.  0 or -errno. */
 int watch_footprint(const char *proc, pid_t zygote, pid_t root, pid_t skip, pid_t dying, struct footprint *u);
+
+/* The session process's own part of watch_footprint, by two small reads:
+ * its threads (tasks), RssAnon and RssShmem (total: their sum), and its
+ * checkpoint's copy_rss (skip, 0 for none).  Its memfds, the jail's tmpfs
+ * and the processes below it are not read (0).  0, or -ESRCH when it is
+ * gone. */
+int watch_session_rss(const char *proc, pid_t root, pid_t skip, struct footprint *u);
 
 /* The same, counted as the host holds it: each process's proportional
  * share of the anonymous and shared-memory pages it maps (smaps_rollup's
