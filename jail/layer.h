@@ -82,8 +82,9 @@ struct jail_config {
 	/* --check: change nothing on the host (no chown of root-owned
 	 * writable directories; the report says what serving would do). */
 	bool no_host_changes;
-	/* memfd_create refused: the server cannot count memfds (it cannot
-	 * read the sessions' descriptors), so none may exist. */
+	/* memfd_create refused: the server cannot count every memfd (one
+	 * sent over a socket and closed is in no process's descriptors), so
+	 * none may exist.  The server sets it always. */
 	bool no_memfd;
 	/* The server counts its sessions by reading their smaps_rollup and
 	 * /proc/PID/fd.  Without namespaces a server not run by root may read

@@ -186,9 +186,11 @@ static const char *const sysv_shm[] = {
  * Landlock does not let the sandbox write; ptrace-checked files and
  * calls, Landlock's ptrace rule. */
 
-/* memfd_create: a memfd is memory no RSS shows until it is mapped, so it
- * is refused where the server could not count it (jail_config.no_memfd).
- * Exec of a memfd is execveat: refused without shell_exec. */
+/* memfd_create: a memfd is memory no RSS shows until it is mapped, and a
+ * descriptor sent over a socketpair and closed is held by no process, so
+ * the server refuses it in every mode (jail_config.no_memfd; the jail's
+ * own tests still run with it allowed).  Exec of a memfd is execveat:
+ * refused without shell_exec. */
 static const char *const memfd[] = { "memfd_create", NULL };
 
 /* ---- when a rule applies ---- */

@@ -718,12 +718,6 @@ static void probe(void)
 		  owner_ns ? ", the zygote starts in a user namespace of its own" : "");
 }
 
-bool watch_sees_fds(void)
-{
-	probe();
-	return sees_fds;
-}
-
 bool watch_sees_pss(void)
 {
 	probe();
@@ -796,15 +790,10 @@ void watch_describe_memory(long memory_mb, long max_processes, FILE *out)
 		  "processes counts in each, and the checkpoint, whose own pages it cannot tell, is given up for "
 		  "the rest of a call when the session with all of it could be over memory_mb: that call has no rollback, "
 		  "and its reply says so)", why);
-	/* A session's /proc/PID/fd is a directory of mode 0500 owned, while
-	 * the session is not dumpable, by the root of the namespace its
-	 * memory was made in: the host's root, also in the owner namespace
-	 * (its uid 0 is not mapped), so only root lists it. */
-	fprintf(out, "memfds: %s\n", watch_sees_fds()
-		? "counted by their size from each session process's descriptors"
-		: "memfd_create refused in the sandbox: this server cannot read its sessions' descriptors "
-		  "(/proc/PID/fd of a process that is not dumpable is root's), so a memfd would be memory the "
-		  "watchdog cannot see");
+	/* Refused in every mode: zstart.c (send_config) says why. */
+	fprintf(out, "memfds: memfd_create refused in the sandbox: a memfd sent over a socket and closed is memory "
+		     "that no process holds, which no look at the session's processes could count (files under /tmp "
+		     "and /dev/shm are counted wherever their descriptors are)\n");
 	fprintf(out, "processes: max_processes (%ld) per session, counted by the same watchdog; "
 		"RLIMIT_NPROC for all sessions together\n", max_processes);
 }

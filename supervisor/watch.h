@@ -137,26 +137,22 @@ struct save_footprint {
 int watch_save_footprint(const char *proc, pid_t zygote, pid_t session, pid_t ckpt, pid_t dying, struct footprint *u,
 			 struct save_footprint *v);
 
-/* Whether this process can list the descriptors of its sessions and read
- * their smaps_rollup, which, for a process that is not dumpable, opens only
+/* Whether this process can read its sessions' smaps_rollup (and list their
+ * descriptors), which, for a process that is not dumpable, opens only
  * for a caller with CAP_SYS_PTRACE in the user namespace its memory was
  * made in.  Root has it (not in a container that dropped it); a server run
  * by another user has it where the zygote is exec'd in a user namespace the
  * server owns (watch_owner_ns); without namespaces, a server run by another
  * user reads sessions that stay dumpable (watch_stay_readable).  Probed once, on a process in a session's
- * situation; the answer is cached.  Without it the watchdog cannot see
- * memfds and counts by resident pages (see watch.c). */
-bool watch_sees_fds(void);
-/* Whether this process can read its sessions' smaps_rollup (a count by
- * proportional shares): root, a server whose zygote starts in the owner
- * namespace, or one whose sessions stay dumpable.  From the same probe as watch_sees_fds. */
+ * situation; the answer is cached.  Without it the watchdog counts by
+ * resident pages (see watch.c). */
 bool watch_sees_pss(void);
 /* Whether this server reads its sessions only because they stay dumpable
  * (not root, without namespaces): the zygote's jail_config.stay_readable. */
 bool watch_stay_readable(void);
 /* Whether the zygote is to be exec'd in the owner namespace
  * (jail_ns_owner_enter): a server not run by root whose probe read a
- * process there.  Decided by watch_sees_fds, which this calls. */
+ * process there.  Decided by the same probe. */
 bool watch_owner_ns(void);
 /* The probe's process (watch.c): this binary started with WATCH_PROBE_ARG
  * and a descriptor number. */

@@ -133,12 +133,20 @@ static int send_config(struct sup *sup, int sock)
 		.memory_mb = cfg->memory_mb,
 		.log_level = (int)log_threshold,
 		.check = cfg->check_session,
-		/* The watchdog counts memfds from the sessions' descriptors; a
-		 * server that cannot read them has the sandbox refuse memfds
-		 * instead.
-		 * Attack: memfds written and never mapped (no RSS shows them)
-		 * by a server run by an unprivileged user or in a container. */
-		.no_memfd = !watch_sees_fds(),
+		/* The sandbox refuses memfds in every mode.  A memfd is memory
+		 * that only a descriptor shows, and a descriptor can be held by
+		 * no process: sent over a socketpair (SCM_RIGHTS) and closed,
+		 * it waits in the socket, where no look at a process finds it,
+		 * for as long as the socket lives.  Seccomp cannot see what a
+		 * sendmsg carries, and socketpairs stay (asyncio and
+		 * multiprocessing.Pipe need them); files under /tmp and
+		 * /dev/shm stay counted that way (statfs of their size-capped
+		 * tmpfs counts a file wherever its descriptors are).
+		 * Attack: six memfds of 150 MB, each written, sent and closed,
+		 * held 900 MB of host memory under memory_mb 256, every call ok.
+		 * (And before: memfds written and never mapped, where the server
+		 * cannot read the sessions' descriptors.) */
+		.no_memfd = true,
 		.stay_readable = watch_stay_readable(),
 		.scratch = sup->scratch[0] ? sup->scratch : NULL,
 	};

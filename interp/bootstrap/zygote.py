@@ -43,9 +43,9 @@ def _memfd_refused(name, flags=0):
     EPERM): the same error, saying why and what to use instead."""
     raise PermissionError(
         errno.EPERM,
-        "memfd_create is refused in this sandbox: the server cannot count memfds toward "
-        "memory_mb here (it runs without privilege over its sessions' processes); use a "
-        "file under /tmp, or mmap.mmap(-1, size)")
+        "memfd_create is refused in this sandbox: memory_mb could not count a memfd once "
+        "its descriptor is sent over a socket and closed; use a file under /tmp or "
+        "/dev/shm, or mmap.mmap(-1, size)")
 
 
 def _patch_own_pid():
