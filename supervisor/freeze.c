@@ -87,12 +87,11 @@ static void try_freeze(void *arg)
 	}
 	if (pidfd_signal(s->pidfd, SIGSTOP) < 0)
 		return;
-	/* What it holds now is what the call leaves: counted once more,
-	 * exactly, before the reply can say it was kept; or, a full look
-	 * being recent, bounded once nothing is below it (check_quiet). */
-	s->final_owed = final_may_wait(sup, s);
-	if (!s->final_owed && watch_final(sup, s))
-		return;
+	/* What it holds now is what the call leaves: counted once more
+	 * before the reply can say it was kept, once the quiet check says
+	 * whether anything is below it (final_owed_look: a look at the
+	 * session alone then, its children lists read already). */
+	s->final_owed = true;
 	s->quiet_tries = 0;
 	check_quiet(s);
 }

@@ -56,8 +56,9 @@ static bool checkpoint_cpu_over(struct session *s)
 
 /* What the session's processes use together, as the kernel counts it: by
  * each process's resident pages, or (pss) by proportional shares with the
- * checkpoint's share added (watch.h). */
-static int measure(struct sup *sup, struct session *s, struct footprint *u, bool pss)
+ * checkpoint's share added (watch.h).  lone: nothing is below the session
+ * (watch_final's quiet). */
+static int measure(struct sup *sup, struct session *s, struct footprint *u, bool pss, bool lone)
 {
 	/* The jail's own procfs lists its processes only (cheap); the host's
 	 * lists every process of the machine. */
@@ -66,10 +67,10 @@ static int measure(struct sup *sup, struct session *s, struct footprint *u, bool
 	 * as the old copy and the session summed to 1.6 GB. */
 	pid_t dying_h, dying_ns;
 	dying_pids(s, &dying_h, &dying_ns);
-	int (*look)(const char *, pid_t, pid_t, pid_t, pid_t, struct footprint *) =
+	int (*look)(const char *, pid_t, pid_t, pid_t, pid_t, bool, struct footprint *) =
 		pss ? watch_footprint_pss : watch_footprint;
-	int wr = sup->proc_jail ? look(sup->proc, sup->zhpid, s->pid, s->ckpt_pid, dying_ns, u)
-				: look("/proc", sup->zhpid, s->hpid, s->ckpt_hpid, dying_h, u);
+	int wr = sup->proc_jail ? look(sup->proc, sup->zhpid, s->pid, s->ckpt_pid, dying_ns, lone, u)
+				: look("/proc", sup->zhpid, s->hpid, s->ckpt_hpid, dying_h, lone, u);
 	/* Without namespaces the private temp directory is no tmpfs of the
 	 * jail's that watch_footprint could count: where it lies on the
 	 * host's tmpfs, its size is memory too (as /tmp is with namespaces):
@@ -118,7 +119,7 @@ static double mono_ms(void)
  * by stands for it while that is under the limit (over it, a count is
  * taken sooner: below). */
 static const struct footprint *counted(struct sup *sup, struct session *s, const struct footprint *u, uint64_t limit,
-				       struct footprint *v)
+				       bool lone, struct footprint *v)
 {
 	if (sup->pss_off || u->total + u->copy_rss <= limit) {
 		s->pss_next = 0;
@@ -144,7 +145,7 @@ static const struct footprint *counted(struct sup *sup, struct session *s, const
 		if (v->total <= limit || u->tasks <= s->pss_tasks)
 			return v;
 	}
-	int r = measure(sup, s, v, true);
+	int r = measure(sup, s, v, true, lone);
 	if (r == -EACCES || r == -ENOTSUP) {
 		sup->pss_off = true;
 		log_info("memory: the sessions' proportional shares cannot be read here (%s): counted by resident pages",
@@ -279,7 +280,7 @@ static bool footprint_over(struct sup *sup, struct session *s, const struct foot
 	return false;
 }
 
-static bool watch_look(struct sup *sup, struct session *s, double *next);
+static bool watch_look(struct sup *sup, struct session *s, double *next, bool lone);
 
 static void watch_fired(void *arg)
 {
@@ -297,20 +298,20 @@ static void watch_fired(void *arg)
 		return;
 	}
 	double next = WATCH_MS;
-	if (watch_look(sup, s, &next))
+	if (watch_look(sup, s, &next, false))
 		return;
 	look_arm(sup, s, LOOK_WATCH, next, watch_fired);
 }
 
 /* One look of the watchdog; true when the session was ended for a limit.
- * *next: when to look again. */
-static bool watch_look(struct sup *sup, struct session *s, double *next)
+ * *next: when to look again.  lone: as measure's. */
+static bool watch_look(struct sup *sup, struct session *s, double *next, bool lone)
 {
 	const struct policy_limits *L = &sup->cfg.policy->limits;
 	if (checkpoint_cpu_over(s))
 		return true;
 	struct footprint u, v;
-	int wr = measure(sup, s, &u, false);
+	int wr = measure(sup, s, &u, false, lone);
 	if (wr == 0) {
 		uint64_t limit = (uint64_t)L->memory_mb << 20;
 		long max_tasks = L->max_processes;
@@ -325,7 +326,7 @@ static bool watch_look(struct sup *sup, struct session *s, double *next)
 			limit *= 3;
 			max_tasks += 3;
 		}
-		const struct footprint *judged = counted(sup, s, &u, limit, &v);
+		const struct footprint *judged = counted(sup, s, &u, limit, lone, &v);
 		if (footprint_over(sup, s, judged, limit, max_tasks))
 			return true;
 		s->look_at = mono_ms();
@@ -344,7 +345,7 @@ static bool watch_look(struct sup *sup, struct session *s, double *next)
 	return false;
 }
 
-bool watch_final(struct sup *sup, struct session *s)
+static bool watch_final(struct sup *sup, struct session *s, bool lone)
 {
 	if (!proc_alive(s) || s->hpid <= 0 || !s->cur)
 		return false;
@@ -356,16 +357,16 @@ bool watch_final(struct sup *sup, struct session *s)
 	 * replaced it. */
 	s->pss_next = 0;
 	double next;
-	return watch_look(sup, s, &next);
+	return watch_look(sup, s, &next, lone);
 }
 
-/* The count after a call, by the clock: the last full look at this process
- * was recent enough to bound what it can hold now.  Only where the bound's
+/* The count after a call, by the clock: whether the last full look at this
+ * process was recent enough to bound what it can hold now.  Only where the bound's
  * parts are all known: no scratch directory on the host's tmpfs (its size
  * is the walk's, taken at another time than the look), and no socket()
  * (net_access: a memfd made and filled by another session could then be
  * passed to this one, memory that came without being filled). */
-bool final_may_wait(struct sup *sup, struct session *s)
+static bool final_may_wait(struct sup *sup, struct session *s)
 {
 	if (s->look_at <= 0 || sup->scratch_tmpfs || sup->cfg.policy->net_access || !s->cur)
 		return false;
@@ -413,7 +414,7 @@ bool final_owed_look(struct sup *sup, struct session *s, bool quiet)
 	s->final_owed = false;
 	if (quiet && final_bounded(sup, s))
 		return false;
-	return watch_final(sup, s);
+	return watch_final(sup, s, quiet);
 }
 
 void stop_watch(struct sup *sup, struct session *s)

@@ -239,7 +239,7 @@ struct session {
 	/* The watchdog's last full look at this process (limits.c:
 	 * final_bounded): when (0: none yet), and what its memfds and the
 	 * jail's tmpfs held then; and whether the count after the call that
-	 * is freezing waits for the freeze's check that nothing is below. */
+	 * is freezing is still owed (final_owed_look). */
 	double look_at;
 	uint64_t look_files;
 	bool final_owed;
@@ -522,17 +522,12 @@ struct wswatch *sup_wswatch(struct sup *sup, void (*over)(void *arg, unsigned lo
 			    void *arg);
 void start_watch(struct sup *sup, struct session *s);
 void stop_watch(struct sup *sup, struct session *s);
-/* The watchdog's last look at a call, once its session is stopped (the
- * count by proportional shares taken whenever it was last): true when the
- * session was ended for a limit. */
-bool watch_final(struct sup *sup, struct session *s);
-/* Whether that look may wait for the freeze's check that nothing is below
- * the session (a full look less than WATCH_INTERVAL_MS ago, as far as the
- * clock alone can tell): then it is owed (final_owed). */
-bool final_may_wait(struct sup *sup, struct session *s);
-/* The owed look, when the freeze's check is in: quiet (nothing below the
- * session, nothing orphaned) lets a bound from the last full look stand
- * for it; else the full look.  True when the session was ended. */
+/* The watchdog's last count of a call, owed once its session is stopped
+ * (final_owed) and taken when the freeze's quiet check is in: quiet
+ * (nothing below the session, nothing orphaned), a look at the session
+ * alone, or a bound from a recent full look that stands for it; else the
+ * full look (the count by proportional shares taken whenever it was
+ * last).  True when the session was ended for a limit. */
 bool final_owed_look(struct sup *sup, struct session *s, bool quiet);
 
 /* freeze.c */

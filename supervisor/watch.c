@@ -323,11 +323,13 @@ static bool add_status(const char *proc, pid_t pid, struct footprint *u, char *d
 	return true;
 }
 
-static void add_proc(const char *proc, pid_t pid, struct footprint *u, struct inos *seen)
+static bool add_proc(const char *proc, pid_t pid, struct footprint *u, struct inos *seen)
 {
 	char dir[256];
-	if (add_status(proc, pid, u, dir, sizeof dir))
-		u->memfd += memfd_bytes(dir, seen);
+	if (!add_status(proc, pid, u, dir, sizeof dir))
+		return false;
+	u->memfd += memfd_bytes(dir, seen);
+	return true;
 }
 
 /* The checkpoint's resident pages, most of them shared with the session:
@@ -366,13 +368,13 @@ bool watch_proc_root(pid_t zygote, char *buf, size_t n)
 	return false;
 }
 
-static int footprint_seen(const char *proc, pid_t zygote, pid_t root, pid_t skip, pid_t dying, struct footprint *u,
-			  struct inos *seen);
+static int footprint_seen(const char *proc, pid_t zygote, pid_t root, pid_t skip, pid_t dying, bool lone,
+			  struct footprint *u, struct inos *seen);
 
-int watch_footprint(const char *proc, pid_t zygote, pid_t root, pid_t skip, pid_t dying, struct footprint *u)
+int watch_footprint(const char *proc, pid_t zygote, pid_t root, pid_t skip, pid_t dying, bool lone, struct footprint *u)
 {
 	struct inos *seen = xcalloc(1, sizeof *seen);
-	int rc = footprint_seen(proc, zygote, root, skip, dying, u, seen);
+	int rc = footprint_seen(proc, zygote, root, skip, dying, lone, u, seen);
 	free(seen);
 	return rc;
 }
@@ -421,8 +423,14 @@ static int pss_shares(const char *dir, uint64_t *anon, uint64_t *shmem)
 
 /* The processes below root but the checkpoint (skip) and a copy being
  * ended (dying), each left out with what is below it. */
-static int list_below(const char *proc, pid_t root, pid_t skip, pid_t dying, pid_t **below, size_t *n)
+/* lone: the caller knows that nothing is below root (none listed). */
+static int list_below(const char *proc, pid_t root, pid_t skip, pid_t dying, bool lone, pid_t **below, size_t *n)
 {
+	if (lone) {
+		*below = NULL;
+		*n = 0;
+		return 0;
+	}
 	pid_t keep[2];
 	size_t nk = 0;
 	if (skip > 0)
@@ -432,12 +440,12 @@ static int list_below(const char *proc, pid_t root, pid_t skip, pid_t dying, pid
 	return procs_list_below(proc, root, keep, nk, below, n);
 }
 
-int watch_footprint_pss(const char *proc, pid_t zygote, pid_t root, pid_t skip, pid_t dying, struct footprint *u)
+int watch_footprint_pss(const char *proc, pid_t zygote, pid_t root, pid_t skip, pid_t dying, bool lone, struct footprint *u)
 {
 	memset(u, 0, sizeof *u);
 	pid_t *below = NULL;
 	size_t n = 0;
-	int rc = list_below(proc, root, skip, dying, &below, &n);
+	int rc = list_below(proc, root, skip, dying, lone, &below, &n);
 	if (rc < 0)
 		return rc;
 	struct inos *seen = xcalloc(1, sizeof *seen);
@@ -496,7 +504,7 @@ int watch_save_footprint(const char *proc, pid_t zygote, pid_t session, pid_t ck
 {
 	memset(v, 0, sizeof *v);
 	struct inos *seen = xcalloc(1, sizeof *seen);
-	int rc = footprint_seen(proc, zygote, session, ckpt, dying, u, seen);
+	int rc = footprint_seen(proc, zygote, session, ckpt, dying, false, u, seen);
 	pid_t *below = NULL;
 	size_t n = 0;
 	if (rc == 0)
@@ -534,16 +542,18 @@ int watch_save_footprint(const char *proc, pid_t zygote, pid_t session, pid_t ck
 	return rc;
 }
 
-static int footprint_seen(const char *proc, pid_t zygote, pid_t root, pid_t skip, pid_t dying, struct footprint *u,
-			  struct inos *seen)
+static int footprint_seen(const char *proc, pid_t zygote, pid_t root, pid_t skip, pid_t dying, bool lone,
+			  struct footprint *u, struct inos *seen)
 {
 	memset(u, 0, sizeof *u);
 	pid_t *below = NULL;
 	size_t n = 0;
-	int rc = list_below(proc, root, skip, dying, &below, &n);
+	int rc = list_below(proc, root, skip, dying, lone, &below, &n);
 	if (rc < 0)
 		return rc;
-	add_proc(proc, root, u, seen);
+	/* Gone: what list_below says when it lists. */
+	if (!add_proc(proc, root, u, seen) && lone)
+		return -ESRCH;
 	for (size_t i = 0; i < n; i++)
 		add_proc(proc, below[i], u, seen);
 	u->copy_rss = copy_rss(proc, skip);

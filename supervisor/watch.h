@@ -96,9 +96,10 @@ bool watch_proc_root(pid_t zygote, char *buf, size_t n);
 /* What the session rooted at `root` uses now, leaving out the subtrees of
  * `skip` (its frozen checkpoint) and `dying` (the one it replaced, killed
  * and still exiting: it only gives memory back); 0 for none; pids as `proc`
- * shows them.  The jail's /tmp and /dev/shm are found below the zygote's
- * root.  0 or -errno. */
-int watch_footprint(const char *proc, pid_t zygote, pid_t root, pid_t skip, pid_t dying, struct footprint *u);
+ * shows them.  lone: the caller knows that nothing else is below root (the
+ * freeze's quiet check), which is then not listed.  The jail's /tmp and
+ * /dev/shm are found below the zygote's root.  0 or -errno. */
+int watch_footprint(const char *proc, pid_t zygote, pid_t root, pid_t skip, pid_t dying, bool lone, struct footprint *u);
 
 /* The session process's own part of watch_footprint, by two small reads:
  * its threads (tasks), RssAnon and RssShmem (total: their sum), and its
@@ -118,7 +119,7 @@ int watch_session_rss(const char *proc, pid_t root, pid_t skip, struct footprint
  * limits.c for how often).  -EACCES when the server may not read a
  * session's smaps_rollup (not root, no CAP_SYS_PTRACE), -ENOTSUP on a
  * kernel before 5.9: the caller counts by watch_footprint then. */
-int watch_footprint_pss(const char *proc, pid_t zygote, pid_t root, pid_t skip, pid_t dying, struct footprint *u);
+int watch_footprint_pss(const char *proc, pid_t zygote, pid_t root, pid_t skip, pid_t dying, bool lone, struct footprint *u);
 
 /* What a session's save uses (the processes below its frozen checkpoint:
  * the saver and whatever the code run by pickling started). */
