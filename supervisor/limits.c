@@ -360,15 +360,13 @@ static bool watch_final(struct sup *sup, struct session *s, bool lone)
 	return watch_look(sup, s, &next, lone);
 }
 
-/* The count after a call, by the clock: whether the last full look at this
- * process was recent enough to bound what it can hold now.  Only where the bound's
- * parts are all known: no scratch directory on the host's tmpfs (its size
- * is the walk's, taken at another time than the look), and no socket()
- * (net_access: a memfd made and filled by another session could then be
- * passed to this one, memory that came without being filled). */
+/* The count after a call, by the clock: whether the last look at this
+ * process was recent enough to bound what it can hold now.  Only where the
+ * bound's parts are all known: no scratch directory on the host's tmpfs
+ * (its size is the walk's, taken at another time than the look). */
 static bool final_may_wait(struct sup *sup, struct session *s)
 {
-	if (s->look_at <= 0 || sup->scratch_tmpfs || sup->cfg.policy->net_access || !s->cur)
+	if (s->look_at <= 0 || sup->scratch_tmpfs || !s->cur)
 		return false;
 	double since = mono_ms() - s->look_at;
 	return since >= 0 && since <= WATCH_INTERVAL_MS;
@@ -377,14 +375,16 @@ static bool final_may_wait(struct sup *sup, struct session *s)
 /* Quiet, the session is one stopped process: its threads and resident
  * pages, and its checkpoint's, are two reads of status; what they cannot
  * say (its memfds, the jail's /tmp and /dev/shm) is bounded by the last
- * full look plus what every CPU of the machine can fill since, at twice
- * the fastest fill measured (watch.h).  While that bound, with every page
- * of the checkpoint counted in full, is within memory_mb, the full look
- * could not find the session over it: it is not taken (its listing of the
- * processes below, the descriptors and the two tmpfs cost a warm call 50
- * to 60 us of the server's CPU, a call back to back each time).  Anything
- * else takes it: a doubt, a process below, a full look more than
- * WATCH_INTERVAL_MS ago, a bound over the limit.
+ * look plus what every CPU of the machine can fill since, at twice the
+ * fastest fill measured (watch.h).  A descriptor received meanwhile adds
+ * nothing the bound misses: memfds cannot be made (zstart.c), a file of
+ * the jail's tmpfs is in its size wherever its descriptors are, and what
+ * the session maps of it is in its resident pages, read now.  While that
+ * bound, with every page of the checkpoint counted in full, is within
+ * memory_mb, the look could not find the session over it: it is not taken
+ * (its reads of the session's descriptors and of the two tmpfs cost a warm
+ * call back to back 30 to 40 us of the server's CPU).  Anything else takes
+ * it: a last look more than WATCH_INTERVAL_MS ago, a bound over a limit.
  * Attacks, each tried by memory_steps.test.mjs: calls back to back each
  * filling part of memory_mb, so that only the sum is over (the bound grows
  * with the time since the count, which such a fill needs: the call that

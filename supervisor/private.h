@@ -236,7 +236,7 @@ struct session {
 	double pss_next;
 	long pss_tasks;
 	uint64_t pss_total, pss_copy, pss_base;
-	/* The watchdog's last full look at this process (limits.c:
+	/* The watchdog's last look at this process (limits.c:
 	 * final_bounded): when (0: none yet), and what its memfds and the
 	 * jail's tmpfs held then; and whether the count after the call that
 	 * is freezing is still owed (final_owed_look). */

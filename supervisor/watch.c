@@ -422,8 +422,8 @@ static int pss_shares(const char *dir, uint64_t *anon, uint64_t *shmem)
 }
 
 /* The processes below root but the checkpoint (skip) and a copy being
- * ended (dying), each left out with what is below it. */
-/* lone: the caller knows that nothing is below root (none listed). */
+ * ended (dying), each left out with what is below it; none listed where
+ * the caller knows that nothing is below root (lone). */
 static int list_below(const char *proc, pid_t root, pid_t skip, pid_t dying, bool lone, pid_t **below, size_t *n)
 {
 	if (lone) {
