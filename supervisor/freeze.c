@@ -91,7 +91,7 @@ static void try_freeze(void *arg)
 	 * before the reply can say it was kept, once the quiet check says
 	 * whether anything is below it (final_owed_look: a look at the
 	 * session alone then, its children lists read already). */
-	s->final_owed = true;
+	final_owe(s);
 	s->quiet_tries = 0;
 	check_quiet(s);
 }

@@ -329,6 +329,7 @@ static bool watch_look(struct sup *sup, struct session *s, double *next, bool lo
 		const struct footprint *judged = counted(sup, s, &u, limit, lone, &v);
 		if (footprint_over(sup, s, judged, limit, max_tasks))
 			return true;
+		s->look_gen = s->proc_gen;
 		s->look_at = mono_ms();
 		s->look_files = u.memfd + u.tmpfs;
 		if (judged == &u)
@@ -366,7 +367,7 @@ static bool watch_final(struct sup *sup, struct session *s, bool lone)
  * (its size is the walk's, taken at another time than the look). */
 static bool final_may_wait(struct sup *sup, struct session *s)
 {
-	if (s->look_at <= 0 || sup->scratch_tmpfs || !s->cur)
+	if (s->look_at <= 0 || s->look_gen != s->proc_gen || sup->scratch_tmpfs || !s->cur)
 		return false;
 	double since = mono_ms() - s->look_at;
 	return since >= 0 && since <= WATCH_INTERVAL_MS;
@@ -391,7 +392,7 @@ static bool final_may_wait(struct sup *sup, struct session *s)
  * passes the limit is stopped as before); threads started in a short call
  * (counted exactly here); a forked child left running (not quiet: the full
  * look); a rollback to the checkpoint, whose memfds no look counted (a new
- * process: no last look, session_known and session_is_copy reset it). */
+ * process, proc_gen: no last look at it). */
 static bool final_bounded(struct sup *sup, struct session *s)
 {
 	const struct policy_limits *L = &sup->cfg.policy->limits;
@@ -405,6 +406,11 @@ static bool final_bounded(struct sup *sup, struct session *s)
 		return false;
 	double bound = (double)u.total + (double)u.copy_rss + (double)s->look_files + 2.0 * watch_fill_bytes(since);
 	return bound <= (double)((uint64_t)L->memory_mb << 20) && u.tasks <= L->max_processes;
+}
+
+void final_owe(struct session *s)
+{
+	s->final_owed = true;
 }
 
 bool final_owed_look(struct sup *sup, struct session *s, bool quiet)

@@ -236,10 +236,14 @@ struct session {
 	double pss_next;
 	long pss_tasks;
 	uint64_t pss_total, pss_copy, pss_base;
-	/* The watchdog's last look at this process (limits.c:
-	 * final_bounded): when (0: none yet), and what its memfds and the
-	 * jail's tmpfs held then; and whether the count after the call that
-	 * is freezing is still owed (final_owed_look). */
+	/* Which process the session has: counted up each time it gets a new
+	 * one, the copy becomes it, or it has none (process.c). */
+	unsigned long proc_gen;
+	/* The watchdog's last look (limits.c: final_bounded): at which
+	 * process (proc_gen), when, and what its memfds and the jail's tmpfs
+	 * held then; and whether the count after the call that is freezing
+	 * is still owed (final_owe, final_owed_look). */
+	unsigned long look_gen;
 	double look_at;
 	uint64_t look_files;
 	bool final_owed;
@@ -528,6 +532,7 @@ void stop_watch(struct sup *sup, struct session *s);
  * alone, or a bound from a recent full look that stands for it; else the
  * full look (the count by proportional shares taken whenever it was
  * last).  True when the session was ended for a limit. */
+void final_owe(struct session *s);
 bool final_owed_look(struct sup *sup, struct session *s, bool quiet);
 
 /* freeze.c */

@@ -200,7 +200,7 @@ void session_no_process(struct sup *sup, struct session *s)
 	session_close_fds(sup, s);
 	life_enter(s, E_CLEAR); /* an end posted and not yet handled goes with it */
 	s->pid = s->hpid = 0;
-	s->look_at = 0;
+	s->proc_gen++;
 	set_due(s, DUE_NONE);
 	set_expect(sup, s, P_NONE);
 }
@@ -275,7 +275,7 @@ void session_fds_none(struct session *s)
  * pids and its pidfd, kept. */
 void session_known(struct session *s, pid_t ns, pid_t host, int pidfd)
 {
-	s->look_at = 0; /* no look at this process yet (limits.c: final_bounded) */
+	s->proc_gen++;
 	s->pid = ns;
 	s->hpid = host;
 	s->pidfd = pidfd;
@@ -286,7 +286,7 @@ void session_known(struct session *s, pid_t ns, pid_t host, int pidfd)
  * dead process's pidfd goes, and nothing is asked of the new one yet. */
 void session_is_copy(struct session *s)
 {
-	s->look_at = 0; /* no look at this process yet (limits.c: final_bounded) */
+	s->proc_gen++;
 	if (s->pidfd >= 0)
 		close(s->pidfd);
 	s->pidfd = s->ckpt_pidfd;
