@@ -386,13 +386,14 @@ static bool final_may_wait(struct sup *sup, struct session *s)
  * (its reads of the session's descriptors and of the two tmpfs cost a warm
  * call back to back 30 to 40 us of the server's CPU).  Anything else takes
  * it: a last look more than WATCH_INTERVAL_MS ago, a bound over a limit.
- * Attacks, each tried by memory_steps.test.mjs: calls back to back each
- * filling part of memory_mb, so that only the sum is over (the bound grows
- * with the time since the count, which such a fill needs: the call that
- * passes the limit is stopped as before); threads started in a short call
- * (counted exactly here); a forked child left running (not quiet: the full
- * look); a rollback to the checkpoint, whose memfds no look counted (a new
- * process, proc_gen: no last look at it). */
+ * Attacks tried by memory_steps.test.mjs: calls back to back each filling
+ * part of memory_mb, so that only the sum is over (the bound grows with the
+ * time since the look, which such a fill needs: the call that passes the
+ * limit is stopped as before); threads started in a short call (counted
+ * exactly here).  A child left running is no quiet: the full look
+ * (hostile_memory.test.mjs's forked children).  And a process the last look
+ * was not of (a rollback's copy, a new process: proc_gen) has no bound: its
+ * descriptors were never read. */
 static bool final_bounded(struct sup *sup, struct session *s)
 {
 	const struct policy_limits *L = &sup->cfg.policy->limits;
