@@ -164,8 +164,15 @@ export async function oomCase(t, cgs, combo, c, { raised = true, saver = false }
 		assert.ok(own < top(re), `the server's oom_score ${own} is below ${re}'s ${top(re)}`);
 	const k0 = cg.kills();
 	r = await execPy(h, c.code, {}, { timeout: 120000 });
-	const after1 = titles(server);
-	const gone = [...before.entries()].filter(([pid]) => !after1.has(pid)).map(([, p]) => p.cmd);
+	// The process the kernel took may still be exiting when the reply
+	// comes (unmapping a large process takes a while, longer under the
+	// sanitizers): it is gone once it is, or a zombie.
+	const goneNow = () => { const now = titles(server); return [...before.entries()].filter(([pid]) => !now.has(pid)).map(([, p]) => p.cmd); };
+	let gone = goneNow();
+	for (let i = 0; i < 50 && gone.length === 0 && cg.kills() > k0; i++) {
+		await sleep(100);
+		gone = goneNow();
+	}
 	t.diagnostic(`peak ${(cg.peak() / MB).toFixed(0)} MB; OOM kills: ${cg.kills() - k0}; gone: ${JSON.stringify(gone)}; reply: ${r.sc.status} ${r.sc.state}`);
 	assert.ok(cg.kills() > k0, 'the cgroup ran out of memory (the test must make it)');
 	process.kill(server, 0); // the server lives
