@@ -105,7 +105,7 @@ PHASES = (
     ("the result: the call's CPU and peak counters", ("usage_end",), ()),
     ("the freeze: two looks at the session asleep", ("watch_idle",), ()),
     ("the workspace walk", ("scan_submit", "scan_run"), ()),
-    ("the freeze: the footprint once stopped", ("final_owed_look", "watch_final"), ()),
+    ("the freeze: the footprint once stopped", ("final_look", "watch_final"), ()),
     ("the freeze: nothing left below the session", ("watch_quiet",), ()),
     ("after the freeze: the replay log's view and decision", ("replay_log_instead",), ()),
     ("the reply", ("exec_reply",), ()),

@@ -89,9 +89,8 @@ static void try_freeze(void *arg)
 		return;
 	/* What it holds now is what the call leaves: counted once more
 	 * before the reply can say it was kept, once the quiet check says
-	 * whether anything is below it (final_owed_look: a look at the
-	 * session alone then, its children lists read already). */
-	final_owe(s);
+	 * whether anything is below it (check_quiet, final_look: a look at
+	 * the session alone then, its children lists read already). */
 	s->quiet_tries = 0;
 	check_quiet(s);
 }
@@ -129,7 +128,7 @@ static void check_quiet(void *arg)
 	dying_pids(s, &dying, &ns);
 	int q = doubt ? -EEXIST : watch_quiet(s->hpid, s->ckpt_hpid, dying, sup->zhpid, known, n);
 	if (q == 1) {
-		if (!final_owed_look(sup, s, true))
+		if (!final_look(sup, s, true))
 			settled(sup, s);
 		return;
 	}
@@ -138,7 +137,7 @@ static void check_quiet(void *arg)
 		look_arm(sup, s, LOOK_IDLE, 0.03 * (double)(1 << s->quiet_tries++), check_quiet);
 		return;
 	}
-	if (!final_owed_look(sup, s, false))
+	if (!final_look(sup, s, false))
 		send_settle(sup, s);
 }
 

@@ -409,16 +409,8 @@ static bool final_bounded(struct sup *sup, struct session *s)
 	return bound <= (double)((uint64_t)L->memory_mb << 20) && u.tasks <= L->max_processes;
 }
 
-void final_owe(struct session *s)
+bool final_look(struct sup *sup, struct session *s, bool quiet)
 {
-	s->final_owed = true;
-}
-
-bool final_owed_look(struct sup *sup, struct session *s, bool quiet)
-{
-	if (!s->final_owed)
-		return false;
-	s->final_owed = false;
 	if (quiet && final_bounded(sup, s))
 		return false;
 	return watch_final(sup, s, quiet);

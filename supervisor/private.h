@@ -241,12 +241,10 @@ struct session {
 	unsigned long proc_gen;
 	/* The watchdog's last look (limits.c: final_bounded): at which
 	 * process (proc_gen), when, and what its memfds and the jail's tmpfs
-	 * held then; and whether the count after the call that is freezing
-	 * is still owed (final_owe, final_owed_look). */
+	 * held then. */
 	unsigned long look_gen;
 	double look_at;
 	uint64_t look_files;
-	bool final_owed;
 	unsigned long long fork_asked; /* when the copy was asked for (kproc_now_ticks) */
 	double fork_t0;            /* and in loop_now_ms(), for the log */
 	char fork_of[SESSION_NAME_MAX + 1]; /* the first call of a copy names its parent */
@@ -526,14 +524,13 @@ struct wswatch *sup_wswatch(struct sup *sup, void (*over)(void *arg, unsigned lo
 			    void *arg);
 void start_watch(struct sup *sup, struct session *s);
 void stop_watch(struct sup *sup, struct session *s);
-/* The watchdog's last count of a call, owed once its session is stopped
- * (final_owed) and taken when the freeze's quiet check is in: quiet
+/* The watchdog's last count of a call, once its session is stopped and
+ * the freeze's quiet check is in (freeze.c calls it once a freeze): quiet
  * (nothing below the session, nothing orphaned), a look at the session
- * alone, or a bound from a recent full look that stands for it; else the
- * full look (the count by proportional shares taken whenever it was
- * last).  True when the session was ended for a limit. */
-void final_owe(struct session *s);
-bool final_owed_look(struct sup *sup, struct session *s, bool quiet);
+ * alone, or a bound from a recent look that stands for it; else the full
+ * look (the count by proportional shares taken whenever it was last).
+ * True when the session was ended for a limit. */
+bool final_look(struct sup *sup, struct session *s, bool quiet);
 
 /* freeze.c */
 void begin_freeze(struct sup *sup, struct session *s);
