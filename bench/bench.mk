@@ -79,11 +79,22 @@ bench-policies: setup $(BIN)
 bench-persist: setup $(BIN)
 	$(BENCH_PY) bench/persist.py --server $(BIN) --results bench/PERSIST.md $(BENCH_ARGS)
 
+#   make bench-freshmem FRESHMEM_ARGS="512 5"      MB written and rounds
+FRESHMEM_ARGS ?=
+## bench-freshmem: what fresh memory costs right after a free and after 0.5 to 5 s idle (a VM's free page reporting makes it several times dearer after 2 s); about a minute
+.PHONY: bench-freshmem
+bench-freshmem: $(BENCH_BUILD)/freshmem
+	$(BENCH_BUILD)/freshmem $(FRESHMEM_ARGS)
+
 ## bench-setup: install what the benchmark compares against (Jupyter kernel)
 bench-setup:
 	bench/setup.sh
 
 $(BENCH_BUILD)/floor_pipe: bench/floor_pipe.c bench/timing.h
+	@mkdir -p $(dir $@)
+	$(CC) $(BENCH_CFLAGS) -o $@ $<
+
+$(BENCH_BUILD)/freshmem: bench/freshmem.c
 	@mkdir -p $(dir $@)
 	$(CC) $(BENCH_CFLAGS) -o $@ $<
 

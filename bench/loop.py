@@ -382,6 +382,8 @@ def main():
                     help="where bench/floor_echo.c was built (the client floor of the warm call)")
     ap.add_argument("--no-warm", action="store_true", help="leave out the warm `1+1` against the client floor")
     ap.add_argument("--think", type=float, default=1.0, help="seconds of think time before each call")
+    ap.add_argument("--modes", default="think,b2b",
+                    help="comma-separated: think (each call after --think seconds), b2b (back to back)")
     ap.add_argument("--sides", default="ours,off,jupyter", help="comma-separated: ours,off,jupyter")
     ap.add_argument("--repeat", type=int, default=2, help="times the 14 kinds of cell run in a sequence")
     ap.add_argument("--skill", help="run `ours` under this SKILL.md instead of the built-in policy "
@@ -413,7 +415,9 @@ def main():
     sides = [s for s in sides if s != "jupyter"] + list(also) + [s for s in sides if s == "jupyter"]
     sizes = [int(x) for x in a.sizes.split(",") if x]
     cells = LOOP_CELLS * a.repeat
-    modes = [("think", a.think), ("b2b", 0.0)]
+    modes = [m for m in [("think", a.think), ("b2b", 0.0)] if m[0] in a.modes.split(",")]
+    if not modes:
+        sys.exit("loop.py: --modes takes think, b2b or both")
     server_bin = os.path.abspath(a.server)
     if "jupyter" in sides:
         try:
