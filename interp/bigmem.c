@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../common/oatab.h"
@@ -71,6 +72,64 @@ static size_t cache_cap = CACHE_BYTES;
  * kept block back first, as all fresh mappings once did, so that near the
  * limit they never end a call that would have fit without them. */
 static size_t mem_limit;
+/* Huge pages for a fresh mapping, where the host takes freed memory back
+ * (bigmem_install).  There a huge page written for the first time costs
+ * ten to twenty times more once the memory it comes from has been free
+ * for a second or more (the host discarded it), and small pages cost the
+ * same either way: 256 MB took 33 ms in huge pages within half a second
+ * of a free, 330 to 660 ms after one to five seconds, and 145 ms in small
+ * pages at any time (bench/freshmem.c on a 2-core Firecracker VM).  A
+ * call after think time finds the machine's free memory discarded, back
+ * to back it finds what the calls before it freed.  So, on such a host, a
+ * fresh mapping is advised for huge pages only in a cell that follows
+ * the last one within HOT_MS, or when this process has given back at
+ * least as much within HOT_MS (what it gave back, less what such mappings
+ * took since); otherwise it takes small pages.  On any
+ * other host every fresh mapping is advised, as the kernel's free memory
+ * is the same at any age.  The agent loop at 4M rows (bench/CHECKPOINTS.md,
+ * "Fresh memory after think time"): small pages for every fresh mapping
+ * made the sum of its latencies 18 % lower with 1 s of think time and 31 %
+ * higher back to back; this rule, 10.6 % lower with think time and back
+ * to back within the noise of always advising. */
+#define HOT_MS 400.0
+static bool host_takes_freed;
+static double hot_at_ms;  /* when this process last gave a block back */
+static size_t hot_bytes;  /* given back since, less what fresh mappings took */
+/* A cell that began within HOT_MS of the last one's end (calls back to
+ * back): the memory the calls before it freed, through malloc or here, is
+ * still the guest's, and its huge pages are cheap.  The last cell's end. */
+static bool cell_follows;
+static double cell_end_ms = -1e9;
+
+static double mono_ms(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
+/* Under the lock: len bytes of ours given back to the kernel. */
+static void gave_back_locked(size_t len)
+{
+	double now = mono_ms();
+	if (now - hot_at_ms > HOT_MS)
+		hot_bytes = 0;
+	hot_bytes = hot_bytes + len < hot_bytes ? SIZE_MAX : hot_bytes + len;
+	hot_at_ms = now;
+}
+
+/* Under the lock: whether a fresh mapping of len bytes is advised for
+ * huge pages (and takes its share of what was given back). */
+static bool huge_for_locked(size_t len)
+{
+	if (!host_takes_freed || cell_follows)
+		return true;
+	if (mono_ms() - hot_at_ms > HOT_MS || hot_bytes < len)
+		return false;
+	hot_bytes -= len;
+	return true;
+}
+
 /* NumPy may allocate without the GIL (its threads release it). */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -165,6 +224,7 @@ static void *from_cache(size_t n)
 		/* A tail the kernel would not unmap (no mapping left to
 		 * split it off) stays part of the block. */
 		if (keep < len && munmap((void *)(at + keep), len - keep) == 0) {
+			gave_back_locked(len - keep);
 			cache_bytes -= len - keep;
 			cache[best].len = len = keep;
 		}
@@ -180,13 +240,16 @@ static void *from_cache(size_t n)
 
 /* The length of the mapping at `at` (0: not one of ours), forgotten when
  * `forget`: then kept in the cache when it is of the current generation
- * and the cache has room (*cached says so). */
-static size_t mapped_len(uintptr_t at, bool forget, bool *cached)
+ * and the cache has room (*cached says so).  *own: it is of the current
+ * generation (mapped since the last fork: no copy shares its pages). */
+static size_t mapped_len(uintptr_t at, bool forget, bool *cached, bool *own)
 {
 	pthread_mutex_lock(&lock);
 	size_t i = slot_of(at), len = maps[i].len;
 	if (cached)
 		*cached = false;
+	if (own)
+		*own = maps[i].at && maps[i].gen == gen;
 	if (!maps[i].at)
 		len = 0;
 	else if (forget) {
@@ -216,6 +279,7 @@ static bool drop_cache(size_t keep)
 			continue;
 		}
 		munmap((void *)cache[i].at, cache[i].len);
+		gave_back_locked(cache[i].len);
 		cache_bytes -= cache[i].len;
 		cache[i] = cache[--n_cache];
 		dropped = true;
@@ -278,7 +342,10 @@ static void *map_big(size_t n)
 		munmap(p, (size_t)(a - p));
 	if (p + len + HUGE_SZ > a + len)
 		munmap(a + len, (size_t)(p + len + HUGE_SZ - (a + len)));
-	if (len >= HUGE_SZ)
+	pthread_mutex_lock(&lock);
+	bool huge = len >= HUGE_SZ && huge_for_locked(len & ~(HUGE_SZ - 1));
+	pthread_mutex_unlock(&lock);
+	if (huge)
 		madvise(a, len & ~(HUGE_SZ - 1), MADV_HUGEPAGE);
 	if (!remember((uintptr_t)a, len)) {
 		munmap(a, len);
@@ -325,10 +392,15 @@ static void big_free(void *ctx, void *p, size_t size)
 	(void)size; /* the table's length is the one mapped */
 	if (!p)
 		return;
-	bool cached;
-	size_t len = mapped_len((uintptr_t)p, true, &cached);
-	if (len && !cached)
-		munmap(p, len);
+	bool cached, own;
+	size_t len = mapped_len((uintptr_t)p, true, &cached, &own);
+	/* A block an older copy still shares frees no memory when unmapped:
+	 * not counted as given back. */
+	if (len && !cached && munmap(p, len) == 0 && own) {
+		pthread_mutex_lock(&lock);
+		gave_back_locked(len);
+		pthread_mutex_unlock(&lock);
+	}
 	else if (!len)
 		free(p);
 }
@@ -337,7 +409,7 @@ static void *big_realloc(void *ctx, void *p, size_t n)
 {
 	if (!p)
 		return big_malloc(ctx, n);
-	size_t old = mapped_len((uintptr_t)p, false, NULL);
+	size_t old = mapped_len((uintptr_t)p, false, NULL, NULL);
 	if (!old && n < BIGMEM_MIN)
 		return realloc(p, n);
 	void *q = big_malloc(ctx, n ? n : 1);
@@ -368,6 +440,16 @@ static void advise_kept_locked(int advice)
 		cache_bytes -= cache[i].len;
 		cache[i] = cache[--n_cache];
 	}
+}
+
+void bigmem_cell(bool begins)
+{
+	pthread_mutex_lock(&lock);
+	double now = mono_ms();
+	cell_follows = begins && now - cell_end_ms <= HOT_MS;
+	if (!begins)
+		cell_end_ms = now;
+	pthread_mutex_unlock(&lock);
 }
 
 void bigmem_before_fork(void)
@@ -407,8 +489,9 @@ void bigmem_after_fork(bool child)
 	pthread_mutex_unlock(&lock);
 }
 
-int bigmem_install(long memory_mb)
+int bigmem_install(long memory_mb, bool host_takes)
 {
+	host_takes_freed = host_takes;
 	if (memory_mb > 0 && ((size_t)memory_mb << 20) / 8 < CACHE_BYTES)
 		cache_cap = ((size_t)memory_mb << 20) / 8;
 	if (memory_mb > 0)

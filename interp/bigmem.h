@@ -38,10 +38,20 @@
 #define BIGMEM_MIN ((size_t)2 << 20)
 
 /* With the GIL held; memory_mb bounds the freed blocks kept for reuse
- * (an eighth of it, at most 512 MiB).  0 when installed; -ENOENT when NumPy is not
+ * (an eighth of it, at most 512 MiB).  host_takes_freed: the machine's
+ * host takes back memory freed a moment ago (common/balloon.h), so that a
+ * fresh mapping is advised for huge pages only while this process has
+ * just given back as much (see map_big).  0 when installed; -ENOENT when NumPy is not
  * imported; -ENOTSUP when its C API is not the one this was built against
  * or is older than 1.22.  A Python error is never left set. */
-int bigmem_install(long memory_mb);
+int bigmem_install(long memory_mb, bool host_takes_freed);
+
+/* At the beginning (begins true) and the end of each cell the session
+ * runs: where the host takes freed memory back, a cell that begins soon
+ * after the last one ended takes huge pages for its fresh mappings (the
+ * memory those freed is still the machine's), one after think time only
+ * for as much as it gave back itself a moment before (bigmem.c). */
+void bigmem_cell(bool begins);
 
 /* Around each fork of the session (a checkpoint, a copy): before it, the
  * blocks kept for reuse are marked to be left out of the copy; after it,

@@ -484,6 +484,8 @@ static void run_cell(struct wire_msg *m)
 	 * report a crash of code that never ran. */
 	if (m->type == W_EXEC && wire_send(SESSION_CTRL_FD, W_STARTED, "", 0, NULL, 0) < 0)
 		_exit(0);
+	if (m->type == W_EXEC)
+		bigmem_cell(true);
 	if (m->type == W_EXEC) {
 		struct smsg_exec ex;
 		if (smsg_exec_decode(m->data, m->len, &ex, &e) == 0)
@@ -530,6 +532,8 @@ static void run_cell(struct wire_msg *m)
 		if (reply_type == W_THUMB_DATA)
 			len = 0;
 	}
+	if (m->type == W_EXEC)
+		bigmem_cell(false);
 	fflush(NULL); /* C-level stdio of extensions, before the reply */
 	/* The checkpoint the server retired just before this cell (the
 	 * last call's state replaced by a newer one) has died by now: its

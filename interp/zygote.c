@@ -39,6 +39,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../common/balloon.h"
 #include "../common/log.h"
 #include "../common/util.h"
 #include "../jail/jail.h"
@@ -517,6 +518,9 @@ void zygote_main(const struct zygote_config *zc)
 	/* Before seccomp, which refuses pidfd_open: the children's pidfds
 	 * come from clone (forkfd.h). */
 	forkfd_init();
+	/* Read before the jail hides /sys: only a choice of page size for
+	 * large arrays hangs on it (interp/bigmem.c). */
+	bool host_takes_freed = balloon_reports_free_pages(BALLOON_DRIVERS_DIR);
 	if (jail_enter(&jc, &rep, &e) < 0)
 		fatal(ctrl, e.msg);
 	test_kill_point("jail");
@@ -554,10 +558,13 @@ void zygote_main(const struct zygote_config *zc)
 	test_hook_run(ctrl);
 	zygote_session_precopy(zc->policy->limits.memory_mb);
 	if (zc->policy->limits.checkpoint) {
-		int b = bigmem_install(zc->policy->limits.memory_mb);
+		int b = bigmem_install(zc->policy->limits.memory_mb, host_takes_freed);
 		if (b < 0)
 			log_debug("large arrays: NumPy's default allocator (%s)",
 			     b == -ENOENT ? "NumPy is not imported" : "its C API is not the one this build knows");
+		else if (host_takes_freed)
+			log_debug("large arrays: the host takes freed memory back (virtio balloon free page reporting): huge "
+				  "pages only for memory given back a moment ago");
 	}
 	/* Objects that exist now stay shared copy-on-write with every session:
 	 * the collector must not touch (and so copy) their pages. */
