@@ -40,8 +40,9 @@
 /* With the GIL held; memory_mb bounds the freed blocks kept for reuse
  * (an eighth of it, at most 512 MiB).  host_takes_freed: the machine's
  * host takes back memory freed a moment ago (common/balloon.h), so that a
- * fresh mapping is advised for huge pages only while this process has
- * just given back as much (see map_big).  0 when installed; -ENOENT when NumPy is not
+ * fresh mapping is advised for huge pages only in a cell back to back with
+ * the last one or when this process has just given back as much
+ * (bigmem_cell, map_big).  0 when installed; -ENOENT when NumPy is not
  * imported; -ENOTSUP when its C API is not the one this was built against
  * or is older than 1.22.  A Python error is never left set. */
 int bigmem_install(long memory_mb, bool host_takes_freed);
