@@ -55,8 +55,6 @@ function privateKb(pid) {
 	return Number(/\nPrivate_Dirty:\s+(\d+) kB/.exec(t)[1]);
 }
 
-const median = (xs) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
-
 describe('the pages a call writes are copied after its checkpoint, not during the next call', () => {
 	let h;
 	after(async () => { await h?.close(); });
@@ -83,7 +81,13 @@ describe('the pages a call writes are copied after its checkpoint, not during th
 		// (every page it writes is shared with the checkpoint); with it, the
 		// few pages the last call did not write, and one in 64 of those
 		// it did (left out so that the set follows what the calls write).
-		assert.ok(median(faults) < 120, `minor faults per call: ${faults.join(', ')}`);
+		// A page written alone in its 64-page window is copied every other
+		// round (interp/precopy.c), and `1+1` writes many such pages: the
+		// calls alternate between about 250 faults and 20 to 120, so the
+		// mean is the measure (a median of 7 lands on the highest low one,
+		// which once reached 129 in a clean run of this test).
+		const mean = faults.reduce((a, b) => a + b, 0) / faults.length;
+		assert.ok(mean < 200, `minor faults per call: ${faults.join(', ')} (mean ${mean.toFixed(0)})`);
 	});
 });
 
