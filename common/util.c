@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 void die_oom(void)
 {
@@ -127,6 +128,13 @@ int exec_self(const char *path, char *const argv[], char *const envp[])
 	execve("/proc/self/exe", argv, envp);
 	errno = first;
 	return -1;
+}
+
+double mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
 ssize_t read_small(const char *path, char *buf, size_t cap)

@@ -65,6 +65,9 @@ static inline int steal_fd(int *fd)
 	return v;
 }
 
+/* CLOCK_MONOTONIC in milliseconds. */
+double mono_ms(void);
+
 /* Reads a small file (a /proc entry) whole with one read, NUL-terminated:
  * its length, or -errno.  cap counts the NUL. */
 ssize_t read_small(const char *path, char *buf, size_t cap);

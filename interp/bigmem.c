@@ -14,7 +14,6 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "../common/oatab.h"
@@ -100,13 +99,6 @@ static size_t hot_bytes;  /* given back since, less what fresh mappings took */
  * still the guest's, and its huge pages are cheap.  The last cell's end. */
 static bool cell_follows;
 static double cell_end_ms = -1e9;
-
-static double mono_ms(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
-}
 
 /* Under the lock: len bytes of ours given back to the kernel. */
 static void gave_back_locked(size_t len)

@@ -62,13 +62,6 @@ static double paused_at;
  * (ROOT) to return to. */
 static int empty_fd = -1, home_fd = -1;
 
-static double now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
 static bool queued(const char *name)
 {
 	for (size_t i = 0; i < q_len; i++)
@@ -85,10 +78,10 @@ static void set_paused(bool on)
 	if (st != WS_PROBING || probe <= 0 || probe_ended)
 		return;
 	if (on) {
-		paused_at = now_ms();
+		paused_at = mono_ms();
 		kill(probe, SIGSTOP);
 	} else {
-		deadline += now_ms() - paused_at;
+		deadline += mono_ms() - paused_at;
 		kill(probe, SIGCONT);
 	}
 }
@@ -142,7 +135,7 @@ int warm_timeout(void)
 			return 0;
 		if (paused && !probe_ended)
 			return -1; /* stopped: its deadline waits too */
-		double left = deadline - now_ms();
+		double left = deadline - mono_ms();
 		return left <= 0 ? 0 : (int)left + 1;
 	}
 	return -1;
@@ -335,7 +328,7 @@ static void start_probe(int ctrl, int sfd)
 	probe = pid;
 	probe_ended = false;
 	pfd = p[0];
-	deadline = now_ms() + PROBE_DEADLINE_MS;
+	deadline = mono_ms() + PROBE_DEADLINE_MS;
 	st = WS_PROBING;
 }
 
@@ -423,7 +416,7 @@ void warm_work(int ctrl, int sfd)
 			read_answer();
 		if (ans_eof && probe_ended) {
 			probe_done(ctrl);
-		} else if (!(paused && !probe_ended) && now_ms() > deadline) {
+		} else if (!(paused && !probe_ended) && mono_ms() > deadline) {
 			if (!probe_ended)
 				kill(probe, SIGKILL); /* reaped by the zygote's loop */
 			char why[96];

@@ -232,13 +232,6 @@ static char *bootstrap_config(const struct zygote_config *zc, const struct jail_
 	return s;
 }
 
-static double now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
 
 /* The sessions this zygote forked and has not reaped yet: kept by every
  * sweep, also before the server has read their W_SPAWNED. */
@@ -543,7 +536,7 @@ void zygote_main(const struct zygote_config *zc)
 		mkdir(d, 0755);
 	}
 
-	double t0 = now_ms();
+	double t0 = mono_ms();
 	if (py_start(&e) < 0)
 		fatal(ctrl, e.msg);
 	test_kill_point("python");
@@ -585,7 +578,7 @@ void zygote_main(const struct zygote_config *zc)
 
 	free(info); /* what the bootstrap says of the interpreter: no one reads it */
 	test_kill_point("ready");
-	send_msg(ctrl, W_READY, zmsg_ready_encode(&(struct zmsg_ready){ .start_ms = now_ms() - t0 }), NULL, 0);
+	send_msg(ctrl, W_READY, zmsg_ready_encode(&(struct zmsg_ready){ .start_ms = mono_ms() - t0 }), NULL, 0);
 
 	struct pollfd pf[3] = { { .fd = ctrl, .events = POLLIN }, { .fd = sfd, .events = POLLIN }, { .fd = -1, .events = POLLIN } };
 	for (;;) {

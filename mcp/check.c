@@ -57,13 +57,6 @@ static void buf_add(struct buf *b, const char *d, size_t n)
 	b->s = t;
 }
 
-static double now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
 /* Without namespaces no mount caps the private temp directory: what the
  * server counts it against instead (supervisor/limits.c, files/wswatch.h). */
 static void scratch_line(const struct policy *p, FILE *f)
@@ -224,9 +217,9 @@ static int converse(const struct check_opts *o, const char *ws, const char *code
 	(void)wr;
 	free(req);
 	bool replied = false, closed_in = false;
-	double deadline = now_ms() + CHECK_TIMEOUT_MS;
+	double deadline = mono_ms() + CHECK_TIMEOUT_MS;
 	struct pollfd pf[2] = { { .fd = po[0], .events = POLLIN }, { .fd = pe[0], .events = POLLIN } };
-	while ((pf[0].fd >= 0 || pf[1].fd >= 0) && now_ms() < deadline) {
+	while ((pf[0].fd >= 0 || pf[1].fd >= 0) && mono_ms() < deadline) {
 		if (replied && !closed_in) {
 			close(in[1]); /* end of input: the server shuts down */
 			closed_in = true;

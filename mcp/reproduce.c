@@ -55,13 +55,6 @@ void reproduce_stop(void)
 	atomic_store(&stopping, true);
 }
 
-static double now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1000.0 + (double)ts.tv_nsec / 1e6;
-}
-
 static const char *jstr(const cJSON *o, const char *k)
 {
 	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
@@ -322,7 +315,7 @@ static int child_send(struct child *ch, cJSON *msg)
 	size_t off = 0;
 	int r = 0;
 	while (off < len + 1) {
-		int left = (int)(ch->deadline - now_ms());
+		int left = (int)(ch->deadline - mono_ms());
 		struct pollfd p = { .fd = ch->in, .events = POLLOUT };
 		if (left <= 0 || atomic_load(&stopping)) {
 			r = -ETIMEDOUT;
@@ -359,7 +352,7 @@ static cJSON *child_wait(struct child *ch, int id, int *err)
 			cJSON_Delete(m);
 			continue;
 		}
-		int left = (int)(ch->deadline - now_ms());
+		int left = (int)(ch->deadline - mono_ms());
 		struct pollfd p = { .fd = ch->out, .events = POLLIN };
 		if (left <= 0 || atomic_load(&stopping)) {
 			*err = atomic_load(&stopping) ? -ECANCELED : -ETIMEDOUT;
@@ -574,7 +567,7 @@ static void run_cells(const struct server *s, struct child *ch, FILE *f, const s
 		if (!rec)
 			continue;
 		const cJSON *to = cJSON_GetObjectItemCaseSensitive(rec, "timeout_s");
-		double left = (ch->deadline - now_ms()) / 1000.0;
+		double left = (ch->deadline - mono_ms()) / 1000.0;
 		double t = cJSON_IsNumber(to) && to->valuedouble > 0 ? to->valuedouble : s->policy->limits.timeout_s;
 		if (t > left)
 			t = left;
@@ -635,7 +628,7 @@ static cJSON *created_by(FILE *f, const struct hist_lineage *l)
 void reproduce_run(const struct server *s, const char *session, struct repro *r)
 {
 	memset(r, 0, sizeof *r);
-	double t0 = now_ms();
+	double t0 = mono_ms();
 	FILE *f = history_read(s->history, session);
 	if (!f) {
 		snprintf(r->why, sizeof r->why, "session \"%s\" has no recorded cells to run again", session);
@@ -671,9 +664,9 @@ void reproduce_run(const struct server *s, const char *session, struct repro *r)
 	struct copy c = { .skip = made, .ws_rel = s->ws.display };
 	int sfd = open(s->ws.root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	int dfd = mkdir(root, 0755) == 0 ? open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
-	double tc = now_ms();
+	double tc = mono_ms();
 	int cr = sfd >= 0 && dfd >= 0 ? copy_dir(sfd, dfd, "", &c, 0) : -EIO;
-	r->copy_ms = now_ms() - tc;
+	r->copy_ms = mono_ms() - tc;
 	r->copy_bytes = c.bytes;
 	if (sfd >= 0)
 		close(sfd);
@@ -710,7 +703,7 @@ out:
 	cJSON_Delete(made);
 	history_lineage_free(&l);
 	fclose(f);
-	r->ms = now_ms() - t0;
+	r->ms = mono_ms() - t0;
 }
 
 void repro_free(struct repro *r)

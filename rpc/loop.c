@@ -45,9 +45,7 @@ void loop_after_each(struct loop *l, void (*fn)(void *arg), void *arg)
 
 double loop_now_ms(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+	return mono_ms();
 }
 
 struct loop *loop_new(void)

@@ -92,13 +92,6 @@ static int measure(struct sup *sup, struct session *s, struct footprint *u, bool
 	return wr;
 }
 
-static double mono_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
 /* The memory a session holds as the host holds it: a page its processes
  * share (a forked worker's copy-on-write pages, the checkpoint's copy of
  * the state) once, and the checkpoint's own pages (the old version of what
