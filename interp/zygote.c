@@ -512,8 +512,9 @@ void zygote_main(const struct zygote_config *zc)
 	 * come from clone (forkfd.h). */
 	forkfd_init();
 	/* Read before the jail hides /sys: only a choice of page size for
-	 * large arrays hangs on it (interp/bigmem.c). */
-	bool host_takes_freed = balloon_reports_free_pages(BALLOON_DRIVERS_DIR);
+	 * large arrays hangs on it (interp/bigmem.c, installed with
+	 * checkpoints alone). */
+	bool host_takes_freed = zc->policy->limits.checkpoint && balloon_reports_free_pages(BALLOON_DRIVERS_DIR);
 	if (jail_enter(&jc, &rep, &e) < 0)
 		fatal(ctrl, e.msg);
 	test_kill_point("jail");
