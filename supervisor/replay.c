@@ -64,6 +64,11 @@ struct replay {
 	/* The least a copy-on-write fault has been seen to cost the session
 	 * at most (us; 0: none seen yet): see replay_log_instead. */
 	double fault_us;
+	/* What checkpoints of this session cost (ms), which prices the
+	 * budget (replay_budget_ms): the one the log starts from, its own
+	 * time (asked to accepted) and the copying the calls since made
+	 * (copy_paid); and the one before it, all told. */
+	double base_ckpt_ms, period_copy_ms, last_fork_ms;
 	/* The cells of the replay under way, kept until it ends: a rollback
 	 * during it resumes the copy it started from, and the cells run
 	 * since are run once more (at most once: second). */
@@ -358,14 +363,20 @@ enum replay_verdict replay_decide(const struct replay_facts *f, char *why, size_
 	return REPLAY_LOG;
 }
 
-double replay_budget_ms(void)
+double replay_budget_ms(double fork_ms)
 {
 	const char *t = getenv("PSM_TEST_REPLAY_MS");
-	if (!t || !*t)
+	if (t && *t) {
+		char *end;
+		double v = strtod(t, &end);
+		if (*end == '\0' && v >= 0 && v < REPLAY_BUDGET_MS)
+			return v;
+	}
+	/* Not a number (NaN fails every comparison): the floor. */
+	double b = REPLAY_FORK_SHARE * fork_ms;
+	if (!(b > REPLAY_BUDGET_MS))
 		return REPLAY_BUDGET_MS;
-	char *end;
-	double v = strtod(t, &end);
-	return *end == '\0' && v >= 0 && v < REPLAY_BUDGET_MS ? v : REPLAY_BUDGET_MS;
+	return b < REPLAY_BUDGET_MAX_MS ? b : REPLAY_BUDGET_MAX_MS;
 }
 
 /* ------------------------------------------------------------ the log */
@@ -411,6 +422,10 @@ void replay_checkpoint_taken(struct session *s, bool resumed)
 		  resumed ? " (the resumed copy's own)" : "");
 	if (resumed)
 		return; /* a resumed copy's own checkpoint holds the base again */
+	if (rp->base_ckpt_ms > 0 || rp->period_copy_ms > 0)
+		rp->last_fork_ms = rp->base_ckpt_ms + rp->period_copy_ms;
+	rp->base_ckpt_ms = s->ckpt_cost_ms;
+	rp->period_copy_ms = 0;
 	replay_clear(s);
 	rp->base_cell = rp->state_cell;
 }
@@ -528,7 +543,6 @@ bool replay_log_instead(struct sup *sup, struct session *s, struct run *c)
 		.log_n = rp->n,
 		.log_code = rp->code_bytes,
 		.log_ms = rp->ms,
-		.budget_ms = replay_budget_ms(),
 	};
 	/* Read only when nothing earlier in the table takes a checkpoint
 	 * anyway (about 35 us; the log's own bookkeeping checks follow). */
@@ -561,11 +575,25 @@ bool replay_log_instead(struct sup *sup, struct session *s, struct run *c)
 		f.threads = thread_count(s->hpid);
 	}
 	f.ms = call_ms - copy_ms + (rp->n == 0 && s->ckpt_cost_ms > 0 ? s->ckpt_cost_ms : 0);
+	/* The budget, priced by what a checkpoint of this session costs: the
+	 * last one all told, or the one the log starts from so far, whichever
+	 * is more (the copies it forces come in the calls after it).
+	 * Attack: a session that makes its checkpoints look dear (it delays
+	 * its report, or faults on purpose) raises its own budget only, to
+	 * REPLAY_BUDGET_MAX_MS at most: its own rollback runs more of its
+	 * own cells again, each under its own deadline, the whole under
+	 * twice their first durations and 2 s (queue_again). */
+	rp->period_copy_ms += copy_ms;
+	double fork_ms = rp->base_ckpt_ms + rp->period_copy_ms;
+	if (rp->last_fork_ms > fork_ms)
+		fork_ms = rp->last_fork_ms;
+	f.budget_ms = replay_budget_ms(fork_ms);
 	char why[128] = "";
 	enum replay_verdict v = replay_decide(&f, why, sizeof why);
-	log_debug("session %s: cell %d (%.0f ms, %.0f ms to run again): %s%s%s (%d logged, %.0f ms; the kernel's view read in %.0f us; "
-		  "%.0f ms left out as copying for the checkpoint)",
-		  s->name, c->cell, call_ms, f.ms, replay_verdict_name(v), *why ? ": " : "", why, rp->n, rp->ms, kview_us, copy_ms);
+	log_debug("session %s: cell %d (%.0f ms, %.0f ms to run again): %s%s%s (%d logged, %.0f ms of a budget of %.0f ms for a checkpoint "
+		  "costing %.0f ms; the kernel's view read in %.0f us; %.0f ms left out as copying for the checkpoint)",
+		  s->name, c->cell, call_ms, f.ms, replay_verdict_name(v), *why ? ": " : "", why, rp->n, rp->ms, f.budget_ms, fork_ms,
+		  kview_us, copy_ms);
 	if (v != REPLAY_LOG)
 		return false;
 	rp->pending = c;

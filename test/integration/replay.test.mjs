@@ -297,3 +297,66 @@ describe('replay log: a cell that fails when run again, twice', () => {
 		assert.equal(k.sc.result, '(1, False, False, False)', show(k.sc));
 	});
 });
+
+// The budget is priced by what a checkpoint of the session costs: its fork
+// and the copies it makes the calls after it do.  With a fixed second, the
+// agent loop at 4M rows back to back forked 47 of 140 calls (37 for the
+// budget), each fork costing the next calls about 250 ms of copies.  A
+// session whose checkpoint makes the next call copy 256 MB gets a budget of
+// thirty times that (at most 10 s); a small one keeps its second.  Its own
+// server, to read the verdicts (debug log).
+describe('replay log: the budget priced by what a checkpoint costs', () => {
+	let h;
+	before(async () => { h = await startClient(newProject('replaybudget'), { structured: true, args: ['--log-level', 'debug'] }); });
+	after(async () => { await h?.close(); });
+
+	const SPIN = 'import time\nn = 0\ndef spin(ms):\n    t = time.perf_counter()\n    while time.perf_counter() - t < ms / 1000:\n        pass\n';
+	const verdict = (s, cell) => h.stderr().split('\n').find((l) => new RegExp(`session ${s}: cell ${cell} \\(`).test(l)) || '';
+	const parse = (line) => {
+		const m = /\((\d+) ms, (\d+) ms to run again\): ([^(]*)\((\d+) logged, (\d+) ms of a budget of (\d+) ms for a checkpoint costing (\d+) ms;/.exec(line);
+		assert.ok(m, line);
+		return { price: Number(m[2]), verdict: m[3].trim(), logged: Number(m[4]), logMs: Number(m[5]), budget: Number(m[6]), cost: Number(m[7]) };
+	};
+	const priced = (cost) => Math.min(Math.max(30 * cost, 1000), 10000);
+
+	test('a checkpoint that makes the next call copy 256 MB raises the budget: cells past a second are logged, and a rollback runs them all again', { timeout: 240000 }, async () => {
+		const s = 'dear';
+		// Every page written, so that a[::512] += 1 after the checkpoint
+		// copies each 4 kB page of it (a huge page shared copy-on-write is
+		// split and copied 4 kB at a time): 65,536 copies.
+		await ok(h, s, `${SPIN}import numpy as np\na = np.ones(2**25)`);
+		assert.deepEqual(await checkpointAt(h, s, 1), [1]);
+		await ok(h, s, 'a[::512] += 1');
+		for (let i = 0; i < 4; i++) await ok(h, s, 'spin(300)\nn += 1');
+		await sleep(300);
+		const v = [2, 3, 4, 5, 6].map((c) => parse(verdict(s, c)));
+		for (const x of v) assert.equal(x.verdict, 'log', JSON.stringify(v));
+		const last = v[4];
+		// What a fixed second would have forked: the logged cells and the
+		// last one's price come to more than it.
+		assert.ok(last.logMs + last.price >= 1000, JSON.stringify(last));
+		assert.ok(last.budget > last.logMs + last.price, JSON.stringify(last));
+		assert.ok(Math.abs(last.budget - priced(last.cost)) <= 30, JSON.stringify(last));
+		assert.deepEqual(checkpointCells(h.pid, s), [1], 'no checkpoint after cells 2 to 6');
+		const r = await timeout(h, s);
+		assert.match(r.text, /the copy taken after cell 1 was resumed and cells 2 to 6 run again \([0-9.]+ s\), with the same output as the first time/, r.text);
+		const k = await ok(h, s, 'n, float(a[0]), float(a[1])');
+		assert.equal(k.sc.result, '(4, 2.0, 1.0)', show(k.sc));
+	});
+
+	test('a small session keeps a budget of about a second: cells past it take a checkpoint', { timeout: 120000 }, async () => {
+		const s = 'cheap';
+		await ok(h, s, SPIN);
+		assert.deepEqual(await checkpointAt(h, s, 1), [1]);
+		for (let i = 0; i < 8; i++) await ok(h, s, 'spin(300)\nn += 1');
+		const v = [2, 3, 4, 5, 6, 7, 8, 9].map((c) => parse(verdict(s, c)));
+		const forked = v.filter((x) => x.verdict === 'fork: the budget is spent');
+		assert.ok(forked.length >= 1, JSON.stringify(v));
+		for (const x of v) {
+			assert.ok(Math.abs(x.budget - priced(x.cost)) <= 30, JSON.stringify(x));
+			assert.ok(x.budget < 2000, JSON.stringify(x));
+		}
+		const k = await ok(h, s, 'n');
+		assert.equal(k.sc.result, '8', show(k.sc));
+	});
+});

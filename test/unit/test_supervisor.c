@@ -2,6 +2,7 @@
  * against the fake zygote and fake sessions of sup_harness.h: rollbacks,
  * resumes, replays, timeouts and cancels at each step of a call. */
 #include "sup_harness.h"
+#include <math.h>
 
 /* A prepare that the test finishes when it chooses (a snapshot of a large
  * workspace, still running on a worker). */
@@ -244,13 +245,37 @@ static void test_replay_decide(void **state)
 	g.budget_ms = 0; /* PSM_TEST_REPLAY_MS=0: a checkpoint after every call */
 	assert_int_equal(replay_decide(&g, NULL, 0), REPLAY_FORK_BUDGET);
 	setenv("PSM_TEST_REPLAY_MS", "250", 1);
-	assert_true(replay_budget_ms() == 250.0);
+	assert_true(replay_budget_ms(0) == 250.0);
+	assert_true(replay_budget_ms(300) == 250.0); /* the knob, whatever a checkpoint costs */
 	setenv("PSM_TEST_REPLAY_MS", "5000", 1); /* it only tightens */
-	assert_true(replay_budget_ms() == REPLAY_BUDGET_MS);
+	assert_true(replay_budget_ms(0) == REPLAY_BUDGET_MS);
 	setenv("PSM_TEST_REPLAY_MS", "x", 1);
-	assert_true(replay_budget_ms() == REPLAY_BUDGET_MS);
+	assert_true(replay_budget_ms(0) == REPLAY_BUDGET_MS);
 	unsetenv("PSM_TEST_REPLAY_MS");
-	assert_true(replay_budget_ms() == REPLAY_BUDGET_MS);
+	assert_true(replay_budget_ms(0) == REPLAY_BUDGET_MS);
+}
+
+/* The budget priced by what a checkpoint costs: a second for a cheap one,
+ * thirty times a dear one's cost, never past REPLAY_BUDGET_MAX_MS, and the
+ * floor for a cost that is not a number. */
+static void test_replay_budget_priced(void **state)
+{
+	(void)state;
+	unsetenv("PSM_TEST_REPLAY_MS");
+	assert_true(replay_budget_ms(0) == REPLAY_BUDGET_MS);
+	assert_true(replay_budget_ms(-5) == REPLAY_BUDGET_MS);
+	assert_true(replay_budget_ms(10) == REPLAY_BUDGET_MS);     /* 300 ms: the floor */
+	assert_true(replay_budget_ms(100) == 100 * REPLAY_FORK_SHARE); /* 3 s */
+	assert_true(replay_budget_ms(250) == 250 * REPLAY_FORK_SHARE); /* 7.5 s */
+	assert_true(replay_budget_ms(400) == REPLAY_BUDGET_MAX_MS);
+	assert_true(replay_budget_ms(1e300) == REPLAY_BUDGET_MAX_MS);
+	assert_true(replay_budget_ms(NAN) == REPLAY_BUDGET_MS);
+	/* The decision reads the priced budget as any other. */
+	struct replay_facts f = { .has_base = true, .plain = true, .threads = 1, .code = "x = 1", .ms = 300,
+				  .log_ms = 2500, .budget_ms = replay_budget_ms(100) };
+	assert_int_equal(replay_decide(&f, NULL, 0), REPLAY_LOG);
+	f.budget_ms = replay_budget_ms(10);
+	assert_int_equal(replay_decide(&f, NULL, 0), REPLAY_FORK_BUDGET);
 }
 
 /* What the code text names: the clock, entropy, the process, threads,
@@ -675,6 +700,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_cancel_while_done_posted, sup_up, sup_down),
 		cmocka_unit_test_setup_teardown(test_free_with_done_posted, sup_up, sup_down),
 		cmocka_unit_test(test_replay_decide),
+		cmocka_unit_test(test_replay_budget_priced),
 		cmocka_unit_test(test_replay_code),
 		cmocka_unit_test_setup_teardown(test_replay_rollback, sup_up, sup_down),
 		cmocka_unit_test_setup_teardown(test_replay_fails, sup_up, sup_down),
