@@ -484,9 +484,8 @@ static void run_cell(struct wire_msg *m)
 	 * report a crash of code that never ran. */
 	if (m->type == W_EXEC && wire_send(SESSION_CTRL_FD, W_STARTED, "", 0, NULL, 0) < 0)
 		_exit(0);
-	if (m->type == W_EXEC)
-		bigmem_cell(true);
 	if (m->type == W_EXEC) {
+		bigmem_cell(true);
 		struct smsg_exec ex;
 		if (smsg_exec_decode(m->data, m->len, &ex, &e) == 0)
 			last_cell = ex.cell;
