@@ -22,9 +22,10 @@
  * copy); any other is unmapped.  Smaller blocks go to malloc as before.
  *
  * Installed in the zygote once NumPy is imported, when the policy takes
- * checkpoints (without them a freed block is reused at no cost, and a
- * fresh mapping would only add faults); every session forked from it
- * starts with it.  Arrays made by threads a cell starts use NumPy's
+ * checkpoints or the host takes freed memory back (bigmem_install's page
+ * size rule; otherwise, without checkpoints, a freed block is reused at no
+ * cost, and a fresh mapping would only add faults); every session forked
+ * from it starts with it.  Arrays made by threads a cell starts use NumPy's
  * default allocator (a new thread's context has the default), which is
  * as before.  Everything here is an optimisation: whatever fails leaves
  * the default allocator, or malloc for one block. */

@@ -512,9 +512,8 @@ void zygote_main(const struct zygote_config *zc)
 	 * come from clone (forkfd.h). */
 	forkfd_init();
 	/* Read before the jail hides /sys: only a choice of page size for
-	 * large arrays hangs on it (interp/bigmem.c, installed with
-	 * checkpoints alone). */
-	bool host_takes_freed = zc->policy->limits.checkpoint && balloon_reports_free_pages(BALLOON_DRIVERS_DIR);
+	 * large arrays hangs on it (interp/bigmem.c). */
+	bool host_takes_freed = balloon_reports_free_pages(BALLOON_DRIVERS_DIR);
 	if (jail_enter(&jc, &rep, &e) < 0)
 		fatal(ctrl, e.msg);
 	test_kill_point("jail");
@@ -551,7 +550,11 @@ void zygote_main(const struct zygote_config *zc)
 		fatal(ctrl, e.msg);
 	test_hook_run(ctrl);
 	zygote_session_precopy(zc->policy->limits.memory_mb);
-	if (zc->policy->limits.checkpoint) {
+	/* With checkpoints, for the copies a fork would make; without them,
+	 * where the host takes freed memory back, for the page size alone:
+	 * NumPy's default allocator takes huge pages for every fresh block,
+	 * the dear ones after a rest on such a host. */
+	if (zc->policy->limits.checkpoint || host_takes_freed) {
 		int b = bigmem_install(zc->policy->limits.memory_mb, host_takes_freed);
 		if (b < 0)
 			log_debug("large arrays: NumPy's default allocator (%s)",
