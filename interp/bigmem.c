@@ -295,10 +295,30 @@ static size_t resident_bytes(void)
 	return page > 0 ? (size_t)rss * (size_t)page : SIZE_MAX;
 }
 
+/* Whether a fresh block of n bytes (n >= BIGMEM_MIN) takes huge pages
+ * (and takes its share of what was given back). */
+static bool huge_for(size_t n)
+{
+	size_t len = (n + 4095) & ~(size_t)4095;
+	pthread_mutex_lock(&lock);
+	bool huge = len >= HUGE_SZ && huge_for_locked(len & ~(HUGE_SZ - 1));
+	pthread_mutex_unlock(&lock);
+	return huge;
+}
+
+/* Without checkpoints (bigmem_install): a block that would take huge
+ * pages is glibc's, which reuses a freed one at no cost and advises its
+ * memory for huge pages (the zygote's glibc.malloc.hugetlb), and only one
+ * that takes small pages is mapped here.  So calls back to back run as
+ * with NumPy's own allocator, and a cell after a rest takes its fresh
+ * memory in small pages (and kept blocks) as with checkpoints. */
+static bool glibc_when_hot;
+
 /* A fresh mapping of n bytes (n >= BIGMEM_MIN) starting on a 2 MiB
- * boundary, its whole 2 MiB pieces advised for huge pages (the tail is
- * left to small pages: a huge page there would be mostly unused); NULL
- * when the kernel refuses (the caller falls back to malloc). */
+ * boundary, its whole 2 MiB pieces advised for huge pages where
+ * huge_for says so (the tail is left to small pages: a huge page there
+ * would be mostly unused); NULL when the kernel refuses or the block is
+ * glibc's (glibc_when_hot): the caller falls back to malloc. */
 static void *map_big(size_t n)
 {
 	size_t len = (n + 4095) & ~(size_t)4095;
@@ -321,6 +341,10 @@ static void *map_big(size_t n)
 			keep = 0;
 	}
 	drop_cache(keep);
+	/* After the drop: what it gave back counts. */
+	bool huge = huge_for(n);
+	if (huge && glibc_when_hot)
+		return NULL;
 	char *p = mmap(NULL, len + HUGE_SZ, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	/* The kept blocks count against RLIMIT_DATA (memory_mb): an array
 	 * refused while they are held is asked for again without them, so
@@ -334,9 +358,6 @@ static void *map_big(size_t n)
 		munmap(p, (size_t)(a - p));
 	if (p + len + HUGE_SZ > a + len)
 		munmap(a + len, (size_t)(p + len + HUGE_SZ - (a + len)));
-	pthread_mutex_lock(&lock);
-	bool huge = len >= HUGE_SZ && huge_for_locked(len & ~(HUGE_SZ - 1));
-	pthread_mutex_unlock(&lock);
 	if (huge)
 		madvise(a, len & ~(HUGE_SZ - 1), MADV_HUGEPAGE);
 	if (!remember((uintptr_t)a, len)) {
@@ -381,7 +402,7 @@ static void *big_calloc(void *ctx, size_t count, size_t size)
 static void big_free(void *ctx, void *p, size_t size)
 {
 	(void)ctx;
-	(void)size; /* the table's length is the one mapped */
+	/* For a block of ours the table's length is the one mapped. */
 	if (!p)
 		return;
 	bool cached, own;
@@ -393,8 +414,16 @@ static void big_free(void *ctx, void *p, size_t size)
 		gave_back_locked(len);
 		pthread_mutex_unlock(&lock);
 	}
-	else if (!len)
+	else if (!len) {
 		free(p);
+		/* glibc's block: unmapped, or kept in its heap, where the next
+		 * block reuses it hot. */
+		if (glibc_when_hot && size >= BIGMEM_MIN) {
+			pthread_mutex_lock(&lock);
+			gave_back_locked(size);
+			pthread_mutex_unlock(&lock);
+		}
+	}
 }
 
 static void *big_realloc(void *ctx, void *p, size_t n)
@@ -415,6 +444,12 @@ static void *big_realloc(void *ctx, void *p, size_t n)
 
 static PyDataMem_Handler handler = {
 	BIGMEM_NAME,
+	1,
+	{ NULL, big_malloc, big_calloc, big_realloc, big_free },
+};
+
+static PyDataMem_Handler hot_handler = {
+	BIGMEM_HOT_NAME,
 	1,
 	{ NULL, big_malloc, big_calloc, big_realloc, big_free },
 };
@@ -481,7 +516,7 @@ void bigmem_after_fork(bool child)
 	pthread_mutex_unlock(&lock);
 }
 
-int bigmem_install(long memory_mb, bool host_takes)
+int bigmem_install(long memory_mb, bool host_takes, bool checkpoints)
 {
 	host_takes_freed = host_takes;
 	if (memory_mb > 0 && ((size_t)memory_mb << 20) / 8 < CACHE_BYTES)
@@ -499,7 +534,8 @@ int bigmem_install(long memory_mb, bool host_takes)
 	}
 	if (PyArray_GetNDArrayCFeatureVersion() < NPY_1_22_API_VERSION)
 		return -ENOTSUP;
-	PyObject *cap = PyCapsule_New(&handler, "mem_handler", NULL);
+	glibc_when_hot = !checkpoints;
+	PyObject *cap = PyCapsule_New(checkpoints ? &handler : &hot_handler, "mem_handler", NULL);
 	if (!cap) {
 		PyErr_Clear();
 		return -ENOMEM;

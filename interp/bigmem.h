@@ -22,10 +22,11 @@
  * copy); any other is unmapped.  Smaller blocks go to malloc as before.
  *
  * Installed in the zygote once NumPy is imported, when the policy takes
- * checkpoints or the host takes freed memory back (bigmem_install's page
- * size rule; otherwise, without checkpoints, a freed block is reused at no
- * cost, and a fresh mapping would only add faults); every session forked
- * from it starts with it.  Arrays made by threads a cell starts use NumPy's
+ * checkpoints; every session forked from it starts with it.  Without
+ * checkpoints a freed block is reused at no cost, and a fresh mapping
+ * would only add faults: there it is installed only where the host takes
+ * freed memory back, for the page size of a cell after a rest
+ * (bigmem_install), and blocks in huge pages stay glibc's.  Arrays made by threads a cell starts use NumPy's
  * default allocator (a new thread's context has the default), which is
  * as before.  Everything here is an optimisation: whatever fails leaves
  * the default allocator, or malloc for one block. */
@@ -43,10 +44,13 @@
  * host takes back memory freed a moment ago (common/balloon.h), so that a
  * fresh mapping is advised for huge pages only in a cell back to back with
  * the last one or when this process has just given back as much
- * (bigmem_cell, map_big).  0 when installed; -ENOENT when NumPy is not
- * imported; -ENOTSUP when its C API is not the one this was built against
- * or is older than 1.22.  A Python error is never left set. */
-int bigmem_install(long memory_mb, bool host_takes_freed);
+ * (bigmem_cell, map_big).  checkpoints false (installed then only where
+ * the host takes freed memory back): a block that would take huge pages
+ * is glibc's, as with NumPy's own allocator, and one that takes small
+ * pages gets a mapping of its own.  0 when installed; -ENOENT when NumPy is not imported;
+ * -ENOTSUP when its C API is not the one this was built against or is
+ * older than 1.22.  A Python error is never left set. */
+int bigmem_install(long memory_mb, bool host_takes_freed, bool checkpoints);
 
 /* At the beginning (begins true) and the end of each cell the session
  * runs: where the host takes freed memory back, a cell that begins soon
@@ -64,7 +68,10 @@ void bigmem_cell(bool begins);
 void bigmem_before_fork(void);
 void bigmem_after_fork(bool child);
 
-/* The name NumPy reports for it (numpy.core.multiarray.get_handler_name). */
+/* The names NumPy reports for it (numpy.core.multiarray.get_handler_name):
+ * with checkpoints, and without them (glibc's blocks in calls back to
+ * back). */
 #define BIGMEM_NAME "python-sandbox-mcp: large arrays mapped alone"
+#define BIGMEM_HOT_NAME "python-sandbox-mcp: large arrays mapped alone after a rest"
 
 #endif

@@ -552,10 +552,10 @@ void zygote_main(const struct zygote_config *zc)
 	zygote_session_precopy(zc->policy->limits.memory_mb);
 	/* With checkpoints, for the copies a fork would make; without them,
 	 * where the host takes freed memory back, for the page size alone:
-	 * NumPy's default allocator takes huge pages for every fresh block,
+	 * NumPy's default allocator advises huge pages for every large block,
 	 * the dear ones after a rest on such a host. */
 	if (zc->policy->limits.checkpoint || host_takes_freed) {
-		int b = bigmem_install(zc->policy->limits.memory_mb, host_takes_freed);
+		int b = bigmem_install(zc->policy->limits.memory_mb, host_takes_freed, zc->policy->limits.checkpoint);
 		if (b < 0)
 			log_debug("large arrays: NumPy's default allocator (%s)",
 			     b == -ENOENT ? "NumPy is not imported" : "its C API is not the one this build knows");

@@ -5,7 +5,8 @@
 // the allocator, the arrays it makes hold their values through growth,
 // zeroing, threads and a rollback, and the copies are gone.  Without
 // checkpoints the allocator is there only where the host takes freed
-// memory back, for the page size of a fresh array after a rest.
+// memory back, for the page size of a fresh array after a rest, and
+// leaves arrays made back to back to glibc.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -13,6 +14,8 @@ import path from 'node:path';
 import { SANITIZED, newProject, startClient, execPy, writeFile, SKILL, show, checkpointCells, sleep, sessionProcs } from './lib.mjs';
 
 const NAME = 'python-sandbox-mcp: large arrays mapped alone';
+/** Without checkpoints, where the host takes freed memory back. */
+const HOT_NAME = 'python-sandbox-mcp: large arrays mapped alone after a rest';
 /** A cell line defining rss(): the session's resident memory, MB. */
 const RSS = 'def rss(): return int(open("/proc/self/statm").read().split()[1]) * 4096 >> 20';
 
@@ -36,13 +39,14 @@ function hostTakesFreed() {
 
 /** A cell that maps a fresh 272 MB array right after freeing as much, and
  * another after 1.5 s of rest, and gives whether each mapping was advised
- * for huge pages (`hg` in its VmFlags is MADV_HUGEPAGE): (hot, cold).
+ * for huge pages (`hg` in the VmFlags of the mapping that holds the
+ * array's middle is MADV_HUGEPAGE): (hot, cold).
  * 272 MB is over the 256 MB kept at most, so each array freed is given
  * back, never kept. */
 const HOT_COLD = [
 	'import numpy as np, time',
 	'def hg(a):',
-	'    p, cur = a.ctypes.data, False',
+	'    p, cur = a.ctypes.data + a.nbytes // 2, False',
 	'    for line in open("/proc/self/smaps"):',
 	'        f = line.split()',
 	'        if not f[0].endswith(":"):',
@@ -353,37 +357,56 @@ describe('large arrays kept, near memory_mb', () => {
 });
 
 describe('large arrays without checkpoints', () => {
+	// Under memory_mb 1024 (1536 sanitized) at most 128 MB is kept: a
+	// 272 MB array freed is given back, never kept.
+	const MB = SANITIZED ? 1536 : 1024;
 	let h;
 	before(async () => {
 		const root = newProject('bigmem-off');
 		const skill = writeFile(root, 'policy/SKILL.md', SKILL.replace('checkpoint: true', 'checkpoint: false'));
 		fs.mkdirSync(path.join(root, 'workspace'), { recursive: true });
-		h = await startClient(root, { structured: true, args: ['--skill', skill] });
+		h = await startClient(root, { structured: true, args: ['--skill', skill, '--memory', String(MB)] });
 	});
 	after(async () => { await h?.close(); });
 
 	test('NumPy keeps its default allocator (a freed block is reused at no cost there), unless the host takes freed memory back', { timeout: 120000 }, async () => {
-		// Where the host takes freed memory back, the page-size rule is
-		// what the allocator is for: NumPy's own advises huge pages for
-		// every large array, the dear ones after a rest.
+		// Where the host takes freed memory back, the page size of a cell
+		// after a rest is what the allocator is for: NumPy's own (and
+		// glibc's heap, glibc.malloc.hugetlb) takes huge pages for every
+		// large array, the dear ones after a rest.
 		const r = await execPy(h, 'import numpy as np\nnp.core.multiarray.get_handler_name()');
 		assert.equal(r.sc.status, 'ok', show(r.sc));
-		assert.equal(r.sc.result, hostTakesFreed() ? `'${NAME}'` : "'default_allocator'");
+		assert.equal(r.sc.result, hostTakesFreed() ? `'${HOT_NAME}'` : "'default_allocator'");
 	});
 
-	test('a fresh mapping after a rest takes small pages where the host takes freed memory back, huge ones right after a free', { timeout: 120000 }, async () => {
+	test('a fresh array after a rest takes small pages where the host takes freed memory back; one right after a free is glibc\'s', { timeout: 120000 }, async () => {
 		const reports = hostTakesFreed();
 		await sleep(1000);
-		const r = await execPy(h, HOT_COLD, { timeout_s: 60 });
+		let r = await execPy(h, HOT_COLD, { timeout_s: 60 });
 		assert.equal(r.sc.status, 'ok', show(r.sc));
 		const [hot, cold] = tuple(r.sc.result);
 		if (reports) {
-			assert.equal(hot, true, 'without checkpoints, a fresh mapping right after as much was freed was not advised for huge pages');
-			assert.equal(cold, false, 'without checkpoints, on a host that takes freed memory back, a fresh mapping 1.5 s after the last free was advised for huge pages');
+			assert.equal(hot, true, 'without checkpoints, a fresh array right after as much was freed was not advised for huge pages');
+			assert.equal(cold, false, 'without checkpoints, on a host that takes freed memory back, a fresh array 1.5 s after the last free was advised for huge pages');
 		} else {
-			// NumPy's default allocator advises every large block alike
-			// (its own rule), whenever it is made.
+			// NumPy's default allocator advises every large block alike,
+			// whenever it is made.
 			assert.equal(cold, hot, 'on a host that keeps freed memory, NumPy\'s default allocator advised two fresh blocks differently');
 		}
+		// Which allocator made each: a mapping of our own starts on a
+		// 2 MiB boundary, a block of glibc's never does (its header).
+		await sleep(1000);
+		r = await execPy(h, [
+			'import numpy as np, time',
+			'x = np.ones(34_000_000); del x',
+			'hot = np.ones(4_000_000); hot_ours = hot.ctypes.data % (2 << 20) == 0; del hot',
+			'time.sleep(1.5)',
+			'cold = np.ones(4_000_000); cold_ours = cold.ctypes.data % (2 << 20) == 0; cold[:] = 7; s = float(cold.sum()); del cold',
+			'(hot_ours, cold_ours, s == 28_000_000)',
+		].join('\n'), { timeout_s: 60 });
+		assert.equal(r.sc.status, 'ok', show(r.sc));
+		assert.equal(r.sc.result, reports ? '(False, True, True)' : '(False, False, True)',
+			reports ? 'without checkpoints, the array right after a free is not glibc\'s, or the one after a rest is not a mapping of its own'
+				: 'on a host that keeps freed memory, an array got a mapping of its own without checkpoints');
 	});
 });
