@@ -317,9 +317,10 @@ static bool glibc_when_hot;
 /* A fresh mapping of n bytes (n >= BIGMEM_MIN) starting on a 2 MiB
  * boundary, its whole 2 MiB pieces advised for huge pages where
  * huge_for says so (the tail is left to small pages: a huge page there
- * would be mostly unused); NULL when the kernel refuses or the block is
- * glibc's (glibc_when_hot): the caller falls back to malloc. */
-static void *map_big(size_t n)
+ * would be mostly unused); NULL when the kernel refuses, or when the block
+ * is glibc's (glibc_when_hot: *glibc set): the caller falls back to
+ * malloc. */
+static void *map_big(size_t n, bool *glibc)
 {
 	size_t len = (n + 4095) & ~(size_t)4095;
 	if (len < n)
@@ -343,7 +344,8 @@ static void *map_big(size_t n)
 	drop_cache(keep);
 	/* After the drop: what it gave back counts. */
 	bool huge = huge_for(n);
-	if (huge && glibc_when_hot)
+	*glibc = huge && glibc_when_hot;
+	if (*glibc)
 		return NULL;
 	char *p = mmap(NULL, len + HUGE_SZ, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	/* The kept blocks count against RLIMIT_DATA (memory_mb): an array
@@ -367,13 +369,27 @@ static void *map_big(size_t n)
 	return a;
 }
 
+/* A block of glibc's in huge pages (map_big's *glibc) advised as NumPy's
+ * own allocator advises one of 4 MiB or more: from its first whole 4 kB
+ * page on.  (glibc's heap is advised already where glibc.malloc.hugetlb
+ * is honoured, a sanitizer's allocator's is not.) */
+static void *glibc_block(void *p, size_t n, bool glibc)
+{
+	if (p && glibc && n >= ((size_t)4 << 20)) {
+		uintptr_t at = ((uintptr_t)p + 4095) & ~(uintptr_t)4095;
+		madvise((void *)at, n - (size_t)(at - (uintptr_t)p), MADV_HUGEPAGE);
+	}
+	return p;
+}
+
 static void *big_malloc(void *ctx, size_t n)
 {
 	(void)ctx;
+	bool glibc = false;
 	void *p = n >= BIGMEM_MIN ? from_cache(n) : NULL;
 	if (!p && n >= BIGMEM_MIN)
-		p = map_big(n);
-	return p ? p : malloc(n);
+		p = map_big(n, &glibc);
+	return p ? p : glibc_block(malloc(n), n, glibc);
 }
 
 static void *big_calloc(void *ctx, size_t count, size_t size)
@@ -391,12 +407,13 @@ static void *big_calloc(void *ctx, size_t count, size_t size)
 	 * which zeroes a block of its heap it reuses and maps afresh only past
 	 * its mmap threshold (HEAP_KEEPS at most): a larger np.zeros stays a
 	 * fresh mapping, so its pages cost nothing until touched. */
+	bool glibc = false;
 	void *p = n >= BIGMEM_MIN && n <= HEAP_KEEPS ? from_cache(n) : NULL;
 	if (p)
 		memset(p, 0, n);
 	else if (n >= BIGMEM_MIN)
-		p = map_big(n); /* a fresh mapping reads as zeros */
-	return p ? p : calloc(count, size);
+		p = map_big(n, &glibc); /* a fresh mapping reads as zeros */
+	return p ? p : glibc_block(calloc(count, size), n, glibc);
 }
 
 static void big_free(void *ctx, void *p, size_t size)
