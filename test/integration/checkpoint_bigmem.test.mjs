@@ -61,6 +61,14 @@ const HOT_COLD = [
 	'(hot, cold)',
 ].join('\n');
 
+/** HOT_COLD's cell sent after a second of rest: [hot, cold]. */
+async function hotCold(h) {
+	await sleep(1000);
+	const r = await execPy(h, HOT_COLD, { timeout_s: 60 });
+	assert.equal(r.sc.status, 'ok', show(r.sc));
+	return tuple(r.sc.result);
+}
+
 /** Waits for the session's checkpoint of cell `cell` (a cell that wrote a
  * workspace file is always followed by one). */
 async function checkpointAfter(h, cell) {
@@ -326,10 +334,7 @@ describe('large arrays kept, near memory_mb', () => {
 		// back to back) takes huge pages throughout, as the memory the
 		// calls before it freed is hot.
 		const reports = hostTakesFreed();
-		await sleep(1000);
-		const r = await execPy(h, HOT_COLD, { timeout_s: 60 });
-		assert.equal(r.sc.status, 'ok', show(r.sc));
-		const [hot, cold] = tuple(r.sc.result);
+		const [hot, cold] = await hotCold(h);
 		assert.equal(hot, true, 'a fresh mapping right after as much was freed was not advised for huge pages');
 		assert.equal(cold, !reports, reports
 			? 'on a host that takes freed memory back, a fresh mapping 1.5 s after the last free was advised for huge pages'
@@ -381,10 +386,7 @@ describe('large arrays without checkpoints', () => {
 
 	test('a fresh array after a rest takes small pages where the host takes freed memory back; one right after a free is glibc\'s', { timeout: 120000 }, async () => {
 		const reports = hostTakesFreed();
-		await sleep(1000);
-		let r = await execPy(h, HOT_COLD, { timeout_s: 60 });
-		assert.equal(r.sc.status, 'ok', show(r.sc));
-		const [hot, cold] = tuple(r.sc.result);
+		const [hot, cold] = await hotCold(h);
 		if (reports) {
 			assert.equal(hot, true, 'without checkpoints, a fresh array right after as much was freed was not advised for huge pages');
 			assert.equal(cold, false, 'without checkpoints, on a host that takes freed memory back, a fresh array 1.5 s after the last free was advised for huge pages');
@@ -396,7 +398,7 @@ describe('large arrays without checkpoints', () => {
 		// Which allocator made each: a mapping of our own starts on a
 		// 2 MiB boundary, a block of glibc's never does (its header).
 		await sleep(1000);
-		r = await execPy(h, [
+		const r = await execPy(h, [
 			'import numpy as np, time',
 			'x = np.ones(34_000_000); del x',
 			'hot = np.ones(4_000_000); hot_ours = hot.ctypes.data % (2 << 20) == 0; del hot',
