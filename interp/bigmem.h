@@ -26,9 +26,9 @@
  * checkpoints a freed block is reused at no cost, and a fresh mapping
  * would only add faults: there it is installed only where the host takes
  * freed memory back, for the page size of a cell after a rest
- * (bigmem_install), and blocks in huge pages stay glibc's.  Arrays made by threads a cell starts use NumPy's
- * default allocator (a new thread's context has the default), which is
- * as before.  Everything here is an optimisation: whatever fails leaves
+ * (bigmem_install), and blocks in huge pages stay glibc's.  Arrays made
+ * by threads a cell starts use NumPy's default allocator (a new thread's
+ * context has the default), which is as before.  Everything here is an optimisation: whatever fails leaves
  * the default allocator, or malloc for one block. */
 #ifndef PSM_INTERP_BIGMEM_H
 #define PSM_INTERP_BIGMEM_H
@@ -47,9 +47,9 @@
  * (bigmem_cell, map_big).  checkpoints false (installed then only where
  * the host takes freed memory back): a block that would take huge pages
  * is glibc's, as with NumPy's own allocator, and one that takes small
- * pages gets a mapping of its own.  0 when installed; -ENOENT when NumPy is not imported;
- * -ENOTSUP when its C API is not the one this was built against or is
- * older than 1.22.  A Python error is never left set. */
+ * pages gets a mapping of its own.  0 when installed; -ENOENT when NumPy
+ * is not imported; -ENOTSUP when its C API is not the one this was built
+ * against or is older than 1.22.  A Python error is never left set. */
 int bigmem_install(long memory_mb, bool host_takes_freed, bool checkpoints);
 
 /* At the beginning (begins true) and the end of each cell the session
