@@ -360,8 +360,13 @@ static void *map_big(size_t n, bool *glibc)
 		munmap(p, (size_t)(a - p));
 	if (p + len + HUGE_SZ > a + len)
 		munmap(a + len, (size_t)(p + len + HUGE_SZ - (a + len)));
+	/* Small pages advised too, not left to the kernel: where transparent
+	 * huge pages are `always` (not only `madvise`, as on the bench's VM)
+	 * it would give a fresh mapping huge ones unasked. */
 	if (huge)
 		madvise(a, len & ~(HUGE_SZ - 1), MADV_HUGEPAGE);
+	else
+		madvise(a, len, MADV_NOHUGEPAGE);
 	if (!remember((uintptr_t)a, len)) {
 		munmap(a, len);
 		return NULL;

@@ -40,28 +40,30 @@ function hostTakesFreed() {
 /** A cell that maps a fresh 272 MB array right after freeing as much, and
  * another after 1.5 s of rest, and gives whether each mapping was advised
  * for huge pages (`hg` in the VmFlags of the mapping that holds the
- * array's middle is MADV_HUGEPAGE): (hot, cold).
- * 272 MB is over the 256 MB kept at most, so each array freed is given
- * back, never kept. */
+ * array's middle is MADV_HUGEPAGE), and whether the second was advised
+ * against them (`nh`, MADV_NOHUGEPAGE: small pages also where the kernel
+ * gives huge ones unasked, transparent_hugepage `always`): (hot, cold,
+ * cold_small).  272 MB is over the 256 MB kept at most, so each array
+ * freed is given back, never kept. */
 const HOT_COLD = [
 	'import numpy as np, time',
-	'def hg(a):',
+	'def flags(a):',
 	'    p, cur = a.ctypes.data + a.nbytes // 2, False',
 	'    for line in open("/proc/self/smaps"):',
 	'        f = line.split()',
 	'        if not f[0].endswith(":"):',
 	'            lo, hi = (int(x, 16) for x in f[0].split("-")); cur = lo <= p < hi',
 	'        elif cur and f[0] == "VmFlags:":',
-	'            return "hg" in f[1:]',
+	'            return f[1:]',
 	'n = 34_000_000',
 	'a = np.ones(n); del a',
-	'b = np.ones(n); hot = hg(b); del b',
+	'b = np.ones(n); hot = "hg" in flags(b); del b',
 	'time.sleep(1.5)',
-	'c = np.ones(n); cold = hg(c); del c',
-	'(hot, cold)',
+	'c = np.ones(n); f = flags(c); cold, cold_small = "hg" in f, "nh" in f; del c',
+	'(hot, cold, cold_small)',
 ].join('\n');
 
-/** HOT_COLD's cell sent after a second of rest: [hot, cold]. */
+/** HOT_COLD's cell sent after a second of rest: [hot, cold, cold_small]. */
 async function hotCold(h) {
 	await sleep(1000);
 	const r = await execPy(h, HOT_COLD, { timeout_s: 60 });
@@ -334,11 +336,14 @@ describe('large arrays kept, near memory_mb', () => {
 		// back to back) takes huge pages throughout, as the memory the
 		// calls before it freed is hot.
 		const reports = hostTakesFreed();
-		const [hot, cold] = await hotCold(h);
+		const [hot, cold, coldSmall] = await hotCold(h);
 		assert.equal(hot, true, 'a fresh mapping right after as much was freed was not advised for huge pages');
 		assert.equal(cold, !reports, reports
 			? 'on a host that takes freed memory back, a fresh mapping 1.5 s after the last free was advised for huge pages'
 			: 'on a host that keeps freed memory, a fresh mapping was not advised for huge pages');
+		assert.equal(coldSmall, reports, reports
+			? 'on a host that takes freed memory back, a fresh mapping 1.5 s after the last free was not advised against huge pages (MADV_NOHUGEPAGE)'
+			: 'on a host that keeps freed memory, a fresh mapping was advised against huge pages');
 	});
 
 	test('a fresh mapping past three quarters of memory_mb gives every kept block back first, small ones too', { timeout: 120000 }, async () => {
@@ -386,14 +391,16 @@ describe('large arrays without checkpoints', () => {
 
 	test('a fresh array after a rest takes small pages where the host takes freed memory back; one right after a free is glibc\'s', { timeout: 120000 }, async () => {
 		const reports = hostTakesFreed();
-		const [hot, cold] = await hotCold(h);
+		const [hot, cold, coldSmall] = await hotCold(h);
 		if (reports) {
 			assert.equal(hot, true, 'without checkpoints, a fresh array right after as much was freed was not advised for huge pages');
 			assert.equal(cold, false, 'without checkpoints, on a host that takes freed memory back, a fresh array 1.5 s after the last free was advised for huge pages');
+			assert.equal(coldSmall, true, 'without checkpoints, on a host that takes freed memory back, a fresh array 1.5 s after the last free was not advised against huge pages');
 		} else {
 			// NumPy's default allocator advises every large block alike,
-			// whenever it is made.
+			// whenever it is made, and never against huge pages.
 			assert.equal(cold, hot, 'on a host that keeps freed memory, NumPy\'s default allocator advised two fresh blocks differently');
+			assert.equal(coldSmall, false, 'on a host that keeps freed memory, a fresh array was advised against huge pages');
 		}
 		// Which allocator made each: a mapping of our own starts on a
 		// 2 MiB boundary, a block of glibc's never does (its header).
