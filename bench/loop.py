@@ -391,6 +391,9 @@ def main():
     ap.add_argument("--also", action="append", default=[], metavar="LABEL=BINARY",
                     help="one more side: another build of the server (or a script that starts one), "
                     "under the built-in policy, compared in the same run (repeatable)")
+    ap.add_argument("--also-off", action="append", default=[], metavar="LABEL=BINARY",
+                    help="as --also, under the `off` side's policy (`checkpoint: false`): "
+                    "what another build's checkpoint-off costs, beside this one's (repeatable)")
     ap.add_argument("--quick", action="store_true",
                     help="development: 3 rounds (too few pairs for a verdict), each kind once, 400k rows")
     ap.add_argument("--results", help="append the tables (markdown) to this file")
@@ -404,13 +407,16 @@ def main():
     for s in sides:
         if s not in SIDES:
             sys.exit("loop.py: unknown side %r (ours, off, jupyter)" % s)
-    also = {}
-    for x in a.also:
-        label, sep, binary = x.partition("=")
-        if not sep or not label or label in SIDES or not os.access(binary, os.X_OK):
-            sys.exit("loop.py: --also wants LABEL=BINARY, a new label and an executable (got %r)" % x)
-        also[label] = os.path.abspath(binary)
-        SIDES[label] = label
+    also, also_off = {}, set()
+    for opt, xs in (("--also", a.also), ("--also-off", a.also_off)):
+        for x in xs:
+            label, sep, binary = x.partition("=")
+            if not sep or not label or label in SIDES or not os.access(binary, os.X_OK):
+                sys.exit("loop.py: %s wants LABEL=BINARY, a new label and an executable (got %r)" % (opt, x))
+            also[label] = os.path.abspath(binary)
+            SIDES[label] = label + (", `checkpoint: false`" if opt == "--also-off" else "")
+            if opt == "--also-off":
+                also_off.add(label)
     # Jupyter last, so that the ratio columns follow the servers.
     sides = [s for s in sides if s != "jupyter"] + list(also) + [s for s in sides if s == "jupyter"]
     sizes = [int(x) for x in a.sizes.split(",") if x]
@@ -458,7 +464,7 @@ def main():
                 actors[s] = Jup(pyenv, root)
                 continue
             skill = None
-            if s == "off":
+            if s == "off" or s in also_off:
                 # The built-in policy with checkpoints off: it only
                 # tightens, so it needs no approval.
                 if "checkpoint: true" not in skill_text:
@@ -653,7 +659,7 @@ def main():
                 forked = "%d of %d calls%s" % (forks, len(cells) * len(got), (": " + ", ".join(
                     "%s %d" % (r, c) for r, c in sorted(why.items(), key=lambda x: -x[1]))) if why else "")
                 if not verdicts:
-                    forked = ("no verdict logged: checkpoints off" if s == "off" else
+                    forked = ("no verdict logged: checkpoints off" if s == "off" or s in also_off else
                               "no verdict logged (a build without the replay log forks after every call)")
                 L.append("| %s | %s | %s | %s | %d (%d saved%s) | %s | %s | %s (below %s, server %s) "
                          "| %.0f, %.0f |" % (
