@@ -15,6 +15,7 @@ int pdir_open(struct pdir *d, int dirfd, const char *path)
 	d->len = d->off = 0;
 	d->err = 0;
 	d->one[0] = '\0';
+	d->has_ps = false;
 	size_t n = strlen(path);
 	bool abs = path[0] == '/' && n < sizeof d->path;
 	memcpy(d->path, abs ? path : "", abs ? n + 1 : 1);
@@ -50,6 +51,9 @@ int pdir_open_tasks_seen(struct pdir *d, int procfd, const char *procdir, const 
 		d->err = 0;
 		d->fd = -1;
 		snprintf(d->one, sizeof d->one, "%s", name + 1);
+		memcpy(d->ps_name, d->one, sizeof d->ps_name);
+		d->ps = ps;
+		d->has_ps = true;
 		return 0;
 	}
 	if (procfd >= 0)
@@ -58,11 +62,20 @@ int pdir_open_tasks_seen(struct pdir *d, int procfd, const char *procdir, const 
 	return pdir_open(d, AT_FDCWD, stat);
 }
 
+bool pdir_one_stat(const struct pdir *d, const char *tid, struct pstat *out)
+{
+	if (!d->has_ps || d->fd >= 0 || strcmp(tid, d->ps_name) != 0)
+		return false;
+	*out = d->ps;
+	return true;
+}
+
 void pdir_adopt(struct pdir *d, int fd)
 {
 	d->len = d->off = 0;
 	d->err = 0;
 	d->one[0] = '\0';
+	d->has_ps = false;
 	d->fd = fd;
 	d->path[0] = '\0';
 }

@@ -9,6 +9,8 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
+#include "pstat.h"
+
 struct pdir {
 	int fd;     /* the directory, for *at() calls on its entries; -1 for
 		     * the one thread of pdir_open_tasks (no directory opened:
@@ -17,6 +19,9 @@ struct pdir {
 	long len, off;
 	char one[24]; /* pdir_open_tasks: the one entry not yet returned */
 	char path[64]; /* the absolute path it was opened at, or "" (pdir_read) */
+	bool has_ps;  /* pdir_open_tasks' one thread: ps is the process's stat */
+	char ps_name[24]; /* ... and that thread's name */
+	struct pstat ps;
 	char buf[2048] __attribute__((aligned(8)));
 };
 
@@ -40,6 +45,14 @@ int pdir_open_in(struct pdir *d, int dirfd, const char *dir, const char *path);
  * thread made after the stat is missed, as one made after a getdents is;
  * callers that judge a stopped process see none made.  0, or -errno. */
 int pdir_open_tasks(struct pdir *d, int procfd, const char *procdir);
+
+/* When the listing is pdir_open_tasks' one thread and tid is its name:
+ * true, with out the process's stat as the listing read it (or was given
+ * it), which stands for that thread's own: the state and CPU of its one
+ * thread, whose times it sums with those of threads that have exited
+ * (never fewer).  A caller reading "tid/stat" right after has it without
+ * a second read.  False otherwise. */
+bool pdir_one_stat(const struct pdir *d, const char *tid, struct pstat *out);
 
 /* The same, with seen the process's stat as the caller has just read it
  * (procdir/stat, through pstat_read_kept): the caller's read stands for

@@ -210,6 +210,14 @@ void kview_read(const struct session *s, struct kview *kv)
 	kv->valid = ok && pidfd_signal(s->pidfd, 0) == 0;
 }
 
+bool kview_runs(const struct session *s, char *line, size_t n)
+{
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%d/schedstat", (int)s->hpid);
+	ssize_t k = s->hpid > 0 && s->pidfd >= 0 ? pcache_read(AT_FDCWD, NULL, path, line, n) : -1;
+	return k > 0 && strspn(line, "0 \n") < (size_t)k && pidfd_signal(s->pidfd, 0) == 0;
+}
+
 static bool has_kid(const struct kview *kv, pid_t pid)
 {
 	for (int i = 0; i < kv->nkids; i++)

@@ -75,4 +75,11 @@ void kview_read(const struct session *s, struct kview *kv);
 const char *kview_effect(const struct kview *a, const struct kview *b, unsigned long long output,
 			 const struct cell_result *r, char *why, size_t n);
 
+/* What the kernel counts of the session's main thread's runs (its
+ * schedstat line: time on a CPU in ns, time waiting for one, times put on
+ * one) into line; false when it cannot be read, says nothing (all zero),
+ * or the process is no longer the one the pidfd names.  For a process
+ * with one thread, an unchanged line says it has not run in between. */
+bool kview_runs(const struct session *s, char *line, size_t n);
+
 #endif

@@ -26,6 +26,7 @@
 
 #include <limits.h>
 #include <stddef.h>
+#include <string.h>
 #include <unistd.h>
 
 /* What of each output is kept to show where two runs part. */
@@ -102,6 +103,14 @@ struct replay {
 	/* The kernel's view of the session when cell kv_cell was sent. */
 	int kv_cell;
 	struct kview kv0;
+	/* The view read at the freeze of the last cell judged (kv_after),
+	 * which stands for the next cell's view before it when the session
+	 * has not run since (replay_cell_sent): the process kv_pid, its
+	 * checkpoint kv_ckpt then, and its one thread's schedstat line. */
+	bool kv_kept;
+	pid_t kv_pid, kv_ckpt;
+	char kv_sched[96];
+	struct kview kv_after;
 };
 
 /* ------------------------------------------------------------ the decision */
@@ -420,6 +429,7 @@ void replay_checkpoint_taken(struct session *s, bool resumed)
 	struct replay *rp = rp_of(s);
 	log_debug("session %s: a checkpoint holds the state after cell %d%s", s->name, resumed ? rp->base_cell : rp->state_cell,
 		  resumed ? " (the resumed copy's own)" : "");
+	rp->kv_kept = false; /* the session ran to fork it */
 	if (resumed)
 		return; /* a resumed copy's own checkpoint holds the base again */
 	if (rp->base_ckpt_ms > 0 || rp->period_copy_ms > 0)
@@ -442,11 +452,46 @@ static int thread_count(pid_t hpid)
 	return (int)ps.num_threads;
 }
 
+/* The view kept at the last freeze, when it still holds: the same
+ * process, frozen with one thread then and not put on a CPU since (its
+ * schedstat line unchanged: the kernel counts every time a task runs, and
+ * a stopped process that never ran made no thread, wrote nothing, opened,
+ * closed, reaped and faulted nothing), with the same checkpoint.  That
+ * is about 15 system calls of a warm call's 73 (the descriptors' listing
+ * and each one's fdinfo, the io, the stats and the children lists).
+ * What other processes may change meanwhile without the session running
+ * only makes the kept view more cautious than a fresh one, never less,
+ * where it guards against running an effect again: the checkpoint's own
+ * counters (it may reap its saver) only grow, and a child orphaned to the
+ * session shows up at the freeze as one the cell started (both a
+ * checkpoint, as a fresh view would have it or more).  The one thing
+ * another process can move back is the offset of a descriptor it shares
+ * (the checkpoint's saver runs the state's own code, `__reduce__`): a
+ * cell that moves it forward again by as much is then logged, and its run
+ * again after a rollback reads other bytes.  That is the session's own
+ * code making its own rollback differ, which it can do by itself, and
+ * the run again is compared with the first one's output, and a
+ * difference is named in the reply (replay_end); it writes nothing more for it (wchar is the session's own, which only
+ * grows while it runs). */
+static bool kept_view_holds(struct session *s, struct replay *rp)
+{
+	char now[sizeof rp->kv_sched];
+	return rp->kv_kept && s->hpid == rp->kv_pid && s->ckpt_hpid == rp->kv_ckpt && kview_runs(s, now, sizeof now) &&
+	       strcmp(now, rp->kv_sched) == 0;
+}
+
 void replay_cell_sent(struct session *s, const struct run *c)
 {
 	struct replay *rp = rp_of(s);
 	rp->kv_cell = c->cell;
-	kview_read(s, &rp->kv0);
+	bool kept = kept_view_holds(s, rp);
+	if (kept)
+		rp->kv0 = rp->kv_after;
+	else
+		kview_read(s, &rp->kv0);
+	log_debug("session %s: the kernel's view before cell %d: %s", s->name, c->cell,
+		  kept ? "the one read at the last freeze (the session has not run since)" : "read now");
+	rp->kv_kept = false;
 }
 
 bool replay_view_own(struct session *s, const struct run *c)
@@ -570,6 +615,14 @@ bool replay_log_instead(struct sup *sup, struct session *s, struct run *c)
 		/* The view listed the frozen session's threads (no second
 		 * listing); an unreadable view is an effect already. */
 		f.threads = now->valid ? now->threads : thread_count(s->hpid);
+		/* Kept for the next cell (kept_view_holds): read while stopped
+		 * with one thread, the line taken after the view. */
+		rp->kv_kept = now->valid && now->own && now->threads == 1 && kview_runs(s, rp->kv_sched, sizeof rp->kv_sched);
+		if (rp->kv_kept) {
+			rp->kv_after = *now;
+			rp->kv_pid = s->hpid;
+			rp->kv_ckpt = s->ckpt_hpid;
+		}
 		free(now);
 	} else {
 		f.threads = thread_count(s->hpid);

@@ -96,7 +96,7 @@ int watch_idle(pid_t pid, struct watch_look *last)
 			continue;
 		snprintf(path, sizeof path, "%.16s/stat", tid);
 		struct pstat ps;
-		if (pstat_read_kept(d.fd, d.path, path, &ps) < 0)
+		if (!pdir_one_stat(&d, tid, &ps) && pstat_read_kept(d.fd, d.path, path, &ps) < 0)
 			continue; /* a thread that ended meanwhile */
 		/* Asleep means S (an interruptible wait, as in recvmsg on the
 		 * control socket) or stopped.  R runs; D counts as busy too.
@@ -152,7 +152,8 @@ static int children_within(pid_t pid, const pid_t *ok, size_t n_ok, bool stopped
 		if (stopped) {
 			snprintf(path, sizeof path, "%.16s/stat", tid);
 			struct pstat ps;
-			if (pstat_read_kept(d.fd, d.path, path, &ps) == 0 && ps.state != 'T' && ps.state != 't') {
+			if ((pdir_one_stat(&d, tid, &ps) || pstat_read_kept(d.fd, d.path, path, &ps) == 0) && ps.state != 'T' &&
+			    ps.state != 't') {
 				*all_stopped = false;
 				r = 0;
 				break;

@@ -370,3 +370,39 @@ describe('replay log: the budget priced by what a checkpoint costs', () => {
 		assert.equal(k.sc.result, String(cells), show(k.sc));
 	});
 });
+
+// The kernel's view of the session before a cell (its descriptors, its
+// bytes written, its children: what tells an effect past its memory) is
+// the one read at the last freeze when the session has not run since: about
+// 15 system calls of a warm call's 73.  Only then: a session that ran in
+// between (here to fork a copy for fork_from) is read again, and an effect
+// in a cell right after a logged one is still seen (replay_effects).  Its
+// own server, to read the debug log.
+describe('replay log: the view before a cell, kept from the last freeze', () => {
+	let h;
+	before(async () => { h = await startClient(newProject('replaykept'), { structured: true, args: ['--log-level', 'debug'] }); });
+	after(async () => { await h?.close(); });
+
+	const view = (s, cell) => h.stderr().split('\n').find((l) => new RegExp(`session ${s}: the kernel's view before cell ${cell}: `).test(l)) || '';
+	const verdict = (s, cell) => h.stderr().split('\n').find((l) => new RegExp(`session ${s}: cell ${cell} \\(`).test(l)) || '';
+
+	test('stands after a logged cell, and is read again once the session ran (a fork_from copy)', { timeout: 120000 }, async () => {
+		const s = 'kept';
+		await ok(h, s, 'x = 1');
+		await ok(h, s, 'x += 1');
+		await ok(h, s, 'x += 1');
+		await sleep(200);
+		assert.match(verdict(s, 2), /: log \(/, verdict(s, 2));
+		assert.match(view(s, 3), /the one read at the last freeze \(the session has not run since\)$/, view(s, 3));
+		const f = await execPy(h, 'x', { session: 'branch', fork_from: s });
+		assert.equal(f.sc.status, 'ok', show(f.sc));
+		assert.equal((await ok(h, s, 'x += 1\nx')).sc.result, '4');
+		await sleep(200);
+		assert.match(view(s, 4), /: read now$/, view(s, 4));
+		// The rollback runs the logged cells again on the copy: the
+		// views kept decided nothing wrong.
+		const r = await timeout(h, s);
+		assert.match(r.text, /run again/, r.text);
+		assert.equal((await ok(h, s, 'x')).sc.result, '4');
+	});
+});

@@ -64,6 +64,21 @@ for (const [who, launch] of Object.entries(MODES)) describe(`replay log: effects
 		assert.equal(lines(path.join(h.root, 'workspace', '.cache', 'k.txt')).length, 1, r.text);
 	});
 
+	// The same right after a cell that was only logged: the view before
+	// `note()` is the one kept from that cell's freeze (the session has
+	// not run since), and it still tells the write.
+	test('a write hidden in a function, right after a logged cell, is not repeated', { timeout: 120000 }, async () => {
+		const s = 'hiddenkept';
+		await ok(h, s, "import os\nfd = os.open('workspace/.cache/k2.txt', os.O_WRONLY | os.O_APPEND | os.O_CREAT)\n"
+			+ "def note():\n    os.write(fd, b'x\\n')");
+		await ok(h, s, 'z = 1');
+		await ok(h, s, 'note()');
+		await ok(h, s, 'y = 2');
+		const r = await timeout(h, s);
+		assert.equal(lines(path.join(h.root, 'workspace', '.cache', 'k2.txt')).length, 1, r.text);
+		assert.equal((await ok(h, s, 'y, z')).sc.result, '(2, 1)');
+	});
+
 	// A store into a file mapped for writing by an earlier cell: no system
 	// call, no byte counted as written, no offset moved; the kernel's
 	// counters and the cell's words see nothing.  Run again by the

@@ -167,10 +167,50 @@ static void test_saver_of_a_dying_checkpoint(void **state)
 	}
 }
 
+/* kview_runs, what a kept view before a cell rests on (replay.c): a
+ * stopped process that is not woken reads the same line however long it
+ * waits, and one woken for a moment (a SIGCONT, then stopped again) does
+ * not; a process that is gone reads nothing. */
+static void test_runs_line(void **state)
+{
+	(void)state;
+	pid_t p = fork();
+	if (p == 0) {
+		for (;;)
+			pause();
+	}
+	assert_true(p > 0);
+	struct session *s = xcalloc(1, sizeof *s);
+	s->hpid = p;
+	s->pidfd = pidfd_of(p);
+	assert_true(s->pidfd >= 0);
+	assert_int_equal(kill(p, SIGSTOP), 0);
+	char a[96], b[96];
+	int st;
+	assert_int_equal(waitpid(p, &st, WUNTRACED), p);
+	assert_true(kview_runs(s, a, sizeof a));
+	usleep(20000);
+	assert_true(kview_runs(s, b, sizeof b));
+	assert_string_equal(a, b);
+	/* Woken and stopped again: it ran (to stop, at least). */
+	assert_int_equal(kill(p, SIGCONT), 0);
+	assert_int_equal(waitpid(p, &st, WCONTINUED), p);
+	assert_int_equal(kill(p, SIGSTOP), 0);
+	assert_int_equal(waitpid(p, &st, WUNTRACED), p);
+	assert_true(kview_runs(s, b, sizeof b));
+	assert_string_not_equal(a, b);
+	kill(p, SIGKILL);
+	waitpid(p, NULL, 0);
+	assert_false(kview_runs(s, b, sizeof b));
+	close(s->pidfd);
+	free(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_saver_of_a_dying_checkpoint, family_end),
+		cmocka_unit_test(test_runs_line),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
