@@ -247,7 +247,9 @@ def _run_cell(code, cell, self_view=True):
         _cell_looked = None
         if looked:
             out["import_read"] = _import_read(looked)
-        if tree is not None:
+        # An import statement holds the word: without it, no walk of the
+        # tree (about 7 us of a warm `1+1`).
+        if tree is not None and "import" in code:
             out["imports"] = _imports_of(tree)
         for stream in (sys.stdout, sys.stderr):
             try:
