@@ -53,30 +53,25 @@ for (const [who, launch] of Object.entries(MODES)) describe(`replay log: effects
 
 	// No word of the cell names the write: a function defined earlier
 	// writes through a descriptor opened earlier.  The kernel sees it (the
-	// bytes written beyond the output, the descriptor's offset).
+	// bytes written beyond the output, the descriptor's offset).  With
+	// `between`, a cell that is only logged runs before `note()`: the view
+	// before `note()` is then the one kept from that cell's freeze (the
+	// session has not run since), and it still tells the write.
+	const hiddenWrite = async (s, file, between) => {
+		await ok(h, s, `import os\nfd = os.open('workspace/.cache/${file}', os.O_WRONLY | os.O_APPEND | os.O_CREAT)\n`
+			+ "def note():\n    os.write(fd, b'x\\n')");
+		if (between) await ok(h, s, between);
+		await ok(h, s, 'note()');
+		await ok(h, s, 'y = 2');
+		const r = await timeout(h, s);
+		assert.equal(lines(path.join(h.root, 'workspace', '.cache', file)).length, 1, r.text);
+	};
 	test('a write hidden in a function, through a descriptor opened before, is not repeated', { timeout: 120000 }, async () => {
-		const s = 'hidden';
-		await ok(h, s, "import os\nfd = os.open('workspace/.cache/k.txt', os.O_WRONLY | os.O_APPEND | os.O_CREAT)\n"
-			+ "def note():\n    os.write(fd, b'x\\n')");
-		await ok(h, s, 'note()');
-		await ok(h, s, 'y = 2');
-		const r = await timeout(h, s);
-		assert.equal(lines(path.join(h.root, 'workspace', '.cache', 'k.txt')).length, 1, r.text);
+		await hiddenWrite('hidden', 'k.txt');
 	});
-
-	// The same right after a cell that was only logged: the view before
-	// `note()` is the one kept from that cell's freeze (the session has
-	// not run since), and it still tells the write.
 	test('a write hidden in a function, right after a logged cell, is not repeated', { timeout: 120000 }, async () => {
-		const s = 'hiddenkept';
-		await ok(h, s, "import os\nfd = os.open('workspace/.cache/k2.txt', os.O_WRONLY | os.O_APPEND | os.O_CREAT)\n"
-			+ "def note():\n    os.write(fd, b'x\\n')");
-		await ok(h, s, 'z = 1');
-		await ok(h, s, 'note()');
-		await ok(h, s, 'y = 2');
-		const r = await timeout(h, s);
-		assert.equal(lines(path.join(h.root, 'workspace', '.cache', 'k2.txt')).length, 1, r.text);
-		assert.equal((await ok(h, s, 'y, z')).sc.result, '(2, 1)');
+		await hiddenWrite('hiddenkept', 'k2.txt', 'z = 1');
+		assert.equal((await ok(h, 'hiddenkept', 'y, z')).sc.result, '(2, 1)');
 	});
 
 	// A store into a file mapped for writing by an earlier cell: no system
