@@ -105,10 +105,12 @@ struct replay {
 	struct kview kv0;
 	/* The view read at the freeze of the last cell judged (kv_after),
 	 * which stands for the next cell's view before it when the session
-	 * has not run since (replay_cell_sent): the process kv_pid, its
+	 * has not run since (replay_cell_sent): the process kv_pid (of
+	 * generation kv_gen: no process put in its place since), its
 	 * checkpoint kv_ckpt then, and its one thread's schedstat line. */
 	bool kv_kept;
 	pid_t kv_pid, kv_ckpt;
+	unsigned long kv_gen;
 	char kv_sched[96];
 	struct kview kv_after;
 };
@@ -453,31 +455,34 @@ static int thread_count(pid_t hpid)
 }
 
 /* The view kept at the last freeze, when it still holds: the same
- * process, frozen with one thread then and not put on a CPU since (its
- * schedstat line unchanged: the kernel counts every time a task runs, and
- * a stopped process that never ran made no thread, wrote nothing, opened,
- * closed, reaped and faulted nothing), with the same checkpoint.  That
- * is about 15 system calls of a warm call's 73 (the descriptors' listing
- * and each one's fdinfo, the io, the stats and the children lists).
+ * process (the same generation, not the pid alone: a process put in the
+ * session's place may have been given the same pid), frozen with one
+ * thread then and not put on a CPU since (its schedstat line unchanged:
+ * the kernel counts every time a task runs, and a stopped process that
+ * never ran made no thread, wrote, opened, closed, reaped and faulted
+ * nothing), with the same checkpoint.  That spares about 15 system calls
+ * of a warm call's 73 (the descriptors' listing and each one's fdinfo,
+ * the io, the stats and the children lists).
+ *
  * What other processes may change meanwhile without the session running
  * only makes the kept view more cautious than a fresh one, never less,
  * where it guards against running an effect again: the checkpoint's own
  * counters (it may reap its saver) only grow, and a child orphaned to the
- * session shows up at the freeze as one the cell started (both a
- * checkpoint, as a fresh view would have it or more).  The one thing
- * another process can move back is the offset of a descriptor it shares
- * (the checkpoint's saver runs the state's own code, `__reduce__`): a
- * cell that moves it forward again by as much is then logged, and its run
- * again after a rollback reads other bytes.  That is the session's own
- * code making its own rollback differ, which it can do by itself, and
- * the run again is compared with the first one's output, and a
- * difference is named in the reply (replay_end); it writes nothing more for it (wchar is the session's own, which only
- * grows while it runs). */
+ * session shows up at the freeze as one the cell started (a checkpoint,
+ * as a fresh view would have it).  The one thing another process can
+ * move back is the offset of a descriptor it shares (the checkpoint's
+ * saver runs the state's own code, `__reduce__`): a cell that moves it
+ * forward again by as much is then logged, and its run again after a
+ * rollback reads other bytes.  That is the session's own code making its
+ * own rollback differ, which it can do by itself; the run again is
+ * compared with the first one's output and a difference is named in the
+ * reply (replay_end), and it writes nothing more for it (wchar is the
+ * session's own, which only grows while it runs). */
 static bool kept_view_holds(struct session *s, struct replay *rp)
 {
 	char now[sizeof rp->kv_sched];
-	return rp->kv_kept && s->hpid == rp->kv_pid && s->ckpt_hpid == rp->kv_ckpt && kview_runs(s, now, sizeof now) &&
-	       strcmp(now, rp->kv_sched) == 0;
+	return rp->kv_kept && s->proc_gen == rp->kv_gen && s->hpid == rp->kv_pid && s->ckpt_hpid == rp->kv_ckpt &&
+	       kview_runs(s, now, sizeof now) && strcmp(now, rp->kv_sched) == 0;
 }
 
 void replay_cell_sent(struct session *s, const struct run *c)
@@ -621,6 +626,7 @@ bool replay_log_instead(struct sup *sup, struct session *s, struct run *c)
 		if (rp->kv_kept) {
 			rp->kv_after = *now;
 			rp->kv_pid = s->hpid;
+			rp->kv_gen = s->proc_gen;
 			rp->kv_ckpt = s->ckpt_hpid;
 		}
 		free(now);

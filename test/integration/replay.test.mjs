@@ -403,6 +403,11 @@ describe('replay log: the view before a cell, kept from the last freeze', () => 
 		// views kept decided nothing wrong.
 		const r = await timeout(h, s);
 		assert.match(r.text, /run again/, r.text);
-		assert.equal((await ok(h, s, 'x')).sc.result, '4');
+		const k = await ok(h, s, 'x');
+		assert.equal(k.sc.result, '4');
+		// Another process now (the resumed copy): its view is read.
+		await sleep(200);
+		const cell = k.sc.execution_count;
+		assert.match(view(s, cell), /: read now$/, `cell ${cell}: ${view(s, cell)}`);
 	});
 });
