@@ -195,7 +195,9 @@ describe('output capture on raw stdio', () => {
 
 	test('binary output keeps the text written before it and after it around the marker', async () => {
 		const code = 'import os, sys\nprint("MARKER-BEFORE line one")\nprint("MARKER-BEFORE line two", flush=True)\n'
-			+ 'sys.stdout.buffer.write(os.urandom(512 * 1024) + bytes([255])); sys.stdout.flush()\nprint("\\nMARKER-AFTER done")';
+			// A byte that is no text first: random bytes that began
+			// with a line end (1 run in 256) showed it before the marker.
+			+ 'sys.stdout.buffer.write(bytes([255]) + os.urandom(512 * 1024) + bytes([255])); sys.stdout.flush()\nprint("\\nMARKER-AFTER done")';
 		const r = await s.callTool('execute_python', { code });
 		const sc = r.result?.structuredContent;
 		assert.equal(sc?.status, 'ok', show(r));
