@@ -552,6 +552,16 @@ static void run_cell(struct wire_msg *m)
 	free(out);
 	if (r < 0)
 		_exit(0);
+	/* Stopped by its own hand once a cell's result is sent: the server
+	 * stops it anyway (its freeze), and waking it from its next read
+	 * only to stop it cost this process a wake-up on every call, and the
+	 * server a second look, a call in five, for a stop not yet done.  The
+	 * server thaws it for whatever it asks next (a cell, a checkpoint, a
+	 * fork_from copy), and for a thumbnail once it has seen it stopped
+	 * (supervisor/state.c).  A help, never trusted: a session that does
+	 * not stop is stopped by the server, as before. */
+	if (reply_type == W_RESULT)
+		raise(SIGSTOP);
 	/* The checkpoint of this state is taken when the server asks
 	 * (W_TAKE_CHECKPOINT), once it has seen this process idle. */
 }

@@ -159,6 +159,7 @@ struct session {
 	struct watch_look look; /* the previous look while freezing */
 	long thaw_cpu0;         /* its CPU time when thawed for a checkpoint */
 	int quiet_tries;        /* looks for its threads stopped (check_quiet) */
+	int thaw_tries;         /* looks for it stopped before a thumbnail (state.c) */
 	struct wire_expect expect[4];
 	struct wire_reader rd;
 	struct outbuf out, err;

@@ -10,12 +10,43 @@
  * dead process's last words) call ctrl_event. */
 #include "private.h"
 
+#include "../common/pstat.h"
+
+#include <fcntl.h>
+
 /* THUMBS_MS, or less for the tests (PSM_TEST_THUMBS_MS). */
 static double thumbs_ms(void)
 {
 	const char *t = getenv("PSM_TEST_THUMBS_MS");
 	double v = t ? atof(t) : 0;
 	return v > 0 && v < THUMBS_MS ? v : THUMBS_MS;
+}
+
+/* The session stops itself once its result is sent (interp/session.c):
+ * the first thumbnail request waits in its socket until the session is
+ * seen stopped, and a SIGCONT then lets it read the request.  Sent before
+ * that stop, the SIGCONT would be lost (a stop signal after a continue
+ * stops the process all the same), and the request would lie unread until
+ * the call's deadline.  A session that does not stop itself reads the
+ * request of its own accord; the looks end with its answer (the phase
+ * moves on), each further apart (30 us, doubling up to WATCH_MS), so that
+ * one that never stops costs the server little until that deadline. */
+static void thaw_for_thumbs(void *arg)
+{
+	struct session *s = arg;
+	look_fired(s, LOOK_IDLE);
+	if (s->phase != P_THUMB || s->hpid <= 0 || s->pidfd < 0)
+		return;
+	char path[64];
+	struct pstat ps;
+	snprintf(path, sizeof path, "/proc/%d/stat", (int)s->hpid);
+	if (pstat_read_kept(AT_FDCWD, NULL, path, &ps) == 0 && (ps.state == 'T' || ps.state == 't')) {
+		pidfd_signal(s->pidfd, SIGCONT);
+		return;
+	}
+	double ms = 0.03 * (double)(1 << (s->thaw_tries < 10 ? s->thaw_tries : 10));
+	s->thaw_tries++;
+	look_arm(s->sup, s, LOOK_IDLE, ms < WATCH_MS ? ms : WATCH_MS, thaw_for_thumbs);
 }
 
 static void send_thumb_or_finish(struct sup *sup, struct session *s)
@@ -36,13 +67,18 @@ static void send_thumb_or_finish(struct sup *sup, struct session *s)
 			 * build on a loaded machine took longer, and a call
 			 * with timeout_s 160 ended as "ran longer than its
 			 * timeout (160 s)" after 40 s. */
-			if (s->phase != P_THUMB && s->timeout_timer) {
+			bool first = s->phase != P_THUMB;
+			if (first && s->timeout_timer) {
 				double left = c->t_start + c->timeout_ms - loop_now_ms();
 				double least = thumbs_ms();
 				c->thumb_ms = left > least ? left : least;
 				call_deadline(sup, s, c->thumb_ms);
 			}
 			set_expect(sup, s, P_THUMB);
+			if (first) {
+				s->thaw_tries = 0;
+				thaw_for_thumbs(s);
+			}
 			return; /* wait for W_THUMB_DATA */
 		}
 		/* The session cannot be asked: no more images are. */
@@ -249,6 +285,7 @@ static void on_message(struct sup *sup, struct session *s, struct wire_msg *m)
 		return;
 	}
 	case W_THUMB_DATA:
+		look_cancel(sup, s, LOOK_IDLE); /* thaw_for_thumbs: answered */
 		c->ev->thumb(c, m->data, m->len);
 		send_thumb_or_finish(sup, s);
 		return;

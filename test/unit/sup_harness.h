@@ -364,6 +364,9 @@ static __attribute__((noreturn)) void session_main(void)
 			free(txt);
 			if (has_word(code, "result_exit"))
 				_exit(5);
+			/* As the real session does (interp/session.c). */
+			if (has_word(code, "selfstop"))
+				raise(SIGSTOP);
 			cJSON_Delete(cell);
 		}
 		wire_msg_free(&m);

@@ -40,6 +40,33 @@ static const struct run_events events_collect_later = {
 	.drop = ev_drop,
 };
 
+/* Two thumbnails to make after the cell, then none; what came back. */
+static int thumbs_left, thumbs_got;
+
+static bool ev_two_thumbs(struct run *r, char *rel, size_t size)
+{
+	if (thumbs_left <= 0)
+		return false;
+	thumbs_left--;
+	snprintf(rel, size, "fig-%d.png", thumbs_left);
+	return true;
+}
+
+static void ev_count_thumb(struct run *r, const unsigned char *data, size_t len)
+{
+	thumbs_got++;
+}
+
+static const struct run_events events_thumbs = {
+	.prepare = ev_ready,
+	.collect = ev_ready,
+	.next_thumb = ev_two_thumbs,
+	.thumb = ev_count_thumb,
+	.progress = ev_progress,
+	.done = ev_done,
+	.drop = ev_drop,
+};
+
 static int sup_up(void **state)
 {
 	struct sup_config cfg = { .loop = loop, .policy = pol, .ws = &ws, .self_exe = self };
@@ -680,6 +707,46 @@ static void test_zygote_closes_and_lives(void **state)
 	trun_free(b);
 }
 
+/* A session that stops itself once its result is sent (as the real one
+ * does) is thawed for the thumbnails only once it is seen stopped, and
+ * answers both; one that does not stop itself (a session of its own mind)
+ * reads them as they come.  Either way the call ends ok, well before its
+ * deadline, and the next call runs in the same process. */
+static void thumbs_with(const char *code)
+{
+	thumbs_left = 2;
+	thumbs_got = 0;
+	struct trun *t = calloc(1, sizeof *t);
+	assert_non_null(t);
+	t->run.ev = &events_thumbs;
+	t->run.code = strdup(code);
+	snprintf(t->run.session, sizeof t->run.session, "default");
+	t->run.timeout_ms = 20000.0;
+	double t0 = loop_now_ms();
+	sup_submit(sup, &t->run);
+	wait_done(t);
+	assert_int_equal(t->run.status, CALL_OK);
+	assert_int_equal(thumbs_got, 2);
+	assert_true(loop_now_ms() - t0 < 10000.0);
+	struct trun *b = run_ok("inc");
+	assert_int_equal(b->pid, t->pid);
+	assert_int_equal(b->x, t->x + 1);
+	trun_free(t);
+	trun_free(b);
+}
+
+static void test_thumbs_after_self_stop(void **state)
+{
+	trun_free(run_ok("inc selfstop"));
+	thumbs_with("inc selfstop");
+}
+
+static void test_thumbs_without_self_stop(void **state)
+{
+	trun_free(run_ok("inc"));
+	thumbs_with("inc");
+}
+
 int main(int argc, char **argv)
 {
 	sup_fake_main(argc, argv);
@@ -707,6 +774,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_replay_off, sup_up, sup_down),
 		cmocka_unit_test_setup_teardown(test_zygote_lingers_dying, sup_up, sup_down),
 		cmocka_unit_test_setup_teardown(test_zygote_closes_and_lives, sup_up, sup_down),
+		cmocka_unit_test_setup_teardown(test_thumbs_after_self_stop, sup_up, sup_down),
+		cmocka_unit_test_setup_teardown(test_thumbs_without_self_stop, sup_up, sup_down),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
