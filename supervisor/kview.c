@@ -181,6 +181,17 @@ static bool read_children(const struct pdirfd *p, const struct session *s, struc
 	return ok;
 }
 
+/* The session's main thread's schedstat line into line; false when it
+ * cannot be read or says nothing (all zero).  The caller asks the pidfd
+ * afterwards. */
+static bool runs_line(const struct session *s, char *line, size_t n)
+{
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%d/schedstat", (int)s->hpid);
+	ssize_t k = s->hpid > 0 && s->pidfd >= 0 ? pcache_read(AT_FDCWD, NULL, path, line, n) : -1;
+	return k > 0 && strspn(line, "0 \n") < (size_t)k;
+}
+
 /* The kernel's view of the stopped session; kv->valid false when any part
  * could not be read, or the process is no longer the one the pidfd
  * names (its pid was taken by another).
@@ -207,15 +218,13 @@ void kview_read(const struct session *s, struct kview *kv)
 	/* Stopped: the stat read for its faults also says its threads. */
 	struct pstat ps;
 	bool ok = faults(&p, "stat", &flt, &maj, &kv->cminflt, &kv->cmajflt, kv, &ps) && read_children(&p, s, kv, &ps);
+	kv->runs_known = runs_line(s, kv->runs, sizeof kv->runs);
 	kv->valid = ok && pidfd_signal(s->pidfd, 0) == 0;
 }
 
 bool kview_runs(const struct session *s, char *line, size_t n)
 {
-	char path[64];
-	snprintf(path, sizeof path, "/proc/%d/schedstat", (int)s->hpid);
-	ssize_t k = s->hpid > 0 && s->pidfd >= 0 ? pcache_read(AT_FDCWD, NULL, path, line, n) : -1;
-	return k > 0 && strspn(line, "0 \n") < (size_t)k && pidfd_signal(s->pidfd, 0) == 0;
+	return runs_line(s, line, n) && pidfd_signal(s->pidfd, 0) == 0;
 }
 
 static bool has_kid(const struct kview *kv, pid_t pid)

@@ -59,6 +59,10 @@ struct kview {
 	pid_t kid[KV_KIDS];
 	unsigned long long kid_flt[KV_KIDS], kid_maj[KV_KIDS];
 	unsigned long long kid_wchar[KV_KIDS]; /* what each had written, added when it is reaped */
+	/* Its main thread's schedstat line (kview_runs), read with the rest
+	 * before the pidfd's look: runs_known false when unreadable. */
+	bool runs_known;
+	char runs[96];
 	int n;
 	struct kfd fd[KV_FDS];
 };

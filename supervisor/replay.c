@@ -103,15 +103,14 @@ struct replay {
 	/* The kernel's view of the session when cell kv_cell was sent. */
 	int kv_cell;
 	struct kview kv0;
-	/* The view read at the freeze of the last cell judged (kv_after),
-	 * which stands for the next cell's view before it when the session
-	 * has not run since (replay_cell_sent): the process kv_pid (of
-	 * generation kv_gen: no process put in its place since), its
-	 * checkpoint kv_ckpt then, and its one thread's schedstat line. */
+	/* The view read at the freeze of the last cell judged (kv_after,
+	 * with its one thread's schedstat line), which stands for the next
+	 * cell's view before it when the session has not run since
+	 * (replay_cell_sent): the process of generation kv_gen (no process
+	 * put in its place since) and its checkpoint kv_ckpt then. */
 	bool kv_kept;
-	pid_t kv_pid, kv_ckpt;
+	pid_t kv_ckpt;
 	unsigned long kv_gen;
-	char kv_sched[96];
 	struct kview kv_after;
 };
 
@@ -455,8 +454,8 @@ static int thread_count(pid_t hpid)
 }
 
 /* The view kept at the last freeze, when it still holds: the same
- * process (the same generation, not the pid alone: a process put in the
- * session's place may have been given the same pid), frozen with one
+ * process (the same generation: a process put in the session's place
+ * may have been given the same pid), frozen with one
  * thread then and not put on a CPU since (its schedstat line unchanged:
  * the kernel counts every time a task runs, and a stopped process that
  * never ran made no thread, wrote, opened, closed, reaped and faulted
@@ -480,9 +479,9 @@ static int thread_count(pid_t hpid)
  * session's own, which only grows while it runs). */
 static bool kept_view_holds(struct session *s, struct replay *rp)
 {
-	char now[sizeof rp->kv_sched];
-	return rp->kv_kept && s->proc_gen == rp->kv_gen && s->hpid == rp->kv_pid && s->ckpt_hpid == rp->kv_ckpt &&
-	       kview_runs(s, now, sizeof now) && strcmp(now, rp->kv_sched) == 0;
+	char now[sizeof rp->kv_after.runs];
+	return rp->kv_kept && s->proc_gen == rp->kv_gen && s->ckpt_hpid == rp->kv_ckpt && kview_runs(s, now, sizeof now) &&
+	       strcmp(now, rp->kv_after.runs) == 0;
 }
 
 void replay_cell_sent(struct session *s, const struct run *c)
@@ -621,11 +620,10 @@ bool replay_log_instead(struct sup *sup, struct session *s, struct run *c)
 		 * listing); an unreadable view is an effect already. */
 		f.threads = now->valid ? now->threads : thread_count(s->hpid);
 		/* Kept for the next cell (kept_view_holds): read while stopped
-		 * with one thread, the line taken after the view. */
-		rp->kv_kept = now->valid && now->own && now->threads == 1 && kview_runs(s, rp->kv_sched, sizeof rp->kv_sched);
+		 * with one thread, its schedstat line with it. */
+		rp->kv_kept = now->valid && now->own && now->threads == 1 && now->runs_known;
 		if (rp->kv_kept) {
 			rp->kv_after = *now;
-			rp->kv_pid = s->hpid;
 			rp->kv_gen = s->proc_gen;
 			rp->kv_ckpt = s->ckpt_hpid;
 		}
