@@ -178,8 +178,9 @@ static void rest_expired(void *arg)
  * started).  Attack: an at-fork hook that started a native thread spinning
  * without the interpreter's lock kept the parent from ever being frozen:
  * with no deadline and no call, it burnt a CPU "at rest" for good.
- * Cancelled once it rests (settled); a call that takes the parent over
- * first is bounded by its own deadline (rest_expired then does nothing). */
+ * Cancelled once it rests (settled); a call for the parent waits for that
+ * rest (supervisor.c: start_next), a reset ends the parent at once
+ * (rest_expired then does nothing). */
 void fork_rest_deadline(struct sup *sup, struct session *p)
 {
 	cancel_fork_timer(sup, p);

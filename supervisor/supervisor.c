@@ -263,6 +263,15 @@ static void start_next(struct sup *sup, struct session *s)
 	 * a reset discards it anyway. */
 	if ((s->ckpt_due != DUE_NONE || s->fork_child || s->fork_wait) && !(s->qhead && s->qhead->reset))
 		return;
+	/* A parent at rest again after making a copy (W_FORKED) is being
+	 * frozen and swept: its call waits for that rest (settled calls us
+	 * again; a parent that never rests is ended by rest_expired and its
+	 * checkpoint resumed).  Seen, when such a call took the freezing
+	 * parent over: the settle already asked of the zygote ended the new
+	 * cell's child (a fork that should have exited 7 died of SIGKILL),
+	 * and a cell sent after the server's SIGSTOP was never read. */
+	if (s->phase == P_FREEZING && !(s->qhead && s->qhead->reset))
+		return;
 	/* Ended (a protocol break while no call ran, as when its copy was
 	 * forged) and not yet reported gone: the call waits for the exit,
 	 * which resumes the checkpoint.  Seen before: a call sent in that

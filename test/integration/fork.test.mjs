@@ -91,6 +91,35 @@ describe('fork_from', () => {
 	// deadline and no call, it burnt a CPU "at rest" for good.  Now its
 	// rest has the copy's deadline (RESUME_MS, 3 s here): over it, the
 	// parent is ended and resumed from its checkpoint, losing nothing.
+	// The parent is frozen and swept again once its copy is made.  A call
+	// for it in that moment waits for that rest: sent before, it went to a
+	// process the server had already stopped (never read: a timeout, the
+	// call rolled back), and the sweep asked of the zygote meanwhile ended
+	// the new cell's own child.  The zygote's pause in each settle
+	// (PSM_TEST_ZYGOTE_SETTLE_MS) holds that moment open.
+	test('a call for the parent while it is frozen after its copy runs once it rests, its child unharmed', { timeout: 120000 }, async () => {
+		const root = newProject('fork-call-freezing');
+		const h = await start(root, stateHome(), { extraArgs: ['--log-level', 'debug'], env: { PSM_TEST_ZYGOTE_SETTLE_MS: '1500' } });
+		assert.equal((await execPy(h, 'x = 41')).sc.status, 'ok');
+		const [par] = sessionProcs(h.pid, 'default').sessions;
+		assert.ok(par, 'the parent session has a process');
+		const state = () => { try { return fs.readFileSync(`/proc/${par}/stat`, 'utf8').split(') ')[1][0]; } catch { return '?'; } };
+		const copy = execPy(h, 'x + 1', { session: 'branch', fork_from: 'default' });
+		// W_FORKED is in (the parent's freeze begins), then the parent is
+		// stopped, its settle under way for 1.5 s.
+		while (!/session default: forking -> freezing/.test(h.stderr())) await sleep(2);
+		let st;
+		for (const t0 = Date.now(); (st = state()) !== 'T' && Date.now() - t0 < 1000;) await sleep(2);
+		assert.equal(st, 'T', 'the parent is stopped while it is being swept');
+		assert.doesNotMatch(h.stderr().split('forking -> freezing')[1], /session default: freezing -> idle/, 'still being swept');
+		const r = await execPy(h, 'import os, time\np = os.fork()\nif p == 0:\n    time.sleep(2.5)\n    os._exit(7)\n(os.waitstatus_to_exitcode(os.waitpid(p, 0)[1]), x)', { timeout_s: 20 });
+		assert.equal(r.sc.status, 'ok', show(r.text));
+		assert.equal(r.sc.result, '(7, 41)', show(r.text));
+		const c = await copy;
+		assert.equal(c.sc.result, '42', show(c.text));
+		await h.close();
+	});
+
 	test('a parent kept busy by its at-fork hook after the copy is ended and resumed, not left spinning at rest', { timeout: 120000 }, async () => {
 		const root = newProject('fork-busy-parent');
 		const h = await start(root, stateHome(), { env: { PSM_TEST_RESUME_MS: '3000' } });
