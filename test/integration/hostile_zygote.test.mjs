@@ -189,13 +189,19 @@ describe('a hostile zygote: forged messages', { concurrency: true }, () => {
 			});
 
 			test('an exit report for a live session changes nothing: its state is kept', { timeout: 120000 }, async () => {
-				let r = await execPy(h, '1', { session: 'c' }, { timeout: 110000 });
-				await waitHook(h, /sent W_EXITED for pid \d+ \(python-sandbox-mcp: (session|checkpoint) b\b/);
+				let r = await execPy(h, 'import os\nkept_c = 7\nos.getpid()', { session: 'c' }, { timeout: 110000 });
+				// The hook reports each session it finds among the zygote's
+				// children at c's spawn: b, which may be between two titles
+				// as it forks its checkpoint, and c.
+				await waitHook(h, /sent W_EXITED for pid \d+ \(python-sandbox-mcp: (session|checkpoint) [bc]\b/);
 				assert.equal(r.sc.status, 'ok', show(r.sc));
-				// The same process, its state kept (not a checkpoint resumed
-				// in its place while it ran on unwatched).
+				const cpid = r.sc.result;
+				// The same processes, their state kept (not a checkpoint
+				// resumed in their place while they ran on unwatched).
 				r = await execPy(h, 'import os\n(kept + 1, os.getpid())', { session: 'b' });
 				assert.deepEqual([r.sc.status, r.sc.result, r.sc.state], ['ok', `(6, ${bpid})`, 'kept'], show(r.sc));
+				r = await execPy(h, 'import os\n(kept_c + 1, os.getpid())', { session: 'c' });
+				assert.deepEqual([r.sc.status, r.sc.result, r.sc.state], ['ok', `(8, ${cpid})`, 'kept'], show(r.sc));
 				assert.equal(breaks(), 2, h.stderr().slice(-2000));
 			});
 		});

@@ -133,6 +133,8 @@ def ready(step):
 
 
 def exited():
+    # Every child, with its title, for the log: which sessions were found.
+    log("children: %s" % ", ".join("%d (%s)" % (p, title(p)) for p in kids()))
     for pid in sessions():
         send(W_EXITED, {"pid": pid, "status": 0, "epoch": 0})
         log("sent W_EXITED for pid %d (%s)" % (pid, title(pid)))
