@@ -116,7 +116,8 @@ def kids():
 
 def sessions():
     """The zygote's children that are sessions (a session that is forking
-    its checkpoint has the checkpoint's title for that moment)."""
+    its checkpoint has the checkpoint's title for that moment, and, while
+    it changes title, none this read can tell)."""
     return [p for p in kids() if ": session " in title(p) or ": checkpoint " in title(p)]
 
 
