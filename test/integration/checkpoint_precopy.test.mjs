@@ -11,15 +11,13 @@ import { test, describe, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 
-import { SANITIZED, startClient, newProject, projectWith, execPy, descendants, sleep, show } from './lib.mjs';
+import { SANITIZED, startClient, newProject, projectWith, execPy, descendants, titleOf, sleep, show } from './lib.mjs';
 
 // A checkpoint after every call (cheap cells are otherwise only logged,
 // supervisor/replay.c): what is measured here is each checkpoint's pre-copy.
 const EVERY_CALL = { PSM_TEST_REPLAY_MS: '0' };
 
-function cmdline(pid) {
-	try { return fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' '); } catch { return ''; }
-}
+const cmdline = titleOf;
 
 /** The session's pid.  Polled: it wears its checkpoint's title for a
  * moment while it forks it. */

@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 
-import { execPy, newProject, writeFile, procTable, descendants, sessionProcs, sleep, show } from './lib.mjs';
+import { execPy, newProject, writeFile, procTable, descendants, titleOf, sessionProcs, sleep, show } from './lib.mjs';
 import { stateHome, start, snapPath, waitSaved } from './persist_lib.mjs';
 
 const PARENT = `
@@ -60,7 +60,7 @@ describe('fork_from', () => {
 		await sleep(300);
 		const t = procTable();
 		const below = descendants(h.pid).map((p) => t.get(p.pid)).filter(Boolean);
-		const cmd = (p) => { try { return fs.readFileSync(`/proc/${p.pid}/cmdline`, 'utf8').replace(/\0/g, ' ').trim(); } catch { return ''; } };
+		const cmd = (p) => titleOf(p.pid);
 		const parent = below.find((p) => /python-sandbox-mcp: session default/.test(cmd(p)));
 		const branch = below.find((p) => /python-sandbox-mcp: session branch/.test(cmd(p)));
 		assert.ok(parent && branch, show(below.map((p) => `${p.pid} ${p.ppid} ${cmd(p)}`)));

@@ -19,7 +19,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 
-import { BIN, SANITIZED, startClient, newProject, writeFile, execPy, descendants, sessionProcs, sleep, show, SKILL, reachableArgv } from './lib.mjs';
+import { BIN, SANITIZED, startClient, newProject, writeFile, execPy, descendants, titleOf, sessionProcs, sleep, show, SKILL, reachableArgv } from './lib.mjs';
 
 const AS_ROOT = process.getuid() === 0;
 const NOBODY = 65534;
@@ -37,7 +37,7 @@ function sched(pid) {
 	return `cpus ${/Cpus_allowed_list:\s*(\S+)/.exec(st)[1]} nice ${nice}`;
 }
 
-const cmdline = (pid) => { try { return fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' ').trim(); } catch { return ''; } };
+const cmdline = titleOf;
 const below = (h, re) => descendants(h.pid).map((p) => p.pid).find((p) => re.test(cmdline(p)));
 /** The host pid of the process below the server that the sandbox sees as
  *  pid (its innermost NSpid): a title would race with a checkpoint's fork,

@@ -6,7 +6,7 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 
-import { newProject, execPy, descendants, sleep, show, BIN, reachableArgv, SANITIZED } from './lib.mjs';
+import { newProject, execPy, descendants, titleOf, sleep, show, BIN, reachableArgv, SANITIZED } from './lib.mjs';
 import { start, stateHome } from './persist_lib.mjs';
 
 export const MB = 1048576;
@@ -55,7 +55,8 @@ export function titles(serverPid) {
 	for (const p of descendants(serverPid)) {
 		if (p.state === 'Z') continue;
 		try {
-			const cmd = fs.readFileSync(`/proc/${p.pid}/cmdline`, 'utf8').replace(/\0+$/, '').replace(/\0/g, ' ');
+			const cmd = titleOf(p.pid);
+			if (!cmd) continue;
 			const adj = Number(fs.readFileSync(`/proc/${p.pid}/oom_score_adj`, 'utf8'));
 			const score = Number(fs.readFileSync(`/proc/${p.pid}/oom_score`, 'utf8'));
 			out.set(p.pid, { pid: p.pid, cmd, adj, score });

@@ -15,7 +15,7 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 
-import { newProject, execPy, writeFile, descendants, stillAlive, sleep, show, BIN, reachableArgv } from './lib.mjs';
+import { newProject, execPy, writeFile, descendants, titleOf, stillAlive, sleep, show, BIN, reachableArgv } from './lib.mjs';
 import { start, stateHome, waitSaved, waitLog } from './persist_lib.mjs';
 
 const DOCKERRUN = path.join(path.dirname(BIN), 'helpers', 'dockerrun');
@@ -27,9 +27,8 @@ export function titled(serverPid, re) {
 	const out = [];
 	for (const p of descendants(serverPid)) {
 		if (p.state === 'Z' || p.state === 'X') continue;
-		let cmd;
-		try { cmd = fs.readFileSync(`/proc/${p.pid}/cmdline`, 'utf8').replace(/\0+$/, '').replace(/\0/g, ' '); } catch { continue; }
-		if (re.test(cmd)) out.push({ ...p, cmd });
+		const cmd = titleOf(p.pid);
+		if (cmd && re.test(cmd)) out.push({ ...p, cmd });
 	}
 	return out;
 }

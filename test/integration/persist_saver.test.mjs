@@ -18,7 +18,7 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 
-import { SANITIZED, startClient, newProject, writeFile, execPy, descendants, sleep, show, openDir, stageBinaries } from './lib.mjs';
+import { SANITIZED, startClient, newProject, writeFile, execPy, descendants, titleOf, sleep, show, openDir, stageBinaries } from './lib.mjs';
 
 const AS_ROOT = process.getuid() === 0;
 const NOBODY = 65534;
@@ -39,7 +39,7 @@ const SKILL = fs.readFileSync(new URL('../../SKILL.md', import.meta.url), 'utf8'
 	.replace('memory_mb: 2048', `memory_mb: ${MEM}`);
 
 
-const cmdline = (pid) => { try { return fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' ').trim(); } catch { return ''; } };
+const cmdline = titleOf;
 
 /** Processes below the server that are no zygote, session or checkpoint. */
 function strays(serverPid) {

@@ -5,14 +5,13 @@
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
-import { newProject, startClient, execPy, descendants, sleep } from './lib.mjs';
+import { newProject, startClient, execPy, descendants, titleOf, sleep } from './lib.mjs';
 
 function titles(pid) {
 	const out = [];
 	for (const p of descendants(pid)) {
-		try {
-			out.push(fs.readFileSync(`/proc/${p.pid}/cmdline`, 'utf8').replace(/\0+$/, '').replace(/\0/g, ' '));
-		} catch { /* gone */ }
+		const t = titleOf(p.pid);
+		if (t) out.push(t);
 	}
 	return out.sort();
 }
