@@ -420,12 +420,12 @@ export function descendants(pid) {
 /** A process's title ('' once it is gone or a zombie). */
 export function titleOf(pid) {
 	// Every process below the server wears a title of ours (the zygote
-	// once it has set its own).  A process
-	// that is changing its title (a session around its checkpoint's fork)
-	// shows none for that moment: setproctitle clears the old one before
-	// it writes the new, and a read then comes back empty or as the first
-	// command line (measured: a fifth of the reads, in a loop).  Read
-	// again for up to 20 ms before taking a title that is not ours.
+	// once it has set its own).  A process that is changing its title (a
+	// session around its checkpoint's fork) shows none for that moment:
+	// setproctitle clears the old one before it writes the new, and a read
+	// then comes back empty or as the first command line (measured: a
+	// fifth of the reads, in a loop).  Read again for up to 20 ms before
+	// taking a title that is not ours.
 	let t = '';
 	for (let i = 0; i < 20; i++) {
 		try { t = fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0+$/, '').replace(/\0/g, ' '); } catch { return ''; }
