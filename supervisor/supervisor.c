@@ -258,31 +258,31 @@ static void send_exec(struct sup *sup, struct session *s)
 
 static void start_next(struct sup *sup, struct session *s)
 {
+	/* What the session must finish first is not waited for by a reset,
+	 * which discards the process anyway. */
+	bool reset = s->qhead && s->qhead->reset;
 	/* A resumed checkpoint finishes resuming, or a new checkpoint is
-	 * taken, first (settled() calls us again, or a timer ends it), unless
-	 * a reset discards it anyway. */
-	if ((s->ckpt_due != DUE_NONE || s->fork_child || s->fork_wait) && !(s->qhead && s->qhead->reset))
-		return;
-	/* A parent at rest again after making a copy (W_FORKED) is being
-	 * frozen and swept: its call waits for that rest (settled calls us
+	 * taken, first (settled() calls us again, or a timer ends it).  A
+	 * parent at rest again after making a copy (W_FORKED) is being frozen
+	 * and swept: its call waits for that rest too (settled calls us
 	 * again; a parent that never rests is ended by rest_expired and its
 	 * checkpoint resumed).  Seen, when such a call took the freezing
 	 * parent over: the settle already asked of the zygote ended the new
 	 * cell's child (a fork that should have exited 7 died of SIGKILL),
 	 * and a cell sent after the server's SIGSTOP was never read. */
-	if (s->phase == P_FREEZING && !(s->qhead && s->qhead->reset))
+	if ((s->ckpt_due != DUE_NONE || s->fork_child || s->fork_wait || s->phase == P_FREEZING) && !reset)
 		return;
 	/* Ended (a protocol break while no call ran, as when its copy was
 	 * forged) and not yet reported gone: the call waits for the exit,
 	 * which resumes the checkpoint.  Seen before: a call sent in that
 	 * moment ran on the dying process, read the message it had sent
 	 * before it was ended as the call's, and was rolled back further. */
-	if (proc_ending(s) && !(s->qhead && s->qhead->reset))
+	if (proc_ending(s) && !reset)
 		return;
 	/* Its copy was killed from outside: a new one before the call runs,
 	 * so that the call's failure still rolls back (settled calls us
 	 * again). */
-	if (s->qhead && !s->qhead->reset && retake_copy(sup, s))
+	if (s->qhead && !reset && retake_copy(sup, s))
 		return;
 	while (!s->cur && s->qhead) {
 		struct run *c = s->qhead;
