@@ -34,10 +34,11 @@ bench: setup bench-setup $(BIN) $(BENCH_FLOORS) $(BUILD)/helpers/dockerrun
 
 #   make bench-warm WARM_ARGS="--rounds 10 --think-calls 20"
 #   make bench-warm WARM_ARGS=--phases     and the server main thread's phases (perf)
+#   make bench-warm WARM_ARGS=--dockerrun  the servers under dockerrun (no CAP_SYS_PTRACE)
 WARM_ARGS ?=
 ## bench-warm: only the warm `1+1` rows (back to back and after 100 ms think, checkpoints on and off, the client floor), interleaved, with each process's CPU per call (about 20 s)
 .PHONY: bench-warm
-bench-warm: $(BIN) $(BENCH_BUILD)/floor_echo $(BENCH_BUILD)/floor_pipe
+bench-warm: $(BIN) $(BENCH_BUILD)/floor_echo $(BENCH_BUILD)/floor_pipe $(BUILD)/helpers/dockerrun
 	$(BENCH_PY) bench/warm.py --server $(BIN) --floors $(BENCH_BUILD) $(WARM_ARGS)
 
 #   make bench-loop LOOP_ARGS=--quick                 development: 400k rows, 3 rounds, each kind of cell once

@@ -13,6 +13,11 @@ time: this is for looking, in a minute, at what one warm call costs.
   make bench-warm WARM_ARGS="--files 2000"   a workspace of 2,000 files of a byte
   make bench-warm WARM_ARGS=--phases   and where the server's main thread spends
                                        a call, back to back and after think (perf)
+  make bench-warm WARM_ARGS=--dockerrun  every server under build/helpers/dockerrun:
+                                       the namespace-free jail without CAP_SYS_PTRACE,
+                                       as in a container or for a server not run as
+                                       root, where the session's own view of its
+                                       descriptors stands in for the server's
 """
 import argparse
 import os
@@ -182,8 +187,13 @@ def main():
     ap.add_argument("--keep", action="store_true", help="keep the scratch directory")
     ap.add_argument("--phases", action="store_true",
                     help="then where the server's main thread spends a call with checkpoints on (needs perf)")
+    ap.add_argument("--dockerrun", action="store_true",
+                    help="run every server under build/helpers/dockerrun (the namespace-free jail, "
+                         "no CAP_SYS_PTRACE: the session's own view stands in for the server's)")
     a = ap.parse_args()
     server_bin = os.path.abspath(a.server)
+    if a.dockerrun:
+        run.WRAP[:] = [os.path.join(os.path.dirname(server_bin), "helpers", "dockerrun")]
     work = tempfile.mkdtemp(prefix="psm-warm-")
     os.chmod(work, 0o755)
     os.environ["XDG_CONFIG_HOME"] = os.path.join(work, "config")

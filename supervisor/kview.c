@@ -172,10 +172,13 @@ static bool read_children(const struct pdirfd *p, const struct session *s, struc
 		}
 		/* What it wrote so far, itself and what it reaped: added to the
 		 * session's wchar when the session reaps it.  Unreadable (no
-		 * ptrace access), 0: then its bytes count as the cell's. */
+		 * ptrace access), 0: then its bytes count as the cell's.  Not
+		 * read when the session's own io was not (kv->own false: only
+		 * the session's word counts then, and the kids' bytes with
+		 * it). */
 		char io[64], buf[1024];
 		snprintf(io, sizeof io, "/proc/%d/io", (int)kv->kid[i]);
-		if (!proc_read(&by_path, io, buf, sizeof buf) || !field_ull(buf, "wchar: ", &kv->kid_wchar[i]))
+		if (!kv->own || !proc_read(&by_path, io, buf, sizeof buf) || !field_ull(buf, "wchar: ", &kv->kid_wchar[i]))
 			kv->kid_wchar[i] = 0;
 	}
 	return ok;
@@ -202,7 +205,7 @@ static bool runs_line(const struct session *s, char *line, size_t n)
  * look after the last read is what says they were all this process's.
  * While the process is not reaped its pid names no other, so every read
  * before that look read it; once it is, the view is not valid. */
-void kview_read(const struct session *s, struct kview *kv)
+void kview_read(const struct session *s, struct kview *kv, bool *io_denied)
 {
 	memset(kv, 0, offsetof(struct kview, fd));
 	char buf[1024];
@@ -214,7 +217,15 @@ void kview_read(const struct session *s, struct kview *kv)
 	/* io and fdinfo need ptrace's read access to the process, which a
 	 * server without CAP_SYS_PTRACE lacks (the session is undumpable):
 	 * then the session's own word stands in for them (kview_effect). */
-	kv->own = proc_read(&p, "io", buf, sizeof buf) && field_ull(buf, "wchar: ", &kv->wchar) && read_fds(&p, kv);
+	if (!io_denied || !*io_denied) {
+		ssize_t k = pcache_read(p.fd, p.path, "io", buf, sizeof buf);
+		/* Refused: the server lacks that access to this process, and
+		 * nothing it does gives it back (three system calls a view,
+		 * two views a call, spared from now on). */
+		if (io_denied && (k == -EACCES || k == -EPERM))
+			*io_denied = true;
+		kv->own = k > 0 && field_ull(buf, "wchar: ", &kv->wchar) && read_fds(&p, kv);
+	}
 	/* Stopped: the stat read for its faults also says its threads. */
 	struct pstat ps;
 	bool ok = faults(&p, "stat", &flt, &maj, &kv->cminflt, &kv->cmajflt, kv, &ps) && read_children(&p, s, kv, &ps);

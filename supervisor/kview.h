@@ -69,8 +69,11 @@ struct kview {
 
 /* Reads the view of the stopped session s (kv->valid false when its stat
  * or children cannot be read or the pidfd no longer names it; kv->own
- * false when its io or descriptors cannot). */
-void kview_read(const struct session *s, struct kview *kv);
+ * false when its io or descriptors cannot).  io_denied (or NULL): kept by
+ * the caller for the session's current process; set when its io was
+ * refused, and then its io and descriptors are not tried again (kv->own
+ * false). */
+void kview_read(const struct session *s, struct kview *kv, bool *io_denied);
 
 /* What the call did past the session's memory between views a and b, with
  * `output` the bytes the server read from its stdout and stderr and r its

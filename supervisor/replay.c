@@ -103,6 +103,10 @@ struct replay {
 	/* The kernel's view of the session when cell kv_cell was sent. */
 	int kv_cell;
 	struct kview kv0;
+	/* Whether the io of the process of generation io_gen refused the
+	 * server (kview_read: not tried again). */
+	bool io_denied;
+	unsigned long io_gen;
 	/* The view read at the freeze of the last cell judged (kv_after,
 	 * with its one thread's schedstat line), which stands for the next
 	 * cell's view before it when the session has not run since
@@ -477,6 +481,17 @@ static int thread_count(pid_t hpid)
  * compared with the first one's output and a difference is named in the
  * reply (replay_end), and it writes nothing more for it (wchar is the
  * session's own, which only grows while it runs). */
+/* Where kview_read keeps, for the session's current process, that its io
+ * refused the server. */
+static bool *io_memo(const struct session *s, struct replay *rp)
+{
+	if (rp->io_gen != s->proc_gen) {
+		rp->io_gen = s->proc_gen;
+		rp->io_denied = false;
+	}
+	return &rp->io_denied;
+}
+
 static bool kept_view_holds(struct session *s, struct replay *rp)
 {
 	char now[sizeof rp->kv_after.runs];
@@ -492,7 +507,7 @@ void replay_cell_sent(struct session *s, const struct run *c)
 	if (kept)
 		rp->kv0 = rp->kv_after;
 	else
-		kview_read(s, &rp->kv0);
+		kview_read(s, &rp->kv0, io_memo(s, rp));
 	log_debug("session %s: the kernel's view before cell %d: %s", s->name, c->cell,
 		  kept ? "the one read at the last freeze (the session has not run since)" : "read now");
 	rp->kv_kept = false;
@@ -601,7 +616,7 @@ bool replay_log_instead(struct sup *sup, struct session *s, struct run *c)
 		drain_all(s); /* every byte it wrote to its pipes, counted */
 		struct kview *now = xmalloc(sizeof *now);
 		double t0 = loop_now_ms();
-		kview_read(s, now);
+		kview_read(s, now, io_memo(s, rp));
 		kview_us = (loop_now_ms() - t0) * 1000.0;
 		if (rp->kv_cell != c->cell)
 			rp->kv0.valid = false;

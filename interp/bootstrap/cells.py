@@ -131,50 +131,16 @@ def _self_view():
     """What this process's /proc shows of its writes and descriptors: the
     bytes written through write(2) and its kin (wchar, or None: an
     undumpable process of an unprivileged user may not read its own io)
-    and, for each descriptor, its offset, flags and file (or None when
-    unreadable).  The server reads the same from outside when it may
-    (supervisor/replay.c); where it may not (a server without
-    CAP_SYS_PTRACE) this is what it has.  The descriptors this reading
-    opens (on /proc) are left out."""
-    global _cell_effect
-    saved, _cell_effect = _cell_effect, None
-    # Its own opens are no event of the cell's (the hints of a refusal
-    # look at the latest ones).
-    events = list(_events)
-    wchar = fds = None
+    and, for each descriptor, the first lines of its fdinfo (offset,
+    flags, file), or None when unreadable.  The server reads the same from
+    outside when it may (supervisor/replay.c); where it may not (a server
+    without CAP_SYS_PTRACE) this is what it has.  Read in C
+    (_psm_native.self_view: no audit hook runs, so the reading is no event
+    of the cell's; the descriptors it opens, on /proc, are left out)."""
     try:
-        try:
-            fd = os.open("/proc/self/io", os.O_RDONLY | os.O_CLOEXEC)
-            try:
-                wchar = int(os.read(fd, 4096).split(b"wchar:", 1)[1].split()[0])
-            finally:
-                os.close(fd)
-        except Exception:
-            pass
-        try:
-            seen = {}
-            d = os.open("/proc/self/fdinfo", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-            try:
-                for name in os.listdir(d):
-                    try:
-                        f = os.open(name, os.O_RDONLY | os.O_CLOEXEC, dir_fd=d)
-                    except OSError:
-                        continue  # closed since the listing (its own)
-                    try:
-                        info = os.read(f, 512)
-                    finally:
-                        os.close(f)
-                    seen[int(name)] = dict(l.split(b":", 1) for l in info.split(b"\n")[:4] if b":" in l)
-                proc_mnt = seen.get(d, {}).get(b"mnt_id")
-            finally:
-                os.close(d)
-            fds = {k: v for k, v in seen.items() if v.get(b"mnt_id") != proc_mnt}
-        except Exception:
-            pass
-        return wchar, fds
-    finally:
-        _cell_effect = saved
-        _events[:] = events
+        return _native_self_view()
+    except Exception:
+        return None, None
 
 
 def _self_effect(v0, v1, out):
@@ -195,11 +161,14 @@ def _self_effect(v0, v1, out):
             return
 
 
+_kept_view = [None]  # (pid, _self_view()) after the last cell, for the next
+
+
 def _run_cell(code, cell, self_view=True):
     """Runs one cell.  self_view: read what /proc shows of this process
     before and after (_self_view), for a server that cannot read it from
-    outside; one that can says so, and the reading (two listings of the
-    descriptors, about 0.1 ms) is left out."""
+    outside; one that can says so, and the reading (a listing of the
+    descriptors, about 60 us on the test machine) is left out."""
     ns = _session["ns"]
     _history.append([cell, code])
     filename = "<cell %d>" % cell
@@ -212,7 +181,12 @@ def _run_cell(code, cell, self_view=True):
     exit_code = None
     global _cell_looked, _cell_effect
     _cell_looked = looked = []
-    view0 = _self_view() if self_view else None
+    # The view after the last cell stands for the one before this cell
+    # when this process took it (after a rollback the process is another):
+    # half the reading, and whatever moved in between (a thread, the
+    # bootstrap) is the next cell's, never no one's.
+    kept, _kept_view[0] = _kept_view[0], None
+    view0 = (kept[1] if kept and kept[0] == me else _self_view()) if self_view else None
     _cell_effect = effect = []
     try:
         tree = ast.parse(code, filename, "exec")
@@ -262,7 +236,10 @@ def _run_cell(code, cell, self_view=True):
         elif _file_mapped[0]:
             out["effect"] = "shared memory or a file mapped for writing by a cell"
         if view0 is not None:
-            _self_effect(view0, _self_view(), out)
+            view1 = _self_view()
+            _self_effect(view0, view1, out)
+            if view1[1] is not None:
+                _kept_view[0] = (me, view1)
     return out
 
 

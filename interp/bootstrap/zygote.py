@@ -23,6 +23,8 @@ import time
 import traceback
 import types
 
+from _psm_native import self_view as _native_self_view
+
 _cfg = {}
 _session = {"name": "default", "ns": None, "figures": 0}
 _events = []  # recent (time, permission, detail) from the audit hook

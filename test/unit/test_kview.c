@@ -129,7 +129,7 @@ static void test_saver_of_a_dying_checkpoint(void **state)
 	 * the session's child with its saver below it when the cell goes. */
 	struct kview *a = xmalloc(sizeof *a), *b = xmalloc(sizeof *b);
 	assert_int_equal(kill(ck, SIGSTOP), 0);
-	kview_read(s, a);
+	kview_read(s, a, NULL);
 	assert_true(a->valid && a->own);
 	bool listed = false;
 	for (int i = 0; i < a->nkids; i++)
@@ -145,7 +145,7 @@ static void test_saver_of_a_dying_checkpoint(void **state)
 	assert_int_equal(write(down[1], "c", 1), 1);
 	char c;
 	assert_int_equal(read(up[0], &c, 1), 1);
-	kview_read(s, b);
+	kview_read(s, b, NULL);
 	assert_true(b->valid && b->own);
 	assert_true(b->wchar - a->wchar >= SAVED);
 

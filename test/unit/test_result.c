@@ -502,6 +502,50 @@ static void test_bootstrap_cells(void **state)
 	result_destroy(r);
 }
 
+/* The effect a cell's result names (its own view of its descriptors,
+ * which stands in where the server cannot read them): want, or none. */
+static void effect_is(const char *code, const char *want)
+{
+	struct cell_result *r = cell(code, NULL);
+	assert_int_equal(r->status, RESULT_OK);
+	if (!want && r->effect)
+		fail_msg("%s: an effect where none was: %s", code, r->effect);
+	if (want && (!r->effect || !strstr(r->effect, want)))
+		fail_msg("%s: effect %s, not %s", code, r->effect ? r->effect : "(none)", want);
+	result_destroy(r);
+}
+
+/* The session's own view (_psm_native.self_view, read once a cell: the
+ * view after a cell stands for the one before the next): a descriptor a
+ * cell opens, moves or closes is named, one that nothing moved is not, and
+ * what moved it between two cells is the next cell's, never no one's.
+ * Its own listing (on /proc) is never among the descriptors. */
+static void test_bootstrap_self_view(void **state)
+{
+	(void)state;
+	char path[] = "/tmp/psm-selfview-XXXXXX";
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "abcdefgh", 8), 8);
+	close(fd);
+	char code[128];
+	snprintf(code, sizeof code, "_sv = open('%s')", path);
+	effect_is(code, "opened");
+	effect_is("1", NULL);
+	effect_is("_sv.read(3)", "moved");
+	effect_is("2", NULL);
+	/* Between two cells (a thread, the bootstrap): the next one's. */
+	assert_int_equal(PyRun_SimpleString("import _psm, os\nos.lseek(_psm._session['ns']['_sv'].fileno(), 1, 0)\n"), 0);
+	effect_is("3", "moved");
+	effect_is("4", NULL);
+	effect_is("_sv.close()", "closed");
+	effect_is("5", NULL);
+	char *same = py_text("str(__import__('_psm_native').self_view() == __import__('_psm_native').self_view())");
+	assert_string_equal(same, "True");
+	free(same);
+	unlink(path);
+}
+
 /* import_read: whether an import of the cell read beyond the installed
  * Python (a name not found, a module from another directory); a module
  * already loaded, or one of the installation, is not. */
@@ -658,6 +702,7 @@ int main(void)
 		cmocka_unit_test(test_bootstrap_fits_the_frame),
 		cmocka_unit_test(test_bootstrap_restore_lists),
 		cmocka_unit_test(test_bootstrap_import_read),
+		cmocka_unit_test(test_bootstrap_self_view),
 	};
 	int failed = cmocka_run_group_tests(tests, NULL, NULL);
 	/* The interpreter is never finalized (nor is it in the zygote): its
