@@ -82,6 +82,8 @@ static PyObject *view_fds(void)
 	for (const char *name; fds && (name = pdir_next(d));) {
 		char *end;
 		long fd = strtol(name, &end, 10);
+		if (fd == d->fd)
+			continue; /* this listing's own: on /proc */
 		ssize_t k = end != name && !*end ? read_small_at(d->fd, name, buf, sizeof buf) : -1;
 		if (k <= 0)
 			continue; /* closed since the listing */
@@ -129,9 +131,15 @@ static PyObject *native_self_view(PyObject *self, PyObject *unused)
 {
 	(void)self;
 	(void)unused;
+	/* An undumpable process of an unprivileged user may not read its own
+	 * io; refused once, it stays refused (its copies too: the same
+	 * credentials), and is not asked again. */
+	static bool io_refused;
 	char buf[4096];
 	PyObject *wchar = NULL;
-	ssize_t n = read_small_at(AT_FDCWD, "/proc/self/io", buf, sizeof buf);
+	ssize_t n = io_refused ? -EACCES : read_small_at(AT_FDCWD, "/proc/self/io", buf, sizeof buf);
+	if (n == -EACCES || n == -EPERM)
+		io_refused = true;
 	const char *w = n > 0 ? strstr(buf, "wchar:") : NULL;
 	if (w) {
 		char *end;
