@@ -221,7 +221,11 @@ void kview_read(const struct session *s, struct kview *kv, bool *io_denied)
 		ssize_t k = pcache_read(p.fd, p.path, "io", buf, sizeof buf);
 		/* Refused: the server lacks that access to this process, and
 		 * nothing it does gives it back (three system calls a view,
-		 * two views a call, spared from now on). */
+		 * two views a call, spared from now on).  A session cannot
+		 * make the read fail (that would take other credentials); if
+		 * it could, it would only put its own word in the place of
+		 * the kernel's for its own rollback, which it can spoil
+		 * anyway. */
 		if (io_denied && (k == -EACCES || k == -EPERM))
 			*io_denied = true;
 		kv->own = k > 0 && field_ull(buf, "wchar: ", &kv->wchar) && read_fds(&p, kv);
