@@ -457,6 +457,17 @@ static int thread_count(pid_t hpid)
 	return (int)ps.num_threads;
 }
 
+/* Where kview_read keeps, for the session's current process, that its io
+ * refused the server. */
+static bool *io_memo(const struct session *s, struct replay *rp)
+{
+	if (rp->io_gen != s->proc_gen) {
+		rp->io_gen = s->proc_gen;
+		rp->io_denied = false;
+	}
+	return &rp->io_denied;
+}
+
 /* The view kept at the last freeze, when it still holds: the same
  * process (the same generation: a process put in the session's place
  * may have been given the same pid), frozen with one
@@ -481,17 +492,6 @@ static int thread_count(pid_t hpid)
  * compared with the first one's output and a difference is named in the
  * reply (replay_end), and it writes nothing more for it (wchar is the
  * session's own, which only grows while it runs). */
-/* Where kview_read keeps, for the session's current process, that its io
- * refused the server. */
-static bool *io_memo(const struct session *s, struct replay *rp)
-{
-	if (rp->io_gen != s->proc_gen) {
-		rp->io_gen = s->proc_gen;
-		rp->io_denied = false;
-	}
-	return &rp->io_denied;
-}
-
 static bool kept_view_holds(struct session *s, struct replay *rp)
 {
 	char now[sizeof rp->kv_after.runs];
