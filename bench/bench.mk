@@ -4,7 +4,7 @@
 #   make bench BENCH_ARGS=--quick      a short smoke run
 #   make bench BENCH_ARGS=--skip=jupyter,output,rewrite,strings,cold
 BENCH_BUILD := $(BUILD)/bench
-BENCH_FLOORS := $(BENCH_BUILD)/floor_pipe $(BENCH_BUILD)/floor_pyrun $(BENCH_BUILD)/floor_echo
+BENCH_FLOORS := $(BENCH_BUILD)/floor_pipe $(BENCH_BUILD)/floor_pyrun $(BENCH_BUILD)/floor_echo $(BENCH_BUILD)/floor_cow
 BENCH_PY := /usr/bin/python3
 BENCH_ARGS ?=
 BENCH_CFLAGS := -std=gnu11 -O2 -g -Wall -Wextra -Werror
@@ -92,6 +92,10 @@ bench-setup:
 	bench/setup.sh
 
 $(BENCH_BUILD)/floor_pipe: bench/floor_pipe.c bench/timing.h
+	@mkdir -p $(dir $@)
+	$(CC) $(BENCH_CFLAGS) -o $@ $<
+
+$(BENCH_BUILD)/floor_cow: bench/floor_cow.c
 	@mkdir -p $(dir $@)
 	$(CC) $(BENCH_CFLAGS) -o $@ $<
 

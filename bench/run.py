@@ -473,12 +473,19 @@ def main():
             fl["pipe_think"] = (float(o[0]), float(o[1]), int(o[2]))
         except (subprocess.CalledProcessError, OSError, IndexError) as e:
             R.fail("pipe floor after think", e)
+        try:  # the machine's price of a copy-on-write page: what a checkpoint's fork makes dearer
+            o = subprocess.run([os.path.join(a.floors, "floor_cow"), "5" if Q else "20"],
+                               capture_output=True, text=True, check=True).stdout.split()
+            fl["cow"] = (float(o[0]), float(o[1]), int(o[2]))
+        except (subprocess.CalledProcessError, OSError, IndexError) as e:
+            R.fail("copy-on-write floor", e)
         for key, label in (("pipe", "pipe round trip, 64 B, two processes (C)"),
                            ("echo", "this MCP client ↔ a canned-reply process (C): client floor"),
                            ("pipe_think", "pipe round trip after 100 ms think (C)"),
                            ("echo_think", "client floor after 100 ms think"),
                            ("pyrun", "PyRun_String(\"1+1\") in-process (C, stack imported)"),
-                           ("repl", "same through ast split + exec/eval + repr (in-process)")):
+                           ("repl", "same through ast split + exec/eval + repr (in-process)"),
+                           ("cow", "a 4 KiB page written after a fork, copied (C): the machine's price of a checkpoint's page")):
             if key in fl:
                 md, p99, n = fl[key]
                 R.stats["floor_" + key] = [md / 1000.0]
