@@ -4,6 +4,8 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <time.h>
 
 #include "pdir.h"
 #include "util.h"
@@ -32,4 +34,40 @@ bool balloon_reports_free_pages(const char *drivers_dir)
 	}
 	pdir_close(&d);
 	return yes;
+}
+
+static double now_us(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
+}
+
+#define FAULT_PAGES 128
+#define FAULT_ROUNDS 3
+
+double small_page_fault_us(void)
+{
+	const size_t page = 4096, n = FAULT_PAGES * page;
+	double best = -1;
+	for (int r = 0; r < FAULT_ROUNDS; r++) {
+		char *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (p == MAP_FAILED)
+			continue;
+		madvise(p, n, MADV_NOHUGEPAGE);
+		volatile char *w = p; /* each write made, one fault a page */
+		double t = now_us();
+		for (size_t i = 0; i < n; i += page)
+			w[i] = 1;
+		double us = (now_us() - t) / FAULT_PAGES;
+		munmap(p, n);
+		if (best < 0 || us < best)
+			best = us;
+	}
+	return best;
+}
+
+bool small_pages_after_rest(bool host_takes_freed, double fault_us)
+{
+	return host_takes_freed && fault_us < BALLOON_HUGE_AFTER_REST_US;
 }

@@ -24,4 +24,26 @@
  * be read: the caller then keeps its default. */
 bool balloon_reports_free_pages(const char *drivers_dir);
 
+/* What a huge page the host took back costs to write again, per 4 kB of
+ * it, on the hosts measured (bench/freshmem.c: 256 MB in 330 to 660 ms
+ * after a rest, 2.6 to 5 us per 4 kB), rounded to where small pages stop
+ * paying: a small page that costs more than this to fault in makes small
+ * pages the dearer choice even after a rest. */
+#define BALLOON_HUGE_AFTER_REST_US 4.0
+
+/* What the first write to a fresh small page (4 kB, zeroed by the kernel)
+ * costs on this machine, in microseconds: the least of three writes of
+ * 128 pages, about a millisecond at 2 us a page.  Negative when no memory
+ * could be mapped.  It moves by five times between virtual machines (2.2
+ * us on one, 11 us on the next, the same kernel build), which is why it is
+ * measured rather than assumed. */
+double small_page_fault_us(void);
+
+/* Whether fresh memory written after a rest should take small pages: only
+ * where the host takes freed memory back (huge pages then cost it again)
+ * and a small page's fault is cheaper than that (fault_us from
+ * small_page_fault_us; unknown, negative, counts as cheap: the choice
+ * measured on the first such host). */
+bool small_pages_after_rest(bool host_takes_freed, double fault_us);
+
 #endif

@@ -89,7 +89,10 @@ static size_t mem_limit;
  * "Fresh memory after think time"): small pages for every fresh mapping
  * made the sum of its latencies 18 % lower with 1 s of think time and 31 %
  * higher back to back; this rule, 10.6 % lower with think time and back
- * to back within the noise of always advising. */
+ * to back within the noise of always advising.  That was on a machine
+ * where a small page faults in at 2.2 us; where it takes 11 us, a huge page
+ * the host took back is the cheaper one even after a rest, and the zygote
+ * passes host_takes false (common/balloon.h, small_pages_after_rest). */
 #define HOT_MS 400.0
 static bool host_takes_freed;
 static double hot_at_ms;  /* when this process last gave a block back */

@@ -41,11 +41,12 @@
 
 /* With the GIL held; memory_mb bounds the freed blocks kept for reuse
  * (an eighth of it, at most 512 MiB).  host_takes_freed: the machine's
- * host takes back memory freed a moment ago (common/balloon.h), so that a
+ * host takes back memory freed a moment ago and a small page is cheap to
+ * fault in (common/balloon.h: small_pages_after_rest), so that a
  * fresh mapping is advised for huge pages only in a cell back to back with
  * the last one or when this process has just given back as much
  * (bigmem_cell, map_big).  checkpoints false (installed then only where
- * the host takes freed memory back): a block that would take huge pages
+ * host_takes_freed holds): a block that would take huge pages
  * is glibc's, as with NumPy's own allocator, and one that takes small
  * pages gets a mapping of its own.  0 when installed; -ENOENT when NumPy
  * is not imported; -ENOTSUP when its C API is not the one this was built

@@ -512,8 +512,19 @@ void zygote_main(const struct zygote_config *zc)
 	 * come from clone (forkfd.h). */
 	forkfd_init();
 	/* Read before the jail hides /sys: only a choice of page size for
-	 * large arrays hangs on it (interp/bigmem.c). */
+	 * large arrays hangs on it (interp/bigmem.c).  Small pages after a
+	 * rest pay only where the host takes freed memory back and a small
+	 * page's fault is cheap; on a machine where it is dear, huge pages
+	 * cost less at any age. */
 	bool host_takes_freed = balloon_reports_free_pages(BALLOON_DRIVERS_DIR);
+	double fault_us = -1;
+	if (host_takes_freed) {
+		fault_us = small_page_fault_us();
+		const char *t = getenv("PSM_TEST_ZYGOTE_FAULT_US"); /* the tests' choice of machine */
+		if (t && *t)
+			fault_us = strtod(t, NULL);
+	}
+	bool small_after_rest = small_pages_after_rest(host_takes_freed, fault_us);
 	if (jail_enter(&jc, &rep, &e) < 0)
 		fatal(ctrl, e.msg);
 	test_kill_point("jail");
@@ -551,18 +562,21 @@ void zygote_main(const struct zygote_config *zc)
 	test_hook_run(ctrl);
 	zygote_session_precopy(zc->policy->limits.memory_mb);
 	/* With checkpoints, for the copies a fork would make; without them,
-	 * where the host takes freed memory back, for the page size alone:
+	 * where small pages pay after a rest, for the page size alone:
 	 * NumPy's default allocator advises huge pages for every large block,
 	 * the dear ones after a rest on such a host. */
-	if (zc->policy->limits.checkpoint || host_takes_freed) {
-		int b = bigmem_install(zc->policy->limits.memory_mb, host_takes_freed, zc->policy->limits.checkpoint);
+	if (zc->policy->limits.checkpoint || small_after_rest) {
+		int b = bigmem_install(zc->policy->limits.memory_mb, small_after_rest, zc->policy->limits.checkpoint);
 		if (b < 0)
 			log_debug("large arrays: NumPy's default allocator (%s)",
 			     b == -ENOENT ? "NumPy is not imported" : "its C API is not the one this build knows");
-		else if (host_takes_freed)
-			log_debug("large arrays: the host takes freed memory back (virtio balloon free page reporting): huge "
-				  "pages only for memory given back a moment ago");
+		else if (small_after_rest)
+			log_debug("large arrays: the host takes freed memory back (virtio balloon free page reporting) and a "
+				  "small page faults in %.1f us: huge pages only for memory given back a moment ago", fault_us);
 	}
+	if (host_takes_freed && !small_after_rest)
+		log_debug("large arrays: the host takes freed memory back, but a small page faults in %.1f us, dearer than "
+			  "a huge page it took back: huge pages at any age", fault_us);
 	/* Objects that exist now stay shared copy-on-write with every session:
 	 * the collector must not touch (and so copy) their pages. */
 	PyRun_SimpleString("import gc; gc.collect(); gc.freeze()");

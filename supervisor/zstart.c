@@ -209,6 +209,7 @@ int sup_start(struct sup *sup, struct err *e)
 		 * sanitizer knobs it reads, nothing else. */
 		static const char *const keep[] = { "PSM_JAIL_DISABLE=", "PSM_SECCOMP_PFC=", "PSM_TEST_ZYGOTE_KILL=",
 						    "PSM_TEST_ZYGOTE_HOOK=", "PSM_TEST_ZYGOTE_PIDFD=", "PSM_TEST_ZYGOTE_SWEEP_MS=", "PSM_TEST_ZYGOTE_SETTLE_MS=",
+						    "PSM_TEST_ZYGOTE_FAULT_US=",
 						    "ASAN_OPTIONS=", "UBSAN_OPTIONS=", "LSAN_OPTIONS=" };
 		/* Room for the titles the zygote and its sessions give themselves
 		 * (setproctitle reuses the argv and environment area). */

@@ -1,7 +1,9 @@
 /* Unit tests of common/balloon.c: free page reporting read from a virtio
  * balloon device's feature bits, in a tree laid out as /sys/bus/virtio/
  * drivers is; anything else (no balloon, another device, the bit clear, a
- * file cut short) reads as no. */
+ * file cut short) reads as no.  Then the page size for memory written
+ * after a rest: small pages only where the host takes freed memory back
+ * and a small page's fault is cheaper than a huge page the host took. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -96,6 +98,33 @@ static void test_short_file(void **state)
 	assert_false(balloon_reports_free_pages(root));
 }
 
+/* The real machine's fault: a positive time, well under a millisecond a
+ * page (the least of three rounds). */
+static void test_fault_measured(void **state)
+{
+	(void)state;
+	double us = small_page_fault_us();
+	assert_true(us > 0);
+	assert_true(us < 1000);
+}
+
+static void test_small_after_rest(void **state)
+{
+	(void)state;
+	/* A host that takes freed memory back, small faults cheap (2.2 us:
+	 * the VM the rule was first measured on): small pages after a rest. */
+	assert_true(small_pages_after_rest(true, 2.2));
+	/* The same host, small faults dear (11 us: the VM after it): a huge
+	 * page the host took back costs less than its 512 small ones. */
+	assert_false(small_pages_after_rest(true, 11.0));
+	assert_false(small_pages_after_rest(true, BALLOON_HUGE_AFTER_REST_US));
+	/* Not measured: the rule as first built. */
+	assert_true(small_pages_after_rest(true, -1));
+	/* A host that keeps freed memory: huge pages at any age. */
+	assert_false(small_pages_after_rest(false, 2.2));
+	assert_false(small_pages_after_rest(false, -1));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -104,6 +133,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_no_driver, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_second_device, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_short_file, setup, teardown),
+		cmocka_unit_test(test_fault_measured),
+		cmocka_unit_test(test_small_after_rest),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
