@@ -95,7 +95,7 @@ $(BENCH_BUILD)/floor_pipe: bench/floor_pipe.c bench/timing.h
 	@mkdir -p $(dir $@)
 	$(CC) $(BENCH_CFLAGS) -o $@ $<
 
-$(BENCH_BUILD)/floor_cow: bench/floor_cow.c
+$(BENCH_BUILD)/floor_cow: bench/floor_cow.c bench/timing.h
 	@mkdir -p $(dir $@)
 	$(CC) $(BENCH_CFLAGS) -o $@ $<
 

@@ -7,14 +7,14 @@
 #include <stdlib.h>
 #include <time.h>
 
-static double now_us(void)
+static inline double now_us(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
 }
 
-static int cmp_double(const void *a, const void *b)
+static inline int cmp_double(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
 	return x < y ? -1 : x > y;
@@ -23,7 +23,7 @@ static int cmp_double(const void *a, const void *b)
 /* n timed runs of step after `warm` untimed ones, each after think_ms of
  * sleep when think_ms > 0 (an agent's think time).  step returns 0, or -1
  * to stop the benchmark (then this returns -1). */
-static int time_steps_paced(int n, int warm, double think_ms, int (*step)(void *), void *ctx)
+static inline int time_steps_paced(int n, int warm, double think_ms, int (*step)(void *), void *ctx)
 {
 	double *t = malloc(sizeof *t * (size_t)n);
 	if (!t)
@@ -48,7 +48,7 @@ static int time_steps_paced(int n, int warm, double think_ms, int (*step)(void *
 }
 
 /* Back to back, after 100 untimed runs. */
-static int time_steps(int n, int (*step)(void *), void *ctx)
+static inline int time_steps(int n, int (*step)(void *), void *ctx)
 {
 	return time_steps_paced(n, 100, 0, step, ctx);
 }

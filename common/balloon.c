@@ -5,7 +5,6 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <time.h>
 
 #include "pdir.h"
 #include "util.h"
@@ -36,13 +35,6 @@ bool balloon_reports_free_pages(const char *drivers_dir)
 	return yes;
 }
 
-static double now_us(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
-}
-
 #define FAULT_PAGES 128
 #define FAULT_ROUNDS 3
 
@@ -56,10 +48,10 @@ double small_page_fault_us(void)
 			continue;
 		madvise(p, n, MADV_NOHUGEPAGE);
 		volatile char *w = p; /* each write made, one fault a page */
-		double t = now_us();
+		double t = mono_ms();
 		for (size_t i = 0; i < n; i += page)
 			w[i] = 1;
-		double us = (now_us() - t) / FAULT_PAGES;
+		double us = (mono_ms() - t) * 1000.0 / FAULT_PAGES;
 		munmap(p, n);
 		if (best < 0 || us < best)
 			best = us;
