@@ -126,8 +126,15 @@ def before_checkpoint(_arg):
 
 
 def after_rollback(_arg):
+    """In a process that becomes the session (a resumed checkpoint, a copy
+    made by fork_from): what the process it was forked from left behind."""
     import random
 
+    # The view kept by the last cell is another process's, even when this
+    # one's pid is the same (the dead session's pid, reused): the first
+    # cell here reads its own, or something moved there would pass as
+    # unmoved here (a descriptor moved back to where the view saw it).
+    _kept_view[0] = None
     if _saved_random[0] is not None:
         random.setstate(_saved_random[0])
     return ""

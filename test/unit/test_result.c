@@ -544,6 +544,14 @@ static void test_bootstrap_self_view(void **state)
 	effect_is("4", NULL);
 	effect_is("_sv.close()", "closed");
 	effect_is("5", NULL);
+	/* A process that becomes the session (a resumed checkpoint, a copy)
+	 * reads its own view before its first cell, even under the pid that
+	 * took the kept one: what its parent did before it is no cell's. */
+	char rolled[256];
+	snprintf(rolled, sizeof rolled, "import _psm\n_psm._session['ns']['_sv2'] = open('%s')\n_psm.after_rollback('')\n", path);
+	assert_int_equal(PyRun_SimpleString(rolled), 0);
+	effect_is("6", NULL);
+	effect_is("_sv2.close()", "closed");
 	char *same = py_text("str(__import__('_psm_native').self_view() == __import__('_psm_native').self_view())");
 	assert_string_equal(same, "True");
 	free(same);
