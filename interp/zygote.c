@@ -519,10 +519,8 @@ void zygote_main(const struct zygote_config *zc)
 	bool host_takes_freed = balloon_reports_free_pages(BALLOON_DRIVERS_DIR);
 	double fault_us = -1;
 	if (host_takes_freed) {
-		fault_us = small_page_fault_us();
 		const char *t = getenv("PSM_TEST_ZYGOTE_FAULT_US"); /* the tests' choice of machine */
-		if (t && *t)
-			fault_us = strtod(t, NULL);
+		fault_us = t && *t ? strtod(t, NULL) : small_page_fault_us();
 	}
 	bool small_after_rest = small_pages_after_rest(host_takes_freed, fault_us);
 	if (jail_enter(&jc, &rep, &e) < 0)
