@@ -179,6 +179,48 @@ VERDICT = re.compile(r"session loop: cell (\d+) \((\d+) ms(?:, \d+ ms to run aga
 SAVES = (("saves", "at rest: saving the state"), ("saved", "state saved ("),
          ("abandoned", "save of the state after cell"))
 SAVED = re.compile(r"session loop: state saved \((\d+) bytes in (\d+) ms(?:, (\d+) written)?\)")
+# In the order logged: a verdict, a save at rest starting, a save cut short.
+EVENT = re.compile(rb"session loop: (?:cell \d+ \(\d+ ms(?:, \d+ ms to run again)?\): (log|fork)"
+                   rb"|(at rest: saving the state)|(the save of the state after cell))")
+
+
+class JournalCount:
+    """Of the saves at rest, those that follow only logged cells since the
+    last whole save was started (bench/CHECKPOINTS.md, "a journal of logged
+    cells": such a save could write those cells instead of the state).  A
+    save counts as whole when a checkpoint was forked since the last whole
+    one, or that one was cut short; a save that could be a journal counts
+    as written (an append is not cut short).  Reads the server's log from
+    its start, in order, across sequences."""
+
+    def __init__(self):
+        self.off = 0
+        self.base = False  # a whole save of the log's checkpoint is on disk
+        self.whole = False  # the last save started was a whole one
+
+    def read(self, path, since):
+        """Saves at rest that could be a journal, among those logged from
+        byte `since` on."""
+        try:
+            with open(path, "rb") as f:
+                f.seek(self.off)
+                data = f.read()
+        except OSError:
+            return 0
+        n = 0
+        for m in EVENT.finditer(data):
+            if m.group(1) == b"fork":
+                self.base = False
+            elif m.group(2):
+                if self.base:
+                    n += self.off + m.start() >= since
+                    self.whole = False
+                else:
+                    self.base = self.whole = True
+            elif m.group(3) and self.whole:
+                self.base = False
+        self.off += len(data)
+        return n
 
 
 def read_log(path, off):
@@ -209,6 +251,7 @@ class Ours:
         self.err = stderr_path
         self.s = run.Server(server_bin, root, skill, stderr_path=stderr_path,
                             extra=["--log-level", "debug"])
+        self.journal = JournalCount()
         self.s.initialize()
         self.s.execute("1+1", session="loop")
         self.pid = self.s.pid
@@ -237,7 +280,9 @@ class Ours:
         d["after"] = d.pop("session") - self.in_call[0]
         d["tail"] = {k: parts[k] - self.parts_mid[k] for k in ("below", "server", "all")}
         faults = (_stat(self.spid) or (0, 0, self.faults0))[2] - self.faults0 if self.spid else 0
+        since = self.off
         verdicts, saves, self.off = read_log(self.err, self.off)
+        saves["journal"] = self.journal.read(self.err, since)
         return d, (self.in_call[1], faults - self.in_call[1]), verdicts, saves, self.per_call
 
     def reset(self, code):
@@ -615,7 +660,9 @@ def main():
                  "probes, live or reaped), the zygote's and the server's own; of all that, what came after the "
                  "sequence's last reply (its last checkpoint, the save once the session rests); the session's "
                  "minor faults per call, within calls and after; the calls after which the server forked a "
-                 "checkpoint (its debug verdict, `--log-level debug`) and why, and its saves (all rounds). "
+                 "checkpoint (its debug verdict, `--log-level debug`) and why, and its saves (all rounds; "
+                 "\"after logged cells only\": saves that follow only cells the replay log logged since the last "
+                 "whole save, which a journal of those cells could stand for, bench/CHECKPOINTS.md). "
                  "Jupyter's row: the kernel's own time and faults within calls, and its whole tree:")
         L.append("")
         L.append("| rows | mode | side | forked after | saves | %s | all | of which after the last reply | "
@@ -645,7 +692,7 @@ def main():
                         r = v[len("fork: "):] if v.startswith("fork: ") else v
                         why[r] = why.get(r, 0) + 1
                 forks = sum(why.values())
-                saves = {k: sum(g[3].get(k, 0) for g in got) for k in [k for k, _ in SAVES] + ["bytes", "ms", "written"]}
+                saves = {k: sum(g[3].get(k, 0) for g in got) for k in [k for k, _ in SAVES] + ["bytes", "ms", "written", "journal"]}
                 kinds = {}
                 for g in got:
                     if len(g[2]) != len(cells):
@@ -661,12 +708,13 @@ def main():
                 if not verdicts:
                     forked = ("no verdict logged: checkpoints off" if s == "off" or s in also_off else
                               "no verdict logged (a build without the replay log forks after every call)")
-                L.append("| %s | %s | %s | %s | %d (%d saved%s) | %s | %s | %s (below %s, server %s) "
+                L.append("| %s | %s | %s | %s | %d (%d saved%s%s) | %s | %s | %s (below %s, server %s) "
                          "| %.0f, %.0f |" % (
                              "{:,}".format(n), "think %.1f s" % think if think else "back to back", SIDES[s],
                              forked, saves["saves"], saves["saved"],
                              ", %.0f MB in %.0f ms, %.0f MB written" % (saves["bytes"] / 1e6, saves["ms"], saves.get("written", 0) / 1e6)
                              if saves["saved"] else "",
+                             "; %d after logged cells only" % saves["journal"] if saves["saves"] else "",
                              " | ".join(fmt(per[k]) for k, _ in PARTS), fmt(per["all"]),
                              fmt(per["tail"]["all"]), fmt(per["tail"]["below"]), fmt(per["tail"]["server"]),
                              faults[0], faults[1]))
@@ -679,7 +727,7 @@ def main():
                     jc = cpu[n][mode].get("jupyter")
                     explained["%d/%s" % (n, mode)] = {
                         "calls": len(cells) * len(got), "forks": forks, "why": why,
-                        "saves": saves["saves"], "saved_mb": saves["bytes"] / 1e6, "save_ms": saves["ms"],
+                        "saves": saves["saves"], "journal_saves": saves["journal"], "saved_mb": saves["bytes"] / 1e6, "save_ms": saves["ms"],
                         "cpu_ms": per, "faults": faults,
                         "jupyter_cpu_ms": run.med(jc) / len(cells) if jc else None,
                         "jupyter_kernel_call_ms": run.med([g[0] for g in jg]) / len(cells) if jg else None,

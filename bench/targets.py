@@ -110,7 +110,9 @@ def loop_explained(data):
                        "calls, %.0f after." % (
                            label, wl, e["forks"], e["calls"], " (%s)" % why if why else "", e["saves"],
                            "" if e["saves"] == 1 else "s",
-                           " (%.0f MB in %.0f ms)" % (e["saved_mb"], e["save_ms"]) if e.get("save_ms") else "",
+                           (" (%.0f MB in %.0f ms" % (e["saved_mb"], e["save_ms"]) + (
+                               "; %d of them after logged cells only, which a journal could stand for" % e["journal_saves"]
+                               if "journal_saves" in e else "") + ")") if e.get("save_ms") else "",
                            c["all"], c["call"], c["after"], c["below"],
                            c["zygote"], c["server"], tail.get("all", float("nan")), jup,
                            e["faults"][0], e["faults"][1]))
