@@ -207,6 +207,7 @@ class JournalCount:
                 data = f.read()
         except OSError:
             return 0
+        data = data[:data.rfind(b"\n") + 1]  # a line still being written: read next time
         n = 0
         for m in EVENT.finditer(data):
             if m.group(1) == b"fork":
