@@ -103,6 +103,11 @@ def loop_explained(data):
                 if e.get("jupyter_kernel_call_ms") is not None:
                     jup += " (the kernel %.0f in calls, %.0f minor faults per call)" % (
                         e["jupyter_kernel_call_ms"], e["jupyter_faults"])
+            saved = ""
+            if e.get("save_ms"):
+                journal = ("; %d of them after logged cells only, which a journal could stand for" % e["journal_saves"]
+                           if "journal_saves" in e else "")
+                saved = " (%.0f MB in %.0f ms%s)" % (e["saved_mb"], e["save_ms"], journal)
             out.append("- agent loop, %s rows, %s, explained by: forked after %d of %d calls%s; %d save%s%s; "
                        "CPU per call %.0f ms = session %.0f in calls + %.0f after replies, checkpoints and "
                        "savers %.0f, zygote %.0f, server %.0f (%.0f of it after the last reply: the last "
@@ -110,9 +115,7 @@ def loop_explained(data):
                        "calls, %.0f after." % (
                            label, wl, e["forks"], e["calls"], " (%s)" % why if why else "", e["saves"],
                            "" if e["saves"] == 1 else "s",
-                           (" (%.0f MB in %.0f ms" % (e["saved_mb"], e["save_ms"]) + (
-                               "; %d of them after logged cells only, which a journal could stand for" % e["journal_saves"]
-                               if "journal_saves" in e else "") + ")") if e.get("save_ms") else "",
+                           saved,
                            c["all"], c["call"], c["after"], c["below"],
                            c["zygote"], c["server"], tail.get("all", float("nan")), jup,
                            e["faults"][0], e["faults"][1]))
