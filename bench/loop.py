@@ -179,9 +179,11 @@ VERDICT = re.compile(r"session loop: cell (\d+) \((\d+) ms(?:, \d+ ms to run aga
 SAVES = (("saves", "at rest: saving the state"), ("saved", "state saved ("),
          ("abandoned", "save of the state after cell"))
 SAVED = re.compile(r"session loop: state saved \((\d+) bytes in (\d+) ms(?:, (\d+) written)?\)")
-# In the order logged: a verdict, a save at rest starting, a save cut short.
+# In the order logged: a verdict, a save at rest starting, a save cut short
+# or failed (supervisor/saved.c).
 EVENT = re.compile(rb"session loop: (?:cell \d+ \(\d+ ms(?:, \d+ ms to run again)?\): (log|fork)"
-                   rb"|(at rest: saving the state)|(the save of the state after cell))")
+                   rb"|(at rest: saving the state)"
+                   rb"|(the save of the state after cell|the state after cell \d+ was not saved|state not saved))")
 
 
 class JournalCount:
@@ -189,7 +191,7 @@ class JournalCount:
     last whole save was started (bench/CHECKPOINTS.md, "a journal of logged
     cells": such a save could write those cells instead of the state).  A
     save counts as whole when a checkpoint was forked since the last whole
-    one, or that one was cut short; a save that could be a journal counts
+    one, or that one was cut short or failed; a save that could be a journal counts
     as written (an append is not cut short).  Reads the server's log from
     its start, in order, across sequences."""
 
