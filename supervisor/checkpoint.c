@@ -367,7 +367,7 @@ static void save_idle_fired(void *arg)
 	struct session *s = arg;
 	struct sup *sup = s->sup;
 	save_pace_fired(&s->pace);
-	if (!persist_on(sup->persist) || !save_startable(sup, s))
+	if (!persist_on(sup->persist) || !save_startable(sup, s) || journal_save(sup, s))
 		return;
 	log_info("session %s: at rest: saving the state after cell %d", s->name, s->cells);
 	take_owed_checkpoint(sup, s, true);

@@ -157,11 +157,14 @@ struct hmac *persist_tag_begin(const struct persist *p, int version, const char 
 	if (version == 1) {
 		h = hmac_new(p->key, sizeof p->key);
 	} else {
-		static const char kd[] = "python-sandbox-mcp snapshot v2 one-time key";
+		/* A journal's keys are drawn apart from a snapshot's: no tag of
+		 * one can ever stand for the other. */
+		const char *kd = version == TAG_JOURNAL ? "python-sandbox-mcp journal v1 one-time key"
+							 : "python-sandbox-mcp snapshot v2 one-time key";
 		unsigned char otk[HMAC_LEN];
 		struct hmac *k = hmac_new(p->key, sizeof p->key);
 		if (k) {
-			hmac_update(k, kd, sizeof kd);
+			hmac_update(k, kd, strlen(kd) + 1);
 			hmac_update(k, nonce, NONCE_LEN);
 		}
 		int r = k ? hmac_final(k, otk) : -ENOMEM;
@@ -171,7 +174,9 @@ struct hmac *persist_tag_begin(const struct persist *p, int version, const char 
 	}
 	if (!h)
 		return NULL;
-	const char *domain = version == 1 ? "python-sandbox-mcp snapshot v1" : "python-sandbox-mcp snapshot v2";
+	const char *domain = version == 1 ? "python-sandbox-mcp snapshot v1"
+			     : version == TAG_JOURNAL ? "python-sandbox-mcp journal v1"
+						      : "python-sandbox-mcp snapshot v2";
 	unsigned char nums[24];
 	put64(nums, len);
 	put64(nums + 8, created);
@@ -208,6 +213,22 @@ int persist_session_dir(const struct persist *p, const char *name, bool create, 
 }
 
 
+int persist_write_all(int fd, const unsigned char *b, size_t n)
+{
+	while (n) {
+		ssize_t k = write(fd, b, n);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0)
+			return -errno;
+		if (k == 0)
+			return -EIO;
+		b += k;
+		n -= (size_t)k;
+	}
+	return 0;
+}
+
 uint64_t persist_written_all(const struct persist *p)
 {
 	return p ? p->written_all : 0;
@@ -221,6 +242,8 @@ int persist_discard(struct persist *p, const char *name)
 		return d == -ENOENT ? 0 : d;
 	int r = unlinkat(d, SNAP_NAME, 0) < 0 && errno != ENOENT ? -errno : 0;
 	unlinkat(d, TMP_NAME, 0);
+	unlinkat(d, JOURNAL_NAME, 0);
+	unlinkat(d, JOURNAL_TMP, 0);
 	pieces_drop(d, 0);
 	close(d);
 	return r;

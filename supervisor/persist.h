@@ -95,6 +95,9 @@ struct psave_result {
 	 * should be whole. */
 	bool drop_table;
 	uint64_t written; /* bytes written to disk (pieces: only the new ones) */
+	/* The snapshot's nonce, which names it: a journal saved after it
+	 * names it too (pjournal_write). */
+	unsigned char nonce[16];
 };
 
 typedef void (*psave_done_fn)(void *arg, const struct psave_result *r);
@@ -172,8 +175,53 @@ bool prestore_direct(const struct prestore *r);
 void persist_stream_only(struct persist *p);
 /* Stops the stream (done is not called) and frees r.  NULL-safe. */
 void prestore_free(struct prestore *r);
+/* The nonce of the snapshot's trailer (zeros for an older server's v1). */
+const unsigned char *prestore_nonce(const struct prestore *r);
 /* After a good verdict on a snapshot in pieces, its table (owned by the
  * caller), so that the next save sends only what changed; else NULL. */
 struct ptable *prestore_table(struct prestore *r);
+
+/* ---------------------------------------------------------------- journals
+ *
+ * A save at rest after cells that the replay log only logged (their effect
+ * stays in the session's memory; supervisor/replay.c) need not pickle the
+ * state again: the state is the snapshot's plus those cells, so the server
+ * writes the cells instead, next to the snapshot they follow
+ * (workspace/.sessions/NAME/journal).  A restore loads the snapshot and
+ * runs them again, comparing each one's output with the first run's, as a
+ * rollback does.  The journal names its snapshot (the nonce of its
+ * trailer and its execution count) and carries a tag of its own under the
+ * server's key: a journal planted or changed by a cell, or left from
+ * another snapshot, is never run. */
+
+#define JOURNAL_MAX_CELLS 256
+/* The most a journal file may take: the replay log's bounds (its code,
+ * then each cell's fixed part and the text shown of its output). */
+#define JOURNAL_MAX_BYTES ((size_t)(1u << 20) + JOURNAL_MAX_CELLS * 512u + 4096u)
+#define JOURNAL_SHOWN_MAX 400
+
+struct journal_cell {
+	int cell;
+	int status;           /* enum call_status, as it ended the first time */
+	bool whole;           /* the digest covers its whole output */
+	double ms;            /* its first run's duration (what bounds a run again) */
+	unsigned char digest[32];
+	char *code;
+	char *shown;          /* the start of its output, for a note; may be NULL */
+};
+
+void journal_cells_free(struct journal_cell *v, size_t n);
+/* Writes the journal of cells v[0..n) after the snapshot named by
+ * snap_nonce and snap_cells (a temporary file, synced, renamed into
+ * place): 0, or -errno with e saying why (the snapshot stays whole).
+ * *bytes: the file's size. */
+int pjournal_write(struct persist *p, const char *name, const unsigned char snap_nonce[16], uint32_t snap_cells,
+		   const struct journal_cell *v, size_t n, size_t *bytes, struct err *e);
+/* Reads the journal that follows the snapshot named by snap_nonce and
+ * snap_cells: 1 with *v, *n (allocated) when there is one and its tag
+ * holds; 0 when there is none, or one of another snapshot (removed);
+ * -errno when it is refused (removed; e says why, for the reply). */
+int pjournal_read(struct persist *p, const char *name, const unsigned char snap_nonce[16], uint32_t snap_cells,
+		  struct journal_cell **v, size_t *n, struct err *e);
 
 #endif

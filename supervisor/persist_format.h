@@ -38,12 +38,16 @@
  * its own nonce (the save's nonce with its index mixed in). */
 #define TAG_PIECE 4
 #define TAG_MANIFEST 3
+/* A journal's tag (persist_journal.c): its own domain and one-time keys. */
+#define TAG_JOURNAL 5
 /* The saver's first record, a short JSON summary (what could not be
  * pickled), read by the server for the next reply; a longer one is only
  * saved. */
 #define SUMMARY_MAX (64u << 10)
 #define SNAP_NAME "state.snap"
 #define TMP_NAME ".state.tmp"
+#define JOURNAL_NAME "journal"
+#define JOURNAL_TMP ".journal.tmp"
 #define CHUNK (1u << 20)
 /* Work done per wake-up of the event loop, so that a gigabyte-sized save
  * never keeps the server from answering other requests for long. */
@@ -130,6 +134,9 @@ static inline uint64_t now_unix_ms(void)
 	clock_gettime(CLOCK_REALTIME, &ts);
 	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
+
+/* write(2) until all n bytes are out: 0 or -errno. */
+int persist_write_all(int fd, const unsigned char *b, size_t n);
 
 /* Starts the tag of a snapshot of the session name (persist.c says what it
  * covers); NULL when libcrypto fails. */

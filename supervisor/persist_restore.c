@@ -338,6 +338,11 @@ uint64_t prestore_bytes(const struct prestore *r)
 	return r->total;
 }
 
+const unsigned char *prestore_nonce(const struct prestore *r)
+{
+	return r->nonce;
+}
+
 uint32_t prestore_cells(const struct prestore *r)
 {
 	return (uint32_t)r->cells;

@@ -18,21 +18,6 @@
 #include "../common/log.h"
 #include "../common/util.h"
 
-static int write_all(int fd, const unsigned char *b, size_t n)
-{
-	while (n) {
-		ssize_t k = write(fd, b, n);
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k < 0)
-			return -errno;
-		if (k == 0)
-			return -EIO;
-		b += k;
-		n -= (size_t)k;
-	}
-	return 0;
-}
 
 struct psave {
 	struct persist *p;
@@ -112,6 +97,7 @@ static void psave_end(struct psave *s, int status, const char *fmt, ...)
 {
 	struct psave_result r = { .status = status, .bytes = s->total ? s->total : s->got, .written = s->wrote,
 				  .drop_table = s->drop_table };
+	memcpy(r.nonce, s->nonce, NONCE_LEN);
 	r.ms = loop_now_ms() - s->t0;
 	/* The summary is the saver's word, whole or not at all. */
 	if (s->summary && s->got >= 8 + s->sum_len && !s->sum_lost)
@@ -155,7 +141,7 @@ static int psave_commit(struct psave *s, const char *magic, uint64_t len, struct
 		return -EIO;
 	}
 	memcpy(t + 32 + KEYID_LEN + NONCE_LEN, tag, POLY1305_LEN);
-	int r = write_all(s->out, t, sizeof t);
+	int r = persist_write_all(s->out, t, sizeof t);
 	/* Whole on disk before it replaces the previous snapshot: a crash of
 	 * the machine after the rename must not leave a snapshot whose pages
 	 * never reached the disk (the tag would then refuse it). */
@@ -170,6 +156,8 @@ static int psave_commit(struct psave *s, const char *magic, uint64_t len, struct
 		r = -errno;
 	if (r < 0)
 		psave_end(s, r, "cannot write the snapshot: %s", strerror(-r));
+	else
+		unlinkat(s->dir, JOURNAL_NAME, 0); /* it went with the snapshot before */
 	return r;
 }
 
@@ -205,7 +193,7 @@ static void pieces_finish(struct psave *s)
 	size_t mlen;
 	unsigned char *m = ptable_encode(t, &mlen);
 	struct hmac *h = persist_tag_begin(s->p, TAG_MANIFEST, s->name, mlen, s->created, s->cells, s->nonce);
-	int r = h ? write_all(s->out, m, mlen) : -ENOMEM;
+	int r = h ? persist_write_all(s->out, m, mlen) : -ENOMEM;
 	if (h)
 		hmac_update(h, m, mlen);
 	free(m);
@@ -504,7 +492,7 @@ static void psave_event(void *arg, int fd, short revents)
 		if (s->got < 8 + SUMMARY_MAX)
 			psave_peek(s, s->buf, (size_t)n);
 		hmac_update(s->h, s->buf, (size_t)n);
-		int r = write_all(s->out, s->buf, (size_t)n);
+		int r = persist_write_all(s->out, s->buf, (size_t)n);
 		if (r < 0) {
 			psave_end(s, r, "cannot write the snapshot: %s", strerror(-r));
 			return;

@@ -211,6 +211,19 @@ struct session {
 	bool save_asked;           /* the checkpoint being taken was asked for a saver */
 	bool save_missed;          /* it came without one: not asked again until a call */
 	uint32_t saved_cells;      /* the cell whose state is on disk (0: none known) */
+	/* The snapshot this server last wrote whole for the session (its
+	 * nonce, its cell, the checkpoint it came from, counted by ckpt_gen),
+	 * which a journal of the cells logged since may follow (journal_save). */
+	bool snap_ours;
+	unsigned char snap_nonce[16];
+	uint32_t snap_cells;
+	unsigned long snap_gen, save_gen, ckpt_gen;
+	/* A journal read with the snapshot being restored, run again once it
+	 * is loaded (replay_load_run); and the state the call it was loaded
+	 * for reports (restored or forked), or STATE_PENDING. */
+	struct journal_cell *journal;
+	size_t journal_n;
+	enum call_state journal_state;
 	double unsaved_since;      /* loop_now_ms() when it last became dirty */
 	uint32_t save_cells;       /* the cell of the save in progress */
 	unsigned long unsaved_sig; /* the names the last note said could not be pickled */
@@ -593,6 +606,11 @@ void restore_unloaded(struct session *s);
 void restore_load_begin(struct session *s, double deadline);
 void save_state_copied(struct sup *sup, struct session *s);
 void save_state_died(struct session *s);
+/* A save at rest or at exit after cells the replay log only logged since
+ * the session's last whole snapshot: written as a journal of those cells
+ * (persist.h) instead of a checkpoint and a saver.  False when it cannot
+ * be (the caller saves the state whole). */
+bool journal_save(struct sup *sup, struct session *s);
 void save_forget(struct sup *sup, struct session *s);
 bool save_ask(struct sup *sup, struct session *s, bool save);
 void save_unasked(struct session *s);
@@ -671,6 +689,15 @@ void replay_checkpoint_taken(struct session *s, bool resumed);
  * c (or NULL) is the call whose reply waits for them.  False when the
  * log is empty. */
 bool replay_begin(struct sup *sup, struct session *s, struct run *c);
+/* The log since the last checkpoint as journal cells, when it is all that
+ * ran since that checkpoint, whose state is the snapshot of cell base: its
+ * length with *out allocated, else 0. */
+int replay_journal(struct session *s, uint32_t base, struct journal_cell **out);
+/* Call c, the current one, carries a saved state with a journal: an
+ * empty cell of the server's own carries the state in its place and c goes
+ * back to the head of the queue; once the state is loaded, the journal's
+ * cells run again before it (replay.c).  Returns that run, now current. */
+struct run *replay_load_run(struct session *s, struct run *c);
 bool replay_is_run(const struct run *c);
 /* In settled, after cell c run again kept its state: whether the
  * checkpoint is taken now (after the last cell of the replay only). */

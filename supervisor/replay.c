@@ -32,6 +32,11 @@
 /* What of each output is kept to show where two runs part. */
 #define SHOWN_MAX 400
 
+/* A journal is the log written down (persist.h): its bounds are the log's. */
+_Static_assert(JOURNAL_MAX_CELLS == REPLAY_MAX_CELLS, "a journal holds the log");
+_Static_assert(JOURNAL_SHOWN_MAX >= SHOWN_MAX, "a journal keeps what the log shows");
+_Static_assert(REPLAY_MAX_CODE + REPLAY_MAX_CELLS * (100u + SHOWN_MAX) < JOURNAL_MAX_BYTES, "a journal fits its bound");
+
 struct replay_entry {
 	int cell;
 	char *code;
@@ -47,6 +52,7 @@ struct replay_entry {
 struct replay_run {
 	struct run run;
 	struct session *s;
+	bool load;                /* the empty cell that loads a saved state with a journal */
 	struct replay_entry e;
 	struct ws_job *job;       /* its workspace walk under way, or NULL */
 	unsigned long long ws0;   /* what the workspace took before it */
@@ -77,8 +83,9 @@ struct replay {
 	int n_again;
 	int stop_cell;           /* the last cell this pass runs; a checkpoint after it */
 	bool second;
-	/* A replay under way (after a rollback). */
-	bool active;
+	/* A replay under way (after a rollback, or of a journal after a
+	 * restore: journal). */
+	bool active, journal;
 	struct run *to_hold;     /* the rolled-back call, until finish_cur hands it over */
 	struct run *held;        /* ... whose reply waits for the replay */
 	char *final_note;        /* the replay ended before the call was held */
@@ -437,6 +444,7 @@ void replay_checkpoint_taken(struct session *s, bool resumed)
 	rp->kv_kept = false; /* the session ran to fork it */
 	if (resumed)
 		return; /* a resumed copy's own checkpoint holds the base again */
+	s->ckpt_gen++;
 	if (rp->base_ckpt_ms > 0 || rp->period_copy_ms > 0)
 		rp->last_fork_ms = rp->base_ckpt_ms + rp->period_copy_ms;
 	rp->base_ckpt_ms = s->ckpt_cost_ms;
@@ -888,6 +896,8 @@ static const struct run_events replay_events = {
 double replay_timeout_ms(const struct run *c)
 {
 	const struct replay_run *rr = (const struct replay_run *)c;
+	if (rr->load)
+		return c->timeout_ms; /* its own, after the load's bound */
 	double left = rr->s->rp ? rr->s->rp->deadline - loop_now_ms() : c->timeout_ms;
 	left = left > 50.0 ? left : 50.0;
 	return c->timeout_ms < left ? c->timeout_ms : left;
@@ -987,10 +997,16 @@ static void drop_queued(struct session *s)
 }
 
 /* A cell run again is over: its output compared with the first run's. */
+static void load_ended(struct replay_run *rr);
+
 void replay_run_ended(struct run *r)
 {
 	struct replay_run *rr = (struct replay_run *)r;
 	struct session *s = rr->s;
+	if (rr->load) {
+		load_ended(rr);
+		return;
+	}
 	struct replay *rp = s->rp;
 	if (r->state == STATE_KEPT)
 		rp->state_cell = rr->e.cell;
@@ -1068,6 +1084,45 @@ static void cells(char *buf, size_t n, int from, int to)
 		snprintf(buf, n, "cells %d to %d", from, to);
 }
 
+/* What the note says of a journal run again after a restore: it follows
+ * the restore's own note in the reply of the call the state was loaded
+ * for. */
+static void journal_note(const struct replay *rp, char *note, size_t n, const char *range, double secs)
+{
+	if (rp->failed && rp->lost) {
+		snprintf(note, n,
+			 "then %s, which ran after that save and were kept as a journal instead of a new snapshot, should have run again "
+			 "on it, but the session's process ended while cell %d ran again (%s) and no copy of the state was left: this "
+			 "call runs in a new interpreter",
+			 range, rp->failed2 ? rp->failed2 : rp->failed, rp->failed2 ? rp->failed2_why : rp->failed_why);
+		return;
+	}
+	if (rp->failed) {
+		char gone[64], then[400] = "";
+		cells(gone, sizeof gone, rp->failed, rp->last);
+		if (rp->failed2)
+			snprintf(then, sizeof then, ", and cell %d failed when run once more to rebuild the state before it (%s)", rp->failed2,
+				 rp->failed2_why);
+		snprintf(note, n,
+			 "then %s, which ran after that save and were kept as a journal instead of a new snapshot, should have run again "
+			 "on it, but cell %d failed when run again (%s)%s, so the state is as after cell %d: what %s did to variables is "
+			 "gone (run them again if you need it)",
+			 range, rp->failed, rp->failed_why, then, rp->last_ok, gone);
+		if (rp->n_differed)
+			append(note, n, "; before it, %s", rp->differed);
+		return;
+	}
+	snprintf(note, n,
+		 "then %s, which ran after that save and were kept as a journal instead of a new snapshot, ran again on it (%.2f s)",
+		 range, secs);
+	if (rp->second)
+		append(note, n, " (the session's process ended meanwhile, so it went back to the loaded state and ran them once more)");
+	if (rp->n_differed)
+		append(note, n, ", but %s: what %s computed may differ from before", rp->differed, rp->n_differed > 1 ? "they" : "it");
+	else
+		append(note, n, ", with the same output as the first time");
+}
+
 /* The replay is over: the note for the call that rolled back (or the next
  * reply, when that call is sent again). */
 static void replay_end(struct sup *sup, struct session *s)
@@ -1079,7 +1134,11 @@ static void replay_end(struct sup *sup, struct session *s)
 	double secs = (loop_now_ms() - rp->t0) / 1000.0;
 	char range[64];
 	cells(range, sizeof range, rp->first, rp->last);
-	if (rp->failed && rp->lost) {
+	bool journal = rp->journal;
+	rp->journal = false;
+	if (journal) {
+		journal_note(rp, note, sizeof note, range, secs);
+	} else if (rp->failed && rp->lost) {
 		snprintf(note, sizeof note,
 			 "the session was rolled back: nothing this call did to variables was kept (files it wrote stay); to rebuild the "
 			 "state before it, the copy taken after cell %d was resumed and %s were to be run again, but the session's process "
@@ -1119,7 +1178,7 @@ static void replay_end(struct sup *sup, struct session *s)
 		else
 			append(note, sizeof note, ", with the same output as the first time");
 	}
-	log_info("session %s: replay of %s after a rollback: %s", s->name, range,
+	log_info("session %s: replay of %s after a %s: %s", s->name, range, journal ? "restore" : "rollback",
 		 rp->failed ? "stopped" : rp->n_differed ? "outputs differed" : "same outputs");
 	struct run *c = rp->held;
 	rp->held = NULL;
@@ -1207,7 +1266,7 @@ static bool run_once_more(struct session *s, int upto)
 bool replay_run_checkpoint(const struct run *c)
 {
 	const struct replay_run *rr = (const struct replay_run *)c;
-	return !rr->s->rp || rr->e.cell >= rr->s->rp->stop_cell;
+	return rr->load || !rr->s->rp || rr->e.cell >= rr->s->rp->stop_cell;
 }
 
 bool replay_begin(struct sup *sup, struct session *s, struct run *c)
@@ -1267,6 +1326,115 @@ bool replay_begin(struct sup *sup, struct session *s, struct run *c)
 	queue_again(s, rp->last);
 	(void)sup;
 	return true;
+}
+
+int replay_journal(struct session *s, uint32_t base, struct journal_cell **out)
+{
+	struct replay *rp = s->rp;
+	*out = NULL;
+	/* Only a log that is all that ran since its checkpoint, with nothing
+	 * of it under way: a checkpoint for any reason since (a file written,
+	 * the budget, an effect) empties it, and the next save is whole. */
+	if (!rp || rp->n == 0 || rp->active || rp->held || rp->pending || rp->base_cell != (int)base ||
+	    rp->log[rp->n - 1].cell != s->cells || rp->log[0].cell <= rp->base_cell)
+		return 0;
+	struct journal_cell *v = xcalloc((size_t)rp->n, sizeof *v);
+	for (int i = 0; i < rp->n; i++) {
+		const struct replay_entry *e = &rp->log[i];
+		v[i] = (struct journal_cell){ .cell = e->cell, .status = (int)e->first_status, .whole = e->whole, .ms = e->ms,
+					      .code = xstrdup(e->code), .shown = e->shown ? xstrdup(e->shown) : NULL };
+		memcpy(v[i].digest, e->digest, sizeof v[i].digest);
+	}
+	*out = v;
+	return rp->n;
+}
+
+struct run *replay_load_run(struct session *s, struct run *c)
+{
+	struct replay_run *rr = xcalloc(1, sizeof *rr);
+	rr->s = s;
+	rr->load = true;
+	/* Cell 0: its entry in the session's history names no function
+	 * that a later save looks up by cell (and a state that does not
+	 * come back counts from 1, as the session does). */
+	rr->e.cell = 0;
+	rr->e.code = xstrdup("");
+	rr->e.first_status = CALL_OK;
+	struct run *r = &rr->run;
+	snprintf(r->session, sizeof r->session, "%s", s->name);
+	r->code = rr->e.code;
+	r->timeout_ms = 10000.0;
+	r->ev = &replay_events;
+	run_no_resend(r);
+	r->new_session = true;
+	/* The call's walk before it stands for this one's; the call walks
+	 * again once the cells ran again. */
+	r->prepared = true;
+	rr->ws0 = c->ws_before;
+	c->prepared = false;
+	requeue_first(s);
+	s->cur = r;
+	s->restore_call = r;
+	s->journal_state = STATE_PENDING;
+	return r;
+}
+
+/* The empty cell that loaded the saved state is over: its note goes to
+ * the next reply (the call it was loaded for), and when the state came
+ * back the journal's cells run again on it, ahead of that call, each
+ * compared with its first run as after a rollback. */
+static void load_ended(struct replay_run *rr)
+{
+	struct session *s = rr->s;
+	struct run *r = &rr->run;
+	struct journal_cell *v = s->journal;
+	size_t n = s->journal_n;
+	s->journal = NULL;
+	s->journal_n = 0;
+	if (r->note)
+		note_next(s, r->note);
+	bool back = (r->state == STATE_RESTORED || r->state == STATE_FORKED) && proc_alive(s);
+	if (!back) {
+		/* Not loaded: the journal's cells follow no state here.  A
+		 * fresh interpreter counts the call from 1. */
+		if (r->state == STATE_NEW)
+			s->cells = 0;
+		journal_cells_free(v, n);
+		rr_free(rr);
+		return;
+	}
+	struct replay *rp = rp_of(s);
+	int base = (int)s->restore_cells;
+	s->journal_state = r->state;
+	again_clear(rp);
+	for (size_t i = 0; i < n && rp->n_again < REPLAY_MAX_CELLS; i++) {
+		if (v[i].cell <= base)
+			continue;
+		struct replay_entry *e = &rp->again[rp->n_again++];
+		*e = (struct replay_entry){ .cell = v[i].cell, .code = v[i].code, .ms = v[i].ms,
+					    .first_status = (enum call_status)v[i].status, .whole = v[i].whole, .shown = v[i].shown };
+		memcpy(e->digest, v[i].digest, sizeof e->digest);
+		v[i].code = v[i].shown = NULL;
+	}
+	journal_cells_free(v, n);
+	rp->state_cell = rp->base_cell = rp->last_ok = rp->from_cell = base;
+	s->cells = base;
+	rr_free(rr);
+	if (rp->n_again == 0)
+		return;
+	rp->active = rp->journal = true;
+	rp->to_hold = rp->held = NULL;
+	rp->failed = rp->failed2 = 0;
+	rp->lost = rp->second = false;
+	rp->failed_why[0] = rp->failed2_why[0] = rp->differed[0] = '\0';
+	rp->n_differed = 0;
+	rp->first = rp->again[0].cell;
+	rp->last = rp->again[rp->n_again - 1].cell;
+	rp->t0 = loop_now_ms();
+	free(rp->final_note);
+	rp->final_note = NULL;
+	s->cells = rp->last;
+	queue_again(s, rp->last);
 }
 
 bool replay_call_done(struct sup *sup, struct session *s, struct run *c)

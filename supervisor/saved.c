@@ -204,6 +204,38 @@ void save_state_copied(struct sup *sup, struct session *s)
 void save_state_died(struct session *s)
 {
 	s->dirty = s->save_asked = false;
+	s->snap_ours = false; /* the next state follows no snapshot of ours */
+}
+
+bool journal_save(struct sup *sup, struct session *s)
+{
+	if (!persist_on(sup->persist) || s->unsaved || s->save || !s->snap_ours || s->snap_gen != s->ckpt_gen || !proc_alive(s))
+		return false;
+	struct journal_cell *v = NULL;
+	int n = replay_journal(s, s->snap_cells, &v);
+	if (n <= 0)
+		return false;
+	double t0 = loop_now_ms();
+	size_t bytes = 0;
+	struct err e = { 0 };
+	int r = pjournal_write(sup->persist, s->name, s->snap_nonce, s->snap_cells, v, (size_t)n, &bytes, &e);
+	journal_cells_free(v, (size_t)n);
+	if (r < 0) {
+		/* The state is saved whole instead, and that save says what
+		 * went wrong when it fails too (a full disk). */
+		log_warn("session %s: %s; saving the state whole instead", s->name, e.msg);
+		return false;
+	}
+	double ms = loop_now_ms() - t0;
+	log_info("session %s: state saved (a journal of cells %u to %d after the snapshot of cell %u: %zu bytes in %.1f ms)",
+		 s->name, s->snap_cells + 1, s->cells, s->snap_cells, bytes, ms);
+	s->save_failed = s->abandon_noted = false;
+	s->fail_said[0] = '\0';
+	s->dirty = false;
+	s->saved_cells = (uint32_t)s->cells;
+	save_pace_saved(&s->pace, ms);
+	post_ended(sup); /* the server may be waiting for this state's save */
+	return true;
 }
 
 /* The pieces of the session's last save are no longer what is on disk
@@ -223,7 +255,7 @@ void save_forget(struct sup *sup, struct session *s)
 	s->save = NULL;
 	pieces_forget(s);
 	save_watch_stop(sup, s);
-	s->dirty = s->save_failed = false;
+	s->dirty = s->save_failed = s->snap_ours = false;
 	s->saved_cells = 0;
 	s->restore_tried = true;
 	s->lost[0] = '\0'; /* discarded anyway */
@@ -406,6 +438,12 @@ static void save_done(void *arg, const struct psave_result *r)
 		s->fail_said[0] = '\0';
 		s->dirty = false;
 		s->saved_cells = s->save_cells;
+		/* The snapshot the next journal follows (the one before it
+		 * went with the rename). */
+		s->snap_ours = true;
+		memcpy(s->snap_nonce, r->nonce, sizeof s->snap_nonce);
+		s->snap_cells = s->save_cells;
+		s->snap_gen = s->save_gen;
 		save_pace_saved(&s->pace, loop_now_ms() - s->save_t0);
 		note_unpicklable(s, r->summary);
 	} else if (r->status == -EFBIG) {
@@ -414,6 +452,7 @@ static void save_done(void *arg, const struct psave_result *r)
 		persist_discard(sup->persist, s->name);
 		pieces_forget(s);
 		s->saved_cells = 0;
+		s->snap_ours = false;
 		s->save_failed = true;
 		if (!s->cap_noted) {
 			char m[400];
@@ -553,6 +592,7 @@ void save_begin(struct sup *sup, struct session *s, int fd)
 	psave_abandon(s->save);
 	save_watch_stop(sup, s);
 	s->save_cells = (uint32_t)s->cells;
+	s->save_gen = s->ckpt_gen; /* the checkpoint just accepted, which forked the saver */
 	s->save_stop[0] = '\0';
 	s->save = psave_start(sup->persist, sup->cfg.loop, s->name, (uint32_t)s->cells, fd, s->pieces, save_done, s, &e);
 	if (!s->save) {
@@ -743,6 +783,14 @@ static void restore_stopped(struct sup *sup, struct session *s, struct run *c, c
  * name what came back. */
 void restore_outcome(struct sup *sup, struct session *s, struct run *c)
 {
+	if (s->journal_state != STATE_PENDING && !replay_is_run(c)) {
+		/* The call a saved state and its journal were loaded for: the
+		 * state it ran on came back (the notes of the load and of the
+		 * cells run again come with it). */
+		if (c->result)
+			restore_state(c, s->journal_state);
+		s->journal_state = STATE_PENDING;
+	}
 	if (!s->restore || s->restore_call != c)
 		return;
 	/* What the session says came back (proto/result.h bounds each list). */
@@ -912,6 +960,22 @@ int restore_begin(struct sup *sup, struct session *s, struct run *c, uint64_t *b
 	if (nfds < 0) {
 		prestore_free(r);
 		return -1;
+	}
+	/* The cells kept as a journal after it, run again once it is loaded
+	 * (replay_load_run).  One that is refused is said, and the snapshot
+	 * alone comes back. */
+	journal_cells_free(s->journal, s->journal_n);
+	s->journal = NULL;
+	s->journal_n = 0;
+	int jr = pjournal_read(sup->persist, src, prestore_nonce(r), prestore_cells(r), &s->journal, &s->journal_n, &e);
+	if (jr < 0) {
+		char m[600];
+		snprintf(m, sizeof m,
+			 "the cells that ran after the saved state of session %s was saved, kept beside it as a journal, were refused "
+			 "(%.300s) and are not run again: the state comes back as it was saved",
+			 src, e.msg);
+		log_warn("session %s: %s", s->name, m);
+		add_note(c, m);
 	}
 	s->restore = r;
 	s->restore_call = c;

@@ -185,6 +185,13 @@ static void send_exec(struct sup *sup, struct session *s)
 	int restore_nfds = c->new_session ? restore_begin(sup, s, c, &restore_bytes, &restore_format, restore_fds, restore_answered) : -1;
 	if (restore_nfds <= 0 && !again && c->new_session)
 		lost_outcome(s, c, false); /* nothing saved to bring back */
+	if (restore_nfds > 0 && s->journal_n > 0 && !again) {
+		/* The saved state comes with a journal of cells that ran after
+		 * it: an empty cell of the server's own loads it, the cells
+		 * run again, then this call (replay_load_run). */
+		c = replay_load_run(s, c);
+		again = true;
+	}
 	copy_retakes_none(s);
 	run_cell(c, again ? replay_cell(c) : cell_next(s));
 	char log_rel[192];
@@ -526,7 +533,7 @@ void sup_shutdown(struct sup *sup)
 {
 	save_stopping(sup);
 	for (struct session *s = sup->sessions; s; s = s->next) {
-		if (save_at_exit(sup, s)) {
+		if (save_at_exit(sup, s) && !journal_save(sup, s)) {
 			/* Its last save was cut short, or never started (a call
 			 * was waiting): the checkpoint again, with a saver. */
 			log_info("session %s: saving the state after cell %d before exit", s->name, s->cells);
@@ -596,6 +603,7 @@ void sup_free(struct sup *sup)
 		prestore_free(s->restore);
 		free(s->next_note);
 		replay_free(s);
+		journal_cells_free(s->journal, s->journal_n);
 		/* Its runs are dropped before the session goes (a cell run
 		 * again names its session). */
 		outbox_drain_now(sup, true);
