@@ -29,7 +29,9 @@ describe('a full disk', () => {
 		mounts.push(ws);
 		fs.mkdirSync(path.join(ws, 'outputs'));
 		const xdg = stateHome();
-		let h = await start(root, xdg);
+		// Each cell takes its checkpoint, so that its state is saved whole
+		// (a cell only logged is saved as a journal of cells, a few bytes).
+		let h = await start(root, xdg, { env: { PSM_TEST_REPLAY_MS: '0' } });
 		let r = await execPy(h, 'import numpy as np\nsmall = np.arange(1000)');
 		assert.equal(r.sc.status, 'ok', show(r.text));
 		await waitSaved(h, 1);

@@ -120,7 +120,10 @@ describe('what the model is told', () => {
 
 	test('what cannot be pickled is named in the next reply, once for each new name', { timeout: 120000 }, async () => {
 		const root = newProject('persist-unpicklable');
-		const h = await start(root, stateHome());
+		// Each cell takes its checkpoint, so that each rest pickles the
+		// state (after cells only logged, a save at rest is a journal of
+		// them, and what they made comes back by running them again).
+		const h = await start(root, stateHome(), { env: { PSM_TEST_REPLAY_MS: '0' } });
 		await execPy(h, 'fh = open("workspace/log.txt", "w")\nkept = 1');
 		await waitSaved(h, 1);
 		let r = await execPy(h, 'kept');

@@ -7,6 +7,11 @@
 // a restart exactly.  A piece changed on disk is refused at the restore; a
 // saver (the session's own code) that names a piece the server never wrote
 // fails its save, the last snapshot stays, and the next save is whole.
+//
+// Each cell here takes its checkpoint (PSM_TEST_REPLAY_MS=0), but in the
+// one test about the replay log: a cell that is only logged is saved at
+// rest as a journal of cells instead (persist_journal.test.mjs), and these
+// tests are about the state's saves.
 import { test, describe } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -23,6 +28,8 @@ const BUILD = [
 ].join('\n');
 // An exact digest of the frame's values, its columns and their order.
 const DIGEST = 'import hashlib\nhashlib.sha256(df.to_numpy().tobytes() + ",".join(df.columns).encode()).hexdigest()';
+
+const EVERY_CALL = { env: { PSM_TEST_REPLAY_MS: '0' } };
 
 function piecesFile(root) {
 	const dir = path.dirname(snapPath(root));
@@ -52,7 +59,7 @@ function savedLine(h, n) {
 async function savedFrame(tag) {
 	const root = newProject(tag);
 	const xdg = stateHome();
-	const h = await start(root, xdg);
+	const h = await start(root, xdg, EVERY_CALL);
 	const r = await execPy(h, BUILD);
 	assert.equal(r.sc.result, '(500000, 12)', show(r.text));
 	await waitSaved(h, 1);
@@ -66,7 +73,7 @@ async function restartSame(h, root, xdg, dig = DIGEST, what = 'the same values, 
 	const digest = (await execPy(h, dig)).sc.result;
 	assert.match(String(digest), /^'[0-9a-f]{64}'$/);
 	await end(h, 'SIGTERM');
-	const h2 = await start(root, xdg);
+	const h2 = await start(root, xdg, EVERY_CALL);
 	const r = await execPy(h2, dig);
 	assert.equal(r.sc.state, 'restored', show(r.text));
 	assert.equal(r.sc.result, digest, what);
@@ -125,7 +132,7 @@ describe('a large state saved in pieces', () => {
 	test('string columns are saved as codes: a smaller state, one changed column writes little, all comes back exactly', { timeout: 240000 }, async () => {
 		const root = newProject('pieces-strings');
 		const xdg = stateHome();
-		let h = await start(root, xdg);
+		let h = await start(root, xdg, EVERY_CALL);
 		let r = await execPy(h, [
 			'import numpy as np, pandas as pd',
 			'rng = np.random.default_rng(3)',
@@ -179,7 +186,7 @@ describe('a large state saved in pieces', () => {
 	test('date and duration arrays are saved out of band, and come back exactly', { timeout: 240000 }, async () => {
 		const root = newProject('pieces-dates');
 		const xdg = stateHome();
-		let h = await start(root, xdg);
+		let h = await start(root, xdg, EVERY_CALL);
 		let r = await execPy(h, [
 			'import numpy as np, pandas as pd',
 			'n = 2_000_000',
@@ -255,7 +262,7 @@ describe('a large state saved in pieces', () => {
 		b[0] ^= 0xff;
 		fs.writeSync(fd, b, 0, 1, at);
 		fs.closeSync(fd);
-		h = await start(root, xdg);
+		h = await start(root, xdg, EVERY_CALL);
 		let r = await execPy(h, '"df" in globals()');
 		assert.equal(r.sc.result, 'False', show(r.text));
 		assert.notEqual(r.sc.state, 'restored', show(r.text));

@@ -61,7 +61,9 @@ describe('saved sessions and the policy', () => {
 		writeFile(root, '.agents/skills/code-interpreter-sandbox-executor/SKILL.md',
 			'---\nname: t\ndescription: small cap\nlimits:\n  persist_mb: 1\n---\n');
 		const xdg = stateHome();
-		const h = await start(root, xdg);
+		// Each cell takes its checkpoint, so that each rest saves the state
+		// whole (persist_mb bounds snapshots, not a journal of cells).
+		const h = await start(root, xdg, { env: { PSM_TEST_REPLAY_MS: '0' } });
 		await execPy(h, 'small = 1');
 		await waitSaved(h, 1);
 		assert.ok(fs.existsSync(snapPath(root)));

@@ -22,6 +22,7 @@
 #include <fcntl.h>
 #include <string.h>
 #include <linux/close_range.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -714,6 +715,138 @@ static void test_macs_match_the_published_vectors_fresh_and_kept(void **state)
 	}
 }
 
+/* ---------------------------------------------------------------- journals */
+
+static char jpath[512];
+
+static struct journal_cell jcells[2] = {
+	{ .cell = 4, .status = 1, .whole = true, .ms = 12.5, .code = "x += 1", .shown = "2" },
+	{ .cell = 5, .status = 2, .whole = false, .ms = 3.0, .code = "raise ValueError('no')", .shown = NULL },
+};
+
+static void journal_one(void)
+{
+	save_one();
+	for (int i = 0; i < 2; i++)
+		memset(jcells[i].digest, 0x30 + i, sizeof jcells[i].digest);
+	size_t bytes = 0;
+	struct err e = { 0 };
+	assert_int_equal(pjournal_write(p, "default", saved.nonce, 3, jcells, 2, &bytes, &e), 0);
+	wpath(f, jpath, sizeof jpath, ".sessions/default/journal");
+	struct stat st;
+	assert_int_equal(stat(jpath, &st), 0);
+	assert_int_equal((size_t)st.st_size, bytes);
+	assert_int_equal(st.st_mode & 0777, 0600);
+}
+
+static int read_back(const unsigned char nonce[16], uint32_t cells, struct journal_cell **v, size_t *n, struct err *e)
+{
+	return pjournal_read(p, "default", nonce, cells, v, n, e);
+}
+
+static void test_a_journal_reads_back_cell_for_cell(void **state)
+{
+	journal_one();
+	struct journal_cell *v = NULL;
+	size_t n = 0;
+	struct err e = { 0 };
+	assert_int_equal(read_back(saved.nonce, 3, &v, &n, &e), 1);
+	assert_int_equal(n, 2);
+	for (size_t i = 0; i < n; i++) {
+		assert_int_equal(v[i].cell, jcells[i].cell);
+		assert_int_equal(v[i].status, jcells[i].status);
+		assert_int_equal(v[i].whole, jcells[i].whole);
+		assert_true(v[i].ms == jcells[i].ms);
+		assert_memory_equal(v[i].digest, jcells[i].digest, 32);
+		assert_string_equal(v[i].code, jcells[i].code);
+	}
+	assert_string_equal(v[0].shown, "2");
+	assert_null(v[1].shown);
+	journal_cells_free(v, n);
+}
+
+/* Attack: sandboxed code can write under .sessions.  Every byte of the
+ * journal, changed, gets it refused and removed: no cell of it runs. */
+static void test_every_changed_byte_of_a_journal_is_refused(void **state)
+{
+	journal_one();
+	int fd = open(jpath, O_RDONLY);
+	unsigned char b[4096];
+	ssize_t len = read(fd, b, sizeof b);
+	close(fd);
+	assert_true(len > 100 && len < (ssize_t)sizeof b);
+	for (ssize_t i = 0; i < len; i++) {
+		b[i] ^= 0x01;
+		fd = open(jpath, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+		assert_int_equal(write(fd, b, (size_t)len), len);
+		close(fd);
+		b[i] ^= 0x01;
+		struct journal_cell *v = NULL;
+		size_t n = 7;
+		struct err e = { 0 };
+		assert_int_equal(read_back(saved.nonce, 3, &v, &n, &e), -EBADMSG);
+		assert_null(v);
+		assert_int_equal(n, 0);
+		assert_int_equal(access(jpath, F_OK), -1);
+	}
+}
+
+/* A journal of another snapshot (another nonce, another count) follows no
+ * state here: none, and it goes. */
+static void test_a_journal_of_another_snapshot_is_not_read(void **state)
+{
+	journal_one();
+	unsigned char other[16];
+	memcpy(other, saved.nonce, 16);
+	other[0] ^= 1;
+	struct journal_cell *v = NULL;
+	size_t n = 0;
+	struct err e = { 0 };
+	assert_int_equal(read_back(other, 3, &v, &n, &e), 0);
+	assert_int_equal(access(jpath, F_OK), -1);
+	journal_one();
+	assert_int_equal(read_back(saved.nonce, 4, &v, &n, &e), 0);
+	assert_null(v);
+}
+
+/* Attack: a FIFO, a symlink or a file of a gigabyte planted as the
+ * journal, to hold the server, send it elsewhere or fill its memory:
+ * refused by its type or size before a byte is read. */
+static void test_a_planted_fifo_symlink_or_huge_journal_is_refused(void **state)
+{
+	save_one();
+	wpath(f, jpath, sizeof jpath, ".sessions/default/journal");
+	struct journal_cell *v = NULL;
+	size_t n = 0;
+	struct err e = { 0 };
+	assert_int_equal(mkfifo(jpath, 0600), 0);
+	assert_int_equal(read_back(saved.nonce, 3, &v, &n, &e), -EBADMSG);
+	assert_int_equal(access(jpath, F_OK), -1);
+	assert_int_equal(symlink(snap, jpath), 0);
+	assert_int_equal(read_back(saved.nonce, 3, &v, &n, &e), -EBADMSG);
+	assert_int_equal(access(snap, F_OK), 0);
+	unlink(jpath);
+	int fd = open(jpath, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	assert_int_equal(ftruncate(fd, (off_t)1 << 30), 0);
+	close(fd);
+	assert_int_equal(read_back(saved.nonce, 3, &v, &n, &e), -EBADMSG);
+	assert_non_null(strstr(e.msg, "size"));
+	assert_int_equal(access(jpath, F_OK), -1);
+}
+
+/* A whole save replaces the snapshot the journal followed: the journal
+ * goes with it; a reset's discard removes both. */
+static void test_a_whole_save_and_a_discard_remove_the_journal(void **state)
+{
+	journal_one();
+	save_one();
+	assert_int_equal(access(jpath, F_OK), -1);
+	journal_one();
+	assert_int_equal(persist_discard(p, "default"), 0);
+	assert_int_equal(access(jpath, F_OK), -1);
+	assert_int_equal(access(snap, F_OK), -1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -724,6 +857,11 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_a_v1_snapshot_still_restores, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_over_the_cap_is_refused_by_its_size, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_over_memory_is_refused_by_its_size, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_a_journal_reads_back_cell_for_cell, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_every_changed_byte_of_a_journal_is_refused, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_a_journal_of_another_snapshot_is_not_read, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_a_planted_fifo_symlink_or_huge_journal_is_refused, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_a_whole_save_and_a_discard_remove_the_journal, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_many_chunks_reach_a_slow_reader_byte_for_byte, setup_big, teardown),
 		cmocka_unit_test_setup_teardown(test_a_change_in_the_last_chunk_gets_a_bad_verdict, setup_big, teardown),
 		cmocka_unit_test_setup_teardown(test_the_verdict_waits_for_a_full_pipe, setup_big, teardown),
