@@ -177,7 +177,7 @@ def find_session(root, name):
 # 410 ms)" or "...: log (...)"; and its saves (supervisor/saved.c).
 VERDICT = re.compile(r"session loop: cell (\d+) \((\d+) ms(?:, \d+ ms to run again)?\): (log|fork: [^(]*?) \(")
 SAVES = (("saves", "at rest: saving the state"), ("saved", "state saved ("),
-         ("abandoned", "save of the state after cell"))
+         ("journals", "state saved (a journal of cells"), ("abandoned", "save of the state after cell"))
 SAVED = re.compile(r"session loop: state saved \((\d+) bytes in (\d+) ms(?:, (\d+) written)?\)")
 # In the order logged: a verdict, a save at rest starting, a save cut short
 # or failed (supervisor/saved.c).
@@ -663,9 +663,10 @@ def main():
                  "probes, live or reaped), the zygote's and the server's own; of all that, what came after the "
                  "sequence's last reply (its last checkpoint, the save once the session rests); the session's "
                  "minor faults per call, within calls and after; the calls after which the server forked a "
-                 "checkpoint (its debug verdict, `--log-level debug`) and why, and its saves (all rounds; "
-                 "\"after logged cells only\": saves that follow only cells the replay log logged since the last "
-                 "whole save, which a journal of those cells could stand for, bench/CHECKPOINTS.md). "
+                 "checkpoint (its debug verdict, `--log-level debug`) and why, and its saves (all rounds: whole "
+                 "saves at rest, of them \"after logged cells only\", those that follow only cells the replay log "
+                 "logged since the last whole save, which a journal of those cells could have stood for; and the "
+                 "saves written as a journal of cells, bench/CHECKPOINTS.md). "
                  "Jupyter's row: the kernel's own time and faults within calls, and its whole tree:")
         L.append("")
         L.append("| rows | mode | side | forked after | saves | %s | all | of which after the last reply | "
@@ -696,6 +697,7 @@ def main():
                         why[r] = why.get(r, 0) + 1
                 forks = sum(why.values())
                 saves = {k: sum(g[3].get(k, 0) for g in got) for k in [k for k, _ in SAVES] + ["bytes", "ms", "written", "journal"]}
+                whole_saved = saves["saved"] - saves["journals"]
                 kinds = {}
                 for g in got:
                     if len(g[2]) != len(cells):
@@ -711,13 +713,14 @@ def main():
                 if not verdicts:
                     forked = ("no verdict logged: checkpoints off" if s == "off" or s in also_off else
                               "no verdict logged (a build without the replay log forks after every call)")
-                L.append("| %s | %s | %s | %s | %d (%d saved%s%s) | %s | %s | %s (below %s, server %s) "
+                L.append("| %s | %s | %s | %s | %d whole (%d saved%s%s)%s | %s | %s | %s (below %s, server %s) "
                          "| %.0f, %.0f |" % (
                              "{:,}".format(n), "think %.1f s" % think if think else "back to back", SIDES[s],
-                             forked, saves["saves"], saves["saved"],
+                             forked, saves["saves"], whole_saved,
                              ", %.0f MB in %.0f ms, %.0f MB written" % (saves["bytes"] / 1e6, saves["ms"], saves.get("written", 0) / 1e6)
-                             if saves["saved"] else "",
+                             if whole_saved else "",
                              "; %d after logged cells only" % saves["journal"] if saves["saves"] else "",
+                             ", %d as a journal of cells" % saves["journals"] if saves["journals"] else "",
                              " | ".join(fmt(per[k]) for k, _ in PARTS), fmt(per["all"]),
                              fmt(per["tail"]["all"]), fmt(per["tail"]["below"]), fmt(per["tail"]["server"]),
                              faults[0], faults[1]))
@@ -730,7 +733,8 @@ def main():
                     jc = cpu[n][mode].get("jupyter")
                     explained["%d/%s" % (n, mode)] = {
                         "calls": len(cells) * len(got), "forks": forks, "why": why,
-                        "saves": saves["saves"], "journal_saves": saves["journal"], "saved_mb": saves["bytes"] / 1e6, "save_ms": saves["ms"],
+                        "saves": saves["saves"], "journal_saves": saves["journal"], "journals": saves["journals"],
+                        "saved_mb": saves["bytes"] / 1e6, "save_ms": saves["ms"],
                         "cpu_ms": per, "faults": faults,
                         "jupyter_cpu_ms": run.med(jc) / len(cells) if jc else None,
                         "jupyter_kernel_call_ms": run.med([g[0] for g in jg]) / len(cells) if jg else None,

@@ -108,7 +108,9 @@ def loop_explained(data):
                 journal = ("; %d of them after logged cells only, which a journal could stand for" % e["journal_saves"]
                            if "journal_saves" in e else "")
                 saved = " (%.0f MB in %.0f ms%s)" % (e["saved_mb"], e["save_ms"], journal)
-            out.append("- agent loop, %s rows, %s, explained by: forked after %d of %d calls%s; %d save%s%s; "
+            if e.get("journals"):
+                saved += " and %d as a journal of cells" % e["journals"]
+            out.append("- agent loop, %s rows, %s, explained by: forked after %d of %d calls%s; %d whole save%s%s; "
                        "CPU per call %.0f ms = session %.0f in calls + %.0f after replies, checkpoints and "
                        "savers %.0f, zygote %.0f, server %.0f (%.0f of it after the last reply: the last "
                        "checkpoint and the save at rest)%s; the session's minor faults per call %.0f in "

@@ -135,6 +135,7 @@ int pjournal_write(struct persist *p, const char *name, const unsigned char snap
 		err_set(e, r, "cannot write the journal: %s", strerror(-r));
 	} else {
 		*bytes = len + J_TRAILER;
+		p->written_all += *bytes; /* the server's bytes, no call's growth */
 	}
 	close(dir);
 	free(b);

@@ -219,6 +219,7 @@ bool journal_save(struct sup *sup, struct session *s)
 	size_t bytes = 0;
 	struct err e = { 0 };
 	int r = pjournal_write(sup->persist, s->name, s->snap_nonce, s->snap_cells, v, (size_t)n, &bytes, &e);
+	int first = v[0].cell;
 	journal_cells_free(v, (size_t)n);
 	if (r < 0) {
 		/* The state is saved whole instead, and that save says what
@@ -227,13 +228,14 @@ bool journal_save(struct sup *sup, struct session *s)
 		return false;
 	}
 	double ms = loop_now_ms() - t0;
-	log_info("session %s: state saved (a journal of cells %u to %d after the snapshot of cell %u: %zu bytes in %.1f ms)",
-		 s->name, s->snap_cells + 1, s->cells, s->snap_cells, bytes, ms);
+	log_info("session %s: state saved (a journal of cells %d to %d after the snapshot of cell %u: %zu bytes in %.1f ms)",
+		 s->name, first, s->cells, s->snap_cells, bytes, ms);
 	s->save_failed = s->abandon_noted = false;
 	s->fail_said[0] = '\0';
 	s->dirty = false;
 	s->saved_cells = (uint32_t)s->cells;
-	save_pace_saved(&s->pace, ms);
+	/* The delay stays priced by the last whole save (savepace.h): the
+	 * next one, after a checkpointed cell, costs what that one did. */
 	post_ended(sup); /* the server may be waiting for this state's save */
 	return true;
 }
@@ -976,6 +978,19 @@ int restore_begin(struct sup *sup, struct session *s, struct run *c, uint64_t *b
 			 src, e.msg);
 		log_warn("session %s: %s", s->name, m);
 		add_note(c, m);
+	} else if (jr > 0 && !sup->cfg.policy->limits.checkpoint) {
+		/* A cell that fails when run again rolls back to the loaded
+		 * state: without checkpoints there is none to go back to. */
+		char m[600];
+		snprintf(m, sizeof m,
+			 "cells %d to %d, which ran after the saved state of session %s was saved and were kept beside it as a journal, "
+			 "are not run again: limits.checkpoint is false, and running them again needs a copy of the state to go back to; "
+			 "the state comes back as it was saved",
+			 s->journal[0].cell, s->journal[s->journal_n - 1].cell, src);
+		add_note(c, m);
+		journal_cells_free(s->journal, s->journal_n);
+		s->journal = NULL;
+		s->journal_n = 0;
 	}
 	s->restore = r;
 	s->restore_call = c;

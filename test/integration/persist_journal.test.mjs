@@ -13,7 +13,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 
-import { execPy, newProject, show } from './lib.mjs';
+import { execPy, newProject, show, writeFile } from './lib.mjs';
 import { stateHome, start, snapPath, waitLog } from './persist_lib.mjs';
 
 const journalPath = (root) => path.join(root, 'workspace', '.sessions', 'default', 'journal');
@@ -82,6 +82,61 @@ describe('saves at rest as a journal of logged cells', () => {
 		assert.equal(r.sc.result, '[1, False, False]', show(r.text));
 		assert.match(r.text, /cell 2 failed when run again \(NameError: name 'g' is not defined\), so the state is as after cell 1: what cells 2 to 3 did to variables is gone/);
 		assert.doesNotMatch(r.text, /same output/);
+		await h.close();
+	});
+
+	test('at exit too: end of input right after the calls writes a journal, not the state', { timeout: 180000 }, async () => {
+		const root = newProject('journal-exit');
+		const xdg = stateHome();
+		let h = await start(root, xdg);
+		let r = await execPy(h, 'x = 1');
+		assert.equal(r.sc.status, 'ok', show(r.text));
+		await waitLog(h.stderr, whole, { what: 'the first state saved whole' });
+		for (const code of ['x += 1', 'x += 1']) {
+			r = await execPy(h, code);
+			assert.equal(r.sc.status, 'ok', show(r.text));
+		}
+		const log = h.stderr;
+		await h.close();
+		assert.match(log(), /state saved \(a journal of cells 2 to 3 after the snapshot of cell 1/, log().slice(-1500));
+		assert.equal(count({ stderr: log }, whole), 1, 'no whole save at exit');
+		h = await start(root, xdg);
+		r = await execPy(h, 'x');
+		assert.equal(r.sc.result, '3', show(r.text));
+		assert.equal(r.sc.state, 'restored');
+		await h.close();
+	});
+
+	test('fork_from a session that is only on disk: the copy runs the journal too, the parent keeps it', { timeout: 180000 }, async () => {
+		const root = newProject('journal-fork');
+		const xdg = stateHome();
+		let h = await journalAfter(root, xdg, 'x = 1', ['x += 1', 'x *= 10']);
+		await killed(h);
+		const before = fs.readFileSync(journalPath(root));
+		h = await start(root, xdg);
+		let r = await execPy(h, 'x', { session: 'copy', fork_from: 'default' });
+		assert.equal(r.sc.state, 'forked', show(r.text));
+		assert.equal(r.sc.result, '20', 'the parent\'s state after its journal');
+		assert.match(r.text, /forked from session default: [^\n]*\(after cell 1\)[^\n]*\nthen cells 2 to 3, which ran after that save [^\n]* ran again on it/);
+		assert.deepEqual(fs.readFileSync(journalPath(root)), before, 'the parent\'s journal is untouched');
+		r = await execPy(h, 'x');
+		assert.equal(r.sc.state, 'restored', show(r.text));
+		assert.equal(r.sc.result, '20');
+		await h.close();
+	});
+
+	test('without checkpoints the journal is not run, and the note says why', { timeout: 180000 }, async () => {
+		const root = newProject('journal-nockpt');
+		const xdg = stateHome();
+		let h = await journalAfter(root, xdg, 'x = 1', ['x += 1', 'x += 1']);
+		await killed(h);
+		writeFile(root, '.agents/skills/code-interpreter-sandbox-executor/SKILL.md',
+			'---\nname: t\ndescription: no checkpoints\nlimits:\n  checkpoint: false\n---\n');
+		h = await start(root, xdg);
+		const r = await execPy(h, 'x');
+		assert.equal(r.sc.state, 'restored', show(r.text));
+		assert.equal(r.sc.result, '1', 'the snapshot as it was saved');
+		assert.match(r.text, /cells 2 to 3, which ran after the saved state of session default was saved and were kept beside it as a journal, are not run again: limits\.checkpoint is false/);
 		await h.close();
 	});
 
