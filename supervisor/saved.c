@@ -748,6 +748,30 @@ static void restore_stopped(struct sup *sup, struct session *s, struct run *c, c
 	char age[32];
 	fmt_age(s->restore_age_s, age, sizeof age);
 	s->restore_tried = false; /* the next call looks again */
+	/* The server's own empty cell that carried a state with a journal
+	 * (replay_load_run): the user's call is still to run, and it is the
+	 * one that tries again. */
+	bool own = replay_is_run(c);
+	if (s->restore_loaded && own) {
+		/* Tried once more for the same call, not forever: a state that
+		 * is stopped each time it loads (it fills memory_mb) ends in a
+		 * new interpreter. */
+		bool again = ++s->restore_attempts < 2;
+		if (!again) {
+			s->restore_tried = true;
+			s->cells = 0; /* the call counts from 1 */
+			if (forked)
+				s->fork_src[0] = '\0';
+		}
+		restore_state(c, STATE_ROLLED_BACK);
+		snprintf(m, n,
+			 "the saved state of session %s (saved %s ago, after cell %u) was loaded, then the process that held it was stopped "
+			 "before this code ran; %s",
+			 src, age, s->restore_cells,
+			 again ? "the saved state is still on disk, unchanged, and is loaded once more for this code"
+			       : "it was stopped so twice: this code runs in a new interpreter, and its save replaces the saved state");
+		return;
+	}
 	if (s->restore_loaded) {
 		/* A copy keeps its parent's name, so the next call copies again. */
 		restore_state(c, STATE_ROLLED_BACK);
@@ -775,9 +799,14 @@ static void restore_stopped(struct sup *sup, struct session *s, struct run *c, c
 		if (forked)
 			s->fork_src[0] = '\0';
 	}
-	snprintf(m, n, "the saved state of session %s could not be loaded in this call: %s, so this code did not run. %s", src, why,
-		 again ? "The saved state is still on disk, unchanged, and the next call tries again"
-		       : "It was not loaded twice: the next call starts a new interpreter, and its save replaces the saved state");
+	if (own)
+		snprintf(m, n, "the saved state of session %s could not be loaded: %s. %s", src, why,
+			 again ? "It is still on disk, unchanged, and is loaded once more for this code"
+			       : "It was not loaded twice: this code runs in a new interpreter, and its save replaces the saved state");
+	else
+		snprintf(m, n, "the saved state of session %s could not be loaded in this call: %s, so this code did not run. %s", src, why,
+			 again ? "The saved state is still on disk, unchanged, and the next call tries again"
+			       : "It was not loaded twice: the next call starts a new interpreter, and its save replaces the saved state");
 }
 
 /* The reply of the call that carried the saved state: what the server
