@@ -36,6 +36,20 @@ void requeue_first(struct session *s)
 	queue_put_back(s, c);
 }
 
+/* Run r, of the server's own, goes in place of the current call, which
+ * goes back to the head of the queue to be prepared again before it is
+ * sent: r is current and counts as prepared (the call's walk of the
+ * workspace before it stands for r's). */
+void run_in_place(struct session *s, struct run *r)
+{
+	struct run *c = s->cur;
+	c->prepared = false;
+	queue_put_back(s, c);
+	r->prepared = true;
+	queue_put_back(s, r);
+	queue_take(s, r);
+}
+
 /* A new call waits at the end of the queue. */
 void queue_append(struct session *s, struct run *c)
 {

@@ -358,6 +358,13 @@ void take_checkpoint(struct sup *sup, struct session *s, bool save)
 		kill_session(s);
 }
 
+bool save_as_journal(struct sup *sup, struct session *s)
+{
+	struct journal_cell *v = NULL;
+	int n = journal_may(sup, s) ? replay_journal(s, s->snap_cells, &v) : 0;
+	return n > 0 && journal_write(sup, s, v, (size_t)n);
+}
+
 /* The session rests with a state not on disk: saved once it has rested for
  * the delay savepace.h prices (at once when the server is exiting), by a
  * checkpoint taken again, with a saver.  Calls that come meanwhile move the
@@ -367,7 +374,7 @@ static void save_idle_fired(void *arg)
 	struct session *s = arg;
 	struct sup *sup = s->sup;
 	save_pace_fired(&s->pace);
-	if (!persist_on(sup->persist) || !save_startable(sup, s) || journal_save(sup, s))
+	if (!persist_on(sup->persist) || !save_startable(sup, s) || save_as_journal(sup, s))
 		return;
 	log_info("session %s: at rest: saving the state after cell %d", s->name, s->cells);
 	take_owed_checkpoint(sup, s, true);

@@ -417,6 +417,7 @@ void prepared(struct run *c, void *arg);
 /* call.c */
 void fail_call_now(struct sup *sup, struct session *s, const char *msg);
 void requeue_first(struct session *s);
+void run_in_place(struct session *s, struct run *r);
 void queue_take(struct session *s, struct run *c);
 void queue_put_back(struct session *s, struct run *c);
 void queue_append(struct session *s, struct run *c);
@@ -606,11 +607,22 @@ void restore_unloaded(struct session *s);
 void restore_load_begin(struct session *s, double deadline);
 void save_state_copied(struct sup *sup, struct session *s);
 void save_state_died(struct session *s);
-/* A save at rest or at exit after cells the replay log only logged since
- * the session's last whole snapshot: written as a journal of those cells
- * (persist.h) instead of a checkpoint and a saver.  False when it cannot
- * be (the caller saves the state whole). */
-bool journal_save(struct sup *sup, struct session *s);
+/* Whether a save due now may be a journal of the cells the replay log
+ * logged (persist.h): the snapshot on disk is this server's last whole
+ * one, taken from the checkpoint the session still holds. */
+bool journal_may(const struct sup *sup, const struct session *s);
+/* Writes the journal of cells v[0..n) (freed) after that snapshot: true
+ * when the state is then saved; false when it could not be written (said
+ * at warn level; the caller saves the state whole). */
+bool journal_write(struct sup *sup, struct session *s, struct journal_cell *v, size_t n);
+/* The journal read with the snapshot being restored, handed over (the
+ * session no longer holds it). */
+struct journal_cell *journal_take(struct session *s, size_t *n);
+/* The saved state goes with run r instead of the call it was opened for. */
+void restore_carried_by(struct session *s, struct run *r);
+/* The cell the loaded state stands at (a journal's last; 0 for a new
+ * interpreter, whose next cell is 1). */
+void cells_after_load(struct session *s, int cells);
 void save_forget(struct sup *sup, struct session *s);
 bool save_ask(struct sup *sup, struct session *s, bool save);
 void save_unasked(struct session *s);
@@ -689,6 +701,9 @@ void replay_checkpoint_taken(struct session *s, bool resumed);
  * c (or NULL) is the call whose reply waits for them.  False when the
  * log is empty. */
 bool replay_begin(struct sup *sup, struct session *s, struct run *c);
+/* A save at rest or at exit as a journal of the logged cells when it may
+ * be one (journal_may): true when the state is saved so (checkpoint.c). */
+bool save_as_journal(struct sup *sup, struct session *s);
 /* The log since the last checkpoint as journal cells, when it is all that
  * ran since that checkpoint, whose state is the snapshot of cell base: its
  * length with *out allocated, else 0. */

@@ -86,6 +86,7 @@ struct replay {
 	/* A replay under way (after a rollback, or of a journal after a
 	 * restore: journal). */
 	bool active, journal;
+	enum call_state journal_state; /* what the loaded state was: restored or forked */
 	struct run *to_hold;     /* the rolled-back call, until finish_cur hands it over */
 	struct run *held;        /* ... whose reply waits for the replay */
 	char *final_note;        /* the replay ended before the call was held */
@@ -1138,6 +1139,10 @@ static void replay_end(struct sup *sup, struct session *s)
 	rp->journal = false;
 	if (journal) {
 		journal_note(rp, note, sizeof note, range, secs);
+		/* The call the state was loaded for reports it restored (or
+		 * forked), unless no copy of it was left. */
+		if (!(rp->failed && rp->lost))
+			s->journal_state = rp->journal_state;
 	} else if (rp->failed && rp->lost) {
 		snprintf(note, sizeof note,
 			 "the session was rolled back: nothing this call did to variables was kept (files it wrote stay); to rebuild the "
@@ -1354,10 +1359,9 @@ struct run *replay_load_run(struct session *s, struct run *c)
 	struct replay_run *rr = xcalloc(1, sizeof *rr);
 	rr->s = s;
 	rr->load = true;
-	/* Cell 0: its entry in the session's history names no function
-	 * that a later save looks up by cell (and a state that does not
-	 * come back counts from 1, as the session does). */
-	rr->e.cell = 0;
+	/* Cell 0 (xcalloc's): its entry in the session's history names no
+	 * function that a later save looks up by cell (and a state that does
+	 * not come back counts from 1, as the session does). */
 	rr->e.code = xstrdup("");
 	rr->e.first_status = CALL_OK;
 	struct run *r = &rr->run;
@@ -1366,15 +1370,11 @@ struct run *replay_load_run(struct session *s, struct run *c)
 	r->timeout_ms = 10000.0;
 	r->ev = &replay_events;
 	run_no_resend(r);
-	r->new_session = true;
 	/* The call's walk before it stands for this one's; the call walks
 	 * again once the cells ran again. */
-	r->prepared = true;
 	rr->ws0 = c->ws_before;
-	c->prepared = false;
-	requeue_first(s);
-	s->cur = r;
-	s->restore_call = r;
+	run_in_place(s, r);
+	restore_carried_by(s, r);
 	s->journal_state = STATE_PENDING;
 	return r;
 }
@@ -1387,10 +1387,8 @@ static void load_ended(struct replay_run *rr)
 {
 	struct session *s = rr->s;
 	struct run *r = &rr->run;
-	struct journal_cell *v = s->journal;
-	size_t n = s->journal_n;
-	s->journal = NULL;
-	s->journal_n = 0;
+	size_t n = 0;
+	struct journal_cell *v = journal_take(s, &n);
 	if (r->note)
 		note_next(s, r->note);
 	bool back = (r->state == STATE_RESTORED || r->state == STATE_FORKED) && proc_alive(s);
@@ -1398,14 +1396,14 @@ static void load_ended(struct replay_run *rr)
 		/* Not loaded: the journal's cells follow no state here.  A
 		 * fresh interpreter counts the call from 1. */
 		if (r->state == STATE_NEW)
-			s->cells = 0;
+			cells_after_load(s, 0);
 		journal_cells_free(v, n);
 		rr_free(rr);
 		return;
 	}
 	struct replay *rp = rp_of(s);
 	int base = (int)s->restore_cells;
-	s->journal_state = r->state;
+	rp->journal_state = r->state;
 	again_clear(rp);
 	for (size_t i = 0; i < n && rp->n_again < REPLAY_MAX_CELLS; i++) {
 		if (v[i].cell <= base)
@@ -1418,10 +1416,12 @@ static void load_ended(struct replay_run *rr)
 	}
 	journal_cells_free(v, n);
 	rp->state_cell = rp->base_cell = rp->last_ok = rp->from_cell = base;
-	s->cells = base;
+	cells_after_load(s, base);
 	rr_free(rr);
-	if (rp->n_again == 0)
+	if (rp->n_again == 0) {
+		s->journal_state = rp->journal_state;
 		return;
+	}
 	rp->active = rp->journal = true;
 	rp->to_hold = rp->held = NULL;
 	rp->failed = rp->failed2 = 0;
@@ -1433,7 +1433,7 @@ static void load_ended(struct replay_run *rr)
 	rp->t0 = loop_now_ms();
 	free(rp->final_note);
 	rp->final_note = NULL;
-	s->cells = rp->last;
+	cells_after_load(s, rp->last);
 	queue_again(s, rp->last);
 }
 
@@ -1443,6 +1443,7 @@ bool replay_call_done(struct sup *sup, struct session *s, struct run *c)
 	(void)sup;
 	if (c->state == STATE_KEPT || c->state == STATE_RESTORED || c->state == STATE_FORKED)
 		rp->state_cell = c->cell;
+	s->journal_state = STATE_PENDING; /* said by the call after a journal's cells */
 	if (rp->pending == c) {
 		rp->pending = NULL;
 		struct replay_entry *e = &rp->log[rp->n];

@@ -207,20 +207,19 @@ void save_state_died(struct session *s)
 	s->snap_ours = false; /* the next state follows no snapshot of ours */
 }
 
-bool journal_save(struct sup *sup, struct session *s)
+bool journal_may(const struct sup *sup, const struct session *s)
 {
-	if (!persist_on(sup->persist) || s->unsaved || s->save || !s->snap_ours || s->snap_gen != s->ckpt_gen || !proc_alive(s))
-		return false;
-	struct journal_cell *v = NULL;
-	int n = replay_journal(s, s->snap_cells, &v);
-	if (n <= 0)
-		return false;
+	return persist_on(sup->persist) && !s->unsaved && !s->save && s->snap_ours && s->snap_gen == s->ckpt_gen && proc_alive(s);
+}
+
+bool journal_write(struct sup *sup, struct session *s, struct journal_cell *v, size_t n)
+{
 	double t0 = loop_now_ms();
 	size_t bytes = 0;
 	struct err e = { 0 };
-	int r = pjournal_write(sup->persist, s->name, s->snap_nonce, s->snap_cells, v, (size_t)n, &bytes, &e);
+	int r = pjournal_write(sup->persist, s->name, s->snap_nonce, s->snap_cells, v, n, &bytes, &e);
 	int first = v[0].cell;
-	journal_cells_free(v, (size_t)n);
+	journal_cells_free(v, n);
 	if (r < 0) {
 		/* The state is saved whole instead, and that save says what
 		 * went wrong when it fails too (a full disk). */
@@ -238,6 +237,25 @@ bool journal_save(struct sup *sup, struct session *s)
 	 * next one, after a checkpointed cell, costs what that one did. */
 	post_ended(sup); /* the server may be waiting for this state's save */
 	return true;
+}
+
+struct journal_cell *journal_take(struct session *s, size_t *n)
+{
+	struct journal_cell *v = s->journal;
+	*n = s->journal_n;
+	s->journal = NULL;
+	s->journal_n = 0;
+	return v;
+}
+
+void restore_carried_by(struct session *s, struct run *r)
+{
+	s->restore_call = r;
+}
+
+void cells_after_load(struct session *s, int cells)
+{
+	s->cells = cells;
 }
 
 /* The pieces of the session's last save are no longer what is on disk
@@ -751,7 +769,7 @@ static void restore_stopped(struct sup *sup, struct session *s, struct run *c, c
 	/* The server's own empty cell that carried a state with a journal
 	 * (replay_load_run): the user's call is still to run, and it is the
 	 * one that tries again. */
-	bool own = replay_is_run(c);
+	bool own = s->journal_n > 0;
 	if (s->restore_loaded && own) {
 		/* Tried once more for the same call, not forever: a state that
 		 * is stopped each time it loads (it fills memory_mb) ends in a
@@ -814,13 +832,12 @@ static void restore_stopped(struct sup *sup, struct session *s, struct run *c, c
  * name what came back. */
 void restore_outcome(struct sup *sup, struct session *s, struct run *c)
 {
-	if (s->journal_state != STATE_PENDING && !replay_is_run(c)) {
-		/* The call a saved state and its journal were loaded for: the
-		 * state it ran on came back (the notes of the load and of the
-		 * cells run again come with it). */
-		if (c->result)
-			restore_state(c, s->journal_state);
-		s->journal_state = STATE_PENDING;
+	if (s->journal_state != STATE_PENDING && c->result && c != s->restore_call) {
+		/* The call a saved state and its journal were loaded for (the
+		 * first after the journal's cells ran again): the state it ran
+		 * on came back, and the notes of the load and of the cells run
+		 * again come with it. */
+		restore_state(c, s->journal_state);
 	}
 	if (!s->restore || s->restore_call != c)
 		return;
@@ -990,6 +1007,9 @@ int restore_begin(struct sup *sup, struct session *s, struct run *c, uint64_t *b
 	int nfds = prestore_start(r, sup->cfg.loop, done, s, fds);
 	if (nfds < 0) {
 		prestore_free(r);
+		journal_cells_free(s->journal, s->journal_n);
+		s->journal = NULL;
+		s->journal_n = 0;
 		return -1;
 	}
 	/* The cells kept as a journal after it, run again once it is loaded

@@ -533,7 +533,7 @@ void sup_shutdown(struct sup *sup)
 {
 	save_stopping(sup);
 	for (struct session *s = sup->sessions; s; s = s->next) {
-		if (save_at_exit(sup, s) && !journal_save(sup, s)) {
+		if (save_at_exit(sup, s) && !save_as_journal(sup, s)) {
 			/* Its last save was cut short, or never started (a call
 			 * was waiting): the checkpoint again, with a saver. */
 			log_info("session %s: saving the state after cell %d before exit", s->name, s->cells);
