@@ -213,7 +213,7 @@ struct session {
 	uint32_t saved_cells;      /* the cell whose state is on disk (0: none known) */
 	/* The snapshot this server last wrote whole for the session (its
 	 * nonce, its cell, the checkpoint it came from, counted by ckpt_gen),
-	 * which a journal of the cells logged since may follow (journal_save). */
+	 * which a journal of the cells logged since may follow (journal_may). */
 	bool snap_ours;
 	unsigned char snap_nonce[16];
 	uint32_t snap_cells;
