@@ -185,21 +185,6 @@ out:
 	return rc;
 }
 
-static int write_all(int fd, const void *data, size_t len)
-{
-	const char *p = data;
-	while (len) {
-		ssize_t w = write(fd, p, len);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0)
-			return -errno;
-		p += w;
-		len -= (size_t)w;
-	}
-	return 0;
-}
-
 int userdir_write(const struct userdir *ud, const char *name, const void *data,
 		  size_t len, struct err *e)
 {
@@ -216,7 +201,7 @@ int userdir_write(const struct userdir *ud, const char *name, const void *data,
 	if (fd < 0)
 		return err_sys(e, -errno, "cannot create a temporary file in %s", ud->path);
 	/* The umask may have taken bits away, never added: still, be exact. */
-	if (fchmod(fd, 0600) < 0 || (rc = write_all(fd, data, len)) < 0 || fsync(fd) < 0) {
+	if (fchmod(fd, 0600) < 0 || (rc = write_full(fd, data, len)) < 0 || fsync(fd) < 0) {
 		rc = err_sys(e, -errno, "cannot write %s/%s", ud->path, tmp);
 		close(fd);
 		goto fail;

@@ -73,6 +73,8 @@ double mono_ms(void);
 ssize_t read_small(const char *path, char *buf, size_t cap);
 /* The same, path relative to dirfd (or AT_FDCWD). */
 ssize_t read_small_at(int dirfd, const char *path, char *buf, size_t cap);
+/* write(2) until all len bytes are out (EINTR retried): 0 or -errno. */
+int write_full(int fd, const void *data, size_t len);
 
 /* mkdir -p: creates the missing directories of path with mode (existing
  * ones are left as they are).  0 or a negative errno, the message in e. */

@@ -213,22 +213,6 @@ int persist_session_dir(const struct persist *p, const char *name, bool create, 
 }
 
 
-int persist_write_all(int fd, const unsigned char *b, size_t n)
-{
-	while (n) {
-		ssize_t k = write(fd, b, n);
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k < 0)
-			return -errno;
-		if (k == 0)
-			return -EIO;
-		b += k;
-		n -= (size_t)k;
-	}
-	return 0;
-}
-
 uint64_t persist_written_all(const struct persist *p)
 {
 	return p ? p->written_all : 0;

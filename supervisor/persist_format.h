@@ -135,9 +135,6 @@ static inline uint64_t now_unix_ms(void)
 	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-/* write(2) until all n bytes are out: 0 or -errno. */
-int persist_write_all(int fd, const unsigned char *b, size_t n);
-
 /* Starts the tag of a snapshot of the session name (persist.c says what it
  * covers); NULL when libcrypto fails. */
 struct hmac *persist_tag_begin(const struct persist *p, int version, const char *name, uint64_t len,

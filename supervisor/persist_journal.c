@@ -123,7 +123,7 @@ int pjournal_write(struct persist *p, const char *name, const unsigned char snap
 	 * stays whole.  Never through a symlink a cell planted there. */
 	unlinkat(dir, JOURNAL_TMP, 0);
 	int fd = openat(dir, JOURNAL_TMP, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-	r = fd < 0 ? -errno : persist_write_all(fd, b, len + J_TRAILER);
+	r = fd < 0 ? -errno : write_full(fd, b, len + J_TRAILER);
 	if (r == 0 && fdatasync(fd) < 0 && errno != EINVAL)
 		r = -errno;
 	if (fd >= 0 && close(fd) < 0 && r == 0)

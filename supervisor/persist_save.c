@@ -141,7 +141,7 @@ static int psave_commit(struct psave *s, const char *magic, uint64_t len, struct
 		return -EIO;
 	}
 	memcpy(t + 32 + KEYID_LEN + NONCE_LEN, tag, POLY1305_LEN);
-	int r = persist_write_all(s->out, t, sizeof t);
+	int r = write_full(s->out, t, sizeof t);
 	/* Whole on disk before it replaces the previous snapshot: a crash of
 	 * the machine after the rename must not leave a snapshot whose pages
 	 * never reached the disk (the tag would then refuse it). */
@@ -193,7 +193,7 @@ static void pieces_finish(struct psave *s)
 	size_t mlen;
 	unsigned char *m = ptable_encode(t, &mlen);
 	struct hmac *h = persist_tag_begin(s->p, TAG_MANIFEST, s->name, mlen, s->created, s->cells, s->nonce);
-	int r = h ? persist_write_all(s->out, m, mlen) : -ENOMEM;
+	int r = h ? write_full(s->out, m, mlen) : -ENOMEM;
 	if (h)
 		hmac_update(h, m, mlen);
 	free(m);
@@ -492,7 +492,7 @@ static void psave_event(void *arg, int fd, short revents)
 		if (s->got < 8 + SUMMARY_MAX)
 			psave_peek(s, s->buf, (size_t)n);
 		hmac_update(s->h, s->buf, (size_t)n);
-		int r = persist_write_all(s->out, s->buf, (size_t)n);
+		int r = write_full(s->out, s->buf, (size_t)n);
 		if (r < 0) {
 			psave_end(s, r, "cannot write the snapshot: %s", strerror(-r));
 			return;
