@@ -18,7 +18,6 @@
 #include "../common/log.h"
 #include "../common/util.h"
 
-
 struct psave {
 	struct persist *p;
 	struct loop *loop;

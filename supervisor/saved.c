@@ -248,6 +248,14 @@ struct journal_cell *journal_take(struct session *s, size_t *n)
 	return v;
 }
 
+/* A journal read before and not run (another restore reads it anew). */
+static void journal_drop(struct session *s)
+{
+	size_t n = 0;
+	struct journal_cell *v = journal_take(s, &n);
+	journal_cells_free(v, n);
+}
+
 void restore_carried_by(struct session *s, struct run *r)
 {
 	s->restore_call = r;
@@ -1007,17 +1015,12 @@ int restore_begin(struct sup *sup, struct session *s, struct run *c, uint64_t *b
 	int nfds = prestore_start(r, sup->cfg.loop, done, s, fds);
 	if (nfds < 0) {
 		prestore_free(r);
-		journal_cells_free(s->journal, s->journal_n);
-		s->journal = NULL;
-		s->journal_n = 0;
 		return -1;
 	}
 	/* The cells kept as a journal after it, run again once it is loaded
 	 * (replay_load_run).  One that is refused is said, and the snapshot
 	 * alone comes back. */
-	journal_cells_free(s->journal, s->journal_n);
-	s->journal = NULL;
-	s->journal_n = 0;
+	journal_drop(s);
 	int jr = pjournal_read(sup->persist, src, prestore_nonce(r), prestore_cells(r), &s->journal, &s->journal_n, &e);
 	if (jr < 0) {
 		char m[600];
@@ -1037,9 +1040,7 @@ int restore_begin(struct sup *sup, struct session *s, struct run *c, uint64_t *b
 			 "the state comes back as it was saved",
 			 s->journal[0].cell, s->journal[s->journal_n - 1].cell, src);
 		add_note(c, m);
-		journal_cells_free(s->journal, s->journal_n);
-		s->journal = NULL;
-		s->journal_n = 0;
+		journal_drop(s);
 	}
 	s->restore = r;
 	s->restore_call = c;
