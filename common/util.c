@@ -154,6 +154,16 @@ int write_full(int fd, const void *data, size_t len)
 	return 0;
 }
 
+size_t self_resident_bytes(void)
+{
+	char buf[128];
+	unsigned long size, rss;
+	long page = sysconf(_SC_PAGESIZE);
+	if (page <= 0 || read_small("/proc/self/statm", buf, sizeof buf) <= 0 || sscanf(buf, "%lu %lu", &size, &rss) != 2)
+		return SIZE_MAX;
+	return (size_t)rss * (size_t)page;
+}
+
 ssize_t read_small(const char *path, char *buf, size_t cap)
 {
 	return read_small_at(AT_FDCWD, path, buf, cap);

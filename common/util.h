@@ -73,6 +73,11 @@ double mono_ms(void);
 ssize_t read_small(const char *path, char *buf, size_t cap);
 /* The same, path relative to dirfd (or AT_FDCWD). */
 ssize_t read_small_at(int dirfd, const char *path, char *buf, size_t cap);
+
+/* This process's resident bytes, from /proc/self/statm (opened each time:
+ * a descriptor a zygote opened would name the zygote); SIZE_MAX when it
+ * cannot be read. */
+size_t self_resident_bytes(void);
 /* write(2) until all len bytes are out (EINTR retried): 0 or -errno. */
 int write_full(int fd, const void *data, size_t len);
 

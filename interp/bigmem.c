@@ -283,21 +283,6 @@ static bool drop_cache(size_t keep)
 	return dropped;
 }
 
-/* This process's resident bytes, from /proc/self/statm (opened each
- * time: a descriptor the zygote opened would name the zygote); SIZE_MAX
- * when unread, so that the caller gives every kept block back. */
-static size_t resident_bytes(void)
-{
-	char buf[128];
-	if (read_small("/proc/self/statm", buf, sizeof buf) <= 0)
-		return SIZE_MAX;
-	unsigned long size, rss;
-	if (sscanf(buf, "%lu %lu", &size, &rss) != 2)
-		return SIZE_MAX;
-	long page = sysconf(_SC_PAGESIZE);
-	return page > 0 ? (size_t)rss * (size_t)page : SIZE_MAX;
-}
-
 /* Whether a fresh block of n bytes (n >= BIGMEM_MIN) takes huge pages
  * (and takes its share of what was given back). */
 static bool huge_for(size_t n)
@@ -340,7 +325,7 @@ static void *map_big(size_t n, bool *glibc)
 	bool any = n_cache > 0;
 	pthread_mutex_unlock(&lock);
 	if (mem_limit && any) {
-		size_t r = resident_bytes();
+		size_t r = self_resident_bytes();
 		if (r == SIZE_MAX || r + len > mem_limit - mem_limit / 4)
 			keep = 0;
 	}
@@ -492,6 +477,27 @@ static void advise_kept_locked(int advice)
 		cache_bytes -= cache[i].len;
 		cache[i] = cache[--n_cache];
 	}
+}
+
+size_t bigmem_fresh(uintptr_t *at, size_t *len, size_t max)
+{
+	size_t n = 0;
+	pthread_mutex_lock(&lock);
+	for (size_t i = 0; i < n_cache && n < max; i++, n++) {
+		at[n] = cache[i].at;
+		len[n] = cache[i].len;
+	}
+	for (size_t i = 0, seen = 0; i < SLOTS && seen < n_maps && n < max; i++) {
+		if (!maps[i].at)
+			continue;
+		seen++;
+		if (maps[i].gen != gen)
+			continue;
+		at[n] = maps[i].at;
+		len[n++] = maps[i].len;
+	}
+	pthread_mutex_unlock(&lock);
+	return n;
 }
 
 void bigmem_cell(bool begins)

@@ -35,6 +35,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* Blocks this large or larger get a mapping of their own. */
 #define BIGMEM_MIN ((size_t)2 << 20)
@@ -68,6 +69,13 @@ void bigmem_cell(bool begins);
  * other process, and is unmapped, not kept, when freed. */
 void bigmem_before_fork(void);
 void bigmem_after_fork(bool child);
+
+/* The blocks this process alone holds because they are new, not because
+ * it wrote over memory a copy shares: those mapped since the last fork
+ * and still live, and those kept for reuse (left out of every copy).  Up
+ * to max of them, as start and length; returns how many.  For the
+ * pre-copy, which leaves them out (precopy.h: precopy_skip). */
+size_t bigmem_fresh(uintptr_t *at, size_t *len, size_t max);
 
 /* The names NumPy reports for it (numpy.core.multiarray.get_handler_name):
  * with checkpoints, and without them (glibc's blocks in calls back to

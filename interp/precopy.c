@@ -68,6 +68,34 @@ static unsigned copied_round;
 
 static int pagemap_fd = -1;
 
+/* The ranges the next scan leaves out (precopy_skip), sorted by start. */
+static struct range skip[PRECOPY_SKIP_MAX];
+static size_t n_skip;
+
+static int range_cmp(const void *a, const void *b)
+{
+	uintptr_t x = ((const struct range *)a)->start, y = ((const struct range *)b)->start;
+	return x < y ? -1 : x > y;
+}
+
+void precopy_skip(const uintptr_t *at, const size_t *len, size_t n)
+{
+	n_skip = 0;
+	for (size_t i = 0; i < n && n_skip < PRECOPY_SKIP_MAX; i++)
+		if (len[i])
+			skip[n_skip++] = (struct range){ at[i], len[i] };
+	qsort(skip, n_skip, sizeof skip[0], range_cmp);
+}
+
+/* Whether the page at a is in a range left out; *si is a cursor into
+ * skip[], moved forward only (pages are asked for in address order). */
+static bool skipped(uintptr_t a, size_t *si)
+{
+	while (*si < n_skip && skip[*si].start + skip[*si].len <= a)
+		(*si)++;
+	return *si < n_skip && skip[*si].start <= a;
+}
+
 int precopy_open(void)
 {
 	precopy_close();
@@ -100,6 +128,7 @@ void precopy_close(void)
 	pagemap_fd = -1;
 	n_ranges = 0;
 	n_copied = 0;
+	n_skip = 0;
 }
 
 /* CPU time, as the server's budget for taking a checkpoint is. */
@@ -158,7 +187,8 @@ static bool was_copied(uintptr_t a, size_t *ci)
 }
 
 /* Walks the pagemap entries of [start, end); false once a bound is hit. */
-static bool scan_range(int pm, uintptr_t start, uintptr_t end, size_t ps, size_t budget, double deadline, size_t *ci)
+static bool scan_range(int pm, uintptr_t start, uintptr_t end, size_t ps, size_t budget, double deadline, size_t *ci,
+		       size_t *si)
 {
 	/* A multiple of SAMPLE entries, read in pieces that end on a multiple
 	 * of it: a window's sample is in the piece that holds the window. */
@@ -177,7 +207,7 @@ static bool scan_range(int pm, uintptr_t start, uintptr_t end, size_t ps, size_t
 		n = (size_t)got / sizeof ent[0];
 		size_t first = (a / ps) % cap; /* ent[i] is the page cap-index first + i */
 		for (size_t i = 0; i < n; i++, a += ps) {
-			bool want = written(ent[i]) && (a / ps) % SAMPLE != rounds % SAMPLE;
+			bool want = written(ent[i]) && (a / ps) % SAMPLE != rounds % SAMPLE && !skipped(a, si);
 			if (want && was_copied(a, ci)) {
 				/* The window's page the last round left out; outside
 				 * what was read (the mapping's edge), unknown: kept. */
@@ -218,8 +248,10 @@ size_t precopy_scan(size_t budget, size_t max_map, double max_ms)
 	n_ranges = 0;
 	memset(&last, 0, sizeof last);
 	long psl = sysconf(_SC_PAGESIZE);
-	if (budget == 0 || psl <= 0)
+	if (budget == 0 || psl <= 0) {
+		n_skip = 0;
 		return 0;
+	}
 	size_t ps = (size_t)psl;
 	rounds++;
 	int pm = pagemap_fd;
@@ -231,7 +263,7 @@ size_t precopy_scan(size_t budget, size_t max_map, double max_ms)
 	static char buf[16384];
 	size_t have = 0;
 	bool skipping = false, more = true;
-	size_t ci = 0;
+	size_t ci = 0, si = 0;
 	while (more) {
 		ssize_t r = read(maps, buf + have, sizeof buf - 1 - have);
 		if (r < 0 && errno == EINTR)
@@ -250,7 +282,7 @@ size_t precopy_scan(size_t budget, size_t max_map, double max_ms)
 			 * limit, and walking its entries would take the whole
 			 * time bound. */
 			if (!skipping && parse_map(line, &s, &e) && e - s <= max_map)
-				more = scan_range(pm, s, e, ps, budget, deadline, &ci);
+				more = scan_range(pm, s, e, ps, budget, deadline, &ci, &si);
 			skipping = false;
 			line = nl + 1;
 		}
@@ -264,11 +296,35 @@ size_t precopy_scan(size_t budget, size_t max_map, double max_ms)
 out:
 	if (maps >= 0)
 		close(maps);
+	n_skip = 0; /* for this scan only */
 	/* Used: the run after this scan records what it copies, and a fork
 	 * without one says so (precopy_unknown). */
 	n_copied = 0;
 	last.ranges = n_ranges;
 	last.scan_ms = cpu_ms() - t0;
+	return last.bytes;
+}
+
+size_t precopy_again(size_t budget)
+{
+	n_ranges = 0;
+	n_skip = 0;
+	memset(&last, 0, sizeof last);
+	long psl = sysconf(_SC_PAGESIZE);
+	size_t ps = psl > 0 ? (size_t)psl : 4096;
+	for (size_t i = 0; i < n_copied && n_ranges < MAX_RANGES && last.bytes < budget; i++) {
+		size_t len = copied[i].len;
+		if (len > budget - last.bytes)
+			len = (budget - last.bytes) / ps * ps;
+		if (!len)
+			break;
+		ranges[n_ranges++] = (struct range){ copied[i].start, len };
+		last.bytes += len;
+	}
+	/* The run records what it copies anew, under the same round (rounds
+	 * not advanced): its windows' left-out pages are the same ones. */
+	n_copied = 0;
+	last.ranges = n_ranges;
 	return last.bytes;
 }
 

@@ -67,6 +67,10 @@ static void title_session(void)
  * session and signals the copy, which resumes as the session on the same
  * control socket and pipes: the state is what it was before the call. */
 static pid_t checkpoint_pid, zygote_pid;
+/* Whether code ran (a cell, a thumbnail) since this process last forked
+ * its checkpoint: when not, a new checkpoint is of the same state, and
+ * the pre-copy repeats its last copies instead of scanning. */
+static bool ran_since_fork = true;
 
 /* Saved sessions: the largest state to save (0: do not save), and the
  * saver of the current checkpoint (its child), killed when a call comes. */
@@ -75,11 +79,37 @@ static pid_t saver_pid;
 
 /* The pre-copy after each checkpoint's fork (precopy.h): at most this many
  * bytes (set from memory_mb by the zygote), and these bounds in time, well
- * inside the server's 2 s CPU budget for taking a checkpoint. */
-static size_t precopy_cap, precopy_max_map;
-#define PRECOPY_MAX_BYTES ((size_t)64 << 20)
+ * inside the server's 2 s CPU budget for taking a checkpoint.  256 MB:
+ * `str.len()` over 5 million strings writes the reference counts of 280
+ * MB of objects, which 64 MB left mostly to the next call's faults (a
+ * copy made here costs about 1.5 us a page, a fault in the call 15 to
+ * 18 us on the bench's VM); copying 256 MB took about 100 ms there. */
+static size_t precopy_cap, precopy_max_map, precopy_mem_limit;
+#define PRECOPY_MAX_BYTES ((size_t)256 << 20)
 #define PRECOPY_SCAN_MS 50.0
-#define PRECOPY_RUN_MS 100.0
+#define PRECOPY_RUN_MS 800.0
+
+/* The pre-copy's budget for this checkpoint: precopy_cap, and never more
+ * than the room below three quarters of memory_mb once this process's
+ * resident memory is counted (the copies are the session's own memory on
+ * top of what its checkpoint keeps, and a guess the next call proves
+ * wrong must not be what brings the session near its limit). */
+static size_t precopy_budget(void)
+{
+	if (!precopy_mem_limit)
+		return precopy_cap;
+	size_t used = self_resident_bytes(), room = precopy_mem_limit - precopy_mem_limit / 4;
+	return used >= room ? 0 : room - used < precopy_cap ? room - used : precopy_cap;
+}
+
+/* Leaves the blocks the allocator mapped afresh out of the next scan
+ * (precopy_skip says why). */
+static void precopy_skip_fresh(void)
+{
+	static uintptr_t at[PRECOPY_SKIP_MAX];
+	static size_t len[PRECOPY_SKIP_MAX];
+	precopy_skip(at, len, bigmem_fresh(at, len, PRECOPY_SKIP_MAX));
+}
 
 /* What the last call left below this process was ended by the zygote while
  * the server held us frozen (zygote.c: settle); its zombies are reaped here,
@@ -294,9 +324,13 @@ static void make_checkpoint(bool save)
 	 * first after a rollback, has none to compare with (everything would
 	 * look written), so it pre-copies nothing; nor when a call waits
 	 * already (W_HURRY). */
-	if (checkpoint_pid > 0 && precopy_cap && !waited && poll(&hurry, 1, 0) == 0)
-		precopy_scan(precopy_cap, precopy_max_map, PRECOPY_SCAN_MS);
-	else
+	if (checkpoint_pid > 0 && precopy_cap && !waited && poll(&hurry, 1, 0) == 0) {
+		if (ran_since_fork) {
+			precopy_skip_fresh();
+			precopy_scan(precopy_budget(), precopy_max_map, PRECOPY_SCAN_MS);
+		} else
+			precopy_again(precopy_budget());
+	} else
 		precopy_unknown();
 	/* Memory the cells freed and malloc keeps for later is given back
 	 * first: forked, it would be shared with the checkpoint, so that each
@@ -336,9 +370,10 @@ static void make_checkpoint(bool save)
 	 * budget (bounded far below it here).  A call that comes meanwhile
 	 * (W_HURRY on the control socket) cuts it short: back to back, the
 	 * copies would only delay it. */
-	if (pid > 0)
+	if (pid > 0) {
 		precopy_run(PRECOPY_RUN_MS, SESSION_CTRL_FD);
-	else
+		ran_since_fork = false;
+	} else
 		precopy_forget();
 	int save_fd = saver_pipe(sp, sync, pid);
 	/* The previous copy is ended by the server once it has accepted this
@@ -477,6 +512,7 @@ static void run_cell(struct wire_msg *m)
 	int is_bytes;
 	struct err e = { 0 };
 	uint32_t reply_type = m->type == W_THUMB ? W_THUMB_DATA : W_RESULT;
+	ran_since_fork = true;
 	if (m->type == W_EXEC)
 		reap_ended();
 	/* Tells the server the cell was received: should this process die
@@ -677,10 +713,11 @@ void zygote_session_main(const struct zmsg_spawn *sp, int fds[3])
 
 void zygote_session_precopy(long memory_mb)
 {
-	/* A sixteenth of memory_mb, at most 64 MB: the pre-copied pages are
+	/* An eighth of memory_mb, at most 256 MB: the pre-copied pages are
 	 * the session's own memory on top of its checkpoint's. */
 	long mb = memory_mb;
-	precopy_cap = mb > 0 && ((size_t)mb << 20) / 16 < PRECOPY_MAX_BYTES ? ((size_t)mb << 20) / 16 : PRECOPY_MAX_BYTES;
+	precopy_cap = mb > 0 && ((size_t)mb << 20) / 8 < PRECOPY_MAX_BYTES ? ((size_t)mb << 20) / 8 : PRECOPY_MAX_BYTES;
+	precopy_mem_limit = mb > 0 ? (size_t)mb << 20 : 0;
 	/* A mapping larger than twice memory_mb is never all resident: a
 	 * reservation, not worth walking page by page. */
 	precopy_max_map = mb > 0 ? (size_t)mb << 21 : (size_t)1 << 36;

@@ -2,7 +2,9 @@
  * would show physical page numbers is refused; after a fork, the pages
  * written since the previous fork (and only those) are noted and made the
  * process's own again, the ones left alone stay shared, and so do pages
- * copied at one round that no call wrote since; the byte budget holds.  What is shared and what is not is read from /proc/self/pagemap,
+ * copied at one round that no call wrote since; ranges said to be fresh
+ * are left out; a fork of the same state copies the last set again; the
+ * byte budget holds.  What is shared and what is not is read from /proc/self/pagemap,
  * the kernel's own account. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -278,6 +280,80 @@ static void test_copied_pages_no_call_writes_leave_the_set(void **state)
 	munmap(raw, (n + win) * ps);
 }
 
+/* Memory allocated afresh since the last fork is the process's alone
+ * because it is new: the ranges precopy_skip names are left out of the
+ * scan (the allocator's new blocks), the rest written is noted as before.
+ * Without the skip the fresh block would be noted and copied (and, first
+ * in address order, could take the whole budget). */
+static void test_skipped_ranges_are_not_noted(void **state)
+{
+	(void)state;
+	pid_t before;
+	unsigned char *m = pages_then_checkpoint(&before);
+	/* The call writes the first half of the old pages, and fills a
+	 * block of its own of NPAGES pages. */
+	for (size_t i = 0; i < NPAGES / 2; i++)
+		m[i * ps] = 2;
+	unsigned char *fresh = mmap(NULL, NPAGES * ps, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	assert_true(fresh != MAP_FAILED);
+	memset(fresh, 5, NPAGES * ps);
+	uintptr_t at = (uintptr_t)fresh;
+	size_t len = NPAGES * ps;
+	precopy_skip(&at, &len, 1);
+	precopy_scan((size_t)64 << 20, (size_t)4 << 30, 1000);
+	pid_t after = fork_sleeper();
+	precopy_run(1000, -1);
+	/* The fresh block stays shared with the new fork, untouched. */
+	assert_int_equal(exclusive_in(fresh, 0, NPAGES), 0);
+	/* The old pages written are copied (less one in 64 by address). */
+	assert_true(exclusive_in(m, 0, NPAGES / 2) >= NPAGES / 2 - 2);
+	assert_int_equal(exclusive_in(m, NPAGES / 2, NPAGES), 0);
+	/* A skip holds for one scan: the next one notes the block (it was
+	 * written since the last fork, by nothing but the call above). */
+	memset(fresh, 6, NPAGES * ps);
+	assert_true(precopy_scan((size_t)64 << 20, (size_t)4 << 30, 1000) >= (NPAGES - 2) * ps);
+	precopy_forget();
+	end_all(m, before, after);
+	munmap(fresh, NPAGES * ps);
+}
+
+/* A fork of the same state (a save at rest's checkpoint, no call since)
+ * shares again what the last run copied; precopy_again copies it once
+ * more, where a scan would drop it all (nothing wrote the windows' left
+ * out pages).  Within its budget. */
+static void test_again_after_a_fork_of_the_same_state(void **state)
+{
+	(void)state;
+	pid_t before;
+	unsigned char *m = pages_then_checkpoint(&before);
+	memset(m, 2, NPAGES * ps); /* the call writes all of them */
+	precopy_scan((size_t)64 << 20, (size_t)4 << 30, 1000);
+	pid_t after = fork_sleeper();
+	precopy_run(1000, -1);
+	size_t copied = exclusive_in(m, 0, NPAGES);
+	assert_true(copied >= NPAGES - 2);
+	/* The save's checkpoint: the same state forked again.  (The last
+	 * run copied this test's other written pages too.) */
+	assert_true(precopy_again((size_t)64 << 20) >= copied * ps);
+	pid_t save = fork_sleeper();
+	assert_int_equal(exclusive_in(m, 0, NPAGES), 0);
+	precopy_run(1000, -1);
+	assert_int_equal(exclusive_in(m, 0, NPAGES), copied);
+	/* Again, within a budget of 8 pages. */
+	assert_int_equal(precopy_again(8 * ps), 8 * ps);
+	pid_t save2 = fork_sleeper();
+	precopy_run(1000, -1);
+	struct precopy_stats st;
+	precopy_last(&st);
+	assert_int_equal(st.copied, 8 * ps);
+	assert_true(exclusive_in(m, 0, NPAGES) <= 8);
+	for (size_t i = 0; i < NPAGES; i++)
+		assert_int_equal(m[i * ps], 2);
+	end(save);
+	end(save2);
+	end_all(m, before, after);
+}
+
 /* No descriptor (a checkpoint's copy of the session, or a jail without
  * /proc): nothing is noted, nothing copied, nothing fails. */
 static void test_without_pagemap_nothing(void **state)
@@ -300,6 +376,8 @@ int main(void)
 		cmocka_unit_test(test_budget_holds),
 		cmocka_unit_test(test_stops_when_a_call_waits),
 		cmocka_unit_test(test_copied_pages_no_call_writes_leave_the_set),
+		cmocka_unit_test(test_skipped_ranges_are_not_noted),
+		cmocka_unit_test(test_again_after_a_fork_of_the_same_state),
 		cmocka_unit_test(test_without_pagemap_nothing),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
