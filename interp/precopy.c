@@ -42,6 +42,9 @@ static unsigned rounds;
 struct range {
 	uintptr_t start;
 	size_t len;
+	/* Noted because the last run copied it and a call wrote its window
+	 * again since: a page calls keep writing (precopy_again). */
+	bool sure;
 };
 static struct range ranges[MAX_RANGES];
 static size_t n_ranges;
@@ -65,6 +68,9 @@ static struct precopy_stats last;
 static struct range copied[MAX_RANGES];
 static size_t n_copied;
 static unsigned copied_round;
+/* The next run copies again part of what the last one copied
+ * (precopy_again): copied[] stays as it is, the record of that run. */
+static bool run_again;
 
 static int pagemap_fd = -1;
 
@@ -83,7 +89,7 @@ void precopy_skip(const uintptr_t *at, const size_t *len, size_t n)
 	n_skip = 0;
 	for (size_t i = 0; i < n && n_skip < PRECOPY_SKIP_MAX; i++)
 		if (len[i])
-			skip[n_skip++] = (struct range){ at[i], len[i] };
+			skip[n_skip++] = (struct range){ at[i], len[i], false };
 	qsort(skip, n_skip, sizeof skip[0], range_cmp);
 }
 
@@ -141,15 +147,16 @@ static double cpu_ms(void)
 
 /* Appends [start, start + len) to the notes, merged with the last range
  * when adjacent; false when the table is full. */
-static bool note(uintptr_t start, size_t len)
+static bool note(uintptr_t start, size_t len, bool sure)
 {
-	if (n_ranges && ranges[n_ranges - 1].start + ranges[n_ranges - 1].len == start) {
+	if (n_ranges && ranges[n_ranges - 1].start + ranges[n_ranges - 1].len == start &&
+	    ranges[n_ranges - 1].sure == sure) {
 		ranges[n_ranges - 1].len += len;
 		return true;
 	}
 	if (n_ranges == MAX_RANGES)
 		return false;
-	ranges[n_ranges++] = (struct range){ start, len };
+	ranges[n_ranges++] = (struct range){ start, len, sure };
 	return true;
 }
 
@@ -196,7 +203,7 @@ static bool scan_range(int pm, uintptr_t start, uintptr_t end, size_t ps, size_t
 	const size_t cap = sizeof ent / sizeof ent[0];
 	uintptr_t run = 0;
 	size_t run_len = 0;
-	bool more = true;
+	bool more = true, run_sure = false;
 	for (uintptr_t a = start; a < end && more;) {
 		size_t n = (end - a) / ps;
 		if (n > cap - (a / ps) % cap)
@@ -208,16 +215,27 @@ static bool scan_range(int pm, uintptr_t start, uintptr_t end, size_t ps, size_t
 		size_t first = (a / ps) % cap; /* ent[i] is the page cap-index first + i */
 		for (size_t i = 0; i < n; i++, a += ps) {
 			bool want = written(ent[i]) && (a / ps) % SAMPLE != rounds % SAMPLE && !skipped(a, si);
+			bool sure = false;
 			if (want && was_copied(a, ci)) {
 				/* The window's page the last round left out; outside
 				 * what was read (the mapping's edge), unknown: kept. */
 				size_t w = (first + i) / SAMPLE * SAMPLE + copied_round % SAMPLE;
 				if (w >= first && w - first < n)
-					want = written(ent[w - first]);
+					want = sure = written(ent[w - first]);
+			}
+			if (want && run_len && sure != run_sure) {
+				if (!note(run, run_len, run_sure)) {
+					run_len = 0;
+					return false;
+				}
+				last.bytes += run_len;
+				run_len = 0;
 			}
 			if (want) {
-				if (!run_len)
+				if (!run_len) {
 					run = a;
+					run_sure = sure;
+				}
 				run_len += ps;
 				if (last.bytes + run_len >= budget) {
 					more = false;
@@ -226,7 +244,7 @@ static bool scan_range(int pm, uintptr_t start, uintptr_t end, size_t ps, size_t
 				continue;
 			}
 			if (run_len) {
-				if (!note(run, run_len)) {
+				if (!note(run, run_len, run_sure)) {
 					run_len = 0;
 					return false;
 				}
@@ -237,7 +255,7 @@ static bool scan_range(int pm, uintptr_t start, uintptr_t end, size_t ps, size_t
 		if (more && cpu_ms() > deadline)
 			more = false;
 	}
-	if (run_len && note(run, run_len))
+	if (run_len && note(run, run_len, run_sure))
 		last.bytes += run_len;
 	return more && last.bytes < budget;
 }
@@ -246,6 +264,7 @@ size_t precopy_scan(size_t budget, size_t max_map, double max_ms)
 {
 	double t0 = cpu_ms(), deadline = t0 + max_ms;
 	n_ranges = 0;
+	run_again = false;
 	memset(&last, 0, sizeof last);
 	long psl = sysconf(_SC_PAGESIZE);
 	if (budget == 0 || psl <= 0) {
@@ -313,17 +332,21 @@ size_t precopy_again(size_t budget)
 	long psl = sysconf(_SC_PAGESIZE);
 	size_t ps = psl > 0 ? (size_t)psl : 4096;
 	for (size_t i = 0; i < n_copied && n_ranges < MAX_RANGES && last.bytes < budget; i++) {
+		if (!copied[i].sure)
+			continue;
 		size_t len = copied[i].len;
 		if (len > budget - last.bytes)
 			len = (budget - last.bytes) / ps * ps;
 		if (!len)
 			break;
-		ranges[n_ranges++] = (struct range){ copied[i].start, len };
+		ranges[n_ranges++] = (struct range){ copied[i].start, len, true };
 		last.bytes += len;
 	}
-	/* The run records what it copies anew, under the same round (rounds
-	 * not advanced): its windows' left-out pages are the same ones. */
-	n_copied = 0;
+	/* copied[] stays the last run's record, the part not copied again
+	 * too: the next scan tells by it which of those pages the next call
+	 * wrote (its windows' left-out pages are the same ones: rounds not
+	 * advanced), and so which are sure at the next rest. */
+	run_again = true;
 	last.ranges = n_ranges;
 	return last.bytes;
 }
@@ -351,8 +374,12 @@ static void touch(uintptr_t a, size_t len, size_t ps)
 void precopy_run(double max_ms, int stop_fd)
 {
 	double t0 = cpu_ms(), deadline = t0 + max_ms;
-	n_copied = 0;
-	copied_round = rounds;
+	bool record = !run_again;
+	run_again = false;
+	if (record) {
+		n_copied = 0;
+		copied_round = rounds;
+	}
 	long psl = sysconf(_SC_PAGESIZE);
 	size_t ps = psl > 0 ? (size_t)psl : 4096;
 	/* Under a hypervisor that shadows the guest's page tables, the first
@@ -384,10 +411,13 @@ void precopy_run(double max_ms, int stop_fd)
 				touch(ranges[i].start + off, len, ps);
 			last.copied += len;
 			uintptr_t at = ranges[i].start + off;
-			if (n_copied && copied[n_copied - 1].start + copied[n_copied - 1].len == at)
+			if (!record)
+				continue;
+			if (n_copied && copied[n_copied - 1].start + copied[n_copied - 1].len == at &&
+			    copied[n_copied - 1].sure == ranges[i].sure)
 				copied[n_copied - 1].len += len;
 			else if (n_copied < MAX_RANGES)
-				copied[n_copied++] = (struct range){ at, len };
+				copied[n_copied++] = (struct range){ at, len, ranges[i].sure };
 		}
 	}
 out:
@@ -399,11 +429,13 @@ void precopy_forget(void)
 {
 	n_ranges = 0;
 	n_copied = 0;
+	run_again = false;
 }
 
 void precopy_unknown(void)
 {
 	n_copied = 0;
+	run_again = false;
 }
 
 void precopy_last(struct precopy_stats *out)

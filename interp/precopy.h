@@ -73,13 +73,17 @@ size_t precopy_scan(size_t budget, size_t max_map, double max_ms);
 #define PRECOPY_SKIP_MAX 1024
 void precopy_skip(const uintptr_t *at, const size_t *len, size_t n);
 
-/* Notes again, up to `budget` bytes, what the last run copied, in place
- * of a scan: for a fork of the same state (a save at rest takes a new
- * checkpoint of the state the last one holds, with no call in between),
- * which shares those pages again while no call has said anything new
- * about which it writes.  A scan there would drop them all: each is
+/* In place of a scan, for a fork of the same state (a save at rest takes
+ * a new checkpoint of the state the last one holds, with no call in
+ * between), which shares again every page the last run copied: notes
+ * again, up to `budget` bytes, those of them that calls keep writing (the
+ * last run copied them because the call before wrote their windows again
+ * after an earlier copy); the others stay shared, and the next scan still
+ * knows them as copied.  A scan here would drop them all: each is
  * exclusively mapped, and the page of its window the last round left out
- * was not written, since nothing ran.  Returns the bytes noted. */
+ * was not written, since nothing ran.  Copying all again cost more CPU
+ * than the faults it spared in the agent loop, whose calls differ (a
+ * chart's pages copied twice for a merge).  Returns the bytes noted. */
 size_t precopy_again(size_t budget);
 
 /* Write-faults in, in one call per range, the pages the last scan noted,
