@@ -113,6 +113,21 @@ static void end_all(unsigned char *m, pid_t before, pid_t after)
 	munmap(m, NPAGES * ps);
 }
 
+/* n pages aligned to windows of win pages (windows are counted from
+ * address 0), all written, then the previous checkpoint (*before): a
+ * sleeping fork that shares every one of them.  *raw is the mapping to
+ * unmap, (n + win) pages. */
+static unsigned char *windows_then_checkpoint(size_t win, size_t n, unsigned char **raw, pid_t *before)
+{
+	assert_true(precopy_open() >= 0);
+	*raw = mmap(NULL, (n + win) * ps, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	assert_true(*raw != MAP_FAILED);
+	unsigned char *m = (unsigned char *)(((uintptr_t)*raw + win * ps - 1) / (win * ps) * (win * ps));
+	memset(m, 1, n * ps);
+	*before = fork_sleeper();
+	return m;
+}
+
 static void test_refused_where_page_frames_show(void **state)
 {
 	(void)state;
@@ -230,14 +245,10 @@ static void test_stops_when_a_call_waits(void **state)
 static void test_copied_pages_no_call_writes_leave_the_set(void **state)
 {
 	(void)state;
-	assert_true(precopy_open() >= 0);
 	const size_t win = 64, n = 4 * win;
-	unsigned char *raw = mmap(NULL, (n + win) * ps, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	assert_true(raw != MAP_FAILED);
-	/* Windows are counted from address 0: align to one. */
-	unsigned char *m = (unsigned char *)(((uintptr_t)raw + win * ps - 1) / (win * ps) * (win * ps));
-	memset(m, 1, n * ps);
-	pid_t c0 = fork_sleeper();
+	unsigned char *raw;
+	pid_t c0;
+	unsigned char *m = windows_then_checkpoint(win, n, &raw, &c0);
 	memset(m, 2, n * ps); /* the first call writes all of it */
 	assert_true(precopy_scan((size_t)64 << 20, (size_t)4 << 30, 1000) > 0);
 	pid_t c1 = fork_sleeper();
@@ -326,16 +337,12 @@ static void test_skipped_ranges_are_not_noted(void **state)
 static void test_again_after_a_fork_of_the_same_state(void **state)
 {
 	(void)state;
-	assert_true(precopy_open() >= 0);
-	/* Two windows of 64 pages, aligned (windows are counted from
-	 * address 0): whether a page is sure depends on its window's
-	 * left-out page, which must be one of these. */
+	/* Two windows of 64 pages, aligned: whether a page is sure depends
+	 * on its window's left-out page, which must be one of these. */
 	const size_t win = 64, n = 2 * win;
-	unsigned char *raw = mmap(NULL, (n + win) * ps, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	assert_true(raw != MAP_FAILED);
-	unsigned char *m = (unsigned char *)(((uintptr_t)raw + win * ps - 1) / (win * ps) * (win * ps));
-	memset(m, 1, n * ps);
-	pid_t before = fork_sleeper();
+	unsigned char *raw;
+	pid_t before;
+	unsigned char *m = windows_then_checkpoint(win, n, &raw, &before);
 	memset(m, 2, n * ps); /* a call writes all of them */
 	precopy_scan((size_t)64 << 20, (size_t)4 << 30, 1000);
 	pid_t c1 = fork_sleeper();
