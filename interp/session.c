@@ -68,8 +68,9 @@ static void title_session(void)
  * control socket and pipes: the state is what it was before the call. */
 static pid_t checkpoint_pid, zygote_pid;
 /* Whether code ran (a cell, a thumbnail) since this process last forked
- * its checkpoint: when not, a new checkpoint is of the same state, and
- * the pre-copy repeats its last copies instead of scanning. */
+ * its checkpoint: when not, a new checkpoint is of the same state (a
+ * save's), and the pre-copy copies again what calls keep writing instead
+ * of scanning (precopy_again). */
 static bool ran_since_fork = true;
 
 /* Saved sessions: the largest state to save (0: do not save), and the
@@ -79,11 +80,12 @@ static pid_t saver_pid;
 
 /* The pre-copy after each checkpoint's fork (precopy.h): at most this many
  * bytes (set from memory_mb by the zygote), and these bounds in time, well
- * inside the server's 2 s CPU budget for taking a checkpoint.  256 MB:
- * `str.len()` over 5 million strings writes the reference counts of 280
- * MB of objects, which 64 MB left mostly to the next call's faults (a
- * copy made here costs about 1.5 us a page, a fault in the call 15 to
- * 18 us on the bench's VM); copying 256 MB took about 100 ms there. */
+ * inside the server's 2 s CPU budget for taking a checkpoint.  256 MB and
+ * 800 ms: `str.len()` over 5 million strings writes the reference counts
+ * of 280 MB of objects, which 64 MB and 100 ms left mostly to the next
+ * call's faults (on the bench's VM a page copied here costs about 11 us
+ * of CPU, a fault in the call 15 to 18 us: 256 MB take about 0.7 s, while
+ * the agent reads the reply). */
 static size_t precopy_cap, precopy_max_map, precopy_mem_limit;
 #define PRECOPY_MAX_BYTES ((size_t)256 << 20)
 #define PRECOPY_SCAN_MS 50.0
