@@ -566,6 +566,25 @@ int bigmem_install(long memory_mb, bool host_takes, bool checkpoints)
 	if (PyArray_GetNDArrayCFeatureVersion() < NPY_1_22_API_VERSION)
 		return -ENOTSUP;
 	glibc_when_hot = !checkpoints;
+	/* What glibc's heap would keep had NumPy's large blocks gone through
+	 * it.  glibc raises its mmap threshold to the size of each mapped
+	 * block freed (up to 32 MiB) and its trim threshold to twice that, so
+	 * that, once a program freed a large block, the next ones of that
+	 * size come from the heap and stay there for reuse.  With checkpoints
+	 * NumPy's blocks are this file's, glibc sees only the other large
+	 * mallocs (pandas' hash tables: two blocks of 4 MiB for a `groupby`
+	 * over 400k keys) and its thresholds stay below them: each call mapped
+	 * them afresh, 3 to 5 new huge pages a `groupby` at up to 2 ms each
+	 * after think time on the bench's VM, where with checkpoints off none
+	 * (bench/CHECKPOINTS.md, "The pre-copy's price at 400k rows").  Set as
+	 * those frees would have set them; the trim threshold within the
+	 * eighth of memory_mb the kept blocks may take, and the heap is
+	 * trimmed before every checkpoint's fork anyway (session.c). */
+	if (checkpoints) {
+		size_t trim = 2 * HEAP_KEEPS < cache_cap ? 2 * HEAP_KEEPS : cache_cap;
+		mallopt(M_MMAP_THRESHOLD, (int)HEAP_KEEPS);
+		mallopt(M_TRIM_THRESHOLD, (int)trim);
+	}
 	PyObject *cap = PyCapsule_New(checkpoints ? &handler : &hot_handler, "mem_handler", NULL);
 	if (!cap) {
 		PyErr_Clear();

@@ -157,6 +157,38 @@ describe('large arrays with checkpoints', () => {
 		assert.ok(faults < 1500, `writing a fresh 30 MB array took ${faults} minor faults (7,300 would be a copy per 4 kB)`);
 	});
 
+	test('a large block malloc\'d outside NumPy and freed stays in glibc\'s heap for the next, as NumPy\'s frees would have left it', { timeout: 120000 }, async () => {
+		// With checkpoints NumPy's blocks never pass through glibc, whose
+		// thresholds then stayed below the 4 MiB blocks pandas' hash
+		// tables take: each was mapped afresh and given back, a new huge
+		// page every 2 MiB on every call.  Measured inside one cell (the
+		// heap is trimmed before a checkpoint's fork): the blocks mapped
+		// alone while held (mallinfo2's hblks, against before), and the
+		// heap's free bytes once both are freed, twice.
+		const r = await execPy(h, [
+			'import ctypes',
+			'class MI(ctypes.Structure): _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]',
+			'libc = ctypes.CDLL(None); libc.mallinfo2.restype = MI',
+			'libc.malloc.restype = ctypes.c_void_p; libc.free.argtypes = [ctypes.c_void_p]',
+			'def churn():',
+			'    h0 = libc.mallinfo2().hblks',
+			'    ps = [libc.malloc(4 << 20) for _ in range(2)]',
+			'    for p in ps: ctypes.memset(p, 1, 4 << 20)',
+			'    mapped = libc.mallinfo2().hblks - h0',
+			'    for p in ps: libc.free(p)',
+			'    return (mapped, libc.mallinfo2().fordblks >> 20)',
+			'churn() + churn()',
+		].join('\n'));
+		assert.equal(r.sc.status, 'ok', show(r.sc));
+		const [mapped1, , mapped2, free2] = tuple(r.sc.result);
+		assert.equal(mapped1, 0, `a 4 MiB malloc was mapped alone (${r.sc.result}): glibc's mmap threshold is below it`);
+		assert.equal(mapped2, 0, `a 4 MiB malloc was mapped alone the second time (${r.sc.result})`);
+		// Under AddressSanitizer malloc is the sanitizer's, glibc's heap is
+		// not used at all (mallinfo2 reads 0): nothing stays there.
+		if (!SANITIZED)
+			assert.ok(free2 >= 8, `the heap kept ${free2} MiB of the 8 MiB freed (${r.sc.result}): trimmed, the next call maps it afresh`);
+	});
+
 	test('a large array freed is kept for the next that fits, up to an eighth of memory_mb, and across a checkpoint, which never holds it', { timeout: 120000 }, async () => {
 		// memory_mb is 2048 in this policy: at most 256 MB kept.
 		const r = await execPy(h, [
