@@ -576,10 +576,11 @@ int bigmem_install(long memory_mb, bool host_takes, bool checkpoints)
 	 * over 400k keys) and its thresholds stay below them: each call mapped
 	 * them afresh, 3 to 5 new huge pages a `groupby` at up to 2 ms each
 	 * after think time on the bench's VM, where with checkpoints off none
-	 * (bench/CHECKPOINTS.md, "The pre-copy's price at 400k rows").  Set as
-	 * those frees would have set them; the trim threshold within the
-	 * eighth of memory_mb the kept blocks may take, and the heap is
-	 * trimmed before every checkpoint's fork anyway (session.c). */
+	 * (bench/CHECKPOINTS.md, "Built: glibc's thresholds as NumPy's frees
+	 * would have set them").  Set as those frees would have set them; the
+	 * trim threshold within the eighth of memory_mb the kept blocks may
+	 * take, and the heap is trimmed before every checkpoint's fork anyway
+	 * (session.c). */
 	if (checkpoints) {
 		size_t trim = 2 * HEAP_KEEPS < cache_cap ? 2 * HEAP_KEEPS : cache_cap;
 		mallopt(M_MMAP_THRESHOLD, (int)HEAP_KEEPS);
